@@ -1,0 +1,87 @@
+"""`Limits`: the budget, as a validated, frozen value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import LimitError
+
+__all__ = ["DEFAULT_MAX_DEPTH", "MAX_LIMIT", "MIN_BYTES", "MIN_FIELD_BYTES", "Limits", "check_int"]
+
+#: Anything above 2**40 (1 TiB, a trillion items) is a mistake, not a budget.
+MAX_LIMIT = 2**40
+#: The largest marker that can stand in for a whole value (a cut list or object with a
+#: 20-digit count, either marker style) fits in 64 bytes, so no budget below it can
+#: always hold a valid, honest output.
+MIN_BYTES = 64
+#: A shortened string keeps at least its marker, ``"…[truncated: N more chars]"``.
+MIN_FIELD_BYTES = 32
+DEFAULT_MAX_DEPTH = 64
+#: The encoder recurses once per level; deeper limits would meet Python's recursion limit.
+MAX_DEPTH = 255
+
+
+def check_int(name: str, value: object, *, minimum: int, maximum: int = MAX_LIMIT) -> int:
+    """Return *value* if it is an int in ``[minimum, maximum]``, else raise `LimitError`."""
+    # bool is an int subclass; True as a byte budget is always a mistake.
+    if type(value) is not int:
+        raise LimitError(name, value, f"must be an int, not {type(value).__name__}")
+    if value < minimum:
+        raise LimitError(name, value, f"must be at least {minimum}")
+    if value > maximum:
+        raise LimitError(name, value, f"must be at most {maximum}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A budget for one document or one page.
+
+    ``max_bytes`` bounds the final encoded bytes, markers and envelope included.
+    ``max_items`` bounds the items of each list (and of each page), ``max_field_bytes``
+    the encoded size of each string, ``max_depth`` the nesting, and ``max_pages`` the
+    pages one paginated operation may serve. ``None`` means no limit beyond ``max_bytes``.
+    """
+
+    max_bytes: int
+    max_items: int | None = None
+    max_field_bytes: int | None = None
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_pages: int | None = None
+
+    def __init__(
+        self,
+        max_bytes: int,
+        *,
+        max_items: int | None = None,
+        max_field_bytes: int | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        max_pages: int | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "max_bytes", check_int("max_bytes", max_bytes, minimum=MIN_BYTES))
+        if max_items is not None:
+            check_int("max_items", max_items, minimum=1)
+        if max_field_bytes is not None:
+            check_int("max_field_bytes", max_field_bytes, minimum=MIN_FIELD_BYTES)
+        if max_pages is not None:
+            check_int("max_pages", max_pages, minimum=1)
+        set_(self, "max_items", max_items)
+        set_(self, "max_field_bytes", max_field_bytes)
+        set_(self, "max_depth", check_int("max_depth", max_depth, minimum=1, maximum=MAX_DEPTH))
+        set_(self, "max_pages", max_pages)
+
+    def replace(self, **changes: int | None) -> Limits:
+        """Return a copy with *changes* applied (and validated)."""
+        fields = {
+            "max_items": self.max_items,
+            "max_field_bytes": self.max_field_bytes,
+            "max_depth": self.max_depth,
+            "max_pages": self.max_pages,
+        }
+        max_bytes = changes.pop("max_bytes", self.max_bytes)
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"unknown limit(s): {', '.join(sorted(unknown))}")
+        fields.update(changes)
+        return Limits(max_bytes, **fields)  # type: ignore[arg-type]

@@ -1,0 +1,133 @@
+"""Every exception jsonbudget raises, in one tree.
+
+::
+
+    JsonBudgetError                      base of everything raised on purpose
+    ├── LimitError (ValueError)          a limit is invalid; raised before any work
+    ├── EncodeError (TypeError)          a value cannot be encoded and no marker was asked for
+    ├── DecodeError (ValueError)         input bytes are not valid text in the declared encoding
+    ├── OversizedItemError (ValueError)  an item cannot fit an empty page and outcome="error"
+    ├── SpillError (OSError)             a spill file cannot be written or read
+    └── CursorError (ValueError)         a cursor is refused; no data is returned
+        ├── InvalidCursor                garbled, forged, tampered or unknown
+        ├── ExpiredCursor                past the operation's expiry (or its store lost it)
+        ├── CursorScopeError             presented by another principal or for another query
+        └── BudgetExhausted              the operation's page budget is spent
+
+Each leaf also inherits the stdlib class that users already catch, so
+``except ValueError`` keeps working. Errors carry data (``path``, ``limit``,
+``used``) and messages name the JSON path where one applies.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "BudgetExhausted",
+    "CursorError",
+    "CursorScopeError",
+    "DecodeError",
+    "EncodeError",
+    "ExpiredCursor",
+    "InvalidCursor",
+    "JsonBudgetError",
+    "LimitError",
+    "OversizedItemError",
+    "SpillError",
+]
+
+
+class JsonBudgetError(Exception):
+    """Base class of every error jsonbudget raises on purpose."""
+
+    #: RFC 6901 JSON Pointer of the value concerned, where one applies.
+    path: str | None = None
+
+
+class LimitError(JsonBudgetError, ValueError):
+    """A limit is not a usable value; raised before any allocation or I/O."""
+
+    def __init__(self, name: str, value: object, reason: str) -> None:
+        self.name = name
+        self.value = value
+        super().__init__(f"{name}={value!r} is invalid: {reason}")
+
+
+class EncodeError(JsonBudgetError, TypeError):
+    """A value cannot be encoded as JSON and the caller asked for an error, not a marker."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(f"{message} (at {path or '/'})")
+
+
+class DecodeError(JsonBudgetError, ValueError):
+    """Input bytes are not valid text in the declared encoding."""
+
+    def __init__(self, message: str, *, offset: int) -> None:
+        self.offset = offset
+        super().__init__(f"{message} (at decoded byte {offset})")
+
+
+class OversizedItemError(JsonBudgetError, ValueError):
+    """An item cannot fit even an empty page and the caller chose ``oversized="error"``.
+
+    Nothing is lost: the cursor does not move past the item.
+    """
+
+    def __init__(self, *, index: int, encoded_bytes: int | None, limit: int) -> None:
+        self.index = index
+        self.encoded_bytes = encoded_bytes
+        self.limit = limit
+        self.path = f"/items/{index}"
+        size = "more than the budget" if encoded_bytes is None else f"{encoded_bytes} bytes"
+        super().__init__(
+            f"item {index} encodes to {size}, which cannot fit a page of {limit} bytes"
+        )
+
+
+class SpillError(JsonBudgetError, OSError):
+    """A spill file cannot be written, found or read."""
+
+
+class CursorError(JsonBudgetError, ValueError):
+    """A cursor was refused. No data is returned with it.
+
+    Messages name the failure class only; they never echo a principal or a query.
+    """
+
+    #: A short machine-readable name of the failure class.
+    reason: str = "invalid"
+
+
+class InvalidCursor(CursorError):
+    """The cursor is garbled, forged, tampered with, or unknown to the store."""
+
+    reason = "invalid"
+
+
+class ExpiredCursor(CursorError):
+    """The operation the cursor belongs to has expired (or its store no longer holds it)."""
+
+    reason = "expired"
+
+
+class CursorScopeError(CursorError):
+    """The cursor was minted for another principal or another query."""
+
+    def __init__(self, message: str, *, mismatch: Literal["principal", "query"]) -> None:
+        self.mismatch: Literal["principal", "query"] = mismatch
+        self.reason = f"scope_{mismatch}"
+        super().__init__(message)
+
+
+class BudgetExhausted(CursorError):
+    """The operation has used all the pages its budget allows."""
+
+    reason = "budget"
+
+    def __init__(self, *, limit: int, used: int) -> None:
+        self.limit = limit
+        self.used = used
+        super().__init__(f"the operation's page budget is spent ({used} of {limit} pages)")

@@ -1,0 +1,1 @@
+"""Fixture: a real PostgreSQL on loopback (filled in by the sources work)."""
