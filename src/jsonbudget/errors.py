@@ -99,6 +99,10 @@ class CursorError(JsonBudgetError, ValueError):
 
     #: A short machine-readable name of the failure class.
     reason: str = "invalid"
+    #: The HTTP status an API should answer with.
+    http_status: int = 400
+    #: The JSON-RPC error code MCP uses for a bad cursor ("Invalid params").
+    mcp_code: int = -32602
 
 
 class InvalidCursor(CursorError):
@@ -111,6 +115,7 @@ class ExpiredCursor(CursorError):
     """The operation the cursor belongs to has expired (or its store no longer holds it)."""
 
     reason = "expired"
+    http_status = 410  # Gone, as Kubernetes answers for an expired continue token
 
 
 class CursorScopeError(CursorError):
@@ -118,6 +123,7 @@ class CursorScopeError(CursorError):
 
     def __init__(self, message: str, *, mismatch: Literal["principal", "query"]) -> None:
         self.mismatch: Literal["principal", "query"] = mismatch
+        self.http_status = 403 if mismatch == "principal" else 400
         self.reason = f"scope_{mismatch}"
         super().__init__(message)
 
@@ -126,6 +132,7 @@ class BudgetExhausted(CursorError):
     """The operation has used all the pages its budget allows."""
 
     reason = "budget"
+    http_status = 429
 
     def __init__(self, *, limit: int, used: int) -> None:
         self.limit = limit
