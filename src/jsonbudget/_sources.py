@@ -1,0 +1,280 @@
+"""Page sources: where items come from, and how to continue after one of them.
+
+A source yields ``(item, position_after_item)`` pairs. A position is a plain JSON value
+(the cursor store serializes it), and re-opening the source at a position continues
+exactly after the item that position was yielded with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from itertools import count, islice
+from typing import Protocol, TypeAlias, TypeVar, runtime_checkable
+
+from ._limits import check_int
+from .errors import InvalidCursor
+
+__all__ = [
+    "AsyncIterableSource",
+    "AsyncSource",
+    "IterableSource",
+    "JSONValue",
+    "Position",
+    "SequenceSource",
+    "Source",
+    "as_source",
+]
+
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+#: Where a source stands: a JSON value that survives a round trip through the cursor store.
+Position: TypeAlias = JSONValue
+
+T_co = TypeVar("T_co", covariant=True)
+T = TypeVar("T")
+
+#: Sequences are copied to the caller in slices of at most this many references, so an
+#: unbounded read of a huge list never copies the whole list at once.
+_SLICE = 1024
+
+
+@runtime_checkable
+class Source(Protocol[T_co]):
+    """A re-openable, ordered source of items (see the module docstring)."""
+
+    def open(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> Iterator[tuple[T_co, Position]]:
+        """Yield ``(item, position_after_item)`` starting right after *position*.
+
+        ``None`` starts at the beginning. The caller takes at most ``limit_hint + 1``
+        items and then closes the iterator; ``limit_hint=None`` streams lazily.
+        """
+        ...
+
+    def describe(self) -> dict[str, JSONValue]:
+        """The parameters that define what this source yields (never the page size)."""
+        ...
+
+
+@runtime_checkable
+class AsyncSource(Protocol[T_co]):
+    """The async twin of `Source`."""
+
+    def aopen(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> AsyncIterator[tuple[T_co, Position]]:
+        """Like `Source.open`, as an async iterator (an async generator: ``aclose()`` it)."""
+        ...
+
+    def describe(self) -> dict[str, JSONValue]:
+        """The parameters that define what this source yields (never the page size)."""
+        ...
+
+
+def check_limit_hint(limit_hint: int | None) -> int | None:
+    """Validate *limit_hint*: ``None`` or an int >= 0."""
+    if limit_hint is None:
+        return None
+    return check_int("limit_hint", limit_hint, minimum=0)
+
+
+def offset_position(position: Position | None, kind: str) -> int:
+    """Return the offset stored in an offset *position* (``None`` is 0)."""
+    if position is None:
+        return 0
+    if type(position) is not int or position < 0:
+        raise InvalidCursor(f"the position is not a valid {kind} offset")
+    return position
+
+
+class SequenceSource(Source[T]):
+    """Items of a sequence (list, tuple, range, any `Sequence`), by offset.
+
+    The position after item *i* is ``i + 1``; resuming costs O(1). Items appended while
+    paging are seen; items inserted or removed before the position shift the offsets.
+    """
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, seq: Sequence[T]) -> None:
+        if isinstance(seq, str | bytes | bytearray | memoryview):
+            raise TypeError(f"a {type(seq).__name__} is not a sequence of items; wrap it in a list")
+        if not isinstance(seq, Sequence):
+            raise TypeError(f"SequenceSource needs a Sequence, not {type(seq).__name__}")
+        self._seq = seq
+
+    def open(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> Iterator[tuple[T, Position]]:
+        """Yield items from offset *position* on."""
+        start = offset_position(position, "sequence")
+        return self._iter(start, check_limit_hint(limit_hint))
+
+    def _iter(self, start: int, limit_hint: int | None) -> Iterator[tuple[T, Position]]:
+        seq = self._seq
+        stop = None if limit_hint is None else start + limit_hint + 1
+        if isinstance(seq, list | tuple | range):
+            # Slices run in C: far cheaper per item than indexing in a Python loop.
+            i = start
+            while stop is None or i < stop:
+                end = i + _SLICE if stop is None else min(i + _SLICE, stop)
+                chunk = seq[i:end]
+                if not chunk:
+                    return
+                yield from zip(chunk, range(i + 1, i + 1 + len(chunk)), strict=True)
+                i += len(chunk)
+            return
+        i = start
+        while (stop is None or i < stop) and i < len(seq):
+            item = seq[i]
+            i += 1
+            yield item, i
+
+    def describe(self) -> dict[str, JSONValue]:
+        """``{"kind": "sequence"}``: a sequence is identified by the caller's scope."""
+        return {"kind": "sequence"}
+
+
+def _is_one_shot(obj: object) -> bool:
+    return hasattr(obj, "__next__") or hasattr(obj, "__anext__")
+
+
+class IterableSource(Source[T]):
+    """Items of a re-iterable (or of a zero-argument factory returning an iterable).
+
+    Each ``open`` iterates afresh and skips *position* items, so resuming costs
+    O(position). The iterable must yield the same items in the same order each time.
+    """
+
+    __slots__ = ("_factory",)
+
+    def __init__(self, iterable_or_factory: Iterable[T] | Callable[[], Iterable[T]]) -> None:
+        if isinstance(iterable_or_factory, Iterable):
+            if _is_one_shot(iterable_or_factory):
+                raise TypeError(_ONE_SHOT)
+            reiterable = iterable_or_factory
+            self._factory: Callable[[], Iterable[T]] = lambda: reiterable
+        elif callable(iterable_or_factory):
+            self._factory = iterable_or_factory
+        else:
+            raise TypeError(
+                "IterableSource needs a re-iterable or a factory, "
+                f"not {type(iterable_or_factory).__name__}"
+            )
+
+    def open(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> Iterator[tuple[T, Position]]:
+        """Yield items from offset *position* on (re-iterating and skipping)."""
+        start = offset_position(position, "iterable")
+        return self._iter(start, check_limit_hint(limit_hint))
+
+    def _iter(self, start: int, limit_hint: int | None) -> Iterator[tuple[T, Position]]:
+        it = iter(self._factory())
+        try:
+            stop = None if limit_hint is None else start + limit_hint + 1
+            # islice never asks the iterable for more than `stop` items.
+            yield from zip(islice(it, start, stop), count(start + 1))
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+    def describe(self) -> dict[str, JSONValue]:
+        """``{"kind": "iterable"}``: an iterable is identified by the caller's scope."""
+        return {"kind": "iterable"}
+
+
+class AsyncIterableSource(AsyncSource[T]):
+    """Items of a re-iterable async iterable (or a factory returning one), by offset.
+
+    Resuming re-iterates and skips, so it costs O(position), like `IterableSource`.
+    """
+
+    __slots__ = ("_factory",)
+
+    def __init__(
+        self, iterable_or_factory: AsyncIterable[T] | Callable[[], AsyncIterable[T]]
+    ) -> None:
+        if isinstance(iterable_or_factory, AsyncIterable):
+            if _is_one_shot(iterable_or_factory):
+                raise TypeError(_ONE_SHOT)
+            reiterable = iterable_or_factory
+            self._factory: Callable[[], AsyncIterable[T]] = lambda: reiterable
+        elif callable(iterable_or_factory):
+            self._factory = iterable_or_factory
+        else:
+            raise TypeError(
+                "AsyncIterableSource needs a re-iterable async iterable or a factory, "
+                f"not {type(iterable_or_factory).__name__}"
+            )
+
+    def aopen(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> AsyncIterator[tuple[T, Position]]:
+        """Yield items from offset *position* on (re-iterating and skipping)."""
+        start = offset_position(position, "async iterable")
+        return self._aiter(start, check_limit_hint(limit_hint))
+
+    async def _aiter(self, start: int, limit_hint: int | None) -> AsyncIterator[tuple[T, Position]]:
+        it = aiter(self._factory())
+        stop = None if limit_hint is None else start + limit_hint + 1
+        i = 0
+        try:
+            while stop is None or i < stop:
+                try:
+                    item = await anext(it)
+                except StopAsyncIteration:
+                    return
+                i += 1
+                if i > start:
+                    yield item, i
+        finally:
+            aclose = getattr(it, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def describe(self) -> dict[str, JSONValue]:
+        """``{"kind": "async_iterable"}``."""
+        return {"kind": "async_iterable"}
+
+
+_ONE_SHOT = (
+    "a one-shot iterator or generator cannot be resumed at a cursor; pass a "
+    "re-iterable (a list, or an object whose __iter__ starts afresh) or a factory "
+    "such as `lambda: make_rows()` to IterableSource / AsyncIterableSource"
+)
+
+
+def as_source(obj: object) -> Source[object] | AsyncSource[object]:
+    """Return *obj* as a source.
+
+    A `Source` or `AsyncSource` is returned as is; a sequence becomes a `SequenceSource`;
+    a re-iterable an `IterableSource`; an async re-iterable an `AsyncIterableSource`.
+    A one-shot iterator or generator raises `TypeError` (it cannot be resumed), as do
+    strings, bytes and mappings (almost always a mistake) and anything else.
+    """
+    if isinstance(obj, Source | AsyncSource):
+        return obj
+    if isinstance(obj, str | bytes | bytearray | memoryview | Mapping):
+        raise TypeError(
+            f"a {type(obj).__name__} is not a source of items; wrap it in a list "
+            "(or page its items explicitly)"
+        )
+    if isinstance(obj, Sequence):
+        return SequenceSource(obj)
+    if _is_one_shot(obj):
+        raise TypeError(_ONE_SHOT)
+    if isinstance(obj, Iterable):
+        return IterableSource(obj)
+    if isinstance(obj, AsyncIterable):
+        return AsyncIterableSource(obj)
+    raise TypeError(f"cannot page a {type(obj).__name__}: it is neither a sequence nor iterable")
