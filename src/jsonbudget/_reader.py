@@ -1,0 +1,281 @@
+"""The bounded text reader: at most ``max_bytes`` of text from a stream, honestly flagged."""
+
+from __future__ import annotations
+
+import codecs
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ._limits import check_int
+from .errors import DecodeError, LimitError
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "BinarySource",
+    "BoundedReader",
+    "BoundedText",
+    "read_bounded_text",
+]
+
+#: How much is asked of a stream at once (compressed bytes, for gzip input).
+DEFAULT_CHUNK_BYTES = 64 * 1024
+#: gzip input only: compressed bytes read beyond this stop the read (complete=False), so a
+#: stream of empty gzip members, which inflates to nothing, cannot keep the reader busy
+#: forever. Real deflate data never needs more than the decoded size plus a small overhead.
+_GZIP_SOURCE_SLACK = 1024 * 1024
+# gzip magic bytes; zlib's wbits=31 accepts exactly one gzip member.
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+
+
+@runtime_checkable
+class BinarySource(Protocol):
+    """Anything with a binary ``read(n)``: files, sockets' makefile(), ``io.BytesIO``."""
+
+    def read(self, n: int = -1, /) -> bytes | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedText:
+    """Text read under a byte limit.
+
+    ``bytes_read`` counts the decoded bytes (after gzip, before text decoding) taken from
+    the source: at most ``max_bytes + 1``. ``bytes_returned`` counts those that ``text``
+    stands for (at most ``max_bytes``; fewer when a cut backed up to a character
+    boundary). ``source_bytes_read`` counts raw bytes pulled from the source (the
+    compressed bytes for gzip input).
+    """
+
+    text: str
+    complete: bool
+    bytes_read: int
+    bytes_returned: int
+    source_bytes_read: int
+
+
+class BoundedReader:
+    """A reusable, configured bounded reader; see `read_bounded_text`."""
+
+    __slots__ = ("_chunk_bytes", "_encoding", "_gzip", "_max_bytes", "_max_source_bytes")
+
+    def __init__(
+        self,
+        max_bytes: int,
+        *,
+        encoding: str = "utf-8",
+        gzip: bool = False,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        max_source_bytes: int | None = None,
+    ) -> None:
+        self._max_bytes = check_int("max_bytes", max_bytes, minimum=1)
+        self._chunk_bytes = check_int("chunk_bytes", chunk_bytes, minimum=1, maximum=2**30)
+        if max_source_bytes is not None:
+            check_int("max_source_bytes", max_source_bytes, minimum=1)
+        elif gzip:
+            max_source_bytes = 4 * (self._max_bytes + 1) + _GZIP_SOURCE_SLACK
+        self._max_source_bytes = max_source_bytes
+        if type(gzip) is not bool:
+            raise LimitError("gzip", gzip, "must be a bool")
+        self._gzip = gzip
+        self._encoding = _check_encoding(encoding)
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
+    def read(self, source: BinarySource | Iterable[bytes] | bytes) -> BoundedText:
+        """Read at most ``max_bytes`` of text from *source*; see `read_bounded_text`."""
+        want = self._max_bytes + 1
+        if self._gzip:
+            raw = _RawChunks(source, self._chunk_bytes, self._max_source_bytes)
+            return _decode_bounded(_inflate(raw, want), self._max_bytes, self._encoding, raw)
+        # Without gzip a raw byte is a decoded byte: never take more than max_bytes + 1.
+        cap = want if self._max_source_bytes is None else min(want, self._max_source_bytes)
+        raw = _RawChunks(source, self._chunk_bytes, cap)
+        return _decode_bounded(raw, self._max_bytes, self._encoding, raw)
+
+
+def read_bounded_text(
+    source: BinarySource | Iterable[bytes] | bytes,
+    max_bytes: int,
+    *,
+    encoding: str = "utf-8",
+    gzip: bool = False,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_source_bytes: int | None = None,
+) -> BoundedText:
+    """Read text from *source* with a limit of *max_bytes* decoded bytes.
+
+    *source* is a binary stream (anything with ``read(n)``), an iterable of byte chunks,
+    or one bytes-like object. At most ``max_bytes + 1`` decoded bytes are taken, the one
+    extra to learn whether the input was longer: ``complete`` is true only when the source
+    ended within the limit. A cut inside a multi-byte character backs up to the previous
+    character boundary. Invalid text raises `DecodeError` with its decoded byte offset.
+    With ``gzip=True`` the limit applies to the inflated bytes, so a tiny file that
+    inflates to gigabytes costs only the limit. The limits are validated before any read.
+    """
+    reader = BoundedReader(
+        max_bytes,
+        encoding=encoding,
+        gzip=gzip,
+        chunk_bytes=chunk_bytes,
+        max_source_bytes=max_source_bytes,
+    )
+    return reader.read(source)
+
+
+def _check_encoding(encoding: object) -> str:
+    if not isinstance(encoding, str):
+        raise LimitError("encoding", encoding, "must be a str naming a text encoding")
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        raise LimitError("encoding", encoding, "is not a known encoding") from None
+    # bytes-to-bytes codecs such as "zlib" or "base64" are not text encodings.
+    if not getattr(info, "_is_text_encoding", True):
+        raise LimitError("encoding", encoding, "is not a text encoding")
+    return info.name
+
+
+class _RawChunks:
+    """Raw chunks pulled from a source, counting what was taken (per-call state)."""
+
+    __slots__ = ("_source", "chunk_bytes", "ended", "max_taken", "taken")
+
+    def __init__(self, source: object, chunk_bytes: int, max_taken: int | None) -> None:
+        self._source = source
+        self.chunk_bytes = chunk_bytes
+        self.max_taken = max_taken
+        self.taken = 0
+        self.ended = False
+
+    def __iter__(self) -> Iterator[memoryview]:
+        source = self._source
+        if isinstance(source, bytes | bytearray | memoryview):
+            return self._from_iterable((source,))
+        if isinstance(source, str):
+            raise TypeError("the source must be binary (bytes, a stream or byte chunks), not str")
+        if hasattr(source, "read"):
+            return self._from_stream(source)
+        if isinstance(source, Iterable):
+            return self._from_iterable(source)
+        raise TypeError(f"cannot read text from a {type(source).__name__}")
+
+    def _left(self) -> int | None:
+        return None if self.max_taken is None else self.max_taken - self.taken
+
+    def _from_stream(self, stream: BinarySource) -> Iterator[memoryview]:
+        while True:
+            left = self._left()
+            if left is not None and left <= 0:
+                return
+            # Ask only for what is still wanted, so an endless stream and a 12-byte limit
+            # hand out exactly 13 bytes.
+            want = self.chunk_bytes if left is None else min(self.chunk_bytes, left)
+            data = stream.read(want)
+            if data is None:
+                raise TypeError("the stream is non-blocking and has no data ready")
+            view = _as_view(data)
+            if len(view) > want:
+                raise TypeError(f"the stream's read({want}) returned {len(view)} bytes")
+            if not view:
+                self.ended = True
+                return
+            self.taken += len(view)
+            yield view
+
+    def _from_iterable(self, pieces: Iterable[object]) -> Iterator[memoryview]:
+        for piece in pieces:
+            view = _as_view(piece)
+            left = self._left()
+            if left is not None:
+                if left <= 0:
+                    return
+                view = view[:left]
+            # A caller's 1 GB chunk is handed on in slices of a view, never copied.
+            for start in range(0, len(view), self.chunk_bytes):
+                part = view[start : start + self.chunk_bytes]
+                self.taken += len(part)
+                yield part
+        self.ended = True
+
+
+def _as_view(chunk: object) -> memoryview:
+    if isinstance(chunk, bytes | bytearray | memoryview):
+        view = memoryview(chunk)
+        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+    raise TypeError(f"the source must yield bytes, not {type(chunk).__name__}")
+
+
+def _inflate(raw: _RawChunks, want: int) -> Iterator[bytes]:
+    """Inflate gzip members from *raw*, yielding at most *want* decoded bytes in total."""
+    inflater = zlib.decompressobj(_GZIP_WBITS)
+    produced = 0
+    fresh_member = True
+    for chunk in raw:
+        data = bytes(chunk)
+        while data and produced < want:
+            if fresh_member:
+                # gzip(1) and Python's gzip module accept zero padding after a member.
+                data = data.lstrip(b"\x00")
+                if not data:
+                    break
+                fresh_member = False
+            try:
+                out = inflater.decompress(data, want - produced)
+            except zlib.error as exc:
+                raise DecodeError(f"invalid gzip data: {exc}", offset=produced) from None
+            produced += len(out)
+            if out:
+                yield out
+            if inflater.eof:
+                data = inflater.unused_data
+                inflater = zlib.decompressobj(_GZIP_WBITS)
+                fresh_member = True
+            else:
+                # Output capped by max_length: the rest of the input waits in the tail.
+                data = inflater.unconsumed_tail
+        if produced >= want:
+            return
+    if raw.ended and not fresh_member:
+        raise DecodeError("the gzip stream ends inside a member (truncated)", offset=produced)
+
+
+def _decode_bounded(
+    chunks: Iterable[bytes | memoryview], max_bytes: int, encoding: str, raw: _RawChunks
+) -> BoundedText:
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    parts: list[str] = []
+    taken = 0  # decoded bytes taken so far, never more than max_bytes + 1
+    for chunk in chunks:
+        view = memoryview(chunk)[: max_bytes + 1 - taken]
+        if taken + len(view) <= max_bytes:
+            parts.append(_decode(decoder, view, taken, final=False))
+            taken += len(view)
+            continue
+        # This chunk holds byte max_bytes + 1: decode what fits, then feed the extra byte
+        # only to validate it (a character it completes is not returned).
+        head = view[: max_bytes - taken]
+        parts.append(_decode(decoder, head, taken, final=False))
+        returned = max_bytes - len(decoder.getstate()[0])
+        _decode(decoder, view[len(head) :], max_bytes, final=False)
+        return BoundedText("".join(parts), False, max_bytes + 1, returned, raw.taken)
+    if not raw.ended:
+        # Stopped by max_source_bytes: nothing more was seen, so nothing is claimed.
+        returned = taken - len(decoder.getstate()[0])
+        return BoundedText("".join(parts), False, taken, returned, raw.taken)
+    parts.append(_decode(decoder, b"", taken, final=True))
+    return BoundedText("".join(parts), True, taken, taken, raw.taken)
+
+
+def _decode(
+    decoder: codecs.IncrementalDecoder, data: memoryview | bytes, offset: int, *, final: bool
+) -> str:
+    buffered = len(decoder.getstate()[0])
+    try:
+        return decoder.decode(data, final)
+    except UnicodeDecodeError as exc:
+        # The error's start counts from the decoder's buffered bytes plus this input.
+        at = max(0, offset - buffered + exc.start)
+        raise DecodeError(f"invalid {exc.encoding} text: {exc.reason}", offset=at) from None
