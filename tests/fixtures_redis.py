@@ -1,1 +1,130 @@
-"""Fixture: a real redis-server on loopback (filled in by the cursor-store work)."""
+"""Fixture: a real redis-server on loopback, started and stopped by the suite.
+
+`redis_server_process` is a plain context manager (the benches use it too); the
+session-scoped `redis_server` fixture wraps it and FAILS when Redis cannot start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+START_TIMEOUT = 15.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """One redis-server process without persistence: a restart empties it."""
+
+    def __init__(self, binary: str, directory: Path) -> None:
+        self.binary = binary
+        self.directory = directory
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        log = self.directory / "redis.log"
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--dir", str(self.directory),
+                "--save", "",
+                "--appendonly", "no",
+                "--logfile", str(log),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise RuntimeError(
+                    f"redis-server exited with status {self.proc.returncode} on port "
+                    f"{self.port}: {err.strip()} {tail.strip()}"
+                )
+            if _ping(self.port):
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer PING within {START_TIMEOUT} s")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        if proc.stderr:
+            proc.stderr.close()
+
+    def restart(self, *, flush: bool = True) -> None:
+        """Stop and start again on the same port. Without persistence the data is gone."""
+        if not flush:
+            raise ValueError("this server has no persistence: a restart always empties it")
+        self.stop()
+        self.start()
+        self.restarts += 1
+
+
+@contextlib.contextmanager
+def redis_server_process() -> Iterator[RedisServer]:
+    """Start redis-server on 127.0.0.1 and a free port in a temp dir; stop it afterwards."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError(
+            "redis-server is not installed; install it (Debian: apt-get install redis-server)"
+        )
+    with tempfile.TemporaryDirectory(prefix="jsonbudget-redis-") as tmp:
+        server = RedisServer(binary, Path(tmp))
+        try:
+            server.start()
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A real redis-server for the whole session. Fails (never skips) when it cannot start."""
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(redis_server_process())
+        except RuntimeError as exc:
+            pytest.fail(f"cannot start redis-server: {exc}", pytrace=False)
+        yield server

@@ -1,0 +1,463 @@
+"""Cursor tokens, their keyring, the store protocol and the in-memory store.
+
+A token names one stored position of one paginated operation; it carries no data::
+
+    base64url( version:1 | kid:1 | operation id:16 | token id:8 | mac:16 )   # 56 chars
+
+The operation id and token id are random (192 bits together); the MAC is the first 16
+bytes of HMAC-SHA256 over the first 26 bytes under the key named by ``kid``. 42 bytes are
+exactly 56 base64 characters, so no padding bits exist and one token has one spelling.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Protocol, runtime_checkable
+
+import orjson
+
+from ._limits import check_int
+from ._scope import Scope
+from .errors import (
+    BudgetExhausted,
+    CursorScopeError,
+    EncodeError,
+    ExpiredCursor,
+    InvalidCursor,
+    LimitError,
+)
+
+__all__ = [
+    "DEFAULT_MAX_PER_PRINCIPAL",
+    "DEFAULT_MAX_TOTAL",
+    "DEFAULT_TTL",
+    "MAX_POSITION_BYTES",
+    "MAX_TTL",
+    "TOKEN_CHARS",
+    "CursorKey",
+    "CursorState",
+    "CursorStore",
+    "JSONValue",
+    "Keyring",
+    "MemoryCursorStore",
+]
+
+JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+
+#: Seconds from an operation's first page until every token of it is refused.
+DEFAULT_TTL: Final = 900
+#: A longer expiry is a mistake: a cursor is for one pagination, not for bookmarks.
+MAX_TTL: Final = 7 * 24 * 3600
+DEFAULT_MAX_PER_PRINCIPAL: Final = 1000
+DEFAULT_MAX_TOTAL: Final = 100_000
+#: A position is an offset or a few keyset values, never a page of data.
+MAX_POSITION_BYTES: Final = 64 * 1024
+TOKEN_CHARS: Final = 56
+MIN_SECRET_BYTES: Final = 32
+
+_VERSION: Final = 1
+_OP_BYTES: Final = 16
+_TID_BYTES: Final = 8
+_MAC_BYTES: Final = 16
+_BODY_BYTES: Final = 2 + _OP_BYTES + _TID_BYTES
+_MAC_TAG: Final = b"jsonbudget/cursor/1\x00"
+_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_-]{56}")
+
+
+# -- keys ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class CursorKey:
+    """One MAC key: *kid* (0-255, written in every token), *secret* (at least 32 bytes),
+    and for a retired key *accept_until* (epoch seconds after which its tokens are refused).
+    """
+
+    kid: int
+    secret: bytes
+    accept_until: float | None = None
+
+    def __post_init__(self) -> None:
+        check_int("kid", self.kid, minimum=0, maximum=255)
+        if not isinstance(self.secret, bytes):
+            raise EncodeError(f"secret must be bytes, not {type(self.secret).__name__}", path="")
+        if len(self.secret) < MIN_SECRET_BYTES:
+            # the value is a secret: report its length only
+            raise LimitError(
+                "secret", f"<{len(self.secret)} bytes>", f"needs at least {MIN_SECRET_BYTES} bytes"
+            )
+
+    def __repr__(self) -> str:
+        return f"CursorKey(kid={self.kid}, secret=<redacted>, accept_until={self.accept_until})"
+
+
+class Keyring:
+    """The current MAC key plus retired keys still accepted for a window (rotation).
+
+    Immutable: `rotate` returns a new keyring. Tokens are always signed with `current`.
+    """
+
+    __slots__ = ("_keys", "current")
+
+    current: CursorKey
+    _keys: dict[int, CursorKey]
+
+    def __init__(self, current: CursorKey, previous: Iterable[CursorKey] = ()) -> None:
+        if not isinstance(current, CursorKey):
+            raise EncodeError(f"current must be a CursorKey, not {type(current).__name__}", path="")
+        keys = {k.kid: k for k in previous}
+        keys[current.kid] = current
+        object.__setattr__(self, "current", current)
+        object.__setattr__(self, "_keys", keys)
+
+    @classmethod
+    def generate(cls, *, kid: int = 0) -> Keyring:
+        """A keyring with one fresh random 32-byte key."""
+        return cls(CursorKey(kid, secrets.token_bytes(MIN_SECRET_BYTES)))
+
+    @classmethod
+    def from_secret(cls, secret: bytes, *, kid: int = 0) -> Keyring:
+        """A keyring with the one key *secret* (share it between processes)."""
+        return cls(CursorKey(kid, secret))
+
+    def rotate(self, secret: bytes, *, window: float = DEFAULT_TTL) -> Keyring:
+        """Sign with *secret* from now on; accept the old key for *window* more seconds.
+
+        With ``window >= ttl`` no live operation loses its cursors.
+        """
+        now = time.time()
+        old = self.current
+        new = CursorKey((old.kid + 1) % 256, secret)
+        retired = CursorKey(old.kid, old.secret, now + window)
+        kept = [
+            k
+            for k in self._keys.values()
+            if k.kid not in (old.kid, new.kid) and (k.accept_until or 0.0) > now
+        ]
+        return Keyring(new, [*kept, retired])
+
+    def key(self, kid: int, now: float) -> CursorKey | None:
+        """The key *kid* if it is still accepted at *now*."""
+        k = self._keys.get(kid)
+        if k is None or (k.accept_until is not None and now > k.accept_until):
+            return None
+        return k
+
+    def adopt(self, key: CursorKey) -> Keyring:
+        """A keyring that signs with *key* and keeps accepting every key it knew."""
+        return Keyring(key, [k for k in self._keys.values() if k.kid != key.kid])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Keyring is immutable; use rotate()")
+
+    def __repr__(self) -> str:
+        return f"Keyring(current_kid={self.current.kid}, kids={sorted(self._keys)})"
+
+
+def as_keyring(keys: Keyring | bytes | None) -> Keyring | None:
+    """Normalize a store's ``keys=`` option."""
+    if keys is None or isinstance(keys, Keyring):
+        return keys
+    if isinstance(keys, bytes):
+        return Keyring.from_secret(keys)
+    raise EncodeError(f"keys must be a Keyring or bytes, not {type(keys).__name__}", path="")
+
+
+def derived_key(secret: bytes) -> CursorKey:
+    """A key whose id is derived from the secret (for keys a store keeps itself)."""
+    return CursorKey(hashlib.sha256(b"jsonbudget/kid\x00" + secret).digest()[0], secret)
+
+
+# -- tokens --------------------------------------------------------------------------------
+
+
+def _mac(secret: bytes, body: bytes) -> bytes:
+    return hmac.digest(secret, _MAC_TAG + body, "sha256")[:_MAC_BYTES]
+
+
+def new_operation_id() -> bytes:
+    return secrets.token_bytes(_OP_BYTES)
+
+
+def new_token_id() -> bytes:
+    return secrets.token_bytes(_TID_BYTES)
+
+
+def encode_token(key: CursorKey, op_id: bytes, tid: bytes) -> str:
+    body = bytes((_VERSION, key.kid)) + op_id + tid
+    return base64.urlsafe_b64encode(body + _mac(key.secret, body)).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedToken:
+    """A token split into its fields; not yet authenticated."""
+
+    kid: int
+    op_id: bytes
+    tid: bytes
+    body: bytes
+    mac: bytes
+
+
+def parse_token(token: object) -> ParsedToken:
+    """Split *token*; bounded work: the length is checked before anything else."""
+    if not isinstance(token, str):
+        raise InvalidCursor(f"a cursor is a string, not {type(token).__name__}")
+    if len(token) != TOKEN_CHARS:
+        # a 1 MB string stops here, in O(1)
+        what = "empty" if not token else ("too long" if len(token) > TOKEN_CHARS else "too short")
+        raise InvalidCursor(f"the cursor is not one this server issued ({what})")
+    if _TOKEN_RE.fullmatch(token) is None:
+        raise InvalidCursor("the cursor is not one this server issued (bad characters)")
+    raw = base64.urlsafe_b64decode(token)
+    if raw[0] != _VERSION:
+        raise InvalidCursor("the cursor is not one this server issued (unknown version)")
+    body = raw[:_BODY_BYTES]
+    return ParsedToken(raw[1], raw[2 : 2 + _OP_BYTES], raw[2 + _OP_BYTES : _BODY_BYTES], body, raw[_BODY_BYTES:])
+
+
+def verify_token(parsed: ParsedToken, key: CursorKey | None) -> None:
+    """Raise `InvalidCursor` unless *parsed* carries a valid MAC under *key*."""
+    if key is None:
+        raise InvalidCursor("the cursor is not one this server issued (unknown key)")
+    if not hmac.compare_digest(_mac(key.secret, parsed.body), parsed.mac):
+        raise InvalidCursor("the cursor is not one this server issued (bad signature)")
+
+
+def authenticate(token: object, keyring: Keyring) -> ParsedToken:
+    """Parse and MAC-check *token*; raises `InvalidCursor` before any store lookup."""
+    parsed = parse_token(token)
+    verify_token(parsed, keyring.key(parsed.kid, time.time()))
+    return parsed
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    """One paginated operation as a store sees it at one page."""
+
+    operation_id: str
+    principal_fingerprint: str
+    query_fingerprint: str
+    #: opaque to the store: whatever the source gave (offset, keyset values, dict)
+    position: JSONValue
+    #: pages counted for this operation so far, including the page being served now
+    pages_served: int
+    #: epoch seconds of the operation's first page
+    started_at: float
+    #: ``started_at + ttl``: no token of this operation is accepted after it
+    expires_at: float
+    max_pages: int | None
+
+
+@runtime_checkable
+class CursorStore(Protocol):
+    """Where operations live. Every implementation behaves the same (one conformance suite)."""
+
+    def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
+        """Begin an operation: ``pages_served == 1``, ``position is None``."""
+        ...
+
+    def resume(self, token: str, scope: Scope) -> CursorState:
+        """Authenticate *token*, check expiry and scope, and count one more page atomically."""
+        ...
+
+    def mint(self, state: CursorState, position: JSONValue) -> str:
+        """A continuation token for *state*'s operation at *position*."""
+        ...
+
+
+def check_ttl(ttl: object) -> int:
+    return check_int("ttl", ttl, minimum=1, maximum=MAX_TTL)
+
+
+def check_max_pages(max_pages: object) -> int | None:
+    if max_pages is None:
+        return None
+    return check_int("max_pages", max_pages, minimum=1)
+
+
+def encode_position(position: JSONValue) -> bytes:
+    """The stored form of a position; also the key that makes minting idempotent."""
+    try:
+        data = orjson.dumps(position, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:
+        raise EncodeError(f"cursor position cannot be encoded: {exc}", path="") from None
+    if len(data) > MAX_POSITION_BYTES:
+        raise LimitError(
+            "position", f"<{len(data)} bytes>", f"must encode to at most {MAX_POSITION_BYTES} bytes"
+        )
+    return data
+
+
+def decode_position(data: bytes | str) -> JSONValue:
+    value: JSONValue = orjson.loads(data)
+    return value
+
+
+def check_scope(principal_fp: str, query_fp: str, scope: Scope) -> None:
+    """Principal first: another principal learns nothing about the query."""
+    if not hmac.compare_digest(principal_fp, scope.principal_fingerprint):
+        raise CursorScopeError(
+            "the cursor was issued to another principal", mismatch="principal"
+        )
+    if not hmac.compare_digest(query_fp, scope.query_fingerprint):
+        raise CursorScopeError(
+            "the cursor was issued for other query parameters", mismatch="query"
+        )
+
+
+def expired() -> ExpiredCursor:
+    return ExpiredCursor("the cursor's operation has expired or is no longer held by the store")
+
+
+def unknown() -> InvalidCursor:
+    return InvalidCursor("the cursor is not known to the store")
+
+
+def check_scope_arg(scope: object) -> Scope:
+    if not isinstance(scope, Scope):
+        raise EncodeError(f"scope must be a Scope, not {type(scope).__name__}", path="")
+    return scope
+
+
+# -- memory --------------------------------------------------------------------------------
+
+
+class _Op:
+    __slots__ = ("expires", "max_pages", "pages", "pfp", "positions", "qfp", "started", "tids")
+
+    def __init__(
+        self, pfp: str, qfp: str, started: float, expires: float, max_pages: int | None
+    ) -> None:
+        self.pfp = pfp
+        self.qfp = qfp
+        self.pages = 1
+        self.started = started
+        self.expires = expires
+        self.max_pages = max_pages
+        self.positions: dict[bytes, bytes] = {}  # token id -> encoded position
+        self.tids: dict[bytes, bytes] = {}  # encoded position -> token id
+
+
+class MemoryCursorStore:
+    """Operations held in this process: the default store; thread-safe and bounded.
+
+    At most *max_per_principal* live operations per principal and *max_total* in all;
+    starting one more evicts the oldest (its cursors then raise `ExpiredCursor`).
+    Expired operations are swept as new ones start. Not shared between processes.
+    """
+
+    __slots__ = ("_by_principal", "_keyring", "_lock", "_max_per_principal", "_max_total", "_ops", "ttl")
+
+    def __init__(
+        self,
+        *,
+        ttl: int = DEFAULT_TTL,
+        keys: Keyring | bytes | None = None,
+        max_per_principal: int = DEFAULT_MAX_PER_PRINCIPAL,
+        max_total: int = DEFAULT_MAX_TOTAL,
+    ) -> None:
+        self.ttl = check_ttl(ttl)
+        self._max_per_principal = check_int("max_per_principal", max_per_principal, minimum=1)
+        self._max_total = check_int("max_total", max_total, minimum=1)
+        self._keyring = as_keyring(keys) or Keyring.generate()
+        self._lock = threading.Lock()
+        # insertion order is start order is expiry order (one ttl per store)
+        self._ops: dict[bytes, _Op] = {}
+        self._by_principal: dict[str, dict[bytes, None]] = {}
+
+    def __len__(self) -> int:
+        """Live (not yet swept) operations."""
+        return len(self._ops)
+
+    def _drop(self, op_id: bytes) -> None:
+        op = self._ops.pop(op_id)
+        mine = self._by_principal[op.pfp]
+        del mine[op_id]
+        if not mine:
+            del self._by_principal[op.pfp]
+
+    def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
+        scope = check_scope_arg(scope)
+        max_pages = check_max_pages(max_pages)
+        now = time.time()
+        op_id = new_operation_id()
+        op = _Op(scope.principal_fingerprint, scope.query_fingerprint, now, now + self.ttl, max_pages)
+        with self._lock:
+            ops = self._ops
+            while ops:
+                oldest = next(iter(ops))
+                if ops[oldest].expires > now:
+                    break
+                self._drop(oldest)
+            mine = self._by_principal.setdefault(op.pfp, {})
+            while len(mine) >= self._max_per_principal:
+                self._drop(next(iter(mine)))
+                mine = self._by_principal.setdefault(op.pfp, {})
+            while len(ops) >= self._max_total:
+                self._drop(next(iter(ops)))
+                mine = self._by_principal.setdefault(op.pfp, {})
+            ops[op_id] = op
+            mine[op_id] = None
+        return CursorState(op_id.hex(), op.pfp, op.qfp, None, 1, now, op.expires, max_pages)
+
+    def resume(self, token: str, scope: Scope) -> CursorState:
+        parsed = authenticate(token, self._keyring)
+        scope = check_scope_arg(scope)
+        now = time.time()
+        with self._lock:
+            op = self._ops.get(parsed.op_id)
+            if op is None:
+                # the MAC proves we issued it: it was swept, evicted or lost
+                raise expired()
+            data = op.positions.get(parsed.tid)
+            if data is None:
+                raise unknown()
+            if now >= op.expires:
+                raise expired()
+            check_scope(op.pfp, op.qfp, scope)
+            if op.max_pages is not None and op.pages >= op.max_pages:
+                raise BudgetExhausted(limit=op.max_pages, used=op.pages)
+            op.pages += 1
+            pages = op.pages
+        return CursorState(
+            parsed.op_id.hex(),
+            op.pfp,
+            op.qfp,
+            decode_position(data),
+            pages,
+            op.started,
+            op.expires,
+            op.max_pages,
+        )
+
+    def mint(self, state: CursorState, position: JSONValue) -> str:
+        data = encode_position(position)
+        op_id = bytes.fromhex(state.operation_id)
+        with self._lock:
+            op = self._ops.get(op_id)
+            if op is None:
+                # gone already: the token will resolve to ExpiredCursor
+                return encode_token(self._keyring.current, op_id, new_token_id())
+            tid = op.tids.get(data)
+            if tid is None:
+                tid = new_token_id()
+                while tid in op.positions:
+                    tid = new_token_id()
+                op.tids[data] = tid
+                op.positions[tid] = data
+        return encode_token(self._keyring.current, op_id, tid)
+
+    def __repr__(self) -> str:
+        return f"MemoryCursorStore(ttl={self.ttl}, operations={len(self._ops)})"

@@ -1,0 +1,260 @@
+"""`RedisCursorStore`: cursors shared by many processes and machines through Redis.
+
+``redis`` is imported when a store is built, so ``import jsonbudget`` works without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from ._cursors import (
+    DEFAULT_TTL,
+    MIN_SECRET_BYTES,
+    CursorKey,
+    CursorState,
+    JSONValue,
+    Keyring,
+    as_keyring,
+    check_max_pages,
+    check_scope_arg,
+    check_ttl,
+    decode_position,
+    derived_key,
+    encode_position,
+    encode_token,
+    expired,
+    new_operation_id,
+    new_token_id,
+    parse_token,
+    unknown,
+    verify_token,
+)
+from ._scope import Scope
+from .errors import BudgetExhausted, CursorScopeError, EncodeError, LimitError
+
+if TYPE_CHECKING:
+    from redis.commands.core import Script
+
+__all__ = ["RedisCursorStore"]
+
+DEFAULT_PREFIX: Final = "jsonbudget:"
+#: An unknown key id re-reads the shared key at most this often (seconds), so forged
+#: tokens cannot turn into a stream of Redis reads.
+_KEY_REFRESH_EVERY: Final = 1.0
+
+# Redis TIME keeps every machine on one clock; ms since the epoch fit a Lua double exactly.
+_START: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local exp = now + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], 'pf', ARGV[1], 'qf', ARGV[2], 'n', 1,
+           't0', string.format('%.0f', now), 'exp', string.format('%.0f', exp), 'max', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', exp))
+return {string.format('%.0f', now), string.format('%.0f', exp)}
+"""
+
+# Status codes: 0 gone, 1 unknown token, 2 expired, 3 principal, 4 query, 5 budget, 6 served.
+_RESUME: Final = """
+local v = redis.call('HMGET', KEYS[1], 'pf', 'qf', 'n', 't0', 'exp', 'max', ARGV[1])
+if not v[1] then return {0} end
+if not v[7] then return {1} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now >= tonumber(v[5]) then return {2} end
+if v[1] ~= ARGV[2] then return {3} end
+if v[2] ~= ARGV[3] then return {4} end
+local n = tonumber(v[3])
+if v[6] ~= '' and n >= tonumber(v[6]) then return {5, n, tonumber(v[6])} end
+n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+return {6, n, v[4], v[5], v[6], v[7]}
+"""
+
+# Minting the same position twice returns the first token: retries do not grow the hash.
+_MINT: Final = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local tid = redis.call('HGET', KEYS[1], ARGV[1])
+if tid then return tid end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], 't:' .. ARGV[2], ARGV[3])
+return ARGV[2]
+"""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("ascii") if isinstance(value, bytes) else value
+
+
+class RedisCursorStore:
+    """Operations kept in Redis under *prefix*, one hash per operation.
+
+    *url_or_client* is a ``redis://`` URL or a ``redis.Redis`` / ``redis.RedisCluster``
+    client. Redis keeps the expiry (``PEXPIREAT``); a Lua script counts each page
+    atomically, so a continuation costs two round trips (resume, mint). Keys are
+    ``{prefix}{op:<id>}``: hash-tagged by operation id, so the store runs on Redis Cluster.
+    Unless *keys* is given, the MAC key lives at ``{prefix}mac-key`` (created with
+    ``SET NX``) and every process adopts it; pass *keys* in production.
+    """
+
+    __slots__ = (
+        "_client",
+        "_key_lock",
+        "_key_name",
+        "_keyring",
+        "_last_refresh",
+        "_mint",
+        "_resume",
+        "_shared_key",
+        "_start",
+        "prefix",
+        "ttl",
+    )
+
+    def __init__(
+        self,
+        url_or_client: Any,
+        *,
+        ttl: int = DEFAULT_TTL,
+        keys: Keyring | bytes | None = None,
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        import redis  # noqa: PLC0415  (optional dependency, imported on use)
+
+        self.ttl = check_ttl(ttl)
+        if not isinstance(prefix, str):
+            raise EncodeError(f"prefix must be a str, not {type(prefix).__name__}", path="")
+        if "{" in prefix or "}" in prefix or len(prefix) > 256:
+            # braces in the prefix would become the hash tag and pin every key to one slot
+            raise LimitError("prefix", prefix, "must be at most 256 chars without { or }")
+        self.prefix = prefix
+        if isinstance(url_or_client, str):
+            self._client: Any = redis.Redis.from_url(url_or_client)
+        elif isinstance(url_or_client, redis.Redis | redis.RedisCluster):
+            self._client = url_or_client
+        else:
+            raise EncodeError(
+                "url_or_client must be a redis URL or a redis.Redis client, not "
+                f"{type(url_or_client).__name__}",
+                path="",
+            )
+        client = self._client
+        # register_script hashes once; each call is one EVALSHA (plus a reload after a restart)
+        self._start: Script = client.register_script(_START)
+        self._resume: Script = client.register_script(_RESUME)
+        self._mint: Script = client.register_script(_MINT)
+        self._key_name = f"{prefix}mac-key"
+        self._key_lock = threading.Lock()
+        self._last_refresh = 0.0
+        keyring = as_keyring(keys)
+        self._shared_key = keyring is None
+        self._keyring = keyring or Keyring(self._sync_key(None))
+
+    def _op_key(self, op_id: bytes) -> str:
+        return f"{self.prefix}{{op:{op_id.hex()}}}"
+
+    def _sync_key(self, mine: CursorKey | None) -> CursorKey:
+        """Write our key if Redis holds none (it was emptied), then adopt what it holds.
+
+        One round trip: ``SET NX`` and ``GET`` in one pipeline.
+        """
+        secret = mine.secret if mine else secrets.token_bytes(MIN_SECRET_BYTES)
+        pipe = self._client.pipeline(transaction=False)
+        # hex, so clients built with decode_responses=True read it too
+        pipe.set(self._key_name, secret.hex(), nx=True)
+        pipe.get(self._key_name)
+        _, stored = pipe.execute()
+        try:
+            return derived_key(bytes.fromhex(_text(stored)))
+        except (TypeError, ValueError, UnicodeDecodeError):
+            raise LimitError("mac-key", "<stored in redis>", "is not a jsonbudget key") from None
+
+    def _adopt_shared_key(self) -> None:
+        with self._key_lock:
+            self._keyring = self._keyring.adopt(self._sync_key(self._keyring.current))
+
+    def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
+        scope = check_scope_arg(scope)
+        max_pages = check_max_pages(max_pages)
+        if self._shared_key:
+            # a new operation signs with the key Redis holds now (it may have been emptied)
+            self._adopt_shared_key()
+        op_id = new_operation_id()
+        t0, exp = self._start(
+            keys=[self._op_key(op_id)],
+            args=[
+                scope.principal_fingerprint,
+                scope.query_fingerprint,
+                "" if max_pages is None else str(max_pages),
+                str(self.ttl * 1000),
+            ],
+        )
+        return CursorState(
+            op_id.hex(),
+            scope.principal_fingerprint,
+            scope.query_fingerprint,
+            None,
+            1,
+            int(t0) / 1000,
+            int(exp) / 1000,
+            max_pages,
+        )
+
+    def resume(self, token: str, scope: Scope) -> CursorState:
+        parsed = parse_token(token)
+        key = self._keyring.key(parsed.kid, time.time())
+        if key is None and self._shared_key:
+            now = time.monotonic()
+            if now - self._last_refresh >= _KEY_REFRESH_EVERY:
+                self._last_refresh = now
+                self._adopt_shared_key()
+                key = self._keyring.key(parsed.kid, time.time())
+        verify_token(parsed, key)
+        scope = check_scope_arg(scope)
+        reply = self._resume(
+            keys=[self._op_key(parsed.op_id)],
+            args=[f"t:{parsed.tid.hex()}", scope.principal_fingerprint, scope.query_fingerprint],
+        )
+        status = int(reply[0])
+        if status == 6:
+            _, pages, t0, exp, max_pages, data = reply
+            return CursorState(
+                parsed.op_id.hex(),
+                scope.principal_fingerprint,
+                scope.query_fingerprint,
+                decode_position(data),
+                int(pages),
+                int(t0) / 1000,
+                int(exp) / 1000,
+                int(max_pages) if _text(max_pages) else None,
+            )
+        if status in (0, 2):
+            raise expired()
+        if status == 1:
+            raise unknown()
+        if status == 3:
+            raise CursorScopeError(
+                "the cursor was issued to another principal", mismatch="principal"
+            )
+        if status == 4:
+            raise CursorScopeError(
+                "the cursor was issued for other query parameters", mismatch="query"
+            )
+        raise BudgetExhausted(limit=int(reply[2]), used=int(reply[1]))
+
+    def mint(self, state: CursorState, position: JSONValue) -> str:
+        data = encode_position(position)
+        op_id = bytes.fromhex(state.operation_id)
+        tid = new_token_id()
+        got = self._mint(
+            keys=[self._op_key(op_id)],
+            args=[f"p:{hashlib.sha256(data).hexdigest()[:32]}", tid.hex(), data],
+        )
+        # None: the operation is gone, so the token resolves to ExpiredCursor
+        if got is not None:
+            tid = bytes.fromhex(_text(got))
+        return encode_token(self._keyring.current, op_id, tid)
+
+    def __repr__(self) -> str:
+        return f"RedisCursorStore(prefix={self.prefix!r}, ttl={self.ttl})"

@@ -1,0 +1,234 @@
+"""`Scope`: who asks and what they asked, fingerprinted canonically.
+
+A cursor is bound to a scope. The query fingerprint ignores key order, equivalent
+spellings (``10`` and ``10.0``, a tuple and a list, NFC and NFD text, the same instant in
+two time zones), explicit defaults and the page size, so a caller may change the page size
+between pages and nothing else.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import enum
+import hashlib
+import hmac
+import math
+import unicodedata
+import uuid
+from collections.abc import Collection, Mapping, Set
+from types import MappingProxyType
+from typing import Any, Final
+
+import orjson
+
+from .errors import EncodeError, LimitError
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE_KEYS",
+    "MAX_QUERY_DEPTH",
+    "Scope",
+    "canonical_query",
+]
+
+#: Top-level query keys that say how much to return, or where to continue, rather than
+#: what to return. They are left out of the fingerprint.
+DEFAULT_PAGE_SIZE_KEYS: Final = frozenset(
+    {
+        "limit",
+        "page_size",
+        "pageSize",
+        "per_page",
+        "perPage",
+        "max_items",
+        "maxItems",
+        "max_results",
+        "maxResults",
+        "cursor",
+        "next_cursor",
+        "nextCursor",
+        "page_token",
+        "pageToken",
+    }
+)
+#: Nesting deeper than this in a query is refused (a query is parameters, not data).
+MAX_QUERY_DEPTH: Final = 64
+
+_PRINCIPAL_TAG: Final = b"jsonbudget/principal/1\x00"
+_QUERY_TAG: Final = b"jsonbudget/query/1\x00"
+_SCOPE_TAG: Final = b"jsonbudget/scope/1\x00"
+_ABSENT: Final = object()
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _canon(value: object, path: str, depth: int) -> object:
+    """One value in canonical JSON form; raises `EncodeError` naming *path*."""
+    if depth > MAX_QUERY_DEPTH:
+        raise EncodeError(f"query nests deeper than {MAX_QUERY_DEPTH} levels", path=path)
+    # bool before int: True is an int, but a JSON reader tells them apart.
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, enum.Enum):
+        return _canon(value.value, path, depth)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise EncodeError("query holds a non-finite number", path=path)
+        # 10.0 and 10 are one spelling; -0.0 is 0.
+        return int(value) if value.is_integer() else value
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise EncodeError("query holds a non-finite number", path=path)
+        if value == value.to_integral_value():
+            return int(value)
+        # compared at float precision, so Decimal("0.1") spells 0.1
+        return float(value)
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, Mapping):
+        return _canon_mapping(value, path, depth)
+    if isinstance(value, list | tuple):
+        return [_canon(v, f"{path}/{i}", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, Set):
+        # a set has no order: sort the members by their canonical encoding
+        members = [_canon(v, f"{path}/-", depth + 1) for v in value]
+        return sorted(members, key=_dump)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None and value.utcoffset() is not None:
+            value = value.astimezone(_dt.UTC)
+        return value.isoformat()
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise EncodeError(f"query value of type {type(value).__name__} has no JSON form", path=path)
+
+
+def _canon_mapping(value: Mapping[Any, Any], path: str, depth: int) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise EncodeError(f"query key of type {type(key).__name__} is not a string", path=path)
+        nkey = unicodedata.normalize("NFC", key)
+        if nkey in out:
+            raise EncodeError("two query keys are one key after NFC normalization", path=path)
+        out[nkey] = _canon(item, f"{path}/{_escape(key)}", depth + 1)
+    return out
+
+
+def _dump(value: object) -> bytes:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:
+        # lone surrogates survive NFC; orjson refuses them
+        raise EncodeError(f"query cannot be encoded: {exc}", path="") from None
+
+
+def canonical_query(
+    query: Mapping[str, Any] | None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+    page_size_keys: Collection[str] = DEFAULT_PAGE_SIZE_KEYS,
+) -> bytes:
+    """The canonical JSON bytes of *query* that its fingerprint is taken over.
+
+    Top-level keys in *page_size_keys* are dropped, and so are top-level keys whose value
+    is ``None`` or equals the value in *defaults* (an explicit default is no default).
+    """
+    if query is None:
+        query = {}
+    if not isinstance(query, Mapping):
+        raise EncodeError(f"query must be a mapping, not {type(query).__name__}", path="")
+    if isinstance(page_size_keys, str):
+        raise EncodeError("page_size_keys must be a collection of strings, not a string", path="")
+    skip = frozenset(unicodedata.normalize("NFC", k) for k in page_size_keys)
+    canon = _canon_mapping(query, "", 0)
+    canon_defaults = _canon_mapping(defaults, "", 0) if defaults else {}
+    kept = {
+        key: value
+        for key, value in canon.items()
+        if key not in skip
+        and value is not None
+        and not _same(canon_defaults.get(key, _ABSENT), value)
+    }
+    return _dump(kept)
+
+
+def _same(default: object, value: object) -> bool:
+    return default is not _ABSENT and _dump(default) == _dump(value)
+
+
+def _hex(tag: bytes, data: bytes) -> str:
+    return hashlib.sha256(tag + data).hexdigest()
+
+
+class Scope:
+    """Who asks (*principal*) and what they asked (*query*); immutable.
+
+    Two scopes are equal when their fingerprints are. The principal is never shown in
+    ``repr`` and never stored: stores keep only the fingerprints.
+    """
+
+    __slots__ = (
+        "_query",
+        "fingerprint",
+        "principal",
+        "principal_fingerprint",
+        "query_fingerprint",
+    )
+
+    principal: str
+    fingerprint: str
+    principal_fingerprint: str
+    query_fingerprint: str
+    _query: Mapping[str, Any]
+
+    def __init__(
+        self,
+        principal: str,
+        query: Mapping[str, Any] | None = None,
+        *,
+        defaults: Mapping[str, Any] | None = None,
+        page_size_keys: Collection[str] = DEFAULT_PAGE_SIZE_KEYS,
+    ) -> None:
+        if not isinstance(principal, str):
+            raise EncodeError(
+                f"principal must be a str, not {type(principal).__name__}", path=""
+            )
+        if not principal:
+            raise LimitError("principal", principal, "must be a non-empty string")
+        canon = canonical_query(query, defaults=defaults, page_size_keys=page_size_keys)
+        pfp = _hex(_PRINCIPAL_TAG, principal.encode("utf-8", "surrogatepass"))
+        qfp = _hex(_QUERY_TAG, canon)
+        set_ = object.__setattr__
+        set_(self, "principal", principal)
+        set_(self, "_query", MappingProxyType(dict(query or {})))
+        set_(self, "principal_fingerprint", pfp)
+        set_(self, "query_fingerprint", qfp)
+        set_(self, "fingerprint", _hex(_SCOPE_TAG, f"{pfp}:{qfp}".encode()))
+
+    @property
+    def query(self) -> Mapping[str, Any]:
+        """A read-only view of the query as given (not canonicalized)."""
+        return self._query
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Scope is immutable; cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Scope is immutable; cannot delete {name}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Scope):
+            return NotImplemented
+        return hmac.compare_digest(self.fingerprint, other.fingerprint)
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def __repr__(self) -> str:
+        return f"Scope(principal=<redacted>, fingerprint={self.fingerprint[:16]!r}…)"

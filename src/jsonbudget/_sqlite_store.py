@@ -1,0 +1,246 @@
+"""`SQLiteCursorStore`: durable cursors in one SQLite file, shared by local processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from types import TracebackType
+from typing import Final
+
+from ._cursors import (
+    DEFAULT_MAX_PER_PRINCIPAL,
+    DEFAULT_TTL,
+    MIN_SECRET_BYTES,
+    CursorState,
+    JSONValue,
+    Keyring,
+    as_keyring,
+    authenticate,
+    check_max_pages,
+    check_scope,
+    check_scope_arg,
+    check_ttl,
+    decode_position,
+    derived_key,
+    encode_position,
+    encode_token,
+    expired,
+    new_operation_id,
+    new_token_id,
+    unknown,
+)
+from ._limits import check_int
+from ._scope import Scope
+from .errors import BudgetExhausted
+
+__all__ = ["SQLiteCursorStore"]
+
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS jsonbudget_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS jsonbudget_ops (
+        op_id BLOB PRIMARY KEY,
+        principal_fp TEXT NOT NULL,
+        query_fp TEXT NOT NULL,
+        pages_served INTEGER NOT NULL,
+        started_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        max_pages INTEGER
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS jsonbudget_ops_expiry ON jsonbudget_ops (expires_at)",
+    """CREATE INDEX IF NOT EXISTS jsonbudget_ops_principal
+        ON jsonbudget_ops (principal_fp, started_at)""",
+    """CREATE TABLE IF NOT EXISTS jsonbudget_tokens (
+        op_id BLOB NOT NULL,
+        tid BLOB NOT NULL,
+        pos_hash BLOB NOT NULL,
+        position BLOB NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (op_id, tid)
+    ) WITHOUT ROWID""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS jsonbudget_tokens_position
+        ON jsonbudget_tokens (op_id, pos_hash)""",
+    "CREATE INDEX IF NOT EXISTS jsonbudget_tokens_expiry ON jsonbudget_tokens (expires_at)",
+)
+_KEY_NAME: Final = "cursor_mac_key"
+#: Expired rows are deleted at most this often (seconds), by whichever process starts.
+_SWEEP_EVERY: Final = 10.0
+
+_RESUME_SQL: Final = """
+    SELECT o.principal_fp, o.query_fp, o.pages_served, o.started_at, o.expires_at,
+           o.max_pages, t.position
+    FROM jsonbudget_ops AS o LEFT JOIN jsonbudget_tokens AS t
+         ON t.op_id = o.op_id AND t.tid = ?
+    WHERE o.op_id = ?"""
+
+
+class SQLiteCursorStore:
+    """Operations kept in the SQLite database at *path*: durable and multi-process.
+
+    The database runs in WAL mode; every page count is one ``BEGIN IMMEDIATE``
+    transaction, so processes sharing the file never overspend a budget. Unless *keys* is
+    given, the MAC key is created once in the database and read by every process that
+    opens it. One connection per store, guarded by a lock (safe across threads).
+    """
+
+    __slots__ = ("_conn", "_keyring", "_last_sweep", "_lock", "_max_per_principal", "path", "ttl")
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ttl: int = DEFAULT_TTL,
+        keys: Keyring | bytes | None = None,
+        max_per_principal: int = DEFAULT_MAX_PER_PRINCIPAL,
+        busy_timeout: float = 10.0,
+    ) -> None:
+        self.ttl = check_ttl(ttl)
+        self._max_per_principal = check_int("max_per_principal", max_per_principal, minimum=1)
+        keyring = as_keyring(keys)
+        self.path = os.fspath(path)
+        # autocommit mode: transactions are explicit, so BEGIN IMMEDIATE is ours to issue
+        self._conn = sqlite3.connect(
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        self._lock = threading.Lock()
+        self._last_sweep = 0.0
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL survives process crashes; only an OS crash may drop the last pages
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            with self._transaction():
+                for stmt in _SCHEMA:
+                    self._conn.execute(stmt)
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO jsonbudget_meta (name, value) VALUES (?, ?)",
+                    (_KEY_NAME, secrets.token_bytes(MIN_SECRET_BYTES)),
+                )
+                row = self._conn.execute(
+                    "SELECT value FROM jsonbudget_meta WHERE name = ?", (_KEY_NAME,)
+                ).fetchone()
+        except BaseException:
+            self._conn.close()
+            raise
+        self._keyring = keyring or Keyring(derived_key(bytes(row[0])))
+
+    def _transaction(self) -> _Immediate:
+        return _Immediate(self._conn)
+
+    def close(self) -> None:
+        """Close the connection; the data stays in the file."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SQLiteCursorStore:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
+        scope = check_scope_arg(scope)
+        max_pages = check_max_pages(max_pages)
+        op_id = new_operation_id()
+        pfp = scope.principal_fingerprint
+        with self._lock, self._transaction():
+            conn = self._conn
+            now = time.time()
+            if now - self._last_sweep >= _SWEEP_EVERY:
+                self._last_sweep = now
+                conn.execute("DELETE FROM jsonbudget_tokens WHERE expires_at <= ?", (now,))
+                conn.execute("DELETE FROM jsonbudget_ops WHERE expires_at <= ?", (now,))
+            (live,) = conn.execute(
+                "SELECT count(*) FROM jsonbudget_ops WHERE principal_fp = ?", (pfp,)
+            ).fetchone()
+            excess = live - self._max_per_principal + 1
+            if excess > 0:
+                doomed = [
+                    (r[0],)
+                    for r in conn.execute(
+                        """SELECT op_id FROM jsonbudget_ops WHERE principal_fp = ?
+                           ORDER BY started_at LIMIT ?""",
+                        (pfp, excess),
+                    )
+                ]
+                conn.executemany("DELETE FROM jsonbudget_tokens WHERE op_id = ?", doomed)
+                conn.executemany("DELETE FROM jsonbudget_ops WHERE op_id = ?", doomed)
+            conn.execute(
+                "INSERT INTO jsonbudget_ops VALUES (?, ?, ?, 1, ?, ?, ?)",
+                (op_id, pfp, scope.query_fingerprint, now, now + self.ttl, max_pages),
+            )
+        return CursorState(
+            op_id.hex(), pfp, scope.query_fingerprint, None, 1, now, now + self.ttl, max_pages
+        )
+
+    def resume(self, token: str, scope: Scope) -> CursorState:
+        parsed = authenticate(token, self._keyring)
+        scope = check_scope_arg(scope)
+        with self._lock, self._transaction():
+            conn = self._conn
+            row = conn.execute(_RESUME_SQL, (parsed.tid, parsed.op_id)).fetchone()
+            if row is None:
+                raise expired()
+            pfp, qfp, pages, started, expires, max_pages, data = row
+            if data is None:
+                raise unknown()
+            if time.time() >= expires:
+                raise expired()
+            check_scope(pfp, qfp, scope)
+            if max_pages is not None and pages >= max_pages:
+                raise BudgetExhausted(limit=max_pages, used=pages)
+            pages += 1
+            conn.execute(
+                "UPDATE jsonbudget_ops SET pages_served = ? WHERE op_id = ?",
+                (pages, parsed.op_id),
+            )
+        return CursorState(
+            parsed.op_id.hex(), pfp, qfp, decode_position(data), pages, started, expires, max_pages
+        )
+
+    def mint(self, state: CursorState, position: JSONValue) -> str:
+        data = encode_position(position)
+        pos_hash = hashlib.sha256(data).digest()[:16]
+        op_id = bytes.fromhex(state.operation_id)
+        tid = new_token_id()
+        with self._lock:
+            # one statement, atomic on its own; an existing token for this position wins
+            self._conn.execute(
+                """INSERT OR IGNORE INTO jsonbudget_tokens
+                   SELECT op_id, ?, ?, ?, expires_at FROM jsonbudget_ops WHERE op_id = ?""",
+                (tid, pos_hash, data, op_id),
+            )
+            row = self._conn.execute(
+                "SELECT tid FROM jsonbudget_tokens WHERE op_id = ? AND pos_hash = ?",
+                (op_id, pos_hash),
+            ).fetchone()
+        # no row: the operation is gone, and so the token resolves to ExpiredCursor
+        return encode_token(self._keyring.current, op_id, bytes(row[0]) if row else tid)
+
+    def __repr__(self) -> str:
+        return f"SQLiteCursorStore({self.path!r}, ttl={self.ttl})"
+
+
+class _Immediate:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` when the block raises."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        # IMMEDIATE takes the write lock now, so read-then-update cannot race
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self._conn.execute("COMMIT")
+        else:
+            self._conn.execute("ROLLBACK")
