@@ -1,0 +1,442 @@
+"""Sources over files: a JSON array (under a prefix) and JSON Lines, plain or gzip.
+
+Both resume at an exact byte offset stored in the position, so a page costs about what
+its own bytes cost to parse, wherever it lies in the file. Items are parsed by the
+stdlib's C scanner (`json.scanner`) over a sliding decoded window, because it reports
+where each value ends, which is what an exact resume offset needs; ijson does not
+expose byte offsets.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip as gzip_module
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from json.scanner import make_scanner
+from typing import IO, Any, Final
+
+from ._limits import check_int
+from ._sources import JSONValue, Position, Source, check_limit_hint
+from .errors import DecodeError, InvalidCursor, LimitError
+
+__all__ = ["DEFAULT_MAX_ITEM_BYTES", "DEFAULT_READ_SIZE", "JsonArrayFileSource", "JsonLinesSource"]
+
+#: Bytes read from the file at a time.
+DEFAULT_READ_SIZE: Final = 64 * 1024
+#: The largest single item (or skipped sibling value) the sources will hold in memory.
+DEFAULT_MAX_ITEM_BYTES: Final = 64 * 1024 * 1024
+
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+_WS: Final = re.compile(r"[ \t\n\r]*")
+#: Whitespace, the separator after an array item, and the whitespace after it.
+_SEP: Final = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+#: Within this many characters of the window's end a parse error may just mean "read
+#: more": the longest token that can be cut there is a surrogate pair escape.
+_EDGE: Final = 16
+
+
+class _NonFinite(ValueError):
+    """NaN or Infinity in the input: not JSON."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def _new_scanner() -> Callable[[str, int], tuple[Any, int]]:
+    decoder = json.JSONDecoder(parse_constant=_reject_constant)
+    scan: Callable[[str, int], tuple[Any, int]] = make_scanner(decoder)
+    return scan
+
+
+class _File:
+    """An opened file, its identity and the stream that yields its (decoded) bytes."""
+
+    __slots__ = ("raw", "size", "mtime_ns", "stream")
+
+    def __init__(self, path: str, gzip: bool | None) -> None:
+        raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
+        try:
+            st = os.fstat(raw.fileno())
+            self.size = st.st_size
+            self.mtime_ns = st.st_mtime_ns
+            if gzip is None:
+                gzip = raw.read(2) == _GZIP_MAGIC
+                raw.seek(0)
+            self.stream: IO[bytes] = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
+        except BaseException:
+            raw.close()
+            raise
+        self.raw = raw
+
+    def seek_checked(self, position: dict[str, JSONValue]) -> int:
+        """Move to the position's offset after checking the file is the one it came from."""
+        if position["s"] != self.size or position["m"] != self.mtime_ns:
+            raise InvalidCursor("the file changed since the cursor was minted")
+        offset = position["o"]
+        assert isinstance(offset, int)
+        if offset == 0:
+            raise InvalidCursor("the position is not a valid file offset")
+        # gzip streams seek by decompressing forward: O(offset), documented.
+        self.stream.seek(offset - 1)
+        if self.stream.read(1).decode("latin-1") != position["c"]:
+            raise InvalidCursor("the file changed since the cursor was minted")
+        return offset
+
+    def close(self) -> None:
+        try:
+            if self.stream is not self.raw:
+                self.stream.close()
+        finally:
+            self.raw.close()
+
+
+def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
+    if position is None:
+        return None
+    if (
+        isinstance(position, dict)
+        and position.keys() == {"i", "o", "s", "m", "c"}
+        and all(type(position[k]) is int and position[k] >= 0 for k in "iosm")  # type: ignore[operator]
+        and isinstance(position["c"], str)
+        and len(position["c"]) == 1
+    ):
+        return position
+    raise InvalidCursor("the position is not a valid file position")
+
+
+class _Window:
+    """A sliding window of decoded text over a byte stream, tracking byte offsets.
+
+    ``pos`` indexes ``buf``; ``bpos`` is the byte offset in the stream of ``buf[pos]``.
+    """
+
+    __slots__ = ("buf", "pos", "bpos", "eof", "_stream", "_decoder", "_read_size", "_max")
+
+    def __init__(self, stream: IO[bytes], bpos: int, read_size: int, max_item: int) -> None:
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self._read_size = read_size
+        self._max = max_item
+        self.buf = ""
+        self.pos = 0
+        self.bpos = bpos
+        self.eof = False
+
+    def refill(self) -> None:
+        """Drop consumed text and append at least one more chunk (more if a value is big)."""
+        rest = self.buf[self.pos :]
+        if len(rest) > self._max:
+            raise DecodeError(
+                f"a value is larger than max_item_bytes={self._max} or is not valid JSON",
+                offset=self.bpos,
+            )
+        data = self._stream.read(max(self._read_size, len(rest)))
+        self.eof = not data
+        try:
+            text = self._decoder.decode(data, self.eof)
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"the file is not valid UTF-8 ({exc.reason})", offset=self.bpos + len(rest)
+            ) from None
+        self.buf = rest + text
+        self.pos = 0
+
+    def advance(self, end: int) -> None:
+        buf = self.buf
+        # isascii() is O(1) on str: byte and character offsets agree.
+        if buf.isascii():
+            self.bpos += end - self.pos
+        else:
+            self.bpos += len(buf[self.pos : end].encode("utf-8"))
+        self.pos = end
+
+    def peek(self) -> str:
+        """Skip whitespace and return the next character ('' at the end of the stream)."""
+        while True:
+            end = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            self.bpos += end - self.pos
+            self.pos = end
+            if end < len(self.buf):
+                return self.buf[end]
+            if self.eof:
+                return ""
+            self.refill()
+
+    def expect(self, char: str, what: str) -> None:
+        if self.peek() != char:
+            raise self.error(f"expected {char!r} {what}")
+        self.pos += 1
+        self.bpos += 1
+
+    def value(self, scan: Callable[[str, int], tuple[Any, int]]) -> tuple[Any, int]:
+        """Parse the value at ``pos``; return it and the index where it ends."""
+        while True:
+            try:
+                obj, end = scan(self.buf, self.pos)
+            except StopIteration as exc:
+                # The C scanner lets a nested missing value escape as StopIteration(index).
+                at = exc.value if type(exc.value) is int else self.pos
+                if self.eof or at < len(self.buf) - _EDGE:
+                    raise self.error("expected a value") from None
+                self.refill()
+                continue
+            except json.JSONDecodeError as exc:
+                # Past the window's edge (or in a string still open there) more input may
+                # complete the value; anywhere else the error is final.
+                incomplete = exc.pos >= len(self.buf) - _EDGE or exc.msg.startswith(
+                    "Unterminated string"
+                )
+                if self.eof or not incomplete:
+                    raise self.error(exc.msg) from None
+                self.refill()
+                continue
+            except _NonFinite as exc:
+                raise self.error(f"{exc} is not valid JSON") from None
+            # A number at the window's edge may continue in the next chunk.
+            if end >= len(self.buf) and not self.eof:
+                self.refill()
+                continue
+            return obj, end
+
+    def error(self, message: str) -> DecodeError:
+        return DecodeError(f"invalid JSON: {message}", offset=self.bpos)
+
+
+def _split_prefix(prefix: object) -> tuple[str, ...]:
+    if not isinstance(prefix, str):
+        raise LimitError("prefix", prefix, "must be a str such as 'item' or 'results.item'")
+    parts = prefix.split(".")
+    if parts[-1] != "item" or "item" in parts[:-1] or "" in parts:
+        raise LimitError(
+            "prefix",
+            prefix,
+            "must be object keys ending in one array, like 'item' or 'results.item'",
+        )
+    return tuple(parts[:-1])
+
+
+def _check_path(path: object) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+    return os.path.abspath(os.fspath(path))  # type: ignore[arg-type]
+
+
+class JsonArrayFileSource(Source[Any]):
+    """The items of a JSON array in a file (plain or gzip), under an ijson-style prefix.
+
+    ``prefix="item"`` pages a top-level array; ``"results.item"`` the array under the key
+    ``results`` of a top-level object. The position holds the item count, the exact byte
+    offset after the item, and the file's size, mtime and the item's last character; a
+    cursor into a changed file raises `InvalidCursor`.
+    """
+
+    __slots__ = ("_gzip", "_keys", "_max_item", "_path", "_prefix", "_read_size")
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        prefix: str = "item",
+        gzip: bool | None = None,
+        read_size: int = DEFAULT_READ_SIZE,
+        max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    ) -> None:
+        self._path = _check_path(path)
+        self._keys = _split_prefix(prefix)
+        self._prefix = prefix
+        if gzip is not None and not isinstance(gzip, bool):
+            raise TypeError(f"gzip must be True, False or None, not {type(gzip).__name__}")
+        self._gzip = gzip
+        self._read_size = check_int("read_size", read_size, minimum=1)
+        self._max_item = check_int("max_item_bytes", max_item_bytes, minimum=1)
+
+    def open(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> Iterator[tuple[Any, Position]]:
+        """Yield the array's items after *position* (``None``: from the first)."""
+        pos = _file_position(position)
+        check_limit_hint(limit_hint)
+        return self._iter(pos)
+
+    def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
+        file = _File(self._path, self._gzip)
+        try:
+            scan = _new_scanner()
+            if position is None:
+                win = _Window(file.stream, 0, self._read_size, self._max_item)
+                self._enter_array(win, scan)
+                index = 0
+                more = win.peek() != "]"
+                if not more:
+                    win.expect("]", "")
+            else:
+                start = file.seek_checked(position)
+                win = _Window(file.stream, start, self._read_size, self._max_item)
+                index = position["i"]  # type: ignore[assignment]
+                more = self._after_item(win)
+            size, mtime = file.size, file.mtime_ns
+            sep = _SEP.match
+            while more:
+                # Fast path: items that lie wholly inside the window, parsed without
+                # method calls; anything unusual falls through to the careful path.
+                buf, pos, boff = win.buf, win.pos, win.bpos
+                ascii_, n = buf.isascii(), len(buf)
+                while True:
+                    try:
+                        obj, end = scan(buf, pos)
+                    except (StopIteration, ValueError):
+                        break
+                    if end >= n:
+                        break
+                    m = sep(buf, end)
+                    if m is None or m.end() >= n:
+                        break
+                    off = boff + (end - pos if ascii_ else len(buf[pos:end].encode("utf-8")))
+                    index += 1
+                    yield obj, {"i": index, "o": off, "s": size, "m": mtime, "c": buf[end - 1]}
+                    pos = m.end()
+                    boff = off + (pos - end)
+                    if m.group(1) == "]":
+                        return
+                win.pos, win.bpos = pos, boff
+                obj, end = win.value(scan)
+                last = win.buf[end - 1]
+                win.advance(end)
+                index += 1
+                yield obj, {"i": index, "o": win.bpos, "s": size, "m": mtime, "c": last}
+                more = self._after_item(win)
+        finally:
+            file.close()
+
+    @staticmethod
+    def _after_item(win: _Window) -> bool:
+        char = win.peek()
+        if char == ",":
+            win.pos += 1
+            win.bpos += 1
+            if win.peek() == "]":
+                raise win.error("trailing comma")
+            return True
+        if char == "]":
+            win.pos += 1
+            win.bpos += 1
+            return False
+        raise win.error("expected ',' or ']' after an array item")
+
+    def _enter_array(self, win: _Window, scan: Callable[[str, int], tuple[Any, int]]) -> None:
+        # Walks the keys of the prefix; sibling values before them are parsed and dropped.
+        for key in self._keys:
+            win.expect("{", f"(an object holding {key!r}, for prefix {self._prefix!r})")
+            if win.peek() == "}":
+                raise win.error(f"no key {key!r} for prefix {self._prefix!r}")
+            while True:
+                win.peek()
+                name, end = win.value(scan)
+                if not isinstance(name, str):
+                    raise win.error("expected an object key")
+                win.advance(end)
+                win.expect(":", "after an object key")
+                win.peek()
+                if name == key:
+                    break
+                win.advance(win.value(scan)[1])
+                char = win.peek()
+                if char == "}":
+                    raise win.error(f"no key {key!r} for prefix {self._prefix!r}")
+                win.expect(",", "between object members")
+        win.expect("[", f"(an array at prefix {self._prefix!r})")
+
+    def describe(self) -> dict[str, JSONValue]:
+        """Kind, absolute path, prefix and gzip setting."""
+        return {
+            "kind": "json_array_file",
+            "path": self._path,
+            "prefix": self._prefix,
+            "gzip": self._gzip,
+        }
+
+
+class JsonLinesSource(Source[Any]):
+    """The values of a JSON Lines file (plain or gzip), one per non-blank line.
+
+    Positions are like `JsonArrayFileSource`'s: the exact byte offset after the line.
+    """
+
+    __slots__ = ("_gzip", "_max_item", "_path")
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        gzip: bool | None = None,
+        max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    ) -> None:
+        self._path = _check_path(path)
+        if gzip is not None and not isinstance(gzip, bool):
+            raise TypeError(f"gzip must be True, False or None, not {type(gzip).__name__}")
+        self._gzip = gzip
+        self._max_item = check_int("max_item_bytes", max_item_bytes, minimum=1)
+
+    def open(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> Iterator[tuple[Any, Position]]:
+        """Yield the values of the lines after *position* (``None``: from the first)."""
+        pos = _file_position(position)
+        check_limit_hint(limit_hint)
+        return self._iter(pos)
+
+    def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
+        file = _File(self._path, self._gzip)
+        try:
+            scan = _new_scanner()
+            if position is None:
+                offset, index = 0, 0
+            else:
+                offset = file.seek_checked(position)
+                index = position["i"]  # type: ignore[assignment]
+            size, mtime, limit = file.size, file.mtime_ns, self._max_item
+            readline = file.stream.readline
+            while True:
+                line = readline(limit + 1)
+                if not line:
+                    return
+                if len(line) > limit:
+                    raise DecodeError(
+                        f"a line is longer than max_item_bytes={limit}", offset=offset
+                    )
+                start = offset
+                offset += len(line)
+                if line.isspace():
+                    continue
+                obj = _parse_line(line, scan, start)
+                index += 1
+                yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": chr(line[-1])}
+        finally:
+            file.close()
+
+    def describe(self) -> dict[str, JSONValue]:
+        """Kind, absolute path and gzip setting."""
+        return {"kind": "json_lines_file", "path": self._path, "gzip": self._gzip}
+
+
+def _parse_line(line: bytes, scan: Callable[[str, int], tuple[Any, int]], offset: int) -> Any:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"the line is not valid UTF-8 ({exc.reason})", offset=offset) from None
+    begin = _WS.match(text).end()  # type: ignore[union-attr]
+    try:
+        obj, end = scan(text, begin)
+    except StopIteration:
+        raise DecodeError("invalid JSON line: expected a value", offset=offset) from None
+    except json.JSONDecodeError as exc:
+        raise DecodeError(f"invalid JSON line: {exc.msg}", offset=offset) from None
+    except _NonFinite as exc:
+        raise DecodeError(f"invalid JSON line: {exc} is not valid JSON", offset=offset) from None
+    if _WS.match(text, end).end() != len(text):  # type: ignore[union-attr]
+        raise DecodeError("invalid JSON line: extra data after the value", offset=offset + end)
+    return obj
