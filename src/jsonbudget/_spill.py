@@ -1,0 +1,419 @@
+"""`SpillStore`: large results kept whole in a private directory, read back in bounded pieces."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import tempfile
+import time
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ._limits import check_int
+from .errors import LimitError, SpillError
+
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "DEFAULT_MAX_TOTAL_BYTES",
+    "DEFAULT_READ_BYTES",
+    "MAX_LABEL_CHARS",
+    "SpillCleanup",
+    "SpillRef",
+    "SpillStore",
+    "default_spill_dir",
+    "sanitize_label",
+]
+
+#: Spilled results older than this many seconds are removed by `SpillStore.cleanup`.
+DEFAULT_MAX_AGE = 24 * 3600
+#: The store's total size; the oldest files go first when a put pushes it past this.
+DEFAULT_MAX_TOTAL_BYTES = 2 * 1024**3
+#: What `SpillStore.read` returns at most when no limit is given.
+DEFAULT_READ_BYTES = 64 * 1024
+#: A label is cut to this many characters after sanitizing.
+MAX_LABEL_CHARS = 64
+
+_WRITE_CHUNK = 1024 * 1024
+_TEMP_PREFIX = ".tmp-"
+_TEMP_SUFFIX = ".part"
+_EXTENSIONS = {"json": "application/json", "txt": "text/plain", "bin": "application/octet-stream"}
+_REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(json|txt|bin)")
+_LABEL_DROP = re.compile(r"[^a-z0-9_-]+")
+_MEDIA_TYPE_RE = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SpillRef:
+    """Where a spilled result is and what it is: enough to find, check and page through it."""
+
+    #: Opaque name of the result inside its store (safe to show to a model).
+    ref: str
+    size: int
+    sha256: str
+    media_type: str
+    label: str
+    path: Path
+
+    def to_json(self, *, include_path: bool = False) -> dict[str, Any]:
+        """The reference as a JSON-ready dict; the path (which names a home directory) is opt-in."""
+        out: dict[str, Any] = {
+            "ref": self.ref,
+            "size": self.size,
+            "sha256": self.sha256,
+            "media_type": self.media_type,
+        }
+        if include_path:
+            out["path"] = str(self.path)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SpillCleanup:
+    """What one `SpillStore.cleanup` removed and what it kept."""
+
+    removed_files: int
+    removed_bytes: int
+    kept_files: int
+    kept_bytes: int
+
+
+def sanitize_label(label: str) -> str:
+    """Return *label* reduced to ``[a-z0-9_-]``, at most 64 characters, never empty.
+
+    Path separators, dots, NUL and control characters all become ``_``, so a label can
+    never name another directory; an empty result becomes ``"result"``.
+    """
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str, not {type(label).__name__}")
+    # Cut first: a 10,000-character label costs no more than a short one.
+    ascii_ = unicodedata.normalize("NFKD", label[: MAX_LABEL_CHARS * 4])
+    ascii_ = ascii_.encode("ascii", "ignore").decode("ascii").lower()
+    clean = _LABEL_DROP.sub("_", ascii_).strip("_-")[:MAX_LABEL_CHARS].strip("_-")
+    return clean or "result"
+
+
+def default_spill_dir() -> Path:
+    """The default store directory: ``$XDG_CACHE_HOME/jsonbudget/spill`` or ``~/.cache/...``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG spec says relative values are to be ignored.
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "jsonbudget" / "spill"
+    try:
+        return Path.home() / ".cache" / "jsonbudget" / "spill"
+    except RuntimeError:
+        return _temp_fallback_dir()
+
+
+def _temp_fallback_dir() -> Path:
+    uid = os.geteuid() if hasattr(os, "geteuid") else os.getpid()
+    return Path(tempfile.gettempdir()) / f"jsonbudget-spill-{uid}"
+
+
+class SpillStore:
+    """A private directory of whole results, written atomically and kept for a while.
+
+    Files are named ``<label>.<sha256>.<ext>`` (the label sanitized), written to a
+    temporary file in the same directory, fsynced and renamed into place with mode 0600,
+    so a reader never sees a partial file. Retention: files older than *max_age* seconds
+    go, then the oldest until the total is within *max_total_bytes*.
+    """
+
+    __slots__ = ("_dir", "_max_age", "_max_file_bytes", "_max_total_bytes")
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        max_age: int = DEFAULT_MAX_AGE,
+        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
+        max_file_bytes: int | None = None,
+    ) -> None:
+        self._max_age = check_int("max_age", max_age, minimum=1)
+        self._max_total_bytes = check_int("max_total_bytes", max_total_bytes, minimum=1)
+        if max_file_bytes is None:
+            max_file_bytes = self._max_total_bytes
+        check_int("max_file_bytes", max_file_bytes, minimum=1, maximum=self._max_total_bytes)
+        self._max_file_bytes = max_file_bytes
+        if directory is None:
+            self._dir = _prepare_default_dir()
+        else:
+            self._dir = _prepare_dir(Path(os.fspath(directory)).resolve())
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self._max_file_bytes
+
+    def put(
+        self,
+        data: bytes | bytearray | memoryview | Iterable[bytes] | BinaryIO,
+        *,
+        label: str,
+        media_type: str = "application/json",
+    ) -> SpillRef:
+        """Write *data* whole and return its reference.
+
+        *data* is bytes, an iterable of byte chunks, or a binary file; chunks are hashed
+        and written as they come, never joined in memory. If the iterable raises, or the
+        data grows past ``max_file_bytes`` (`SpillError`), nothing is left behind.
+        """
+        clean_label = sanitize_label(label)
+        ext = _extension(media_type)
+        try:
+            fd, tmp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX, dir=self._dir)
+        except OSError as exc:
+            raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
+        tmp = Path(tmp_name)
+        try:
+            digest, size = self._write(fd, data)
+            name = f"{clean_label}.{digest}.{ext}"
+            final = self._dir / name
+            try:
+                os.replace(tmp, final)
+                _fsync_dir(self._dir)
+            except OSError as exc:
+                raise SpillError(f"cannot move the spill file into place: {exc.strerror}") from exc
+        except BaseException:
+            # Whatever went wrong (the caller's iterable included), leave no partial file.
+            tmp.unlink(missing_ok=True)
+            raise
+        self.cleanup(keep=name)
+        return SpillRef(name, size, digest, media_type, clean_label, final)
+
+    def _write(
+        self, fd: int, data: bytes | bytearray | memoryview | Iterable[bytes] | BinaryIO
+    ) -> tuple[str, int]:
+        hasher = hashlib.sha256()
+        size = 0
+        with os.fdopen(fd, "wb") as out:
+            for chunk in _chunks(data):
+                size += len(chunk)
+                if size > self._max_file_bytes:
+                    raise SpillError(
+                        f"the result is larger than the store's max_file_bytes "
+                        f"({self._max_file_bytes}); nothing was kept"
+                    )
+                hasher.update(chunk)
+                try:
+                    out.write(chunk)
+                except OSError as exc:
+                    raise SpillError(f"cannot write the spill file: {exc.strerror}") from exc
+            try:
+                out.flush()
+                os.fsync(out.fileno())
+            except OSError as exc:
+                raise SpillError(f"cannot write the spill file: {exc.strerror}") from exc
+        return hasher.hexdigest(), size
+
+    def get(self, ref: str) -> SpillRef:
+        """Return the reference of a stored result (hash from its name, size from disk)."""
+        path = self._path_of(ref)
+        fd = self._open(path)
+        try:
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        label, digest, ext = ref.split(".")
+        return SpillRef(ref, size, digest, _EXTENSIONS[ext], label, path)
+
+    def read(self, ref: str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
+        """Return at most *limit* bytes of the result *ref*, starting at byte *offset*.
+
+        An empty result means *offset* is at or past the end. A ref that is not a name
+        this store makes (a path, ``..``, NUL) or that is gone raises `SpillError`.
+        """
+        check_int("offset", offset, minimum=0)
+        check_int("limit", limit, minimum=1)
+        fd = self._open(self._path_of(ref))
+        try:
+            size = os.fstat(fd).st_size
+            want = max(0, min(limit, size - offset))
+            parts: list[bytes] = []
+            got = 0
+            # pread may return less than asked; loop until the wanted span is read.
+            while got < want:
+                piece = os.pread(fd, want - got, offset + got)
+                if not piece:
+                    break
+                parts.append(piece)
+                got += len(piece)
+            return b"".join(parts)
+        except OSError as exc:
+            raise SpillError(f"cannot read spilled result: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
+
+    def open(self, ref: str) -> BinaryIO:
+        """Open the result *ref* for reading (binary); the caller closes it."""
+        return os.fdopen(self._open(self._path_of(ref)), "rb")
+
+    def cleanup(self, *, keep: str | None = None) -> SpillCleanup:
+        """Remove results older than ``max_age``, then the oldest beyond ``max_total_bytes``.
+
+        Abandoned temporary files older than ``max_age`` go too. *keep* names a result
+        that is never removed for size (the one just written).
+        """
+        now = time.time()
+        removed_files = removed_bytes = 0
+        kept: list[tuple[float, str, int]] = []
+        with os.scandir(self._dir) as entries:
+            for entry in entries:
+                name = entry.name
+                is_temp = name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX)
+                if not (is_temp or _REF_RE.fullmatch(name)):
+                    continue  # not ours: never touch it
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed meanwhile by another process's cleanup
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if now - st.st_mtime > self._max_age:
+                    if _unlink(self._dir / name):
+                        removed_files += 1
+                        removed_bytes += st.st_size
+                elif not is_temp:
+                    kept.append((st.st_mtime, name, st.st_size))
+        total = sum(size for _, _, size in kept)
+        kept.sort()
+        survivors: list[tuple[float, str, int]] = []
+        for entry_ in kept:
+            _, name, size = entry_
+            if total > self._max_total_bytes and name != keep:
+                if _unlink(self._dir / name):
+                    removed_files += 1
+                    removed_bytes += size
+                total -= size
+            else:
+                survivors.append(entry_)
+        return SpillCleanup(
+            removed_files, removed_bytes, len(survivors), sum(s for _, _, s in survivors)
+        )
+
+    def _path_of(self, ref: object) -> Path:
+        if not isinstance(ref, str) or not _REF_RE.fullmatch(ref):
+            shown = repr(ref)[:80]
+            raise SpillError(f"not a spill reference: {shown}")
+        return self._dir / ref
+
+    def _open(self, path: Path) -> int:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            raise SpillError(
+                f"no spilled result {path.name!r} (expired, evicted or never stored)"
+            ) from None
+        except OSError as exc:
+            raise SpillError(f"cannot open spilled result {path.name!r}: {exc.strerror}") from exc
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise SpillError(f"spilled result {path.name!r} is not a regular file")
+        return fd
+
+
+def _extension(media_type: object) -> str:
+    if not isinstance(media_type, str) or not _MEDIA_TYPE_RE.fullmatch(media_type):
+        raise LimitError("media_type", str(media_type)[:80], "must be a type/subtype string")
+    lowered = media_type.lower()
+    if lowered == "application/json" or lowered.endswith("+json"):
+        return "json"
+    if lowered.startswith("text/"):
+        return "txt"
+    return "bin"
+
+
+def _chunks(data: bytes | bytearray | memoryview | Iterable[bytes] | BinaryIO) -> Iterator[Any]:
+    if isinstance(data, bytes | bytearray | memoryview):
+        yield data
+        return
+    if isinstance(data, str):
+        raise TypeError("spill data must be bytes or byte chunks, not str")
+    if hasattr(data, "read"):
+        while True:
+            block = data.read(_WRITE_CHUNK)
+            if not block:
+                return
+            if not isinstance(block, bytes | bytearray | memoryview):
+                raise TypeError(f"the file must be binary; read() gave {type(block).__name__}")
+            yield block
+    for chunk in data:
+        if not isinstance(chunk, bytes | bytearray | memoryview):
+            raise TypeError(f"spill chunks must be bytes, not {type(chunk).__name__}")
+        yield chunk
+
+
+def _unlink(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False  # another process's cleanup got there first
+    return True
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename is durable only once the directory entry is on disk.
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _prepare_default_dir() -> Path:
+    path = default_spill_dir()
+    created = _make_dir(path)
+    if isinstance(created, OSError):
+        # A read-only or missing home: a per-user directory under the system temp dir.
+        path = _temp_fallback_dir()
+        created = _make_dir(path)
+    return _check_dir(path, created)
+
+
+def _prepare_dir(path: Path) -> Path:
+    return _check_dir(path, _make_dir(path))
+
+
+def _make_dir(path: Path) -> bool | OSError:
+    """Create *path* (mode 0700); True if created, False if it existed, else the error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        return False  # an existing directory is checked like any other
+    except OSError as exc:
+        return exc
+    return True
+
+
+def _check_dir(path: Path, created: bool | OSError) -> Path:
+    if isinstance(created, OSError):
+        raise SpillError(f"cannot create the spill directory: {created.strerror}") from created
+    try:
+        st = os.lstat(path)
+        if created:
+            # mkdir's mode is filtered by the umask; the store wants exactly 0700.
+            os.chmod(path, 0o700)
+            st = os.lstat(path)
+    except OSError as exc:
+        raise SpillError(f"cannot inspect the spill directory: {exc.strerror}") from exc
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise SpillError("the spill directory path exists and is not a directory")
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        raise SpillError("the spill directory is owned by another user; refusing to use it")
+    if st.st_mode & 0o022:
+        raise SpillError(
+            f"the spill directory is writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):o}); refusing to use it"
+        )
+    return path

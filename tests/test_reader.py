@@ -1,0 +1,296 @@
+"""The bounded reader: limits on decoded bytes, honest completeness, boundaries, gzip."""
+
+from __future__ import annotations
+
+import gzip as gzip_module
+import io
+import tracemalloc
+import zlib
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsonbudget._reader import BoundedReader, BoundedText, read_bounded_text
+from jsonbudget.errors import DecodeError, LimitError
+
+
+class CountingEndless:
+    """An endless binary stream that counts every byte it hands out."""
+
+    def __init__(self, fill: bytes = b"x") -> None:
+        self.handed_out = 0
+        self.fill = fill
+
+    def read(self, n: int = -1) -> bytes:
+        assert n > 0, "an endless stream must never be asked for everything"
+        self.handed_out += n
+        return (self.fill * n)[:n]
+
+
+def counting_chunks(chunks: list[bytes], seen: list[int]) -> Iterator[bytes]:
+    for chunk in chunks:
+        seen.append(len(chunk))
+        yield chunk
+
+
+def test_endless_reader_and_12_byte_limit_observes_exactly_13_bytes() -> None:
+    source = CountingEndless()
+    out = read_bounded_text(source, 12)
+    assert out == BoundedText("x" * 12, False, 13, 12, 13)
+    assert source.handed_out == 13
+
+
+def test_endless_generator_stops_pulling_after_the_limit() -> None:
+    pulled = 0
+
+    def endless() -> Iterator[bytes]:
+        nonlocal pulled
+        while True:
+            pulled += 1
+            yield b"abc"
+
+    out = read_bounded_text(endless(), 12)
+    assert out.text == "abcabcabcabc"
+    assert not out.complete
+    assert out.bytes_read == 13
+    assert pulled == 5  # 15 bytes offered, only the 13th byte of the fifth chunk looked at
+
+
+def test_exactly_the_limit_is_complete() -> None:
+    out = read_bounded_text(io.BytesIO(b"x" * 12), 12)
+    assert out == BoundedText("x" * 12, True, 12, 12, 12)
+
+
+def test_empty_source_is_complete_and_empty() -> None:
+    assert read_bounded_text([], 5) == BoundedText("", True, 0, 0, 0)
+    assert read_bounded_text(io.BytesIO(b""), 5) == BoundedText("", True, 0, 0, 0)
+
+
+def test_cut_inside_a_multibyte_character_backs_up_to_the_boundary() -> None:
+    data = "ab€".encode()  # € is 3 bytes: e2 82 ac
+    for limit in (3, 4):
+        out = read_bounded_text(data + b"zz", limit)
+        assert out.text == "ab"
+        assert out.bytes_returned == 2
+        assert not out.complete
+    out = read_bounded_text(data + b"zz", 5)
+    assert out.text == "ab€"
+    assert out.bytes_returned == 5
+
+
+def test_four_byte_character_split_across_chunks() -> None:
+    emoji = "😀".encode()
+    out = read_bounded_text([b"a", emoji[:1], emoji[1:3], emoji[3:], b"b"], 5)
+    assert out.text == "a😀"
+    assert out.complete is False
+    out = read_bounded_text([b"a", emoji[:1], emoji[1:3], emoji[3:]], 5)
+    assert out.text == "a😀"
+    assert out.complete is True
+
+
+def test_invalid_utf8_refused_with_offset() -> None:
+    with pytest.raises(DecodeError) as info:
+        read_bounded_text(b"hello\xffworld", 100)
+    assert info.value.offset == 5
+    assert isinstance(info.value, ValueError)
+
+
+def test_invalid_continuation_split_across_chunks_reports_its_start() -> None:
+    with pytest.raises(DecodeError) as info:
+        read_bounded_text([b"abc\xe2", b"\x82", b"Z"], 100)
+    assert info.value.offset == 3
+
+
+def test_incomplete_character_at_end_of_input_is_refused() -> None:
+    with pytest.raises(DecodeError) as info:
+        read_bounded_text(b"ab\xe2\x82", 100)
+    assert info.value.offset == 2
+
+
+def test_the_extra_byte_is_validated_too() -> None:
+    # The 13th byte breaks the character that straddles the limit: the input is invalid.
+    with pytest.raises(DecodeError) as info:
+        read_bounded_text(b"x" * 11 + b"\xe2A", 12)
+    assert info.value.offset == 11
+
+
+def test_other_encodings_cut_on_their_boundaries() -> None:
+    data = "日本語テキスト".encode("shift_jis")  # 2 bytes per character
+    out = read_bounded_text(data, 5, encoding="shift_jis")
+    assert out.text == "日本"
+    assert out.bytes_returned == 4
+    utf16 = "a😀b".encode("utf-16-le")  # the emoji is a surrogate pair, 4 bytes
+    out = read_bounded_text(utf16, 4, encoding="utf-16-le")
+    assert out.text == "a"
+    assert out.bytes_returned == 2
+
+
+def test_unknown_or_non_text_encoding_refused_before_reading() -> None:
+    source = CountingEndless()
+    with pytest.raises(LimitError, match="encoding"):
+        read_bounded_text(source, 10, encoding="no-such-codec")
+    with pytest.raises(LimitError, match="not a text encoding"):
+        read_bounded_text(source, 10, encoding="zlib")
+    assert source.handed_out == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**62, 1.5, True, "12", None])
+def test_bad_limits_refused_before_any_read(bad: object) -> None:
+    source = CountingEndless()
+    with pytest.raises(LimitError, match="max_bytes"):
+        read_bounded_text(source, bad)  # type: ignore[arg-type]
+    assert source.handed_out == 0
+
+
+def test_str_source_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="not str"):
+        read_bounded_text("text", 10)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must yield bytes"):
+        read_bounded_text(["text"], 10)  # type: ignore[list-item]
+
+
+def test_text_stream_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="must yield bytes"):
+        read_bounded_text(io.StringIO("abc"), 10)  # type: ignore[arg-type]
+
+
+def test_reusable_reader_gives_the_same_answers() -> None:
+    reader = BoundedReader(4)
+    assert reader.max_bytes == 4
+    assert reader.read(b"abcdef").text == "abcd"
+    assert reader.read(b"ab").complete
+
+
+def test_huge_single_chunk_is_not_copied_whole() -> None:
+    big = b"y" * (64 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        out = read_bounded_text([big], 1000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.bytes_read == 1001
+    assert peak < 1024 * 1024
+
+
+# --- gzip -------------------------------------------------------------------------------
+
+
+def gzip_bomb(decoded_bytes: int) -> bytes:
+    """A gzip file of zeros that inflates to *decoded_bytes*, built without holding them."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(1024 * 1024)
+    parts = []
+    for _ in range(decoded_bytes // len(block)):
+        parts.append(compressor.compress(block))
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+def test_gzip_bomb_of_1_gb_is_stopped_at_the_limit_with_bounded_memory() -> None:
+    bomb = gzip_bomb(1024**3)
+    assert len(bomb) < 2 * 1024 * 1024  # about 1 MB on disk
+    tracemalloc.start()
+    try:
+        out = read_bounded_text(io.BytesIO(bomb), 1000, gzip=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.text == "\x00" * 1000
+    assert out.complete is False
+    assert out.bytes_read == 1001
+    assert out.source_bytes_read <= 64 * 1024  # one compressed chunk was enough
+    assert peak < 1024 * 1024
+
+
+def test_gzip_small_file_is_complete() -> None:
+    data = "héllo wörld\n".encode() * 100
+    out = read_bounded_text(io.BytesIO(gzip_module.compress(data)), 10_000, gzip=True)
+    assert out.text == data.decode()
+    assert out.complete
+    assert out.bytes_read == len(data)
+
+
+def test_gzip_multi_member_and_zero_padding() -> None:
+    body = gzip_module.compress(b"one ") + gzip_module.compress(b"two") + b"\x00" * 8
+    out = read_bounded_text(body, 100, gzip=True)
+    assert out.text == "one two"
+    assert out.complete
+
+
+def test_gzip_truncated_file_is_refused() -> None:
+    body = gzip_module.compress(b"abcdef" * 1000)[:-6]
+    with pytest.raises(DecodeError, match="truncated"):
+        read_bounded_text(body, 100_000, gzip=True)
+
+
+def test_gzip_garbage_is_refused() -> None:
+    with pytest.raises(DecodeError, match="gzip"):
+        read_bounded_text(b"not gzip at all", 100, gzip=True)
+
+
+def test_gzip_endless_empty_members_stop_at_the_source_budget() -> None:
+    empty_member = gzip_module.compress(b"")
+
+    def endless() -> Iterator[bytes]:
+        while True:
+            yield empty_member
+
+    out = read_bounded_text(endless(), 10, gzip=True, max_source_bytes=10_000)
+    assert out.text == ""
+    assert out.complete is False  # never claimed: the source did not end
+    assert out.source_bytes_read == 10_000
+
+
+def test_gzip_limit_cuts_inside_a_character() -> None:
+    data = gzip_module.compress("ab€cd".encode())
+    out = read_bounded_text(data, 4, gzip=True)
+    assert out.text == "ab"
+    assert not out.complete
+    assert out.bytes_read == 5
+
+
+# --- properties ---------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=60),
+    limit=st.integers(min_value=1, max_value=80),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6),
+    use_gzip=st.booleans(),
+)
+def test_property_prefix_within_limit_and_honest(
+    text: str, limit: int, cuts: list[int], use_gzip: bool
+) -> None:
+    encoded = text.encode()
+    payload = gzip_module.compress(encoded) if use_gzip else encoded
+    bounds = sorted({min(c, len(payload)) for c in cuts} | {0, len(payload)})
+    chunks = [payload[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    out = read_bounded_text(chunks, limit, gzip=use_gzip)
+    got = out.text.encode()
+    assert len(got) <= limit
+    assert len(got) == out.bytes_returned
+    assert encoded.startswith(got)
+    assert out.complete == (len(encoded) <= limit)
+    assert out.bytes_read == min(len(encoded), limit + 1)
+    if not out.complete:
+        # Backed up by less than one character.
+        assert limit - len(got) < 4
+        assert len(encoded[: len(got)].decode()) == len(out.text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(max_size=40), limit=st.integers(min_value=1, max_value=50))
+def test_property_arbitrary_bytes_give_valid_text_or_decode_error(data: bytes, limit: int) -> None:
+    try:
+        out = read_bounded_text(data, limit)
+    except DecodeError as exc:
+        assert 0 <= exc.offset <= min(len(data), limit + 1)
+        # The bytes before the offset are a valid prefix.
+        data[: exc.offset].decode("utf-8", "strict")
+        return
+    assert len(out.text.encode()) <= limit
+    assert data.startswith(out.text.encode())

@@ -1,0 +1,351 @@
+"""SpillStore: private directory, atomic 0600 files, hostile labels, retention, bounded reads."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsonbudget._spill import SpillRef, SpillStore, default_spill_dir, sanitize_label
+from jsonbudget.errors import LimitError, SpillError
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def visible_files(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def test_put_writes_whole_file_mode_0600_named_by_hash(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path / "spill")
+    data = b'{"rows": [1, 2, 3]}'
+    ref = store.put(data, label="search_tool")
+    digest = hashlib.sha256(data).hexdigest()
+    assert ref.sha256 == digest
+    assert ref.size == len(data)
+    assert ref.ref == f"search_tool.{digest}.json"
+    assert ref.path == store.directory / ref.ref
+    assert ref.path.read_bytes() == data
+    assert mode_of(ref.path) == 0o600
+    assert mode_of(store.directory) == 0o700
+    assert ref.to_json() == {
+        "ref": ref.ref,
+        "size": len(data),
+        "sha256": digest,
+        "media_type": "application/json",
+    }
+    assert ref.to_json(include_path=True)["path"] == str(ref.path)
+
+
+def test_created_directory_is_0700_even_with_a_permissive_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = SpillStore(tmp_path / "a")
+    finally:
+        os.umask(old)
+    assert mode_of(store.directory) == 0o700
+    ref = store.put(b"x", label="t")
+    assert mode_of(ref.path) == 0o600
+
+
+def test_default_directory_is_private_under_xdg_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_spill_dir() == tmp_path / "cache" / "jsonbudget" / "spill"
+    store = SpillStore()
+    assert store.directory == tmp_path / "cache" / "jsonbudget" / "spill"
+    assert mode_of(store.directory) == 0o700
+
+
+def test_relative_xdg_cache_home_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert default_spill_dir() == Path.home() / ".cache" / "jsonbudget" / "spill"
+
+
+def test_default_directory_group_writable_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    spill = tmp_path / "jsonbudget" / "spill"
+    spill.mkdir(parents=True)
+    os.chmod(spill, 0o770)
+    with pytest.raises(SpillError, match="writable by group or others"):
+        SpillStore()
+    os.chmod(spill, 0o707)
+    with pytest.raises(SpillError, match="writable by group or others"):
+        SpillStore()
+
+
+def test_default_directory_owned_by_another_user_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can hand a directory to another user")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    spill = tmp_path / "jsonbudget" / "spill"
+    spill.mkdir(parents=True, mode=0o700)
+    os.chown(spill, 65534, 65534)  # nobody
+    with pytest.raises(SpillError, match="owned by another user"):
+        SpillStore()
+
+
+def test_directory_that_is_a_symlink_or_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "jsonbudget").mkdir()
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (tmp_path / "jsonbudget" / "spill").symlink_to(target)
+    with pytest.raises(SpillError, match="not a directory"):
+        SpillStore()
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"")
+    with pytest.raises(SpillError, match="not a directory"):
+        SpillStore(afile)
+
+
+def test_streams_iterable_chunks_and_files(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    chunks = [b"a" * 1000, bytearray(b"b" * 10), memoryview(b"c" * 5)]
+    ref = store.put(iter(chunks), label="t", media_type="text/plain")
+    assert ref.path.read_bytes() == b"a" * 1000 + b"b" * 10 + b"c" * 5
+    assert ref.ref.endswith(".txt")
+    big = io.BytesIO(os.urandom(3 * 1024 * 1024 + 7))
+    ref2 = store.put(big, label="file", media_type="application/octet-stream")
+    assert ref2.path.read_bytes() == big.getvalue()
+    assert ref2.sha256 == hashlib.sha256(big.getvalue()).hexdigest()
+
+
+def test_same_content_and_label_is_one_file(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    a = store.put(b"same", label="t")
+    b = store.put([b"sa", b"me"], label="t")
+    assert a == b
+    assert visible_files(tmp_path) == [a.ref]
+
+
+def test_crash_mid_write_leaves_no_partial_file_and_no_temp(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+
+    class ToolCrashed(RuntimeError):
+        pass
+
+    def crashing() -> Iterator[bytes]:
+        yield b"x" * (2 * 1024 * 1024)
+        yield b"y" * 1000
+        raise ToolCrashed("halfway")
+
+    with pytest.raises(ToolCrashed, match="halfway"):
+        store.put(crashing(), label="t")
+    assert visible_files(tmp_path) == []
+
+
+def test_non_bytes_chunk_mid_stream_leaves_nothing(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    with pytest.raises(TypeError, match="must be bytes"):
+        store.put(iter([b"ok", "text"]), label="t")  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="not str"):
+        store.put("text", label="t")  # type: ignore[arg-type]
+    assert visible_files(tmp_path) == []
+
+
+def test_result_larger_than_max_file_bytes_is_refused_and_removed(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path, max_total_bytes=1000, max_file_bytes=100)
+    with pytest.raises(SpillError, match="max_file_bytes"):
+        store.put(iter([b"x" * 60, b"x" * 60]), label="t")
+    assert visible_files(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("label", "expected"),
+    [
+        ("../../etc/passwd", "etc_passwd"),
+        ("a\x00b", "a_b"),
+        ("..", "result"),
+        ("", "result"),
+        ("/", "result"),
+        ("tool\nname\r\x1b[31m", "tool_name_31m"),
+        ("Résumé Tool", "resume_tool"),
+        ("C:\\Windows\\system32", "c_windows_system32"),
+        ("-rf", "rf"),
+    ],
+)
+def test_hostile_labels_are_sanitized(tmp_path: Path, label: str, expected: str) -> None:
+    assert sanitize_label(label) == expected
+    store = SpillStore(tmp_path)
+    ref = store.put(b"data", label=label)
+    assert ref.label == expected
+    assert ref.path.parent == tmp_path
+    assert ref.path.exists()
+
+
+def test_ten_thousand_character_label_is_bounded(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    ref = store.put(b"data", label="x" * 10_000)
+    assert ref.label == "x" * 64
+    assert len(ref.ref) == 64 + 1 + 64 + 5
+    assert ref.path.exists()
+
+
+def test_label_must_be_a_string(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    with pytest.raises(TypeError, match="label"):
+        store.put(b"x", label=b"bytes")  # type: ignore[arg-type]
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=300))
+def test_property_sanitized_label_is_a_safe_name(label: str) -> None:
+    clean = sanitize_label(label)
+    assert 1 <= len(clean) <= 64
+    assert set(clean) <= set("abcdefghijklmnopqrstuvwxyz0123456789_-")
+    assert not clean.startswith("-")
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "../../etc/passwd",
+        "/etc/passwd",
+        "t." + "0" * 64 + ".json/../x",
+        "t." + "0" * 64 + ".json\x00",
+        "..",
+        "",
+        "T." + "0" * 64 + ".json",
+        "t." + "0" * 63 + ".json",
+        "t." + "0" * 64 + ".exe",
+        42,
+        "x" * 10_000,
+    ],
+)
+def test_read_refuses_refs_that_are_not_store_names(tmp_path: Path, ref: object) -> None:
+    store = SpillStore(tmp_path)
+    with pytest.raises(SpillError, match="not a spill reference") as info:
+        store.read(ref)  # type: ignore[arg-type]
+    assert len(str(info.value)) < 200  # a hostile ref is not echoed whole
+
+
+def test_read_pages_through_with_bounded_reads(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    data = bytes(range(256)) * 40
+    ref = store.put(data, label="t")
+    assert store.read(ref.ref, 0, 100) == data[:100]
+    assert store.read(ref.ref, 10_000, 500) == data[10_000:10_240]
+    assert store.read(ref.ref, len(data), 10) == b""
+    assert store.read(ref.ref, len(data) + 50, 10) == b""
+    assert store.read(ref.ref) == data  # default limit 64 KiB covers it
+    pages = []
+    offset = 0
+    while chunk := store.read(ref.ref, offset, 999):
+        assert len(chunk) <= 999
+        pages.append(chunk)
+        offset += len(chunk)
+    assert b"".join(pages) == data
+    with store.open(ref.ref) as fh:
+        assert fh.read() == data
+
+
+@pytest.mark.parametrize(("offset", "limit"), [(-1, 10), (0, 0), (0, 2**62), (0.5, 10), (0, None)])
+def test_read_validates_offset_and_limit(tmp_path: Path, offset: object, limit: object) -> None:
+    store = SpillStore(tmp_path)
+    ref = store.put(b"abc", label="t")
+    with pytest.raises(LimitError):
+        store.read(ref.ref, offset, limit)  # type: ignore[arg-type]
+
+
+def test_read_of_a_missing_ref_says_so(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    ref = store.put(b"abc", label="t")
+    ref.path.unlink()
+    with pytest.raises(SpillError, match="expired, evicted or never stored"):
+        store.read(ref.ref)
+
+
+def test_read_refuses_a_symlink_planted_under_a_valid_name(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path / "s")
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"do not read")
+    name = "t." + "a" * 64 + ".json"
+    (store.directory / name).symlink_to(secret)
+    with pytest.raises(SpillError):
+        store.read(name)
+
+
+def test_get_rebuilds_the_reference(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    ref = store.put(b"hello", label="t", media_type="text/plain")
+    assert store.get(ref.ref) == SpillRef(ref.ref, 5, ref.sha256, "text/plain", "t", ref.path)
+
+
+def test_bad_media_type_is_refused(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path)
+    with pytest.raises(LimitError, match="media_type"):
+        store.put(b"x", label="t", media_type="../../x")
+    assert visible_files(tmp_path) == []
+
+
+def test_cleanup_by_age_and_total_size(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path, max_age=3600, max_total_bytes=2500)
+    old = store.put(b"o" * 100, label="old")
+    now = time.time()
+    os.utime(old.path, (now - 7200, now - 7200))
+    stale_tmp = tmp_path / ".tmp-abandoned.part"
+    stale_tmp.write_bytes(b"partial")
+    os.utime(stale_tmp, (now - 7200, now - 7200))
+    stranger = tmp_path / "not-ours.txt"
+    stranger.write_bytes(b"keep me")
+    os.utime(stranger, (now - 7200, now - 7200))
+    refs = []
+    for i in range(3):
+        ref = store.put(bytes([65 + i]) * 1000, label=f"r{i}")
+        os.utime(ref.path, (now - 100 + i, now - 100 + i))
+        refs.append(ref)
+    # The third put pushed the total to 3000 > 2500: the oldest went, the rest stayed.
+    assert not old.path.exists()
+    assert not stale_tmp.exists()
+    assert stranger.exists()
+    assert not refs[0].path.exists()
+    assert refs[1].path.exists()
+    assert refs[2].path.exists()
+    report = store.cleanup()
+    assert report.kept_files == 2
+    assert report.kept_bytes == 2000
+    assert report.removed_files == 0
+
+
+def test_cleanup_never_evicts_the_file_just_written(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path, max_total_bytes=1000)
+    ref = store.put(b"z" * 1000, label="big")
+    newer = store.put(b"q" * 600, label="newer")
+    assert newer.path.exists()
+    assert not ref.path.exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_age": 0},
+        {"max_total_bytes": -1},
+        {"max_total_bytes": 2**62},
+        {"max_total_bytes": 100, "max_file_bytes": 101},
+        {"max_age": 1.5},
+    ],
+)
+def test_store_limits_validated_before_creating_anything(
+    tmp_path: Path, kwargs: dict[str, object]
+) -> None:
+    with pytest.raises(LimitError):
+        SpillStore(tmp_path / "never", **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "never").exists()
