@@ -1,0 +1,464 @@
+"""Size-error classification: the real-error corpus, SDK-shaped exceptions, retry helpers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsonbudget._classify import (
+    DEFAULT_FLOOR,
+    MAX_SCAN_CHARS,
+    AmbiguousSizeError,
+    OutputCapRetry,
+    OutputCapTooLarge,
+    PromptTooLong,
+    acall_with_output_cap,
+    call_with_output_cap,
+    classify_size_error,
+    next_output_cap,
+)
+from jsonbudget.errors import LimitError
+
+CORPUS = Path(__file__).parent / "data" / "size_errors.jsonl"
+KINDS = {OutputCapTooLarge: "output_cap", PromptTooLong: "prompt", AmbiguousSizeError: "ambiguous"}
+
+
+def _load() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in CORPUS.read_text("utf-8").splitlines() if line.strip()]
+
+
+SAMPLES = _load()
+
+
+def _kind(verdict: object) -> str | None:
+    return None if verdict is None else KINDS[type(verdict)]
+
+
+def test_corpus_is_mostly_real_and_sourced() -> None:
+    real = [s for s in SAMPLES if s["source"] != "constructed"]
+    assert len(real) >= 30
+    for sample in real:
+        assert re.match(r"https://", sample["source"]), sample["source"]
+    providers = {s["provider"].split(" ")[0] for s in SAMPLES}
+    for needed in (
+        "anthropic",
+        "openai",
+        "azure-openai",
+        "gemini",
+        "vertex",
+        "bedrock",
+        "vllm",
+        "tgi",
+        "llama.cpp",
+        "openrouter",
+        "groq",
+        "cohere",
+        "mistral",
+    ):
+        assert needed in providers
+
+
+@pytest.mark.parametrize(
+    "sample", SAMPLES, ids=[f"{i}-{s['provider']}" for i, s in enumerate(SAMPLES)]
+)
+def test_corpus_sample(sample: dict[str, Any]) -> None:
+    verdict = classify_size_error(sample["input"])
+    expected = sample["expected"]
+    assert _kind(verdict) == expected["kind"]
+    for field, value in expected.items():
+        if field != "kind":
+            assert getattr(verdict, field) == value, field
+
+
+def test_every_decisive_output_cap_sample_has_exact_available() -> None:
+    decisive = [s for s in SAMPLES if s["expected"]["kind"] == "output_cap"]
+    assert len(decisive) >= 15
+    for sample in decisive:
+        verdict = classify_size_error(sample["input"])
+        assert isinstance(verdict, OutputCapTooLarge)
+        assert verdict.available == sample["expected"]["available"]
+        if verdict.window is not None and verdict.input_tokens is not None:
+            assert verdict.available == verdict.window - verdict.input_tokens
+
+
+def test_codes_and_params_do_not_decide() -> None:
+    # NextChat#3195: param "messages" and code context_length_exceeded, yet 64 input
+    # tokens of 8192 means the 8192-token cap is what does not fit.
+    body = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, you "
+            "requested 8256 tokens (64 in the messages, 8192 in the completion).",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    verdict = classify_size_error(body)
+    assert verdict == OutputCapTooLarge(
+        requested=8192, available=8128, window=8192, provider="openai", input_tokens=64
+    )
+
+
+# -- SDK-shaped exceptions (duck-typed; these mimic the attributes the SDKs set) ---------
+
+MSG = (
+    "input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000, "
+    "decrease input length or `max_tokens` and try again"
+)
+
+
+class AnthropicStyleError(Exception):
+    def __init__(self) -> None:
+        super().__init__("Error code: 400")
+        self.status_code = 400
+        self.body = {"type": "error", "error": {"type": "invalid_request_error", "message": MSG}}
+        self.message = "Error code: 400"
+
+
+class OpenAIStyleError(Exception):
+    """openai's APIStatusError: ``body`` is the inner error object, ``message`` its text."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"Error code: 400 - {{'error': {{'message': {message!r}}}}}")
+        self.status_code = 400
+        self.body = {"message": message, "type": "invalid_request_error", "code": None}
+        self.code = None
+
+
+class FakeResponse:
+    def __init__(self, text: str, *, is_json: bool) -> None:
+        self.text = text
+        self._is_json = is_json
+
+    def json(self) -> Any:
+        if not self._is_json:
+            raise ValueError("not JSON")
+        return json.loads(self.text)
+
+
+class HttpxStyleError(Exception):
+    def __init__(self, response: FakeResponse) -> None:
+        super().__init__("Client error '400 Bad Request'")
+        self.response = response
+
+
+class BotocoreStyleError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(f"An error occurred (ValidationException): {message}")
+        self.response = {"Error": {"Code": "ValidationException", "Message": message}}
+
+
+class GenaiStyleError(Exception):
+    def __init__(self) -> None:
+        message = (
+            "The input token count (1200293) exceeds the maximum number of tokens "
+            "allowed (1048576)."
+        )
+        super().__init__(f"400 INVALID_ARGUMENT. {message}")
+        self.code = 400
+        self.status = "INVALID_ARGUMENT"
+        self.message = message
+        self.details = {"error": {"code": 400, "message": message}}
+
+
+def test_anthropic_style_exception() -> None:
+    verdict = classify_size_error(AnthropicStyleError())
+    assert verdict == OutputCapTooLarge(
+        requested=21333, available=2798, window=200000, provider="anthropic", input_tokens=197202
+    )
+
+
+def test_openai_style_exception_prompt() -> None:
+    error = OpenAIStyleError(
+        "This model's maximum context length is 128000 tokens. However, your messages "
+        "resulted in 192041 tokens. Please reduce the length of the messages."
+    )
+    assert classify_size_error(error) == PromptTooLong(
+        prompt_tokens=192041, limit=128000, provider="openai"
+    )
+
+
+def test_response_json_and_text_fallback() -> None:
+    body = json.dumps({"error": {"message": MSG}})
+    verdict = classify_size_error(HttpxStyleError(FakeResponse(body, is_json=True)))
+    assert isinstance(verdict, OutputCapTooLarge)
+    assert verdict.available == 2798
+    verdict = classify_size_error(HttpxStyleError(FakeResponse("oops " + MSG, is_json=False)))
+    assert isinstance(verdict, OutputCapTooLarge)
+    assert verdict.available == 2798
+
+
+def test_botocore_style_response_dict() -> None:
+    verdict = classify_size_error(BotocoreStyleError("Input is too long for requested model."))
+    assert verdict == AmbiguousSizeError(provider="bedrock", wording="prompt")
+    capped = classify_size_error(
+        BotocoreStyleError("The maximum tokens you requested exceeds the model limit of 4096."),
+        requested=8192,
+    )
+    assert capped == OutputCapTooLarge(
+        requested=8192, available=4096, window=None, provider="bedrock"
+    )
+
+
+def test_genai_style_details() -> None:
+    verdict = classify_size_error(GenaiStyleError())
+    assert verdict == PromptTooLong(prompt_tokens=1200293, limit=1048576, provider="gemini")
+
+
+def test_requested_decides_a_total_only_message() -> None:
+    text = (
+        "too many tokens: total number of tokens (prompt and prediction) cannot exceed "
+        "4096 - received 5000. Try using a shorter prompt or a smaller max_tokens value."
+    )
+    assert isinstance(classify_size_error(text), AmbiguousSizeError)
+    assert classify_size_error(text, requested=2000) == OutputCapTooLarge(
+        requested=2000, available=1096, window=4096, provider="cohere", input_tokens=3000
+    )
+    assert classify_size_error(text, requested=500) == PromptTooLong(
+        prompt_tokens=4500, limit=4096, provider="cohere"
+    )
+
+
+def test_provider_override_and_413() -> None:
+    verdict = classify_size_error("prompt is too long: 5 tokens > 4 maximum", provider="mine")
+    assert isinstance(verdict, PromptTooLong)
+    assert verdict.provider == "mine"
+
+    class TooLarge(Exception):
+        status_code = 413
+
+    assert classify_size_error(TooLarge("Request Entity Too Large")) == PromptTooLong(None, None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "Rate limit reached", "Internal server error", "invalid api key", "tokens > maximum"],
+)
+def test_not_size_errors(text: str) -> None:
+    assert classify_size_error(text) is None
+
+
+def test_size_message_beyond_scan_cap_is_not_read() -> None:
+    text = "x" * (MAX_SCAN_CHARS + 10) + " prompt is too long: 5 tokens > 4 maximum"
+    assert classify_size_error(text) is None
+
+
+def test_regression_hostile_input_scans_in_bounded_time() -> None:
+    # Long runs that partially match patterns; bounded regexes keep this linear.
+    nasty = (
+        "This model's maximum context length is 1 tokens. However, you requested (" * 800
+        + "9" * 5000
+        + " in the messages, " * 500
+    )
+    assert classify_size_error(nasty) == AmbiguousSizeError(wording="either")
+    deep: dict[str, Any] = {"message": MSG}
+    for _ in range(10_000):
+        deep = {"error": deep}
+    assert classify_size_error(deep) is None  # deeper than the walk goes: not read
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    window=st.integers(min_value=2, max_value=2_000_000),
+    data=st.data(),
+)
+def test_arithmetic_property_openai_wording(window: int, data: st.DataObject) -> None:
+    inputs = data.draw(st.integers(min_value=1, max_value=3 * window))
+    cap = data.draw(st.integers(min_value=1, max_value=window))
+    text = (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{inputs + cap} tokens ({inputs} in the messages, {cap} in the completion)."
+    )
+    verdict = classify_size_error(text)
+    if inputs < window:
+        assert verdict == OutputCapTooLarge(
+            requested=cap,
+            available=window - inputs,
+            window=window,
+            provider="openai",
+            input_tokens=inputs,
+        )
+    else:
+        assert verdict == PromptTooLong(prompt_tokens=inputs, limit=window, provider="openai")
+
+
+@settings(max_examples=60, deadline=None)
+@given(window=st.integers(min_value=2, max_value=2_000_000), data=st.data())
+def test_arithmetic_property_anthropic_wording(window: int, data: st.DataObject) -> None:
+    inputs = data.draw(st.integers(min_value=1, max_value=2 * window))
+    cap = data.draw(st.integers(min_value=1, max_value=window))
+    text = f"input length and `max_tokens` exceed context limit: {inputs} + {cap} > {window}"
+    verdict = classify_size_error(text)
+    if inputs < window:
+        assert isinstance(verdict, OutputCapTooLarge)
+        assert verdict.available == window - inputs
+    else:
+        assert isinstance(verdict, PromptTooLong)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=300) | st.binary(max_size=300).map(lambda b: b.decode("latin-1")))
+def test_arbitrary_text_never_crashes(text: str) -> None:
+    verdict = classify_size_error(text)
+    assert verdict is None or type(verdict) in KINDS
+
+
+# -- next_output_cap ------------------------------------------------------------------
+
+
+def test_next_output_cap_uses_available() -> None:
+    verdict = OutputCapTooLarge(requested=8192, available=2798, window=200000)
+    assert next_output_cap(8192, verdict) == 2798
+    assert next_output_cap(8192, MSG) == 2798  # from the raw error text
+
+
+def test_next_output_cap_halves_when_unknown_and_respects_floor() -> None:
+    unknown = OutputCapTooLarge(requested=None, available=None, window=None)
+    assert next_output_cap(8192, unknown) == 4096
+    assert next_output_cap(400, unknown) == DEFAULT_FLOOR
+    with pytest.raises(LimitError):
+        next_output_cap(DEFAULT_FLOOR, unknown)
+    with pytest.raises(LimitError):
+        next_output_cap(8192, OutputCapTooLarge(requested=8192, available=10, window=100))
+    assert next_output_cap(8192, OutputCapTooLarge(8192, 10, 100), floor=1) == 10
+
+
+def test_next_output_cap_refuses_other_verdicts() -> None:
+    with pytest.raises(LimitError, match="not an output-cap error"):
+        next_output_cap(1000, PromptTooLong(prompt_tokens=10, limit=5))
+    with pytest.raises(LimitError):
+        next_output_cap(1000, "some unrelated failure")
+    with pytest.raises(LimitError):
+        next_output_cap(0, OutputCapTooLarge(None, None, None))
+
+
+# -- retry helpers against a fake provider --------------------------------------------
+
+
+class FakeProvider:
+    """A plain callable standing in for a model API: it raises the size errors a real
+    one would, from a context window, a prompt size and its own output maximum."""
+
+    def __init__(self, *, window: int, prompt: int, style: str = "anthropic") -> None:
+        self.window = window
+        self.prompt = prompt
+        self.style = style
+        self.caps: list[int] = []
+        self.prompts: list[int] = []
+
+    def __call__(self, cap: int) -> str:
+        self.caps.append(cap)
+        self.prompts.append(self.prompt)
+        if self.prompt >= self.window:
+            raise OpenAIStyleError(
+                f"prompt is too long: {self.prompt} tokens > {self.window} maximum"
+            )
+        if self.prompt + cap > self.window:
+            if self.style == "vague":
+                raise OpenAIStyleError("Please reduce the length of the messages or completion.")
+            raise OpenAIStyleError(
+                f"input length and `max_tokens` exceed context limit: {self.prompt} + {cap} > "
+                f"{self.window}, decrease input length or `max_tokens` and try again"
+            )
+        return f"ok:{cap}"
+
+    async def acall(self, cap: int) -> str:
+        return self(cap)
+
+
+def test_retry_shrinks_cap_and_never_compresses_for_cap_errors() -> None:
+    provider = FakeProvider(window=200_000, prompt=197_202)
+    compressions: list[PromptTooLong] = []
+    result = call_with_output_cap(
+        provider, max_output_tokens=21_333, compress_prompt=compressions.append
+    )
+    assert result == "ok:2798"
+    assert provider.caps == [21_333, 2798]
+    assert compressions == []
+
+
+def test_retry_compresses_only_for_prompt_errors() -> None:
+    provider = FakeProvider(window=1000, prompt=1500)
+
+    def compress(verdict: PromptTooLong) -> None:
+        assert verdict.prompt_tokens == 1500
+        assert verdict.limit == 1000
+        provider.prompt = 600
+
+    result = call_with_output_cap(provider, max_output_tokens=300, compress_prompt=compress)
+    assert result == "ok:300"
+    assert provider.caps == [300, 300]  # the cap was not touched for a prompt error
+
+
+def test_retry_without_compressor_reraises_prompt_error_unchanged() -> None:
+    provider = FakeProvider(window=1000, prompt=1500)
+    with pytest.raises(OpenAIStyleError) as info:
+        call_with_output_cap(provider, max_output_tokens=300)
+    assert "prompt is too long" in info.value.body["message"]
+    assert provider.caps == [300]
+
+
+def test_retry_reraises_unrelated_errors_unchanged() -> None:
+    boom = KeyError("not a size error")
+
+    def call(cap: int) -> str:
+        raise boom
+
+    with pytest.raises(KeyError) as info:
+        call_with_output_cap(call, max_output_tokens=100)
+    assert info.value is boom
+
+
+def test_retry_gives_up_after_attempts() -> None:
+    provider = FakeProvider(window=1000, prompt=900, style="vague")
+    with pytest.raises(OpenAIStyleError):
+        call_with_output_cap(
+            provider, max_output_tokens=4096, attempts=3, on_ambiguous="shrink_cap", floor=1
+        )
+    assert provider.caps == [4096, 2048, 1024]
+
+
+def test_retry_ambiguous_raises_by_default() -> None:
+    provider = FakeProvider(window=1000, prompt=900, style="vague")
+    with pytest.raises(OpenAIStyleError):
+        call_with_output_cap(provider, max_output_tokens=4096)
+    assert provider.caps == [4096]
+
+
+def test_retry_stops_at_floor() -> None:
+    provider = FakeProvider(window=1000, prompt=999)
+    with pytest.raises(OpenAIStyleError):
+        call_with_output_cap(provider, max_output_tokens=500, attempts=5)  # available 1 < floor
+    assert provider.caps == [500]
+
+
+def test_retry_validates_options() -> None:
+    with pytest.raises(LimitError):
+        OutputCapRetry(attempts=0)
+    with pytest.raises(LimitError):
+        OutputCapRetry(floor=0)
+    with pytest.raises(LimitError):
+        OutputCapRetry(on_ambiguous="guess")  # type: ignore[arg-type]
+    with pytest.raises(LimitError):
+        call_with_output_cap(lambda cap: cap, max_output_tokens=0)
+
+
+async def test_async_retry_shrinks_cap_and_awaits_async_compressor() -> None:
+    provider = FakeProvider(window=200_000, prompt=197_202)
+    assert await acall_with_output_cap(provider.acall, max_output_tokens=21_333) == "ok:2798"
+
+    big = FakeProvider(window=1000, prompt=1500)
+    calls: list[int] = []
+
+    async def compress(verdict: PromptTooLong) -> None:
+        calls.append(verdict.limit or 0)
+        big.prompt = 100
+
+    retry = OutputCapRetry(attempts=2)
+    assert await retry.acall(big.acall, max_output_tokens=50, compress_prompt=compress) == "ok:50"
+    assert calls == [1000]
