@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from json.scanner import make_scanner
-from typing import IO, Any, Final
+from typing import IO, Any, Final, cast
 
 from ._limits import check_int
 from ._sources import JSONValue, Position, Source, check_limit_hint
@@ -48,14 +48,15 @@ def _reject_constant(name: str) -> Any:
 
 def _new_scanner() -> Callable[[str, int], tuple[Any, int]]:
     decoder = json.JSONDecoder(parse_constant=_reject_constant)
-    scan: Callable[[str, int], tuple[Any, int]] = make_scanner(decoder)
+    # The C scanner, called directly: raw_decode() would only wrap it.
+    scan: Callable[[str, int], tuple[Any, int]] = make_scanner(decoder)  # type: ignore[arg-type]
     return scan
 
 
 class _File:
     """An opened file, its identity and the stream that yields its (decoded) bytes."""
 
-    __slots__ = ("raw", "size", "mtime_ns", "stream")
+    __slots__ = ("mtime_ns", "raw", "size", "stream")
 
     def __init__(self, path: str, gzip: bool | None) -> None:
         raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
@@ -66,7 +67,8 @@ class _File:
             if gzip is None:
                 gzip = raw.read(2) == _GZIP_MAGIC
                 raw.seek(0)
-            self.stream: IO[bytes] = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
+            stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
+            self.stream = cast(IO[bytes], stream)
         except BaseException:
             raw.close()
             raise
@@ -114,7 +116,7 @@ class _Window:
     ``pos`` indexes ``buf``; ``bpos`` is the byte offset in the stream of ``buf[pos]``.
     """
 
-    __slots__ = ("buf", "pos", "bpos", "eof", "_stream", "_decoder", "_read_size", "_max")
+    __slots__ = ("_decoder", "_max", "_read_size", "_stream", "bpos", "buf", "eof", "pos")
 
     def __init__(self, stream: IO[bytes], bpos: int, read_size: int, max_item: int) -> None:
         self._stream = stream
@@ -222,7 +224,7 @@ def _split_prefix(prefix: object) -> tuple[str, ...]:
 def _check_path(path: object) -> str:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
-    return os.path.abspath(os.fspath(path))  # type: ignore[arg-type]
+    return os.path.abspath(os.fspath(path))
 
 
 class JsonArrayFileSource(Source[Any]):
