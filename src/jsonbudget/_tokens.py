@@ -1,0 +1,275 @@
+"""Token budgets on top of byte budgets.
+
+Limits stay in bytes. A token budget is met by encoding with a byte budget, counting the
+final output's tokens with the caller's counter, and tightening the byte budget until
+the count fits. The only token count ever reported is one that was measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Protocol, runtime_checkable
+
+from ._encoder import Encoded, Truncation, encode
+from ._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
+from .errors import JsonBudgetError, LimitError
+
+__all__ = [
+    "DEFAULT_BYTES_PER_TOKEN",
+    "MAX_FIT_ROUNDS",
+    "EstimatedTokenCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "TokenFitted",
+    "TokenFitter",
+    "fit_tokens",
+]
+
+#: English prose averages about four UTF-8 bytes per token in OpenAI's and Anthropic's
+#: tokenizers. JSON punctuation, digits and non-Latin scripts run denser (2-3), so an
+#: estimate from this figure is an estimate, never a measurement.
+DEFAULT_BYTES_PER_TOKEN: Final = 4.0
+#: The most encodes one `fit_tokens` call performs.
+MAX_FIT_ROUNDS: Final = 16
+#: Without a byte cap, the first try allows this many bytes per token of budget: more
+#: than any common tokenizer averages, so the first output rarely under-fills the budget.
+_START_BYTES_PER_TOKEN: Final = 8
+#: Aim a little under the ratio's prediction so the next try usually fits.
+_RATIO_MARGIN: Final = 0.97
+#: Stop refining once the fitting and the failing byte budgets are this close.
+_CLOSE_ENOUGH: Final = 0.02
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Anything that counts the tokens of a text."""
+
+    def count(self, text: str) -> int: ...
+
+
+class EstimatedTokenCounter:
+    """An estimate: ``ceil(utf8_bytes / bytes_per_token)``. Not a tokenizer.
+
+    Use it where no tokenizer is at hand and a rough budget will do; the default of 4
+    bytes per token suits English prose and overestimates nothing else reliably.
+    """
+
+    __slots__ = ("bytes_per_token",)
+
+    def __init__(self, *, bytes_per_token: float = DEFAULT_BYTES_PER_TOKEN) -> None:
+        if (
+            type(bytes_per_token) not in (int, float)
+            or not math.isfinite(bytes_per_token)
+            or not 0.25 <= bytes_per_token <= 64
+        ):
+            raise LimitError("bytes_per_token", bytes_per_token, "must be a number in [0.25, 64]")
+        self.bytes_per_token = float(bytes_per_token)
+
+    def count(self, text: str) -> int:
+        """Estimated tokens of *text* (0 for the empty string)."""
+        return math.ceil(len(text.encode("utf-8")) / self.bytes_per_token)
+
+
+# tiktoken caches each BPE file under the sha1 of its URL; these are the public ones.
+_TIKTOKEN_URLS: Final = {
+    name: f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    for name in ("o200k_base", "cl100k_base", "p50k_base", "r50k_base")
+}
+
+
+def _tiktoken_cache_file(name: str) -> Path | None:
+    """Where tiktoken would find *name* offline, or None if it would have to download."""
+    url = _TIKTOKEN_URLS.get(name)
+    if url is None:
+        return None
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        directory = os.environ["TIKTOKEN_CACHE_DIR"]
+    elif "DATA_GYM_CACHE_DIR" in os.environ:
+        directory = os.environ["DATA_GYM_CACHE_DIR"]
+    else:
+        directory = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if not directory:  # an empty cache dir disables tiktoken's cache: it would download
+        return None
+    path = Path(directory) / hashlib.sha1(url.encode()).hexdigest()
+    return path if path.is_file() else None
+
+
+class TiktokenCounter:
+    """Exact counts with tiktoken, loaded lazily and only from its offline cache.
+
+    *encoding* is a tiktoken encoding name (``"o200k_base"``, ``"cl100k_base"``, ...) or
+    an encoding object already loaded by the caller. Nothing is ever downloaded: if
+    tiktoken is not installed, or the named encoding is not in tiktoken's local cache,
+    the first `count` raises `JsonBudgetError` saying which.
+    """
+
+    __slots__ = ("_encoding", "name")
+
+    def __init__(self, encoding: str | Any = "o200k_base") -> None:
+        if isinstance(encoding, str):
+            self.name = encoding
+            self._encoding: Any = None
+        elif callable(getattr(encoding, "encode", None)):
+            self.name = str(getattr(encoding, "name", type(encoding).__name__))
+            self._encoding = encoding
+        else:
+            raise LimitError("encoding", type(encoding).__name__, "must be a name or an encoding")
+
+    def _load(self) -> Any:
+        try:
+            # An optional dependency, imported on first use only.
+            tiktoken = importlib.import_module("tiktoken")
+        except ImportError as exc:
+            raise JsonBudgetError(
+                "tiktoken is not installed; install it, or pass a TokenCounter of your own"
+            ) from exc
+        if _tiktoken_cache_file(self.name) is None:
+            raise JsonBudgetError(
+                f"tiktoken encoding {self.name!r} is not in tiktoken's local cache and "
+                "jsonbudget never downloads; load it yourself and pass the encoding object"
+            )
+        return tiktoken.get_encoding(self.name)
+
+    def count(self, text: str) -> int:
+        """The exact token count of *text* under this encoding."""
+        if self._encoding is None:
+            self._encoding = self._load()
+        # Special-token text in data is data, not a control token: count it as text.
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFitted:
+    """Bounded JSON that meets a token budget, with the token count as measured."""
+
+    data: bytes
+    tokens: int
+    max_bytes: int
+    complete: bool
+    truncations: tuple[Truncation, ...]
+    rounds: int
+
+
+class _Search:
+    """Per-call state of the byte-budget search."""
+
+    __slots__ = ("best", "best_bytes", "failed_bytes", "failed_tokens", "rounds")
+
+    def __init__(self) -> None:
+        self.best: tuple[Encoded, int] | None = None
+        self.best_bytes = 0
+        self.failed_bytes: int | None = None
+        self.failed_tokens = 0
+        self.rounds = 0
+
+
+class TokenFitter:
+    """A configured token budget: encode within bytes, count, tighten until it fits."""
+
+    __slots__ = ("counter", "encode_options", "limits", "max_tokens")
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int,
+        counter: TokenCounter,
+        limits: Limits | None = None,
+        **encode_options: Any,
+    ) -> None:
+        self.max_tokens = check_int("max_tokens", max_tokens, minimum=1)
+        if not callable(getattr(counter, "count", None)):
+            raise LimitError("counter", type(counter).__name__, "must have a count(text) method")
+        if limits is not None and not isinstance(limits, Limits):
+            raise LimitError("limits", type(limits).__name__, "must be a Limits")
+        cap = encode_options.get("max_bytes")
+        if cap is not None:
+            check_int("max_bytes", cap, minimum=MIN_BYTES)
+        self.counter = counter
+        self.limits = limits
+        self.encode_options = encode_options
+
+    def _cap(self) -> int | None:
+        cap = self.encode_options.get("max_bytes")
+        if cap is not None:
+            return int(cap)
+        return None if self.limits is None else self.limits.max_bytes
+
+    def _try(self, obj: Any, budget: int, search: _Search) -> bool:
+        search.rounds += 1
+        options = {**self.encode_options, "max_bytes": budget}
+        out = encode(obj, self.limits, **options)
+        tokens = self.counter.count(out.data.decode("utf-8"))
+        check_int("token count", tokens, minimum=0)
+        if tokens <= self.max_tokens:
+            if search.best is None or budget > search.best_bytes:
+                search.best = (out, tokens)
+                search.best_bytes = budget
+            return True
+        if search.failed_bytes is None or budget < search.failed_bytes:
+            search.failed_bytes = budget
+            search.failed_tokens = tokens
+        return False
+
+    def fit(self, obj: Any) -> TokenFitted:
+        """Encode *obj* so its output counts at most ``max_tokens`` tokens.
+
+        Raises `LimitError` when even the smallest valid output counts too many tokens.
+        """
+        cap = self._cap()
+        start = cap if cap is not None else self.max_tokens * _START_BYTES_PER_TOKEN
+        start = min(max(start, MIN_BYTES), MAX_LIMIT)
+        search = _Search()
+        if not self._try(obj, start, search):
+            self._tighten(obj, search)
+        if search.best is None:
+            raise LimitError(
+                "max_tokens",
+                self.max_tokens,
+                f"even a {MIN_BYTES}-byte output counts {search.failed_tokens} tokens",
+            )
+        out, tokens = search.best
+        return TokenFitted(
+            data=out.data,
+            tokens=tokens,
+            max_bytes=search.best_bytes,
+            complete=out.complete,
+            truncations=out.truncations,
+            rounds=search.rounds,
+        )
+
+    def _tighten(self, obj: Any, search: _Search) -> None:
+        # First by the measured ratio (usually one or two rounds), then by bisection
+        # between the largest budget that fitted and the smallest that did not.
+        while search.rounds < MAX_FIT_ROUNDS:
+            failed = search.failed_bytes
+            assert failed is not None
+            if failed <= MIN_BYTES:
+                return
+            if search.best is None:
+                guess = int(failed * self.max_tokens / search.failed_tokens * _RATIO_MARGIN)
+                budget = max(MIN_BYTES, min(guess, failed - 1))
+            else:
+                low = search.best_bytes
+                if failed - low <= max(1, int(failed * _CLOSE_ENOUGH)):
+                    return
+                budget = (low + failed) // 2
+            self._try(obj, budget, search)
+
+
+def fit_tokens(
+    obj: Any,
+    *,
+    max_tokens: int,
+    counter: TokenCounter,
+    limits: Limits | None = None,
+    **encode_options: Any,
+) -> TokenFitted:
+    """One-call form of `TokenFitter.fit`; *encode_options* go to `encode`."""
+    fitter = TokenFitter(max_tokens=max_tokens, counter=counter, limits=limits, **encode_options)
+    return fitter.fit(obj)

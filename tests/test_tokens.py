@@ -1,0 +1,185 @@
+"""Token budgets: estimates, the optional tiktoken counter, and fit_tokens."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsonbudget._limits import MIN_BYTES, Limits
+from jsonbudget._tokens import (
+    DEFAULT_BYTES_PER_TOKEN,
+    MAX_FIT_ROUNDS,
+    EstimatedTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
+    TokenFitter,
+    fit_tokens,
+)
+from jsonbudget.errors import JsonBudgetError, LimitError
+
+
+class WordCounter:
+    """Deterministic: one token per whitespace-separated word."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return len(text.split())
+
+
+class ByteCounter:
+    """Deterministic: one token per started 4 bytes."""
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text.encode()) / 4)
+
+
+DOCS = {"docs": [{"id": i, "text": " ".join(["word"] * 50)} for i in range(200)]}
+
+
+def test_counters_satisfy_the_protocol() -> None:
+    assert isinstance(EstimatedTokenCounter(), TokenCounter)
+    assert isinstance(WordCounter(), TokenCounter)
+    assert isinstance(TiktokenCounter(), TokenCounter)
+
+
+def test_estimate_is_bytes_over_ratio() -> None:
+    counter = EstimatedTokenCounter()
+    assert counter.bytes_per_token == DEFAULT_BYTES_PER_TOKEN
+    assert counter.count("") == 0
+    assert counter.count("abcd") == 1
+    assert counter.count("abcde") == 2
+    assert counter.count("é" * 4) == 2  # 8 UTF-8 bytes
+    assert EstimatedTokenCounter(bytes_per_token=2).count("abcde") == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1, 0.1, 100, float("nan"), float("inf"), "4", True])
+def test_estimate_refuses_bad_ratio(bad: object) -> None:
+    with pytest.raises(LimitError):
+        EstimatedTokenCounter(bytes_per_token=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tiktoken") is not None, reason="tiktoken is installed here"
+)
+def test_tiktoken_unavailable_is_a_clear_error_on_first_count() -> None:
+    counter = TiktokenCounter("cl100k_base")  # lazy: constructing does not import
+    with pytest.raises(JsonBudgetError, match="tiktoken is not installed"):
+        counter.count("hello")
+
+
+def test_tiktoken_counter_uses_a_supplied_encoding_object() -> None:
+    class FakeEncoding:
+        name = "fake"
+
+        def encode(self, text: str, *, disallowed_special: object = ()) -> list[int]:
+            assert disallowed_special == ()
+            return list(range(len(text.split())))
+
+    counter = TiktokenCounter(FakeEncoding())
+    assert counter.name == "fake"
+    assert counter.count("a b c <|endoftext|>") == 4
+
+
+def test_tiktoken_counter_refuses_non_encodings() -> None:
+    with pytest.raises(LimitError):
+        TiktokenCounter(42)
+
+
+@pytest.mark.parametrize("max_tokens", [1, 10, 50, 500, 5000])
+def test_fit_tokens_measures_and_fits(max_tokens: int) -> None:
+    counter = WordCounter()
+    if max_tokens < 2:
+        with pytest.raises(LimitError, match="max_tokens"):
+            fit_tokens(DOCS, max_tokens=max_tokens, counter=counter)
+        return
+    result = fit_tokens(DOCS, max_tokens=max_tokens, counter=counter)
+    text = result.data.decode("utf-8")
+    orjson.loads(result.data)
+    assert result.tokens == len(text.split())  # the reported count is the measured one
+    assert result.tokens <= max_tokens
+    assert len(result.data) <= result.max_bytes
+    assert result.rounds <= MAX_FIT_ROUNDS
+    assert counter.calls == result.rounds
+
+
+def test_fit_tokens_uses_the_budget_well() -> None:
+    result = fit_tokens(DOCS, max_tokens=500, counter=WordCounter())
+    assert result.tokens >= 450  # within 10% of the budget, not a timid undershoot
+    assert not result.complete
+    assert result.truncations
+
+
+def test_fit_tokens_small_object_is_complete_in_one_round() -> None:
+    result = fit_tokens({"a": 1}, max_tokens=100, counter=ByteCounter())
+    assert result.data == b'{"a":1}'
+    assert result.complete
+    assert result.rounds == 1
+    assert result.tokens == 2
+
+
+def test_fit_tokens_never_exceeds_the_byte_cap() -> None:
+    for cap in (MIN_BYTES, 200, 1000):
+        result = fit_tokens(DOCS, max_tokens=100_000, counter=ByteCounter(), max_bytes=cap)
+        assert len(result.data) <= cap
+        assert result.max_bytes == cap
+        limited = fit_tokens(DOCS, max_tokens=100_000, counter=ByteCounter(), limits=Limits(cap))
+        assert limited.data == result.data
+
+
+def test_fit_tokens_keeps_other_limits() -> None:
+    result = fit_tokens(DOCS, max_tokens=5000, counter=WordCounter(), max_items=3)
+    assert len(orjson.loads(result.data)["docs"]) == 4  # 3 items plus the omitted marker
+
+
+def test_fit_tokens_validates_first() -> None:
+    with pytest.raises(LimitError):
+        fit_tokens(DOCS, max_tokens=0, counter=WordCounter())
+    with pytest.raises(LimitError):
+        fit_tokens(DOCS, max_tokens=10, counter=object())  # type: ignore[arg-type]
+    with pytest.raises(LimitError):
+        fit_tokens(DOCS, max_tokens=10, counter=WordCounter(), max_bytes=10)
+
+
+def test_regression_counter_returning_garbage_is_refused() -> None:
+    class Liar:
+        def count(self, text: str) -> int:
+            return -1
+
+    with pytest.raises(LimitError, match="token count"):
+        fit_tokens(DOCS, max_tokens=10, counter=Liar())
+
+
+def test_fitter_is_reusable() -> None:
+    fitter = TokenFitter(max_tokens=200, counter=WordCounter())
+    first = fitter.fit(DOCS)
+    assert fitter.fit(DOCS) == first
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    obj=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=200),
+        lambda children: (
+            st.lists(children, max_size=8)
+            | st.dictionaries(st.text(max_size=10), children, max_size=8)
+        ),
+        max_leaves=60,
+    ),
+    max_tokens=st.integers(min_value=20, max_value=400),
+)
+def test_property_reported_tokens_are_measured_and_within_budget(
+    obj: object, max_tokens: int
+) -> None:
+    counter = ByteCounter()
+    result = fit_tokens(obj, max_tokens=max_tokens, counter=counter)
+    assert result.tokens == counter.count(result.data.decode("utf-8"))
+    assert result.tokens <= max_tokens
+    orjson.loads(result.data)
