@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,6 +101,28 @@ class RedisServer:
         self.stop()
         self.start()
         self.restarts += 1
+
+
+class RoundTrips:
+    """Counts round trips: each write of one (possibly pipelined) request to Redis."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def counting_client(url: str) -> tuple[Any, RoundTrips]:
+    """A real ``redis.Redis`` client whose connections count their round trips."""
+    import redis
+
+    trips = RoundTrips()
+
+    class CountingConnection(redis.Connection):
+        def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            trips.count += 1
+            super().send_packed_command(command, check_health)
+
+    pool = redis.ConnectionPool.from_url(url, connection_class=CountingConnection)
+    return redis.Redis(connection_pool=pool), trips
 
 
 @contextlib.contextmanager

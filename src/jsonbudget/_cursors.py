@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import math
 import re
 import secrets
 import threading
@@ -61,6 +62,7 @@ DEFAULT_MAX_TOTAL: Final = 100_000
 #: A position is an offset or a few keyset values, never a page of data.
 MAX_POSITION_BYTES: Final = 64 * 1024
 TOKEN_CHARS: Final = 56
+_MAX_POSITION_DEPTH: Final = 256
 MIN_SECRET_BYTES: Final = 32
 
 _VERSION: Final = 1
@@ -221,7 +223,9 @@ def parse_token(token: object) -> ParsedToken:
     if raw[0] != _VERSION:
         raise InvalidCursor("the cursor is not one this server issued (unknown version)")
     body = raw[:_BODY_BYTES]
-    return ParsedToken(raw[1], raw[2 : 2 + _OP_BYTES], raw[2 + _OP_BYTES : _BODY_BYTES], body, raw[_BODY_BYTES:])
+    return ParsedToken(
+        raw[1], raw[2 : 2 + _OP_BYTES], raw[2 + _OP_BYTES : _BODY_BYTES], body, raw[_BODY_BYTES:]
+    )
 
 
 def verify_token(parsed: ParsedToken, key: CursorKey | None) -> None:
@@ -293,11 +297,26 @@ def encode_position(position: JSONValue) -> bytes:
         data = orjson.dumps(position, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:
         raise EncodeError(f"cursor position cannot be encoded: {exc}", path="") from None
+    # orjson writes NaN and Infinity as null; only then is a walk needed to tell them apart
+    if b"null" in data and _has_non_finite(position, 0):
+        raise EncodeError("cursor position holds a non-finite number", path="")
     if len(data) > MAX_POSITION_BYTES:
         raise LimitError(
             "position", f"<{len(data)} bytes>", f"must encode to at most {MAX_POSITION_BYTES} bytes"
         )
     return data
+
+
+def _has_non_finite(value: object, depth: int) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if depth > _MAX_POSITION_DEPTH:
+        return False  # orjson already refused anything this deep
+    if isinstance(value, dict):
+        return any(_has_non_finite(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v, depth + 1) for v in value)
+    return False
 
 
 def decode_position(data: bytes | str) -> JSONValue:
@@ -308,13 +327,9 @@ def decode_position(data: bytes | str) -> JSONValue:
 def check_scope(principal_fp: str, query_fp: str, scope: Scope) -> None:
     """Principal first: another principal learns nothing about the query."""
     if not hmac.compare_digest(principal_fp, scope.principal_fingerprint):
-        raise CursorScopeError(
-            "the cursor was issued to another principal", mismatch="principal"
-        )
+        raise CursorScopeError("the cursor was issued to another principal", mismatch="principal")
     if not hmac.compare_digest(query_fp, scope.query_fingerprint):
-        raise CursorScopeError(
-            "the cursor was issued for other query parameters", mismatch="query"
-        )
+        raise CursorScopeError("the cursor was issued for other query parameters", mismatch="query")
 
 
 def expired() -> ExpiredCursor:
@@ -358,7 +373,15 @@ class MemoryCursorStore:
     Expired operations are swept as new ones start. Not shared between processes.
     """
 
-    __slots__ = ("_by_principal", "_keyring", "_lock", "_max_per_principal", "_max_total", "_ops", "ttl")
+    __slots__ = (
+        "_by_principal",
+        "_keyring",
+        "_lock",
+        "_max_per_principal",
+        "_max_total",
+        "_ops",
+        "ttl",
+    )
 
     def __init__(
         self,
@@ -388,12 +411,25 @@ class MemoryCursorStore:
         if not mine:
             del self._by_principal[op.pfp]
 
+    @property
+    def keyring(self) -> Keyring:
+        """The MAC keys; assign a rotated keyring to rotate keys in a running process."""
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        if not isinstance(keyring, Keyring):
+            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path="")
+        self._keyring = keyring
+
     def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
         scope = check_scope_arg(scope)
         max_pages = check_max_pages(max_pages)
         now = time.time()
         op_id = new_operation_id()
-        op = _Op(scope.principal_fingerprint, scope.query_fingerprint, now, now + self.ttl, max_pages)
+        op = _Op(
+            scope.principal_fingerprint, scope.query_fingerprint, now, now + self.ttl, max_pages
+        )
         with self._lock:
             ops = self._ops
             while ops:

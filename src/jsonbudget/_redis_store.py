@@ -174,6 +174,18 @@ class RedisCursorStore:
         with self._key_lock:
             self._keyring = self._keyring.adopt(self._sync_key(self._keyring.current))
 
+    @property
+    def keyring(self) -> Keyring:
+        """The MAC keys; assign a rotated keyring to rotate keys in a running process."""
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        if not isinstance(keyring, Keyring):
+            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path="")
+        self._shared_key = False
+        self._keyring = keyring
+
     def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
         scope = check_scope_arg(scope)
         max_pages = check_max_pages(max_pages)

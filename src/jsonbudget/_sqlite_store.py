@@ -35,7 +35,7 @@ from ._cursors import (
 )
 from ._limits import check_int
 from ._scope import Scope
-from .errors import BudgetExhausted
+from .errors import BudgetExhausted, EncodeError
 
 __all__ = ["SQLiteCursorStore"]
 
@@ -141,6 +141,17 @@ class SQLiteCursorStore:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    @property
+    def keyring(self) -> Keyring:
+        """The MAC keys; assign a rotated keyring to rotate keys in a running process."""
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        if not isinstance(keyring, Keyring):
+            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path="")
+        self._keyring = keyring
 
     def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
         scope = check_scope_arg(scope)

@@ -1,0 +1,55 @@
+"""Code run in child processes (spawn) by the cursor-store tests.
+
+Each function opens its own store on the shared backend, as a separate worker would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonbudget._cursors import CursorStore
+from jsonbudget._scope import Scope
+from jsonbudget.errors import BudgetExhausted
+
+PRINCIPAL = "worker-principal@example.com"
+QUERY = {"table": "orders", "status": "open"}
+
+
+def open_store(kind: str, target: str, prefix: str) -> CursorStore:
+    if kind == "sqlite":
+        from jsonbudget._sqlite_store import SQLiteCursorStore
+
+        return SQLiteCursorStore(target)
+    from jsonbudget._redis_store import RedisCursorStore
+
+    return RedisCursorStore(target, prefix=prefix)
+
+
+def start_and_mint(kind: str, target: str, prefix: str, position: Any, out: Any) -> None:
+    """Start an operation, mint one token at *position*, report it, and exit."""
+    store = open_store(kind, target, prefix)
+    state = store.start(Scope(PRINCIPAL, QUERY), max_pages=None)
+    out.put(store.mint(state, position))
+
+
+def resume_and_mint(kind: str, target: str, prefix: str, token: str, out: Any) -> None:
+    """Resume *token* in this process and mint the next one at position + 1."""
+    store = open_store(kind, target, prefix)
+    state = store.resume(token, Scope(PRINCIPAL, QUERY))
+    assert isinstance(state.position, int)
+    out.put((state.position, state.pages_served, store.mint(state, state.position + 1)))
+
+
+def race(kind: str, target: str, prefix: str, token: str, tries: int, barrier: Any, out: Any) -> None:
+    """Resume *token* *tries* times after every racer is ready; report what was served."""
+    store = open_store(kind, target, prefix)
+    scope = Scope(PRINCIPAL, QUERY)
+    served: list[int] = []
+    refused = 0
+    barrier.wait(timeout=60)
+    for _ in range(tries):
+        try:
+            served.append(store.resume(token, scope).pages_served)
+        except BudgetExhausted:
+            refused += 1
+    out.put((served, refused))
