@@ -1,0 +1,234 @@
+"""Safe summaries of encoded documents, pages and spills for logs and traces.
+
+A summary holds counts, sizes, a sha256 and reasons, never content: no item, no string,
+no key, no truncation path (a JSON Pointer names the keys of the data), and no cursor
+token. Every string copied from the summarized object is checked against a strict
+pattern first, so a duck-typed object cannot smuggle content in through a "reason".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from .errors import EncodeError, LimitError
+
+__all__ = [
+    "SUMMARY_KEY",
+    "Summarizer",
+    "SummaryFilter",
+    "summarize",
+    "summary_attributes",
+    "summary_extra",
+]
+
+#: The ``extra=`` key (and `logging.LogRecord` attribute) summaries travel under.
+SUMMARY_KEY: Final = "jsonbudget"
+
+_WORD = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SPILL_REF = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(?:json|txt|bin)")
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}/[a-z0-9][a-z0-9.+-]{0,63}")
+#: At most this many truncations and oversized entries are tallied; the rest are counted.
+_MAX_TALLY: Final = 100_000
+
+Kind = Literal["encoded", "page", "spill", "bytes"]
+
+
+def _word(value: object) -> str | None:
+    """*value* if it is a short lowercase identifier (a reason, a kind), else None."""
+    if isinstance(value, str) and _WORD.fullmatch(value):
+        return value
+    return None
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _tally(entries: object, attribute: str) -> tuple[int, dict[str, int], int, int]:
+    """Count entries, their kinds, and the known sum and unknown count of ``omitted``."""
+    counts: dict[str, int] = {}
+    total = known = unknown = 0
+    for entry in entries if isinstance(entries, list | tuple) else ():
+        total += 1
+        if total > _MAX_TALLY:
+            continue
+        kind = (
+            _word(
+                entry.get(attribute)
+                if isinstance(entry, Mapping)
+                else getattr(entry, attribute, None)
+            )
+            or "other"
+        )
+        counts[kind] = counts.get(kind, 0) + 1
+        omitted = _count(
+            entry.get("omitted") if isinstance(entry, Mapping) else getattr(entry, "omitted", None)
+        )
+        if omitted is None:
+            unknown += 1
+        else:
+            known += omitted
+    return total, dict(sorted(counts.items())), known, unknown
+
+
+def _digest(data: bytes, enabled: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"bytes": len(data)}
+    if enabled:
+        out["sha256"] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def _truncation_fields(truncations: object) -> dict[str, Any]:
+    total, kinds, known, unknown = _tally(truncations, "kind")
+    return {
+        "truncations": total,
+        "truncation_kinds": kinds,
+        "omitted_known": known,
+        "omitted_unknown": unknown,
+    }
+
+
+class Summarizer:
+    """Builds log- and trace-safe summaries; *sha256* may be turned off to save hashing."""
+
+    __slots__ = ("sha256",)
+
+    def __init__(self, *, sha256: bool = True) -> None:
+        if type(sha256) is not bool:
+            raise LimitError("sha256", type(sha256).__name__, "must be a bool")
+        self.sha256 = sha256
+
+    def summarize(self, obj: object) -> dict[str, Any]:
+        """A dict of counts, sizes, sha256 and reasons describing *obj*, never its content.
+
+        *obj* is an `Encoded`, a `Page` or a spill reference (all duck-typed), or raw
+        bytes. Anything else raises `EncodeError` naming only its type.
+        """
+        if isinstance(obj, bytes | bytearray | memoryview):
+            return {"kind": "bytes", **_digest(bytes(obj), self.sha256)}
+        if hasattr(obj, "to_json") and hasattr(obj, "items") and hasattr(obj, "next_cursor"):
+            return self._page(obj)
+        data = getattr(obj, "data", None)
+        if isinstance(data, bytes) and hasattr(obj, "truncations"):
+            return {
+                "kind": "encoded",
+                **_digest(data, self.sha256),
+                "complete": getattr(obj, "complete", None) is True,
+                **_truncation_fields(getattr(obj, "truncations", ())),
+            }
+        if hasattr(obj, "sha256") and hasattr(obj, "size") and hasattr(obj, "ref"):
+            return self._spill(obj)
+        raise EncodeError(f"cannot summarize a {type(obj).__name__}", path="")
+
+    def _page(self, page: Any) -> dict[str, Any]:
+        data = page.to_json()
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        items = getattr(page, "items", ())
+        oversized_total, outcomes, _, _ = _tally(getattr(page, "oversized", ()), "outcome")
+        oversized_bytes = 0
+        for entry in list(getattr(page, "oversized", ()) or ())[:_MAX_TALLY]:
+            size = _count(
+                entry.get("encoded_bytes")
+                if isinstance(entry, Mapping)
+                else getattr(entry, "encoded_bytes", None)
+            )
+            oversized_bytes += size or 0
+        out: dict[str, Any] = {
+            "kind": "page",
+            **_digest(data if isinstance(data, bytes) else b"", self.sha256),
+            "items": len(items) if hasattr(items, "__len__") else None,
+            "complete": getattr(page, "complete", None) is True,
+            # Whether a continuation exists, never the token itself.
+            "has_next_cursor": getattr(page, "next_cursor", None) is not None,
+            **_truncation_fields(getattr(page, "truncations", ())),
+            "oversized": oversized_total,
+            "oversized_outcomes": outcomes,
+            "oversized_encoded_bytes": oversized_bytes,
+        }
+        reason = _word(getattr(page, "incomplete_reason", None))
+        if reason is not None:
+            out["incomplete_reason"] = reason
+        return out
+
+    def _spill(self, spill: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": "spill", "bytes": _count(getattr(spill, "size", None))}
+        sha = getattr(spill, "sha256", None)
+        out["sha256"] = sha if isinstance(sha, str) and _SHA256.fullmatch(sha) else None
+        # The ref is the store's opaque name (sanitized label plus hash); copied only if
+        # it has exactly that shape. The path, which names a home directory, never is.
+        ref = getattr(spill, "ref", None)
+        if isinstance(ref, str) and _SPILL_REF.fullmatch(ref):
+            out["ref"] = ref
+        media_type = getattr(spill, "media_type", None)
+        if isinstance(media_type, str) and _MEDIA_TYPE.fullmatch(media_type):
+            out["media_type"] = media_type
+        return out
+
+    def extra(self, obj: object, *, key: str = SUMMARY_KEY) -> dict[str, dict[str, Any]]:
+        """``extra=`` for a `logging` call: ``{key: summary}``."""
+        return {key: self.summarize(obj)}
+
+    def attributes(self, obj: object, *, prefix: str = SUMMARY_KEY + ".") -> dict[str, Any]:
+        """Flat, primitive-valued attributes for a trace span (OpenTelemetry style)."""
+        flat: dict[str, Any] = {}
+        for name, value in self.summarize(obj).items():
+            if isinstance(value, dict):
+                for sub, count in value.items():
+                    flat[f"{prefix}{name}.{sub}"] = count
+            elif value is not None:
+                flat[f"{prefix}{name}"] = value
+        return flat
+
+
+class SummaryFilter(logging.Filter):
+    """Replaces any jsonbudget object passed as ``extra={key: obj}`` by its summary.
+
+    Attach it to a logger or handler; records then carry ``record.<key>`` as a safe dict,
+    so no formatter or handler ever sees the content. Records without the key pass
+    unchanged. A value that cannot be summarized is replaced by ``{"kind": "unknown"}``.
+    """
+
+    def __init__(self, *, key: str = SUMMARY_KEY, sha256: bool = True) -> None:
+        super().__init__()
+        self.key = key
+        self.summarizer = Summarizer(sha256=sha256)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        value = record.__dict__.get(self.key)
+        if value is None or _is_summary(value):
+            return True
+        try:
+            summary = self.summarizer.summarize(value)
+        except EncodeError:
+            # Logging must not fail, and an unknown object must not reach the formatter.
+            summary = {"kind": "unknown", "type": type(value).__name__}
+        setattr(record, self.key, summary)
+        return True
+
+
+_SUMMARY_KINDS: Final = frozenset({"encoded", "page", "spill", "bytes", "unknown"})
+
+
+def _is_summary(value: object) -> bool:
+    return isinstance(value, dict) and value.get("kind") in _SUMMARY_KINDS
+
+
+def summarize(obj: object) -> dict[str, Any]:
+    """One-call form of `Summarizer.summarize`."""
+    return Summarizer().summarize(obj)
+
+
+def summary_extra(obj: object, *, key: str = SUMMARY_KEY) -> dict[str, dict[str, Any]]:
+    """One-call form of `Summarizer.extra`: ``logger.info("...", extra=summary_extra(page))``."""
+    return Summarizer().extra(obj, key=key)
+
+
+def summary_attributes(obj: object, *, prefix: str = SUMMARY_KEY + ".") -> dict[str, Any]:
+    """One-call form of `Summarizer.attributes`."""
+    return Summarizer().attributes(obj, prefix=prefix)
