@@ -15,7 +15,11 @@ PRINCIPAL = "worker-principal@example.com"
 QUERY = {"table": "orders", "status": "open"}
 
 
-def open_store(kind: str, target: str, prefix: str) -> CursorStore:
+Where = tuple[str, str, str]  # backend kind, sqlite path or redis url, redis key prefix
+
+
+def open_store(where: Where) -> CursorStore:
+    kind, target, prefix = where
     if kind == "sqlite":
         from jsonbudget._sqlite_store import SQLiteCursorStore
 
@@ -25,24 +29,24 @@ def open_store(kind: str, target: str, prefix: str) -> CursorStore:
     return RedisCursorStore(target, prefix=prefix)
 
 
-def start_and_mint(kind: str, target: str, prefix: str, position: Any, out: Any) -> None:
+def start_and_mint(where: Where, position: Any, out: Any) -> None:
     """Start an operation, mint one token at *position*, report it, and exit."""
-    store = open_store(kind, target, prefix)
+    store = open_store(where)
     state = store.start(Scope(PRINCIPAL, QUERY), max_pages=None)
     out.put(store.mint(state, position))
 
 
-def resume_and_mint(kind: str, target: str, prefix: str, token: str, out: Any) -> None:
+def resume_and_mint(where: Where, token: str, out: Any) -> None:
     """Resume *token* in this process and mint the next one at position + 1."""
-    store = open_store(kind, target, prefix)
+    store = open_store(where)
     state = store.resume(token, Scope(PRINCIPAL, QUERY))
     assert isinstance(state.position, int)
     out.put((state.position, state.pages_served, store.mint(state, state.position + 1)))
 
 
-def race(kind: str, target: str, prefix: str, token: str, tries: int, barrier: Any, out: Any) -> None:
+def race(where: Where, token: str, tries: int, barrier: Any, out: Any) -> None:
     """Resume *token* *tries* times after every racer is ready; report what was served."""
-    store = open_store(kind, target, prefix)
+    store = open_store(where)
     scope = Scope(PRINCIPAL, QUERY)
     served: list[int] = []
     refused = 0

@@ -69,6 +69,10 @@ class Backend:
     def target(self) -> str:
         return str(self.path) if self.kind == "sqlite" else self.redis.url  # type: ignore[union-attr]
 
+    @property
+    def where(self) -> tuple[str, str, str]:
+        return (self.kind, self.target, self.prefix)
+
     def make(self, **options: Any) -> Any:
         if self.kind == "memory":
             return MemoryCursorStore(**options)
@@ -367,7 +371,9 @@ def test_tokens_are_url_safe_fixed_length_and_unique(backend: Backend) -> None:
     assert len(tokens) == 200
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     principal=st.text(min_size=8, max_size=40).filter(lambda s: s.strip()),
     word=st.text(st.characters(categories=["L", "N"]), min_size=8, max_size=30),
@@ -612,10 +618,8 @@ def _run(target: Callable[..., None], *args: Any) -> Any:
 
 def test_another_process_continues_what_one_process_started(shared_backend: Backend) -> None:
     b = shared_backend
-    token = _run(cursor_workers.start_and_mint, b.kind, b.target, b.prefix, 40)
-    position, pages, next_token = _run(
-        cursor_workers.resume_and_mint, b.kind, b.target, b.prefix, token
-    )
+    token = _run(cursor_workers.start_and_mint, b.where, 40)
+    position, pages, next_token = _run(cursor_workers.resume_and_mint, b.where, token)
     assert (position, pages) == (40, 2)
     # and this process continues from there with a store opened afresh
     store = b.make()
@@ -627,7 +631,7 @@ def test_another_process_continues_what_one_process_started(shared_backend: Back
 
 def test_sqlite_cursors_survive_a_process_restart(tmp_path: Path) -> None:
     path = tmp_path / "durable.db"
-    token = _run(cursor_workers.start_and_mint, "sqlite", str(path), "", [7, "k"])
+    token = _run(cursor_workers.start_and_mint, ("sqlite", str(path), ""), [7, "k"])
     # the minting process has exited; its WAL was not checkpointed by us
     with SQLiteCursorStore(path) as store:
         state = store.resume(token, Scope(cursor_workers.PRINCIPAL, cursor_workers.QUERY))
@@ -643,9 +647,7 @@ def test_eight_processes_racing_never_overspend(shared_backend: Backend) -> None
     barrier = ctx.Barrier(8)
     out = ctx.Queue()
     procs = [
-        ctx.Process(
-            target=cursor_workers.race, args=(b.kind, b.target, b.prefix, token, 5, barrier, out)
-        )
+        ctx.Process(target=cursor_workers.race, args=(b.where, token, 5, barrier, out))
         for _ in range(8)
     ]
     for p in procs:

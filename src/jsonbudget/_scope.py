@@ -58,6 +58,9 @@ _PRINCIPAL_TAG: Final = b"jsonbudget/principal/1\x00"
 _QUERY_TAG: Final = b"jsonbudget/query/1\x00"
 _SCOPE_TAG: Final = b"jsonbudget/scope/1\x00"
 _ABSENT: Final = object()
+# what orjson (and most JSON readers) can hold as an integer
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
 
 
 def _escape(key: str) -> str:
@@ -73,20 +76,17 @@ def _canon(value: object, path: str, depth: int) -> object:
         return value
     if isinstance(value, enum.Enum):
         return _canon(value.value, path, depth)
+    if isinstance(value, decimal.Decimal):
+        return _canon_decimal(value, path)
     if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise EncodeError("query holds an integer beyond 64 bits", path=path)
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise EncodeError("query holds a non-finite number", path=path)
-        # 10.0 and 10 are one spelling; -0.0 is 0.
-        return int(value) if value.is_integer() else value
-    if isinstance(value, decimal.Decimal):
-        if not value.is_finite():
-            raise EncodeError("query holds a non-finite number", path=path)
-        if value == value.to_integral_value():
-            return int(value)
-        # compared at float precision, so Decimal("0.1") spells 0.1
-        return float(value)
+        # 10.0 and 10 are one spelling; -0.0 is 0. Huge floats stay floats (JSON can hold them).
+        return int(value) if value.is_integer() and _INT_MIN <= value <= _INT_MAX else value
     if isinstance(value, str):
         return unicodedata.normalize("NFC", value)
     if isinstance(value, Mapping):
@@ -106,6 +106,15 @@ def _canon(value: object, path: str, depth: int) -> object:
     if isinstance(value, uuid.UUID):
         return str(value)
     raise EncodeError(f"query value of type {type(value).__name__} has no JSON form", path=path)
+
+
+def _canon_decimal(value: decimal.Decimal, path: str) -> object:
+    if not value.is_finite():
+        raise EncodeError("query holds a non-finite number", path=path)
+    if value == value.to_integral_value() and _INT_MIN <= value <= _INT_MAX:
+        return int(value)
+    # compared at float precision, so Decimal("0.1") spells 0.1
+    return _canon(float(value), path, 0)
 
 
 def _canon_mapping(value: Mapping[Any, Any], path: str, depth: int) -> dict[str, object]:
@@ -196,9 +205,7 @@ class Scope:
         page_size_keys: Collection[str] = DEFAULT_PAGE_SIZE_KEYS,
     ) -> None:
         if not isinstance(principal, str):
-            raise EncodeError(
-                f"principal must be a str, not {type(principal).__name__}", path=""
-            )
+            raise EncodeError(f"principal must be a str, not {type(principal).__name__}", path="")
         if not principal:
             raise LimitError("principal", principal, "must be a non-empty string")
         canon = canonical_query(query, defaults=defaults, page_size_keys=page_size_keys)

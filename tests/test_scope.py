@@ -1,0 +1,185 @@
+"""`Scope`: the canonical fingerprint of who asks and what they asked."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import enum
+import unicodedata
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsonbudget._scope import DEFAULT_PAGE_SIZE_KEYS, MAX_QUERY_DEPTH, Scope, canonical_query
+from jsonbudget.errors import EncodeError, LimitError
+
+json_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8)
+json_values = st.recursive(
+    json_scalars | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+queries = st.dictionaries(st.text(min_size=1, max_size=8), json_values, max_size=6)
+
+
+def fp(query: Any, **kw: Any) -> str:
+    return Scope("p", query, **kw).query_fingerprint
+
+
+@settings(max_examples=60, deadline=None)
+@given(queries, st.randoms())
+def test_key_order_does_not_change_the_fingerprint(query: dict[str, Any], rnd: Any) -> None:
+    items = list(query.items())
+    rnd.shuffle(items)
+    assert fp(dict(items)) == fp(query)
+
+
+@settings(max_examples=60, deadline=None)
+@given(queries, st.sampled_from(sorted(DEFAULT_PAGE_SIZE_KEYS)), st.integers(1, 10**6))
+def test_page_size_is_not_part_of_the_fingerprint(
+    query: dict[str, Any], key: str, size: int
+) -> None:
+    assert fp({**query, key: size}) == fp({k: v for k, v in query.items() if k != key})
+
+
+@settings(max_examples=60, deadline=None)
+@given(queries, queries)
+def test_different_queries_have_different_fingerprints(
+    a: dict[str, Any], b: dict[str, Any]
+) -> None:
+    if canonical_query(a) != canonical_query(b):
+        assert fp(a) != fp(b)
+
+
+def test_equivalent_spellings_share_a_fingerprint() -> None:
+    class Status(enum.Enum):
+        OPEN = "open"
+
+    when = dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC)
+    plus2 = when.astimezone(dt.timezone(dt.timedelta(hours=2)))
+    ident = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    nfc = unicodedata.normalize("NFC", "café")
+    nfd = unicodedata.normalize("NFD", "café")
+    a = {"n": 10, "x": 0.5, "tags": ["a", "b"], "s": "open", "at": when, "id": ident, "w": nfc}
+    b = {
+        "w": nfd,
+        "id": str(ident),
+        "at": plus2,
+        "s": Status.OPEN,
+        "tags": ("a", "b"),
+        "x": decimal.Decimal("0.5"),
+        "n": 10.0,
+    }
+    assert fp(a) == fp(b)
+    assert fp({"k": -0.0}) == fp({"k": 0})
+    assert fp({"k": 2.0**63}) == fp({"k": 2**63})
+    assert fp({"k": 1e300}) == fp({"k": decimal.Decimal("1e300")})
+    assert fp({"set": {3, 1, 2}}) == fp({"set": frozenset({2, 3, 1})})
+    assert fp({nfd: 1}) == fp({nfc: 1})
+
+
+def test_meaningful_differences_change_the_fingerprint() -> None:
+    assert fp({"a": True}) != fp({"a": 1})
+    assert fp({"a": [1, 2]}) != fp({"a": [2, 1]})
+    assert fp({"a": "1"}) != fp({"a": 1})
+    assert fp({"a": {"b": None}}) != fp({"a": {}})
+    assert fp({"offset": 10}) != fp({"offset": 20})
+
+
+def test_explicit_defaults_and_none_equal_absence() -> None:
+    defaults = {"sort": "asc", "deleted": False}
+    assert fp({"q": "x", "sort": "asc"}, defaults=defaults) == fp({"q": "x"}, defaults=defaults)
+    assert fp({"q": "x", "deleted": False}, defaults=defaults) == fp({"q": "x"}, defaults=defaults)
+    assert fp({"q": "x", "sort": "desc"}, defaults=defaults) != fp({"q": "x"}, defaults=defaults)
+    assert fp({"q": "x", "filter": None}) == fp({"q": "x"})
+    assert fp(None) == fp({})
+
+
+def test_custom_page_size_keys() -> None:
+    assert fp({"q": 1, "n": 5}, page_size_keys={"n"}) == fp({"q": 1}, page_size_keys={"n"})
+    assert fp({"q": 1, "limit": 5}, page_size_keys={"n"}) != fp({"q": 1}, page_size_keys={"n"})
+    with pytest.raises(EncodeError):
+        Scope("p", {}, page_size_keys="limit")
+
+
+def test_principal_separates_scopes_but_not_queries() -> None:
+    a, b = Scope("alice", {"q": 1}), Scope("bob", {"q": 1})
+    assert a.query_fingerprint == b.query_fingerprint
+    assert a.principal_fingerprint != b.principal_fingerprint
+    assert a.fingerprint != b.fingerprint
+    assert a != b
+    assert a == Scope("alice", {"q": 1.0})
+    assert hash(a) == hash(Scope("alice", {"q": 1.0}))
+    # principals are identifiers: no normalization merges two of them
+    assert Scope("Alice").principal_fingerprint != Scope("alice").principal_fingerprint
+    assert (
+        Scope(unicodedata.normalize("NFD", "josé")).principal_fingerprint
+        != Scope(unicodedata.normalize("NFC", "josé")).principal_fingerprint
+    )
+
+
+def test_fingerprints_are_hex_digests_and_repr_hides_the_principal() -> None:
+    s = Scope("alice@example.com", {"q": "secret-filter"})
+    for value in (s.fingerprint, s.principal_fingerprint, s.query_fingerprint):
+        assert len(value) == 64
+        int(value, 16)
+    assert "alice" not in repr(s)
+    assert "secret-filter" not in repr(s)
+    assert s.query["q"] == "secret-filter"
+
+
+def test_scope_is_immutable() -> None:
+    s = Scope("alice", {"q": 1})
+    with pytest.raises(AttributeError):
+        s.principal = "bob"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        s.query["q"] = 2  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        ({"a": float("nan")}, "/a"),
+        ({"a": [1, float("inf")]}, "/a/1"),
+        ({"a": {1: "x"}}, "/a"),
+        ({"a": b"bytes"}, "/a"),
+        ({"a": object()}, "/a"),
+        ({"a/b": {"c~": decimal.Decimal("NaN")}}, "/a~1b/c~0"),
+        ({"x": "\ud800"}, ""),
+        ({"big": 2**64}, "/big"),
+        ({"big": [-(2**63) - 1]}, "/big/0"),
+    ],
+)
+def test_unencodable_queries_are_refused_with_a_path(query: dict[str, Any], path: str) -> None:
+    with pytest.raises(EncodeError) as info:
+        Scope("p", query)
+    assert info.value.path == path
+
+
+def test_deep_queries_are_refused_not_crashed() -> None:
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(EncodeError, match=str(MAX_QUERY_DEPTH)):
+        Scope("p", {"a": deep})
+
+
+def test_colliding_keys_after_normalization_are_refused() -> None:
+    with pytest.raises(EncodeError, match="NFC"):
+        Scope("p", {unicodedata.normalize("NFC", "é"): 1, unicodedata.normalize("NFD", "é"): 2})
+
+
+@pytest.mark.parametrize("principal", ["", None, 5, b"alice"])
+def test_bad_principals_are_refused(principal: Any) -> None:
+    with pytest.raises((LimitError, EncodeError)):
+        Scope(principal)
+
+
+def test_query_must_be_a_mapping() -> None:
+    with pytest.raises(EncodeError):
+        Scope("p", [("a", 1)])  # type: ignore[arg-type]
