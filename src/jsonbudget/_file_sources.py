@@ -198,8 +198,9 @@ class _Window:
                 continue
             except _NonFinite as exc:
                 raise self.error(f"{exc} is not valid JSON") from None
-            # A number at the window's edge may continue in the next chunk.
-            if end >= len(self.buf) and not self.eof:
+            # A number near the window's edge may continue in the next chunk ("-0." is
+            # read as -0 and stops before the "."), so values ending there are re-read.
+            if end > len(self.buf) - _EDGE and not self.eof:
                 self.refill()
                 continue
             return obj, end
@@ -292,7 +293,7 @@ class JsonArrayFileSource(Source[Any]):
                         obj, end = scan(buf, pos)
                     except (StopIteration, ValueError):
                         break
-                    if end >= n:
+                    if end > n - _EDGE:
                         break
                     m = sep(buf, end)
                     if m is None or m.end() >= n:
