@@ -243,6 +243,11 @@ def test_not_size_errors(text: str) -> None:
     assert classify_size_error(text) is None
 
 
+def test_regression_rate_limit_with_token_words_is_not_a_size_error() -> None:
+    text = "Rate limit reached: too many tokens per minute for this model's context length"
+    assert classify_size_error(text) is None
+
+
 def test_size_message_beyond_scan_cap_is_not_read() -> None:
     text = "x" * (MAX_SCAN_CHARS + 10) + " prompt is too long: 5 tokens > 4 maximum"
     assert classify_size_error(text) is None

@@ -223,6 +223,8 @@ _VAGUE: Final[tuple[tuple[re.Pattern[str], str | None, Literal["prompt", "either
     (re.compile(r"too many tokens", _I), None, "either"),
 )
 
+_RATE_LIMIT = re.compile(r"rate[_ ]limit|tokens per min|per-minute", _I)
+
 _CODE_HINTS: Final = frozenset(
     {"context_length_exceeded", "exceed_context_size_error", "string_above_max_length"}
 )
@@ -408,6 +410,9 @@ def _classify_text(text: str, *, requested: int | None, provider: str | None) ->
         return AmbiguousSizeError(
             provider=provider, wording="either", limit=_num(m.group(2)), tokens=_num(m.group(1))
         )
+    if _RATE_LIMIT.search(text):
+        # "tokens per minute" limits are about rate, not size: waiting is the fix.
+        return None
     for pattern, family, wording in _VAGUE:
         if pattern.search(text):
             return AmbiguousSizeError(provider=provider or family, wording=wording)
