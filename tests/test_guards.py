@@ -1,0 +1,538 @@
+"""Guards for agent loops: bounded_tool, ResultGate, TurnBudget."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jsonbudget._guards import (
+    DEFAULT_READ_HINT,
+    Admitted,
+    GateResult,
+    ResultGate,
+    TurnBudget,
+    bounded_tool,
+    gate_result,
+)
+from jsonbudget._limits import Limits
+from jsonbudget._spill import SpillStore
+from jsonbudget.errors import EncodeError, LimitError
+
+ROWS = [{"id": i, "name": f"row {i}", "body": "é" * 40} for i in range(500)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SpillStore:
+    return SpillStore(tmp_path / "spill")
+
+
+def spilled_file(store: SpillStore, gated: GateResult | Admitted) -> bytes:
+    assert gated.spill is not None
+    return store.read(gated.spill.ref, 0, gated.spill.size + 1)
+
+
+# --- ResultGate -------------------------------------------------------------------------
+
+
+def test_small_results_pass_through_unchanged(store: SpillStore) -> None:
+    gate = ResultGate(1000, store)
+    raw = b'{"ok": true}'
+    out = gate.apply(raw)
+    assert out.data is raw
+    assert out.spill is None
+    assert not out.spilled
+    assert gate.apply("plain text").data == b"plain text"
+    assert gate.apply({"a": [1, 2.5, None]}).data == orjson.dumps({"a": [1, 2.5, None]})
+    assert gate.apply(iter([b"ab", b"cd"])).data == b"abcd"
+    assert gate.apply(io.BytesIO(b"file")).data == b"file"
+    assert list(store.directory.iterdir()) == []
+
+
+def test_exactly_the_limit_passes_one_more_byte_spills(store: SpillStore) -> None:
+    gate = ResultGate(1000, store, preview_bytes=600)
+    assert gate.apply(b"x" * 1000).spill is None
+    out = gate.apply(b"x" * 1001)
+    assert out.spill is not None
+    assert out.size == 1001
+    assert len(out.data) <= 600
+
+
+def test_large_object_spilled_whole_with_valid_json_preview(store: SpillStore) -> None:
+    gate = ResultGate(2000, store, preview_bytes=1200)
+    out = gate.apply(ROWS, label="search_rows")
+    whole = orjson.dumps(ROWS)
+    assert out.kind == "json"
+    assert out.spill is not None
+    assert spilled_file(store, out) == whole
+    assert out.size == len(whole) == out.spill.size
+    assert out.spill.sha256 == hashlib.sha256(whole).hexdigest()
+    assert len(out.data) <= 1200
+    preview = orjson.loads(out.data)
+    assert preview["spilled"] == {
+        "ref": out.spill.ref,
+        "size": len(whole),
+        "sha256": out.spill.sha256,
+        "media_type": "application/json",
+        "read_more": "read more with SpillStore.read(ref, offset, limit)",
+    }
+    assert preview["preview"][0]["id"] == 0
+    assert preview["preview"][-1].startswith("…[omitted: ")
+    assert out.spill.ref.startswith("search_rows.")
+
+
+def test_large_dict_spilled_byte_identical_to_orjson(store: SpillStore) -> None:
+    value = {f"key{i}": {"n": i, "s": "x" * 30} for i in range(300)}
+    out = ResultGate(1000, store, preview_bytes=800).apply(value)
+    assert spilled_file(store, out) == orjson.dumps(value)
+    assert len(out.data) <= 800
+    orjson.loads(out.data)
+
+
+def test_object_orjson_refuses_is_spilled_with_markers(store: SpillStore) -> None:
+    value = {1: "int key", "big": ["y" * 100] * 50, "s": {1, 2}}
+    out = ResultGate(1000, store, preview_bytes=800).apply(value)
+    stored = orjson.loads(spilled_file(store, out))
+    assert len(stored["big"]) == 50
+    assert "1" in stored or any(k.startswith("…") for k in stored)
+    orjson.loads(out.data)
+
+
+def test_small_object_with_unencodable_value_passes_with_its_marker(store: SpillStore) -> None:
+    out = ResultGate(1000, store).apply({"s": {1, 2}})
+    assert out.spill is None
+    assert orjson.loads(out.data)["s"].startswith("…[")
+
+
+def test_json_bytes_preview_is_json_and_never_counts_what_the_prefix_cut(
+    store: SpillStore,
+) -> None:
+    whole = orjson.dumps({"total": 5000, "rows": [{"i": i, "pad": "p" * 50} for i in range(5000)]})
+    out = ResultGate(2000, store, preview_bytes=1500).apply(whole)
+    assert out.kind == "json"
+    assert spilled_file(store, out) == whole
+    assert len(out.data) <= 1500
+    preview = orjson.loads(out.data)["preview"]
+    assert preview["total"] == 5000
+    # The file held 5000 rows; only the prefix was parsed, so no count is claimed.
+    assert preview["rows"][-1] == "…[omitted: more items]"
+    assert b"more items" in out.data
+    assert b" more items]" not in out.data.replace(b"omitted: more items]", b"")
+
+
+def test_json_bytes_object_prefix_says_more_keys(store: SpillStore) -> None:
+    whole = orjson.dumps({f"k{i}": "v" * 100 for i in range(2000)})
+    out = ResultGate(2000, store, preview_bytes=1000).apply(whole)
+    preview = orjson.loads(out.data)["preview"]
+    markers = [v for k, v in preview.items() if k.startswith("…")]
+    assert markers == ["[omitted: more keys]"]
+
+
+def test_small_complete_json_file_keeps_exact_counts(store: SpillStore) -> None:
+    whole = orjson.dumps(list(range(1000)))  # small enough to parse whole
+    out = ResultGate(1000, store, preview_bytes=800).apply(whole)
+    preview = orjson.loads(out.data)["preview"]
+    assert isinstance(preview[-1], str)
+    assert preview[-1] == f"…[omitted: {1000 - (len(preview) - 1)} more items]"
+
+
+def test_broken_json_falls_back_to_a_text_preview(store: SpillStore) -> None:
+    broken = b"[" + b"1," * 2000  # starts like JSON, never parses whole
+    out = ResultGate(1000, store, preview_bytes=800, kind="json").apply(b"{ nope" + broken)
+    assert out.kind == "text"
+    assert out.spill is not None
+    assert out.text.startswith("{ nope")
+
+
+def test_text_preview_ends_on_a_line_end_and_a_character_boundary(store: SpillStore) -> None:
+    text = "".join(f"ligne {i}: café ☕ naïve\n" for i in range(1000))
+    gate = ResultGate(2000, store, preview_bytes=1000)
+    out = gate.apply(text, label="log")
+    assert out.kind == "text"
+    assert spilled_file(store, out) == text.encode()
+    assert len(out.data) <= 1000
+    body, _, footer = out.text.rpartition("…[spilled: ")
+    assert body.endswith("\n")
+    assert text.startswith(body)
+    shown = len(body.encode())
+    assert f"the first {shown} of {len(text.encode())} bytes" in footer
+    assert f"from offset {shown}]" in footer
+    assert out.spill is not None
+    assert out.spill.ref in footer
+    assert out.spill.sha256 in footer
+
+
+def test_text_without_newlines_is_cut_on_a_character_boundary(store: SpillStore) -> None:
+    text = "€" * 3000
+    out = ResultGate(1000, store, preview_bytes=700).apply(text)
+    body = out.text.rpartition("\n…[spilled: ")[0]
+    assert body
+    assert set(body) == {"€"}
+    assert len(out.data) <= 700
+
+
+def test_binary_result_preview_stops_at_the_first_invalid_byte(store: SpillStore) -> None:
+    blob = b"header line\n" + bytes(range(256)) * 20
+    out = ResultGate(1000, store, preview_bytes=700).apply(blob)
+    assert out.text.startswith("header line\n")
+    assert spilled_file(store, out) == blob
+
+
+def test_streamed_result_is_written_whole_without_joining(store: SpillStore) -> None:
+    chunks = [bytes([65 + i % 26]) * 10_000 for i in range(100)]
+    out = ResultGate(5000, store, preview_bytes=1000).apply(iter(chunks), label="stream")
+    assert spilled_file(store, out) == b"".join(chunks)
+    assert out.size == 1_000_000
+
+
+def test_crash_in_a_streamed_result_passes_through_and_leaves_no_file(store: SpillStore) -> None:
+    def crashing() -> Iterator[bytes]:
+        yield b"x" * 3000
+        yield b"y" * 3000
+        raise ConnectionResetError("upstream went away")
+
+    with pytest.raises(ConnectionResetError, match="upstream"):
+        ResultGate(1000, store).apply(crashing())
+    assert list(store.directory.iterdir()) == []
+
+
+def test_lone_surrogate_in_a_str_result_is_an_encode_error(store: SpillStore) -> None:
+    with pytest.raises(EncodeError, match="surrogate"):
+        ResultGate(1000, store).apply("ok \ud800 bad")
+
+
+def test_non_bytes_chunk_in_a_stream_is_a_type_error(store: SpillStore) -> None:
+    with pytest.raises(TypeError, match="must yield bytes"):
+        ResultGate(1000, store).apply(iter(["text"]))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_result_bytes": 0},
+        {"max_result_bytes": 2**62},
+        {"max_result_bytes": 100},  # cannot hold even the default preview
+        {"max_result_bytes": 1000, "preview_bytes": 100},
+        {"max_result_bytes": 1000, "preview_bytes": 2000},
+        {"max_result_bytes": 1000, "kind": "xml"},
+        {"max_result_bytes": 1000, "read_hint": "x" * 500},
+    ],
+)
+def test_gate_options_validated_up_front(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(LimitError):
+        ResultGate(**kwargs)
+
+
+def test_default_store_is_created_lazily_in_the_private_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    gate = ResultGate(1000)
+    gate.apply(b"small")
+    assert not (tmp_path / "cache").exists()
+    out = gate.apply(b"z" * 5000)
+    assert out.spill is not None
+    assert out.spill.path.parent == tmp_path / "cache" / "jsonbudget" / "spill"
+
+
+def test_gate_result_convenience(store: SpillStore) -> None:
+    out = gate_result(b"q" * 3000, 1000, store=store, label="conv", preview_bytes=700)
+    assert out.spill is not None
+    assert out.spill.label == "conv"
+    assert gate_result(b"ok", 1000, store=store).data == b"ok"
+
+
+async def test_async_apply(store: SpillStore) -> None:
+    gate = ResultGate(1000, store)
+    outs = await asyncio.gather(*(gate.aapply(b"k" * (500 * i)) for i in range(1, 5)))
+    assert [o.spilled for o in outs] == [False, False, True, True]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=200),
+    lambda children: (
+        st.lists(children, max_size=30)
+        | st.dictionaries(st.text(max_size=10), children, max_size=20)
+    ),
+    max_leaves=200,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=json_values, limit=st.integers(min_value=700, max_value=3000))
+def test_property_gate_output_within_its_limit_and_nothing_lost(
+    store: SpillStore, value: Any, limit: int
+) -> None:
+    gate = ResultGate(limit, store, preview_bytes=min(limit, 700))
+    for result in (value, orjson.dumps(value)):
+        out = gate.apply(result)
+        assert len(out.data) <= limit
+        orjson.loads(out.data) if out.kind == "json" else out.data.decode()
+        if out.spill is None:
+            assert out.data == orjson.dumps(value)
+        else:
+            assert len(out.data) <= gate.preview_bytes
+            assert spilled_file(store, out) == orjson.dumps(value)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=2000))
+def test_property_text_preview_is_a_valid_prefix(store: SpillStore, text: str) -> None:
+    gate = ResultGate(700, store, kind="text")
+    out = gate.apply(text)
+    assert len(out.data) <= 700
+    shown = out.data.decode()
+    if out.spill is None:
+        assert shown == text
+    else:
+        body = shown[: shown.rindex("…[spilled: ")].removesuffix("\n")
+        assert text.startswith(body)
+
+
+# --- TurnBudget ---------------------------------------------------------------------------
+
+
+def test_turn_whose_results_each_fit_but_together_overflow(store: SpillStore) -> None:
+    turn = TurnBudget(3000, store=store, max_result_bytes=2000, preview_bytes=700)
+    results = [{"call": i, "text": "w" * 780} for i in range(4)]
+    each = len(orjson.dumps(results[0]))
+    assert each < 2000  # every result is under the per-result limit...
+    assert 4 * each > 3000  # ...but together they overflow the turn
+    admitted = [turn.admit(r, tool=f"tool{i}") for i, r in enumerate(results)]
+    assert [a.reason for a in admitted] == ["fits", "fits", "fits", "turn_limit"]
+    assert [a.data for a in admitted[:3]] == [orjson.dumps(r) for r in results[:3]]
+    last = admitted[3]
+    assert last.spill is not None
+    assert spilled_file(store, last) == orjson.dumps(results[3])
+    assert last.admitted_bytes <= 3000 - 3 * each  # its preview was cut to what was left
+    assert orjson.loads(last.data)["preview"]["call"] == 3
+    assert not last.over_budget
+    report = turn.report()
+    assert report.used_bytes == sum(a.admitted_bytes for a in admitted) <= 3000
+    assert not report.over_budget
+    assert report.spilled == 1
+    assert report.results == tuple(admitted)
+
+
+def test_turn_with_nothing_left_answers_with_the_bare_reference(store: SpillStore) -> None:
+    turn = TurnBudget(4000, store=store, max_result_bytes=3500, preview_bytes=1500)
+    assert turn.admit(b"a" * 3000, tool="first").reason == "fits"
+    assert turn.admit(b"line\n" * 200, tool="second").reason == "fits"  # exactly fills it
+    third = turn.admit(b"[" + b"1," * 600 + b"1]", tool="third")
+    assert third.reason == "turn_limit"
+    assert third.spill is not None
+    # A tool call needs an answer: the bare reference goes in, flagged over budget.
+    assert third.over_budget
+    assert orjson.loads(third.data) == {
+        "spilled": {**third.spill.to_json(), "read_more": DEFAULT_READ_HINT}
+    }
+    assert turn.report().over_budget
+    assert turn.report().used_bytes == 4000 + len(third.data)
+
+
+def test_turn_result_over_the_per_result_limit(store: SpillStore) -> None:
+    turn = TurnBudget(10_000, store=store, max_result_bytes=1000, preview_bytes=800)
+    out = turn.admit(ROWS, tool="rows")
+    assert out.reason == "result_limit"
+    assert out.admitted_bytes <= 800
+    assert not out.over_budget
+    orjson.loads(out.data)
+    assert turn.remaining == 10_000 - out.admitted_bytes
+
+
+def test_turn_reset_starts_a_new_turn(store: SpillStore) -> None:
+    turn = TurnBudget(1000, store=store, preview_bytes=700)
+    turn.admit(b"x" * 900)
+    ended = turn.reset()
+    assert ended.used_bytes == 900
+    assert len(ended.results) == 1
+    assert turn.report().used_bytes == 0
+    assert turn.admit(b"x" * 900).reason == "fits"
+    assert turn.new_turn().used_bytes == 900
+
+
+def test_turn_summary_never_contains_content(store: SpillStore) -> None:
+    turn = TurnBudget(1000, store=store, preview_bytes=700)
+    turn.admit(b"SECRET-TOKEN " * 10, tool="t1")
+    turn.admit(b"SECRET-TOKEN " * 200, tool="t2")
+    text = orjson.dumps(turn.report().summary())
+    assert b"SECRET" not in text
+    assert b'"spilled":1' in text
+
+
+def test_turn_parallel_threads_never_overspend(store: SpillStore) -> None:
+    turn = TurnBudget(6000, store=store, max_result_bytes=2000, preview_bytes=700)
+    barrier = threading.Barrier(12)
+    outs: list[Admitted] = []
+    lock = threading.Lock()
+
+    def call(i: int) -> None:
+        barrier.wait()
+        a = turn.admit(bytes([97 + i]) * 900, tool=f"t{i}")
+        with lock:
+            outs.append(a)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    report = turn.report()
+    assert len(outs) == 12
+    assert report.used_bytes == sum(a.admitted_bytes for a in outs)
+    within = sum(a.admitted_bytes for a in outs if not a.over_budget)
+    assert within <= 6000
+    assert sum(1 for a in outs if a.reason == "fits") <= 6
+    for a in outs:
+        if a.spill is not None:
+            assert spilled_file(store, a) == a.spill.path.read_bytes()
+            assert len(set(spilled_file(store, a))) == 1
+
+
+async def test_turn_parallel_asyncio_tasks(store: SpillStore) -> None:
+    turn = TurnBudget(3000, store=store, max_result_bytes=2000, preview_bytes=700)
+    outs = await asyncio.gather(*(turn.aadmit(b"%d" % i * 400, tool=f"t{i}") for i in range(10)))
+    report = turn.report()
+    assert report.used_bytes == sum(a.admitted_bytes for a in outs)
+    assert sum(a.admitted_bytes for a in outs if not a.over_budget) <= 3000
+    assert {a.reason for a in outs} >= {"fits", "turn_limit"}
+
+
+def test_turn_limits_validated(store: SpillStore) -> None:
+    with pytest.raises(LimitError, match="max_turn_bytes"):
+        TurnBudget(10, store=store)
+    with pytest.raises(LimitError, match="max_result_bytes"):
+        TurnBudget(1000, store=store, max_result_bytes=2000)
+
+
+# --- bounded_tool -------------------------------------------------------------------------
+
+
+def test_bounded_tool_sync_result_is_bounded_json() -> None:
+    @bounded_tool(max_bytes=200)
+    def search(q: str) -> list[dict[str, Any]]:
+        """Search things."""
+        return [{"q": q, "i": i, "pad": "p" * 30} for i in range(100)]
+
+    out = search("x")
+    assert isinstance(out, str)
+    assert len(out.encode()) <= 200
+    assert orjson.loads(out)[-1].startswith("…[omitted: ")
+    assert search.__name__ == "search"
+    assert search.__doc__ == "Search things."
+
+
+def test_bounded_tool_small_result_is_plain_orjson() -> None:
+    @bounded_tool(Limits(1000), output="bytes")
+    def small() -> dict[str, int]:
+        return {"a": 1}
+
+    assert small() == orjson.dumps({"a": 1})
+
+
+async def test_bounded_tool_async() -> None:
+    @bounded_tool(max_bytes=100, output="bytes")
+    async def fetch() -> str:
+        await asyncio.sleep(0)
+        return "z" * 1000
+
+    out = await fetch()
+    assert isinstance(out, bytes)
+    assert len(out) <= 100
+    assert orjson.loads(out).endswith("more chars]")
+
+
+def test_bounded_tool_methods() -> None:
+    class Tools:
+        def __init__(self) -> None:
+            self.n = 50
+
+        @bounded_tool(max_bytes=100)
+        def items(self) -> list[int]:
+            return list(range(self.n))
+
+        @bounded_tool(max_bytes=100)
+        @classmethod
+        def kind(cls) -> str:
+            return cls.__name__
+
+        @bounded_tool(max_bytes=100)
+        @staticmethod
+        def static() -> list[int]:
+            return [1]
+
+    tools = Tools()
+    assert len(tools.items()) <= 100
+    assert orjson.loads(tools.items())[0] == 0
+    assert Tools.kind() == '"Tools"'
+    assert tools.static() == "[1]"
+
+
+async def test_bounded_tool_async_method() -> None:
+    class Api:
+        @bounded_tool(max_bytes=64)
+        async def get(self, n: int) -> list[int]:
+            return list(range(n))
+
+    assert len(await Api().get(1000)) <= 64
+
+
+def test_bounded_tool_exceptions_pass_through_unchanged() -> None:
+    boom = KeyError("missing")
+
+    @bounded_tool(max_bytes=100)
+    def fails() -> None:
+        raise boom
+
+    with pytest.raises(KeyError) as info:
+        fails()
+    assert info.value is boom
+
+
+async def test_bounded_tool_async_exceptions_pass_through_unchanged() -> None:
+    boom = TimeoutError("slow")
+
+    @bounded_tool(max_bytes=100)
+    async def fails() -> None:
+        raise boom
+
+    with pytest.raises(TimeoutError) as info:
+        await fails()
+    assert info.value is boom
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"max_bytes": 10},
+        {"max_bytes": 2**62},
+        {"max_bytes": 100, "output": "json"},
+        {"limits": Limits(100), "max_bytes": 100},
+        {"max_bytes": 100, "strategy": "greedy"},
+    ],
+)
+def test_bounded_tool_options_validated_when_decorating(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(LimitError):
+        bounded_tool(**kwargs)
+
+
+def test_bare_bounded_tool_is_a_clear_type_error() -> None:
+    def tool() -> int:
+        return 1
+
+    with pytest.raises(TypeError, match=r"bounded_tool\(max_bytes="):
+        bounded_tool(tool)  # type: ignore[arg-type]
