@@ -1,0 +1,433 @@
+"""Database sources over a real SQLite file and a real PostgreSQL started by the suite."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jsonbudget._db_sources import PostgresSource, SQLiteSource
+from jsonbudget._sources import Position, Source
+from jsonbudget.errors import EncodeError, InvalidCursor, LimitError
+from tests.fixtures_postgres import PostgresServer
+from tests.test_sources import read_in_pages, roundtrip, take
+
+
+def ids(rows: list[tuple[dict[str, Any], Position]]) -> list[int]:
+    return [row["id"] for row, _ in rows]
+
+
+def all_ids(source: Source[dict[str, Any]], position: Position | None = None) -> list[int]:
+    return ids(list(source.open(position)))
+
+
+def page_through(source: Source[dict[str, Any]], size: int, between: Any = None) -> list[int]:
+    """Follow positions page by page; call between(page_no) after each page."""
+    out: list[int] = []
+    position: Position | None = None
+    for page_no in range(10_000):
+        got = take(source, position, size + 1)
+        out.extend(ids(got[:size]))
+        if len(got) <= size:
+            return out
+        position = roundtrip(got[size - 1][1])
+        if between is not None:
+            between(page_no)
+    raise AssertionError("did not terminate")
+
+
+# --- SQLite -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Iterator[tuple[Path, sqlite3.Connection]]:
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, grp TEXT NOT NULL, body BLOB)")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)",
+        [(i, "ab"[(i // 2) % 2], bytes([i % 256]) * 3) for i in range(2, 202, 2)],
+    )
+    yield path, conn
+    conn.close()
+
+
+def test_sqlite_rows_are_dicts_in_key_order(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
+    path, conn = sqlite_db
+    for source in (SQLiteSource(conn, table="t"), SQLiteSource(path, table="t")):
+        got = list(source.open(None))
+        assert got[0] == ({"id": 2, "grp": "b", "body": b"\x02\x02\x02"}, [2])
+        assert ids(got) == list(range(2, 202, 2))
+
+
+def test_sqlite_resume_at_every_position_equals_tail(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    _, conn = sqlite_db
+    for source in (
+        SQLiteSource(conn, table="t"),
+        SQLiteSource(conn, table="t", mode="offset"),
+        SQLiteSource(conn, table="t", order_by=("grp", "-id")),
+        SQLiteSource(conn, table="t", order_by=("body",)),
+    ):
+        full = list(source.open(None))
+        assert len(full) == 100
+        for i, (_, pos) in enumerate(full):
+            assert all_ids(source, roundtrip(pos)) == ids(full[i + 1 :])
+
+
+def test_sqlite_mixed_directions_order(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
+    _, conn = sqlite_db
+    got = all_ids(SQLiteSource(conn, table="t", order_by=("grp", "-id")))
+    assert got == list(range(200, 0, -4)) + list(range(198, 0, -4))
+
+
+def test_sqlite_asks_for_limit_plus_one(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
+    _, conn = sqlite_db
+    produced: list[int] = []
+    conn.create_function("seen", 1, lambda x: produced.append(x) or x)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    source = SQLiteSource(conn, query="SELECT id, seen(id) AS s FROM t", batch_size=1000)
+    got = take(source, [40], 11)
+    assert ids(got) == list(range(42, 64, 2))
+    assert statements[-1].endswith("LIMIT 11")
+    assert 'WHERE "id" > 40' in statements[-1]
+    assert len(produced) == 11  # the database itself stopped after limit_hint + 1 rows
+
+
+def test_sqlite_unbounded_stream_fetches_in_batches(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    _, conn = sqlite_db
+    produced: list[int] = []
+    conn.create_function("seen", 1, lambda x: produced.append(x) or x)
+    it = SQLiteSource(conn, query="SELECT id, seen(id) AS s FROM t", batch_size=8).open(None)
+    assert next(it)[0] == {"id": 2, "s": 2}
+    assert len(produced) == 9  # one batch of 8, plus the row the sqlite3 module steps ahead
+    it.close()  # type: ignore[attr-defined]
+
+
+def test_sqlite_keyset_survives_inserts_and_deletes(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    path, conn = sqlite_db
+    source = SQLiteSource(path, table="t")
+    deleted: set[int] = set()
+    inserted_after: set[int] = set()
+
+    def mutate(page_no: int) -> None:
+        # Before the cursor: a new row and a deleted one (neither may disturb the rest).
+        low = 2 * page_no + 1
+        conn.execute("INSERT INTO t VALUES (?, 'a', NULL)", (low,))
+        conn.execute("DELETE FROM t WHERE id = ?", (2 + page_no * 10,))
+        # After the cursor: a new row (must appear) and a deleted one (must not).
+        high = 1001 + page_no
+        conn.execute("INSERT INTO t VALUES (?, 'b', NULL)", (high,))
+        inserted_after.add(high)
+        victim = 200 - page_no * 2
+        conn.execute("DELETE FROM t WHERE id = ?", (victim,))
+        deleted.add(victim)
+
+    got = page_through(source, 10, mutate)
+    assert len(got) == len(set(got))  # no repeats
+    assert got == sorted(got)
+    expected = [i for i in range(2, 202, 2) if i not in deleted] + sorted(inserted_after)
+    assert got == expected  # nothing vanished
+
+
+def test_offset_mode_shifts_when_rows_are_deleted_before_the_cursor(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    # The documented weakness of offset mode, and the reason keyset is the default.
+    _, conn = sqlite_db
+    source = SQLiteSource(conn, table="t", mode="offset")
+    first = take(source, None, 3)
+    conn.execute("DELETE FROM t WHERE id = 2")
+    assert all_ids(source, first[-1][1])[0] == 10  # 8 was skipped
+
+
+def test_sqlite_named_and_positional_params(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
+    _, conn = sqlite_db
+    named = SQLiteSource(conn, query="SELECT * FROM t WHERE grp = :g", params={"g": "b"})
+    positional = SQLiteSource(conn, query="SELECT * FROM t WHERE grp = ?", params=["b"])
+    for source in (named, positional):
+        full = list(source.open(None))
+        assert ids(full) == list(range(2, 202, 4))
+        assert ids(take(source, full[4][1], 3)) == [22, 26, 30]
+    assert named.describe()["params"] == {"g": "b"}
+    assert positional.describe()["params"] == ["b"]
+
+
+def test_sqlite_identifiers_are_quoted_not_formatted(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "q.sqlite")
+    conn.execute('CREATE TABLE "we""ird tbl" ("my id" INTEGER PRIMARY KEY, "x;y" TEXT)')
+    conn.execute("INSERT INTO \"we\"\"ird tbl\" VALUES (1, 'one'), (2, 'two')")
+    source = SQLiteSource(conn, table='we"ird tbl', order_by=("my id",))
+    assert list(source.open(None)) == [
+        ({"my id": 1, "x;y": "one"}, [1]),
+        ({"my id": 2, "x;y": "two"}, [2]),
+    ]
+    evil = SQLiteSource(conn, table='we"ird tbl', order_by=("1; DROP TABLE x --",))
+    with pytest.raises(LimitError, match="not a column"):
+        list(evil.open(None))
+
+
+def test_sqlite_path_source_is_read_only_and_never_creates(tmp_path: Path) -> None:
+    with pytest.raises(sqlite3.OperationalError):
+        list(SQLiteSource(tmp_path / "missing.sqlite", table="t").open(None))
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_closing_the_iterator_releases_the_read_lock(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    path, _ = sqlite_db
+    it = SQLiteSource(path, table="t", batch_size=1).open(None)
+    next(it)
+    writer = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            writer.execute("DROP TABLE t")  # the open statement holds a shared lock
+        it.close()  # type: ignore[attr-defined]
+        writer.execute("CREATE TABLE after_close (x)")
+        writer.execute("DROP TABLE t")  # and now the lock is gone
+    finally:
+        writer.close()
+
+
+def test_null_order_key_is_refused(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
+    _, conn = sqlite_db
+    conn.execute("INSERT INTO t VALUES (500, 'a', NULL)")
+    with pytest.raises(EncodeError, match="NULL"):
+        all_ids(SQLiteSource(conn, table="t", order_by=("body", "id")))
+
+
+def test_sqlite_renames_duplicate_columns_so_nothing_is_lost(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    _, conn = sqlite_db
+    source = SQLiteSource(conn, query="SELECT a.id, b.grp AS id FROM t a JOIN t b ON a.id = b.id")
+    assert take(source, None, 1)[0][0] == {"id": 2, "id:1": "b"}
+
+
+@pytest.mark.parametrize(
+    "bad", [5, [1, 2], ["x", {"bytes": "!!"}], [{"nope": 1}], [None], "2", {"o": 1}]
+)
+def test_malformed_keyset_positions_are_invalid_cursors(
+    sqlite_db: tuple[Path, sqlite3.Connection], bad: Any
+) -> None:
+    _, conn = sqlite_db
+    with pytest.raises(InvalidCursor):
+        SQLiteSource(conn, table="t").open(bad)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"table": "t", "mode": "cursor"}, "mode"),
+        ({"table": "t", "order_by": ()}, "order_by"),
+        ({"table": "t", "order_by": "id"}, "order_by"),
+        ({"table": "t", "order_by": ("id", "id")}, "order_by"),
+        ({"table": "t", "batch_size": 0}, "batch_size"),
+        ({"table": ""}, "table"),
+        ({"query": "  "}, "query"),
+        ({"query": "SELECT 1", "params": {"_jb_0": 1}}, "params"),
+    ],
+)
+def test_bad_options_are_refused(
+    sqlite_db: tuple[Path, sqlite3.Connection], kwargs: dict[str, Any], match: str
+) -> None:
+    _, conn = sqlite_db
+    with pytest.raises(LimitError, match=match):
+        SQLiteSource(conn, **kwargs)
+
+
+def test_table_or_query_exactly_one(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
+    _, conn = sqlite_db
+    with pytest.raises(TypeError):
+        SQLiteSource(conn)
+    with pytest.raises(TypeError):
+        SQLiteSource(conn, table="t", query="SELECT 1")
+
+
+def test_describe_has_no_page_size_and_changes_with_the_query(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    path, conn = sqlite_db
+    a = SQLiteSource(conn, table="t", batch_size=5).describe()
+    assert a == SQLiteSource(conn, table="t", batch_size=50).describe()
+    assert a == {
+        "kind": "sqlite",
+        "table": ["t"],
+        "query": None,
+        "params": [],
+        "order_by": ["id"],
+        "mode": "keyset",
+    }
+    assert a != SQLiteSource(conn, table="t", order_by=("-id",)).describe()
+    assert SQLiteSource(path, table="t").describe()["database"] == str(path)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    keys=st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), unique=True, max_size=40),
+    sizes=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=3),
+    offset_mode=st.booleans(),
+)
+def test_sqlite_pages_reassemble(keys: list[int], sizes: list[int], offset_mode: bool) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE r (id INTEGER PRIMARY KEY, v TEXT)")
+    conn.executemany("INSERT INTO r VALUES (?, ?)", [(k, str(k)) for k in keys])
+    source = SQLiteSource(conn, table="r", mode="offset" if offset_mode else "keyset")
+    got = read_in_pages(source, sizes)
+    assert [row["id"] for row in got] == sorted(keys)
+
+
+# --- PostgreSQL -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg(postgres_server: PostgresServer) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS ev")
+        conn.execute(
+            "CREATE TABLE ev (id bigint PRIMARY KEY, at timestamptz NOT NULL,"
+            " amount numeric NOT NULL, note text)"
+        )
+        base = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO ev VALUES (%s, %s, %s, %s)",
+                [
+                    (i, base + dt.timedelta(minutes=i // 3), f"{i}.25", f"n{i}")
+                    for i in range(1, 301)
+                ],
+            )
+        yield conn
+        conn.execute("DROP TABLE ev")
+
+
+@pytest.mark.postgres
+def test_pg_rows_stream_and_resume_at_every_position(
+    postgres_server: PostgresServer, pg: psycopg.Connection[Any]
+) -> None:
+    for source in (
+        PostgresSource(postgres_server.dsn, table="ev"),
+        PostgresSource(pg, table="ev", order_by=("at", "id")),
+        PostgresSource(pg, table="ev", order_by=("-at", "id")),
+        PostgresSource(pg, table=("public", "ev"), order_by=("amount",)),
+        PostgresSource(pg, table="ev", mode="offset"),
+    ):
+        full = list(source.open(None))
+        assert len(full) == 300
+        assert full == [(row, roundtrip(pos)) for row, pos in full]  # positions are JSON
+        for i in range(0, 300, 37):
+            assert all_ids(source, roundtrip(full[i][1])) == ids(full[i + 1 :])
+
+
+@pytest.mark.postgres
+def test_pg_timestamp_keys_round_trip(pg: psycopg.Connection[Any]) -> None:
+    source = PostgresSource(pg, table="ev", order_by=("-at", "id"))
+    got = take(source, None, 4)
+    assert ids(got) == [300, 297, 298, 299]
+    assert got[1][1] == [{"text": "2024-01-01 01:39:00+00:00"}, 297]
+    assert ids(take(source, roundtrip(got[1][1]), 3)) == [298, 299, 294]
+
+
+@pytest.mark.postgres
+def test_pg_uses_a_server_side_cursor_and_closes_it(pg: psycopg.Connection[Any]) -> None:
+    it = PostgresSource(pg, table="ev", batch_size=10).open(None)
+    assert next(it)[0]["id"] == 1
+    cursors = pg.execute("SELECT name FROM pg_cursors").fetchall()
+    assert len(cursors) == 1
+    assert cursors[0][0].startswith("jsonbudget_")
+    it.close()  # type: ignore[attr-defined]
+    assert pg.execute("SELECT name FROM pg_cursors").fetchall() == []
+    assert pg.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+@pytest.mark.postgres
+def test_pg_asks_for_limit_plus_one(pg: psycopg.Connection[Any]) -> None:
+    pg.execute("DROP SEQUENCE IF EXISTS produced")
+    pg.execute("CREATE SEQUENCE produced")
+    source = PostgresSource(pg, query="SELECT nextval('produced') AS n, * FROM ev ORDER BY id")
+    got = take(source, [100], 6)
+    assert ids(got) == [101, 102, 103, 104, 105, 106]
+    # nextval ran only for the rows the database produced: LIMIT 6 stopped it there.
+    assert pg.execute("SELECT last_value FROM produced").fetchone() == (6,)
+
+
+@pytest.mark.postgres
+def test_pg_keyset_survives_inserts_and_deletes(
+    postgres_server: PostgresServer, pg: psycopg.Connection[Any]
+) -> None:
+    pg.execute("DELETE FROM ev WHERE id % 2 = 1")
+    source = PostgresSource(postgres_server.dsn, table="ev", params=())
+    deleted: set[int] = set()
+    inserted_after: set[int] = set()
+    at = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+    def mutate(page_no: int) -> None:
+        pg.execute("INSERT INTO ev VALUES (%s, %s, 1, NULL)", (2 * page_no + 1, at))
+        pg.execute("DELETE FROM ev WHERE id = %s", (2 + page_no * 20,))
+        high = 1001 + page_no
+        pg.execute("INSERT INTO ev VALUES (%s, %s, 1, NULL)", (high, at))
+        inserted_after.add(high)
+        victim = 300 - page_no * 2
+        pg.execute("DELETE FROM ev WHERE id = %s", (victim,))
+        deleted.add(victim)
+
+    got = page_through(source, 25, mutate)
+    assert len(got) == len(set(got))
+    expected = [i for i in range(2, 301, 2) if i not in deleted] + sorted(inserted_after)
+    assert got == expected
+
+
+@pytest.mark.postgres
+def test_pg_inside_the_callers_transaction(postgres_server: PostgresServer) -> None:
+    with psycopg.connect(postgres_server.dsn) as conn:  # not autocommit
+        conn.execute("CREATE TEMP TABLE tmp_rows AS SELECT g AS id FROM generate_series(1, 5) g")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        source = PostgresSource(conn, table="tmp_rows", params={})
+        assert all_ids(source) == [1, 2, 3, 4, 5]
+        assert all_ids(source, [3]) == [4, 5]
+        # The caller's transaction is still theirs (the temp table is still there).
+        assert conn.execute("SELECT count(*) FROM tmp_rows").fetchone() == (5,)
+
+
+@pytest.mark.postgres
+def test_pg_named_params(pg: psycopg.Connection[Any]) -> None:
+    source = PostgresSource(
+        pg, query="SELECT id, note FROM ev WHERE id <= %(top)s", params={"top": 10}
+    )
+    first = take(source, None, 3)
+    assert ids(first) == [1, 2, 3]
+    assert ids(list(source.open(first[-1][1]))) == list(range(4, 11))
+
+
+def test_import_jsonbudget_sources_without_psycopg_loaded() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import jsonbudget._db_sources, jsonbudget._file_sources;"
+        "assert 'psycopg' not in sys.modules, 'psycopg imported eagerly'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": "src"})
+
+
+@pytest.mark.postgres
+def test_pg_duplicate_result_columns_are_refused(pg: psycopg.Connection[Any]) -> None:
+    source = PostgresSource(pg, query="SELECT id, note AS id FROM ev", mode="offset", order_by=())
+    with pytest.raises(LimitError, match="duplicate column"):
+        all_ids(source)
