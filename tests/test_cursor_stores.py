@@ -592,6 +592,23 @@ def test_memory_sweeps_expired_operations() -> None:
     assert len(store) == 1
 
 
+def test_memory_store_does_not_keep_orjson_buffers() -> None:
+    # regression: each stored orjson output pinned a 4 KiB buffer (40 MB per 10k pages)
+    import tracemalloc
+
+    store = MemoryCursorStore()
+    state = store.start(scope(), max_pages=None)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(2000):
+            store.mint(state, [i, "k"])
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 2000 * 1024
+
+
 @pytest.mark.parametrize("option", ["max_per_principal", "max_total"])
 def test_memory_bounds_are_validated(option: str) -> None:
     with pytest.raises(LimitError, match=option):

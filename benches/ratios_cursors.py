@@ -1,0 +1,64 @@
+"""Cursor-store measures against the issue's targets.
+
+``run()`` returns rows ``(measure, value, unit, target)``. It starts its own
+redis-server (the same code the tests use) and an SQLite file in a temp dir.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from tests.fixtures_redis import counting_client, redis_server_process
+
+from jsonbudget._cursors import CursorStore, MemoryCursorStore
+from jsonbudget._redis_store import RedisCursorStore
+from jsonbudget._scope import Scope
+from jsonbudget._sqlite_store import SQLiteCursorStore
+
+SCOPE = Scope("bench-principal", {"table": "orders", "status": "open"})
+ROUNDS = 7
+
+
+def _continuation_us(store: CursorStore, n: int) -> float:
+    """Median over rounds of the mean time of one resume + mint, in microseconds."""
+    state = store.start(SCOPE, max_pages=None)
+    token = store.mint(state, [0, "k"])
+    rounds = []
+    for r in range(ROUNDS):
+        t0 = time.perf_counter()
+        for i in range(n):
+            state = store.resume(token, SCOPE)
+            token = store.mint(state, [r * n + i + 1, "k"])
+        rounds.append((time.perf_counter() - t0) / n * 1e6)
+    return sorted(rounds)[len(rounds) // 2]
+
+
+def run() -> list[tuple[str, float, str, str]]:
+    rows: list[tuple[str, float, str, str]] = []
+    rows.append(("memory mint+resume", _continuation_us(MemoryCursorStore(), 5000), "us", "<= 10"))
+    with tempfile.TemporaryDirectory() as tmp, SQLiteCursorStore(Path(tmp) / "bench.db") as store:
+        rows.append(("sqlite mint+resume", _continuation_us(store, 1000), "us", "<= 200"))
+    with redis_server_process() as server:
+        client, trips = counting_client(server.url)
+        store = RedisCursorStore(client, prefix="ratios:")
+        rows.append(("redis mint+resume", _continuation_us(store, 500), "us", "(no target)"))
+        state = store.start(SCOPE, max_pages=None)
+        token = store.mint(state, 0)
+        n = 200
+        before = trips.count
+        for i in range(n):
+            token = store.mint(store.resume(token, SCOPE), i + 1)
+        rows.append(
+            ("redis round trips per continuation", (trips.count - before) / n, "trips", "<= 2")
+        )
+        before = trips.count
+        store.start(SCOPE, max_pages=None)
+        rows.append(("redis round trips per first page", trips.count - before, "trips", "(info)"))
+    return rows
+
+
+if __name__ == "__main__":
+    for name, value, unit, target in run():
+        print(f"{name:40s} {value:10.2f} {unit:6s} target {target}")
