@@ -16,7 +16,7 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 import ijson
 import orjson
 
-from ._encoder import Encoded, bounded_dumps, encode, pointer
+from ._encoder import Encoded, Encoder, encode, pointer
 from ._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
 from ._reader import read_bounded_text
 from ._spill import MAX_LABEL_CHARS, SpillRef, SpillStore
@@ -174,6 +174,7 @@ class ResultGate:
 
     __slots__ = (
         "_default",
+        "_encoder",
         "_kind",
         "_lock",
         "_max_result_bytes",
@@ -202,6 +203,8 @@ class ResultGate:
         self._read_hint = read_hint
         self._kind: ResultKind = kind
         self._default = default
+        # Built once: the pass-through check runs for every result.
+        self._encoder = Encoder(max_bytes=self._max_result_bytes, default=default)
         self._store = store
         self._lock = threading.Lock()
         # The largest reference a preview can carry (64-char label, 13-digit size).
@@ -270,7 +273,7 @@ class ResultGate:
         if hasattr(result, "read") or _is_iterator(result):
             return self._measure_stream(_stream_chunks(result), limit)
         # Any other value is JSON. The encoder never does more work than the limit needs.
-        encoded = encode(result, max_bytes=limit, default=self._default)
+        encoded = self._encoder.encode(result)
         if encoded.complete or _only_unencodable(encoded):
             return _Measured("json", data=encoded.data)
         return _Measured("json", obj=result)
@@ -552,12 +555,11 @@ def bounded_tool(
         raise LimitError("strategy", strategy, "must be 'balanced' or 'prefix'")
     if markers not in ("text", "structured"):
         raise LimitError("markers", markers, "must be 'text' or 'structured'")
-    bound = limits
+    encoder = Encoder(limits, strategy=strategy, markers=markers, default=default)
     as_text = output == "str"
 
     def finish(value: Any) -> str | bytes:
-        data = bounded_dumps(value, limits=bound, strategy=strategy, markers=markers,
-                             default=default)  # fmt: skip
+        data = encoder.dumps(value)
         return data.decode("utf-8") if as_text else data
 
     def decorate(fn: Any) -> Any:

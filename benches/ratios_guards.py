@@ -1,0 +1,151 @@
+"""Guard and reader measures against the issues' targets.
+
+``run()`` returns rows ``(measure, value, unit, target)``. The headline measure pushes a
+1 GB result (generated lazily, 1 MiB chunks of JSON rows) through `ResultGate` and
+reports its peak extra memory (tracemalloc) next to the preview size. Set
+``JSONBUDGET_BENCH_GATE_BYTES`` to use another size. Spill files go to a temp dir.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import tempfile
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from jsonbudget._guards import ResultGate, TurnBudget, bounded_tool
+from jsonbudget._reader import read_bounded_text
+from jsonbudget._spill import SpillStore
+
+ROUNDS = 7
+MIB = 1024 * 1024
+ROW = orjson.dumps({"id": 123456, "name": "a row", "body": "lorem ipsum " * 8}) + b","
+
+
+BODY = ROW * (MIB // len(ROW))
+FIRST = b"[" + BODY[1:]
+
+
+def _json_chunks(total: int) -> Iterator[bytes]:
+    """*total* bytes of one JSON array, in 1 MiB chunks made once and yielded again."""
+    body, first = BODY, FIRST
+    sent = 0
+    yield first
+    sent += len(first)
+    while sent + len(body) < total:
+        yield body
+        sent += len(body)
+    yield ROW[:-1] + b"]"
+
+
+def _median_us(fn: Callable[[], Any], n: int) -> float:
+    rounds = []
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        rounds.append((time.perf_counter() - t0) / n * 1e6)
+    return sorted(rounds)[len(rounds) // 2]
+
+
+def gate_big_result(total: int, tmp: Path) -> list[tuple[str, float, str, str]]:
+    store = SpillStore(tmp / "spill", max_total_bytes=4 * total)
+    gate = ResultGate(64 * 1024, store, preview_bytes=4096)
+    gc.collect()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    out = gate.apply(_json_chunks(total), label="big")
+    elapsed = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert out.spill is not None
+    assert len(out.data) <= 4096
+    orjson.loads(out.data)
+    size = out.spill.size
+    out.spill.path.unlink()
+    return [
+        (
+            f"ResultGate {size / 1e9:.2f} GB: peak extra memory",
+            peak / 1024,
+            "KiB",
+            "bounded by preview (4 KiB) + limit (64 KiB) + chunks, not the result",
+        ),
+        ("ResultGate big result: spill throughput", size / elapsed / 1e6, "MB/s", "(info)"),
+    ]
+
+
+def gate_pass_through(tmp: Path) -> list[tuple[str, float, str, str]]:
+    value = {"id": 1, "items": list(range(20)), "name": "small result"}
+    gate = ResultGate(64 * 1024, SpillStore(tmp / "pass"))
+    ref = _median_us(lambda: orjson.dumps(value), 20000)
+    ours = _median_us(lambda: gate.apply(value), 20000)
+    raw = orjson.dumps(value)
+    ours_bytes = _median_us(lambda: gate.apply(raw), 20000)
+    return [
+        ("gate pass-through (object) / orjson.dumps", ours / ref, "x", "(info)"),
+        ("gate pass-through (object)", ours, "us", "(info)"),
+        ("gate pass-through (bytes)", ours_bytes, "us", "(info)"),
+    ]
+
+
+def tool_overhead() -> list[tuple[str, float, str, str]]:
+    rows = [{"id": i, "name": f"row {i}"} for i in range(50)]
+
+    def plain() -> bytes:
+        return orjson.dumps(rows)
+
+    @bounded_tool(max_bytes=64 * 1024, output="bytes")
+    def wrapped() -> list[dict[str, Any]]:
+        return rows
+
+    ref = _median_us(plain, 5000)
+    ours = _median_us(wrapped, 5000)
+    return [("bounded_tool (fits) / orjson.dumps", ours / ref, "x", "(info)")]
+
+
+def turn_admit(tmp: Path) -> list[tuple[str, float, str, str]]:
+    turn = TurnBudget(10**9, store=SpillStore(tmp / "turn"))
+    value = {"id": 1, "text": "x" * 200}
+    return [
+        ("TurnBudget.admit (fits)", _median_us(lambda: turn.admit(value), 20000), "us", "(info)")
+    ]
+
+
+def reader() -> list[tuple[str, float, str, str]]:
+    data = ("héllo wörld, " * 1000).encode() * 500  # about 7 MB
+    ref = _median_us(lambda: data.decode("utf-8"), 5)
+    ours = _median_us(lambda: read_bounded_text(io.BytesIO(data), len(data)), 5)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(MIB)
+    bomb = b"".join(compressor.compress(zeros) for _ in range(1024)) + compressor.flush()
+    bomb_us = _median_us(lambda: read_bounded_text(io.BytesIO(bomb), 64 * 1024, gzip=True), 20)
+    return [
+        ("read_bounded_text 7 MB / bytes.decode", ours / ref, "x", "(info)"),
+        ("1 GB gzip bomb, 64 KiB limit", bomb_us / 1000, "ms", "stopped at the limit"),
+    ]
+
+
+def run() -> list[tuple[str, float, str, str]]:
+    total = int(os.environ.get("JSONBUDGET_BENCH_GATE_BYTES", str(1024**3)))
+    rows: list[tuple[str, float, str, str]] = []
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        rows += gate_big_result(total, tmp)
+        rows += gate_pass_through(tmp)
+        rows += tool_overhead()
+        rows += turn_admit(tmp)
+    rows += reader()
+    return rows
+
+
+if __name__ == "__main__":
+    for name, value, unit, target in run():
+        print(f"{name:52s} {value:10.2f} {unit:6s} target {target}")
