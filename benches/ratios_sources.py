@@ -1,0 +1,231 @@
+"""Page-source measures against the issue's targets.
+
+``run(full=False)`` returns rows ``(measure, value, unit, target)``. It writes its JSON
+files into a temp dir (default 4 MB and 40 MB; ``--full``: 20 MB and 200 MB), and starts
+its own PostgreSQL (the same code the tests use).
+
+Run: ``PYTHONPATH=src:. python3 benches/ratios_sources.py [--full]``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ijson
+import orjson
+import psycopg
+from tests.fixtures_postgres import running_postgres
+
+from jsonbudget._db_sources import PostgresSource
+from jsonbudget._file_sources import JsonArrayFileSource
+
+ROUNDS = 5
+PAGE = 250
+Row = tuple[str, float, str, str]
+
+
+def write_array(path: Path, megabytes: int) -> int:
+    """A JSON array of database-like rows (~264 B each); returns the row count."""
+    target = megabytes * 1_000_000
+    written, n = 1, 0
+    with open(path, "wb", buffering=1 << 20) as f:
+        f.write(b"[")
+        while written < target:
+            row = orjson.dumps(
+                {
+                    "id": n,
+                    "user": f"user{n}",
+                    "email": f"user{n}@example.com",
+                    "score": n * 0.25,
+                    "active": n % 2 == 0,
+                    "tags": ["alpha", "beta"],
+                    "bio": f"Lorem ipsum dolor sit amet, consectetur adipiscing elit {n}",
+                    "created": "2024-01-01T00:00:00Z",
+                }
+            )
+            if n:
+                f.write(b",")
+            f.write(row)
+            written += len(row) + 1
+            n += 1
+        f.write(b"]")
+    return n
+
+
+def median_s(fn: Callable[[], Any], rounds: int = ROUNDS) -> float:
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def first_page(path: Path) -> list[Any]:
+    it = JsonArrayFileSource(path).open(None, limit_hint=100)
+    try:
+        return list(itertools.islice(it, 101))
+    finally:
+        it.close()  # type: ignore[attr-defined]
+
+
+def ijson_first(path: Path) -> list[Any]:
+    with open(path, "rb") as f:
+        return list(itertools.islice(ijson.items(f, "item", use_float=True), 100))
+
+
+def page_whole_file(path: Path) -> int:
+    """Every item, PAGE at a time, each page a fresh open at the previous page's position."""
+    source = JsonArrayFileSource(path)
+    position, total = None, 0
+    while True:
+        it = source.open(position, limit_hint=PAGE)
+        try:
+            got = list(itertools.islice(it, PAGE + 1))
+        finally:
+            it.close()  # type: ignore[attr-defined]
+        total += min(len(got), PAGE)
+        if len(got) <= PAGE:
+            return total
+        position = got[PAGE - 1][1]
+
+
+def ijson_whole_file(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in ijson.items(f, "item", use_float=True))
+
+
+_RSS_PROBE = """
+import resource, sys, itertools
+from jsonbudget._file_sources import JsonArrayFileSource
+it = JsonArrayFileSource(sys.argv[1]).open(None, limit_hint=100)
+items = list(itertools.islice(it, 101))
+it.close()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def first_page_rss_kib(path: Path) -> float:
+    """Peak RSS (KiB) of a fresh process that imports the source and reads a first page."""
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_PROBE, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": "src"},
+    )
+    return float(out.stdout.strip())
+
+
+def file_rows(full: bool) -> list[Row]:
+    small_mb, big_mb = (20, 200) if full else (4, 40)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        small, big = Path(tmp) / "small.json", Path(tmp) / "big.json"
+        write_array(small, small_mb)
+        n_big = write_array(big, big_mb)
+        first_page(big)  # warm the page cache, as the references get it
+        t_src = median_s(lambda: first_page(big), 21)
+        t_ijson = median_s(lambda: ijson_first(big), 21)
+        rows.append((f"first page (101 items) of a {big_mb} MB array", t_src * 1e3, "ms", "<= 2"))
+        rows.append(
+            (f"ijson first 100 items of the {big_mb} MB array", t_ijson * 1e3, "ms", "(ref)")
+        )
+        rss_small = statistics.median(first_page_rss_kib(small) for _ in range(3))
+        rss_big = statistics.median(first_page_rss_kib(big) for _ in range(3))
+        rows.append(
+            (f"first page: process peak RSS, {small_mb} MB file", rss_small, "KiB", "(ref)")
+        )
+        rows.append(
+            (
+                f"first page: process peak RSS, {big_mb} MB file",
+                rss_big,
+                "KiB",
+                "~ the small file's",
+            )
+        )
+        # Interleaved rounds: the machine is shared, so compare within each round.
+        ratios, src_s, raw_s = [], [], []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            assert ijson_whole_file(big) == n_big
+            t_raw = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            assert page_whole_file(big) == n_big
+            t_paged = time.perf_counter() - t0
+            ratios.append(t_raw / t_paged)
+            src_s.append(t_paged)
+            raw_s.append(t_raw)
+        mb = big.stat().st_size / 1e6
+        rows.append(
+            (
+                f"paging the {big_mb} MB file ({PAGE}/page)",
+                mb / statistics.median(src_s),
+                "MB/s",
+                "",
+            )
+        )
+        rows.append(("raw ijson.items over it", mb / statistics.median(raw_s), "MB/s", "(ref)"))
+        rows.append(("paging throughput / raw ijson", statistics.median(ratios), "x", ">= 0.70"))
+        pages = n_big // PAGE
+        rows.append(("pages opened while paging it", float(pages), "pages", "(info)"))
+    return rows
+
+
+def postgres_rows(n: int = 200_000) -> list[Row]:
+    rows: list[Row] = []
+    with running_postgres() as server, psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE bench AS SELECT g AS id, 'user' || g AS name, g * 0.25 AS score,"
+            " now() AS created, repeat('x', 120) AS body FROM generate_series(1, %s) g",
+            (n,),
+        )
+        conn.execute("ALTER TABLE bench ADD PRIMARY KEY (id)")
+        conn.execute("VACUUM ANALYZE bench")
+        stream = PostgresSource(conn, table="bench", batch_size=2000)
+
+        def streamed() -> None:
+            assert sum(1 for _ in stream.open(None)) == n
+
+        def paged(page: int = 1000) -> None:
+            position, total = None, 0
+            while True:
+                it = stream.open(position, limit_hint=page)
+                got = list(itertools.islice(it, page + 1))
+                it.close()  # type: ignore[attr-defined]
+                total += min(len(got), page)
+                if len(got) <= page:
+                    break
+                position = got[page - 1][1]
+            assert total == n
+
+        def raw() -> None:
+            with conn.transaction(), conn.cursor(name="raw") as cur:
+                cur.execute("SELECT * FROM bench ORDER BY id")
+                count = 0
+                while batch := cur.fetchmany(2000):
+                    count += len(batch)
+            assert count == n
+
+        t_stream, t_paged, t_raw = median_s(streamed, 3), median_s(paged, 3), median_s(raw, 3)
+        rows.append(("PostgreSQL rows/s, one streamed open", n / t_stream, "rows/s", "(info)"))
+        rows.append(("PostgreSQL rows/s, keyset pages of 1000", n / t_paged, "rows/s", "(info)"))
+        rows.append(("psycopg server cursor, tuples (ref)", n / t_raw, "rows/s", "(ref)"))
+    return rows
+
+
+def run(full: bool = False) -> list[Row]:
+    return file_rows(full) + postgres_rows()
+
+
+if __name__ == "__main__":
+    for name, value, unit, target in run(full="--full" in sys.argv):
+        print(f"{name:48s} {value:12.2f} {unit:6s} target {target}")
