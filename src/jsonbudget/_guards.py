@@ -46,6 +46,7 @@ DEFAULT_READ_HINT = "read more with SpillStore.read(ref, offset, limit)"
 _MAX_HINT_CHARS = 200
 _STREAM_CHUNK = 1024 * 1024
 _FLUSH_BYTES = 1024 * 1024
+_BATCH = 512
 # A JSON preview parses at most this much of the spilled file's beginning.
 _JSON_PREFIX_MIN = 64 * 1024
 _JSON_PREFIX_MAX = 4 * 1024 * 1024
@@ -658,36 +659,37 @@ def _str_chunks(text: str) -> Iterator[bytes]:
 
 
 def _json_chunks(obj: Any, default: Callable[[Any], Any] | None) -> Iterator[bytes]:
-    """The whole JSON encoding of *obj*, a top-level list or dict one member at a time."""
+    """The whole JSON encoding of *obj*; a top-level list or dict goes a batch at a time.
+
+    One orjson call per batch of members, not per member: orjson gives each call at least
+    a 4 KB buffer, and a batch holds only references, so memory stays one batch deep.
+    """
     if isinstance(obj, list | tuple):
-        buf = bytearray(b"[")
-        for i, item in enumerate(obj):
-            if i:
-                buf += b","
-            buf += _dump(item, default)
-            if len(buf) >= _FLUSH_BYTES:
-                yield bytes(buf)
-                buf.clear()
-        buf += b"]"
-        yield bytes(buf)
+        open_, close = b"[", b"]"
+        batches: Iterator[Any] = (obj[i : i + _BATCH] for i in range(0, len(obj), _BATCH))
     elif isinstance(obj, dict):
-        buf = bytearray(b"{")
-        first = True
-        for key, value in obj.items():
-            member = _dump({key: value}, default)[1:-1]
-            if not member:
-                continue  # the encoder dropped an unencodable key, with its marker elsewhere
-            if not first:
-                buf += b","
-            first = False
-            buf += member
-            if len(buf) >= _FLUSH_BYTES:
-                yield bytes(buf)
-                buf.clear()
-        buf += b"}"
-        yield bytes(buf)
+        open_, close = b"{", b"}"
+        members = iter(obj.items())
+        batches = iter(lambda: dict(itertools.islice(members, _BATCH)), {})
     else:
         yield _dump(obj, default)
+        return
+    buf = bytearray(open_)
+    wrote = False
+    for batch in batches:
+        # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
+        inner = _dump(batch, default)[1:-1]
+        if not inner:
+            continue  # an object whose only keys the encoder had to drop
+        if wrote:
+            buf += b","
+        wrote = True
+        buf += inner
+        if len(buf) >= _FLUSH_BYTES:
+            yield bytes(buf)
+            buf.clear()
+    buf += close
+    yield bytes(buf)
 
 
 def _dump(value: Any, default: Callable[[Any], Any] | None) -> bytes:
