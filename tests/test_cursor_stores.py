@@ -749,6 +749,14 @@ def test_redis_refuses_what_is_not_a_client() -> None:
         RedisCursorStore(object())
 
 
+def test_mint_refuses_what_is_not_a_store_state(backend: Backend) -> None:
+    store = backend.make()
+    with pytest.raises(EncodeError):
+        store.mint({"operation_id": "00" * 16}, 1)
+    with pytest.raises(EncodeError):
+        store.mint(CursorState("zz" * 16, "p", "q", None, 1, 0.0, 1.0, None), 1)
+
+
 def test_cursor_state_is_frozen() -> None:
     state = CursorState("00" * 16, "p", "q", None, 1, 0.0, 1.0, None)
     with pytest.raises(AttributeError):

@@ -350,6 +350,16 @@ def unknown() -> InvalidCursor:
     return InvalidCursor("the cursor is not known to the store")
 
 
+def state_op_id(state: object) -> bytes:
+    """The operation id of a `CursorState` this library made."""
+    if not isinstance(state, CursorState):
+        raise EncodeError(f"state must be a CursorState, not {type(state).__name__}", path="")
+    op_id = state.operation_id
+    if len(op_id) != 2 * _OP_BYTES or not all(c in "0123456789abcdef" for c in op_id):
+        raise EncodeError("state.operation_id is not an operation id from a store", path="")
+    return bytes.fromhex(op_id)
+
+
 def check_scope_arg(scope: object) -> Scope:
     if not isinstance(scope, Scope):
         raise EncodeError(f"scope must be a Scope, not {type(scope).__name__}", path="")
@@ -489,8 +499,8 @@ class MemoryCursorStore:
         )
 
     def mint(self, state: CursorState, position: JSONValue) -> str:
+        op_id = state_op_id(state)
         data = encode_position(position)
-        op_id = bytes.fromhex(state.operation_id)
         with self._lock:
             op = self._ops.get(op_id)
             if op is None:

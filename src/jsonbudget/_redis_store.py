@@ -30,6 +30,7 @@ from ._cursors import (
     new_operation_id,
     new_token_id,
     parse_token,
+    state_op_id,
     unknown,
     verify_token,
 )
@@ -256,8 +257,8 @@ class RedisCursorStore:
         raise BudgetExhausted(limit=int(reply[2]), used=int(reply[1]))
 
     def mint(self, state: CursorState, position: JSONValue) -> str:
+        op_id = state_op_id(state)
         data = encode_position(position)
-        op_id = bytes.fromhex(state.operation_id)
         tid = new_token_id()
         got = self._mint(
             keys=[self._op_key(op_id)],

@@ -31,6 +31,7 @@ from ._cursors import (
     expired,
     new_operation_id,
     new_token_id,
+    state_op_id,
     unknown,
 )
 from ._limits import check_int
@@ -214,9 +215,9 @@ class SQLiteCursorStore:
         )
 
     def mint(self, state: CursorState, position: JSONValue) -> str:
+        op_id = state_op_id(state)
         data = encode_position(position)
         pos_hash = hashlib.sha256(data).digest()[:16]
-        op_id = bytes.fromhex(state.operation_id)
         tid = new_token_id()
         with self._lock:
             # one statement, atomic on its own; an existing token for this position wins
