@@ -118,7 +118,11 @@ def test_directory_that_is_a_symlink_or_file_is_refused(
 
 def test_streams_iterable_chunks_and_files(tmp_path: Path) -> None:
     store = SpillStore(tmp_path)
-    chunks = [b"a" * 1000, bytearray(b"b" * 10), memoryview(b"c" * 5)]
+    chunks: list[bytes | bytearray | memoryview] = [
+        b"a" * 1000,
+        bytearray(b"b" * 10),
+        memoryview(b"c" * 5),
+    ]
     ref = store.put(iter(chunks), label="t", media_type="text/plain")
     assert ref.path.read_bytes() == b"a" * 1000 + b"b" * 10 + b"c" * 5
     assert ref.ref.endswith(".txt")
@@ -155,7 +159,7 @@ def test_crash_mid_write_leaves_no_partial_file_and_no_temp(tmp_path: Path) -> N
 def test_non_bytes_chunk_mid_stream_leaves_nothing(tmp_path: Path) -> None:
     store = SpillStore(tmp_path)
     with pytest.raises(TypeError, match="must be bytes"):
-        store.put(iter([b"ok", "text"]), label="t")  # type: ignore[list-item]
+        store.put(iter([b"ok", "text"]), label="t")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="not str"):
         store.put("text", label="t")  # type: ignore[arg-type]
     assert visible_files(tmp_path) == []

@@ -156,7 +156,7 @@ class SpillStore:
 
     def put(
         self,
-        data: bytes | bytearray | memoryview | Iterable[bytes] | BinaryIO,
+        data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
         *,
         label: str,
         media_type: str = "application/json",
@@ -191,7 +191,9 @@ class SpillStore:
         return SpillRef(name, size, digest, media_type, clean_label, final)
 
     def _write(
-        self, fd: int, data: bytes | bytearray | memoryview | Iterable[bytes] | BinaryIO
+        self,
+        fd: int,
+        data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
     ) -> tuple[str, int]:
         hasher = hashlib.sha256()
         size = 0
@@ -333,7 +335,9 @@ def _extension(media_type: object) -> str:
     return "bin"
 
 
-def _chunks(data: bytes | bytearray | memoryview | Iterable[bytes] | BinaryIO) -> Iterator[Any]:
+def _chunks(
+    data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
+) -> Iterator[Any]:
     if isinstance(data, bytes | bytearray | memoryview):
         yield data
         return
