@@ -1,14 +1,57 @@
-"""The budgeted encoder (work in progress: the lead is writing it now)."""
+"""The budgeted encoder: JSON that always fits ``max_bytes`` and marks every cut.
+
+Design (see README, "How the encoder works"):
+
+* A subtree that is *clean* (only types orjson encodes exactly, within every cap) and
+  provably small is encoded by one ``orjson.dumps`` call. "Provably small" comes from a
+  walk that stops as soon as a lower bound of the encoded size passes the budget, so a
+  50 MB object or a 1 GB string is never encoded whole.
+* Everything else goes through `_Call`, which renders container by container. Each
+  scalar and each string prefix is still encoded by orjson; this module never escapes
+  JSON by hand. Strings are cut by slicing characters first (a character is at least one
+  byte), encoding the slice, and backing up until orjson accepts the cut as a string.
+* ``balanced`` shares a container's budget among its values by water-filling: small
+  values stay whole, large ones are cut to a common level. ``prefix`` fills in document
+  order. Lists always keep a prefix of their items.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as _dt
+import enum
+import gc
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from itertools import islice
+from operator import countOf, length_hint
+from typing import Any, Literal, TypeAlias
+
+import orjson
 
 from ._limits import Limits
+from .errors import EncodeError
+
+__all__ = [
+    "Encoded",
+    "Encoder",
+    "MarkerStyle",
+    "Strategy",
+    "Truncation",
+    "TruncationKind",
+    "TruncationUnit",
+    "bounded_dumps",
+    "encode",
+    "pointer",
+]
 
 TruncationKind = Literal["string", "items", "keys", "depth", "item", "unencodable"]
 TruncationUnit = Literal["chars", "bytes", "items", "keys"]
+Strategy = Literal["balanced", "prefix"]
+MarkerStyle = Literal["text", "structured"]
+OnUnencodable = Literal["marker", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +63,10 @@ class Truncation:
     omitted: int | None
     unit: TruncationUnit
 
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form used in page envelopes."""
+        return {"path": self.path, "kind": self.kind, "omitted": self.omitted, "unit": self.unit}
+
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
@@ -30,13 +77,865 @@ class Encoded:
     truncations: tuple[Truncation, ...]
 
 
-def encode(obj: Any, limits: Limits | None = None, **options: Any) -> Encoded:
-    raise NotImplementedError
+_Truncs: TypeAlias = list[Truncation]
+_Out: TypeAlias = tuple[bytes, _Truncs]
+
+_dumps = orjson.dumps
+_loads = orjson.loads
+_JSONError = orjson.JSONEncodeError
+_NO_TRUNCS: _Truncs = []  # shared, never mutated: callers copy before appending
+_BIG = 1 << 62
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
+_SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
+# orjson's own nesting limit; the encoder's max_depth is far below it.
+_DEFAULT_CHAIN = 254
 
 
-def bounded_dumps(obj: Any, **options: Any) -> bytes:
-    raise NotImplementedError
+def pointer(parent: str, key: str | int) -> str:
+    """Extend an RFC 6901 JSON Pointer by one reference token."""
+    if type(key) is int:
+        return f"{parent}/{key}"
+    return parent + "/" + str(key).replace("~", "~0").replace("/", "~1")
+
+
+class _Stream:
+    """A lazily consumed iterator, pulled only as far as the budget needs."""
+
+    __slots__ = ("done", "it", "items")
+
+    def __init__(self, it: Iterator[Any]) -> None:
+        self.it = it
+        self.items: list[Any] = []
+        self.done = False
+
+    def has(self, index: int) -> bool:
+        while len(self.items) <= index and not self.done:
+            try:
+                self.items.append(next(self.it))
+            except StopIteration:
+                self.done = True
+        return index < len(self.items)
+
+
+_NATIVE = (str, int, float, Mapping, list, tuple, _Stream, *_BOUNDED_SCALARS)
+
+
+class _Markers:
+    """Marker bytes for one style. Every text marker starts with U+2026 then ``[``."""
+
+    __slots__ = ("structured",)
+
+    def __init__(self, style: MarkerStyle) -> None:
+        self.structured = style == "structured"
+
+    def string(self, omitted: int) -> tuple[bytes, bytes]:
+        """Bytes before and after a kept prefix's encoded content."""
+        if self.structured:
+            head = b'{"$truncated":{"kind":"string","omitted":%d,"prefix":"' % omitted
+            return head, b'"}}'
+        return b'"', b'\xe2\x80\xa6[truncated: %d more chars]"' % omitted
+
+    def items(self, omitted: int | None) -> bytes:
+        if self.structured:
+            count = b"null" if omitted is None else b"%d" % omitted
+            return b'{"$truncated":{"kind":"items","omitted":%s}}' % count
+        if omitted is None:
+            return '"…[omitted: more items]"'.encode()
+        return '"…[omitted: %d more items]"'.encode() % omitted
+
+    def key(self, obj: Mapping[Any, Any]) -> str:
+        """The key of the member that stands for left-out keys, unused by *obj*."""
+        key = "$truncated" if self.structured else "…"
+        while key in obj:  # never a duplicate key: lengthen until unused
+            key += "…"
+        return key
+
+    def keys(self, omitted: int | None, key: str) -> bytes:
+        """A whole ``key:value`` member that stands for left-out keys."""
+        name = _dumps(key)
+        if self.structured:
+            count = b"null" if omitted is None else b"%d" % omitted
+            return name + b':{"kind":"keys","omitted":%s}' % count
+        if omitted is None:
+            return name + b':"[omitted: more keys]"'
+        return name + b':"[omitted: %d more keys]"' % omitted
+
+    def value(self, kind: str, what: str) -> bytes:
+        """A marker that replaces a whole value (depth, unencodable, oversized)."""
+        if self.structured:
+            return _dumps({"$truncated": {"kind": kind, "what": what}})
+        return _dumps(f"…[{kind}: {what}]")
+
+
+def _describe(obj: Any) -> str:
+    """Say what stood where a marker now stands, without its content."""
+    if isinstance(obj, Mapping):
+        return f"object with {len(obj)} keys"
+    if isinstance(obj, list | tuple):
+        return f"list of {len(obj)} items"
+    if isinstance(obj, set | frozenset):
+        return f"{type(obj).__name__} of {len(obj)} items"
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return f"{type(obj).__name__} of {len(obj)} bytes"
+    if isinstance(obj, float):
+        return repr(obj)
+    if isinstance(obj, int):
+        return "int beyond 64 bits"
+    if isinstance(obj, Iterator):
+        return "iterator"
+    return type(obj).__name__
 
 
 class Encoder:
-    pass
+    """A configured, reusable budgeted encoder. Thread-safe: per-call state is private.
+
+    ``default`` works like orjson's: it is called with any object of a type the encoder
+    does not know and returns something it does. ``unencodable`` chooses what happens to
+    a value that still cannot be encoded: a marker in place (default) or `EncodeError`.
+    """
+
+    __slots__ = ("default", "limits", "markers", "strategy", "unencodable")
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        max_bytes: int | None = None,
+        max_items: int | None = None,
+        max_field_bytes: int | None = None,
+        max_depth: int | None = None,
+        strategy: Strategy = "balanced",
+        markers: MarkerStyle = "text",
+        default: Callable[[Any], Any] | None = None,
+        unencodable: OnUnencodable = "marker",
+    ) -> None:
+        self.limits = _resolve_limits(limits, max_bytes, max_items, max_field_bytes, max_depth)
+        if strategy not in ("balanced", "prefix"):
+            raise ValueError(f"strategy must be 'balanced' or 'prefix', not {strategy!r}")
+        if markers not in ("text", "structured"):
+            raise ValueError(f"markers must be 'text' or 'structured', not {markers!r}")
+        if unencodable not in ("marker", "error"):
+            raise ValueError(f"unencodable must be 'marker' or 'error', not {unencodable!r}")
+        self.strategy: Strategy = strategy
+        self.markers: MarkerStyle = markers
+        self.default = default
+        self.unencodable: OnUnencodable = unencodable
+
+    def encode(self, obj: Any) -> Encoded:
+        """Encode *obj* within the limits; report every cut."""
+        out = self.fit(obj, self.limits.max_bytes)
+        if out is None:  # pragma: no cover - MIN_BYTES is chosen so every marker fits
+            raise AssertionError("a marker did not fit the minimum budget")
+        return out
+
+    def dumps(self, obj: Any) -> bytes:
+        """Encode *obj* within the limits and return only the bytes."""
+        return self.encode(obj).data
+
+    def fit(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
+        """Encode *obj* into at most *budget* bytes, or None if not even a marker fits.
+
+        *path* prefixes every truncation's pointer (pages use ``/items/3``). The caller
+        vouches for *budget*; `encode` passes ``limits.max_bytes``.
+        """
+        call = _Call(self)
+        out = call.measure(obj, budget, path, 0)
+        if out is None:
+            out = call.render(obj, budget, path, 0)
+            if out is None:
+                return None
+        data, truncs = out
+        return Encoded(data, not truncs, tuple(truncs))
+
+
+def _resolve_limits(
+    limits: Limits | None,
+    max_bytes: int | None,
+    max_items: int | None,
+    max_field_bytes: int | None,
+    max_depth: int | None,
+) -> Limits:
+    overrides = {
+        k: v
+        for k, v in (
+            ("max_bytes", max_bytes),
+            ("max_items", max_items),
+            ("max_field_bytes", max_field_bytes),
+            ("max_depth", max_depth),
+        )
+        if v is not None
+    }
+    if limits is None:
+        if max_bytes is None:
+            raise TypeError("pass limits= or max_bytes=")
+        overrides.pop("max_bytes")
+        return Limits(max_bytes, **overrides)
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+    return limits.replace(**overrides) if overrides else limits
+
+
+def encode(
+    obj: Any,
+    limits: Limits | None = None,
+    *,
+    max_bytes: int | None = None,
+    max_items: int | None = None,
+    max_field_bytes: int | None = None,
+    max_depth: int | None = None,
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
+    unencodable: OnUnencodable = "marker",
+) -> Encoded:
+    """Encode *obj* as JSON within *limits*, with the side-band report of every cut."""
+    return Encoder(
+        limits,
+        max_bytes=max_bytes,
+        max_items=max_items,
+        max_field_bytes=max_field_bytes,
+        max_depth=max_depth,
+        strategy=strategy,
+        markers=markers,
+        default=default,
+        unencodable=unencodable,
+    ).encode(obj)
+
+
+def bounded_dumps(
+    obj: Any,
+    *,
+    max_bytes: int | None = None,
+    limits: Limits | None = None,
+    max_items: int | None = None,
+    max_field_bytes: int | None = None,
+    max_depth: int | None = None,
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
+    unencodable: OnUnencodable = "marker",
+) -> bytes:
+    """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
+    return encode(
+        obj,
+        limits,
+        max_bytes=max_bytes,
+        max_items=max_items,
+        max_field_bytes=max_field_bytes,
+        max_depth=max_depth,
+        strategy=strategy,
+        markers=markers,
+        default=default,
+        unencodable=unencodable,
+    ).data
+
+
+class _Unclean(Exception):
+    """Raised inside the size walk: this subtree needs the slow path."""
+
+
+#: `_fast` outcomes besides bytes.
+_TOO_BIG = 1  # a lower bound of the exact rendering already exceeds the cap
+_UNCLEAN = 2  # the subtree needs markers or cuts: only the slow path knows its size
+
+
+class _Call:
+    """State of one encode call: options, active containers (cycles), pulled streams."""
+
+    __slots__ = (
+        "active",
+        "default",
+        "error_on_unencodable",
+        "floats_unchecked",
+        "max_depth",
+        "max_field",
+        "max_items",
+        "mk",
+        "nulls",
+        "prefix",
+        "streams",
+    )
+
+    def __init__(self, enc: Encoder) -> None:
+        lim = enc.limits
+        self.max_items = lim.max_items if lim.max_items is not None else _BIG
+        self.max_field = lim.max_field_bytes if lim.max_field_bytes is not None else _BIG
+        self.max_depth = lim.max_depth
+        self.prefix = enc.strategy == "prefix"
+        self.mk = _Markers(enc.markers)
+        self.default = enc.default
+        self.error_on_unencodable = enc.unencodable == "error"
+        self.active: set[int] = set()
+        self.streams: dict[int, _Stream] = {}
+        self.nulls = 0
+        self.floats_unchecked = False
+
+    # -- the fast path ---------------------------------------------------------------
+
+    def _bound(self, obj: Any, depth: int, cap: int) -> int:
+        """A lower bound of the encoded size of a clean subtree; raise `_Unclean` otherwise.
+
+        Stops early once the bound passes *cap*, so the walk costs at most the budget.
+        Counts the ``None`` values it passes in ``self.nulls`` (see `_fast`). Recursion
+        is bounded by ``max_depth``.
+        """
+        t = type(obj)
+        if t is str:
+            n = len(obj)
+            # A character encodes to at most 6 bytes (\u0000); under a field cap only a
+            # string that fits even then is clean without encoding it.
+            if 6 * n + 2 > self.max_field:
+                raise _Unclean
+            return n + 2
+        if t is int or t is bool:
+            return 1
+        if obj is None:
+            self.nulls += 1
+            return 1
+        if t is float:
+            if obj - obj != 0:  # NaN or an infinity: orjson would write null
+                raise _Unclean
+            return 1
+        if t is dict:
+            n = len(obj)
+            if depth >= self.max_depth or n > self.max_items:
+                raise _Unclean
+            if not gc.is_tracked(obj):
+                # CPython untracks dicts whose keys and values are all atomic (str, int,
+                # float, None, ...), so this one holds no container: sum lengths in C.
+                try:
+                    size = sum(map(len, obj)) + 4 * n + 1
+                except TypeError:  # a non-str key
+                    raise _Unclean from None
+                values = obj.values()
+                if self.max_field < _BIG and 6 * max(map(length_hint, values), default=0) + 2 > (
+                    self.max_field
+                ):
+                    raise _Unclean
+                self.floats_unchecked = True
+                return size + sum(map(length_hint, values))
+            size = 1 + 4 * n
+            for k, v in obj.items():
+                if type(k) is not str:
+                    raise _Unclean
+                size += len(k) + self._bound(v, depth + 1, cap - size)
+                if size > cap:
+                    return size
+            return size
+        if t is list or t is tuple:
+            n = len(obj)
+            if depth >= self.max_depth or n > self.max_items:
+                raise _Unclean
+            size = n + 1
+            for v in obj:
+                if size > cap:
+                    return size
+                size += self._bound(v, depth + 1, cap - size)
+            return size
+        if isinstance(obj, _BOUNDED_SCALARS):
+            return 10
+        raise _Unclean
+
+    def _fast(self, obj: Any, cap: int, depth: int) -> bytes | int:
+        """orjson's bytes for *obj* if it is clean and fits *cap*, else `_TOO_BIG`/`_UNCLEAN`."""
+        self.nulls = 0
+        self.floats_unchecked = False
+        try:
+            if self._bound(obj, depth, cap) > cap:
+                return _TOO_BIG
+            data = _dumps(obj)
+        except _Unclean:
+            return _UNCLEAN
+        except _JSONError:  # ints beyond 64 bits, lone surrogates, non-str keys
+            return _UNCLEAN
+        if len(data) > cap:
+            return _TOO_BIG
+        # orjson writes NaN and infinities as null. The walk checked every float except
+        # those inside untracked dicts; there, more nulls than Nones means a closer look.
+        if (
+            self.floats_unchecked
+            and b"null" in data
+            and data.count(b"null") != self.nulls + _count_none(obj)
+            and _has_nonfinite(obj)
+        ):
+            return _UNCLEAN
+        return data
+
+    # -- measuring and rendering -----------------------------------------------------
+
+    def measure(self, obj: Any, cap: int, path: str, depth: int) -> _Out | None:
+        """The full (uncut) rendering of *obj* if it fits *cap*, else None."""
+        data = self._fast(obj, cap, depth)
+        if type(data) is bytes:
+            return data, _NO_TRUNCS
+        if data == _TOO_BIG:
+            return None
+        return self._render(obj, cap, path, depth, exact=True)
+
+    def render(self, obj: Any, allot: int, path: str, depth: int) -> _Out | None:
+        """*obj* cut to fit *allot* bytes; None only if not even its marker fits."""
+        return self._render(obj, allot, path, depth, exact=False)
+
+    def _render(self, obj: Any, allot: int, path: str, depth: int, *, exact: bool) -> _Out | None:
+        """Render *obj* into *allot* bytes. With *exact*, only uncut: None if it does not fit."""
+        obj = self._normalize(obj, path)
+        if type(obj) is _Marker:
+            return self._marker(obj.kind, obj.what, allot, path)
+        if isinstance(obj, str):
+            return self._string(obj, allot, path, exact=exact)
+        if obj is None or isinstance(obj, _SCALARS):
+            return self._scalar(obj, allot, path)
+        ident = id(obj)
+        if ident in self.active:
+            return self._unencodable("cycle", allot, path)
+        if depth >= self.max_depth:
+            return self._marker("depth", _describe(obj), allot, path)
+        self.active.add(ident)
+        try:
+            if isinstance(obj, Mapping):
+                if self.prefix:
+                    return self._object_prefix(obj, allot, path, depth, exact=exact)
+                return self._object(obj, allot, path, depth, exact=exact)
+            return self._list(obj, allot, path, depth, exact=exact)
+        finally:
+            self.active.discard(ident)
+
+    def _normalize(self, obj: Any, path: str) -> Any:
+        """Map *obj* to something `_render` knows: JSON types, a stream, or a marker."""
+        for _ in range(_DEFAULT_CHAIN):
+            if isinstance(obj, _NATIVE) or obj is None:
+                return obj
+            if isinstance(obj, enum.Enum):
+                obj = obj.value
+                continue
+            if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+                return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+            if isinstance(obj, Iterator):
+                stream = self.streams.get(id(obj))
+                if stream is None:
+                    stream = self.streams[id(obj)] = _Stream(obj)
+                return stream
+            if self.default is not None:
+                try:
+                    obj = self.default(obj)
+                except Exception as exc:
+                    # Chained, not swallowed: the caller sees the hook's own error.
+                    raise EncodeError(
+                        f"default raised {type(exc).__name__} for {type(obj).__name__}",
+                        path=path,
+                    ) from exc
+                continue
+            what = _describe(obj)
+            if self.error_on_unencodable:
+                raise EncodeError(f"cannot encode {what}", path=path)
+            return _Marker("unencodable", what)
+        raise EncodeError("default kept returning unencodable values", path=path)
+
+    def _scalar(self, obj: Any, allot: int, path: str) -> _Out | None:
+        if isinstance(obj, float) and obj - obj != 0:
+            return self._unencodable(repr(float(obj)), allot, path)
+        try:
+            data = _dumps(obj)
+        except _JSONError:  # an int beyond 64 bits
+            return self._unencodable(_describe(obj), allot, path)
+        return (data, _NO_TRUNCS) if len(data) <= allot else None
+
+    def _unencodable(self, what: str, allot: int, path: str) -> _Out | None:
+        if self.error_on_unencodable:
+            raise EncodeError(f"cannot encode {what}", path=path)
+        return self._marker("unencodable", what, allot, path)
+
+    def _marker(self, kind: str, what: str, allot: int, path: str) -> _Out | None:
+        data = self.mk.value(kind, what)
+        if len(data) > allot:
+            return None
+        tkind: TruncationKind = "depth" if kind == "depth" else "unencodable"
+        return data, [Truncation(path, tkind, None, "bytes")]
+
+    # -- strings ---------------------------------------------------------------------
+
+    def _string(self, s: str, allot: int, path: str, *, exact: bool) -> _Out | None:
+        field = self.max_field
+        cap = min(allot, field)
+        n = len(s)
+        if n + 2 <= cap:
+            try:
+                data = _dumps(s)
+            except _JSONError:  # lone surrogates
+                return self._scrubbed(s, allot, path, exact=exact)
+            if len(data) <= cap:
+                return data, _NO_TRUNCS
+            over_field = len(data) > field
+        else:
+            over_field = n + 2 > field  # a character is at least one byte
+        if over_field:
+            # The field cap cuts it whatever the budget: that cut is its full rendering.
+            out = self._cut(s, field, path)
+            if out is not None and len(out[0]) <= allot:
+                return out
+        if exact:
+            return None
+        return self._cut(s, cap, path)
+
+    def _cut(self, s: str, allot: int, path: str) -> _Out | None:
+        n = len(s)
+        head, tail = self.mk.string(n)  # the longest count: the real one has no more digits
+        room = allot - len(head) - len(tail)
+        if room < 0:
+            return None
+        content, kept, replaced = _prefix(s, room)
+        truncs = [Truncation(path, "string", n - kept, "chars")]
+        if replaced:
+            truncs.append(Truncation(path, "unencodable", replaced, "chars"))
+        head, tail = self.mk.string(n - kept)
+        return head + content + tail, truncs
+
+    def _scrubbed(self, s: str, allot: int, path: str, *, exact: bool) -> _Out | None:
+        """A string with lone surrogates: each becomes U+FFFD, and the string says so."""
+        clean, replaced = _SURROGATE.subn("\ufffd", s)
+        note = f"…[replaced: {replaced} lone surrogates]".encode()
+        data = _dumps(clean)
+        if len(data) + len(note) <= min(allot, self.max_field):
+            return (
+                data[:-1] + note + b'"',
+                [Truncation(path, "unencodable", replaced, "chars")],
+            )
+        return None if exact else self._cut(s, min(allot, self.max_field), path)
+
+    # -- containers ------------------------------------------------------------------
+
+    def _min_size(self, v: Any, depth: int) -> int:
+        """Bytes of the smallest honest rendering of *v* (a marker, or *v* itself)."""
+        v = self._normalize(v, "")
+        if type(v) is _Marker:
+            return len(self.mk.value(v.kind, v.what))
+        if isinstance(v, str):
+            head, tail = self.mk.string(len(v))
+            marker = len(head) + len(tail)
+            if len(v) + 2 <= marker:
+                full = self._fast(v, marker, depth)
+                if type(full) is bytes:
+                    return len(full)
+            return marker
+        if v is None or isinstance(v, _SCALARS):
+            out = self._scalar(v, _BIG, "")
+            return len(out[0]) if out is not None else 0
+        if depth >= self.max_depth:
+            return len(self.mk.value("depth", _describe(v)))
+        if isinstance(v, _Stream):
+            return 2 + len(self.mk.items(None))
+        if not v:
+            return 2
+        if isinstance(v, Mapping):
+            return 2 + len(self.mk.keys(len(v), self.mk.key(v)))
+        return 2 + len(self.mk.items(len(v)))
+
+    def _key(self, k: Any, path: str) -> tuple[bytes, str, _Truncs]:
+        """Encoded key with its colon, its pointer, and a note if it was not a string."""
+        if isinstance(k, str):
+            try:
+                return _dumps(k) + b":", pointer(path, k), _NO_TRUNCS
+            except _JSONError:
+                k = _SURROGATE.sub("\ufffd", k)
+                p = pointer(path, k)
+                return _dumps(k) + b":", p, [Truncation(p, "unencodable", None, "chars")]
+        text = _SURROGATE.sub("\ufffd", f"…[key: {type(k).__name__} {k!r:.40}]")
+        p = pointer(path, text)
+        return _dumps(text) + b":", p, [Truncation(p, "unencodable", None, "keys")]
+
+    def _keys_marker(
+        self, buf: bytearray, omitted: int, shown: int, path: str, key: str
+    ) -> Truncation:
+        if shown:
+            buf += b","
+        buf += self.mk.keys(omitted, key)
+        return Truncation(pointer(path, key), "keys", omitted, "keys")
+
+    def _object(
+        self, obj: Mapping[Any, Any], allot: int, path: str, depth: int, *, exact: bool
+    ) -> _Out | None:
+        n = len(obj)
+        avail = allot - 2
+        # A member needs at least 4 bytes ('"":0'), so no more than this many can show.
+        members = islice(obj.items(), min(n, self.max_items, max(avail, 0) // 4 + 1))
+        truncs: _Truncs = []
+        mkey = self.mk.key(obj)
+        # Keep as many members as their smallest renderings allow, in document order,
+        # always leaving room for the member that says how many were left out.
+        kept: list[tuple[bytes, str, Any, int]] = []
+        used = 0
+        for i, (k, v) in enumerate(members):
+            kb, kp, ktr = self._key(k, path)
+            rest = n - i - 1
+            reserve = len(self.mk.keys(rest, mkey)) + 1 if rest else 0
+            m = self._min_size(v, depth + 1)
+            cost = (1 if i else 0) + len(kb) + m
+            if used + cost + reserve > avail:
+                break
+            used += cost
+            kept.append((kb, kp, v, m))
+            truncs.extend(ktr)
+        omitted = n - len(kept)
+        if omitted and exact:
+            return None
+        space = avail - sum((1 if i else 0) + len(kb) for i, (kb, *_) in enumerate(kept))
+        if omitted:
+            space -= len(self.mk.keys(omitted, mkey)) + (1 if kept else 0)
+        outs = self._share(kept, space, depth, exact=exact)
+        if outs is None:
+            return None
+        buf = bytearray(b"{")
+        for i, ((kb, *_), (data, tr)) in enumerate(zip(kept, outs, strict=True)):
+            if i:
+                buf += b","
+            buf += kb
+            buf += data
+            truncs.extend(tr)
+        if omitted:
+            truncs.append(self._keys_marker(buf, omitted, len(kept), path, mkey))
+        buf += b"}"
+        return (bytes(buf), truncs) if len(buf) <= allot else None
+
+    def _share(
+        self, kept: list[tuple[bytes, str, Any, int]], space: int, depth: int, *, exact: bool
+    ) -> list[_Out] | None:
+        """Water-fill *space* among the values: small ones whole, large ones cut evenly."""
+        count = len(kept)
+        if not count:
+            return []
+        mins = [m for *_, m in kept]
+        full: list[_Out | None] = [None] * count
+        sizes = [_BIG] * count  # exact size where measured, else _BIG
+        caps = [-1] * count
+        level = max(space // count, 0)
+        # Measure with a cap near the water level, raise the level with what turned out
+        # small, and re-measure only what is still unknown: each round costs about
+        # `space`, and a few rounds settle it.
+        for _ in range(8):
+            changed = False
+            for i, (_, kp, v, m) in enumerate(kept):
+                cap = max(level, m)
+                if sizes[i] == _BIG and caps[i] < cap:
+                    caps[i] = cap
+                    out = self.measure(v, cap, kp, depth + 1)
+                    if out is not None:
+                        full[i] = out
+                        sizes[i] = len(out[0])
+                        changed = True
+            level = _water_level(sizes, mins, space)
+            if not changed:
+                break
+        if exact and _BIG in sizes:
+            return None
+        outs: list[_Out] = []
+        for i, (_, kp, v, m) in enumerate(kept):
+            known = full[i]
+            share = max(m, min(sizes[i], level))
+            if known is not None and sizes[i] <= share:
+                outs.append(known)
+                continue
+            out = self.render(v, share, kp, depth + 1)
+            if out is None:
+                return None
+            outs.append(out)
+        return outs
+
+    def _object_prefix(
+        self, obj: Mapping[Any, Any], allot: int, path: str, depth: int, *, exact: bool
+    ) -> _Out | None:
+        """Members in document order, each taking what it needs, until the budget is spent."""
+        n = len(obj)
+        avail = allot - 2
+        buf = bytearray(b"{")
+        truncs: _Truncs = []
+        mkey = self.mk.key(obj)
+        shown = 0
+        for i, (k, v) in enumerate(islice(obj.items(), min(n, self.max_items))):
+            kb, kp, ktr = self._key(k, path)
+            rest = n - i - 1
+            reserve = len(self.mk.keys(rest, mkey)) + 1 if rest else 0
+            sep = 1 if i else 0
+            room = avail - (len(buf) - 1) - sep - len(kb) - reserve
+            if room < 0:
+                break
+            out = self.measure(v, room, kp, depth + 1)
+            cut = out is None
+            if cut:
+                if exact:
+                    return None
+                out = self.render(v, room, kp, depth + 1)
+                if out is None:
+                    break
+            assert out is not None
+            if sep:
+                buf += b","
+            buf += kb
+            buf += out[0]
+            truncs.extend(ktr)
+            truncs.extend(out[1])
+            shown += 1
+            if cut:
+                break
+        omitted = n - shown
+        if omitted:
+            if exact:
+                return None
+            truncs.append(self._keys_marker(buf, omitted, shown, path, mkey))
+        buf += b"}"
+        return (bytes(buf), truncs) if len(buf) <= allot else None
+
+    def _list(self, obj: Any, allot: int, path: str, depth: int, *, exact: bool) -> _Out | None:
+        """A prefix of the items; the first item that does not fit ends the list."""
+        stream = obj if isinstance(obj, _Stream) else None
+        n = -1 if stream is not None else len(obj)
+        items = stream.items if stream is not None else obj
+        avail = allot - 2
+        limit = self.max_items
+        mk = self.mk
+        # Room for the closing marker, sized for the largest count it can say.
+        marker_room = len(mk.items(None if stream is not None else n)) + 1
+        buf = bytearray(b"[")
+        truncs: _Truncs = []
+        i = 0
+        cut = False
+        while True:
+            if stream is not None:
+                if not stream.has(i):
+                    break
+                last = not stream.has(i + 1)
+            else:
+                if i >= n:
+                    break
+                last = i == n - 1
+            if i >= limit:
+                cut = True
+                break
+            item = items[i]
+            room = avail - (len(buf) - 1) - (1 if i else 0) - (0 if last else marker_room)
+            data = self._fast(item, room, depth + 1) if room >= 0 else _TOO_BIG
+            if type(data) is bytes:
+                out: _Out | None = (data, _NO_TRUNCS)
+            elif data == _UNCLEAN:
+                out = self._render(item, room, f"{path}/{i}", depth + 1, exact=True)
+            else:
+                out = None
+            partial = False
+            if out is None:
+                # Only the first item may be cut to fit ("prefix" cuts any): a list of
+                # whole items followed by a count reads better than a ragged last item.
+                if exact or room < 0 or (i and not self.prefix):
+                    cut = True
+                    break
+                out = self.render(item, room, f"{path}/{i}", depth + 1)
+                if out is None:
+                    cut = True
+                    break
+                partial = True
+            if i:
+                buf += b","
+            buf += out[0]
+            if out[1]:
+                truncs.extend(out[1])
+            i += 1
+            if partial:
+                cut = not last
+                break
+        if cut:
+            if exact:
+                return None
+            omitted: int | None = n - i
+            if stream is not None:
+                omitted = len(stream.items) - i if stream.done else None
+            marker = mk.items(omitted)
+            fallback = mk.items(None)
+            room = allot - len(buf) - (1 if i else 0) - 1
+            if len(marker) > room and len(fallback) < len(marker):
+                marker, omitted = fallback, None  # a long exact count; "more" is shorter
+            if i:
+                buf += b","
+            buf += marker
+            truncs.append(Truncation(f"{path}/{i}", "items", omitted, "items"))
+        buf += b"]"
+        return (bytes(buf), truncs) if len(buf) <= allot else None
+
+
+class _Marker:
+    """A value already replaced by a marker during normalization."""
+
+    __slots__ = ("kind", "what")
+
+    def __init__(self, kind: str, what: str) -> None:
+        self.kind = kind
+        self.what = what
+
+
+def _water_level(sizes: list[int], mins: list[int], space: int) -> int:
+    """The largest level L with sum(max(min_i, min(size_i, L))) <= space."""
+    lo, hi = 0, max(space, 0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        total = 0
+        for s, m in zip(sizes, mins, strict=True):
+            total += max(m, min(s, mid))
+            if total > space:
+                break
+        if total <= space:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _prefix(s: str, room: int) -> tuple[bytes, int, int]:
+    """The longest prefix of *s* whose encoded content fits *room* bytes.
+
+    Returns the content bytes (without quotes), the characters kept, and how many lone
+    surrogates were replaced. Never cuts inside a UTF-8 character or a JSON escape: the
+    cut is backed up until orjson parses it as a whole string.
+    """
+    piece = s[:room]  # every character encodes to at least one byte
+    replaced = 0
+    try:
+        content = _dumps(piece)[1:-1]
+    except _JSONError:  # lone surrogates: replace them, and say how many
+        piece, replaced = _SURROGATE.subn("\ufffd", piece)
+        content = _dumps(piece)[1:-1]
+    if len(content) <= room:
+        return content, len(piece), replaced
+    cut = content[:room]
+    while True:
+        try:
+            kept = _loads(b'"' + cut + b'"')
+        except orjson.JSONDecodeError:
+            cut = cut[:-1]  # at most 5 steps: an escape is at most 6 bytes
+            continue
+        return cut, len(kept), replaced
+
+
+def _count_none(obj: Any) -> int:
+    """``None`` values directly inside untracked dicts (the walk counted the others)."""
+    if type(obj) is dict and not gc.is_tracked(obj):
+        return countOf(obj.values(), None)
+    if type(obj) is list or type(obj) is tuple or type(obj) is dict:
+        items = obj.values() if type(obj) is dict else obj
+        return sum(
+            countOf(v.values(), None) for v in items if type(v) is dict and not gc.is_tracked(v)
+        )
+    return 0
+
+
+def _has_nonfinite(obj: Any) -> bool:
+    """Whether a clean-looking subtree holds a NaN or an infinity (orjson writes null)."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        t = type(o)
+        if t is float:
+            if o - o != 0:
+                return True
+        elif t is dict:
+            stack.extend(o.values())
+        elif t is list or t is tuple:
+            stack.extend(o)
+    return False

@@ -17,8 +17,9 @@ MIN_BYTES = 64
 #: A shortened string keeps at least its marker, ``"…[truncated: N more chars]"``.
 MIN_FIELD_BYTES = 32
 DEFAULT_MAX_DEPTH = 64
-#: The encoder recurses once per level; deeper limits would meet Python's recursion limit.
-MAX_DEPTH = 255
+#: The encoder recurses a few frames per level; deeper limits would meet Python's
+#: default recursion limit of 1000 (orjson itself stops at 254).
+MAX_DEPTH = 128
 
 
 def check_int(name: str, value: object, *, minimum: int, maximum: int = MAX_LIMIT) -> int:

@@ -1,0 +1,43 @@
+"""Hypothesis strategies shared by the tests and the fuzz harness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+#: Text that stresses the encoder: escapes, control characters, 2-, 3- and 4-byte UTF-8.
+awkward_text = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list('"\\/\n\r\t\b\f\x00\x01\x1f\x7f')),
+        st.sampled_from(list("aé€😀中\u2028\u2029ß")),
+        st.characters(blacklist_categories=("Cs",)),
+    ),
+    max_size=60,
+)
+
+keys = st.one_of(st.text(max_size=8), st.sampled_from(["~", "/", "a/b", "~1", "…", ""]))
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    awkward_text,
+)
+
+
+def json_values(max_leaves: int = 40) -> st.SearchStrategy[Any]:
+    """Arbitrary JSON-like values: deep, wide, multibyte, escape-heavy."""
+    return st.recursive(
+        json_scalars,
+        lambda children: st.one_of(
+            st.lists(children, max_size=12),
+            st.dictionaries(keys, children, max_size=8),
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+#: Budgets from the smallest valid one upward; larger than most generated inputs too.
+budgets = st.one_of(st.integers(min_value=64, max_value=400), st.integers(64, 20_000))

@@ -1,0 +1,427 @@
+"""The budgeted encoder: guarantees 1-4 as properties, awkward cases as exact fixtures."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import itertools
+import json
+import math
+import uuid
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jsonbudget import (
+    EncodeError,
+    Encoded,
+    Encoder,
+    JsonBudgetError,
+    Limits,
+    Truncation,
+    bounded_dumps,
+    encode,
+)
+from tests.jsonptr import resolve
+from tests.strategies import awkward_text, budgets, json_values
+
+MARK = "…["
+PROPERTY = settings(
+    max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def strict_loads(data: bytes) -> Any:
+    """Parse as RFC 8259 demands: valid UTF-8, no NaN/Infinity, no lone surrogates."""
+    text = data.decode("utf-8")  # strict: raises on invalid UTF-8
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"non-standard constant {name}")
+
+    doc = json.loads(text, parse_constant=no_constants)
+    assert orjson.loads(data) == doc or _has_float(doc)
+    return doc
+
+
+def _has_float(doc: Any) -> bool:
+    if isinstance(doc, float):
+        return True
+    if isinstance(doc, list):
+        return any(_has_float(x) for x in doc)
+    if isinstance(doc, dict):
+        return any(_has_float(x) for x in doc.values())
+    return False
+
+
+def marker_at(doc: Any, t: Truncation) -> bool:
+    """Whether the truncation's path resolves to its in-band marker."""
+    value = resolve(doc, t.path)
+    if t.kind == "keys":
+        return isinstance(value, str) and value.startswith("[omitted")
+    if t.kind == "string":
+        return isinstance(value, str) and f"{MARK}truncated" in value
+    if t.kind == "unencodable" and t.unit == "keys":
+        return t.path.rsplit("/", 1)[1].startswith(MARK)
+    if t.kind == "unencodable" and t.unit == "chars":
+        return isinstance(value, str) and ("\ufffd" in value or MARK in value)
+    return isinstance(value, str) and value.startswith(MARK)
+
+
+def check_guarantees(obj: Any, out: Encoded, max_bytes: int) -> Any:
+    assert len(out.data) <= max_bytes  # 2. bounded
+    doc = strict_loads(out.data)  # 1. valid
+    full = orjson.dumps(obj)
+    if out.complete:  # 4. no claim without a measurement
+        assert out.truncations == ()
+        assert out.data == full
+    else:  # 3. nothing lost silently
+        assert out.truncations
+        for t in out.truncations:
+            assert marker_at(doc, t), (t, out.data[:300])
+    if len(full) <= max_bytes:
+        assert out.data == full  # fits: byte-identical to orjson
+    return doc
+
+
+@PROPERTY
+@given(obj=json_values(), max_bytes=budgets)
+def test_balanced_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
+    check_guarantees(obj, encode(obj, max_bytes=max_bytes), max_bytes)
+
+
+@PROPERTY
+@given(obj=json_values(), max_bytes=budgets)
+def test_prefix_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
+    check_guarantees(obj, encode(obj, max_bytes=max_bytes, strategy="prefix"), max_bytes)
+
+
+@PROPERTY
+@given(
+    obj=json_values(),
+    max_bytes=budgets,
+    max_items=st.none() | st.integers(1, 5),
+    max_field=st.none() | st.integers(32, 80),
+    max_depth=st.integers(1, 4),
+)
+def test_caps_hold_on_top_of_the_budget(
+    obj: Any, max_bytes: int, max_items: int | None, max_field: int | None, max_depth: int
+) -> None:
+    out = encode(
+        obj,
+        max_bytes=max_bytes,
+        max_items=max_items,
+        max_field_bytes=max_field,
+        max_depth=max_depth,
+    )
+    assert len(out.data) <= max_bytes
+    doc = strict_loads(out.data)
+    for t in out.truncations:
+        assert marker_at(doc, t), t
+
+    def walk(v: Any, depth: int) -> None:
+        if isinstance(v, str) and max_field is not None:
+            assert len(orjson.dumps(v)) <= max_field
+        if isinstance(v, list | dict):
+            assert depth < max_depth
+            if max_items is not None:
+                assert len(v) <= max_items + 1  # plus the marker
+            for x in v.values() if isinstance(v, dict) else v:
+                walk(x, depth + 1)
+
+    walk(doc, 0)
+
+
+@PROPERTY
+@given(obj=json_values(), max_bytes=budgets)
+def test_structured_markers_keep_guarantees(obj: Any, max_bytes: int) -> None:
+    out = encode(obj, max_bytes=max_bytes, markers="structured")
+    assert len(out.data) <= max_bytes
+    doc = strict_loads(out.data)
+    for t in out.truncations:
+        value = resolve(doc, t.path)
+        if t.kind == "keys":
+            assert value["kind"] == "keys"
+        elif t.kind in ("string", "items", "depth"):
+            assert value["$truncated"]["kind"] == t.kind
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=awkward_text, extra=st.integers(0, 3000), max_bytes=st.integers(64, 300))
+def test_strings_are_cut_on_character_and_escape_boundaries(
+    text: str, extra: int, max_bytes: int
+) -> None:
+    s = text * 50 + "x" * extra
+    out = encode(s, max_bytes=max_bytes)
+    doc = strict_loads(out.data)
+    assert len(out.data) <= max_bytes
+    if not out.complete:
+        prefix, _, rest = doc.partition(f"{MARK}truncated: ")
+        assert s.startswith(prefix)
+        assert rest == f"{len(s) - len(prefix)} more chars]"
+
+
+# -- exact fixtures -------------------------------------------------------------------
+
+
+def test_fits_is_byte_identical_to_orjson() -> None:
+    obj = {"a": [1, 2.5, None, True], "b": "é😀\n", "c": {"d": []}}
+    assert bounded_dumps(obj, max_bytes=1000) == orjson.dumps(obj)
+    assert encode(obj, max_bytes=1000).complete
+
+
+def test_balanced_shortens_the_long_field_and_keeps_its_siblings() -> None:
+    obj = {"summary": "ok", "log": "x" * 1_000_000, "status": "done"}
+    out = encode(obj, max_bytes=2000)
+    doc = json.loads(out.data)
+    assert doc["summary"] == "ok"
+    assert doc["status"] == "done"
+    assert doc["log"].startswith("xxxx")
+    kept = len(doc["log"].split(MARK)[0])
+    assert doc["log"].endswith(f"{MARK}truncated: {1_000_000 - kept} more chars]")
+    assert out.truncations == (Truncation("/log", "string", 1_000_000 - kept, "chars"),)
+    assert len(out.data) > 1900  # the budget is used, not wasted
+
+
+def test_balanced_shares_fairly_between_two_long_fields() -> None:
+    obj = {"a": "a" * 10_000, "b": "b" * 10_000, "c": "short"}
+    doc = json.loads(encode(obj, max_bytes=1000).data)
+    assert doc["c"] == "short"
+    assert abs(len(doc["a"]) - len(doc["b"])) <= 2
+
+
+def test_prefix_strategy_fills_in_document_order() -> None:
+    obj = {"log": "x" * 10_000, "status": "done"}
+    out = encode(obj, max_bytes=200, strategy="prefix")
+    doc = json.loads(out.data)
+    assert "status" not in doc
+    assert doc["…"] == "[omitted: 1 more keys]"
+    assert len(out.data) <= 200
+
+
+def test_many_small_rows_keep_whole_rows_and_count_the_rest() -> None:
+    rows = [{"id": i, "name": f"row {i}"} for i in range(100_000)]
+    out = encode(rows, max_bytes=4096)
+    doc = json.loads(out.data)
+    shown = doc[:-1]
+    assert shown == rows[: len(shown)]
+    assert doc[-1] == f"{MARK}omitted: {100_000 - len(shown)} more items]"
+    assert out.truncations == (Truncation(f"/{len(shown)}", "items", 100_000 - len(shown), "items"),)
+
+
+def test_one_oversized_row_is_fitted_not_dropped() -> None:
+    rows = [{"id": 1, "body": "é" * 100_000}]
+    out = encode(rows, max_bytes=500)
+    doc = json.loads(out.data)
+    assert doc[0]["id"] == 1
+    assert MARK + "truncated" in doc[0]["body"]
+
+
+def test_long_multibyte_text_is_cut_to_a_valid_prefix() -> None:
+    s = "😀€é" * 333_334
+    out = encode(s, max_bytes=4096)
+    assert len(out.data) <= 4096
+    doc = json.loads(out.data)
+    prefix = doc.split(MARK)[0]
+    assert s.startswith(prefix)
+    assert len(out.data) >= 4096 - 4  # at most one 4-byte character is left unused
+
+
+def test_escape_heavy_string_never_cut_inside_an_escape() -> None:
+    s = '\x01"\\' * 10_000
+    for max_bytes in range(64, 120):
+        out = encode(s, max_bytes=max_bytes)
+        doc = json.loads(out.data)
+        assert s.startswith(doc.split(MARK)[0])
+
+
+def test_list_of_ten_million_is_not_walked() -> None:
+    class Counting(list[int]):
+        touched = 0
+
+        def __getitem__(self, i: Any) -> Any:
+            Counting.touched += 1
+            return super().__getitem__(i)
+
+    big = Counting(range(10_000_000))
+    out = encode(big, max_bytes=100)
+    assert len(out.data) <= 100
+    assert Counting.touched < 100
+
+
+def test_endless_generator_is_consumed_only_as_far_as_fits() -> None:
+    pulled = itertools.count()
+    gen = ({"i": next(pulled)} for _ in itertools.count())
+    out = encode({"rows": gen}, max_bytes=200)
+    doc = json.loads(out.data)
+    assert doc["rows"][-1] == f"{MARK}omitted: more items]"
+    assert next(pulled) < 40  # pulled no further than what fits, plus a look-ahead
+    assert Truncation(f"/rows/{len(doc['rows']) - 1}", "items", None, "items") in (
+        out.truncations
+    )
+
+
+def test_finite_generator_that_fits_is_a_list() -> None:
+    assert bounded_dumps((i for i in range(3)), max_bytes=64) == b"[0,1,2]"
+
+
+def test_structured_marker_for_a_cut_string() -> None:
+    out = encode({"log": "x" * 1000}, max_bytes=120, markers="structured")
+    doc = json.loads(out.data)
+    cut = doc["log"]["$truncated"]
+    assert cut["kind"] == "string"
+    assert cut["omitted"] == 1000 - len(cut["prefix"])
+
+
+# -- bad input (guarantee 7) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        (math.nan, "nan"),
+        (math.inf, "inf"),
+        (-math.inf, "-inf"),
+        (2**64, "int beyond 64 bits"),
+        (-(2**63) - 1, "int beyond 64 bits"),
+        ({1, 2}, "set of 2 items"),
+        (b"abc", "bytes of 3 bytes"),
+        (object(), "object"),
+    ],
+)
+def test_unencodable_values_become_markers(value: Any, what: str) -> None:
+    out = encode({"v": value}, max_bytes=200)
+    assert json.loads(out.data) == {"v": f"{MARK}unencodable: {what}]"}
+    assert out.truncations == (Truncation("/v", "unencodable", None, "bytes"),)
+    assert not out.complete
+
+
+@pytest.mark.parametrize("value", [math.nan, {1}, b"x", object(), 2**70])
+def test_unencodable_error_mode_names_the_path(value: Any) -> None:
+    with pytest.raises(EncodeError) as info:
+        encode({"a": [value]}, max_bytes=200, unencodable="error")
+    assert info.value.path == "/a/0"
+    assert "/a/0" in str(info.value)
+    assert isinstance(info.value, TypeError)
+    assert isinstance(info.value, JsonBudgetError)
+
+
+def test_cycle_becomes_a_marker() -> None:
+    a: list[Any] = [1]
+    a.append(a)
+    out = encode(a, max_bytes=200)
+    assert json.loads(out.data) == [1, f"{MARK}unencodable: cycle]"]
+
+
+def test_lone_surrogates_are_replaced_and_said() -> None:
+    out = encode({"s": "a\ud800b"}, max_bytes=200)
+    assert json.loads(out.data) == {"s": f"a\ufffdb{MARK}replaced: 1 lone surrogates]"}
+    assert out.truncations == (Truncation("/s", "unencodable", 1, "chars"),)
+
+
+def test_non_string_keys_become_marker_keys() -> None:
+    out = encode({1: "a", None: "b"}, max_bytes=200)
+    doc = json.loads(out.data)
+    assert doc == {f"{MARK}key: int 1]": "a", f"{MARK}key: NoneType None]": "b"}
+    assert len(out.truncations) == 2
+
+
+def test_a_million_levels_deep_gives_a_depth_marker() -> None:
+    root: list[Any] = []
+    node = root
+    for _ in range(1_000_000):
+        child: list[Any] = []
+        node.append(child)
+        node = child
+    out = encode(root, max_bytes=1000, max_depth=10)
+    doc = json.loads(out.data)
+    for _ in range(10):
+        doc = doc[0]
+    assert doc == f"{MARK}depth: list of 1 items]"
+    assert out.truncations[0].kind == "depth"
+
+
+def test_default_hook_as_in_orjson() -> None:
+    out = bounded_dumps({"d": {1, 2}}, max_bytes=100, default=sorted)
+    assert out == b'{"d":[1,2]}'
+
+
+def test_default_that_raises_is_chained() -> None:
+    def bad(obj: Any) -> Any:
+        raise ValueError("nope")
+
+    with pytest.raises(EncodeError) as info:
+        encode({"x": object()}, max_bytes=100, default=bad)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert info.value.path == "/x"
+
+
+def test_orjson_types_are_encoded_as_orjson_does() -> None:
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: str
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    obj = {
+        "p": Point(1, "a"),
+        "t": datetime.datetime(2026, 1, 2, 3, 4, 5),
+        "d": datetime.date(2026, 1, 2),
+        "u": uuid.UUID(int=7),
+        "c": Color.RED,
+        "tuple": (1, 2),
+    }
+    assert bounded_dumps(obj, max_bytes=1000) == orjson.dumps(obj)
+
+
+# -- limits (guarantee 6) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -1, 63, True, 1.5, "100", None, 2**41])
+def test_invalid_max_bytes_is_refused_naming_the_limit(bad: Any) -> None:
+    with pytest.raises(ValueError, match="max_bytes"):
+        Limits(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("max_items", 0),
+        ("max_items", True),
+        ("max_field_bytes", 10),
+        ("max_depth", 0),
+        ("max_depth", 10_000),
+        ("max_pages", -3),
+        ("max_pages", 2.0),
+    ],
+)
+def test_invalid_caps_are_refused_naming_the_limit(name: str, bad: Any) -> None:
+    with pytest.raises(ValueError, match=name):
+        Limits(1000, **{name: bad})
+
+
+def test_bounded_dumps_refuses_a_bad_limit_before_touching_the_input() -> None:
+    def never() -> Any:
+        raise AssertionError("consumed")
+        yield
+
+    with pytest.raises(ValueError, match="max_bytes"):
+        bounded_dumps(never(), max_bytes=10)
+
+
+def test_encoder_is_reusable_and_takes_limits() -> None:
+    enc = Encoder(Limits(100, max_items=2))
+    assert enc.dumps([1, 2, 3]) == '[1,2,"…[omitted: 1 more items]"]'.encode()
+    assert enc.dumps([1]) == b"[1]"
+
+
+def test_bad_modes_are_refused() -> None:
+    with pytest.raises(ValueError, match="strategy"):
+        Encoder(max_bytes=100, strategy="middle")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="max_bytes"):
+        Encoder()
