@@ -5,8 +5,62 @@ Everything public is importable from here; the implementation lives in private m
 
 from __future__ import annotations
 
+from ._classify import (
+    AmbiguousSizeError,
+    OutputCapRetry,
+    OutputCapTooLarge,
+    PromptTooLong,
+    SizeVerdict,
+    acall_with_output_cap,
+    call_with_output_cap,
+    classify_size_error,
+    next_output_cap,
+)
+from ._cursors import CursorKey, CursorState, CursorStore, Keyring, MemoryCursorStore
+from ._db_sources import PostgresSource, SQLiteSource
 from ._encoder import Encoded, Encoder, Truncation, bounded_dumps, encode
+from ._file_sources import JsonArrayFileSource, JsonLinesSource
+from ._guards import (
+    Admitted,
+    GateResult,
+    ResultGate,
+    TurnBudget,
+    TurnReport,
+    bounded_tool,
+    gate_result,
+)
 from ._limits import Limits
+from ._page import (
+    MCP_KEYS,
+    OversizedItem,
+    Page,
+    PageBuilder,
+    Paginator,
+    apaginate,
+    paginate,
+)
+from ._reader import BoundedReader, BoundedText, read_bounded_text
+from ._redis_store import RedisCursorStore
+from ._scope import Scope
+from ._sources import (
+    AsyncIterableSource,
+    AsyncSource,
+    IterableSource,
+    SequenceSource,
+    Source,
+    as_source,
+)
+from ._spill import SpillRef, SpillStore
+from ._sqlite_store import SQLiteCursorStore
+from ._telemetry import SummaryFilter, summarize, summary_attributes, summary_extra
+from ._tokens import (
+    EstimatedTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
+    TokenFitted,
+    TokenFitter,
+    fit_tokens,
+)
 from .errors import (
     BudgetExhausted,
     CursorError,
@@ -24,21 +78,77 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "MCP_KEYS",
+    "Admitted",
+    "AmbiguousSizeError",
+    "AsyncIterableSource",
+    "AsyncSource",
+    "BoundedReader",
+    "BoundedText",
     "BudgetExhausted",
     "CursorError",
+    "CursorKey",
     "CursorScopeError",
+    "CursorState",
+    "CursorStore",
     "DecodeError",
     "EncodeError",
     "Encoded",
     "Encoder",
+    "EstimatedTokenCounter",
     "ExpiredCursor",
+    "GateResult",
     "InvalidCursor",
+    "IterableSource",
+    "JsonArrayFileSource",
     "JsonBudgetError",
+    "JsonLinesSource",
+    "Keyring",
     "LimitError",
     "Limits",
+    "MemoryCursorStore",
+    "OutputCapRetry",
+    "OutputCapTooLarge",
+    "OversizedItem",
     "OversizedItemError",
+    "Page",
+    "PageBuilder",
+    "Paginator",
+    "PostgresSource",
+    "PromptTooLong",
+    "RedisCursorStore",
+    "ResultGate",
+    "SQLiteCursorStore",
+    "SQLiteSource",
+    "Scope",
+    "SequenceSource",
+    "SizeVerdict",
+    "Source",
     "SpillError",
+    "SpillRef",
+    "SpillStore",
+    "SummaryFilter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "TokenFitted",
+    "TokenFitter",
     "Truncation",
+    "TurnBudget",
+    "TurnReport",
+    "acall_with_output_cap",
+    "apaginate",
+    "as_source",
     "bounded_dumps",
+    "bounded_tool",
+    "call_with_output_cap",
+    "classify_size_error",
     "encode",
+    "fit_tokens",
+    "gate_result",
+    "next_output_cap",
+    "paginate",
+    "read_bounded_text",
+    "summarize",
+    "summary_attributes",
+    "summary_extra",
 ]

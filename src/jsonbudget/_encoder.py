@@ -233,6 +233,21 @@ class Encoder:
         """Encode *obj* within the limits and return only the bytes."""
         return self.encode(obj).data
 
+    def whole(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
+        """*obj* encoded without any budget cut if that fits *budget* bytes, else None.
+
+        Markers that do not depend on the budget (unencodable values, the depth, item and
+        field caps) still apply. Costs about *budget*, however large *obj* is.
+        """
+        out = _Call(self).measure(obj, budget, path, 0)
+        if out is None:
+            return None
+        return Encoded(out[0], not out[1], tuple(out[1]))
+
+    def marker(self, kind: str, what: str) -> bytes:
+        """A marker in this encoder's style that stands for a whole value."""
+        return _Markers(self.markers).value(kind, what)
+
     def fit(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
         """Encode *obj* into at most *budget* bytes, or None if not even a marker fits.
 
@@ -347,6 +362,7 @@ class _Call:
         "active",
         "default",
         "error_on_unencodable",
+        "flat_ok",
         "floats_unchecked",
         "max_depth",
         "max_field",
@@ -355,6 +371,7 @@ class _Call:
         "nulls",
         "prefix",
         "streams",
+        "walking",
     )
 
     def __init__(self, enc: Encoder) -> None:
@@ -370,6 +387,9 @@ class _Call:
         self.streams: dict[int, _Stream] = {}
         self.nulls = 0
         self.floats_unchecked = False
+        self.walking: set[int] = set()
+        # Flat rows take the C-only path unless a field cap needs each string measured.
+        self.flat_ok = self.max_field == _BIG
 
     # -- the fast path ---------------------------------------------------------------
 
@@ -416,22 +436,34 @@ class _Call:
                 self.floats_unchecked = True
                 return size + sum(map(length_hint, values))
             size = 1 + 4 * n
+            # A cycle would inflate the bound until the depth limit: refuse it here and
+            # let the slow path mark it.
+            ident = id(obj)
+            if ident in self.walking:
+                raise _Unclean
+            self.walking.add(ident)
             for k, v in obj.items():
                 if type(k) is not str:
                     raise _Unclean
                 size += len(k) + self._bound(v, depth + 1, cap - size)
                 if size > cap:
-                    return size
+                    break
+            self.walking.discard(ident)
             return size
         if t is list or t is tuple:
             n = len(obj)
             if depth >= self.max_depth or n > self.max_items:
                 raise _Unclean
             size = n + 1
+            ident = id(obj)
+            if ident in self.walking:
+                raise _Unclean
+            self.walking.add(ident)
             for v in obj:
                 if size > cap:
-                    return size
+                    break
                 size += self._bound(v, depth + 1, cap - size)
+            self.walking.discard(ident)
             return size
         if isinstance(obj, _BOUNDED_SCALARS):
             return 10
@@ -439,8 +471,11 @@ class _Call:
 
     def _fast(self, obj: Any, cap: int, depth: int) -> bytes | int:
         """orjson's bytes for *obj* if it is clean and fits *cap*, else `_TOO_BIG`/`_UNCLEAN`."""
+        if type(obj) is dict and not gc.is_tracked(obj) and self.flat_ok:
+            return self._flat(obj, cap, depth)
         self.nulls = 0
         self.floats_unchecked = False
+        self.walking.clear()  # an _Unclean raised mid-walk leaves entries behind
         try:
             if self._bound(obj, depth, cap) > cap:
                 return _TOO_BIG
@@ -459,6 +494,33 @@ class _Call:
             and data.count(b"null") != self.nulls + _count_none(obj)
             and _has_nonfinite(obj)
         ):
+            return _UNCLEAN
+        return data
+
+    def _flat(self, obj: dict[Any, Any], cap: int, depth: int) -> bytes | int:
+        """`_fast` for an untracked dict (a flat row): every check in C, no walk.
+
+        CPython untracks a dict whose keys and values are all atomic, so it holds no
+        container: its size is bounded by the lengths of its keys and values.
+        """
+        n = len(obj)
+        if depth >= self.max_depth or n > self.max_items:
+            return _UNCLEAN
+        values = obj.values()
+        try:
+            bound = sum(map(len, obj)) + sum(map(length_hint, values)) + 4 * n + 1
+        except TypeError:  # a non-str key
+            return _UNCLEAN
+        if bound > cap:
+            return _TOO_BIG
+        try:
+            data = _dumps(obj)
+        except _JSONError:
+            return _UNCLEAN
+        if len(data) > cap:
+            return _TOO_BIG
+        # orjson writes NaN and infinities as null: more nulls than Nones needs a look.
+        if b"null" in data and data.count(b"null") != countOf(values, None) and _has_nonfinite(obj):
             return _UNCLEAN
         return data
 

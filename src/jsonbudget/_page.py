@@ -1,0 +1,528 @@
+"""Pages: items streamed into an envelope that fits ``max_bytes``, with a cursor to go on.
+
+`PageBuilder` takes items one at a time and encodes each once, counting the envelope's
+bytes as it goes; `Paginator` / `paginate` resolve a cursor, open the source at its
+position, fill a builder, and mint the next cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from ._cursors import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
+from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, pointer
+from ._limits import Limits
+from ._scope import Scope
+from ._sources import AsyncSource, Position, Source, as_source
+from .errors import OversizedItemError
+
+__all__ = [
+    "ENVELOPE_KEYS",
+    "MCP_KEYS",
+    "IncompleteReason",
+    "OversizedItem",
+    "OversizedPolicy",
+    "Page",
+    "PageBuilder",
+    "Paginator",
+    "apaginate",
+    "paginate",
+]
+
+OversizedPolicy = Literal["truncate", "placeholder", "spill", "error"]
+IncompleteReason = Literal["page_full", "max_items", "budget_exhausted"]
+
+#: The envelope's key spellings; pass ``keys=`` to rename any of them.
+ENVELOPE_KEYS: Mapping[str, str] = {
+    "items": "items",
+    "complete": "complete",
+    "next_cursor": "next_cursor",
+    "truncated": "truncated",
+    "oversized": "oversized",
+    "incomplete_reason": "incomplete_reason",
+}
+#: MCP spells the cursor ``nextCursor``.
+MCP_KEYS: Mapping[str, str] = {
+    **ENVELOPE_KEYS,
+    "next_cursor": "nextCursor",
+    "incomplete_reason": "incompleteReason",
+}
+_LONGEST_REASON = "budget_exhausted"
+#: How often a truncated oversized item is re-fitted when its reports overflow the page.
+_REFITS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class OversizedItem:
+    """An item that could not fit even an empty page, and what was done with it.
+
+    ``index`` is its place in this page's ``items``; ``encoded_bytes`` its full encoded
+    size where measured (spilled items), else None: measuring would mean encoding it
+    whole.
+    """
+
+    index: int
+    encoded_bytes: int | None
+    outcome: Literal["truncated", "placeholder", "spilled"]
+    ref: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "encoded_bytes": self.encoded_bytes,
+            "outcome": self.outcome,
+        }
+        if self.ref is not None:
+            out["ref"] = self.ref
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page: the source items it holds, whether more exist, and its envelope bytes.
+
+    ``items`` are the items as the source gave them; the envelope (`to_json`) holds their
+    bounded encodings. ``position`` is where the page ended in the source.
+    """
+
+    items: tuple[Any, ...]
+    complete: bool
+    next_cursor: str | None
+    truncations: tuple[Truncation, ...]
+    oversized: tuple[OversizedItem, ...]
+    incomplete_reason: IncompleteReason | None
+    data: bytes = field(repr=False)
+    position: Position = None
+
+    def to_json(self) -> bytes:
+        """The envelope, already encoded and within ``max_bytes``."""
+        return self.data
+
+
+class PageBuilder:
+    """Builds one page, item by item. Single use: make one per page.
+
+    `add` encodes the item once and accepts it if it fits the room left after the
+    envelope, the longest cursor and the reports made so far; it returns False (and
+    keeps nothing) once the page is full, so the item that did not fit is the one-item
+    look-ahead. An item that cannot fit even an empty page gets the *oversized* outcome.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_count",
+        "_encoder",
+        "_fixed",
+        "_full_reason",
+        "_items",
+        "_items_path",
+        "_keys",
+        "_oversized",
+        "_oversized_bytes",
+        "_reports_bytes",
+        "_spill_label",
+        "_spill_store",
+        "_truncated_bytes",
+        "_truncations",
+        "limits",
+        "oversized",
+    )
+
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        oversized: OversizedPolicy = "truncate",
+        spill_store: Any = None,
+        spill_label: str = "item",
+        keys: Mapping[str, str] | None = None,
+        strategy: Strategy = "balanced",
+        markers: MarkerStyle = "text",
+        default: Any = None,
+        encoder: Encoder | None = None,
+    ) -> None:
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+        if oversized not in ("truncate", "placeholder", "spill", "error"):
+            raise ValueError(
+                "oversized must be 'truncate', 'placeholder', 'spill' or 'error', "
+                f"not {oversized!r}"
+            )
+        if oversized == "spill" and spill_store is None:
+            raise ValueError("oversized='spill' needs spill_store=")
+        self.limits = limits
+        self.oversized: OversizedPolicy = oversized
+        self._spill_store = spill_store
+        self._spill_label = spill_label
+        self._keys = _envelope_keys(keys)
+        self._items_path = pointer("", self._keys["items"])
+        self._encoder = encoder or Encoder(
+            limits, strategy=strategy, markers=markers, default=default
+        )
+        k = self._keys
+        # Everything but the items and the reports, at its longest.
+        closing = {
+            k["complete"]: False,
+            k["next_cursor"]: "x" * TOKEN_CHARS,
+            k["incomplete_reason"]: _LONGEST_REASON,
+        }
+        self._fixed = len(_dumps({k["items"]: [], **closing}))
+        self._buf = bytearray()
+        self._items: list[Any] = []
+        self._count = 0
+        self._truncations: list[Truncation] = []
+        self._oversized: list[OversizedItem] = []
+        self._truncated_bytes = 0  # the "truncated" report as encoded, wrapper included
+        self._oversized_bytes = 0
+        self._reports_bytes = 0
+        self._full_reason: IncompleteReason | None = None
+
+    @property
+    def count(self) -> int:
+        """Items on the page so far."""
+        return self._count
+
+    @property
+    def full_reason(self) -> IncompleteReason | None:
+        """Why the last `add` was refused, or None if none was."""
+        return self._full_reason
+
+    def _room(self) -> int:
+        """Bytes left for the next item's encoding, its separator included."""
+        sep = 1 if self._count else 0
+        return self.limits.max_bytes - self._fixed - len(self._buf) - sep - self._reports_bytes
+
+    def add(self, item: Any) -> bool:
+        """Put *item* on the page if it fits; False (nothing kept) when the page is full."""
+        max_items = self.limits.max_items
+        if max_items is not None and self._count >= max_items:
+            self._full_reason = "max_items"
+            return False
+        room = self._room()
+        path = pointer(self._items_path, self._count)
+        whole = self._encoder.whole(item, max(room, 0), path=path) if room > 0 else None
+        if whole is not None:
+            extra = self._report_growth(whole.truncations, None)
+            if len(whole.data) + extra <= room:
+                self._accept(item, whole.data, whole.truncations, None)
+                return True
+        if self._count:
+            self._full_reason = "page_full"
+            return False
+        self._add_oversized(item)
+        return True
+
+    def fill(self, items: Iterable[Any]) -> bool:
+        """Add from *items* until the page is full; True if an item was left over."""
+        return any(not self.add(item) for item in items)
+
+    async def afill(self, items: AsyncIterable[Any]) -> bool:
+        """The async twin of `fill`."""
+        async for item in items:
+            if not self.add(item):
+                return True
+        return False
+
+    def finish(
+        self,
+        *,
+        complete: bool,
+        next_cursor: str | None = None,
+        incomplete_reason: IncompleteReason | None = None,
+        position: Position = None,
+    ) -> Page:
+        """Close the envelope. ``complete`` only when the source said there is no more."""
+        if complete and next_cursor is not None:
+            raise ValueError("a complete page has no next_cursor")
+        if next_cursor is not None and (not next_cursor or len(next_cursor) > TOKEN_CHARS):
+            raise ValueError(f"next_cursor must be 1 to {TOKEN_CHARS} characters")
+        if not complete and incomplete_reason is None:
+            incomplete_reason = self._full_reason or "page_full"
+        if complete:
+            incomplete_reason = None
+        k = self._keys
+        out = bytearray(b"{")
+        out += _dumps(k["items"]) + b":["
+        out += self._buf
+        out += b"],"
+        out += _dumps(k["complete"]) + b":" + (b"true" if complete else b"false") + b","
+        out += _dumps(k["next_cursor"]) + b":" + _dumps(next_cursor)
+        if self._truncations:
+            out += b"," + _dumps(k["truncated"]) + b":"
+            out += _dumps([t.to_dict() for t in self._truncations])
+        if self._oversized:
+            out += b"," + _dumps(k["oversized"]) + b":"
+            out += _dumps([o.to_dict() for o in self._oversized])
+        if incomplete_reason is not None:
+            out += b"," + _dumps(k["incomplete_reason"]) + b":" + _dumps(incomplete_reason)
+        out += b"}"
+        data = bytes(out)
+        if len(data) > self.limits.max_bytes:  # pragma: no cover - reserved above
+            raise AssertionError(f"page of {len(data)} bytes over {self.limits.max_bytes}")
+        return Page(
+            items=tuple(self._items),
+            complete=complete,
+            next_cursor=next_cursor,
+            truncations=tuple(self._truncations),
+            oversized=tuple(self._oversized),
+            incomplete_reason=incomplete_reason,
+            data=data,
+            position=position,
+        )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _report_growth(
+        self, truncations: Iterable[Truncation], oversized: OversizedItem | None
+    ) -> int:
+        """Bytes the reports grow by if these entries are added."""
+        grow = 0
+        entries = [_dumps(t.to_dict()) for t in truncations]
+        if entries:
+            # ',"truncated":[' ... ']' once, then a comma before each later entry.
+            wrapper = 0 if self._truncated_bytes else len(_dumps(self._keys["truncated"])) + 4
+            grow += wrapper + sum(len(e) + 1 for e in entries) - (0 if self._truncated_bytes else 1)
+        if oversized is not None:
+            entry = len(_dumps(oversized.to_dict()))
+            wrapper = 0 if self._oversized_bytes else len(_dumps(self._keys["oversized"])) + 3
+            grow += wrapper + entry + 1
+        return grow
+
+    def _accept(
+        self,
+        item: Any,
+        data: bytes,
+        truncations: Iterable[Truncation],
+        oversized: OversizedItem | None,
+    ) -> None:
+        before = self._reports_bytes
+        grow = self._report_growth(truncations, oversized)
+        if self._count:
+            self._buf += b","
+        self._buf += data
+        self._items.append(item)
+        self._count += 1
+        added = list(truncations)
+        self._truncations.extend(added)
+        if added:
+            self._truncated_bytes = 1
+        if oversized is not None:
+            self._oversized.append(oversized)
+            self._oversized_bytes = 1
+        self._reports_bytes = before + grow
+        self._full_reason = None
+
+    def _add_oversized(self, item: Any) -> None:
+        """Give an item that cannot fit an empty page its outcome; never skip it."""
+        index = self._count
+        path = pointer(self._items_path, index)
+        policy = self.oversized
+        if policy == "error":
+            raise OversizedItemError(index=index, encoded_bytes=None, limit=self.limits.max_bytes)
+        if policy == "spill":
+            data = self._encode_whole_for_spill(item)
+            ref = self._spill_store.put(data, label=self._spill_label)
+            info = OversizedItem(index, len(data), "spilled", ref.ref)
+            marker = _dumps(f"…[oversized: spilled as {ref.ref}, {len(data)} bytes]")
+            self._place(item, marker, path, info, "item")
+            return
+        if policy == "truncate":
+            info = OversizedItem(index, None, "truncated")
+            room = self._room() - self._report_growth((), info)
+            for _ in range(_REFITS):
+                fitted = self._encoder.fit(item, room, path=path) if room > 0 else None
+                if fitted is None:
+                    break
+                cut = [*fitted.truncations, Truncation(path, "item", None, "bytes")]
+                over = len(fitted.data) + self._report_growth(cut, info) - self._room()
+                if over <= 0:
+                    self._accept(item, fitted.data, cut, info)
+                    return
+                room -= over  # the reports did not fit: leave them more room
+        info = OversizedItem(index, None, "placeholder")
+        marker = self._encoder.marker("oversized", "item larger than the page")
+        self._place(item, marker, path, info, "item")
+
+    def _place(
+        self, item: Any, marker: bytes, path: str, info: OversizedItem, kind: Literal["item"]
+    ) -> None:
+        cut = [Truncation(path, kind, None, "bytes")]
+        if len(marker) + self._report_growth(cut, info) > self._room():
+            # MIN_BYTES leaves room for any marker; only absurd key spellings get here.
+            raise OversizedItemError(
+                index=info.index, encoded_bytes=info.encoded_bytes, limit=self.limits.max_bytes
+            )
+        self._accept(item, marker, cut, info)
+
+    def _encode_whole_for_spill(self, item: Any) -> bytes:
+        try:
+            return _dumps(item)
+        except orjson.JSONEncodeError:
+            # Values orjson refuses (NaN stays null in orjson; these are the rest) get
+            # the encoder's markers, with no budget to speak of.
+            return Encoder(max_bytes=2**40).dumps(item)
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
+    merged = dict(ENVELOPE_KEYS)
+    if keys:
+        unknown = set(keys) - set(ENVELOPE_KEYS)
+        if unknown:
+            raise ValueError(f"unknown envelope key(s): {', '.join(sorted(unknown))}")
+        merged.update(keys)
+    if len(set(merged.values())) != len(merged):
+        raise ValueError("envelope keys must be distinct")
+    return merged
+
+
+def _bind(scope: Scope, source: Source[Any] | AsyncSource[Any]) -> Scope:
+    """The scope a cursor is bound to: the caller's, plus what the source reads."""
+    if not isinstance(scope, Scope):
+        raise TypeError(f"scope must be a Scope, not {type(scope).__name__}")
+    return Scope(
+        scope.principal,
+        {"query": scope.query_fingerprint, "source": source.describe()},
+    )
+
+
+class Paginator:
+    """A configured, reusable pager: a store, limits and page options.
+
+    `page` resolves the cursor (scope, expiry, budget) before reading anything, opens the
+    source at its position, asks it for at most ``max_items + 1`` items, builds the page
+    and mints the next cursor. ``complete`` is true only when the source ran out.
+    """
+
+    __slots__ = ("_builder_options", "limits", "store")
+
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        store: CursorStore | None = None,
+        oversized: OversizedPolicy = "truncate",
+        spill_store: Any = None,
+        keys: Mapping[str, str] | None = None,
+        strategy: Strategy = "balanced",
+        markers: MarkerStyle = "text",
+        default: Any = None,
+    ) -> None:
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+        self.limits = limits
+        self.store: CursorStore = store if store is not None else MemoryCursorStore()
+        encoder = Encoder(limits, strategy=strategy, markers=markers, default=default)
+        self._builder_options: dict[str, Any] = {
+            "oversized": oversized,
+            "spill_store": spill_store,
+            "keys": keys,
+            "encoder": encoder,
+        }
+        # Validate the options now, not on the first page.
+        PageBuilder(limits, **self._builder_options)
+
+    def _state(
+        self, source: Source[Any] | AsyncSource[Any], scope: Scope, cursor: str | None
+    ) -> CursorState:
+        bound = _bind(scope, source)
+        if cursor is None:
+            return self.store.start(bound, max_pages=self.limits.max_pages)
+        return self.store.resume(cursor, bound)
+
+    def _finish(
+        self, builder: PageBuilder, state: CursorState, more: bool, position: Position
+    ) -> Page:
+        if not more:
+            return builder.finish(complete=True, position=position)
+        if state.max_pages is not None and state.pages_served >= state.max_pages:
+            return builder.finish(
+                complete=False, incomplete_reason="budget_exhausted", position=position
+            )
+        token = self.store.mint(state, position)
+        return builder.finish(complete=False, next_cursor=token, position=position)
+
+    def page(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
+        """The page of *source* that *cursor* points at (the first page without one)."""
+        src = as_source(source)
+        if not isinstance(src, Source):
+            raise TypeError("an async source needs apage / apaginate")
+        state = self._state(src, scope, cursor)
+        builder = PageBuilder(self.limits, **self._builder_options)
+        position = state.position
+        more = False
+        items = src.open(position, limit_hint=self.limits.max_items)
+        try:
+            for item, pos in items:
+                if not builder.add(item):
+                    more = True
+                    break
+                position = pos
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        return self._finish(builder, state, more, position)
+
+    async def apage(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
+        """The async twin of `page`, for async sources (sync ones work too)."""
+        src = as_source(source)
+        if isinstance(src, Source):
+            return self.page(src, scope=scope, cursor=cursor)
+        state = self._state(src, scope, cursor)
+        builder = PageBuilder(self.limits, **self._builder_options)
+        position = state.position
+        more = False
+        items = src.aopen(position, limit_hint=self.limits.max_items)
+        try:
+            async for item, pos in items:
+                if not builder.add(item):
+                    more = True
+                    break
+                position = pos
+        finally:
+            aclose = getattr(items, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return self._finish(builder, state, more, position)
+
+
+def paginate(
+    source: Any,
+    *,
+    scope: Scope,
+    cursor: str | None = None,
+    store: CursorStore,
+    limits: Limits,
+    oversized: OversizedPolicy = "truncate",
+    spill_store: Any = None,
+    keys: Mapping[str, str] | None = None,
+) -> Page:
+    """One call: resolve *cursor*, build the page of *source*, mint the next cursor."""
+    return Paginator(
+        limits, store=store, oversized=oversized, spill_store=spill_store, keys=keys
+    ).page(source, scope=scope, cursor=cursor)
+
+
+async def apaginate(
+    source: Any,
+    *,
+    scope: Scope,
+    cursor: str | None = None,
+    store: CursorStore,
+    limits: Limits,
+    oversized: OversizedPolicy = "truncate",
+    spill_store: Any = None,
+    keys: Mapping[str, str] | None = None,
+) -> Page:
+    """The async twin of `paginate`."""
+    return await Paginator(
+        limits, store=store, oversized=oversized, spill_store=spill_store, keys=keys
+    ).apage(source, scope=scope, cursor=cursor)
