@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jsonbudget import (
-    EncodeError,
     Encoded,
+    EncodeError,
     Encoder,
     JsonBudgetError,
     Limits,
@@ -30,9 +30,7 @@ from tests.jsonptr import resolve
 from tests.strategies import awkward_text, budgets, json_values
 
 MARK = "…["
-PROPERTY = settings(
-    max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+PROPERTY = settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def strict_loads(data: bytes) -> Any:
@@ -209,7 +207,9 @@ def test_many_small_rows_keep_whole_rows_and_count_the_rest() -> None:
     shown = doc[:-1]
     assert shown == rows[: len(shown)]
     assert doc[-1] == f"{MARK}omitted: {100_000 - len(shown)} more items]"
-    assert out.truncations == (Truncation(f"/{len(shown)}", "items", 100_000 - len(shown), "items"),)
+    assert out.truncations == (
+        Truncation(f"/{len(shown)}", "items", 100_000 - len(shown), "items"),
+    )
 
 
 def test_one_oversized_row_is_fitted_not_dropped() -> None:
@@ -259,9 +259,7 @@ def test_endless_generator_is_consumed_only_as_far_as_fits() -> None:
     doc = json.loads(out.data)
     assert doc["rows"][-1] == f"{MARK}omitted: more items]"
     assert next(pulled) < 40  # pulled no further than what fits, plus a look-ahead
-    assert Truncation(f"/rows/{len(doc['rows']) - 1}", "items", None, "items") in (
-        out.truncations
-    )
+    assert Truncation(f"/rows/{len(doc['rows']) - 1}", "items", None, "items") in (out.truncations)
 
 
 def test_finite_generator_that_fits_is_a_list() -> None:

@@ -18,7 +18,7 @@ from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, pointer
 from ._limits import Limits
 from ._scope import Scope
 from ._sources import AsyncSource, Position, Source, as_source
-from .errors import OversizedItemError
+from .errors import LimitError, OversizedItemError
 
 __all__ = [
     "ENVELOPE_KEYS",
@@ -180,6 +180,18 @@ class PageBuilder:
         self._oversized_bytes = 0
         self._reports_bytes = 0
         self._full_reason: IncompleteReason | None = None
+        # The smallest page that can always be built: an empty envelope holding one
+        # oversized item's placeholder and its reports. Refused before any work.
+        least = (
+            self._fixed
+            + len(self._placeholder())
+            + self._report_growth(
+                [Truncation(pointer(self._items_path, 0), "item", None, "bytes")],
+                OversizedItem(0, 2**40, "placeholder"),
+            )
+        )
+        if limits.max_bytes < least:
+            raise LimitError("max_bytes", limits.max_bytes, f"a page needs at least {least} bytes")
 
     @property
     def count(self) -> int:
@@ -344,8 +356,10 @@ class PageBuilder:
                     return
                 room -= over  # the reports did not fit: leave them more room
         info = OversizedItem(index, None, "placeholder")
-        marker = self._encoder.marker("oversized", "item larger than the page")
-        self._place(item, marker, path, info, "item")
+        self._place(item, self._placeholder(), path, info, "item")
+
+    def _placeholder(self) -> bytes:
+        return self._encoder.marker("oversized", "item larger than the page")
 
     def _place(
         self, item: Any, marker: bytes, path: str, info: OversizedItem, kind: Literal["item"]

@@ -1,0 +1,394 @@
+"""Pages: the envelope, the budget, oversized outcomes, and reassembly (guarantee 8)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jsonbudget import (
+    MCP_KEYS,
+    BudgetExhausted,
+    CursorScopeError,
+    IterableSource,
+    JsonArrayFileSource,
+    Limits,
+    MemoryCursorStore,
+    OversizedItemError,
+    Page,
+    PageBuilder,
+    Paginator,
+    Scope,
+    SpillStore,
+    SQLiteSource,
+    apaginate,
+    paginate,
+)
+from tests.jsonptr import resolve
+from tests.strategies import json_values
+
+ALICE = Scope("alice", {"q": "orders"})
+
+
+def follow(
+    source: Any, limits: Limits, *, store: Any = None, max_pages: int = 10_000, **options: Any
+) -> list[Page]:
+    """Follow next_cursor until complete, checking each page's envelope on the way."""
+    pager = Paginator(limits, store=store if store is not None else MemoryCursorStore(), **options)
+    pages: list[Page] = []
+    cursor = None
+    for _ in range(max_pages):
+        page = pager.page(source, scope=ALICE, cursor=cursor)
+        check_envelope(page, limits)
+        pages.append(page)
+        if page.next_cursor is None:
+            return pages
+        cursor = page.next_cursor
+    raise AssertionError("pagination did not terminate")
+
+
+def check_envelope(page: Page, limits: Limits) -> dict[str, Any]:
+    data = page.to_json()
+    assert len(data) <= limits.max_bytes
+    doc = json.loads(data)
+    assert set(doc) >= {"items", "complete", "next_cursor"}
+    assert doc["complete"] is page.complete
+    assert doc["next_cursor"] == page.next_cursor
+    assert len(doc["items"]) == len(page.items)
+    if limits.max_items is not None:
+        assert len(page.items) <= limits.max_items
+    assert ("truncated" in doc) == bool(page.truncations)
+    assert ("oversized" in doc) == bool(page.oversized)
+    for t in page.truncations:
+        resolve(doc, t.path)  # every reported path exists in the envelope
+    if page.complete:
+        assert page.next_cursor is None
+        assert "incomplete_reason" not in doc
+    else:
+        assert doc["incomplete_reason"] in ("page_full", "max_items", "budget_exhausted")
+        assert (page.next_cursor is None) == (doc["incomplete_reason"] == "budget_exhausted")
+    return doc
+
+
+def reassemble(pages: list[Page]) -> tuple[list[Any], list[Any]]:
+    """(source items in page order, their JSON as shown)."""
+    items: list[Any] = []
+    shown: list[Any] = []
+    for page in pages:
+        items.extend(page.items)
+        shown.extend(json.loads(page.to_json())["items"])
+    return items, shown
+
+
+# -- reassembly (guarantee 8) ---------------------------------------------------------
+
+item_lists = st.lists(
+    st.one_of(
+        json_values(max_leaves=8),
+        st.builds(lambda n: {"big": "é" * n}, st.integers(100, 3000)),  # often oversized
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=item_lists,
+    max_bytes=st.integers(400, 3000),
+    max_items=st.none() | st.integers(1, 7),
+    oversized=st.sampled_from(["truncate", "placeholder"]),
+)
+def test_following_cursors_yields_every_item_once_in_order(
+    items: list[Any], max_bytes: int, max_items: int | None, oversized: str
+) -> None:
+    limits = Limits(max_bytes, max_items=max_items)
+    pages = follow(items, limits, oversized=oversized)
+    got, shown = reassemble(pages)
+    assert got == items
+    assert pages[-1].complete
+    assert all(p.items for p in pages[:-1])  # never an empty page with a cursor
+    for page in pages:
+        over = {o.index for o in page.oversized}
+        doc = json.loads(page.to_json())
+        for i, (item, value) in enumerate(zip(page.items, doc["items"], strict=True)):
+            if i in over:
+                continue
+            full = orjson.dumps(item)
+            if not any(t.path.startswith(f"/items/{i}") for t in page.truncations):
+                assert orjson.dumps(value) == full or value == json.loads(full)
+
+
+# -- exact fixtures -------------------------------------------------------------------
+
+
+def test_many_small_rows_fill_pages_and_reassemble() -> None:
+    rows = [{"id": i, "name": f"row {i}"} for i in range(5000)]
+    pages = follow(rows, Limits(4096))
+    got, shown = reassemble(pages)
+    assert shown == rows
+    assert all(len(p.to_json()) > 4096 - 40 for p in pages[:-1])  # pages are full
+    assert pages[0].incomplete_reason == "page_full"
+
+
+def test_max_items_ends_a_page() -> None:
+    pages = follow(list(range(10)), Limits(4096, max_items=4))
+    assert [len(p.items) for p in pages] == [4, 4, 2]
+    assert pages[0].incomplete_reason == "max_items"
+
+
+def test_one_oversized_row_is_truncated_in_place() -> None:
+    rows = [{"id": 0}, {"id": 1, "body": "x" * 100_000}, {"id": 2}]
+    pages = follow(rows, Limits(1024))
+    got, shown = reassemble(pages)
+    assert got == rows
+    big = next(p for p in pages if p.oversized)
+    assert big.items == (rows[1],)
+    assert big.oversized[0].outcome == "truncated"
+    doc = json.loads(big.to_json())
+    assert doc["oversized"] == [{"index": 0, "encoded_bytes": None, "outcome": "truncated"}]
+    assert doc["items"][0]["id"] == 1
+    assert "…[truncated: " in doc["items"][0]["body"]
+    assert {"path": "/items/0/body", "kind": "string", "unit": "chars"}.items() <= (
+        doc["truncated"][0].items()
+    )
+
+
+def test_oversized_placeholder_states_what_stood_there() -> None:
+    rows = [{"id": 1, "body": "x" * 100_000}, {"id": 2}]
+    pages = follow(rows, Limits(512), oversized="placeholder")
+    doc = json.loads(pages[0].to_json())
+    assert doc["items"][0].startswith("…[oversized: ")
+    assert doc["oversized"][0]["outcome"] == "placeholder"
+    assert doc["items"][1] == {"id": 2}  # the page goes on after a small placeholder
+
+
+def test_oversized_spill_writes_the_item_whole(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path / "spill")
+    rows = [{"id": 1, "body": "x" * 100_000}]
+    pages = follow(rows, Limits(512), oversized="spill", spill_store=store)
+    entry = pages[0].oversized[0]
+    assert entry.outcome == "spilled"
+    assert entry.ref is not None
+    spilled = store.read(entry.ref, 0, 200_000)
+    assert orjson.loads(spilled) == rows[0]
+    assert entry.encoded_bytes == len(spilled)
+    assert entry.ref in json.loads(pages[0].to_json())["items"][0]
+
+
+def test_oversized_error_loses_nothing_and_keeps_the_cursor() -> None:
+    rows = [{"id": 0}, {"id": 1, "body": "x" * 100_000}]
+    pager = Paginator(Limits(400), oversized="error")
+    first = pager.page(rows, scope=ALICE)
+    assert first.items == (rows[0],)
+    assert first.next_cursor is not None
+    for _ in range(2):  # the same cursor fails the same way: nothing was skipped
+        with pytest.raises(OversizedItemError) as info:
+            pager.page(rows, scope=ALICE, cursor=first.next_cursor)
+        assert info.value.index == 0
+        assert isinstance(info.value, ValueError)
+
+
+def test_long_multibyte_text_across_several_pages() -> None:
+    rows = [{"id": i, "text": "日本語のテキスト😀" * (i * 40)} for i in range(30)]
+    pages = follow(rows, Limits(8192))
+    got, shown = reassemble(pages)
+    assert got == rows
+    assert len(pages) > 3
+    for page in pages:
+        page.to_json().decode("utf-8")  # strict UTF-8
+
+
+def test_endless_source_reads_one_item_past_the_page() -> None:
+    pulled: list[int] = []
+
+    def endless() -> Iterator[dict[str, int]]:
+        for i in itertools.count():
+            pulled.append(i)
+            yield {"i": i}
+
+    source = IterableSource(endless)
+    page = Paginator(Limits(1024, max_items=50)).page(source, scope=ALICE)
+    assert not page.complete
+    assert len(page.items) == 50
+    assert len(pulled) == 51  # the page plus one look-ahead
+
+
+def test_budget_exhausted_gives_no_cursor_and_says_so() -> None:
+    store = MemoryCursorStore()
+    pages = follow(list(range(100)), Limits(400, max_items=10, max_pages=3), store=store)
+    assert len(pages) == 3
+    last = pages[-1]
+    assert not last.complete
+    assert last.next_cursor is None
+    assert last.incomplete_reason == "budget_exhausted"
+    with pytest.raises(BudgetExhausted):
+        paginate(
+            list(range(100)),
+            scope=ALICE,
+            cursor=pages[1].next_cursor,
+            store=store,
+            limits=Limits(400, max_items=10, max_pages=3),
+        )
+
+
+def test_cursor_is_bound_to_the_source_as_well_as_the_scope() -> None:
+    store = MemoryCursorStore()
+    limits = Limits(400, max_items=2)
+    first = paginate(list(range(10)), scope=ALICE, store=store, limits=limits)
+    assert first.next_cursor is not None
+    with pytest.raises(CursorScopeError):
+        paginate(
+            SQLiteSource(sqlite3.connect(":memory:"), query="select 1 as x", order_by=("x",)),
+            scope=ALICE,
+            cursor=first.next_cursor,
+            store=store,
+            limits=limits,
+        )
+    with pytest.raises(CursorScopeError) as info:
+        paginate(
+            list(range(10)),
+            scope=Scope("alice", {"q": "refunds"}),
+            cursor=first.next_cursor,
+            store=store,
+            limits=limits,
+        )
+    assert info.value.mismatch == "query"
+
+
+def test_page_size_may_change_between_pages() -> None:
+    store = MemoryCursorStore()
+    first = paginate(list(range(20)), scope=ALICE, store=store, limits=Limits(400, max_items=3))
+    second = paginate(
+        list(range(20)),
+        scope=ALICE,
+        cursor=first.next_cursor,
+        store=store,
+        limits=Limits(512, max_items=5),
+    )
+    assert second.items == (3, 4, 5, 6, 7)
+
+
+def test_mcp_key_spellings() -> None:
+    page = Paginator(Limits(400, max_items=2), keys=MCP_KEYS).page([1, 2, 3], scope=ALICE)
+    doc = json.loads(page.to_json())
+    assert doc["nextCursor"] == page.next_cursor
+    assert doc["incompleteReason"] == "max_items"
+    assert "next_cursor" not in doc
+
+
+def test_page_builder_alone() -> None:
+    builder = PageBuilder(Limits(400))
+    more = builder.fill({"n": i} for i in range(100))
+    assert more
+    page = builder.finish(complete=False, next_cursor="abc")
+    doc = json.loads(page.to_json())
+    assert doc["items"] == [{"n": i} for i in range(len(doc["items"]))]
+    assert doc["next_cursor"] == "abc"
+    assert len(page.to_json()) <= 400
+
+
+def test_a_budget_too_small_for_any_page_is_refused_up_front() -> None:
+    with pytest.raises(ValueError, match="max_bytes") as info:
+        PageBuilder(Limits(200))
+    assert "at least" in str(info.value)
+
+
+def test_page_builder_refuses_bad_options() -> None:
+    with pytest.raises(ValueError, match="oversized"):
+        PageBuilder(Limits(400), oversized="drop")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="spill_store"):
+        PageBuilder(Limits(400), oversized="spill")
+    with pytest.raises(ValueError, match="complete page"):
+        PageBuilder(Limits(400)).finish(complete=True, next_cursor="x")
+
+
+async def test_async_source_pages_reassemble() -> None:
+    class Numbers:
+        def __aiter__(self) -> AsyncIterator[int]:
+            return self.gen()
+
+        async def gen(self) -> AsyncIterator[int]:
+            for i in range(25):
+                yield i
+
+    store = MemoryCursorStore()
+    limits = Limits(400, max_items=10)
+    got: list[int] = []
+    cursor = None
+    while True:
+        page = await apaginate(Numbers(), scope=ALICE, cursor=cursor, store=store, limits=limits)
+        got.extend(page.items)
+        if page.complete:
+            break
+        cursor = page.next_cursor
+    assert got == list(range(25))
+
+
+# -- the same over real sources -------------------------------------------------------
+
+
+def _sqlite_rows(path: Path, n: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    conn.execute("create table t (id integer primary key, note text)")
+    conn.executemany(
+        "insert into t values (?, ?)", [(i, "é" * (i % 17) * 20) for i in range(1, n + 1)]
+    )
+    conn.commit()
+    return conn
+
+
+def test_keyset_pages_survive_inserts_and_deletes_between_pages(tmp_path: Path) -> None:
+    db = tmp_path / "t.sqlite3"
+    conn = _sqlite_rows(db, 200)
+    source = SQLiteSource(db, table="t", order_by=("id",))
+    pager = Paginator(Limits(2048, max_items=30))
+    seen: list[int] = []
+    cursor = None
+    while True:
+        page = pager.page(source, scope=ALICE, cursor=cursor)
+        seen.extend(row["id"] for row in page.items)
+        if page.complete:
+            break
+        cursor = page.next_cursor
+        last = seen[-1]
+        # Before the cursor: an insert (id 0) and a delete must not shift the rest.
+        conn.execute("delete from t where id = ?", (last - 1,))
+        conn.execute("insert into t values (?, 'late')", (-len(seen),))
+        conn.commit()
+    assert seen == list(range(1, 201))
+
+
+def test_json_array_file_pages(tmp_path: Path) -> None:
+    rows = [{"id": i, "text": "ü" * (i % 50)} for i in range(3000)]
+    path = tmp_path / "rows.json"
+    path.write_bytes(orjson.dumps({"results": rows}))
+    pages = follow(JsonArrayFileSource(path, prefix="results.item"), Limits(16_384))
+    got, shown = reassemble(pages)
+    assert got == rows
+    assert len(pages) > 5
+
+
+@pytest.mark.postgres
+def test_postgres_keyset_pages(postgres_server: Any) -> None:
+    import psycopg
+
+    from jsonbudget import PostgresSource
+
+    with psycopg.connect(postgres_server.conninfo, autocommit=True) as conn:
+        conn.execute("drop table if exists page_rows")
+        conn.execute("create table page_rows (id int primary key, note text)")
+        conn.execute(
+            "insert into page_rows select g, repeat('ö', g % 40) from generate_series(1, 500) g"
+        )
+    source = PostgresSource(postgres_server.conninfo, table="page_rows", order_by=("id",))
+    pages = follow(source, Limits(4096, max_items=64))
+    got, _ = reassemble(pages)
+    assert [row["id"] for row in got] == list(range(1, 501))
