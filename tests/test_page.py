@@ -111,7 +111,7 @@ def test_following_cursors_yields_every_item_once_in_order(
 ) -> None:
     limits = Limits(max_bytes, max_items=max_items)
     pages = follow(items, limits, oversized=oversized)
-    got, shown = reassemble(pages)
+    got, _shown = reassemble(pages)
     assert got == items
     assert pages[-1].complete
     assert all(p.items for p in pages[:-1])  # never an empty page with a cursor
@@ -132,7 +132,7 @@ def test_following_cursors_yields_every_item_once_in_order(
 def test_many_small_rows_fill_pages_and_reassemble() -> None:
     rows = [{"id": i, "name": f"row {i}"} for i in range(5000)]
     pages = follow(rows, Limits(4096))
-    got, shown = reassemble(pages)
+    _got, shown = reassemble(pages)
     assert shown == rows
     assert all(len(p.to_json()) > 4096 - 40 for p in pages[:-1])  # pages are full
     assert pages[0].incomplete_reason == "page_full"
@@ -147,7 +147,7 @@ def test_max_items_ends_a_page() -> None:
 def test_one_oversized_row_is_truncated_in_place() -> None:
     rows = [{"id": 0}, {"id": 1, "body": "x" * 100_000}, {"id": 2}]
     pages = follow(rows, Limits(1024))
-    got, shown = reassemble(pages)
+    got, _shown = reassemble(pages)
     assert got == rows
     big = next(p for p in pages if p.oversized)
     assert big.items == (rows[1],)
@@ -199,7 +199,7 @@ def test_oversized_error_loses_nothing_and_keeps_the_cursor() -> None:
 def test_long_multibyte_text_across_several_pages() -> None:
     rows = [{"id": i, "text": "日本語のテキスト😀" * (i * 40)} for i in range(30)]
     pages = follow(rows, Limits(8192))
-    got, shown = reassemble(pages)
+    got, _shown = reassemble(pages)
     assert got == rows
     assert len(pages) > 3
     for page in pages:
@@ -371,7 +371,7 @@ def test_json_array_file_pages(tmp_path: Path) -> None:
     path = tmp_path / "rows.json"
     path.write_bytes(orjson.dumps({"results": rows}))
     pages = follow(JsonArrayFileSource(path, prefix="results.item"), Limits(16_384))
-    got, shown = reassemble(pages)
+    got, _shown = reassemble(pages)
     assert got == rows
     assert len(pages) > 5
 

@@ -164,8 +164,9 @@ class _Markers:
     def value(self, kind: str, what: str) -> bytes:
         """A marker that replaces a whole value (depth, unencodable, oversized)."""
         if self.structured:
-            return _dumps({"$truncated": {"kind": kind, "what": what}})
-        return _dumps(f"…[{kind}: {what}]")
+            body = {"kind": kind, "what": what} if what else {"kind": kind}
+            return _dumps({"$truncated": body})
+        return _dumps(f"…[{kind}: {what}]" if what else f"…[{kind}]")
 
 
 def _describe(obj: Any) -> str:
@@ -184,7 +185,7 @@ def _describe(obj: Any) -> str:
         return "int beyond 64 bits"
     if isinstance(obj, Iterator):
         return "iterator"
-    return type(obj).__name__
+    return type(obj).__name__[:40]
 
 
 class Encoder:
@@ -611,7 +612,9 @@ class _Call:
     def _marker(self, kind: str, what: str, allot: int, path: str) -> _Out | None:
         data = self.mk.value(kind, what)
         if len(data) > allot:
-            return None
+            data = self.mk.value(kind, "")  # the kind alone, when the details do not fit
+            if len(data) > allot:
+                return None
         tkind: TruncationKind = "depth" if kind == "depth" else "unencodable"
         return data, [Truncation(path, tkind, None, "bytes")]
 

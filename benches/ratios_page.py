@@ -1,0 +1,153 @@
+"""Page measures against issue 4's target, each in the same run as ``orjson.dumps(rows)``.
+
+``run(quick)`` returns rows ``(measure, value, unit, target)``: paging all N generated
+database-like rows (200,000 = 52 MB; 50,000 with ``quick``) in 64 KiB pages,
+
+* through `PageBuilder` alone (pages filled one after another from one list iterator,
+  the item that did not fit carried to the next page: what `paginate` does, minus the
+  cursor store), and
+* through `paginate` with a `MemoryCursorStore` and a `SequenceSource`, following
+  ``next_cursor`` to the end,
+
+as throughput / ``orjson.dumps(rows)`` throughput (target >= 0.80), plus the peak memory
+of one whole pass. Before timing, one pass is checked: every page within 64 KiB and valid
+JSON, every row exactly once and in order.
+
+Run: ``python benches/ratios_page.py [--quick]`` (or through ``benches/ratios.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__":  # run as a script: make `benches` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import orjson
+
+from benches import _data
+from benches._timing import Row, interleaved, peak_bytes
+from jsonbudget import Limits, MemoryCursorStore, PageBuilder, Scope, SequenceSource, paginate
+
+KIB = 1024
+PAGE_BYTES = 64 * KIB
+SCOPE = Scope("bench-principal", {"table": "orders"})
+
+
+def builder_pages(rows: list[Any], limits: Limits) -> list[bytes]:
+    """Every row, page after page, through `PageBuilder` alone."""
+    pages: list[bytes] = []
+    it = iter(rows)
+    carried: list[Any] = []  # the look-ahead item the last page refused
+    while True:
+        builder = PageBuilder(limits)
+        for item in carried:
+            if not builder.add(item):  # pragma: no cover - an empty page takes any item
+                raise AssertionError("an empty page refused an item")
+        carried = []
+        more = False
+        for item in it:
+            if not builder.add(item):
+                carried.append(item)
+                more = True
+                break
+        if more:
+            pages.append(builder.finish(complete=False, next_cursor="c" * 32).data)
+        else:
+            pages.append(builder.finish(complete=True).data)
+            return pages
+
+
+def paginated_pages(rows: list[Any], limits: Limits, store: MemoryCursorStore) -> list[bytes]:
+    """Every row through `paginate`, following ``next_cursor`` to the end."""
+    source = SequenceSource(rows)
+    pages: list[bytes] = []
+    cursor: str | None = None
+    while True:
+        page = paginate(source, scope=SCOPE, cursor=cursor, store=store, limits=limits)
+        pages.append(page.data)
+        if page.complete:
+            return pages
+        cursor = page.next_cursor
+
+
+def check(pages: list[bytes], rows: list[Any], what: str) -> None:
+    """Every page within budget and valid; every row once, in order, unchanged."""
+    ids: list[int] = []
+    for i, data in enumerate(pages):
+        if len(data) > PAGE_BYTES:
+            raise AssertionError(f"{what}: page {i} has {len(data)} bytes")
+        env = orjson.loads(data)
+        if env.get("truncated") or env.get("oversized"):
+            raise AssertionError(f"{what}: page {i} cut a row that fits a page")
+        ids.extend(item["id"] for item in env["items"])
+        if (i == len(pages) - 1) != env["complete"]:
+            raise AssertionError(f"{what}: page {i} says complete={env['complete']}")
+    if ids != [r["id"] for r in rows]:
+        raise AssertionError(f"{what}: rows lost, repeated or out of order")
+
+
+def run(quick: bool = False) -> list[Row]:
+    n_rows = 50_000 if quick else 200_000
+    rows = _data.rows(n_rows)
+    limits = Limits(PAGE_BYTES)
+    store = MemoryCursorStore()
+    whole = orjson.dumps(rows)
+    mb = len(whole) / 1e6
+    del whole
+
+    built = builder_pages(rows, limits)
+    check(built, rows, "PageBuilder")
+    check(paginated_pages(rows, limits, store), rows, "paginate")
+
+    t = interleaved(
+        {
+            "orjson": lambda: orjson.dumps(rows),
+            "builder": lambda: builder_pages(rows, limits),
+            "paginate": lambda: paginated_pages(rows, limits, store),
+        },
+        rounds=5 if quick else 7,
+    )
+    # Pages are handed on one at a time in real use: the peak of one pass that keeps
+    # only the last page says what paging itself holds.
+    peak_page, _ = peak_bytes(lambda: _last_page_only(rows, limits, store))
+    peak_orjson, _ = peak_bytes(lambda: len(orjson.dumps(rows)))
+
+    label = f"paging {n_rows:,} rows ({mb:.0f} MB) in 64 KiB pages"
+    return [
+        (
+            f"{label}, PageBuilder: throughput / orjson.dumps",
+            t.median("orjson") / t.median("builder"),
+            "x",
+            ">= 0.80",
+        ),
+        (
+            f"{label}, paginate+MemoryCursorStore: throughput / orjson.dumps",
+            t.median("orjson") / t.median("paginate"),
+            "x",
+            ">= 0.80",
+        ),
+        ("  PageBuilder throughput", mb / t.median("builder"), "MB/s", "(info)"),
+        ("  paginate throughput", mb / t.median("paginate"), "MB/s", "(info)"),
+        ("  orjson.dumps(rows) throughput (ref)", mb / t.median("orjson"), "MB/s", "(ref)"),
+        ("  pages per pass", float(len(built)), "pages", "(info)"),
+        ("  paginate, one pass: peak memory (last page kept)", peak_page / KIB, "KiB", "(info)"),
+        ("  orjson.dumps(rows): peak memory (ref)", peak_orjson / KIB, "KiB", "(ref)"),
+    ]
+
+
+def _last_page_only(rows: list[Any], limits: Limits, store: MemoryCursorStore) -> int:
+    source = SequenceSource(rows)
+    cursor: str | None = None
+    while True:
+        page = paginate(source, scope=SCOPE, cursor=cursor, store=store, limits=limits)
+        if page.complete:
+            return len(page.data)
+        cursor = page.next_cursor
+
+
+if __name__ == "__main__":
+    for name, value, unit, target in run(quick="--quick" in sys.argv):
+        print(f"{name:80s} {value:12.3f} {unit:5s} target {target}")

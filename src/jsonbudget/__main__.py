@@ -1,0 +1,8 @@
+"""``python -m jsonbudget``: the same as the ``jsonbudget`` command."""
+
+from __future__ import annotations
+
+from ._cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

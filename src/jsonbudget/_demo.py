@@ -1,0 +1,279 @@
+"""The demo: a realistic SQLite ticket database paged with a durable cursor store.
+
+Everything happens on local files (no server, no network): the database and the cursor
+store are SQLite files in one directory. Each page is served by a cursor store opened
+afresh on the same file, as a new process serving the next request would.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ._db_sources import SQLiteSource
+from ._limits import MIN_BYTES, Limits, check_int
+from ._page import OversizedItem, Page, Paginator
+from ._scope import Scope
+from ._sqlite_store import SQLiteCursorStore
+
+__all__ = [
+    "DEFAULT_HUGE_BYTES",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_ROWS",
+    "Demo",
+    "DemoPage",
+    "DemoReport",
+    "make_demo_database",
+    "run_demo",
+]
+
+DEFAULT_ROWS = 200
+DEFAULT_MAX_BYTES = 16 * 1024
+#: The attachment of the one huge row: 3 MiB of base64-like text.
+DEFAULT_HUGE_BYTES = 3 * 1024 * 1024
+DATABASE_NAME = "tickets.sqlite3"
+STORE_NAME = "cursors.sqlite3"
+_SEED = 20240611
+
+_PHRASES = (
+    "Customer reports the parcel arrived damaged; photos attached to the previous mail.",
+    "Kunde meldet: Lieferung verspätet — Größe M statt L geliefert, bittet um Umtausch.",
+    "顧客から連絡：配送が三日遅れています。追跡番号を確認してください。",
+    "Клиент сообщает о двойном списании с карты, просит вернуть средства.",
+    "Le client a reçu un colis abîmé… il souhaite un remboursement intégral.",
+    "El cliente pregunta por la factura rectificativa del pedido anterior.",
+    "고객이 환불 절차에 대해 문의했습니다. 영수증 사본을 요청했습니다.",
+    "Escalated to tier 2 🚚📦 — carrier claims the address was incomplete.",
+    "Ο πελάτης ζητά αλλαγή διεύθυνσης αποστολής πριν την αποστολή.",
+    "العميل يطلب تحديث عنوان الفاتورة قبل إصدارها.",
+)
+_SUBJECTS = (
+    "Damaged parcel",
+    "Late delivery",
+    "Double charge",
+    "Refund request",
+    "Address change",
+    "Invoice correction",
+    "Wrong size",
+)
+_STATUSES = ("open", "pending", "solved", "closed")
+_PRIORITIES = ("low", "normal", "high", "urgent")
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def make_demo_database(
+    path: str | os.PathLike[str],
+    *,
+    rows: int = DEFAULT_ROWS,
+    huge_bytes: int = DEFAULT_HUGE_BYTES,
+) -> int:
+    """Create the ``tickets`` table at *path* and return the id of the huge row.
+
+    Rows are deterministic (a fixed seed): long multibyte ``notes`` (200 to 4,000
+    characters, in ten scripts, emoji included) and, on one row, an ``attachment`` of
+    *huge_bytes* ASCII characters. Refuses to overwrite an existing file.
+    """
+    check_int("rows", rows, minimum=1, maximum=1_000_000)
+    check_int("huge_bytes", huge_bytes, minimum=1, maximum=1 << 30)
+    if os.path.exists(path):
+        raise FileExistsError(f"{os.fspath(path)} already exists")
+    rng = random.Random(_SEED)
+    huge_id = max(1, rows // 3)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute(
+            "CREATE TABLE tickets (id INTEGER PRIMARY KEY, customer TEXT NOT NULL,"
+            " subject TEXT NOT NULL, status TEXT NOT NULL, priority TEXT NOT NULL,"
+            " created_at TEXT NOT NULL, notes TEXT NOT NULL, attachment TEXT)"
+        )
+        batch: list[tuple[Any, ...]] = []
+        for i in range(1, rows + 1):
+            target = rng.randint(200, 4000)
+            parts: list[str] = []
+            length = 0
+            while length < target:
+                phrase = rng.choice(_PHRASES)
+                parts.append(phrase)
+                length += len(phrase) + 1
+            notes = " ".join(parts)[:target]
+            attachment = None
+            if i == huge_id:
+                chunk = "".join(rng.choice(_B64) for _ in range(4096))
+                attachment = (chunk * (huge_bytes // len(chunk) + 1))[:huge_bytes]
+            batch.append(
+                (
+                    i,
+                    f"customer-{rng.randint(1000, 9999)}",
+                    rng.choice(_SUBJECTS),
+                    rng.choice(_STATUSES),
+                    rng.choice(_PRIORITIES),
+                    f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
+                    f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z",
+                    notes,
+                    attachment,
+                )
+            )
+        conn.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch)
+        conn.commit()
+    finally:
+        conn.close()
+    return huge_id
+
+
+@dataclass(frozen=True, slots=True)
+class DemoPage:
+    """One served page, summarized."""
+
+    number: int
+    ids: tuple[int, ...]
+    bytes: int
+    truncations: int
+    oversized: tuple[OversizedItem, ...]
+    complete: bool
+    incomplete_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "page": self.number,
+            "items": len(self.ids),
+            "first_id": self.ids[0] if self.ids else None,
+            "last_id": self.ids[-1] if self.ids else None,
+            "bytes": self.bytes,
+            "truncations": self.truncations,
+            "oversized": [
+                {"id": self.ids[o.index], **o.to_dict()} for o in self.oversized
+            ],
+            "complete": self.complete,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DemoReport:
+    """The whole run: where the files are, every page's summary, and the checks."""
+
+    database: str
+    store: str
+    max_bytes: int
+    rows: int
+    huge_id: int
+    pages: tuple[DemoPage, ...]
+    first_page: bytes
+    every_row_once_in_order: bool
+
+    @property
+    def huge_outcome(self) -> str | None:
+        """What happened to the huge row: the oversized outcome, or None if it fit."""
+        for page in self.pages:
+            for o in page.oversized:
+                if page.ids[o.index] == self.huge_id:
+                    return o.outcome
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "database": self.database,
+            "store": self.store,
+            "max_bytes": self.max_bytes,
+            "rows": self.rows,
+            "huge_id": self.huge_id,
+            "huge_outcome": self.huge_outcome,
+            "pages": [p.to_dict() for p in self.pages],
+            "every_row_once_in_order": self.every_row_once_in_order,
+            "first_page": orjson.loads(self.first_page),
+        }
+
+
+class Demo:
+    """A configured demo run: how many rows, the page budget and the huge row's size."""
+
+    __slots__ = ("huge_bytes", "limits", "rows")
+
+    def __init__(
+        self,
+        *,
+        rows: int = DEFAULT_ROWS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        huge_bytes: int = DEFAULT_HUGE_BYTES,
+    ) -> None:
+        self.rows = check_int("rows", rows, minimum=1, maximum=1_000_000)
+        self.huge_bytes = check_int("huge_bytes", huge_bytes, minimum=1, maximum=1 << 30)
+        self.limits = Limits(check_int("max_bytes", max_bytes, minimum=MIN_BYTES))
+
+    def run(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        on_page: Callable[[DemoPage], None] | None = None,
+    ) -> DemoReport:
+        """Create the database in *directory*, page through all of it, and report.
+
+        *on_page* is called after each page (for progress). Each page opens the cursor
+        store afresh from its file and closes it again, so the cursor really travels
+        through the durable store.
+        """
+        directory = os.fspath(directory)
+        database = os.path.join(directory, DATABASE_NAME)
+        store_path = os.path.join(directory, STORE_NAME)
+        huge_id = make_demo_database(database, rows=self.rows, huge_bytes=self.huge_bytes)
+        source = SQLiteSource(database, table="tickets", order_by=("id",))
+        scope = Scope("demo", {"table": "tickets", "order_by": ["id"]})
+        pages: list[DemoPage] = []
+        first: Page | None = None
+        cursor: str | None = None
+        seen: list[int] = []
+        while True:
+            with SQLiteCursorStore(store_path) as store:
+                page = Paginator(self.limits, store=store).page(
+                    source, scope=scope, cursor=cursor
+                )
+            if first is None:
+                first = page
+            ids = tuple(int(row["id"]) for row in page.items)
+            seen.extend(ids)
+            summary = DemoPage(
+                number=len(pages) + 1,
+                ids=ids,
+                bytes=len(page.to_json()),
+                truncations=len(page.truncations),
+                oversized=page.oversized,
+                complete=page.complete,
+                incomplete_reason=page.incomplete_reason,
+            )
+            pages.append(summary)
+            if on_page is not None:
+                on_page(summary)
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        if first is None:  # pragma: no cover - the loop serves at least one page
+            raise AssertionError("no page served")
+        return DemoReport(
+            database=database,
+            store=store_path,
+            max_bytes=self.limits.max_bytes,
+            rows=self.rows,
+            huge_id=huge_id,
+            pages=tuple(pages),
+            first_page=first.to_json(),
+            every_row_once_in_order=seen == list(range(1, self.rows + 1)),
+        )
+
+
+def run_demo(
+    directory: str | os.PathLike[str],
+    *,
+    rows: int = DEFAULT_ROWS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    huge_bytes: int = DEFAULT_HUGE_BYTES,
+    on_page: Callable[[DemoPage], None] | None = None,
+) -> DemoReport:
+    """One call: run a `Demo` with these options in *directory*."""
+    return Demo(rows=rows, max_bytes=max_bytes, huge_bytes=huge_bytes).run(
+        directory, on_page=on_page
+    )

@@ -1,0 +1,389 @@
+"""Tuning: measure real items and find the smallest page budget that meets a goal.
+
+Nothing here is estimated. Item sizes are the items' full encodings; the figures for each
+candidate budget come from running `PageBuilder` over the measured items, exactly as
+`paginate` would page them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import orjson
+
+from ._encoder import Encoder, MarkerStyle, Strategy
+from ._limits import MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
+from ._page import OversizedPolicy, PageBuilder
+from .errors import LimitError
+
+__all__ = [
+    "DEFAULT_BUDGETS",
+    "DEFAULT_GOAL",
+    "DEFAULT_SAMPLE",
+    "BudgetRow",
+    "SizeStats",
+    "TuneReport",
+    "Tuner",
+    "percentile",
+    "tune",
+    "write_chart",
+]
+
+#: Candidate page budgets: 4 KiB to 1 MiB, doubling.
+DEFAULT_BUDGETS: tuple[int, ...] = tuple(4096 << i for i in range(9))
+#: At most 2% of items truncated or oversized.
+DEFAULT_GOAL = 0.02
+#: Items measured by default: the first 10,000 of the source.
+DEFAULT_SAMPLE = 10_000
+#: The most candidate budgets one run may try (each one pages the whole sample).
+MAX_BUDGETS = 32
+_ITEMS_PREFIX = "/items/"
+# A page's cursor is at most this long; finishing with one keeps page sizes realistic.
+_CURSOR = "x" * 56
+
+
+def percentile(sorted_values: Sequence[int], p: float) -> int | None:
+    """The nearest-rank *p*-th percentile of ascending *sorted_values* (None if empty).
+
+    Nearest rank: the smallest value such that at least *p* percent of the values are
+    less than or equal to it; always one of the values, never interpolated.
+    """
+    if not 0 < p <= 100:
+        raise ValueError(f"p must be in (0, 100], not {p!r}")
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class SizeStats:
+    """A size distribution in encoded bytes: count and nearest-rank percentiles."""
+
+    count: int
+    p50: int | None
+    p90: int | None
+    p99: int | None
+    max: int | None
+
+    @classmethod
+    def of(cls, values: Iterable[int]) -> SizeStats:
+        ordered = sorted(values)
+        return cls(
+            count=len(ordered),
+            p50=percentile(ordered, 50),
+            p90=percentile(ordered, 90),
+            p99=percentile(ordered, 99),
+            max=ordered[-1] if ordered else None,
+        )
+
+    def to_dict(self) -> dict[str, int | None]:
+        return {"count": self.count, "p50": self.p50, "p90": self.p90, "p99": self.p99, "max": self.max}
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRow:
+    """What paging the sample with one ``max_bytes`` budget did, measured."""
+
+    max_bytes: int
+    pages: int
+    items_per_page: float
+    truncated_items: int
+    oversized_items: int
+    truncated_share: float
+    meets_goal: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_bytes": self.max_bytes,
+            "pages": self.pages,
+            "items_per_page": self.items_per_page,
+            "truncated_items": self.truncated_items,
+            "oversized_items": self.oversized_items,
+            "truncated_share": self.truncated_share,
+            "meets_goal": self.meets_goal,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TuneReport:
+    """Sizes measured on a sample, one `BudgetRow` per candidate, and the recommendation.
+
+    ``item_sizes`` keeps each measured item's encoded size in source order (for charts).
+    ``sample_complete`` is True when the source had no more items than the sample took.
+    ``recommended_max_bytes`` is the smallest candidate meeting the goal, or None.
+    ``suggested_max_field_bytes`` is the smallest power of two at least the p99 of string
+    field sizes (and at least ``MIN_FIELD_BYTES``), or None when there are no strings.
+    """
+
+    items: int
+    sample_complete: bool
+    goal_truncated: float
+    item_bytes: SizeStats
+    field_bytes: SizeStats
+    budgets: tuple[BudgetRow, ...]
+    recommended_max_bytes: int | None
+    suggested_max_field_bytes: int | None
+    item_sizes: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON values (``item_sizes`` left out)."""
+        return {
+            "items": self.items,
+            "sample_complete": self.sample_complete,
+            "goal_truncated": self.goal_truncated,
+            "item_bytes": self.item_bytes.to_dict(),
+            "field_bytes": self.field_bytes.to_dict(),
+            "budgets": [row.to_dict() for row in self.budgets],
+            "recommended_max_bytes": self.recommended_max_bytes,
+            "suggested_max_field_bytes": self.suggested_max_field_bytes,
+        }
+
+
+def _full_size(item: Any, fallback: Encoder) -> int:
+    try:
+        return len(orjson.dumps(item))
+    except orjson.JSONEncodeError:
+        # Values orjson refuses (huge ints, lone surrogates, other types) are measured as
+        # the encoder would write them, markers included.
+        return len(fallback.dumps(item))
+
+
+def _string_sizes(item: Any, out: list[int], fallback: Encoder) -> None:
+    """Append the encoded size of every string value in *item* (keys excluded)."""
+    stack = [item]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            out.append(_full_size(value, fallback))
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+
+
+def _item_index(path: str) -> int | None:
+    if not path.startswith(_ITEMS_PREFIX):
+        return None
+    head = path[len(_ITEMS_PREFIX) :].split("/", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+class Tuner:
+    """A configured, reusable measurement: candidate budgets, goal, sample size, options."""
+
+    __slots__ = ("budgets", "goal_truncated", "markers", "max_items", "oversized", "sample", "strategy")
+
+    def __init__(
+        self,
+        *,
+        budgets: Sequence[int] = DEFAULT_BUDGETS,
+        goal_truncated: float = DEFAULT_GOAL,
+        sample: int = DEFAULT_SAMPLE,
+        max_items: int | None = None,
+        oversized: OversizedPolicy = "truncate",
+        strategy: Strategy = "balanced",
+        markers: MarkerStyle = "text",
+    ) -> None:
+        if isinstance(budgets, str | bytes) or not isinstance(budgets, Sequence) or not budgets:
+            raise LimitError("budgets", budgets, "must be a non-empty sequence of ints")
+        if len(budgets) > MAX_BUDGETS:
+            raise LimitError("budgets", len(budgets), f"at most {MAX_BUDGETS} candidates")
+        checked = sorted({check_int("max_bytes", b, minimum=MIN_BYTES) for b in budgets})
+        if (
+            isinstance(goal_truncated, bool)
+            or not isinstance(goal_truncated, int | float)
+            or not 0 <= goal_truncated <= 1
+        ):
+            raise LimitError("goal_truncated", goal_truncated, "must be a number in [0, 1]")
+        if oversized not in ("truncate", "placeholder"):
+            raise ValueError(f"oversized must be 'truncate' or 'placeholder', not {oversized!r}")
+        self.budgets: tuple[int, ...] = tuple(checked)
+        self.goal_truncated = float(goal_truncated)
+        self.sample = check_int("sample", sample, minimum=1, maximum=MAX_LIMIT)
+        if max_items is not None:
+            check_int("max_items", max_items, minimum=1)
+        self.max_items = max_items
+        self.oversized: OversizedPolicy = oversized
+        self.strategy: Strategy = strategy
+        self.markers: MarkerStyle = markers
+        # Fail on a bad strategy or marker style now, before reading anything.
+        Encoder(max_bytes=MIN_BYTES, strategy=strategy, markers=markers)
+
+    def steps(self, items: int) -> int:
+        """Units of work `measure` reports to *progress* for *items* items."""
+        return items * (1 + len(self.budgets))
+
+    def measure(
+        self, items: Iterable[Any], *, progress: Callable[[int], None] | None = None
+    ) -> TuneReport:
+        """Measure the first ``sample`` items of *items* and page them with each budget.
+
+        *progress*, if given, is called with the number of work units just done (see
+        `steps`): one per item measured and one per item paged per budget.
+        """
+        it = iter(items)
+        taken = list(islice(it, self.sample))
+        sample_complete = next(it, _END) is _END
+        fallback = Encoder(max_bytes=MAX_LIMIT, strategy=self.strategy, markers=self.markers)
+        sizes: list[int] = []
+        fields: list[int] = []
+        for item in taken:
+            sizes.append(_full_size(item, fallback))
+            _string_sizes(item, fields, fallback)
+            if progress is not None:
+                progress(1)
+        rows = tuple(self._page_all(taken, budget, progress) for budget in self.budgets)
+        recommended = next((row.max_bytes for row in rows if row.meets_goal), None)
+        field_stats = SizeStats.of(fields)
+        suggested = None
+        if field_stats.p99 is not None:
+            suggested = max(MIN_FIELD_BYTES, 1 << max(0, field_stats.p99 - 1).bit_length())
+        return TuneReport(
+            items=len(taken),
+            sample_complete=sample_complete,
+            goal_truncated=self.goal_truncated,
+            item_bytes=SizeStats.of(sizes),
+            field_bytes=field_stats,
+            budgets=rows,
+            recommended_max_bytes=recommended,
+            suggested_max_field_bytes=suggested,
+            item_sizes=tuple(sizes),
+        )
+
+    def _page_all(
+        self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
+    ) -> BudgetRow:
+        limits = Limits(budget, max_items=self.max_items)
+        encoder = Encoder(limits, strategy=self.strategy, markers=self.markers)
+        pages = 0
+        truncated = 0
+        oversized = 0
+
+        def close(builder: PageBuilder, last: bool) -> None:
+            nonlocal pages, truncated, oversized
+            page = (
+                builder.finish(complete=True)
+                if last
+                else builder.finish(complete=False, next_cursor=_CURSOR)
+            )
+            pages += 1
+            big = {o.index for o in page.oversized}
+            cut = {_item_index(t.path) for t in page.truncations} - {None} - big
+            oversized += len(big)
+            truncated += len(cut)
+
+        builder = PageBuilder(limits, oversized=self.oversized, encoder=encoder)
+        for item in items:
+            if not builder.add(item):
+                close(builder, last=False)
+                builder = PageBuilder(limits, oversized=self.oversized, encoder=encoder)
+                # An empty page always takes the item (as itself or as an oversized outcome).
+                builder.add(item)
+            if progress is not None:
+                progress(1)
+        if builder.count or not pages:
+            close(builder, last=True)
+        n = len(items)
+        share = (truncated + oversized) / n if n else 0.0
+        return BudgetRow(
+            max_bytes=budget,
+            pages=pages,
+            items_per_page=n / pages if pages else 0.0,
+            truncated_items=truncated,
+            oversized_items=oversized,
+            truncated_share=share,
+            meets_goal=share <= self.goal_truncated,
+        )
+
+
+_END = object()
+
+
+def tune(
+    items: Iterable[Any],
+    *,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    goal_truncated: float = DEFAULT_GOAL,
+    sample: int = DEFAULT_SAMPLE,
+    max_items: int | None = None,
+    oversized: OversizedPolicy = "truncate",
+    progress: Callable[[int], None] | None = None,
+) -> TuneReport:
+    """One call: measure *items* with a `Tuner` configured by the options."""
+    return Tuner(
+        budgets=budgets,
+        goal_truncated=goal_truncated,
+        sample=sample,
+        max_items=max_items,
+        oversized=oversized,
+    ).measure(items, progress=progress)
+
+
+def write_chart(report: TuneReport, path: str | os.PathLike[str]) -> None:
+    """Write a PNG: the item-size histogram with one line per candidate budget.
+
+    Needs matplotlib (``pip install 'jsonbudget[tune]'``); raises `ImportError` naming
+    the extra when it is missing. Uses matplotlib's object API (no pyplot global state).
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+        from matplotlib.figure import Figure  # noqa: PLC0415
+    except ImportError as exc:
+        raise ImportError(
+            "the chart needs matplotlib: pip install 'jsonbudget[tune]'", name="matplotlib"
+        ) from exc
+    fig = Figure(figsize=(9, 5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    sizes = [max(1, s) for s in report.item_sizes]
+    budgets = [row.max_bytes for row in report.budgets]
+    top = max([*sizes, *budgets])
+    low = min([*sizes, *budgets])
+    edges = _log_bins(low, top)
+    ax.hist(sizes, bins=edges, color="#4C72B0", edgecolor="white", label="items")
+    ax.set_xscale("log", base=2)
+    for row in report.budgets:
+        chosen = row.max_bytes == report.recommended_max_bytes
+        ax.axvline(
+            row.max_bytes,
+            color="#C44E52" if chosen else ("#55A868" if row.meets_goal else "#999999"),
+            linestyle="-" if chosen else "--",
+            linewidth=2.0 if chosen else 1.0,
+            label=f"recommended {_human(row.max_bytes)}" if chosen else None,
+        )
+        ax.annotate(
+            f"{_human(row.max_bytes)}\n{row.truncated_share:.0%}",
+            xy=(row.max_bytes, 1.0),
+            xycoords=("data", "axes fraction"),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
+    ax.set_xlabel("encoded item size (bytes, log scale)")
+    ax.set_ylabel("items")
+    goal = f"goal: at most {report.goal_truncated:.1%} of items truncated or oversized"
+    ax.set_title(f"{report.items} items measured; {goal}", pad=28, fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), format="png")
+
+
+def _log_bins(low: int, high: int) -> list[float]:
+    lo = math.floor(math.log2(low))
+    hi = math.ceil(math.log2(max(high, 2))) + 1
+    steps = 4  # four bins per doubling
+    return [2 ** (lo + i / steps) for i in range((hi - lo) * steps + 1)]
+
+
+def _human(n: int) -> str:
+    if n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n % 1024 == 0:
+        return f"{n >> 10} KiB"
+    return f"{n} B"
