@@ -17,7 +17,7 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from itertools import islice
 from typing import IO, Any, Final, Literal
 
@@ -161,7 +161,11 @@ def _add_limits(p: argparse.ArgumentParser, *, default_bytes: int) -> None:
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", metavar="SOURCE", help="a JSON array file, a JSON Lines file, or an SQLite database")
+    p.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="a JSON array file, a JSON Lines file, or an SQLite database",
+    )
     g = p.add_argument_group("source")
     g.add_argument(
         "--kind",
@@ -210,7 +214,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     d = sub.add_parser("dump", help="bound a JSON document or JSON Lines stream to a budget")
-    d.add_argument("file", nargs="?", default="-", metavar="FILE", help="input file, or - for stdin")
+    d.add_argument(
+        "file", nargs="?", default="-", metavar="FILE", help="input file, or - for stdin"
+    )
     d.add_argument("--jsonl", action="store_true", help="the input is JSON Lines (a list of lines)")
     d.add_argument("--report", action="store_true", help="print the cuts to stderr")
     d.add_argument("--json", action="store_true", help="with --report: the report as one JSON line")
@@ -237,7 +243,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_limits(p, default_bytes=DEFAULT_PAGE_BYTES)
 
     m = sub.add_parser("demo", help="page a sample ticket database with a durable cursor store")
-    m.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"tickets (default {DEFAULT_ROWS})")
+    m.add_argument(
+        "--rows", type=int, default=DEFAULT_ROWS, help=f"tickets (default {DEFAULT_ROWS})"
+    )
     m.add_argument(
         "--max-bytes",
         type=parse_size,
@@ -382,7 +390,9 @@ def _jsonl_items(stream: IO[bytes]) -> Iterator[Any]:
             # stdlib json keeps integers beyond 64 bits exact (orjson would make floats).
             yield json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
         except UnicodeDecodeError as exc:
-            raise DecodeError(f"line {lineno} is not valid UTF-8", offset=start + exc.start) from None
+            raise DecodeError(
+                f"line {lineno} is not valid UTF-8", offset=start + exc.start
+            ) from None
         except ValueError as exc:
             raise DecodeError(f"line {lineno} is not valid JSON: {exc}", offset=start) from None
 
@@ -407,7 +417,7 @@ def _json_value(stream: IO[bytes]) -> Any:
 def _open_input(name: str, stack: ExitStack) -> IO[bytes]:
     if name == "-":
         return sys.stdin.buffer
-    return stack.enter_context(open(name, "rb"))  # noqa: SIM115 - closed by the stack
+    return stack.enter_context(open(name, "rb"))
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
@@ -592,9 +602,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     for p in report.pages:
         ids = f"{p.ids[0]}–{p.ids[-1]}" if len(p.ids) > 1 else (str(p.ids[0]) if p.ids else "")
         big = ", ".join(f"#{p.ids[o.index]} {o.outcome}" for o in p.oversized)
-        table.add_row(
-            str(p.number), str(len(p.ids)), ids, f"{p.bytes:,}", str(p.truncations), big
-        )
+        table.add_row(str(p.number), str(len(p.ids)), ids, f"{p.bytes:,}", str(p.truncations), big)
     out.print(table)
     first = orjson.loads(report.first_page)
     out.print(
@@ -655,7 +663,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                 items.append(item)
                 progress.advance(reading)
         finally:
-            it.close()
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
         progress.remove_task(reading)
         n = min(len(items), tuner.sample)
         task = progress.add_task("measuring", total=tuner.steps(n))

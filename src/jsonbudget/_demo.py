@@ -146,9 +146,7 @@ class DemoPage:
             "last_id": self.ids[-1] if self.ids else None,
             "bytes": self.bytes,
             "truncations": self.truncations,
-            "oversized": [
-                {"id": self.ids[o.index], **o.to_dict()} for o in self.oversized
-            ],
+            "oversized": [{"id": self.ids[o.index], **o.to_dict()} for o in self.oversized],
             "complete": self.complete,
         }
 
@@ -229,9 +227,7 @@ class Demo:
         seen: list[int] = []
         while True:
             with SQLiteCursorStore(store_path) as store:
-                page = Paginator(self.limits, store=store).page(
-                    source, scope=scope, cursor=cursor
-                )
+                page = Paginator(self.limits, store=store).page(source, scope=scope, cursor=cursor)
             if first is None:
                 first = page
             ids = tuple(int(row["id"]) for row in page.items)

@@ -83,7 +83,13 @@ class SizeStats:
         )
 
     def to_dict(self) -> dict[str, int | None]:
-        return {"count": self.count, "p50": self.p50, "p90": self.p90, "p99": self.p99, "max": self.max}
+        return {
+            "count": self.count,
+            "p50": self.p50,
+            "p90": self.p90,
+            "p99": self.p99,
+            "max": self.max,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +183,15 @@ def _item_index(path: str) -> int | None:
 class Tuner:
     """A configured, reusable measurement: candidate budgets, goal, sample size, options."""
 
-    __slots__ = ("budgets", "goal_truncated", "markers", "max_items", "oversized", "sample", "strategy")
+    __slots__ = (
+        "budgets",
+        "goal_truncated",
+        "markers",
+        "max_items",
+        "oversized",
+        "sample",
+        "strategy",
+    )
 
     def __init__(
         self,
