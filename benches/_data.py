@@ -82,7 +82,7 @@ def nested_document(issues: int = 50, *, seed: int = 3) -> dict[str, Any]:
         nodes.append(
             {
                 "number": 1000 + i,
-                "title": f"Crash when paging {rng.randint(1, 999)} rows with a \"quoted\" key",
+                "title": f'Crash when paging {rng.randint(1, 999)} rows with a "quoted" key',
                 "state": rng.choice(("OPEN", "CLOSED")),
                 "author": {"login": f"user{rng.randint(1, 500)}", "url": None},
                 "labels": {

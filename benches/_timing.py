@@ -63,27 +63,41 @@ def interleaved(
 ) -> Timings:
     """Run every function in each round (order alternating), *inner* calls per round.
 
-    ``setup(round)`` runs untimed before each contestant's turn (e.g. to make a cold
-    input). Garbage is collected before each timed turn, so one contestant's garbage is
-    not collected on the other's clock; the collector stays on, as in real use.
+    Garbage is collected before each contestant's turn, so one's garbage is not
+    collected on the other's clock; the collector stays on, as in real use. With
+    *setup*, each call is timed alone after an untimed ``setup(n)`` (e.g. to make a cold
+    input; *n* counts all calls), and the round's figure is the median of its calls.
     """
     names = list(fns)
     counts = {name: inner if isinstance(inner, int) else inner[name] for name in names}
+    calls = 0
     for name in names:
         for _ in range(warmup):
+            if setup is not None:
+                setup(calls)
+                calls += 1
             fns[name]()
     out = Timings(names)
+    clock = time.perf_counter_ns
     for r in range(rounds):
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
             fn, n = fns[name], counts[name]
-            if setup is not None:
-                setup(r)
             gc.collect()
-            t0 = time.perf_counter_ns()
+            if setup is None:
+                t0 = clock()
+                for _ in range(n):
+                    fn()
+                out.rounds[name].append((clock() - t0) / 1e9 / n)
+                continue
+            each = []
             for _ in range(n):
+                setup(calls)
+                calls += 1
+                t0 = clock()
                 fn()
-            out.rounds[name].append((time.perf_counter_ns() - t0) / 1e9 / n)
+                each.append((clock() - t0) / 1e9)
+            out.rounds[name].append(statistics.median(each))
     return out
 
 

@@ -26,9 +26,9 @@ if __name__ == "__main__":  # run as a script: make `benches` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson
-
 from benches import _data
 from benches._timing import Row, interleaved, peak_bytes
+
 from jsonbudget import Limits, MemoryCursorStore, PageBuilder, Scope, SequenceSource, paginate
 
 KIB = 1024
