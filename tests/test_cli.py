@@ -1,0 +1,443 @@
+"""The ``jsonbudget`` command: in-process (``main([...])``) and as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from jsonbudget._cli import (
+    EXIT_CURSOR,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    default_store_path,
+    main,
+    parse_size,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def run(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "jsonbudget", *args],
+        input=stdin,
+        capture_output=True,
+        env=env or ENV,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def items_file(tmp_path: Path) -> Path:
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps([{"id": i, "text": "grüß " * (i % 30)} for i in range(300)]))
+    return path
+
+
+@pytest.fixture
+def tickets_db(tmp_path: Path) -> Path:
+    path = tmp_path / "t.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, status TEXT, body TEXT)")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)",
+        [(i, "open" if i % 3 else "closed", "ü" * (i * 7)) for i in range(1, 121)],
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+def page_all(capsys: pytest.CaptureFixture[str], args: list[str], max_bytes: int) -> list[Any]:
+    """Follow the cursor through `page` calls; check each envelope's size; return items."""
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        extra = ["--cursor", cursor] if cursor else []
+        assert main([*args, "--max-bytes", str(max_bytes), *extra]) == EXIT_OK
+        out = capsys.readouterr().out
+        assert out.endswith("\n")
+        assert len(out[:-1].encode()) <= max_bytes
+        env = orjson.loads(out)
+        items.extend(env["items"])
+        cursor = env["next_cursor"]
+        if cursor is None:
+            assert env["complete"] is True
+            return items
+    raise AssertionError("pagination did not end")
+
+
+# -- sizes and helpers ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("100", 100),
+        ("4K", 4096),
+        ("4kib", 4096),
+        ("1M", 1 << 20),
+        ("2MiB", 2 << 20),
+        ("1G", 1 << 30),
+    ],
+)
+def test_parse_size(text: str, value: int) -> None:
+    assert parse_size(text) == value
+
+
+def test_default_store_path_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_store_path() == str(tmp_path / "jsonbudget" / "cursors.sqlite3")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_store_path() == str(
+        tmp_path / "home" / ".cache" / "jsonbudget" / "cursors.sqlite3"
+    )
+
+
+# -- dump ----------------------------------------------------------------------------
+
+
+def test_dump_small_file_is_passed_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "a.json"
+    path.write_text('{"b": [1, 2.5, null, true], "a": "ü"}')
+    assert main(["dump", str(path)]) == EXIT_OK
+    assert capsys.readouterr().out == '{"b":[1,2.5,null,true],"a":"ü"}\n'
+
+
+def test_dump_cuts_and_reports(items_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dump", str(items_file), "--max-bytes", "1K", "--report"]) == EXIT_OK
+    cap = capsys.readouterr()
+    data = cap.out[:-1].encode()
+    assert len(data) <= 1024
+    doc = orjson.loads(data)
+    assert doc[-1].startswith("…[omitted: ")
+    kept = len(doc) - 1
+    lines = cap.err.splitlines()
+    assert lines[0] == f"jsonbudget: {len(data)} bytes, 1 cut"
+    # A streamed array's length is unknown: the marker says "more".
+    assert lines[1:] == [f"  /{kept}\titems\tmore items"]
+
+
+def test_dump_report_json(items_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dump", str(items_file), "--max-bytes", "1K", "--report", "--json"]) == 0
+    cap = capsys.readouterr()
+    report = orjson.loads(cap.err)
+    assert report["bytes"] == len(cap.out[:-1].encode())
+    assert report["complete"] is False
+    assert report["truncations"][0]["kind"] == "items"
+
+
+def test_dump_max_field_bytes_and_structured_markers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"note": "x" * 500}))
+    args = ["dump", str(path), "--max-field-bytes", "64", "--markers", "structured"]
+    assert main(args) == EXIT_OK
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["note"]["$truncated"]["kind"] == "string"
+
+
+def test_dump_jsonl_by_extension_and_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rows.ndjson"
+    path.write_text('{"id": 1}\n\n{"id": 2}\r\n{"id": 123456789012345678901234567890}\n')
+    assert main(["dump", str(path)]) == EXIT_OK
+    out = capsys.readouterr().out
+    # integers beyond 64 bits are not silently made floats: the encoder marks them
+    doc = orjson.loads(out)
+    assert doc[:2] == [{"id": 1}, {"id": 2}]
+    assert doc[2]["id"].startswith("…[unencodable")
+    other = tmp_path / "rows.txt"
+    other.write_text('{"id": 1}\n{"id": 2}\n')
+    assert main(["dump", "--jsonl", str(other)]) == EXIT_OK
+    assert capsys.readouterr().out == '[{"id":1},{"id":2}]\n'
+
+
+def test_dump_jsonl_bad_line_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"id": 1}\n{"id": \n')
+    assert main(["dump", str(path)]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("jsonbudget: error: line 2 is not valid JSON: ")
+    assert err.count("\n") == 1
+
+
+def test_dump_invalid_json(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cp = run("dump", stdin=b"[1, 2")
+    assert cp.returncode == EXIT_ERROR
+    assert cp.stdout == b""
+    assert cp.stderr.decode() == "jsonbudget: error: invalid JSON: parse error: premature EOF\n"
+
+
+def test_dump_empty_input() -> None:
+    cp = run("dump", stdin=b"  \n")
+    assert cp.returncode == EXIT_ERROR
+    assert cp.stderr.decode() == "jsonbudget: error: the input is empty (at decoded byte 0)\n"
+
+
+def test_dump_bom_and_scalar_on_stdin() -> None:
+    cp = run("dump", stdin=b'\xef\xbb\xbf "h\xc3\xa9"')
+    assert cp.returncode == EXIT_OK
+    assert cp.stdout == '"hé"\n'.encode()
+
+
+def test_dump_bad_limit_is_a_usage_error(
+    items_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dump", str(items_file), "--max-bytes", "10"]) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        "jsonbudget: error: max_bytes=10 is invalid: must be at least 64\n"
+    )
+
+
+def test_dump_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.json"
+    assert main(["dump", str(missing)]) == EXIT_ERROR
+    assert capsys.readouterr().err == f"jsonbudget: error: No such file or directory: {missing}\n"
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dump", "--max-bytes", "lots"]) == EXIT_USAGE
+    assert "argument --max-bytes: 'lots' is not a size" in capsys.readouterr().err
+    assert main([]) == EXIT_USAGE
+    assert main(["frobnicate"]) == EXIT_USAGE
+
+
+def test_dump_streams_an_endless_array_from_stdin() -> None:
+    """Regression guard for "large files streamed": stdin never closes, dump still ends."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jsonbudget", "dump", "--max-bytes", "200"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
+    assert proc.stdin is not None
+
+    def feed() -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(b"[")
+            for _ in range(2000):  # 8 MB, far past the budget; never closed
+                proc.stdin.write(b'"abc",' * 1000)
+        except (BrokenPipeError, ValueError):
+            pass  # the process stopped reading: exactly what streaming means
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        code = proc.wait(timeout=60)
+        out = proc.stdout.read() if proc.stdout else b""
+    finally:
+        proc.kill()
+        if proc.stdin:
+            try:
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+    assert code == EXIT_OK
+    doc = orjson.loads(out)
+    assert len(out) - 1 <= 200
+    assert doc[-1] == "…[omitted: more items]"
+    assert set(doc[:-1]) == {"abc"}
+
+
+def test_dump_object_larger_than_load_limit_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jsonbudget._cli as cli
+
+    monkeypatch.setattr(cli, "MAX_LOAD_BYTES", 1000)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"a": "x" * 200_000}))
+    assert main(["dump", str(path)]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("jsonbudget: error: a top-level value that is not an array is loaded")
+
+
+# -- page ----------------------------------------------------------------------------
+
+
+def test_page_json_file_reassembles(
+    items_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "c.sqlite3")
+    items = page_all(capsys, ["page", str(items_file), "--store", store], 2048)
+    assert [it["id"] for it in items] == list(range(300))
+
+
+def test_page_jsonl_and_default_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"n": i, "s": "é" * i}) + "\n" for i in range(60)))
+    items = page_all(capsys, ["page", str(path)], 1024)
+    assert [it["n"] for it in items] == list(range(60))
+    store = tmp_path / "cache" / "jsonbudget" / "cursors.sqlite3"
+    assert store.is_file()
+    assert (store.parent.stat().st_mode & 0o777) == 0o700
+
+
+def test_page_sqlite_table_and_query(
+    tickets_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", str(tmp_path / "c.sqlite3")]
+    rows = page_all(capsys, ["page", str(tickets_db), "--table", "t", *store], 4096)
+    assert [r["id"] for r in rows] == list(range(1, 121))
+    q = ["--query", "SELECT id, status FROM t WHERE status = ?", "--param", "closed"]
+    rows = page_all(capsys, ["page", str(tickets_db), *q, "--order-by=-id", *store], 512)
+    assert [r["id"] for r in rows] == list(range(120, 0, -3))
+
+
+def test_page_cursor_errors_exit_3(
+    tickets_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", str(tmp_path / "c.sqlite3")]
+    q = ["page", str(tickets_db), "--query", "SELECT * FROM t WHERE status = ?"]
+    assert main([*q, "--param", "open", "--max-items", "5", *store]) == EXIT_OK
+    cursor = orjson.loads(capsys.readouterr().out)["next_cursor"]
+    assert isinstance(cursor, str)
+
+    assert main([*q, "--param", "closed", "--cursor", cursor, *store]) == EXIT_CURSOR
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err == (
+        "jsonbudget: cursor refused (scope_query): "
+        "the cursor was issued for other query parameters\n"
+    )
+    assert main([*q, "--param", "open", "--cursor", cursor, "--principal", "mallory", *store]) == 3
+    assert capsys.readouterr().err == (
+        "jsonbudget: cursor refused (scope_principal): the cursor was issued to another principal\n"
+    )
+    assert main([*q, "--param", "open", "--cursor", "garbage", *store]) == EXIT_CURSOR
+    assert capsys.readouterr().err.startswith("jsonbudget: cursor refused (invalid): ")
+    # The right query continues (the page size may change).
+    assert main([*q, "--param", "open", "--cursor", cursor, "--max-items", "3", *store]) == 0
+    assert [r["id"] for r in orjson.loads(capsys.readouterr().out)["items"]] == [8, 10, 11]
+
+
+def test_page_max_pages_and_mcp_keys(
+    items_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["page", str(items_file), "--store", str(tmp_path / "c"), "--max-items", "10"]
+    assert main([*args, "--max-pages", "2", "--mcp-keys"]) == EXIT_OK
+    first = orjson.loads(capsys.readouterr().out)
+    assert set(first) == {"items", "complete", "nextCursor", "incompleteReason"}
+    assert main([*args, "--mcp-keys", "--cursor", first["nextCursor"]]) == EXIT_OK
+    second = orjson.loads(capsys.readouterr().out)
+    assert second["nextCursor"] is None
+    assert second["complete"] is False
+    assert second["incompleteReason"] == "budget_exhausted"
+
+
+def test_page_usage_errors(
+    tickets_db: Path, items_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["page", str(tickets_db)]) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        "jsonbudget: error: an SQLite source needs exactly one of --table or --query\n"
+    )
+    assert main(["page", str(items_file), "--order-by", "id"]) == EXIT_USAGE
+    assert "apply to SQLite sources only" in capsys.readouterr().err
+    assert main(["page", str(tickets_db), "--table", "t", "--order-by", "nope"]) == EXIT_USAGE
+    assert capsys.readouterr().err.startswith("jsonbudget: error: order_by='nope' is invalid")
+
+
+def test_page_oversized_error_outcome(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps([{"blob": "x" * 10_000}]))
+    args = ["page", str(path), "--store", str(tmp_path / "c"), "--max-bytes", "1K"]
+    assert main([*args, "--oversized", "error"]) == EXIT_ERROR
+    assert capsys.readouterr().err == (
+        "jsonbudget: error: item 0 encodes to more than the budget, "
+        "which cannot fit a page of 1024 bytes\n"
+    )
+    assert main([*args, "--oversized", "placeholder"]) == EXIT_OK
+    env = orjson.loads(capsys.readouterr().out)
+    assert env["oversized"] == [{"index": 0, "encoded_bytes": None, "outcome": "placeholder"}]
+
+
+@pytest.mark.redis
+def test_page_with_redis_store(
+    items_file: Path, capsys: pytest.CaptureFixture[str], redis_server: Any
+) -> None:
+    items = page_all(capsys, ["page", str(items_file), "--store", redis_server.url], 4096)
+    assert [it["id"] for it in items] == list(range(300))
+
+
+# -- subprocess ----------------------------------------------------------------------
+
+
+def test_subprocess_version_and_help() -> None:
+    from jsonbudget import __version__
+
+    cp = run("--version")
+    assert cp.returncode == 0
+    assert cp.stdout.decode() == f"jsonbudget {__version__}\n"
+    cp = run("--help")
+    assert cp.returncode == 0
+    assert (
+        "exit codes: 0 ok, 1 runtime or data error, 2 usage error, 3 cursor" in cp.stdout.decode()
+    )
+
+
+def test_subprocess_dump_page_and_errors(items_file: Path, tmp_path: Path) -> None:
+    cp = run("dump", "--max-bytes", "64", stdin=b'{"a": [1, 2, 3]}')
+    assert (cp.returncode, cp.stdout, cp.stderr) == (0, b'{"a":[1,2,3]}\n', b"")
+    env = {**ENV, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cp = run("page", str(items_file), "--max-items", "3", env=env)
+    assert cp.returncode == 0
+    page = orjson.loads(cp.stdout)
+    assert [it["id"] for it in page["items"]] == [0, 1, 2]
+    cp = run("page", str(items_file), "--cursor", page["next_cursor"], env=env)
+    assert cp.returncode == 0
+    assert orjson.loads(cp.stdout)["items"][0]["id"] == 3
+    cp = run("page", str(items_file), "--cursor", "x" * 56, env=env)
+    assert cp.returncode == EXIT_CURSOR
+    assert cp.stderr.startswith(b"jsonbudget: cursor refused (invalid): ")
+    assert cp.stderr.count(b"\n") == 1
+    cp = run("dump", "--max-bytes", "0", stdin=b"1")
+    assert cp.returncode == EXIT_USAGE
+    assert cp.stderr == b"jsonbudget: error: max_bytes=0 is invalid: must be at least 64\n"
+    assert b"Traceback" not in cp.stderr
+
+
+# -- library bugs found while building the CLI (not fixed here: not our files) ---------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="library bug: Encoder.whole returns None when max_items cuts a list or object, "
+    "so PageBuilder treats every such item as oversized (one per page)",
+)
+def test_library_bug_max_items_cut_inside_item_makes_it_oversized() -> None:
+    from jsonbudget import Limits, PageBuilder
+
+    builder = PageBuilder(Limits(65536, max_items=2))
+    assert builder.add({"id": 8, "status": "open", "body": "ü"})
+    # 64 KiB of room, a 40-byte item: it must fit (with a "keys" cut), not end the page.
+    assert builder.add({"id": 10, "status": "open", "body": "ü"})
+    page = builder.finish(complete=True)
+    assert page.oversized == ()
