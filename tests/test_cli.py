@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -252,10 +253,8 @@ def test_dump_streams_an_endless_array_from_stdin() -> None:
     finally:
         proc.kill()
         if proc.stdin:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()
-            except BrokenPipeError:
-                pass
     assert code == EXIT_OK
     doc = orjson.loads(out)
     assert len(out) - 1 <= 200
