@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from itertools import islice
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final
 
 import ijson
 import orjson
@@ -80,8 +80,6 @@ _READ: Final = 64 * 1024
 _SIZE = re.compile(r"\s*(\d+)\s*(b|k|kib|m|mib|g|gib)?\s*", re.IGNORECASE)
 _UNITS: Final = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
 _UNITS_G: Final = {"g": 1 << 30, "gib": 1 << 30}
-
-Kind = Literal["auto", "json", "jsonl", "sqlite"]
 
 
 def parse_size(text: str) -> int:
@@ -288,6 +286,9 @@ def _parser() -> argparse.ArgumentParser:
         help=f"most items that may be truncated or oversized (default {DEFAULT_GOAL})",
     )
     t.add_argument("--max-items", type=int, metavar="N", help="items per page (and per list)")
+    t.add_argument(
+        "--max-field-bytes", type=parse_size, metavar="SIZE", help="encoded bytes per string"
+    )
     t.add_argument(
         "--oversized",
         choices=("truncate", "placeholder"),
@@ -646,6 +647,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         goal_truncated=args.goal_truncated,
         sample=check_int("sample", args.sample, minimum=1, maximum=MAX_LIMIT),
         max_items=args.max_items,
+        max_field_bytes=args.max_field_bytes,
         oversized=args.oversized,
     )
     if args.chart is not None:

@@ -187,6 +187,7 @@ class Tuner:
         "budgets",
         "goal_truncated",
         "markers",
+        "max_field_bytes",
         "max_items",
         "oversized",
         "sample",
@@ -200,6 +201,7 @@ class Tuner:
         goal_truncated: float = DEFAULT_GOAL,
         sample: int = DEFAULT_SAMPLE,
         max_items: int | None = None,
+        max_field_bytes: int | None = None,
         oversized: OversizedPolicy = "truncate",
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
@@ -223,6 +225,9 @@ class Tuner:
         if max_items is not None:
             check_int("max_items", max_items, minimum=1)
         self.max_items = max_items
+        if max_field_bytes is not None:
+            check_int("max_field_bytes", max_field_bytes, minimum=MIN_FIELD_BYTES)
+        self.max_field_bytes = max_field_bytes
         self.oversized: OversizedPolicy = oversized
         self.strategy: Strategy = strategy
         self.markers: MarkerStyle = markers
@@ -273,7 +278,7 @@ class Tuner:
     def _page_all(
         self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
     ) -> BudgetRow:
-        limits = Limits(budget, max_items=self.max_items)
+        limits = Limits(budget, max_items=self.max_items, max_field_bytes=self.max_field_bytes)
         encoder = Encoder(limits, strategy=self.strategy, markers=self.markers)
         pages = 0
         truncated = 0
@@ -326,6 +331,7 @@ def tune(
     goal_truncated: float = DEFAULT_GOAL,
     sample: int = DEFAULT_SAMPLE,
     max_items: int | None = None,
+    max_field_bytes: int | None = None,
     oversized: OversizedPolicy = "truncate",
     progress: Callable[[int], None] | None = None,
 ) -> TuneReport:
@@ -335,6 +341,7 @@ def tune(
         goal_truncated=goal_truncated,
         sample=sample,
         max_items=max_items,
+        max_field_bytes=max_field_bytes,
         oversized=oversized,
     ).measure(items, progress=progress)
 
