@@ -20,7 +20,7 @@ from jsonbudget._tokens import (
     TokenFitter,
     fit_tokens,
 )
-from jsonbudget.errors import JsonBudgetError, LimitError
+from jsonbudget.errors import LimitError, TokenizerUnavailable
 
 
 class WordCounter:
@@ -71,7 +71,7 @@ def test_estimate_refuses_bad_ratio(bad: object) -> None:
 )
 def test_tiktoken_unavailable_is_a_clear_error_on_first_count() -> None:
     counter = TiktokenCounter("cl100k_base")  # lazy: constructing does not import
-    with pytest.raises(JsonBudgetError, match="tiktoken is not installed"):
+    with pytest.raises(TokenizerUnavailable, match="tiktoken is not installed"):
         counter.count("hello")
 
 

@@ -73,6 +73,7 @@ from .errors import (
     LimitError,
     OversizedItemError,
     SpillError,
+    TokenizerUnavailable,
 )
 
 __version__ = "0.1.0"
@@ -132,6 +133,7 @@ __all__ = [
     "TokenCounter",
     "TokenFitted",
     "TokenFitter",
+    "TokenizerUnavailable",
     "Truncation",
     "TurnBudget",
     "TurnReport",

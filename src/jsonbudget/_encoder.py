@@ -245,6 +245,10 @@ class Encoder:
             return None
         return Encoded(out[0], not out[1], tuple(out[1]))
 
+    def new_call(self) -> _Call:
+        """Per-call state for repeated low-level measuring (pages use it per item)."""
+        return _Call(self)
+
     def marker(self, kind: str, what: str) -> bytes:
         """A marker in this encoder's style that stands for a whole value."""
         return _Markers(self.markers).value(kind, what)
@@ -670,9 +674,9 @@ class _Call:
 
     # -- containers ------------------------------------------------------------------
 
-    def _min_size(self, v: Any, depth: int) -> int:
+    def _min_size(self, v: Any, depth: int, path: str) -> int:
         """Bytes of the smallest honest rendering of *v* (a marker, or *v* itself)."""
-        v = self._normalize(v, "")
+        v = self._normalize(v, path)
         if type(v) is _Marker:
             return len(self.mk.value(v.kind, v.what))
         if isinstance(v, str):
@@ -734,7 +738,7 @@ class _Call:
             kb, kp, ktr = self._key(k, path)
             rest = n - i - 1
             reserve = len(self.mk.keys(rest, mkey)) + 1 if rest else 0
-            m = self._min_size(v, depth + 1)
+            m = self._min_size(v, depth + 1, kp)
             cost = (1 if i else 0) + len(kb) + m
             if used + cost + reserve > avail:
                 break

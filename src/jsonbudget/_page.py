@@ -14,7 +14,7 @@ from typing import Any, Literal
 import orjson
 
 from ._cursors import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
-from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, pointer
+from ._encoder import _UNCLEAN, Encoder, MarkerStyle, Strategy, Truncation, pointer
 from ._limits import Limits
 from ._scope import Scope
 from ._sources import AsyncSource, Position, Source, as_source
@@ -114,6 +114,8 @@ class PageBuilder:
 
     __slots__ = (
         "_buf",
+        "_call",
+        "_cap",
         "_count",
         "_encoder",
         "_fixed",
@@ -121,6 +123,7 @@ class PageBuilder:
         "_items",
         "_items_path",
         "_keys",
+        "_max_items",
         "_oversized",
         "_oversized_bytes",
         "_reports_bytes",
@@ -171,6 +174,9 @@ class PageBuilder:
             k["incomplete_reason"]: _LONGEST_REASON,
         }
         self._fixed = len(_dumps({k["items"]: [], **closing}))
+        self._cap = limits.max_bytes - self._fixed
+        self._max_items = limits.max_items if limits.max_items is not None else 2**62
+        self._call = self._encoder.new_call()
         self._buf = bytearray()
         self._items: list[Any] = []
         self._count = 0
@@ -206,23 +212,35 @@ class PageBuilder:
     def _room(self) -> int:
         """Bytes left for the next item's encoding, its separator included."""
         sep = 1 if self._count else 0
-        return self.limits.max_bytes - self._fixed - len(self._buf) - sep - self._reports_bytes
+        return self._cap - len(self._buf) - sep - self._reports_bytes
 
     def add(self, item: Any) -> bool:
         """Put *item* on the page if it fits; False (nothing kept) when the page is full."""
-        max_items = self.limits.max_items
-        if max_items is not None and self._count >= max_items:
+        count = self._count
+        if count >= self._max_items:
             self._full_reason = "max_items"
             return False
-        room = self._room()
-        path = pointer(self._items_path, self._count)
-        whole = self._encoder.whole(item, max(room, 0), path=path) if room > 0 else None
-        if whole is not None:
-            extra = self._report_growth(whole.truncations, None)
-            if len(whole.data) + extra <= room:
-                self._accept(item, whole.data, whole.truncations, None)
+        buf = self._buf
+        room = self._cap - len(buf) - self._reports_bytes - (1 if count else 0)
+        if room > 0:
+            # The common case first: a clean item, encoded once by orjson, no reports.
+            data = self._call._fast(item, room, 0)
+            if type(data) is bytes:
+                if count:
+                    buf += b","
+                buf += data
+                self._items.append(item)
+                self._count = count + 1
                 return True
-        if self._count:
+            if data == _UNCLEAN:
+                path = pointer(self._items_path, count)
+                whole = self._encoder.whole(item, room, path=path)
+                if whole is not None:
+                    extra = self._report_growth(whole.truncations, None)
+                    if len(whole.data) + extra <= room:
+                        self._accept(item, whole.data, whole.truncations, None)
+                        return True
+        if count:
             self._full_reason = "page_full"
             return False
         self._add_oversized(item)

@@ -18,7 +18,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from ._encoder import Encoded, Truncation, encode
 from ._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
-from .errors import JsonBudgetError, LimitError
+from .errors import LimitError, TokenizerUnavailable
 
 __all__ = [
     "DEFAULT_BYTES_PER_TOKEN",
@@ -106,7 +106,7 @@ class TiktokenCounter:
     *encoding* is a tiktoken encoding name (``"o200k_base"``, ``"cl100k_base"``, ...) or
     an encoding object already loaded by the caller. Nothing is ever downloaded: if
     tiktoken is not installed, or the named encoding is not in tiktoken's local cache,
-    the first `count` raises `JsonBudgetError` saying which.
+    the first `count` raises `TokenizerUnavailable` saying which.
     """
 
     __slots__ = ("_encoding", "name")
@@ -126,11 +126,11 @@ class TiktokenCounter:
             # An optional dependency, imported on first use only.
             tiktoken = importlib.import_module("tiktoken")
         except ImportError as exc:
-            raise JsonBudgetError(
+            raise TokenizerUnavailable(
                 "tiktoken is not installed; install it, or pass a TokenCounter of your own"
             ) from exc
         if _tiktoken_cache_file(self.name) is None:
-            raise JsonBudgetError(
+            raise TokenizerUnavailable(
                 f"tiktoken encoding {self.name!r} is not in tiktoken's local cache and "
                 "jsonbudget never downloads; load it yourself and pass the encoding object"
             )

@@ -8,6 +8,7 @@
     ├── DecodeError (ValueError)         input bytes are not valid text in the declared encoding
     ├── OversizedItemError (ValueError)  an item cannot fit an empty page and outcome="error"
     ├── SpillError (OSError)             a spill file cannot be written or read
+    ├── TokenizerUnavailable (ImportError)  a tokenizer is not installed or not cached offline
     └── CursorError (ValueError)         a cursor is refused; no data is returned
         ├── InvalidCursor                garbled, forged, tampered or unknown
         ├── ExpiredCursor                past the operation's expiry (or its store lost it)
@@ -35,6 +36,7 @@ __all__ = [
     "LimitError",
     "OversizedItemError",
     "SpillError",
+    "TokenizerUnavailable",
 ]
 
 
@@ -89,6 +91,10 @@ class OversizedItemError(JsonBudgetError, ValueError):
 
 class SpillError(JsonBudgetError, OSError):
     """A spill file cannot be written, found or read."""
+
+
+class TokenizerUnavailable(JsonBudgetError, ImportError):
+    """A tokenizer cannot be loaded here: not installed, or its data not cached offline."""
 
 
 class CursorError(JsonBudgetError, ValueError):
