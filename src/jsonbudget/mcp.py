@@ -137,6 +137,19 @@ def _principal_of(principal: str | Callable[[], str]) -> str:
     return value
 
 
+def _resolve(annotation: Any, fn: Callable[..., Any]) -> Any:
+    """A parameter's annotation, evaluated if it is a string (postponed annotations)."""
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        # What inspect.get_annotations(eval_str=True) does, one parameter at a time.
+        return eval(annotation, getattr(fn, "__globals__", {}))
+    except NameError as exc:
+        raise TypeError(
+            f"cannot resolve the annotation {annotation!r} of {getattr(fn, '__name__', fn)!r}"
+        ) from exc
+
+
 def paginated_tool(
     limits: Limits,
     *,
@@ -172,10 +185,12 @@ def paginated_tool(
     )
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(fn, eval_str=True)
+        sig = inspect.signature(fn)
         if CURSOR_PARAM in sig.parameters:
             raise TypeError(f"{fn.__name__} already has a {CURSOR_PARAM!r} parameter")
-        params = list(sig.parameters.values())
+        # Only the parameters feed the tool's input schema; the return annotation (a
+        # source type, perhaps local to a function) is replaced and never evaluated.
+        params = [p.replace(annotation=_resolve(p.annotation, fn)) for p in sig.parameters.values()]
         extra = inspect.Parameter(
             CURSOR_PARAM, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None
         )
