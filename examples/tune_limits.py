@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import sys
 
-from jsonbudget._tune import Tuner, write_chart
+from jsonbudget import Tuner, write_chart
 
 
 def sample_items(n: int = 2000) -> list[dict[str, object]]:

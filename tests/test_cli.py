@@ -421,22 +421,3 @@ def test_subprocess_dump_page_and_errors(items_file: Path, tmp_path: Path) -> No
     assert cp.returncode == EXIT_USAGE
     assert cp.stderr == b"jsonbudget: error: max_bytes=0 is invalid: must be at least 64\n"
     assert b"Traceback" not in cp.stderr
-
-
-# -- library bugs found while building the CLI (not fixed here: not our files) ---------
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: Encoder.whole returns None when max_items cuts a list or object, "
-    "so PageBuilder treats every such item as oversized (one per page)",
-)
-def test_library_bug_max_items_cut_inside_item_makes_it_oversized() -> None:
-    from jsonbudget import Limits, PageBuilder
-
-    builder = PageBuilder(Limits(65536, max_items=2))
-    assert builder.add({"id": 8, "status": "open", "body": "ü"})
-    # 64 KiB of room, a 40-byte item: it must fit (with a "keys" cut), not end the page.
-    assert builder.add({"id": 10, "status": "open", "body": "ü"})
-    page = builder.finish(complete=True)
-    assert page.oversized == ()

@@ -423,3 +423,11 @@ def test_bad_modes_are_refused() -> None:
         Encoder(max_bytes=100, strategy="middle")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="max_bytes"):
         Encoder()
+
+
+def test_regression_whole_keeps_cuts_made_by_max_items() -> None:
+    enc = Encoder(Limits(65536, max_items=2))
+    out = enc.whole([1, 2, 3], 60_000)
+    assert out is not None
+    assert json.loads(out.data) == [1, 2, "…[omitted: 1 more items]"]
+    assert enc.whole([1, 2, 3], 10) is None  # the budget still decides

@@ -392,3 +392,15 @@ def test_postgres_keyset_pages(postgres_server: Any) -> None:
     pages = follow(source, Limits(4096, max_items=64))
     got, _ = reassemble(pages)
     assert [row["id"] for row in got] == list(range(1, 501))
+
+
+def test_regression_max_items_cut_inside_an_item_is_not_oversized() -> None:
+    # Caught by the CLI: Encoder.whole refused items that max_items cuts, so each such
+    # item was treated as oversized, one per page.
+    builder = PageBuilder(Limits(65536, max_items=2))
+    assert builder.add({"id": 8, "status": "open", "body": "ü"})
+    assert builder.add({"id": 10, "status": "open", "body": "ü"})
+    page = builder.finish(complete=True)
+    assert page.oversized == ()
+    doc = json.loads(page.to_json())
+    assert doc["items"][0] == {"id": 8, "status": "open", "…": "[omitted: 1 more keys]"}

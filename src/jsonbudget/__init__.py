@@ -61,6 +61,7 @@ from ._tokens import (
     TokenFitter,
     fit_tokens,
 )
+from ._tune import BudgetRow, SizeStats, Tuner, TuneReport, tune, write_chart
 from .errors import (
     BudgetExhausted,
     CursorError,
@@ -87,6 +88,7 @@ __all__ = [
     "BoundedReader",
     "BoundedText",
     "BudgetExhausted",
+    "BudgetRow",
     "CursorError",
     "CursorKey",
     "CursorScopeError",
@@ -123,6 +125,7 @@ __all__ = [
     "SQLiteSource",
     "Scope",
     "SequenceSource",
+    "SizeStats",
     "SizeVerdict",
     "Source",
     "SpillError",
@@ -135,6 +138,8 @@ __all__ = [
     "TokenFitter",
     "TokenizerUnavailable",
     "Truncation",
+    "TuneReport",
+    "Tuner",
     "TurnBudget",
     "TurnReport",
     "acall_with_output_cap",
@@ -153,4 +158,6 @@ __all__ = [
     "summarize",
     "summary_attributes",
     "summary_extra",
+    "tune",
+    "write_chart",
 ]

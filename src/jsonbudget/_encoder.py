@@ -746,8 +746,8 @@ class _Call:
             kept.append((kb, kp, v, m))
             truncs.extend(ktr)
         omitted = n - len(kept)
-        if omitted and exact:
-            return None
+        if exact and len(kept) < min(n, self.max_items):
+            return None  # cut by the budget; a cut by max_items is part of the full rendering
         space = avail - sum((1 if i else 0) + len(kb) for i, (kb, *_) in enumerate(kept))
         if omitted:
             space -= len(self.mk.keys(omitted, mkey)) + (1 if kept else 0)
@@ -848,7 +848,7 @@ class _Call:
                 break
         omitted = n - shown
         if omitted:
-            if exact:
+            if exact and shown < min(n, self.max_items):
                 return None
             truncs.append(self._keys_marker(buf, omitted, shown, path, mkey))
         buf += b"}"
@@ -867,7 +867,7 @@ class _Call:
         buf = bytearray(b"[")
         truncs: _Truncs = []
         i = 0
-        cut = False
+        cut = capped = False
         while True:
             if stream is not None:
                 if not stream.has(i):
@@ -878,7 +878,7 @@ class _Call:
                     break
                 last = i == n - 1
             if i >= limit:
-                cut = True
+                cut = capped = True
                 break
             item = items[i]
             room = avail - (len(buf) - 1) - (1 if i else 0) - (0 if last else marker_room)
@@ -911,7 +911,7 @@ class _Call:
                 cut = not last
                 break
         if cut:
-            if exact:
+            if exact and not capped:
                 return None
             omitted: int | None = n - i
             if stream is not None:
