@@ -431,3 +431,18 @@ def test_regression_whole_keeps_cuts_made_by_max_items() -> None:
     assert out is not None
     assert json.loads(out.data) == [1, 2, "…[omitted: 1 more items]"]
     assert enc.whole([1, 2, 3], 10) is None  # the budget still decides
+
+
+def test_default_runs_once_per_object() -> None:
+    calls: list[Any] = []
+
+    def default(obj: Any) -> Any:
+        calls.append(obj)
+        return sorted(obj)
+
+    values = [{1, 2}, {3}]
+    out = encode(
+        {"a": values[0], "b": "x" * 10_000, "c": values[1]}, max_bytes=200, default=default
+    )
+    assert json.loads(out.data)["a"] == [1, 2]
+    assert sorted(map(id, calls)) == sorted(map(id, values))

@@ -365,6 +365,7 @@ class _Call:
 
     __slots__ = (
         "active",
+        "converted",
         "default",
         "error_on_unencodable",
         "flat_ok",
@@ -390,6 +391,7 @@ class _Call:
         self.error_on_unencodable = enc.unencodable == "error"
         self.active: set[int] = set()
         self.streams: dict[int, _Stream] = {}
+        self.converted: dict[int, tuple[Any, Any]] = {}
         self.nulls = 0
         self.floats_unchecked = False
         self.walking: set[int] = set()
@@ -569,7 +571,21 @@ class _Call:
             self.active.discard(ident)
 
     def _normalize(self, obj: Any, path: str) -> Any:
-        """Map *obj* to something `_render` knows: JSON types, a stream, or a marker."""
+        """Map *obj* to something `_render` knows: JSON types, a stream, or a marker.
+
+        Each object is converted once per call, so `default` runs once per object even
+        though a value may be sized before it is rendered.
+        """
+        if isinstance(obj, _NATIVE) or obj is None:
+            return obj
+        hit = self.converted.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        out = self._convert(obj, path)
+        self.converted[id(obj)] = (obj, out)  # holding obj keeps its id from being reused
+        return out
+
+    def _convert(self, obj: Any, path: str) -> Any:
         for _ in range(_DEFAULT_CHAIN):
             if isinstance(obj, _NATIVE) or obj is None:
                 return obj
