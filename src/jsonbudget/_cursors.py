@@ -96,7 +96,7 @@ class CursorKey:
     def __post_init__(self) -> None:
         check_int("kid", self.kid, minimum=0, maximum=255)
         if not isinstance(self.secret, bytes):
-            raise EncodeError(f"secret must be bytes, not {type(self.secret).__name__}", path="")
+            raise EncodeError(f"secret must be bytes, not {type(self.secret).__name__}", path=None)
         if len(self.secret) < MIN_SECRET_BYTES:
             # the value is a secret: report its length only
             raise LimitError(
@@ -122,7 +122,7 @@ class Keyring:
 
     def __init__(self, current: CursorKey, previous: Iterable[CursorKey] = ()) -> None:
         if not isinstance(current, CursorKey):
-            raise EncodeError(f"current must be a CursorKey, not {type(current).__name__}", path="")
+            raise EncodeError(f"current must be a CursorKey, not {type(current).__name__}", path=None)
         keys = {k.kid: k for k in previous}
         keys[current.kid] = current
         object.__setattr__(self, "current", current)
@@ -178,7 +178,7 @@ def as_keyring(keys: Keyring | bytes | None) -> Keyring | None:
         return keys
     if isinstance(keys, bytes):
         return Keyring.from_secret(keys)
-    raise EncodeError(f"keys must be a Keyring or bytes, not {type(keys).__name__}", path="")
+    raise EncodeError(f"keys must be a Keyring or bytes, not {type(keys).__name__}", path=None)
 
 
 def derived_key(secret: bytes) -> CursorKey:
@@ -305,10 +305,10 @@ def encode_position(position: JSONValue) -> bytes:
     try:
         data = orjson.dumps(position, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:
-        raise EncodeError(f"cursor position cannot be encoded: {exc}", path="") from None
+        raise EncodeError(f"cursor position cannot be encoded: {exc}", path=None) from None
     # orjson writes NaN and Infinity as null; only then is a walk needed to tell them apart
     if b"null" in data and _has_non_finite(position, 0):
-        raise EncodeError("cursor position holds a non-finite number", path="")
+        raise EncodeError("cursor position holds a non-finite number", path=None)
     if len(data) > MAX_POSITION_BYTES:
         raise LimitError(
             "position", f"<{len(data)} bytes>", f"must encode to at most {MAX_POSITION_BYTES} bytes"
@@ -353,16 +353,16 @@ def unknown() -> InvalidCursor:
 def state_op_id(state: object) -> bytes:
     """The operation id of a `CursorState` this library made."""
     if not isinstance(state, CursorState):
-        raise EncodeError(f"state must be a CursorState, not {type(state).__name__}", path="")
+        raise EncodeError(f"state must be a CursorState, not {type(state).__name__}", path=None)
     op_id = state.operation_id
     if len(op_id) != 2 * _OP_BYTES or not all(c in "0123456789abcdef" for c in op_id):
-        raise EncodeError("state.operation_id is not an operation id from a store", path="")
+        raise EncodeError("state.operation_id is not an operation id from a store", path=None)
     return bytes.fromhex(op_id)
 
 
 def check_scope_arg(scope: object) -> Scope:
     if not isinstance(scope, Scope):
-        raise EncodeError(f"scope must be a Scope, not {type(scope).__name__}", path="")
+        raise EncodeError(f"scope must be a Scope, not {type(scope).__name__}", path=None)
     return scope
 
 
@@ -439,7 +439,7 @@ class MemoryCursorStore:
     @keyring.setter
     def keyring(self, keyring: Keyring) -> None:
         if not isinstance(keyring, Keyring):
-            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path="")
+            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
         self._keyring = keyring
 
     def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:

@@ -61,7 +61,7 @@ def json_safe(value: object, *, what: str) -> JSONValue:
         return value  # type: ignore[return-value]
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise EncodeError(f"{what} is {value!r}, which JSON cannot carry", path="")
+            raise EncodeError(f"{what} is {value!r}, which JSON cannot carry", path=None)
         return value
     if isinstance(value, bytes | bytearray | memoryview):
         return {"bytes": base64.b64encode(value).decode("ascii")}
@@ -236,7 +236,7 @@ class _SQLSource(Source[Row]):
             raise EncodeError(
                 f"order_by column {columns[i]!r} is NULL in a row; keyset pagination needs "
                 "NOT NULL order columns (or mode='offset')",
-                path="",
+                path=None,
             )
         return json_safe(value, what=f"order_by column {columns[i]!r}")
 

@@ -125,7 +125,7 @@ class RedisCursorStore:
 
         self.ttl = check_ttl(ttl)
         if not isinstance(prefix, str):
-            raise EncodeError(f"prefix must be a str, not {type(prefix).__name__}", path="")
+            raise EncodeError(f"prefix must be a str, not {type(prefix).__name__}", path=None)
         if "{" in prefix or "}" in prefix or len(prefix) > 256:
             # braces in the prefix would become the hash tag and pin every key to one slot
             raise LimitError("prefix", prefix, "must be at most 256 chars without { or }")
@@ -183,7 +183,7 @@ class RedisCursorStore:
     @keyring.setter
     def keyring(self, keyring: Keyring) -> None:
         if not isinstance(keyring, Keyring):
-            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path="")
+            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
         self._shared_key = False
         self._keyring = keyring
 

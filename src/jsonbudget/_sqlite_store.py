@@ -151,7 +151,7 @@ class SQLiteCursorStore:
     @keyring.setter
     def keyring(self, keyring: Keyring) -> None:
         if not isinstance(keyring, Keyring):
-            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path="")
+            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
         self._keyring = keyring
 
     def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:

@@ -123,7 +123,7 @@ class Summarizer:
             }
         if hasattr(obj, "sha256") and hasattr(obj, "size") and hasattr(obj, "ref"):
             return self._spill(obj)
-        raise EncodeError(f"cannot summarize a {type(obj).__name__}", path="")
+        raise EncodeError(f"cannot summarize a {type(obj).__name__}", path=None)
 
     def _page(self, page: Any) -> dict[str, Any]:
         data = page.to_json()

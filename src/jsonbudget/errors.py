@@ -59,9 +59,10 @@ class LimitError(JsonBudgetError, ValueError):
 class EncodeError(JsonBudgetError, TypeError):
     """A value cannot be encoded as JSON and the caller asked for an error, not a marker."""
 
-    def __init__(self, message: str, *, path: str) -> None:
+    def __init__(self, message: str, *, path: str | None) -> None:
         self.path = path
-        super().__init__(f"{message} (at {path or '/'})")
+        # None: the value is an argument, not a place in a document.
+        super().__init__(message if path is None else f"{message} (at {path or '/'})")
 
 
 class DecodeError(JsonBudgetError, ValueError):
