@@ -122,7 +122,9 @@ class Keyring:
 
     def __init__(self, current: CursorKey, previous: Iterable[CursorKey] = ()) -> None:
         if not isinstance(current, CursorKey):
-            raise EncodeError(f"current must be a CursorKey, not {type(current).__name__}", path=None)
+            raise EncodeError(
+                f"current must be a CursorKey, not {type(current).__name__}", path=None
+            )
         keys = {k.kid: k for k in previous}
         keys[current.kid] = current
         object.__setattr__(self, "current", current)
