@@ -150,12 +150,15 @@ def test_scope_is_immutable() -> None:
         ({"a": b"bytes"}, "/a"),
         ({"a": object()}, "/a"),
         ({"a/b": {"c~": decimal.Decimal("NaN")}}, "/a~1b/c~0"),
-        ({"x": "\ud800"}, ""),
+        # orjson refuses the whole query and does not say where: no path is claimed
+        ({"x": "\ud800"}, None),
         ({"big": 2**64}, "/big"),
         ({"big": [-(2**63) - 1]}, "/big/0"),
     ],
 )
-def test_unencodable_queries_are_refused_with_a_path(query: dict[str, Any], path: str) -> None:
+def test_unencodable_queries_are_refused_with_a_path(
+    query: dict[str, Any], path: str | None
+) -> None:
     with pytest.raises(EncodeError) as info:
         Scope("p", query)
     assert info.value.path == path
