@@ -8,7 +8,9 @@ the `redis_server` fixture; nothing is faked.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import multiprocessing
+import pickle
 import re
 import threading
 import time
@@ -30,6 +32,7 @@ from jsonbudget._cursors import (
     MemoryCursorStore,
     encode_token,
     new_operation_id,
+    new_state,
     new_token_id,
 )
 from jsonbudget._redis_store import RedisCursorStore
@@ -199,6 +202,36 @@ def test_minting_one_position_twice_gives_one_token(backend: Backend) -> None:
     state = store.start(scope(), max_pages=None)
     assert store.mint(state, {"b": 1, "a": 2}) == store.mint(state, {"a": 2, "b": 1})
     assert store.mint(state, 1) != store.mint(state, 2)
+
+
+def test_positions_that_compare_equal_keep_their_json_type(backend: Backend) -> None:
+    # regression guard: the memory store keeps int positions unencoded, and 1 == True == 1.0
+    store = backend.make()
+    state = store.start(scope(), max_pages=None)
+    positions: list[Any] = [1, True, 1.0, 0, False, None, "1", [1], 2**64 - 1, -(2**63)]
+    tokens = [store.mint(state, p) for p in positions]
+    assert len(set(tokens)) == len(positions)
+    for position, token in zip(positions, tokens, strict=True):
+        got = store.resume(token, scope()).position
+        assert (type(got), got) == (type(position), position)
+
+
+def test_a_minted_position_is_a_copy(backend: Backend) -> None:
+    store = backend.make()
+    state = store.start(scope(), max_pages=None)
+    position: list[Any] = [5, {"k": "v"}]
+    token = store.mint(state, position)
+    position.append(6)
+    position[1]["k"] = "changed"
+    assert store.resume(token, scope()).position == [5, {"k": "v"}]
+
+
+@pytest.mark.parametrize("position", [2**64, -(2**63) - 1, [2**64]])
+def test_integers_beyond_64_bits_are_refused_as_positions(backend: Backend, position: Any) -> None:
+    store = backend.make()
+    state = store.start(scope(), max_pages=None)
+    with pytest.raises(EncodeError):
+        store.mint(state, position)
 
 
 def test_bad_positions_are_refused(backend: Backend) -> None:
@@ -611,8 +644,9 @@ def test_memory_store_does_not_keep_orjson_buffers() -> None:
 
 @pytest.mark.parametrize("option", ["max_per_principal", "max_total"])
 def test_memory_bounds_are_validated(option: str) -> None:
+    options: dict[str, Any] = {option: 0}
     with pytest.raises(LimitError, match=option):
-        MemoryCursorStore(**{option: 0})
+        MemoryCursorStore(**options)
 
 
 # -- shared between processes (SQLite and Redis) -----------------------------------------------
@@ -755,6 +789,35 @@ def test_mint_refuses_what_is_not_a_store_state(backend: Backend) -> None:
         store.mint({"operation_id": "00" * 16}, 1)
     with pytest.raises(EncodeError):
         store.mint(CursorState("zz" * 16, "p", "q", None, 1, 0.0, 1.0, None), 1)
+
+
+@pytest.mark.parametrize("operation_id", ["AB" * 16, "ab" * 15, "ab" * 17, 5, list("ab" * 16)])
+def test_mint_refuses_a_state_whose_operation_id_is_not_one(
+    backend: Backend, operation_id: Any
+) -> None:
+    # regression: a non-str operation id raised a bare TypeError from len()
+    store = backend.make()
+    with pytest.raises(EncodeError, match="operation id"):
+        store.mint(CursorState(operation_id, "p", "q", None, 1, 0.0, 1.0, None), 1)
+
+
+def test_new_state_is_the_same_frozen_cursor_state() -> None:
+    args: tuple[Any, ...] = ("00" * 16, "p", "q", [1, "k"], 3, 10.0, 20.0, 9)
+    fast = new_state(*args)
+    assert type(fast) is CursorState
+    assert fast == CursorState(*args)
+    assert [getattr(fast, f.name) for f in dataclasses.fields(CursorState)] == list(args)
+    with pytest.raises(AttributeError):
+        fast.pages_served = 4  # type: ignore[misc]
+
+
+def test_keys_survive_pickling_and_sign_the_same() -> None:
+    key = CursorKey(7, SECRET, accept_until=123.5)
+    again = pickle.loads(pickle.dumps(key))
+    assert again == key
+    assert again.accept_until == 123.5
+    assert again.mac(b"body") == key.mac(b"body")
+    assert again.mac(b"body") != CursorKey(7, b"t" * 32).mac(b"body")
 
 
 def test_cursor_state_is_frozen() -> None:
