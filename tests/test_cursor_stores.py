@@ -524,6 +524,37 @@ def test_rotation_accepts_the_previous_key_for_its_window(backend: Backend) -> N
     assert store.resume(new_token, scope()).position == 5
 
 
+@pytest.mark.parametrize("bad", [SECRET, None, "secret", CursorKey(0, SECRET)])
+def test_assigning_what_is_not_a_keyring_is_refused(backend: Backend, bad: Any) -> None:
+    store = backend.make(keys=SECRET)
+    before = store.keyring
+    with pytest.raises(EncodeError, match="keyring must be a Keyring"):
+        store.keyring = bad
+    assert store.keyring is before
+    assert store.resume(first_token(store), scope()).position == 10
+
+
+def test_redis_stops_adopting_the_shared_key_once_a_keyring_is_assigned(
+    redis_server: RedisServer,
+) -> None:
+    prefix = f"t{uuid.uuid4().hex[:12]}:"
+    store = RedisCursorStore(redis_server.url, prefix=prefix)  # adopts the key Redis holds
+    shared_kid = store.keyring.current.kid
+    mine = Keyring(CursorKey((shared_kid + 1) % 256, b"m" * 32))
+    store.keyring = mine
+    # start would re-adopt the shared key if the store still followed Redis
+    state = store.start(scope(), max_pages=None)
+    token = store.mint(state, 4)
+    assert store.keyring is mine
+    assert base64.urlsafe_b64decode(token)[1] == mine.current.kid
+    assert store.resume(token, scope()).position == 4
+    # a second store on the same prefix still follows Redis, and cannot read the token
+    other = RedisCursorStore(redis_server.url, prefix=prefix)
+    assert other.keyring.current.kid == shared_kid
+    with pytest.raises(InvalidCursor, match="unknown key"):
+        other.resume(token, scope())
+
+
 def test_keys_are_validated_and_never_shown() -> None:
     with pytest.raises(LimitError, match="at least 32"):
         CursorKey(0, b"short")

@@ -446,3 +446,31 @@ def test_default_runs_once_per_object() -> None:
     )
     assert json.loads(out.data)["a"] == [1, 2]
     assert sorted(map(id, calls)) == sorted(map(id, values))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 2**70, "\ud800"])
+def test_regression_bad_value_inside_a_run_of_flat_rows_is_still_marked(bad: Any) -> None:
+    # Flat rows are encoded in runs, one orjson call per run: a value orjson refuses or
+    # writes as null must still get its marker, and the rows around it stay whole.
+    rows: list[dict[str, Any]] = [{"id": i, "v": None, "x": 1.5} for i in range(300)]
+    rows[150]["x"] = bad
+    out = encode(rows, max_bytes=100_000)
+    doc = json.loads(out.data)
+    assert doc[:150] == rows[:150]
+    assert doc[151:] == rows[151:]
+    assert doc[150]["id"] == 150
+    assert doc[150]["x"] != 1.5
+    assert out.truncations
+    assert out.truncations[0].path.startswith("/150/x")
+
+
+def test_runs_of_scalars_and_rows_fill_the_budget_exactly_as_item_by_item() -> None:
+    rows = [{"id": i, "name": "n" * (i % 13)} for i in range(5000)]
+    scalars = list(range(100_000))
+    for data in (rows, scalars):
+        out = encode(data, max_bytes=30_000)
+        doc = json.loads(out.data)
+        shown = doc[:-1]
+        assert shown == data[: len(shown)]
+        # whole items up to the budget: the next one would not have fit with the marker
+        assert len(out.data) + len(orjson.dumps(data[len(shown)])) + 1 > 30_000 - 40

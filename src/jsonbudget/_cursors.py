@@ -205,6 +205,29 @@ def as_keyring(keys: Keyring | bytes | None) -> Keyring | None:
     raise EncodeError(f"keys must be a Keyring or bytes, not {type(keys).__name__}", path=None)
 
 
+class KeyedStore:
+    """What every store shares: its `Keyring`, behind the ``keyring`` property."""
+
+    __slots__ = ("_keyring",)
+
+    _keyring: Keyring
+
+    @property
+    def keyring(self) -> Keyring:
+        """The MAC keys; assign a rotated keyring to rotate keys in a running process."""
+        return self._keyring
+
+    @keyring.setter
+    def keyring(self, keyring: Keyring) -> None:
+        if not isinstance(keyring, Keyring):
+            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
+        self._set_keyring(keyring)
+
+    def _set_keyring(self, keyring: Keyring) -> None:
+        """Take an assigned keyring; a store that also changes its own state overrides it."""
+        self._keyring = keyring
+
+
 def derived_key(secret: bytes) -> CursorKey:
     """A key whose id is derived from the secret (for keys a store keeps itself)."""
     return CursorKey(hashlib.sha256(b"jsonbudget/kid\x00" + secret).digest()[0], secret)
@@ -489,7 +512,7 @@ class _Op:
         self.tids: dict[bytes | int | None, bytes] = {}
 
 
-class MemoryCursorStore:
+class MemoryCursorStore(KeyedStore):
     """Operations held in this process: the default store; thread-safe and bounded.
 
     At most *max_per_principal* live operations per principal and *max_total* in all;
@@ -499,7 +522,6 @@ class MemoryCursorStore:
 
     __slots__ = (
         "_by_principal",
-        "_keyring",
         "_lock",
         "_max_per_principal",
         "_max_total",
@@ -536,17 +558,6 @@ class MemoryCursorStore:
         del mine[hex_id]
         if not mine:
             del self._by_principal[op.pfp]
-
-    @property
-    def keyring(self) -> Keyring:
-        """The MAC keys; assign a rotated keyring to rotate keys in a running process."""
-        return self._keyring
-
-    @keyring.setter
-    def keyring(self, keyring: Keyring) -> None:
-        if not isinstance(keyring, Keyring):
-            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
-        self._keyring = keyring
 
     def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
         scope = check_scope_arg(scope)

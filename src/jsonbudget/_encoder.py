@@ -25,7 +25,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from operator import countOf, length_hint
 from typing import Any, Literal, TypeAlias
 
@@ -86,6 +86,12 @@ _JSONError = orjson.JSONEncodeError
 _NO_TRUNCS: _Truncs = []  # shared, never mutated: callers copy before appending
 _BIG = 1 << 62
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes 10xxxxxx
+# Atomic values whose encoded size is bounded by their length (strings) or a constant.
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
+_DICT = frozenset({dict})
+#: From this many items on, a list of flat rows is bounded in bulk rather than item by item.
+_BULK_MIN = 8
 _BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
 # orjson's own nesting limit; the encoder's max_depth is far below it.
@@ -441,6 +447,7 @@ class _Call:
                 ):
                     raise _Unclean
                 self.floats_unchecked = True
+                self.nulls += countOf(values, None)
                 return size + sum(map(length_hint, values))
             size = 1 + 4 * n
             # A cycle would inflate the bound until the depth limit: refuse it here and
@@ -462,6 +469,12 @@ class _Call:
             if depth >= self.max_depth or n > self.max_items:
                 raise _Unclean
             size = n + 1
+            if size > cap:
+                return size
+            if n >= _BULK_MIN:
+                flat = self._flat_items(obj, depth + 1)
+                if flat is not None:
+                    return size + flat
             ident = id(obj)
             if ident in self.walking:
                 raise _Unclean
@@ -475,6 +488,53 @@ class _Call:
         if isinstance(obj, _BOUNDED_SCALARS):
             return 10
         raise _Unclean
+
+    def _flat_items(self, items: list[Any] | tuple[Any, ...], depth: int) -> int | None:
+        """A lower bound for items that are all flat rows, or all atomic: C-level passes only.
+
+        None when some item is neither (the caller walks them one by one). Adds the
+        ``None`` values it passes to ``self.nulls``.
+        """
+        if not self.flat_ok or any(map(gc.is_tracked, items)):
+            return None  # a container (or an object) among them
+        types = set(map(type, items))
+        if types <= _ATOMIC:
+            if float in types:
+                self.floats_unchecked = True
+            self.nulls += countOf(items, None)
+            return sum(map(length_hint, items))
+        if types != _DICT or depth >= self.max_depth:
+            return None
+        if self.max_items < _BIG and max(map(len, items)) > self.max_items:
+            return None
+        try:
+            keys = sum(map(len, chain.from_iterable(items)))
+        except TypeError:  # a non-str key
+            return None
+        self.floats_unchecked = True
+        self.nulls += countOf(chain.from_iterable(map(dict.values, items)), None)
+        values = sum(map(length_hint, chain.from_iterable(map(dict.values, items))))
+        return keys + values + 4 * sum(map(len, items)) + len(items)
+
+    def _bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
+        """orjson's encoding of ``items[start:start + count]`` if all are flat and fit."""
+        if count < _BULK_MIN:
+            return None
+        run = items[start : start + count]
+        self.nulls = 0
+        self.floats_unchecked = False
+        bound = self._flat_items(run, depth)
+        if bound is None or bound + count > room:
+            return None
+        try:
+            data = _dumps(run)
+        except _JSONError:
+            return None
+        if len(data) - 1 > room:  # a comma before, no brackets
+            return None
+        if self.floats_unchecked and data.count(b"null") != self.nulls and _has_nonfinite(run):
+            return None
+        return data
 
     def _fast(self, obj: Any, cap: int, depth: int) -> bytes | int:
         """orjson's bytes for *obj* if it is clean and fits *cap*, else `_TOO_BIG`/`_UNCLEAN`."""
@@ -495,12 +555,7 @@ class _Call:
             return _TOO_BIG
         # orjson writes NaN and infinities as null. The walk checked every float except
         # those inside untracked dicts; there, more nulls than Nones means a closer look.
-        if (
-            self.floats_unchecked
-            and b"null" in data
-            and data.count(b"null") != self.nulls + _count_none(obj)
-            and _has_nonfinite(obj)
-        ):
+        if self.floats_unchecked and data.count(b"null") != self.nulls and _has_nonfinite(obj):
             return _UNCLEAN
         return data
 
@@ -674,7 +729,7 @@ class _Call:
         if replaced:
             truncs.append(Truncation(path, "unencodable", replaced, "chars"))
         head, tail = self.mk.string(n - kept)
-        return head + content + tail, truncs
+        return b"".join((head, content, tail)), truncs
 
     def _scrubbed(self, s: str, allot: int, path: str, *, exact: bool) -> _Out | None:
         """A string with lone surrogates: each becomes U+FFFD, and the string says so."""
@@ -884,12 +939,25 @@ class _Call:
         truncs: _Truncs = []
         i = 0
         cut = capped = False
+        share = 0.9  # of the room a bulk step aims to fill; halved when a step misses
         while True:
             if stream is not None:
                 if not stream.has(i):
                     break
                 last = not stream.has(i + 1)
             else:
+                if i and share > 0.05 and n - i >= _BULK_MIN and i < limit:
+                    # Flat rows go through in runs, one orjson call each, sized by the
+                    # bytes per item so far; the items near the end go one by one.
+                    room = avail - len(buf) + 1 - marker_room
+                    k = min(int(room * share * i / len(buf)), n - i, limit - i)
+                    step = self._bulk_step(items, i, k, room, depth + 1)
+                    if step is not None:
+                        buf += b","
+                        buf += memoryview(step)[1:-1]
+                        i += k
+                        continue
+                    share /= 2
                 if i >= n:
                     break
                 last = i == n - 1
@@ -976,38 +1044,57 @@ def _prefix(s: str, room: int) -> tuple[bytes, int, int]:
     """The longest prefix of *s* whose encoded content fits *room* bytes.
 
     Returns the content bytes (without quotes), the characters kept, and how many lone
-    surrogates were replaced. Never cuts inside a UTF-8 character or a JSON escape: the
-    cut is backed up until orjson parses it as a whole string.
+    surrogates were replaced. Never cuts inside a UTF-8 character (backs up to a lead
+    byte) or a JSON escape (near a backslash, backs up until orjson parses the cut).
     """
-    piece = s[:room]  # every character encodes to at least one byte
-    replaced = 0
+    # Every character encodes to at least one byte, so `room` characters always suffice;
+    # text that is not ASCII often takes three or four, so try fewer first (isascii is
+    # O(1) on CPython's str). Encoding a fresh slice costs its UTF-8 conversion.
+    limit = min(room, len(s))
+    took = limit if s.isascii() else room * 3 // 8  # one encode for 3- and 4-byte text
+    content, kept, replaced = _encode_piece(s[:took])
+    if len(content) <= room and took < limit:
+        # Short of the room: take more, sized by the bytes per character seen so far.
+        per_char = max(len(content) / max(took, 1), 1.0)
+        took = min(limit, took + int((room - len(content)) / per_char * 1.25) + 8)
+        content, kept, replaced = _encode_piece(s[:took])
+        if len(content) <= room and took < limit:
+            content, kept, replaced = _encode_piece(s[:limit])  # denser text further on
+    if len(content) <= room:
+        return content, kept, replaced
+    cut = content[:room]
+    # Back up to the lead byte of the last character if that character is incomplete.
+    i = room - 1
+    while cut[i] & 0xC0 == 0x80:  # a continuation byte
+        i -= 1
+    lead = cut[i]
+    width = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    if i + width > room:
+        cut = cut[:i]
+    if b"\\" not in content:
+        # Without escapes, characters are the bytes that do not continue a character:
+        # count them in whichever side of the cut is shorter.
+        rest = len(content) - len(cut)
+        if rest < len(cut):
+            dropped = len(content[len(cut) :].translate(None, _CONTINUATION))
+            return cut, kept - dropped, replaced
+        return cut, len(cut.translate(None, _CONTINUATION)), replaced
+    while True:  # an escape may be cut: at most 5 steps back, an escape is 6 bytes
+        try:
+            text = _loads(b'"' + cut + b'"')
+        except orjson.JSONDecodeError:
+            cut = cut[:-1]
+            continue
+        return cut, len(text), replaced
+
+
+def _encode_piece(piece: str) -> tuple[bytes, int, int]:
+    """Encoded content of *piece*, its length in characters, and surrogates replaced."""
     try:
-        content = _dumps(piece)[1:-1]
+        return _dumps(piece)[1:-1], len(piece), 0
     except _JSONError:  # lone surrogates: replace them, and say how many
         piece, replaced = _SURROGATE.subn("\ufffd", piece)
-        content = _dumps(piece)[1:-1]
-    if len(content) <= room:
-        return content, len(piece), replaced
-    cut = content[:room]
-    while True:
-        try:
-            kept = _loads(b'"' + cut + b'"')
-        except orjson.JSONDecodeError:
-            cut = cut[:-1]  # at most 5 steps: an escape is at most 6 bytes
-            continue
-        return cut, len(kept), replaced
-
-
-def _count_none(obj: Any) -> int:
-    """``None`` values directly inside untracked dicts (the walk counted the others)."""
-    if type(obj) is dict and not gc.is_tracked(obj):
-        return countOf(obj.values(), None)
-    if type(obj) is list or type(obj) is tuple or type(obj) is dict:
-        items = obj.values() if type(obj) is dict else obj
-        return sum(
-            countOf(v.values(), None) for v in items if type(v) is dict and not gc.is_tracked(v)
-        )
-    return 0
+        return _dumps(piece)[1:-1], len(piece), replaced
 
 
 def _has_nonfinite(obj: Any) -> bool:

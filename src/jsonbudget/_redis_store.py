@@ -17,6 +17,7 @@ from ._cursors import (
     CursorKey,
     CursorState,
     JSONValue,
+    KeyedStore,
     Keyring,
     as_keyring,
     check_max_pages,
@@ -88,7 +89,7 @@ def _text(value: bytes | str) -> str:
     return value.decode("ascii") if isinstance(value, bytes) else value
 
 
-class RedisCursorStore:
+class RedisCursorStore(KeyedStore):
     """Operations kept in Redis under *prefix*, one hash per operation.
 
     *url_or_client* is a ``redis://`` URL or a ``redis.Redis`` / ``redis.RedisCluster``
@@ -103,7 +104,6 @@ class RedisCursorStore:
         "_client",
         "_key_lock",
         "_key_name",
-        "_keyring",
         "_last_refresh",
         "_mint",
         "_resume",
@@ -175,15 +175,8 @@ class RedisCursorStore:
         with self._key_lock:
             self._keyring = self._keyring.adopt(self._sync_key(self._keyring.current))
 
-    @property
-    def keyring(self) -> Keyring:
-        """The MAC keys; assign a rotated keyring to rotate keys in a running process."""
-        return self._keyring
-
-    @keyring.setter
-    def keyring(self, keyring: Keyring) -> None:
-        if not isinstance(keyring, Keyring):
-            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
+    def _set_keyring(self, keyring: Keyring) -> None:
+        # an assigned keyring is the caller's: stop adopting the key Redis holds
         self._shared_key = False
         self._keyring = keyring
 

@@ -111,6 +111,11 @@ class SequenceSource(Source[T]):
             raise TypeError(f"SequenceSource needs a Sequence, not {type(seq).__name__}")
         self._seq = seq
 
+    @property
+    def sequence(self) -> Sequence[T]:
+        """The sequence itself (pages fill from it in runs)."""
+        return self._seq
+
     def open(
         self, position: Position | None, *, limit_hint: int | None = None
     ) -> Iterator[tuple[T, Position]]:

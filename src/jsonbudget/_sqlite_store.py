@@ -17,6 +17,7 @@ from ._cursors import (
     MIN_SECRET_BYTES,
     CursorState,
     JSONValue,
+    KeyedStore,
     Keyring,
     as_keyring,
     authenticate,
@@ -36,7 +37,7 @@ from ._cursors import (
 )
 from ._limits import check_int
 from ._scope import Scope
-from .errors import BudgetExhausted, EncodeError
+from .errors import BudgetExhausted
 
 __all__ = ["SQLiteCursorStore"]
 
@@ -78,7 +79,7 @@ _RESUME_SQL: Final = """
     WHERE o.op_id = ?"""
 
 
-class SQLiteCursorStore:
+class SQLiteCursorStore(KeyedStore):
     """Operations kept in the SQLite database at *path*: durable and multi-process.
 
     The database runs in WAL mode; every page count is one ``BEGIN IMMEDIATE``
@@ -87,7 +88,7 @@ class SQLiteCursorStore:
     opens it. One connection per store, guarded by a lock (safe across threads).
     """
 
-    __slots__ = ("_conn", "_keyring", "_last_sweep", "_lock", "_max_per_principal", "path", "ttl")
+    __slots__ = ("_conn", "_last_sweep", "_lock", "_max_per_principal", "path", "ttl")
 
     def __init__(
         self,
@@ -142,17 +143,6 @@ class SQLiteCursorStore:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-    @property
-    def keyring(self) -> Keyring:
-        """The MAC keys; assign a rotated keyring to rotate keys in a running process."""
-        return self._keyring
-
-    @keyring.setter
-    def keyring(self, keyring: Keyring) -> None:
-        if not isinstance(keyring, Keyring):
-            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
-        self._keyring = keyring
 
     def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
         scope = check_scope_arg(scope)
