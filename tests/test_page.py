@@ -404,3 +404,34 @@ def test_regression_max_items_cut_inside_an_item_is_not_oversized() -> None:
     assert page.oversized == ()
     doc = json.loads(page.to_json())
     assert doc["items"][0] == {"id": 8, "status": "open", "…": "[omitted: 1 more keys]"}
+
+
+flat_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+)
+flat_rows = st.lists(
+    st.one_of(st.dictionaries(st.text(max_size=6), flat_scalars, max_size=6), flat_scalars),
+    max_size=150,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=flat_rows, max_bytes=st.integers(400, 6000), max_items=st.none() | st.integers(1, 60))
+def test_runs_build_the_same_page_as_item_by_item(
+    items: list[Any], max_bytes: int, max_items: int | None
+) -> None:
+    limits = Limits(max_bytes, max_items=max_items)
+    one_by_one = PageBuilder(limits)
+    more = one_by_one.fill(items)
+    in_runs = PageBuilder(limits)
+    more_runs, offset = in_runs.fill_from(items)
+    assert more_runs == more
+    assert offset == one_by_one.count
+    a = one_by_one.finish(complete=not more)
+    b = in_runs.finish(complete=not more)
+    assert a.to_json() == b.to_json()
+    assert a.items == b.items
