@@ -2,6 +2,9 @@
 
 ``run()`` returns rows ``(measure, value, unit, target)``. It starts its own
 redis-server (the same code the tests use) and an SQLite file in a temp dir.
+
+Run: ``python benches/ratios.py --only cursors`` (or, from the repository root,
+``PYTHONPATH=src:. python3 benches/ratios_cursors.py``).
 """
 
 from __future__ import annotations
@@ -42,19 +45,19 @@ def run() -> list[tuple[str, float, str, str]]:
         rows.append(("sqlite mint+resume", _continuation_us(store, 1000), "us", "<= 200"))
     with redis_server_process() as server:
         client, trips = counting_client(server.url)
-        store = RedisCursorStore(client, prefix="ratios:")
-        rows.append(("redis mint+resume", _continuation_us(store, 500), "us", "(no target)"))
-        state = store.start(SCOPE, max_pages=None)
-        token = store.mint(state, 0)
+        redis_store = RedisCursorStore(client, prefix="ratios:")
+        rows.append(("redis mint+resume", _continuation_us(redis_store, 500), "us", "(no target)"))
+        state = redis_store.start(SCOPE, max_pages=None)
+        token = redis_store.mint(state, 0)
         n = 200
         before = trips.count
         for i in range(n):
-            token = store.mint(store.resume(token, SCOPE), i + 1)
+            token = redis_store.mint(redis_store.resume(token, SCOPE), i + 1)
         rows.append(
             ("redis round trips per continuation", (trips.count - before) / n, "trips", "<= 2")
         )
         before = trips.count
-        store.start(SCOPE, max_pages=None)
+        redis_store.start(SCOPE, max_pages=None)
         rows.append(("redis round trips per first page", trips.count - before, "trips", "(info)"))
     return rows
 

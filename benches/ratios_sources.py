@@ -103,24 +103,33 @@ def ijson_whole_file(path: Path) -> int:
         return sum(1 for _ in ijson.items(f, "item", use_float=True))
 
 
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+# The child reports its own peak: VmHWM is the high-water RSS of its address space, which
+# exec replaces. ru_maxrss is no good here: Linux carries the parent's peak into it across
+# fork and exec, so every file showed the bench process's own RSS.
 _RSS_PROBE = """
-import resource, sys, itertools
+import sys, itertools
 from jsonbudget._file_sources import JsonArrayFileSource
-it = JsonArrayFileSource(sys.argv[1]).open(None, limit_hint=100)
-items = list(itertools.islice(it, 101))
-it.close()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+if sys.argv[1:]:
+    it = JsonArrayFileSource(sys.argv[1]).open(None, limit_hint=100)
+    items = list(itertools.islice(it, 101))
+    it.close()
+with open("/proc/self/status") as f:
+    print(next(line.split()[1] for line in f if line.startswith("VmHWM:")))
 """
 
 
-def first_page_rss_kib(path: Path) -> float:
-    """Peak RSS (KiB) of a fresh process that imports the source and reads a first page."""
+def first_page_rss_kib(path: Path | None) -> float:
+    """Peak RSS (KiB) of a fresh process that imports the source and reads a first page of
+    *path* (with None: that only imports it).
+    """
     out = subprocess.run(
-        [sys.executable, "-c", _RSS_PROBE, str(path)],
+        [sys.executable, "-c", _RSS_PROBE, *([str(path)] if path else [])],
         check=True,
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": "src"},
+        env={"PYTHONPATH": str(SRC)},
     )
     return float(out.stdout.strip())
 
@@ -139,8 +148,10 @@ def file_rows(full: bool) -> list[Row]:
         rows.append(
             (f"ijson first 100 items of the {big_mb} MB array", t_ijson * 1e3, "ms", "(ref)")
         )
+        rss_import = statistics.median(first_page_rss_kib(None) for _ in range(3))
         rss_small = statistics.median(first_page_rss_kib(small) for _ in range(3))
         rss_big = statistics.median(first_page_rss_kib(big) for _ in range(3))
+        rows.append(("process peak RSS, import only (no page)", rss_import, "KiB", "(ref)"))
         rows.append(
             (f"first page: process peak RSS, {small_mb} MB file", rss_small, "KiB", "(ref)")
         )

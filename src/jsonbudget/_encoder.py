@@ -251,10 +251,6 @@ class Encoder:
             return None
         return Encoded(out[0], not out[1], tuple(out[1]))
 
-    def new_call(self) -> _Call:
-        """Per-call state for repeated low-level measuring (pages use it per item)."""
-        return _Call(self)
-
     def marker(self, kind: str, what: str) -> bytes:
         """A marker in this encoder's style that stands for a whole value."""
         return _Markers(self.markers).value(kind, what)
@@ -582,7 +578,8 @@ class _Call:
         if len(data) > cap:
             return _TOO_BIG
         # orjson writes NaN and infinities as null: more nulls than Nones needs a look.
-        if b"null" in data and data.count(b"null") != countOf(values, None) and _has_nonfinite(obj):
+        nulls = data.count(b"null")  # cheaper than `in` on short bytes
+        if nulls and nulls != countOf(values, None) and _has_nonfinite(obj):
             return _UNCLEAN
         return data
 

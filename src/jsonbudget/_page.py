@@ -14,7 +14,7 @@ from typing import Any, Literal
 import orjson
 
 from ._cursors import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
-from ._encoder import _UNCLEAN, Encoder, MarkerStyle, Strategy, Truncation, pointer
+from ._encoder import _UNCLEAN, Encoder, MarkerStyle, Strategy, Truncation, _Call, pointer
 from ._limits import Limits
 from ._scope import Scope
 from ._sources import AsyncSource, Position, SequenceSource, Source, as_source
@@ -178,7 +178,7 @@ class PageBuilder:
         self._fixed = len(_dumps({k["items"]: [], **closing}))
         self._cap = limits.max_bytes - self._fixed
         self._max_items = limits.max_items if limits.max_items is not None else 2**62
-        self._call = self._encoder.new_call()
+        self._call = _Call(self._encoder)  # per-page state, reused for every item
         self._buf = bytearray()
         self._items: list[Any] = []
         self._count = 0
