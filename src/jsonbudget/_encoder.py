@@ -262,11 +262,14 @@ class Encoder:
         vouches for *budget*; `encode` passes ``limits.max_bytes``.
         """
         call = _Call(self)
-        out = call.measure(obj, budget, path, 0)
-        if out is None:
+        if type(obj) is str:  # the common huge value: straight to the cut
             out = call.render(obj, budget, path, 0)
+        else:
+            out = call.measure(obj, budget, path, 0)
             if out is None:
-                return None
+                out = call.render(obj, budget, path, 0)
+        if out is None:
+            return None
         data, truncs = out
         return Encoded(data, not truncs, tuple(truncs))
 
@@ -1037,61 +1040,62 @@ def _water_level(sizes: list[int], mins: list[int], space: int) -> int:
     return lo
 
 
-def _prefix(s: str, room: int) -> tuple[bytes, int, int]:
+def _prefix(s: str, room: int) -> tuple[bytes | memoryview, int, int]:
     """The longest prefix of *s* whose encoded content fits *room* bytes.
 
-    Returns the content bytes (without quotes), the characters kept, and how many lone
-    surrogates were replaced. Never cuts inside a UTF-8 character (backs up to a lead
-    byte) or a JSON escape (near a backslash, backs up until orjson parses the cut).
+    Returns the content (without quotes; a view, to spare a copy), the characters kept,
+    and how many lone surrogates were replaced. Never cuts inside a UTF-8 character
+    (backs up to a lead byte) or a JSON escape (near a backslash, backs up until orjson
+    parses the cut).
     """
     # Every character encodes to at least one byte, so `room` characters always suffice;
-    # text that is not ASCII often takes three or four, so try fewer first (isascii is
+    # text that is not ASCII mostly takes two or more, so try fewer first (isascii is
     # O(1) on CPython's str). Encoding a fresh slice costs its UTF-8 conversion.
     limit = min(room, len(s))
-    took = limit if s.isascii() else room * 3 // 8  # one encode for 3- and 4-byte text
-    content, kept, replaced = _encode_piece(s[:took])
-    if len(content) <= room and took < limit:
+    took = limit if s.isascii() else room // 2
+    data, kept, replaced = _encode_piece(s[:took])
+    if len(data) - 2 <= room and took < limit:
         # Short of the room: take more, sized by the bytes per character seen so far.
-        per_char = max(len(content) / max(took, 1), 1.0)
-        took = min(limit, took + int((room - len(content)) / per_char * 1.25) + 8)
-        content, kept, replaced = _encode_piece(s[:took])
-        if len(content) <= room and took < limit:
-            content, kept, replaced = _encode_piece(s[:limit])  # denser text further on
-    if len(content) <= room:
-        return content, kept, replaced
-    cut = content[:room]
+        per_char = max((len(data) - 2) / max(took, 1), 1.0)
+        took = min(limit, took + int((room - len(data) + 2) / per_char * 1.25) + 8)
+        data, kept, replaced = _encode_piece(s[:took])
+        if len(data) - 2 <= room and took < limit:
+            data, kept, replaced = _encode_piece(s[:limit])  # denser text further on
+    view = memoryview(data)
+    if len(data) - 2 <= room:
+        return view[1:-1], kept, replaced
+    end = room + 1  # the cut is data[1:end]
     # Back up to the lead byte of the last character if that character is incomplete.
-    i = room - 1
-    while cut[i] & 0xC0 == 0x80:  # a continuation byte
+    i = end - 1
+    while data[i] & 0xC0 == 0x80:  # a continuation byte
         i -= 1
-    lead = cut[i]
+    lead = data[i]
     width = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-    if i + width > room:
-        cut = cut[:i]
-    if b"\\" not in content:
+    if i + width > end:
+        end = i
+    if data.find(b"\\", 1, -1) < 0:
         # Without escapes, characters are the bytes that do not continue a character:
-        # count them in whichever side of the cut is shorter.
-        rest = len(content) - len(cut)
-        if rest < len(cut):
-            dropped = len(content[len(cut) :].translate(None, _CONTINUATION))
-            return cut, kept - dropped, replaced
-        return cut, len(cut.translate(None, _CONTINUATION)), replaced
+        # count them on whichever side of the cut is shorter.
+        if len(data) - 1 - end < end - 1:
+            dropped = len(data[end:-1].translate(None, _CONTINUATION))
+            return view[1:end], kept - dropped, replaced
+        return view[1:end], len(data[1:end].translate(None, _CONTINUATION)), replaced
     while True:  # an escape may be cut: at most 5 steps back, an escape is 6 bytes
         try:
-            text = _loads(b'"' + cut + b'"')
+            text = _loads(b'"' + data[1:end] + b'"')
         except orjson.JSONDecodeError:
-            cut = cut[:-1]
+            end -= 1
             continue
-        return cut, len(text), replaced
+        return view[1:end], len(text), replaced
 
 
 def _encode_piece(piece: str) -> tuple[bytes, int, int]:
-    """Encoded content of *piece*, its length in characters, and surrogates replaced."""
+    """*piece* encoded as a JSON string, its length in characters, surrogates replaced."""
     try:
-        return _dumps(piece)[1:-1], len(piece), 0
+        return _dumps(piece), len(piece), 0
     except _JSONError:  # lone surrogates: replace them, and say how many
         piece, replaced = _SURROGATE.subn("\ufffd", piece)
-        return _dumps(piece)[1:-1], len(piece), replaced
+        return _dumps(piece), len(piece), replaced
 
 
 def _has_nonfinite(obj: Any) -> bool:
