@@ -96,8 +96,8 @@ def _within_10pct_of_previous(value: float, previous: Row | None) -> bool | str 
     if previous is None or previous[2] == "":
         return None
     if value == previous[1]:
-        # Equal to the KiB for files 10x apart: the probe most likely saw its parent's
-        # RSS, not its own (see docs/benchmarks.md), so the check proves nothing.
+        # Equal to the KiB for files 10x apart: more likely a probe that did not read its
+        # own peak than a real result, so the check says it cannot tell.
         return "UNCLEAR"
     return value <= previous[1] * 1.10
 
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("quick", "default", "full"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     mode: Mode = "quick" if args.quick else "full" if args.full else "default"
-    # ratios_sources starts its RSS probe with PYTHONPATH=src, relative to the repository.
+    # Areas open their data files relative to the repository.
     os.chdir(ROOT)
     if args.child:
         child_mode: Mode = args.mode or mode
