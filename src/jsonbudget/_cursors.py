@@ -30,6 +30,7 @@ import orjson
 
 from ._limits import check_int
 from ._scope import Scope
+from ._sources import JSONValue
 from .errors import (
     BudgetExhausted,
     CursorScopeError,
@@ -54,7 +55,6 @@ __all__ = [
     "MemoryCursorStore",
 ]
 
-JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
 
 #: Seconds from an operation's first page until every token of it is refused.
 DEFAULT_TTL: Final = 900
