@@ -173,7 +173,7 @@ def test_oversized_placeholder_states_what_stood_there() -> None:
 def test_oversized_spill_writes_the_item_whole(tmp_path: Path) -> None:
     store = SpillStore(tmp_path / "spill")
     rows = [{"id": 1, "body": "x" * 100_000}]
-    pages = follow(rows, Limits(512), oversized="spill", spill_store=store)
+    pages = follow(rows, Limits(1024), oversized="spill", spill_store=store)
     entry = pages[0].oversized[0]
     assert entry.outcome == "spilled"
     assert entry.ref is not None
@@ -435,3 +435,16 @@ def test_runs_build_the_same_page_as_item_by_item(
     b = in_runs.finish(complete=not more)
     assert a.to_json() == b.to_json()
     assert a.items == b.items
+
+
+def test_regression_spill_marker_follows_the_marker_style(tmp_path: Path) -> None:
+    # The spill marker was always text; it now takes the page's marker style, and the
+    # smallest page is sized for the longest spill reference.
+    store = SpillStore(tmp_path / "spill")
+    rows = [{"id": 1, "body": "x" * 100_000}]
+    pages = follow(rows, Limits(1024), oversized="spill", spill_store=store, markers="structured")
+    marker = json.loads(pages[0].to_json())["items"][0]["$truncated"]
+    assert marker["kind"] == "oversized"
+    assert pages[0].oversized[0].ref in marker["what"]
+    with pytest.raises(ValueError, match="at least 622"):
+        PageBuilder(Limits(600), oversized="spill", spill_store=store)

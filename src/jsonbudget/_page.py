@@ -54,6 +54,8 @@ MCP_KEYS: Mapping[str, str] = {
 _LONGEST_REASON = "budget_exhausted"
 #: How often a truncated oversized item is re-fitted when its reports overflow the page.
 _REFITS = 6
+#: A spill reference: a label of up to 64 characters, a sha256, an extension.
+_LONGEST_SPILL_REF = 64 + 1 + 64 + 5
 #: From this many items on, `fill_from` tries a run rather than one item.
 _RUN_MIN = 8
 
@@ -122,16 +124,16 @@ class PageBuilder:
         "_encoder",
         "_fixed",
         "_full_reason",
+        "_has_oversized",
+        "_has_truncated",
         "_items",
         "_items_path",
         "_keys",
         "_max_items",
         "_oversized",
-        "_oversized_bytes",
         "_reports_bytes",
         "_spill_label",
         "_spill_store",
-        "_truncated_bytes",
         "_truncations",
         "limits",
         "oversized",
@@ -184,18 +186,22 @@ class PageBuilder:
         self._count = 0
         self._truncations: list[Truncation] = []
         self._oversized: list[OversizedItem] = []
-        self._truncated_bytes = 0  # the "truncated" report as encoded, wrapper included
-        self._oversized_bytes = 0
+        self._has_truncated = False  # whether the reports' wrappers are already counted
+        self._has_oversized = False
         self._reports_bytes = 0
         self._full_reason: IncompleteReason | None = None
         # The smallest page that can always be built: an empty envelope holding one
         # oversized item's placeholder and its reports. Refused before any work.
+        if oversized == "spill":  # the longest reference a spill store makes
+            ref = "x" * _LONGEST_SPILL_REF
+            marker, info = self._spill_marker(ref, 2**40), OversizedItem(0, 2**40, "spilled", ref)
+        else:
+            marker, info = self._placeholder(), OversizedItem(0, 2**40, "placeholder")
         least = (
             self._fixed
-            + len(self._placeholder())
+            + len(marker)
             + self._report_growth(
-                [Truncation(pointer(self._items_path, 0), "item", None, "bytes")],
-                OversizedItem(0, 2**40, "placeholder"),
+                [Truncation(pointer(self._items_path, 0), "item", None, "bytes")], info
             )
         )
         if limits.max_bytes < least:
@@ -343,11 +349,11 @@ class PageBuilder:
         entries = [_dumps(t.to_dict()) for t in truncations]
         if entries:
             # ',"truncated":[' ... ']' once, then a comma before each later entry.
-            wrapper = 0 if self._truncated_bytes else len(_dumps(self._keys["truncated"])) + 4
-            grow += wrapper + sum(len(e) + 1 for e in entries) - (0 if self._truncated_bytes else 1)
+            wrapper = 0 if self._has_truncated else len(_dumps(self._keys["truncated"])) + 4
+            grow += wrapper + sum(len(e) + 1 for e in entries) - (0 if self._has_truncated else 1)
         if oversized is not None:
             entry = len(_dumps(oversized.to_dict()))
-            wrapper = 0 if self._oversized_bytes else len(_dumps(self._keys["oversized"])) + 3
+            wrapper = 0 if self._has_oversized else len(_dumps(self._keys["oversized"])) + 3
             grow += wrapper + entry + 1
         return grow
 
@@ -368,10 +374,10 @@ class PageBuilder:
         added = list(truncations)
         self._truncations.extend(added)
         if added:
-            self._truncated_bytes = 1
+            self._has_truncated = True
         if oversized is not None:
             self._oversized.append(oversized)
-            self._oversized_bytes = 1
+            self._has_oversized = True
         self._reports_bytes = before + grow
         self._full_reason = None
 
@@ -386,7 +392,7 @@ class PageBuilder:
             data = self._encode_whole_for_spill(item)
             ref = self._spill_store.put(data, label=self._spill_label)
             info = OversizedItem(index, len(data), "spilled", ref.ref)
-            marker = _dumps(f"…[oversized: spilled as {ref.ref}, {len(data)} bytes]")
+            marker = self._spill_marker(ref.ref, len(data))
             self._place(item, marker, path, info, "item")
             return
         if policy == "truncate":
@@ -404,6 +410,9 @@ class PageBuilder:
                 room -= over  # the reports did not fit: leave them more room
         info = OversizedItem(index, None, "placeholder")
         self._place(item, self._placeholder(), path, info, "item")
+
+    def _spill_marker(self, ref: str, size: int) -> bytes:
+        return self._encoder.marker("oversized", f"spilled as {ref}, {size} bytes")
 
     def _placeholder(self) -> bytes:
         return self._encoder.marker("oversized", "item larger than the page")
