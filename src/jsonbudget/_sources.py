@@ -267,7 +267,11 @@ def as_source(obj: object) -> Source[object] | AsyncSource[object]:
     A one-shot iterator or generator raises `TypeError` (it cannot be resumed), as do
     strings, bytes and mappings (almost always a mistake) and anything else.
     """
-    if isinstance(obj, Source | AsyncSource):
+    if type(obj) is list or type(obj) is tuple:  # the common case, before the slow checks
+        return SequenceSource(obj)
+    if isinstance(obj, SequenceSource | IterableSource | AsyncIterableSource):
+        return obj
+    if isinstance(obj, Source | AsyncSource):  # structural (runtime_checkable): slower
         return obj
     if isinstance(obj, str | bytes | bytearray | memoryview | Mapping):
         raise TypeError(
