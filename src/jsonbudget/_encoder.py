@@ -91,7 +91,7 @@ _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes 10xxxxxx
 _ATOMIC = frozenset({str, int, float, bool, type(None)})
 _DICT = frozenset({dict})
 #: From this many items on, a list of flat rows is bounded in bulk rather than item by item.
-_BULK_MIN = 8
+_BULK_MIN = 2
 _BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
 # orjson's own nesting limit; the encoder's max_depth is far below it.
