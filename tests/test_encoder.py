@@ -474,3 +474,46 @@ def test_runs_of_scalars_and_rows_fill_the_budget_exactly_as_item_by_item() -> N
         assert shown == data[: len(shown)]
         # whole items up to the budget: the next one would not have fit with the marker
         assert len(out.data) + len(orjson.dumps(data[len(shown)])) + 1 > 30_000 - 40
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: "é" * 100_000_000, id="a 100 M-character string"),
+        pytest.param(
+            lambda: {"rows": [{"id": i, "note": "n" * 200} for i in range(200_000)]},
+            id="50 MB of rows",
+        ),
+        pytest.param(lambda: {"log": "x" * 200_000_000, "status": "done"}, id="a 200 MB field"),
+    ],
+)
+def test_cost_follows_the_budget_not_the_input(make: Any) -> None:
+    # Guarantee 5: never encode the input whole to cut it afterwards. Encoding any of
+    # these whole would allocate at least its encoded size; the budget is 64 KiB.
+    import tracemalloc
+
+    obj = make()
+    tracemalloc.start()
+    try:
+        out = encode(obj, max_bytes=65_536)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(out.data) <= 65_536
+    assert peak < 1024 * 1024
+
+
+def test_regression_output_holds_no_spare_capacity() -> None:
+    # orjson's bytes keep several times their length in spare capacity; a result that
+    # fits whole must not carry that to the caller.
+    import tracemalloc
+
+    obj = {"text": "x" * 60_000}
+    tracemalloc.start()
+    try:
+        out = encode(obj, max_bytes=65_536)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.data == orjson.dumps(obj)
+    assert held < 2 * len(out.data)

@@ -92,6 +92,8 @@ _ATOMIC = frozenset({str, int, float, bool, type(None)})
 _DICT = frozenset({dict})
 #: From this many items on, a list of flat rows is bounded in bulk rather than item by item.
 _BULK_MIN = 2
+#: Long strings are encoded this many characters at a time (see `_encode_piece`).
+_SLICE_CHARS = 2048
 _BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
 # orjson's own nesting limit; the encoder's max_depth is far below it.
@@ -247,9 +249,7 @@ class Encoder:
         field caps) still apply. Costs about *budget*, however large *obj* is.
         """
         out = _Call(self).measure(obj, budget, path, 0)
-        if out is None:
-            return None
-        return Encoded(out[0], not out[1], tuple(out[1]))
+        return None if out is None else _encoded(out)
 
     def marker(self, kind: str, what: str) -> bytes:
         """A marker in this encoder's style that stands for a whole value."""
@@ -270,8 +270,16 @@ class Encoder:
                 out = call.render(obj, budget, path, 0)
         if out is None:
             return None
-        data, truncs = out
-        return Encoded(data, not truncs, tuple(truncs))
+        return _encoded(out)
+
+
+def _encoded(out: _Out) -> Encoded:
+    data, truncs = out
+    if truncs is _NO_TRUNCS:
+        # Straight from orjson, whose bytes keep several times their length in spare
+        # capacity: hand out a compact copy.
+        data = bytes(memoryview(data))
+    return Encoded(data, not truncs, tuple(truncs))
 
 
 def _resolve_limits(
@@ -1089,13 +1097,28 @@ def _prefix(s: str, room: int) -> tuple[bytes | memoryview, int, int]:
         return view[1:end], len(text), replaced
 
 
-def _encode_piece(piece: str) -> tuple[bytes, int, int]:
-    """*piece* encoded as a JSON string, its length in characters, surrogates replaced."""
+def _encode_piece(piece: str) -> tuple[bytes | bytearray, int, int]:
+    """*piece* encoded as a JSON string, its length in characters, surrogates replaced.
+
+    orjson reserves about eight bytes of output per input character and its bytes keep
+    that capacity, so a long piece is encoded in slices copied into one buffer: the
+    memory stays near the output's size.
+    """
     try:
-        return _dumps(piece), len(piece), 0
+        return _encode_slices(piece), len(piece), 0
     except _JSONError:  # lone surrogates: replace them, and say how many
         piece, replaced = _SURROGATE.subn("\ufffd", piece)
-        return _dumps(piece), len(piece), replaced
+        return _encode_slices(piece), len(piece), replaced
+
+
+def _encode_slices(piece: str) -> bytes | bytearray:
+    if len(piece) <= _SLICE_CHARS:
+        return _dumps(piece)
+    buf = bytearray(b'"')
+    for start in range(0, len(piece), _SLICE_CHARS):
+        buf += memoryview(_dumps(piece[start : start + _SLICE_CHARS]))[1:-1]
+    buf += b'"'
+    return buf
 
 
 def _has_nonfinite(obj: Any) -> bool:
