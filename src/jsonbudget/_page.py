@@ -265,7 +265,7 @@ class PageBuilder:
         while i < n:
             count = self._count
             if count and share > 0.05 and n - i >= _RUN_MIN:
-                room = self._cap - len(self._buf) - self._reports_bytes - 1
+                room = self._cap - len(self._buf) - self._reports_bytes  # comma included
                 k = min(int(room * share * count / len(self._buf)), n - i, self._max_items - count)
                 data = self._call._bulk_step(seq, i, k, room, 0)
                 if data is not None:
