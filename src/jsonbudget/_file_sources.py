@@ -10,6 +10,7 @@ expose byte offsets.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip as gzip_module
 import json
 import os
@@ -60,7 +61,8 @@ class _File:
 
     def __init__(self, path: str, gzip: bool | None) -> None:
         raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
-        try:
+        with contextlib.ExitStack() as on_error:
+            on_error.callback(raw.close)
             st = os.fstat(raw.fileno())
             self.size = st.st_size
             self.mtime_ns = st.st_mtime_ns
@@ -69,9 +71,7 @@ class _File:
                 raw.seek(0)
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
             self.stream = cast(IO[bytes], stream)
-        except BaseException:
-            raw.close()
-            raise
+            on_error.pop_all()
         self.raw = raw
 
     def seek_checked(self, position: dict[str, JSONValue]) -> int:

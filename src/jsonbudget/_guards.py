@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import io
@@ -440,12 +441,10 @@ class TurnBudget:
             reason: AdmitReason = "result_limit" if measured.data is None else "turn_limit"
             reserved = max(0, min(self._gate.preview_bytes, left))
             self._used += reserved
-        try:
+        with contextlib.ExitStack() as on_error:
+            on_error.callback(self._release, reserved)  # a failed spill gives its room back
             gated = self._gate._spill(measured, label=tool, budget=reserved)
-        except BaseException:
-            with self._lock:
-                self._used -= reserved
-            raise
+            on_error.pop_all()
         used = len(gated.data)
         admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill, reason,
                             used > reserved)  # fmt: skip
@@ -457,6 +456,10 @@ class TurnBudget:
     async def aadmit(self, result: Any, *, tool: str = "result") -> Admitted:
         """`admit` in a worker thread, so a spill does not block the event loop."""
         return await asyncio.to_thread(self.admit, result, tool=tool)
+
+    def _release(self, reserved: int) -> None:
+        with self._lock:
+            self._used -= reserved
 
     def report(self) -> TurnReport:
         """What this turn has admitted so far."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -174,7 +175,9 @@ class SpillStore:
         except OSError as exc:
             raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
         tmp = Path(tmp_name)
-        try:
+        with contextlib.ExitStack() as on_error:
+            # Whatever goes wrong (the caller's iterable included), leave no partial file.
+            on_error.callback(tmp.unlink, missing_ok=True)
             digest, size = self._write(fd, data)
             name = f"{clean_label}.{digest}.{ext}"
             final = self._dir / name
@@ -183,10 +186,7 @@ class SpillStore:
                 _fsync_dir(self._dir)
             except OSError as exc:
                 raise SpillError(f"cannot move the spill file into place: {exc.strerror}") from exc
-        except BaseException:
-            # Whatever went wrong (the caller's iterable included), leave no partial file.
-            tmp.unlink(missing_ok=True)
-            raise
+            on_error.pop_all()
         self.cleanup(keep=name)
         return SpillRef(name, size, digest, media_type, clean_label, final)
 

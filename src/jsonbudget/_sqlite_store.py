@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -109,7 +110,8 @@ class SQLiteCursorStore(KeyedStore):
         )
         self._lock = threading.Lock()
         self._last_sweep = 0.0
-        try:
+        with contextlib.ExitStack() as on_error:
+            on_error.callback(self._conn.close)  # a failed setup leaves no open connection
             self._conn.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL survives process crashes; only an OS crash may drop the last pages
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -123,9 +125,7 @@ class SQLiteCursorStore(KeyedStore):
                 row = self._conn.execute(
                     "SELECT value FROM jsonbudget_meta WHERE name = ?", (_KEY_NAME,)
                 ).fetchone()
-        except BaseException:
-            self._conn.close()
-            raise
+            on_error.pop_all()
         self._keyring = keyring or Keyring(derived_key(bytes(row[0])))
 
     def _transaction(self) -> _Immediate:
