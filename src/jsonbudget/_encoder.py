@@ -262,15 +262,11 @@ class Encoder:
         vouches for *budget*; `encode` passes ``limits.max_bytes``.
         """
         call = _Call(self)
-        if type(obj) is str:  # the common huge value: straight to the cut
-            out = call.render(obj, budget, path, 0)
-        else:
-            out = call.measure(obj, budget, path, 0)
-            if out is None:
-                out = call.render(obj, budget, path, 0)
-        if out is None:
-            return None
-        return _encoded(out)
+        # One orjson call when the object is clean and fits; otherwise render once: a
+        # rendering that has room for everything is the full one, so no exact pass first.
+        data = call._fast(obj, budget, 0) if type(obj) is not str else _UNCLEAN
+        out = (data, _NO_TRUNCS) if type(data) is bytes else call.render(obj, budget, path, 0)
+        return None if out is None else _encoded(out)
 
 
 def _encoded(out: _Out) -> Encoded:

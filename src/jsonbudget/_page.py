@@ -244,9 +244,9 @@ class PageBuilder:
                 path = pointer(self._items_path, count)
                 whole = self._encoder.whole(item, room, path=path)
                 if whole is not None:
-                    extra = self._report_growth(whole.truncations, None)
-                    if len(whole.data) + extra <= room:
-                        self._accept(item, whole.data, whole.truncations, None)
+                    grow = self._report_growth(whole.truncations, None)
+                    if len(whole.data) + grow <= room:
+                        self._accept(item, whole.data, whole.truncations, None, grow)
                         return True
         if count:
             self._full_reason = "page_full"
@@ -363,9 +363,9 @@ class PageBuilder:
         data: bytes,
         truncations: Iterable[Truncation],
         oversized: OversizedItem | None,
+        grow: int,
     ) -> None:
-        before = self._reports_bytes
-        grow = self._report_growth(truncations, oversized)
+        """Put an encoded item on the page; *grow* is what `_report_growth` said."""
         if self._count:
             self._buf += b","
         self._buf += data
@@ -378,7 +378,7 @@ class PageBuilder:
         if oversized is not None:
             self._oversized.append(oversized)
             self._has_oversized = True
-        self._reports_bytes = before + grow
+        self._reports_bytes += grow
         self._full_reason = None
 
     def _add_oversized(self, item: Any) -> None:
@@ -393,7 +393,7 @@ class PageBuilder:
             ref = self._spill_store.put(data, label=self._spill_label)
             info = OversizedItem(index, len(data), "spilled", ref.ref)
             marker = self._spill_marker(ref.ref, len(data))
-            self._place(item, marker, path, info, "item")
+            self._place(item, marker, path, info)
             return
         if policy == "truncate":
             info = OversizedItem(index, None, "truncated")
@@ -403,13 +403,14 @@ class PageBuilder:
                 if fitted is None:
                     break
                 cut = [*fitted.truncations, Truncation(path, "item", None, "bytes")]
-                over = len(fitted.data) + self._report_growth(cut, info) - self._room()
+                grow = self._report_growth(cut, info)
+                over = len(fitted.data) + grow - self._room()
                 if over <= 0:
-                    self._accept(item, fitted.data, cut, info)
+                    self._accept(item, fitted.data, cut, info, grow)
                     return
                 room -= over  # the reports did not fit: leave them more room
         info = OversizedItem(index, None, "placeholder")
-        self._place(item, self._placeholder(), path, info, "item")
+        self._place(item, self._placeholder(), path, info)
 
     def _spill_marker(self, ref: str, size: int) -> bytes:
         return self._encoder.marker("oversized", f"spilled as {ref}, {size} bytes")
@@ -417,16 +418,16 @@ class PageBuilder:
     def _placeholder(self) -> bytes:
         return self._encoder.marker("oversized", "item larger than the page")
 
-    def _place(
-        self, item: Any, marker: bytes, path: str, info: OversizedItem, kind: Literal["item"]
-    ) -> None:
-        cut = [Truncation(path, kind, None, "bytes")]
-        if len(marker) + self._report_growth(cut, info) > self._room():
-            # MIN_BYTES leaves room for any marker; only absurd key spellings get here.
+    def _place(self, item: Any, marker: bytes, path: str, info: OversizedItem) -> None:
+        cut = [Truncation(path, "item", None, "bytes")]
+        grow = self._report_growth(cut, info)
+        if len(marker) + grow > self._room():
+            # The builder's own minimum (checked in __init__) leaves room for this marker on
+            # an empty page; a longer spill reference than the longest one could get here.
             raise OversizedItemError(
                 index=info.index, encoded_bytes=info.encoded_bytes, limit=self.limits.max_bytes
             )
-        self._accept(item, marker, cut, info)
+        self._accept(item, marker, cut, info, grow)
 
     def _encode_whole_for_spill(self, item: Any) -> bytes:
         try:
