@@ -18,19 +18,20 @@ Design (see README, "How the encoder works"):
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import enum
-import gc
 import re
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain, islice
-from operator import countOf, length_hint
+from itertools import islice
 from typing import Any, Literal, TypeAlias
 
 import orjson
 
+from . import _bound
+from ._bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
+from ._bound import TOO_BIG as _TOO_BIG
+from ._bound import UNCLEAN as _UNCLEAN
+from ._bound import clean_dumps as _clean_dumps
 from ._limits import Limits
 from .errors import EncodeError
 
@@ -87,14 +88,12 @@ _NO_TRUNCS: _Truncs = []  # shared, never mutated: callers copy before appending
 _BIG = 1 << 62
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes 10xxxxxx
-# Atomic values whose encoded size is bounded by their length (strings) or a constant.
-_ATOMIC = frozenset({str, int, float, bool, type(None)})
-_DICT = frozenset({dict})
 #: From this many items on, a list of flat rows is bounded in bulk rather than item by item.
 _BULK_MIN = 2
 #: Long strings are encoded this many characters at a time (see `_encode_piece`).
 _SLICE_CHARS = 2048
-_BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
+#: orjson output shorter than this is copied out of its oversized buffer (see `_encoded`).
+_COMPACT_BELOW = 8192
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
 # orjson's own nesting limit; the encoder's max_depth is far below it.
 _DEFAULT_CHAIN = 254
@@ -204,7 +203,7 @@ class Encoder:
     a value that still cannot be encoded: a marker in place (default) or `EncodeError`.
     """
 
-    __slots__ = ("default", "limits", "markers", "strategy", "unencodable")
+    __slots__ = ("_caps", "default", "limits", "markers", "strategy", "unencodable")
 
     def __init__(
         self,
@@ -230,6 +229,13 @@ class Encoder:
         self.markers: MarkerStyle = markers
         self.default = default
         self.unencodable: OnUnencodable = unencodable
+        lim = self.limits
+        # (max_depth, max_items, max_field_bytes) as the compiled bound takes them.
+        self._caps = (
+            lim.max_depth,
+            _BIG if lim.max_items is None else lim.max_items,
+            _BIG if lim.max_field_bytes is None else lim.max_field_bytes,
+        )
 
     def encode(self, obj: Any) -> Encoded:
         """Encode *obj* within the limits; report every cut."""
@@ -261,19 +267,20 @@ class Encoder:
         *path* prefixes every truncation's pointer (pages use ``/items/3``). The caller
         vouches for *budget*; `encode` passes ``limits.max_bytes``.
         """
-        call = _Call(self)
         # One orjson call when the object is clean and fits; otherwise render once: a
         # rendering that has room for everything is the full one, so no exact pass first.
-        data = call._fast(obj, budget, 0) if type(obj) is not str else _UNCLEAN
-        out = (data, _NO_TRUNCS) if type(data) is bytes else call.render(obj, budget, path, 0)
+        data = _clean_dumps(obj, budget, 0, self._caps) if type(obj) is not str else _UNCLEAN
+        if type(data) is bytes:
+            return _encoded((data, _NO_TRUNCS))
+        out = _Call(self).render(obj, budget, path, 0)
         return None if out is None else _encoded(out)
 
 
 def _encoded(out: _Out) -> Encoded:
     data, truncs = out
-    if truncs is _NO_TRUNCS:
-        # Straight from orjson, whose bytes keep several times their length in spare
-        # capacity: hand out a compact copy.
+    if truncs is _NO_TRUNCS and len(data) < _COMPACT_BELOW:
+        # Straight from orjson, whose bytes keep at least 4 KiB of capacity: hand out a
+        # compact copy of a short one. A long one wastes little, and copying it would not.
         data = bytes(memoryview(data))
     return Encoded(data, not truncs, tuple(truncs))
 
@@ -360,40 +367,26 @@ def bounded_dumps(
     ).data
 
 
-class _Unclean(Exception):
-    """Raised inside the size walk: this subtree needs the slow path."""
-
-
-#: `_fast` outcomes besides bytes.
-_TOO_BIG = 1  # a lower bound of the exact rendering already exceeds the cap
-_UNCLEAN = 2  # the subtree needs markers or cuts: only the slow path knows its size
-
-
 class _Call:
     """State of one encode call: options, active containers (cycles), pulled streams."""
 
     __slots__ = (
         "active",
+        "caps",
         "converted",
         "default",
         "error_on_unencodable",
-        "flat_ok",
-        "floats_unchecked",
         "max_depth",
         "max_field",
         "max_items",
         "mk",
-        "nulls",
         "prefix",
         "streams",
-        "walking",
     )
 
     def __init__(self, enc: Encoder) -> None:
-        lim = enc.limits
-        self.max_items = lim.max_items if lim.max_items is not None else _BIG
-        self.max_field = lim.max_field_bytes if lim.max_field_bytes is not None else _BIG
-        self.max_depth = lim.max_depth
+        self.caps = enc._caps
+        self.max_depth, self.max_items, self.max_field = self.caps
         self.prefix = enc.strategy == "prefix"
         self.mk = _Markers(enc.markers)
         self.default = enc.default
@@ -401,194 +394,31 @@ class _Call:
         self.active: set[int] = set()
         self.streams: dict[int, _Stream] = {}
         self.converted: dict[int, tuple[Any, Any]] = {}
-        self.nulls = 0
-        self.floats_unchecked = False
-        self.walking: set[int] = set()
-        # Flat rows take the C-only path unless a field cap needs each string measured.
-        self.flat_ok = self.max_field == _BIG
 
     # -- the fast path ---------------------------------------------------------------
 
-    def _bound(self, obj: Any, depth: int, cap: int) -> int:
-        """A lower bound of the encoded size of a clean subtree; raise `_Unclean` otherwise.
-
-        Stops early once the bound passes *cap*, so the walk costs at most the budget.
-        Counts the ``None`` values it passes in ``self.nulls`` (see `_fast`). Recursion
-        is bounded by ``max_depth``.
-        """
-        t = type(obj)
-        if t is str:
-            n = len(obj)
-            # A character encodes to at most 6 bytes (\u0000); under a field cap only a
-            # string that fits even then is clean without encoding it.
-            if 6 * n + 2 > self.max_field:
-                raise _Unclean
-            return n + 2
-        if t is int or t is bool:
-            return 1
-        if obj is None:
-            self.nulls += 1
-            return 1
-        if t is float:
-            if obj - obj != 0:  # NaN or an infinity: orjson would write null
-                raise _Unclean
-            return 1
-        if t is dict:
-            n = len(obj)
-            if depth >= self.max_depth or n > self.max_items:
-                raise _Unclean
-            if not gc.is_tracked(obj):
-                # CPython untracks dicts whose keys and values are all atomic (str, int,
-                # float, None, ...), so this one holds no container: sum lengths in C.
-                try:
-                    size = sum(map(len, obj)) + 4 * n + 1
-                except TypeError:  # a non-str key
-                    raise _Unclean from None
-                values = obj.values()
-                if self.max_field < _BIG and 6 * max(map(length_hint, values), default=0) + 2 > (
-                    self.max_field
-                ):
-                    raise _Unclean
-                self.floats_unchecked = True
-                self.nulls += countOf(values, None)
-                return size + sum(map(length_hint, values))
-            size = 1 + 4 * n
-            # A cycle would inflate the bound until the depth limit: refuse it here and
-            # let the slow path mark it.
-            ident = id(obj)
-            if ident in self.walking:
-                raise _Unclean
-            self.walking.add(ident)
-            for k, v in obj.items():
-                if type(k) is not str:
-                    raise _Unclean
-                size += len(k) + self._bound(v, depth + 1, cap - size)
-                if size > cap:
-                    break
-            self.walking.discard(ident)
-            return size
-        if t is list or t is tuple:
-            n = len(obj)
-            if depth >= self.max_depth or n > self.max_items:
-                raise _Unclean
-            size = n + 1
-            if size > cap:
-                return size
-            if n >= _BULK_MIN:
-                flat = self._flat_items(obj, depth + 1)
-                if flat is not None:
-                    return size + flat
-            ident = id(obj)
-            if ident in self.walking:
-                raise _Unclean
-            self.walking.add(ident)
-            for v in obj:
-                if size > cap:
-                    break
-                size += self._bound(v, depth + 1, cap - size)
-            self.walking.discard(ident)
-            return size
-        if isinstance(obj, _BOUNDED_SCALARS):
-            return 10
-        raise _Unclean
-
-    def _flat_items(self, items: list[Any] | tuple[Any, ...], depth: int) -> int | None:
-        """A lower bound for items that are all flat rows, or all atomic: C-level passes only.
-
-        None when some item is neither (the caller walks them one by one). Adds the
-        ``None`` values it passes to ``self.nulls``.
-        """
-        if not self.flat_ok or any(map(gc.is_tracked, items)):
-            return None  # a container (or an object) among them
-        types = set(map(type, items))
-        if types <= _ATOMIC:
-            if float in types:
-                self.floats_unchecked = True
-            self.nulls += countOf(items, None)
-            return sum(map(length_hint, items))
-        if types != _DICT or depth >= self.max_depth:
-            return None
-        if self.max_items < _BIG and max(map(len, items)) > self.max_items:
-            return None
-        try:
-            keys = sum(map(len, chain.from_iterable(items)))
-        except TypeError:  # a non-str key
-            return None
-        self.floats_unchecked = True
-        self.nulls += countOf(chain.from_iterable(map(dict.values, items)), None)
-        values = sum(map(length_hint, chain.from_iterable(map(dict.values, items))))
-        return keys + values + 4 * sum(map(len, items)) + len(items)
-
     def _bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
-        """orjson's encoding of ``items[start:start + count]`` if all are flat and fit."""
+        """orjson's encoding of ``items[start:start + count]`` if all are clean and fit.
+
+        *room* includes a comma before the run; the result keeps orjson's brackets.
+        """
         if count < _BULK_MIN:
             return None
         run = items[start : start + count]
-        self.nulls = 0
-        self.floats_unchecked = False
-        bound = self._flat_items(run, depth)
-        if bound is None or bound + count > room:
+        n = _bound.bound_items(
+            run, room, depth, self.max_depth, self.max_items, self.max_field, _BOUNDED_SCALARS
+        )
+        if n < 0 or n + 1 > room:
             return None
         try:
             data = _dumps(run)
-        except _JSONError:
+        except _JSONError:  # ints beyond 64 bits, lone surrogates
             return None
-        if len(data) - 1 > room:  # a comma before, no brackets
-            return None
-        if self.floats_unchecked and data.count(b"null") != self.nulls and _has_nonfinite(run):
-            return None
-        return data
+        return data if len(data) - 1 <= room else None
 
     def _fast(self, obj: Any, cap: int, depth: int) -> bytes | int:
         """orjson's bytes for *obj* if it is clean and fits *cap*, else `_TOO_BIG`/`_UNCLEAN`."""
-        if type(obj) is dict and not gc.is_tracked(obj) and self.flat_ok:
-            return self._flat(obj, cap, depth)
-        self.nulls = 0
-        self.floats_unchecked = False
-        self.walking.clear()  # an _Unclean raised mid-walk leaves entries behind
-        try:
-            if self._bound(obj, depth, cap) > cap:
-                return _TOO_BIG
-            data = _dumps(obj)
-        except _Unclean:
-            return _UNCLEAN
-        except _JSONError:  # ints beyond 64 bits, lone surrogates, non-str keys
-            return _UNCLEAN
-        if len(data) > cap:
-            return _TOO_BIG
-        # orjson writes NaN and infinities as null. The walk checked every float except
-        # those inside untracked dicts; there, more nulls than Nones means a closer look.
-        if self.floats_unchecked and data.count(b"null") != self.nulls and _has_nonfinite(obj):
-            return _UNCLEAN
-        return data
-
-    def _flat(self, obj: dict[Any, Any], cap: int, depth: int) -> bytes | int:
-        """`_fast` for an untracked dict (a flat row): every check in C, no walk.
-
-        CPython untracks a dict whose keys and values are all atomic, so it holds no
-        container: its size is bounded by the lengths of its keys and values.
-        """
-        n = len(obj)
-        if depth >= self.max_depth or n > self.max_items:
-            return _UNCLEAN
-        values = obj.values()
-        try:
-            bound = sum(map(len, obj)) + sum(map(length_hint, values)) + 4 * n + 1
-        except TypeError:  # a non-str key
-            return _UNCLEAN
-        if bound > cap:
-            return _TOO_BIG
-        try:
-            data = _dumps(obj)
-        except _JSONError:
-            return _UNCLEAN
-        if len(data) > cap:
-            return _TOO_BIG
-        # orjson writes NaN and infinities as null: more nulls than Nones needs a look.
-        nulls = data.count(b"null")  # cheaper than `in` on short bytes
-        if nulls and nulls != countOf(values, None) and _has_nonfinite(obj):
-            return _UNCLEAN
-        return data
+        return _clean_dumps(obj, cap, depth, self.caps)
 
     # -- measuring and rendering -----------------------------------------------------
 
@@ -1115,19 +945,3 @@ def _encode_slices(piece: str) -> bytes | bytearray:
         buf += memoryview(_dumps(piece[start : start + _SLICE_CHARS]))[1:-1]
     buf += b'"'
     return buf
-
-
-def _has_nonfinite(obj: Any) -> bool:
-    """Whether a clean-looking subtree holds a NaN or an infinity (orjson writes null)."""
-    stack = [obj]
-    while stack:
-        o = stack.pop()
-        t = type(o)
-        if t is float:
-            if o - o != 0:
-                return True
-        elif t is dict:
-            stack.extend(o.values())
-        elif t is list or t is tuple:
-            stack.extend(o)
-    return False

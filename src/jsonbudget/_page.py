@@ -7,14 +7,17 @@ position, fill a builder, and mint the next cursor.
 
 from __future__ import annotations
 
+import copy
+import hmac
 from collections.abc import AsyncIterable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
+from ._bound import UNCLEAN
 from ._cursors import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
-from ._encoder import _UNCLEAN, Encoder, MarkerStyle, Strategy, Truncation, _Call, pointer
+from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, _Call, pointer
 from ._limits import Limits
 from ._scope import Scope
 from ._sources import AsyncSource, Position, SequenceSource, Source, as_source
@@ -107,6 +110,21 @@ class Page:
         return self.data
 
 
+#: What a `PageBuilder` keeps from page to page; the rest is set up by `_start`.
+_OPTION_SLOTS = (
+    "_cap",
+    "_encoder",
+    "_fixed",
+    "_items_path",
+    "_keys",
+    "_max_items",
+    "_spill_label",
+    "_spill_store",
+    "limits",
+    "oversized",
+)
+
+
 class PageBuilder:
     """Builds one page, item by item. Single use: make one per page.
 
@@ -180,16 +198,7 @@ class PageBuilder:
         self._fixed = len(_dumps({k["items"]: [], **closing}))
         self._cap = limits.max_bytes - self._fixed
         self._max_items = limits.max_items if limits.max_items is not None else 2**62
-        self._call = _Call(self._encoder)  # per-page state, reused for every item
-        self._buf = bytearray()
-        self._items: list[Any] = []
-        self._count = 0
-        self._truncations: list[Truncation] = []
-        self._oversized: list[OversizedItem] = []
-        self._has_truncated = False  # whether the reports' wrappers are already counted
-        self._has_oversized = False
-        self._reports_bytes = 0
-        self._full_reason: IncompleteReason | None = None
+        self._start()
         # The smallest page that can always be built: an empty envelope holding one
         # oversized item's placeholder and its reports. Refused before any work.
         if oversized == "spill":  # the longest reference a spill store makes
@@ -206,6 +215,27 @@ class PageBuilder:
         )
         if limits.max_bytes < least:
             raise LimitError("max_bytes", limits.max_bytes, f"a page needs at least {least} bytes")
+
+    def _start(self) -> None:
+        """Set up the state of an empty page."""
+        self._call = _Call(self._encoder)  # per-page state, reused for every item
+        self._buf = bytearray()
+        self._items: list[Any] = []
+        self._count = 0
+        self._truncations: list[Truncation] = []
+        self._oversized: list[OversizedItem] = []
+        self._has_truncated = False  # whether the reports' wrappers are already counted
+        self._has_oversized = False
+        self._reports_bytes = 0
+        self._full_reason: IncompleteReason | None = None
+
+    def _blank(self) -> PageBuilder:
+        """An empty builder with this one's options, which were validated already."""
+        new = object.__new__(PageBuilder)
+        for name in _OPTION_SLOTS:
+            setattr(new, name, getattr(self, name))
+        new._start()
+        return new
 
     @property
     def count(self) -> int:
@@ -240,7 +270,7 @@ class PageBuilder:
                 self._items.append(item)
                 self._count = count + 1
                 return True
-            if data == _UNCLEAN:
+            if data == UNCLEAN:
                 path = pointer(self._items_path, count)
                 whole = self._encoder.whole(item, room, path=path)
                 if whole is not None:
@@ -472,7 +502,7 @@ class Paginator:
     and mints the next cursor. ``complete`` is true only when the source ran out.
     """
 
-    __slots__ = ("_builder_options", "limits", "store")
+    __slots__ = ("_binding", "_template", "limits", "store")
 
     def __init__(
         self,
@@ -490,23 +520,42 @@ class Paginator:
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
         self.limits = limits
         self.store: CursorStore = store if store is not None else MemoryCursorStore()
-        encoder = Encoder(limits, strategy=strategy, markers=markers, default=default)
-        self._builder_options: dict[str, Any] = {
-            "oversized": oversized,
-            "spill_store": spill_store,
-            "keys": keys,
-            "encoder": encoder,
-        }
-        # Validate the options now, not on the first page.
-        PageBuilder(limits, **self._builder_options)
+        # The last scope bound to a source, and what it was made from: a loop over the
+        # pages of one source binds the same scope each time.
+        self._binding: tuple[str, dict[str, Any], Scope] | None = None
+        # Validated once, here; every page starts as a blank copy of this builder.
+        self._template = PageBuilder(
+            limits,
+            oversized=oversized,
+            spill_store=spill_store,
+            keys=keys,
+            strategy=strategy,
+            markers=markers,
+            default=default,
+        )
 
     def _state(
         self, source: Source[Any] | AsyncSource[Any], scope: Scope, cursor: str | None
     ) -> CursorState:
-        bound = _bind(scope, source)
+        bound = self._bind(scope, source)
         if cursor is None:
             return self.store.start(bound, max_pages=self.limits.max_pages)
         return self.store.resume(cursor, bound)
+
+    def _bind(self, scope: Scope, source: Source[Any] | AsyncSource[Any]) -> Scope:
+        if not isinstance(scope, Scope):
+            raise TypeError(f"scope must be a Scope, not {type(scope).__name__}")
+        described = source.describe()
+        last = self._binding
+        if (
+            last is not None
+            and hmac.compare_digest(last[0], scope.fingerprint)
+            and last[1] == described
+        ):
+            return last[2]
+        bound = _bind(scope, source)
+        self._binding = (scope.fingerprint, copy.deepcopy(described), bound)
+        return bound
 
     def _finish(
         self, builder: PageBuilder, state: CursorState, more: bool, position: Position
@@ -526,7 +575,7 @@ class Paginator:
         if not hasattr(src, "open"):  # cheaper than the structural isinstance
             raise TypeError("an async source needs apage / apaginate")
         state = self._state(src, scope, cursor)
-        builder = PageBuilder(self.limits, **self._builder_options)
+        builder = self._template._blank()
         position = state.position
         more = False
         seq = src.sequence if isinstance(src, SequenceSource) else None
@@ -554,7 +603,7 @@ class Paginator:
         if isinstance(src, Source):
             return self.page(src, scope=scope, cursor=cursor)
         state = self._state(src, scope, cursor)
-        builder = PageBuilder(self.limits, **self._builder_options)
+        builder = self._template._blank()
         position = state.position
         more = False
         items = src.aopen(position, limit_hint=self.limits.max_items)

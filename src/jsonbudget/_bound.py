@@ -1,0 +1,162 @@
+"""A lower bound of the encoded size of a clean value, and orjson's bytes when it fits.
+
+Guarantee 5 forbids encoding an input whole to learn that it is too big, and orjson has
+no bounded mode, so the encoder proves a lower bound of the size before each orjson
+call. The compiled walk in ``_speedups.c`` does that in a few nanoseconds a value; where
+it was not built, `py_bound` and `py_bound_items` give the same numbers in Python.
+
+``bound(obj, cap, depth, max_depth, max_items, max_field, scalars)`` returns -1 when the
+value is not *clean* (it needs markers or cuts: NaN or an infinity, a non-str key, a
+container at ``max_depth`` or over ``max_items``, a string that might pass ``max_field``,
+a cycle, a type other than the exact JSON ones or *scalars*), else a lower bound of
+``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*, so it costs at
+most the budget.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import uuid
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import orjson
+
+__all__ = ["BOUNDED_SCALARS", "TOO_BIG", "UNCLEAN", "bound", "bound_items", "clean_dumps"]
+
+#: Types orjson writes in a bounded form, at least 10 bytes long.
+BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
+
+#: `clean_dumps` outcomes besides bytes.
+TOO_BIG = 1  # a lower bound of the encoding already exceeds the cap
+UNCLEAN = 2  # the value needs markers or cuts: only the renderer knows its size
+
+_isfinite = math.isfinite
+
+
+def py_bound(  # noqa: PLR0917 - the compiled function's signature
+    obj: Any,
+    cap: int,
+    depth: int,
+    max_depth: int,
+    max_items: int,
+    max_field: int,
+    scalars: tuple[type, ...] | None,
+) -> int:
+    """`bound` in Python: the same walk and the same numbers as the compiled one."""
+    # ancestors[d] is the container being walked at depth d; those above *depth* belong
+    # to the caller, which checked them already.
+    return _walk(obj, cap, depth, _Caps(max_depth, max_items, max_field, scalars), [-1] * depth)
+
+
+def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
+    items: list[Any] | tuple[Any, ...],
+    cap: int,
+    depth: int,
+    max_depth: int,
+    max_items: int,
+    max_field: int,
+    scalars: tuple[type, ...] | None,
+) -> int:
+    """`bound` of the items, each at *depth*, joined by commas, without brackets."""
+    caps = _Caps(max_depth, max_items, max_field, scalars)
+    return _items(items, cap, depth, caps, [-1] * depth)
+
+
+class _Caps(NamedTuple):
+    max_depth: int
+    max_items: int
+    max_field: int
+    scalars: tuple[type, ...] | None
+
+
+def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> int:
+    t = type(obj)
+    if t is str:
+        n = len(obj)
+        # A character encodes to at most 6 bytes (\u0000): under a field cap only a
+        # string that fits even then is clean without encoding it.
+        return n + 2 if 6 * n + 2 <= caps.max_field else -1
+    if t is int or obj is None or t is bool:
+        return 1
+    if t is float:
+        return 1 if _isfinite(obj) else -1  # orjson writes NaN as null: needs a marker
+    if t is dict:
+        n = len(obj)
+        if depth >= caps.max_depth or n > caps.max_items:
+            return -1
+        del ancestors[depth:]
+        if id(obj) in ancestors:
+            return -1
+        ancestors.append(id(obj))
+        size = 1 + 4 * n  # braces, quotes, colons and commas
+        for k, v in obj.items():
+            if type(k) is not str:
+                return -1
+            sub = _walk(v, cap - size, depth + 1, caps, ancestors)
+            if sub < 0:
+                return sub
+            size += len(k) + sub
+            if size > cap:
+                break
+        return size
+    if t is list or t is tuple:
+        n = len(obj)
+        if depth >= caps.max_depth or n > caps.max_items:
+            return -1
+        if n + 1 > cap:
+            return n + 1
+        del ancestors[depth:]
+        if id(obj) in ancestors:
+            return -1
+        ancestors.append(id(obj))
+        size = _items(obj, cap - 2, depth + 1, caps, ancestors)
+        return size if size < 0 else size + 2
+    if caps.scalars is not None and isinstance(obj, caps.scalars):
+        return 10
+    return -1
+
+
+def _items(
+    items: list[Any] | tuple[Any, ...], cap: int, depth: int, caps: _Caps, ancestors: list[int]
+) -> int:
+    size = len(items) - 1 if items else 0  # the commas
+    for v in items:
+        if size > cap:
+            break
+        sub = _walk(v, cap - size, depth, caps, ancestors)
+        if sub < 0:
+            return sub
+        size += sub
+    return size
+
+
+bound: Callable[..., int]
+bound_items: Callable[..., int]
+try:
+    from ._speedups import bound, bound_items
+except ImportError:  # pragma: no cover - built without a C compiler
+    bound, bound_items = py_bound, py_bound_items
+
+
+_dumps = orjson.dumps
+_JSONError = orjson.JSONEncodeError
+
+
+def clean_dumps(obj: Any, cap: int, depth: int, caps: tuple[int, int, int]) -> bytes | int:
+    """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`.
+
+    *caps* is ``(max_depth, max_items, max_field_bytes)``, with a huge number for none.
+    """
+    max_depth, max_items, max_field = caps
+    n = bound(obj, cap, depth, max_depth, max_items, max_field, BOUNDED_SCALARS)
+    if n < 0:
+        return UNCLEAN
+    if n > cap:
+        return TOO_BIG
+    try:
+        data = _dumps(obj)
+    except _JSONError:  # ints beyond 64 bits, lone surrogates
+        return UNCLEAN
+    return data if len(data) <= cap else TOO_BIG

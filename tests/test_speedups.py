@@ -1,0 +1,234 @@
+"""The compiled size bound: built, a true lower bound, and the same answers as the Python walk."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import math
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsonbudget import Encoder, _bound, encode
+from jsonbudget import _speedups as speedups
+from jsonbudget._limits import DEFAULT_MAX_DEPTH
+
+from .strategies import json_values
+
+BIG = 1 << 62
+SCALARS = (dt.datetime, dt.date, dt.time, uuid.UUID)
+
+
+def bound(obj: Any, cap: int = BIG, *, max_depth: int = DEFAULT_MAX_DEPTH, **caps: int) -> int:
+    return int(
+        speedups.bound(
+            obj,
+            cap,
+            0,
+            max_depth,
+            caps.get("max_items", BIG),
+            caps.get("max_field", BIG),
+            SCALARS,
+        )
+    )
+
+
+@contextmanager
+def python_walk() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_bound, "bound", _bound.py_bound)
+        mp.setattr(_bound, "bound_items", _bound.py_bound_items)
+        yield
+
+
+def test_the_test_install_builds_the_extension() -> None:
+    # The extension is optional for users; the suite must still exercise it.
+    assert _bound.bound is speedups.bound
+    assert _bound.bound_items is speedups.bound_items
+
+
+@settings(max_examples=300)
+@given(json_values(60))
+def test_bound_is_a_lower_bound_of_the_encoded_size(value: Any) -> None:
+    n = bound(value)
+    assert 0 <= n <= len(orjson.dumps(value))
+
+
+@settings(max_examples=300)
+@given(json_values(60), st.integers(0, 400))
+def test_bound_past_the_cap_means_the_encoding_is_past_it(value: Any, cap: int) -> None:
+    if bound(value, cap) > cap:
+        assert len(orjson.dumps(value)) > cap
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [1.0, math.nan],
+        {"a": math.inf},
+        (-math.inf,),
+        {1: "non-str key"},
+        {"sub": {("tuple", "key"): 1}},
+        [{1, 2}],
+        [b"bytes"],
+        [object()],
+    ],
+    ids=["nan", "inf", "-inf", "int key", "nested tuple key", "set", "bytes", "object"],
+)
+def test_unclean_values_are_refused(value: Any) -> None:
+    assert bound(value) == -1
+
+
+def test_a_cycle_is_refused_not_walked_to_the_depth_limit() -> None:
+    a: list[Any] = [1]
+    a.append(a)
+    d: dict[str, Any] = {}
+    d["self"] = [d]
+    assert bound(a) == -1
+    assert bound(d) == -1
+
+
+def test_caps_make_a_value_unclean() -> None:
+    nested: Any = 0
+    for _ in range(5):
+        nested = [nested]
+    assert bound(nested, max_depth=5) > 0
+    assert bound(nested, max_depth=4) == -1
+    assert bound([1, 2, 3], max_items=3) > 0
+    assert bound([1, 2, 3], max_items=2) == -1
+    assert bound({"a": 1, "b": 2}, max_items=1) == -1
+    # A string is clean under a field cap only if even 6 bytes a character fit.
+    assert bound(["x" * 5], max_field=32) == 9
+    assert bound(["x" * 6], max_field=32) == -1
+
+
+def test_scalars_count_ten_bytes_and_subclasses_are_refused() -> None:
+    assert bound([dt.date(2024, 1, 2)]) == 12
+    assert bound(uuid.UUID(int=0)) == 10
+
+    class Str(str):
+        pass
+
+    assert bound([Str("x")]) == -1
+
+
+def test_regression_deleted_and_split_dict_entries() -> None:
+    # A deleted entry leaves a hole in the dict's entry array; an instance __dict__
+    # keeps its values apart from its keys. Both must be walked like any dict.
+    d = {"a": 1, "b": "xy", "c": [1, 2]}
+    del d["a"]
+
+    class Obj:
+        def __init__(self) -> None:
+            self.x = "abc"
+            self.y = 2
+
+    split = vars(Obj())
+    for value in (d, split):
+        assert bound(value) <= len(orjson.dumps(value))
+        assert bound(value) >= len(orjson.dumps(value)) - 4 * len(value)
+
+
+def test_the_walk_stops_once_the_bound_passes_the_cap() -> None:
+    class Boom(type):
+        def __instancecheck__(cls, obj: Any) -> bool:
+            raise AssertionError("walked past the cap")
+
+    class Never(metaclass=Boom):
+        pass
+
+    rows = [{"id": i, "name": "x" * 20} for i in range(1000)] + [object()]
+    n = speedups.bound(rows, 2000, 0, 64, BIG, BIG, (Never,))
+    assert 2000 < n < 2100
+    with pytest.raises(AssertionError, match="walked past the cap"):
+        speedups.bound(rows, 10**9, 0, 64, BIG, BIG, (Never,))
+
+
+def test_bound_items_joins_items_with_commas() -> None:
+    items = [{"a": 1}, "xy", None]
+    assert speedups.bound_items(items, BIG, 0, 64, BIG, BIG, None) == 7 + 4 + 1 + 2
+    assert speedups.bound_items(tuple(items), BIG, 0, 64, BIG, BIG, None) == 14
+    assert speedups.bound_items([], BIG, 0, 64, BIG, BIG, None) == 0
+    assert speedups.bound_items([1, math.nan], BIG, 0, 64, BIG, BIG, None) == -1
+    with pytest.raises(TypeError):
+        speedups.bound_items({"a": 1}, BIG, 0, 64, BIG, BIG, None)
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(TypeError):
+        speedups.bound([1])
+    with pytest.raises(ValueError, match="depth"):
+        speedups.bound([1], 10, 0, 10_000, BIG, BIG, None)
+    with pytest.raises(OverflowError):
+        speedups.bound([1], 1 << 80, 0, 64, BIG, BIG, None)
+
+
+odd_values = st.recursive(
+    st.one_of(
+        json_values(20),
+        st.sampled_from([math.nan, math.inf, 2**70, dt.date(2024, 5, 6), uuid.UUID(int=7)]),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=6),
+        st.lists(children, max_size=6).map(tuple),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.integers(0, 9)), children, max_size=5),
+    ),
+    max_leaves=30,
+)
+
+
+caps = st.tuples(
+    st.integers(0, 8), st.integers(0, 8) | st.just(BIG), st.integers(2, 80) | st.just(BIG)
+)
+
+
+@settings(max_examples=1000)
+@given(odd_values, st.integers(0, 600), st.integers(0, 3), caps)
+def test_compiled_and_python_walks_give_the_same_numbers(
+    value: Any, cap: int, depth: int, limits: tuple[int, int, int]
+) -> None:
+    max_depth, max_items, max_field = limits
+    args = (cap, min(depth, max_depth), max_depth, max_items, max_field, SCALARS)
+    assert speedups.bound(value, *args) == _bound.py_bound(value, *args)
+    if isinstance(value, list | tuple):
+        assert speedups.bound_items(value, *args) == _bound.py_bound_items(value, *args)
+
+
+encoders = st.builds(
+    Encoder,
+    max_bytes=st.integers(64, 3000),
+    max_items=st.none() | st.integers(1, 8),
+    max_field_bytes=st.none() | st.integers(32, 200),
+    max_depth=st.integers(1, 8),
+    strategy=st.sampled_from(["balanced", "prefix"]),
+)
+
+
+@settings(max_examples=300)
+@given(odd_values, encoders)
+def test_compiled_and_python_walks_encode_alike(value: Any, enc: Encoder) -> None:
+    compiled = enc.encode(value)
+    with python_walk():
+        python = enc.encode(value)
+    assert compiled == python
+
+
+@pytest.mark.parametrize("walk", ["compiled", "python"])
+def test_regression_tuple_inside_a_flat_row_obeys_the_caps(walk: str) -> None:
+    # CPython stops tracking a tuple of atomics, and then the dict holding it, in the
+    # garbage collector. The Python walk once took an untracked dict to hold no
+    # container, so the tuple escaped max_depth and max_items.
+    row = {"t": (False, None)}
+    gc.collect()
+    assert not gc.is_tracked(row)
+    with python_walk() if walk == "python" else nullcontext():
+        deep = encode(row, max_bytes=200, max_depth=1)
+        wide = encode(row, max_bytes=200, max_items=1)
+    assert [(t.path, t.kind) for t in deep.truncations] == [("/t", "depth")]
+    assert [(t.path, t.kind) for t in wide.truncations] == [("/t/1", "items")]
