@@ -183,3 +183,17 @@ def test_property_reported_tokens_are_measured_and_within_budget(
     assert result.tokens == counter.count(result.data.decode("utf-8"))
     assert result.tokens <= max_tokens
     orjson.loads(result.data)
+
+
+def test_regression_whole_object_just_over_the_tokens_still_fits() -> None:
+    # The search once scaled the failed *budget* by max_tokens / tokens: with a whole
+    # object one token over, each round shrank the budget by 3% and 16 rounds ended
+    # above the object's size, with a LimitError claiming a 64-byte output was too big.
+    obj = {"rows": [{"id": i, "name": "x" * 20} for i in range(20)]}
+    whole = len(orjson.dumps(obj))
+    counter = ByteCounter()
+    max_tokens = counter.count(orjson.dumps(obj).decode()) - 1
+    result = fit_tokens(obj, max_tokens=max_tokens, counter=counter)
+    assert result.tokens <= max_tokens
+    assert not result.complete
+    assert len(result.data) > whole // 2

@@ -78,6 +78,29 @@ class Encoded:
     truncations: tuple[Truncation, ...]
 
 
+# The frozen dataclasses' __init__ sets each field through object.__setattr__; results
+# are made on every call, so the encoder sets the slots directly (half the time).
+_new = object.__new__
+_set_path, _set_kind, _set_omitted, _set_unit = (
+    vars(Truncation)[name].__set__ for name in ("path", "kind", "omitted", "unit")
+)
+_set_data, _set_complete, _set_truncations = (
+    vars(Encoded)[name].__set__ for name in ("data", "complete", "truncations")
+)
+
+
+def _truncation(
+    path: str, kind: TruncationKind, omitted: int | None, unit: TruncationUnit
+) -> Truncation:
+    """``Truncation(path, kind, omitted, unit)``, made faster."""
+    t = _new(Truncation)
+    _set_path(t, path)
+    _set_kind(t, kind)
+    _set_omitted(t, omitted)
+    _set_unit(t, unit)
+    return t
+
+
 _Truncs: TypeAlias = list[Truncation]
 _Out: TypeAlias = tuple[bytes, _Truncs]
 
@@ -203,7 +226,7 @@ class Encoder:
     a value that still cannot be encoded: a marker in place (default) or `EncodeError`.
     """
 
-    __slots__ = ("_caps", "default", "limits", "markers", "strategy", "unencodable")
+    __slots__ = ("_caps", "_mk", "default", "limits", "markers", "strategy", "unencodable")
 
     def __init__(
         self,
@@ -227,6 +250,7 @@ class Encoder:
             raise ValueError(f"unencodable must be 'marker' or 'error', not {unencodable!r}")
         self.strategy: Strategy = strategy
         self.markers: MarkerStyle = markers
+        self._mk = _Markers(markers)
         self.default = default
         self.unencodable: OnUnencodable = unencodable
         lim = self.limits
@@ -259,7 +283,7 @@ class Encoder:
 
     def marker(self, kind: str, what: str) -> bytes:
         """A marker in this encoder's style that stands for a whole value."""
-        return _Markers(self.markers).value(kind, what)
+        return self._mk.value(kind, what)
 
     def fit(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
         """Encode *obj* into at most *budget* bytes, or None if not even a marker fits.
@@ -269,7 +293,10 @@ class Encoder:
         """
         # One orjson call when the object is clean and fits; otherwise render once: a
         # rendering that has room for everything is the full one, so no exact pass first.
-        data = _clean_dumps(obj, budget, 0, self._caps) if type(obj) is not str else _UNCLEAN
+        if type(obj) is str:  # the string path sizes it without a walk
+            out = _Call(self)._string(obj, budget, path, exact=False)
+            return None if out is None else _encoded(out)
+        data = _clean_dumps(obj, budget, 0, self._caps)
         if type(data) is bytes:
             return _encoded((data, _NO_TRUNCS))
         out = _Call(self).render(obj, budget, path, 0)
@@ -282,7 +309,11 @@ def _encoded(out: _Out) -> Encoded:
         # Straight from orjson, whose bytes keep at least 4 KiB of capacity: hand out a
         # compact copy of a short one. A long one wastes little, and copying it would not.
         data = bytes(memoryview(data))
-    return Encoded(data, not truncs, tuple(truncs))
+    enc = _new(Encoded)  # Encoded(data, complete, truncations), made faster
+    _set_data(enc, data)
+    _set_complete(enc, not truncs)
+    _set_truncations(enc, tuple(truncs))
+    return enc
 
 
 def _resolve_limits(
@@ -388,7 +419,7 @@ class _Call:
         self.caps = enc._caps
         self.max_depth, self.max_items, self.max_field = self.caps
         self.prefix = enc.strategy == "prefix"
-        self.mk = _Markers(enc.markers)
+        self.mk = enc._mk
         self.default = enc.default
         self.error_on_unencodable = enc.unencodable == "error"
         self.active: set[int] = set()
@@ -525,7 +556,7 @@ class _Call:
             if len(data) > allot:
                 return None
         tkind: TruncationKind = "depth" if kind == "depth" else "unencodable"
-        return data, [Truncation(path, tkind, None, "bytes")]
+        return data, [_truncation(path, tkind, None, "bytes")]
 
     # -- strings ---------------------------------------------------------------------
 
@@ -559,9 +590,9 @@ class _Call:
         if room < 0:
             return None
         content, kept, replaced = _prefix(s, room)
-        truncs = [Truncation(path, "string", n - kept, "chars")]
+        truncs = [_truncation(path, "string", n - kept, "chars")]
         if replaced:
-            truncs.append(Truncation(path, "unencodable", replaced, "chars"))
+            truncs.append(_truncation(path, "unencodable", replaced, "chars"))
         head, tail = self.mk.string(n - kept)
         return b"".join((head, content, tail)), truncs
 
@@ -573,7 +604,7 @@ class _Call:
         if len(data) + len(note) <= min(allot, self.max_field):
             return (
                 data[:-1] + note + b'"',
-                [Truncation(path, "unencodable", replaced, "chars")],
+                [_truncation(path, "unencodable", replaced, "chars")],
             )
         return None if exact else self._cut(s, min(allot, self.max_field), path)
 
@@ -613,10 +644,10 @@ class _Call:
             except _JSONError:
                 k = _SURROGATE.sub("\ufffd", k)
                 p = pointer(path, k)
-                return _dumps(k) + b":", p, [Truncation(p, "unencodable", None, "chars")]
+                return _dumps(k) + b":", p, [_truncation(p, "unencodable", None, "chars")]
         text = _SURROGATE.sub("\ufffd", f"…[key: {type(k).__name__} {k!r:.40}]")
         p = pointer(path, text)
-        return _dumps(text) + b":", p, [Truncation(p, "unencodable", None, "keys")]
+        return _dumps(text) + b":", p, [_truncation(p, "unencodable", None, "keys")]
 
     def _keys_marker(
         self, buf: bytearray, omitted: int, shown: int, path: str, key: str
@@ -624,7 +655,7 @@ class _Call:
         if shown:
             buf += b","
         buf += self.mk.keys(omitted, key)
-        return Truncation(pointer(path, key), "keys", omitted, "keys")
+        return _truncation(pointer(path, key), "keys", omitted, "keys")
 
     def _object(
         self, obj: Mapping[Any, Any], allot: int, path: str, depth: int, *, exact: bool
@@ -842,7 +873,7 @@ class _Call:
             if i:
                 buf += b","
             buf += marker
-            truncs.append(Truncation(f"{path}/{i}", "items", omitted, "items"))
+            truncs.append(_truncation(f"{path}/{i}", "items", omitted, "items"))
         buf += b"]"
         return (bytes(buf), truncs) if len(buf) <= allot else None
 

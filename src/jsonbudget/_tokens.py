@@ -159,12 +159,13 @@ class TokenFitted:
 class _Search:
     """Per-call state of the byte-budget search."""
 
-    __slots__ = ("best", "best_bytes", "failed_bytes", "failed_tokens", "rounds")
+    __slots__ = ("best", "best_bytes", "failed_bytes", "failed_output", "failed_tokens", "rounds")
 
     def __init__(self) -> None:
         self.best: tuple[Encoded, int] | None = None
         self.best_bytes = 0
-        self.failed_bytes: int | None = None
+        self.failed_bytes: int | None = None  # the smallest budget that counted too many
+        self.failed_output = 0  # the bytes that budget gave, often far fewer
         self.failed_tokens = 0
         self.rounds = 0
 
@@ -213,6 +214,7 @@ class TokenFitter:
             return True
         if search.failed_bytes is None or budget < search.failed_bytes:
             search.failed_bytes = budget
+            search.failed_output = len(out.data)
             search.failed_tokens = tokens
         return False
 
@@ -227,6 +229,8 @@ class TokenFitter:
         search = _Search()
         if not self._try(obj, start, search):
             self._tighten(obj, search)
+        if search.best is None and search.failed_bytes != MIN_BYTES:
+            self._try(obj, MIN_BYTES, search)  # out of rounds: the last resort
         if search.best is None:
             raise LimitError(
                 "max_tokens",
@@ -252,7 +256,10 @@ class TokenFitter:
             if failed <= MIN_BYTES:
                 return
             if search.best is None:
-                guess = int(failed * self.max_tokens / search.failed_tokens * _RATIO_MARGIN)
+                # Scale what the budget gave, not the budget: a whole object a little
+                # over the tokens may be far smaller than the budget that held it.
+                out = search.failed_output
+                guess = int(out * self.max_tokens / search.failed_tokens * _RATIO_MARGIN)
                 budget = max(MIN_BYTES, min(guess, failed - 1))
             else:
                 low = search.best_bytes
