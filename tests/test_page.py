@@ -263,6 +263,26 @@ def test_cursor_is_bound_to_the_source_as_well_as_the_scope() -> None:
     assert info.value.mismatch == "query"
 
 
+def test_one_paginator_binds_each_call_to_its_own_scope_and_source() -> None:
+    # A Paginator keeps the last binding it made; a call with another principal, query
+    # or source must never reuse it.
+    pager = Paginator(Limits(400, max_items=2), store=MemoryCursorStore())
+    rows = list(range(10))
+    first = pager.page(rows, scope=ALICE)
+    assert first.next_cursor is not None
+    with pytest.raises(CursorScopeError) as by_principal:
+        pager.page(rows, scope=Scope("mallory", {"q": "orders"}), cursor=first.next_cursor)
+    assert by_principal.value.mismatch == "principal"
+    with pytest.raises(CursorScopeError) as by_query:
+        pager.page(rows, scope=Scope("alice", {"q": "refunds"}), cursor=first.next_cursor)
+    assert by_query.value.mismatch == "query"
+    other_source = SQLiteSource(sqlite3.connect(":memory:"), query="select 1 as x", order_by=("x",))
+    with pytest.raises(CursorScopeError):
+        pager.page(other_source, scope=ALICE, cursor=first.next_cursor)
+    second = pager.page(rows, scope=ALICE, cursor=first.next_cursor)
+    assert second.items == (2, 3)
+
+
 def test_page_size_may_change_between_pages() -> None:
     store = MemoryCursorStore()
     first = paginate(list(range(20)), scope=ALICE, store=store, limits=Limits(400, max_items=3))

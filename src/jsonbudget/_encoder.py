@@ -4,8 +4,9 @@ Design (see README, "How the encoder works"):
 
 * A subtree that is *clean* (only types orjson encodes exactly, within every cap) and
   provably small is encoded by one ``orjson.dumps`` call. "Provably small" comes from a
-  walk that stops as soon as a lower bound of the encoded size passes the budget, so a
-  50 MB object or a 1 GB string is never encoded whole.
+  walk (`_bound`, compiled in ``_speedups.c``) that stops as soon as a lower bound of the
+  encoded size passes the budget, so a 50 MB object or a 1 GB string is never encoded
+  whole.
 * Everything else goes through `_Call`, which renders container by container. Each
   scalar and each string prefix is still encoded by orjson; this module never escapes
   JSON by hand. Strings are cut by slicing characters first (a character is at least one

@@ -484,16 +484,6 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
     return merged
 
 
-def _bind(scope: Scope, source: Source[Any] | AsyncSource[Any]) -> Scope:
-    """The scope a cursor is bound to: the caller's, plus what the source reads."""
-    if not isinstance(scope, Scope):
-        raise TypeError(f"scope must be a Scope, not {type(scope).__name__}")
-    return Scope(
-        scope.principal,
-        {"query": scope.query_fingerprint, "source": source.describe()},
-    )
-
-
 class Paginator:
     """A configured, reusable pager: a store, limits and page options.
 
@@ -543,6 +533,7 @@ class Paginator:
         return self.store.resume(cursor, bound)
 
     def _bind(self, scope: Scope, source: Source[Any] | AsyncSource[Any]) -> Scope:
+        """The scope a cursor is bound to: the caller's, plus what the source reads."""
         if not isinstance(scope, Scope):
             raise TypeError(f"scope must be a Scope, not {type(scope).__name__}")
         described = source.describe()
@@ -553,7 +544,7 @@ class Paginator:
             and last[1] == described
         ):
             return last[2]
-        bound = _bind(scope, source)
+        bound = Scope(scope.principal, {"query": scope.query_fingerprint, "source": described})
         self._binding = (scope.fingerprint, copy.deepcopy(described), bound)
         return bound
 
