@@ -112,7 +112,7 @@ _NO_TRUNCS: _Truncs = []  # shared, never mutated: callers copy before appending
 _BIG = 1 << 62
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes 10xxxxxx
-#: From this many items on, a list of flat rows is bounded in bulk rather than item by item.
+#: From this many items on, a run of list items is bounded and encoded at once.
 _BULK_MIN = 2
 #: Long strings are encoded this many characters at a time (see `_encode_piece`).
 _SLICE_CHARS = 2048

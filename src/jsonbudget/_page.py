@@ -287,7 +287,7 @@ class PageBuilder:
     def fill_from(self, seq: list[Any] | tuple[Any, ...], start: int = 0) -> tuple[bool, int]:
         """Add ``seq[start:]`` until the page is full: (an item was left over, next offset).
 
-        Runs of flat rows go in with one orjson call each, sized by the bytes per item
+        Runs of clean items go in with one orjson call each, sized by the bytes per item
         so far; the items near the end of the page go one by one.
         """
         i, n = start, len(seq)
@@ -571,7 +571,7 @@ class Paginator:
         more = False
         seq = src.sequence if isinstance(src, SequenceSource) else None
         if isinstance(seq, list | tuple) and (position is None or type(position) is int):
-            # In memory: fill in runs (one orjson call per run of flat rows); the
+            # In memory: fill in runs (one orjson call per run of clean items); the
             # position of a sequence is the offset of the next item.
             more, offset = builder.fill_from(seq, position or 0)
             return self._finish(builder, state, more, offset)
