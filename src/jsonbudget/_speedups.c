@@ -55,7 +55,7 @@ is_ancestor(const Walk *w, int depth, PyObject *obj)
     return 0;
 }
 
-static Py_ssize_t walk(Walk *w, PyObject *obj, int depth, Py_ssize_t cap);
+static Py_ssize_t walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap);
 
 /* The bound of an atomic value, or NOT_ATOMIC: inlined into the container loops, where
    almost every value is one. */
@@ -105,7 +105,7 @@ walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
             }
             Py_ssize_t sub = atomic(w, v);
             if (sub == NOT_ATOMIC) {
-                sub = walk(w, v, depth + 1, cap - size);
+                sub = walk_other(w, v, depth + 1, cap - size);
             }
             if (sub < 0) {
                 return sub;
@@ -126,7 +126,7 @@ walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         }
         Py_ssize_t sub = atomic(w, v);
         if (sub == NOT_ATOMIC) {
-            sub = walk(w, v, depth + 1, cap - size);
+            sub = walk_other(w, v, depth + 1, cap - size);
         }
         if (sub < 0) {
             return sub;
@@ -148,7 +148,7 @@ walk_items(Walk *w, PyObject *const *items, Py_ssize_t n, int depth, Py_ssize_t 
         /* Nothing here runs Python code, so the sequence cannot change under us. */
         Py_ssize_t sub = atomic(w, items[i]);
         if (sub == NOT_ATOMIC) {
-            sub = walk(w, items[i], depth, cap - size);
+            sub = walk_other(w, items[i], depth, cap - size);
         }
         if (sub < 0) {
             return sub;
@@ -165,13 +165,11 @@ items_of(PyObject *seq)
                                   : (PyObject *const *)((PyTupleObject *)seq)->ob_item;
 }
 
+/* The bound of a value that is not atomic: a container, a bounded scalar, or unclean. */
 static Py_ssize_t
-walk(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
+walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 {
-    Py_ssize_t size = atomic(w, obj);
-    if (size != NOT_ATOMIC) {
-        return size;
-    }
+    Py_ssize_t size;
     PyTypeObject *t = Py_TYPE(obj);
     if (t == &PyDict_Type) {
         return walk_dict(w, obj, depth, cap);
@@ -201,6 +199,13 @@ walk(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         }
     }
     return UNCLEAN;
+}
+
+static Py_ssize_t
+walk(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
+{
+    Py_ssize_t size = atomic(w, obj);
+    return size == NOT_ATOMIC ? walk_other(w, obj, depth, cap) : size;
 }
 
 /* Parses the arguments both functions share; -1 with an exception set on bad ones. */
