@@ -107,6 +107,17 @@ def test_object_orjson_refuses_is_spilled_with_markers(store: SpillStore) -> Non
     orjson.loads(out.data)
 
 
+def test_regression_nan_in_a_spilled_result_is_marked_not_null(store: SpillStore) -> None:
+    # The spill file was orjson's bytes, and orjson writes NaN as null: a value lost
+    # without a word. It now carries the encoder's marker, as a result that fits does.
+    value = {"rows": [{"i": i, "x": float("nan") if i == 7 else 1.5} for i in range(100)]}
+    out = ResultGate(1000, store, preview_bytes=800).apply(value)
+    stored = orjson.loads(spilled_file(store, out))
+    assert stored["rows"][7]["x"] == "…[unencodable: nan]"
+    assert stored["rows"][8]["x"] == 1.5
+    assert len(stored["rows"]) == 100
+
+
 def test_small_object_with_unencodable_value_passes_with_its_marker(store: SpillStore) -> None:
     out = ResultGate(1000, store).apply({"s": {1, 2}})
     assert out.spill is None

@@ -457,6 +457,18 @@ def test_runs_build_the_same_page_as_item_by_item(
     assert a.items == b.items
 
 
+def test_regression_nan_in_a_spilled_item_is_marked_not_null(tmp_path: Path) -> None:
+    # The spill file was orjson's bytes, and orjson writes NaN as null.
+    store = SpillStore(tmp_path / "spill")
+    rows = [{"v": float("nan"), "pad": "p" * 3000}, {"v": 1}]
+    pages = follow(rows, Limits(1024), oversized="spill", spill_store=store)
+    entry = pages[0].oversized[0]
+    assert entry.outcome == "spilled"
+    spilled = orjson.loads(store.read(entry.ref, 0, 200_000))
+    assert spilled["v"] == "…[unencodable: nan]"
+    assert spilled["pad"] == "p" * 3000
+
+
 def test_regression_spill_marker_follows_the_marker_style(tmp_path: Path) -> None:
     # The spill marker was always text; it now takes the page's marker style, and the
     # smallest page is sized for the longest spill reference.

@@ -33,7 +33,7 @@ from ._bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from ._bound import TOO_BIG as _TOO_BIG
 from ._bound import UNCLEAN as _UNCLEAN
 from ._bound import clean_dumps as _clean_dumps
-from ._limits import Limits
+from ._limits import MAX_DEPTH, MAX_LIMIT, Limits
 from .errors import EncodeError
 
 __all__ = [
@@ -315,6 +315,20 @@ def _encoded(out: _Out) -> Encoded:
     _set_complete(enc, not truncs)
     _set_truncations(enc, tuple(truncs))
     return enc
+
+
+def _dumps_whole(
+    obj: Any, *, default: Callable[[Any], Any] | None = None, markers: MarkerStyle = "text"
+) -> bytes:
+    """All of *obj*, uncut, for a spill file: orjson's bytes when it is clean, else markers.
+
+    orjson writes NaN and the infinities as ``null``; this writes the encoder's marker
+    for them, as for every value orjson refuses. Nesting past `MAX_DEPTH` gets a depth
+    marker. Costs what encoding the whole object costs, which is what spilling it means.
+    """
+    return Encoder(
+        max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH, markers=markers, default=default
+    ).dumps(obj)
 
 
 def _resolve_limits(

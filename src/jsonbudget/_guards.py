@@ -17,7 +17,7 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 import ijson
 import orjson
 
-from ._encoder import Encoded, Encoder, encode, pointer
+from ._encoder import Encoded, Encoder, _dumps_whole, encode, pointer
 from ._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
 from ._reader import read_bounded_text
 from ._spill import MAX_LABEL_CHARS, SpillRef, SpillStore
@@ -675,13 +675,13 @@ def _json_chunks(obj: Any, default: Callable[[Any], Any] | None) -> Iterator[byt
         members = iter(obj.items())
         batches = iter(lambda: dict(itertools.islice(members, _BATCH)), {})
     else:
-        yield _dump(obj, default)
+        yield _dumps_whole(obj, default=default)
         return
     buf = bytearray(open_)
     wrote = False
     for batch in batches:
         # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
-        inner = _dump(batch, default)[1:-1]
+        inner = _dumps_whole(batch, default=default)[1:-1]
         if not inner:
             continue  # an object whose only keys the encoder had to drop
         if wrote:
@@ -693,15 +693,6 @@ def _json_chunks(obj: Any, default: Callable[[Any], Any] | None) -> Iterator[byt
             buf.clear()
     buf += close
     yield bytes(buf)
-
-
-def _dump(value: Any, default: Callable[[Any], Any] | None) -> bytes:
-    try:
-        return orjson.dumps(value, default=default)
-    except orjson.JSONEncodeError:
-        # Values orjson refuses (sets, non-str keys, NaN-free exotica, deep nesting) get the
-        # encoder's documented markers; the budget is only a ceiling here.
-        return encode(value, max_bytes=MAX_LIMIT, default=default).data
 
 
 def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import orjson
 
-from ._bound import UNCLEAN
+from ._bound import UNCLEAN, clean_dumps
 from ._cursors import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
-from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, _Call, pointer
+from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, _Call, _dumps_whole, pointer
 from ._limits import Limits
 from ._scope import Scope
 from ._sources import AsyncSource, Position, SequenceSource, Source, as_source
@@ -262,7 +262,7 @@ class PageBuilder:
         room = self._cap - len(buf) - self._reports_bytes - (1 if count else 0)
         if room > 0:
             # The common case first: a clean item, encoded once by orjson, no reports.
-            data = self._call._fast(item, room, 0)
+            data = clean_dumps(item, room, 0, self._call.caps)
             if type(data) is bytes:
                 if count:
                     buf += b","
@@ -419,7 +419,7 @@ class PageBuilder:
         if policy == "error":
             raise OversizedItemError(index=index, encoded_bytes=None, limit=self.limits.max_bytes)
         if policy == "spill":
-            data = self._encode_whole_for_spill(item)
+            data = _dumps_whole(item, default=self._encoder.default, markers=self._encoder.markers)
             ref = self._spill_store.put(data, label=self._spill_label)
             info = OversizedItem(index, len(data), "spilled", ref.ref)
             marker = self._spill_marker(ref.ref, len(data))
@@ -458,14 +458,6 @@ class PageBuilder:
                 index=info.index, encoded_bytes=info.encoded_bytes, limit=self.limits.max_bytes
             )
         self._accept(item, marker, cut, info, grow)
-
-    def _encode_whole_for_spill(self, item: Any) -> bytes:
-        try:
-            return _dumps(item)
-        except orjson.JSONEncodeError:
-            # Values orjson refuses (NaN stays null in orjson; these are the rest) get
-            # the encoder's markers, with no budget to speak of.
-            return Encoder(max_bytes=2**40).dumps(item)
 
 
 def _dumps(obj: Any) -> bytes:
