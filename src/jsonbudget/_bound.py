@@ -113,7 +113,8 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
         ancestors.append(id(obj))
         size = _items(obj, cap - 2, depth + 1, caps, ancestors)
         return size if size < 0 else size + 2
-    if caps.scalars is not None and isinstance(obj, caps.scalars):
+    # By type, as the compiled walk does: isinstance() may consult a __class__ property.
+    if caps.scalars is not None and issubclass(t, caps.scalars):
         return 10
     return -1
 

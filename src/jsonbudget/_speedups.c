@@ -3,14 +3,16 @@
  * Guarantee 5 forbids encoding an input whole to learn that it is too big, and orjson
  * has no bounded mode, so the encoder proves a lower bound of the size before each
  * orjson call. In pure Python that proof costs about what orjson spends encoding; this
- * walk costs a few nanoseconds a value, allocates nothing and stops once the bound
- * passes the cap. `_encoder.py` falls back to its Python walk when this module is not
- * built; both give the same answers (tests/test_speedups.py).
+ * walk costs a few nanoseconds a value, allocates nothing, runs no Python code (so the
+ * containers it holds pointers into cannot change) and stops once the bound passes the
+ * cap. `_bound.py` has the same walk in Python for when this module is not built; both
+ * give the same numbers (tests/test_speedups.py).
  *
  * bound(obj, cap, depth, max_depth, max_items, max_field, scalars) returns
  *   -1   when the value is not clean: it needs markers or cuts (NaN or an infinity, a
  *        non-str key, a container at max_depth or over max_items, a string that might
- *        pass max_field, a cycle, a type other than the exact JSON ones or *scalars*);
+ *        pass max_field, a cycle, a type other than the exact JSON ones or a subclass
+ *        of one in the tuple *scalars*);
  *   n    otherwise, a lower bound of len(orjson.dumps(obj)); once n > cap the walk
  *        stops, so n may be below the true bound but is still above cap.
  * bound_items(items, ...) does the same for the items of a list or tuple, each at
@@ -33,7 +35,6 @@
 #endif
 
 #define UNCLEAN (-1)
-#define FAILED (-2) /* a Python exception is set */
 #define MAX_STACK 256 /* above _limits.MAX_DEPTH, so the ancestors always fit */
 
 typedef struct {
@@ -190,12 +191,13 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         return size < 0 ? size : size + 2;
     }
     if (w->scalars != NULL) {
-        int hit = PyObject_IsInstance(obj, w->scalars);
-        if (hit < 0) {
-            return FAILED;
-        }
-        if (hit) {
-            return 10; /* datetimes, dates, times and UUIDs: at least this long */
+        /* By type alone: isinstance() may look up __class__, which can run Python code,
+           and the walk holds pointers into the containers it is in. */
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(w->scalars); i++) {
+            PyObject *cls = PyTuple_GET_ITEM(w->scalars, i);
+            if (PyType_Check(cls) && PyType_IsSubtype(t, (PyTypeObject *)cls)) {
+                return 10; /* datetimes, dates, times and UUIDs: at least this long */
+            }
         }
     }
     return UNCLEAN;
@@ -231,6 +233,10 @@ setup(Walk *w, PyObject *const *args, Py_ssize_t nargs, const char *name,
     }
     *depth = (int)d;
     w->max_depth = (int)max_depth;
+    if (args[6] != Py_None && !PyTuple_Check(args[6])) {
+        PyErr_Format(PyExc_TypeError, "%s(): scalars must be a tuple of types or None", name);
+        return -1;
+    }
     w->scalars = args[6] == Py_None ? NULL : args[6];
     /* Ancestors above *depth* belong to the caller, which checked them already. */
     for (int i = 0; i < *depth; i++) {
@@ -249,7 +255,7 @@ bound(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t n = walk(&w, args[0], depth, cap);
-    return n == FAILED ? NULL : PyLong_FromSsize_t(n);
+    return PyLong_FromSsize_t(n);
 }
 
 static PyObject *
@@ -266,11 +272,7 @@ bound_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "bound_items() needs a list or a tuple");
         return NULL;
     }
-    Py_ssize_t n = walk_items(&w, items_of(seq), Py_SIZE(seq), depth, cap);
-    if (n == FAILED) {
-        return NULL;
-    }
-    return PyLong_FromSsize_t(n < 0 ? UNCLEAN : n);
+    return PyLong_FromSsize_t(walk_items(&w, items_of(seq), Py_SIZE(seq), depth, cap));
 }
 
 static PyMethodDef methods[] = {
