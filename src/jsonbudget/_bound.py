@@ -8,9 +8,9 @@ it was not built, `py_bound` and `py_bound_items` give the same numbers in Pytho
 ``bound(obj, cap, depth, max_depth, max_items, max_field, scalars)`` returns -1 when the
 value is not *clean* (it needs markers or cuts: NaN or an infinity, a non-str key, a
 container at ``max_depth`` or over ``max_items``, a string that might pass ``max_field``,
-a cycle, a type other than the exact JSON ones or *scalars*), else a lower bound of
-``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*, so it costs at
-most the budget.
+a cycle, a type other than the exact JSON ones or a subclass of one in *scalars*), else
+a lower bound of ``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*,
+so it costs at most the budget.
 """
 
 from __future__ import annotations
@@ -23,7 +23,16 @@ from typing import Any, NamedTuple
 
 import orjson
 
-__all__ = ["BOUNDED_SCALARS", "TOO_BIG", "UNCLEAN", "bound", "bound_items", "clean_dumps"]
+__all__ = [
+    "BOUNDED_SCALARS",
+    "TOO_BIG",
+    "UNCLEAN",
+    "bound",
+    "bound_items",
+    "clean_dumps",
+    "py_bound",
+    "py_bound_items",
+]
 
 #: Types orjson writes in a bounded form, at least 10 bytes long.
 BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
