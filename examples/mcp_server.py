@@ -15,13 +15,37 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import tempfile
 
 from mcp.server.mcpserver import MCPServer
 
 from jsonbudget import Limits, SQLiteCursorStore, SQLiteSource
-from jsonbudget._demo import make_demo_database
 from jsonbudget.mcp import paginated_tool
+
+
+def make_sample_database(path: str, rows: int = 200) -> None:
+    """A `tickets` table to page: multibyte notes of many lengths, one 3 MB attachment."""
+    statuses = ("open", "pending", "closed")
+    note = "Der Drucker druckt nicht — 打印机不工作 — l'imprimante ne répond pas. "
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE tickets (id INTEGER PRIMARY KEY, status TEXT NOT NULL,"
+            " subject TEXT NOT NULL, notes TEXT NOT NULL, attachment TEXT)"
+        )
+        conn.executemany(
+            "INSERT INTO tickets VALUES (?, ?, ?, ?, ?)",
+            (
+                (
+                    i,
+                    statuses[i % 3],
+                    f"Ticket {i}",
+                    note * (1 + i % 60),
+                    "x" * 3_000_000 if i == rows // 2 else None,
+                )
+                for i in range(1, rows + 1)
+            ),
+        )
 
 
 def build_server(db_path: str, store_path: str, *, max_bytes: int = 16384) -> MCPServer:
@@ -58,7 +82,7 @@ def main() -> None:
     db = args.db
     if db is None:
         db = os.path.join(tempfile.mkdtemp(prefix="jsonbudget-mcp-"), "tickets.sqlite3")
-        make_demo_database(db, rows=200)
+        make_sample_database(db)
     store = args.store or os.path.join(os.path.dirname(os.path.abspath(db)), "cursors.sqlite3")
     build_server(db, store, max_bytes=args.max_bytes).run("stdio")
 

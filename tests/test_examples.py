@@ -63,3 +63,32 @@ def test_mcp_server_example_cli(flag: str) -> None:
     # The server itself is driven by the real MCP client in tests/test_mcp.py.
     lines = run_example("mcp_server.py", flag)
     assert lines[0].startswith("usage: mcp_server.py")
+
+
+def test_mcp_server_sample_database_pages_with_the_attachment_cut(tmp_path: Path) -> None:
+    # The example makes its own sample data when run without --db.
+    import importlib.util
+
+    from jsonbudget import Limits, MemoryCursorStore, Scope, SQLiteSource, paginate
+
+    spec = importlib.util.spec_from_file_location("mcp_server_sample", EXAMPLES / "mcp_server.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    db = str(tmp_path / "tickets.sqlite3")
+    module.make_sample_database(db, rows=40)
+    store, scope, cursor = MemoryCursorStore(), Scope("u"), None
+    ids: list[int] = []
+    cuts = []
+    while True:
+        source = SQLiteSource(db, table="tickets", order_by=["id"])
+        page = paginate(source, scope=scope, cursor=cursor, store=store, limits=Limits(16384))
+        assert len(page.data) <= 16384
+        ids += [row["id"] for row in page.items]
+        cuts += [t for t in page.truncations if t.kind == "string"]
+        if page.complete:
+            break
+        cursor = page.next_cursor
+    assert ids == list(range(1, 41))
+    assert any(t.path.endswith("/attachment") for t in cuts)
