@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 from jsonbudget import Encoder, _bound, encode
 from jsonbudget import _speedups as speedups
 from jsonbudget._limits import DEFAULT_MAX_DEPTH
-
-from .strategies import json_values
+from tests.strategies import json_values
 
 BIG = 1 << 62
 SCALARS = (dt.datetime, dt.date, dt.time, uuid.UUID)
