@@ -33,7 +33,7 @@ from ._bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from ._bound import TOO_BIG as _TOO_BIG
 from ._bound import UNCLEAN as _UNCLEAN
 from ._bound import clean_dumps as _clean_dumps
-from ._limits import MAX_DEPTH, MAX_LIMIT, Limits
+from ._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH, MAX_LIMIT, Limits
 from .errors import EncodeError
 
 __all__ = [
@@ -338,6 +338,15 @@ def _resolve_limits(
     max_field_bytes: int | None,
     max_depth: int | None,
 ) -> Limits:
+    if limits is None:
+        if max_bytes is None:
+            raise TypeError("pass limits= or max_bytes=")
+        return Limits(
+            max_bytes,
+            max_items=max_items,
+            max_field_bytes=max_field_bytes,
+            max_depth=DEFAULT_MAX_DEPTH if max_depth is None else max_depth,
+        )
     overrides = {
         k: v
         for k, v in (
@@ -348,11 +357,6 @@ def _resolve_limits(
         )
         if v is not None
     }
-    if limits is None:
-        if max_bytes is None:
-            raise TypeError("pass limits= or max_bytes=")
-        overrides.pop("max_bytes")
-        return Limits(max_bytes, **overrides)
     if not isinstance(limits, Limits):
         raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
     return limits.replace(**overrides) if overrides else limits
