@@ -518,3 +518,46 @@ def test_regression_short_output_holds_no_spare_capacity() -> None:
         tracemalloc.stop()
     assert out.data == orjson.dumps(obj)
     assert held < 2 * len(out.data)
+
+
+def test_regression_rewritten_keys_never_repeat_a_key() -> None:
+    # Found by the fuzzer: two keys that differ only in lone surrogates both became
+    # "\ufffd\ufffd", so the output held one key twice and a truncation's pointer named
+    # the wrong member. A rewritten key now takes "…" until no key of the object (nor
+    # an earlier rewritten one) has its text.
+    # Built from pairs: a linter takes keys that differ only in surrogates for repeats.
+    pairs: list[tuple[Any, Any]] = [
+        ("\udede\udede", [1]),
+        ("\udada\udada", 2),
+        ("\ufffd\ufffd", 3),
+        (1, "a"),
+        ("…[key: int 1]", 4),
+        ("1", 5),
+    ]
+    value = dict(pairs)
+    for strategy in ("balanced", "prefix"):
+        out = encode(value, max_bytes=2000, strategy=strategy)
+        doc = json.loads(out.data)
+        assert len(doc) == len(value)
+        assert sorted(doc.values(), key=str) == sorted([[1], 2, 3, "a", 4, 5], key=str)
+        for t in out.truncations:
+            assert t.kind == "unencodable"
+            resolve(doc, t.path)
+        assert doc["\ufffd\ufffd"] == 3  # a key that needed no rewriting keeps its text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(alphabet="\ud800\udfffa\ufffd…", max_size=3) | st.integers(0, 3),
+        st.integers(),
+        max_size=8,
+    ),
+    st.sampled_from(["balanced", "prefix"]),
+)
+def test_property_every_member_keeps_a_key_of_its_own(value: dict[Any, int], strategy: Any) -> None:
+    out = encode(value, max_bytes=4000, strategy=strategy)
+    doc = json.loads(out.data)
+    assert len(doc) == len(value)
+    for t in out.truncations:
+        resolve(doc, t.path)

@@ -655,18 +655,29 @@ class _Call:
             return 2 + len(self.mk.keys(len(v), self.mk.key(v)))
         return 2 + len(self.mk.items(len(v)))
 
-    def _key(self, k: Any, path: str) -> tuple[bytes, str, _Truncs]:
-        """Encoded key with its colon, its pointer, and a note if it was not a string."""
+    def _key(
+        self, k: Any, path: str, obj: Mapping[Any, Any], taken: set[str]
+    ) -> tuple[bytes, str, _Truncs]:
+        """Encoded key with its colon, its pointer, and a note if it was not a string.
+
+        A key that had to be rewritten (lone surrogates replaced, or not a string) must
+        not repeat a key of *obj* or one in *taken* (the keys rewritten so far and the
+        left-out marker's): it is lengthened with "…" until it is unique, so every
+        pointer names one member.
+        """
+        unit: TruncationUnit = "keys"
         if isinstance(k, str):
             try:
                 return _dumps(k) + b":", pointer(path, k), _NO_TRUNCS
             except _JSONError:
-                k = _SURROGATE.sub("\ufffd", k)
-                p = pointer(path, k)
-                return _dumps(k) + b":", p, [_truncation(p, "unencodable", None, "chars")]
-        text = _SURROGATE.sub("\ufffd", f"…[key: {type(k).__name__} {k!r:.40}]")
+                text, unit = _SURROGATE.sub("\ufffd", k), "chars"
+        else:
+            text = _SURROGATE.sub("\ufffd", f"…[key: {type(k).__name__} {k!r:.40}]")
+        while text in taken or text in obj:
+            text += "…"
+        taken.add(text)
         p = pointer(path, text)
-        return _dumps(text) + b":", p, [_truncation(p, "unencodable", None, "keys")]
+        return _dumps(text) + b":", p, [_truncation(p, "unencodable", None, unit)]
 
     def _keys_marker(
         self, buf: bytearray, omitted: int, shown: int, path: str, key: str
@@ -685,12 +696,13 @@ class _Call:
         members = islice(obj.items(), min(n, self.max_items, max(avail, 0) // 4 + 1))
         truncs: _Truncs = []
         mkey = self.mk.key(obj)
+        taken = {mkey}
         # Keep as many members as their smallest renderings allow, in document order,
         # always leaving room for the member that says how many were left out.
         kept: list[tuple[bytes, str, Any, int]] = []
         used = 0
         for i, (k, v) in enumerate(members):
-            kb, kp, ktr = self._key(k, path)
+            kb, kp, ktr = self._key(k, path, obj, taken)
             rest = n - i - 1
             reserve = len(self.mk.keys(rest, mkey)) + 1 if rest else 0
             m = self._min_size(v, depth + 1, kp)
@@ -774,9 +786,10 @@ class _Call:
         buf = bytearray(b"{")
         truncs: _Truncs = []
         mkey = self.mk.key(obj)
+        taken = {mkey}
         shown = 0
         for i, (k, v) in enumerate(islice(obj.items(), min(n, self.max_items))):
-            kb, kp, ktr = self._key(k, path)
+            kb, kp, ktr = self._key(k, path, obj, taken)
             rest = n - i - 1
             reserve = len(self.mk.keys(rest, mkey)) + 1 if rest else 0
             sep = 1 if i else 0
