@@ -19,6 +19,7 @@ Run: ``python benches/ratios_page.py [--quick]`` (or through ``benches/ratios.py
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from benches._timing import Row, interleaved, peak_bytes
 from jsonbudget import (
     Limits,
     MemoryCursorStore,
+    Page,
     PageBuilder,
     Paginator,
     Scope,
@@ -68,30 +70,40 @@ def builder_pages(rows: list[Any], limits: Limits) -> list[bytes]:
             return pages
 
 
+def _follow(
+    rows: list[Any], page: Callable[[SequenceSource[Any], str | None], Page], *, keep: bool = True
+) -> list[bytes]:
+    """Page through *rows*, following ``next_cursor`` to the end: every page's bytes, or
+    with ``keep=False`` only the last one (pages are handed on one at a time in real use).
+    """
+    source = SequenceSource(rows)
+    pages: list[bytes] = []
+    cursor: str | None = None
+    while True:
+        got = page(source, cursor)
+        if keep or got.complete:
+            pages.append(got.data)
+        if got.complete:
+            return pages
+        cursor = got.next_cursor
+
+
 def pager_pages(rows: list[Any], pager: Paginator) -> list[bytes]:
-    """Every row through one configured `Paginator`, following ``next_cursor`` to the end."""
-    source = SequenceSource(rows)
-    pages: list[bytes] = []
-    cursor: str | None = None
-    while True:
-        page = pager.page(source, scope=SCOPE, cursor=cursor)
-        pages.append(page.data)
-        if page.complete:
-            return pages
-        cursor = page.next_cursor
+    """Every row through one configured `Paginator`."""
+    return _follow(rows, lambda source, cursor: pager.page(source, scope=SCOPE, cursor=cursor))
 
 
-def paginated_pages(rows: list[Any], limits: Limits, store: MemoryCursorStore) -> list[bytes]:
-    """Every row through `paginate`, following ``next_cursor`` to the end."""
-    source = SequenceSource(rows)
-    pages: list[bytes] = []
-    cursor: str | None = None
-    while True:
-        page = paginate(source, scope=SCOPE, cursor=cursor, store=store, limits=limits)
-        pages.append(page.data)
-        if page.complete:
-            return pages
-        cursor = page.next_cursor
+def paginated_pages(
+    rows: list[Any], limits: Limits, store: MemoryCursorStore, *, keep: bool = True
+) -> list[bytes]:
+    """Every row through the one-call `paginate`."""
+    return _follow(
+        rows,
+        lambda source, cursor: paginate(
+            source, scope=SCOPE, cursor=cursor, store=store, limits=limits
+        ),
+        keep=keep,
+    )
 
 
 def check(pages: list[bytes], rows: list[Any], what: str) -> None:
@@ -136,7 +148,7 @@ def run(quick: bool = False) -> list[Row]:
     )
     # Pages are handed on one at a time in real use: the peak of one pass that keeps
     # only the last page says what paging itself holds.
-    peak_page, _ = peak_bytes(lambda: _last_page_only(rows, limits, store))
+    peak_page, _ = peak_bytes(lambda: paginated_pages(rows, limits, store, keep=False))
     peak_orjson, _ = peak_bytes(lambda: len(orjson.dumps(rows)))
 
     label = f"paging {n_rows:,} rows ({mb:.0f} MB) in 64 KiB pages"
@@ -165,16 +177,6 @@ def run(quick: bool = False) -> list[Row]:
         ("  paginate, one pass: peak memory (last page kept)", peak_page / KIB, "KiB", "(info)"),
         ("  orjson.dumps(rows): peak memory (ref)", peak_orjson / KIB, "KiB", "(ref)"),
     ]
-
-
-def _last_page_only(rows: list[Any], limits: Limits, store: MemoryCursorStore) -> int:
-    source = SequenceSource(rows)
-    cursor: str | None = None
-    while True:
-        page = paginate(source, scope=SCOPE, cursor=cursor, store=store, limits=limits)
-        if page.complete:
-            return len(page.data)
-        cursor = page.next_cursor
 
 
 if __name__ == "__main__":
