@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from jsonbudget import Encoder, _bound, encode
 from jsonbudget import _speedups as speedups
-from jsonbudget._limits import DEFAULT_MAX_DEPTH
+from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from tests.strategies import json_values
 
 BIG = 1 << 62
@@ -84,13 +84,26 @@ def test_unclean_values_are_refused(value: Any) -> None:
     assert bound(value) == -1
 
 
-def test_a_cycle_is_refused_not_walked_to_the_depth_limit() -> None:
+@pytest.mark.parametrize("walk", [speedups.bound, _bound.py_bound], ids=["compiled", "python"])
+@pytest.mark.parametrize("cap", [BIG, 200, 10])
+def test_a_cycle_is_refused(walk: Any, cap: int) -> None:
+    # The compiled walk first skips the ancestor scan: a cycle then nests until the cap
+    # or max_depth stops it. Were that counted as too big, the renderer would leave the
+    # value out instead of marking the cycle (found when the scan was first dropped).
     a: list[Any] = [1]
     a.append(a)
     d: dict[str, Any] = {}
     d["self"] = [d]
-    assert bound(a) == -1
-    assert bound(d) == -1
+    for value in (a, d, {"k": ["x" * 10, d]} if cap > 100 else d):
+        assert walk(value, cap, 0, MAX_DEPTH, BIG, BIG, SCALARS) == -1
+    assert speedups.bound_items([1, a], cap, 0, MAX_DEPTH, BIG, BIG, SCALARS) == -1
+
+
+def test_a_cycle_behind_its_own_prefix_is_still_measured_up_to_the_cap() -> None:
+    # Too big before the cycle comes: the answer is the bound, as for any value.
+    a: list[Any] = ["x" * 100]
+    a.append(a)
+    assert bound(a, 50) > 50
 
 
 def test_caps_make_a_value_unclean() -> None:

@@ -40,18 +40,30 @@
 typedef struct {
     int max_depth;
     Py_ssize_t max_items;
-    Py_ssize_t max_field;
+    Py_ssize_t max_chars; /* the longest string that fits max_field even as \u0000s */
     PyObject *scalars;
+    int check_cycles;
     PyObject *ancestors[MAX_STACK];
 } Walk;
 
-static int
-is_ancestor(const Walk *w, int depth, PyObject *obj)
+/* Enters container *obj* at *depth*: 0, or UNCLEAN if it is its own ancestor.
+ *
+ * A cycle is unclean (orjson refuses it, the renderer marks it), and counting its
+ * repeats would overstate its size. Scanning the ancestors of every container cost a
+ * quarter of the walk, so the first walk skips it: a cycle then nests until max_depth
+ * (UNCLEAN, right) or until the bound passes the cap, and only that answer is checked
+ * by a second walk with the scan. Both walks stop at the cap, so the cost stays in
+ * proportion to it. */
+static inline int
+enter(Walk *w, int depth, PyObject *obj)
 {
-    for (int i = 0; i < depth; i++) {
-        if (w->ancestors[i] == obj) {
-            return 1;
+    if (w->check_cycles) {
+        for (int i = 0; i < depth; i++) {
+            if (w->ancestors[i] == obj) {
+                return UNCLEAN;
+            }
         }
+        w->ancestors[depth] = obj;
     }
     return 0;
 }
@@ -67,9 +79,7 @@ atomic(const Walk *w, PyObject *obj)
     PyTypeObject *t = Py_TYPE(obj);
     if (t == &PyUnicode_Type) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(obj);
-        /* A character encodes to at most 6 bytes (\u0000): under a field cap only a
-           string that fits even then is clean without encoding it. */
-        if (n > (PY_SSIZE_T_MAX - 2) / 6 || 6 * n + 2 > w->max_field) {
+        if (n > w->max_chars) {
             return UNCLEAN;
         }
         return n + 2;
@@ -88,10 +98,9 @@ static Py_ssize_t
 walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 {
     Py_ssize_t n = PyDict_GET_SIZE(obj);
-    if (depth >= w->max_depth || n > w->max_items || is_ancestor(w, depth, obj)) {
+    if (depth >= w->max_depth || n > w->max_items || enter(w, depth, obj) < 0) {
         return UNCLEAN;
     }
-    w->ancestors[depth] = obj;
     Py_ssize_t size = 1 + 4 * n; /* braces, quotes, colons and commas */
 #if DIRECT_DICT
     PyDictObject *mp = (PyDictObject *)obj;
@@ -183,10 +192,9 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         if (n + 1 > cap) {
             return n + 1;
         }
-        if (is_ancestor(w, depth, obj)) {
+        if (enter(w, depth, obj) < 0) {
             return UNCLEAN;
         }
-        w->ancestors[depth] = obj;
         size = walk_items(w, items_of(obj), n, depth + 1, cap - 2);
         return size < 0 ? size : size + 2;
     }
@@ -223,7 +231,7 @@ setup(Walk *w, PyObject *const *args, Py_ssize_t nargs, const char *name,
     Py_ssize_t d = PyLong_AsSsize_t(args[2]);
     Py_ssize_t max_depth = PyLong_AsSsize_t(args[3]);
     w->max_items = PyLong_AsSsize_t(args[4]);
-    w->max_field = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t max_field = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred()) {
         return -1;
     }
@@ -233,6 +241,9 @@ setup(Walk *w, PyObject *const *args, Py_ssize_t nargs, const char *name,
     }
     *depth = (int)d;
     w->max_depth = (int)max_depth;
+    /* A character encodes to at most 6 bytes (\u0000): under a field cap only a string
+       that fits even then is clean without encoding it. */
+    w->max_chars = max_field < 2 ? -1 : (max_field - 2) / 6;
     if (args[6] != Py_None && !PyTuple_Check(args[6])) {
         PyErr_Format(PyExc_TypeError, "%s(): scalars must be a tuple of types or None", name);
         return -1;
@@ -242,6 +253,7 @@ setup(Walk *w, PyObject *const *args, Py_ssize_t nargs, const char *name,
     for (int i = 0; i < *depth; i++) {
         w->ancestors[i] = NULL;
     }
+    w->check_cycles = 0;
     return 0;
 }
 
@@ -255,6 +267,10 @@ bound(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t n = walk(&w, args[0], depth, cap);
+    if (n > cap) { /* a cycle may have been counted: see enter() */
+        w.check_cycles = 1;
+        n = walk(&w, args[0], depth, cap);
+    }
     return PyLong_FromSsize_t(n);
 }
 
@@ -272,7 +288,12 @@ bound_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "bound_items() needs a list or a tuple");
         return NULL;
     }
-    return PyLong_FromSsize_t(walk_items(&w, items_of(seq), Py_SIZE(seq), depth, cap));
+    Py_ssize_t n = walk_items(&w, items_of(seq), Py_SIZE(seq), depth, cap);
+    if (n > cap) { /* a cycle may have been counted: see enter() */
+        w.check_cycles = 1;
+        n = walk_items(&w, items_of(seq), Py_SIZE(seq), depth, cap);
+    }
+    return PyLong_FromSsize_t(n);
 }
 
 static PyMethodDef methods[] = {
