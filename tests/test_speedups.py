@@ -43,6 +43,8 @@ def python_walk() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_bound, "bound", _bound.py_bound)
         mp.setattr(_bound, "bound_items", _bound.py_bound_items)
+        mp.setattr(_bound, "clean_dumps", _bound.py_clean_dumps)
+        mp.setattr(_bound, "compact", _bound.py_compact)
         yield
 
 
@@ -50,6 +52,8 @@ def test_the_test_install_builds_the_extension() -> None:
     # The extension is optional for users; the suite must still exercise it.
     assert _bound.bound is speedups.bound
     assert _bound.bound_items is speedups.bound_items
+    assert _bound.clean_dumps is speedups.clean_dumps
+    assert _bound.compact is speedups.compact
 
 
 @settings(max_examples=300)
@@ -224,6 +228,40 @@ def test_compiled_and_python_walks_give_the_same_numbers(
     assert speedups.bound(value, *args) == _bound.py_bound(value, *args)
     if isinstance(value, list | tuple):
         assert speedups.bound_items(value, *args) == _bound.py_bound_items(value, *args)
+
+
+@settings(max_examples=1000)
+@given(odd_values, st.integers(0, 600), st.integers(0, 3), caps)
+def test_compiled_and_python_clean_dumps_agree(
+    value: Any, cap: int, depth: int, limits: tuple[int, int, int]
+) -> None:
+    max_depth, max_items, max_field = limits
+    args = (cap, min(depth, max_depth), (max_depth, max_items, max_field, SCALARS))
+    got = speedups.clean_dumps(value, *args)
+    assert got == _bound.py_clean_dumps(value, *args)
+    if type(got) is bytes:
+        assert got == orjson.dumps(value)
+        assert len(got) <= cap
+    else:
+        assert got in (_bound.TOO_BIG, _bound.UNCLEAN)
+
+
+def test_clean_dumps_takes_orjsons_refusal_for_unclean() -> None:
+    # The walk cannot see an int beyond 64 bits; orjson refuses it, and the renderer
+    # then gives it a marker.
+    args = (BIG, 0, (64, BIG, BIG, SCALARS))
+    assert speedups.clean_dumps([2**70], *args) == _bound.UNCLEAN
+    with pytest.raises(TypeError, match="4-tuple"):
+        speedups.clean_dumps([1], BIG, 0, (64, BIG, BIG))
+
+
+def test_compact_copies_only_the_length() -> None:
+    data = orjson.dumps({"a": 1})
+    small = speedups.compact(data)
+    assert small == data
+    assert small is not data
+    with pytest.raises(TypeError):
+        speedups.compact(bytearray(b"x"))  # type: ignore[arg-type]
 
 
 encoders = st.builds(

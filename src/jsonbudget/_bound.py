@@ -11,6 +11,10 @@ container at ``max_depth`` or over ``max_items``, a string that might pass ``max
 a cycle, a type other than the exact JSON ones or a subclass of one in *scalars*), else
 a lower bound of ``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*,
 so it costs at most the budget.
+
+``clean_dumps(obj, cap, depth, caps)`` is the encoder's fast path: orjson's bytes when
+the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`. ``compact(data)`` copies
+bytes out of orjson's oversized buffer. Both are compiled too, with Python twins.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import datetime as _dt
 import math
 import uuid
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 import orjson
 
@@ -27,11 +31,15 @@ __all__ = [
     "BOUNDED_SCALARS",
     "TOO_BIG",
     "UNCLEAN",
+    "Caps",
     "bound",
     "bound_items",
     "clean_dumps",
+    "compact",
     "py_bound",
     "py_bound_items",
+    "py_clean_dumps",
+    "py_compact",
 ]
 
 #: Types orjson writes in a bounded form, at least 10 bytes long.
@@ -142,25 +150,17 @@ def _items(
     return size
 
 
-bound: Callable[..., int]
-bound_items: Callable[..., int]
-try:
-    from ._speedups import bound, bound_items
-except ImportError:  # pragma: no cover - built without a C compiler
-    bound, bound_items = py_bound, py_bound_items
-
-
 _dumps = orjson.dumps
 _JSONError = orjson.JSONEncodeError
 
+#: (max_depth, max_items, max_field_bytes, scalars), with a huge number for no cap.
+Caps: TypeAlias = tuple[int, int, int, tuple[type, ...] | None]
 
-def clean_dumps(obj: Any, cap: int, depth: int, caps: tuple[int, int, int]) -> bytes | int:
-    """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`.
 
-    *caps* is ``(max_depth, max_items, max_field_bytes)``, with a huge number for none.
-    """
-    max_depth, max_items, max_field = caps
-    n = bound(obj, cap, depth, max_depth, max_items, max_field, BOUNDED_SCALARS)
+def py_clean_dumps(obj: Any, cap: int, depth: int, caps: Caps) -> bytes | int:
+    """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`."""
+    max_depth, max_items, max_field, scalars = caps
+    n = bound(obj, cap, depth, max_depth, max_items, max_field, scalars)
     if n < 0:
         return UNCLEAN
     if n > cap:
@@ -170,3 +170,19 @@ def clean_dumps(obj: Any, cap: int, depth: int, caps: tuple[int, int, int]) -> b
     except _JSONError:  # ints beyond 64 bits, lone surrogates
         return UNCLEAN
     return data if len(data) <= cap else TOO_BIG
+
+
+def py_compact(data: bytes) -> bytes:
+    """A copy of *data* that holds its length and no more (orjson's keep 4 KiB)."""
+    return bytes(memoryview(data))
+
+
+bound: Callable[..., int]
+bound_items: Callable[..., int]
+clean_dumps: Callable[[Any, int, int, Caps], bytes | int]
+compact: Callable[[bytes], bytes]
+try:
+    from ._speedups import bound, bound_items, clean_dumps, compact
+except ImportError:  # pragma: no cover - built without a C compiler
+    bound, bound_items = py_bound, py_bound_items
+    clean_dumps, compact = py_clean_dumps, py_compact

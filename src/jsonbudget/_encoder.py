@@ -32,7 +32,7 @@ from . import _bound
 from ._bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from ._bound import TOO_BIG as _TOO_BIG
 from ._bound import UNCLEAN as _UNCLEAN
-from ._bound import clean_dumps as _clean_dumps
+from ._bound import compact as _compact
 from ._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH, MAX_LIMIT, Limits
 from .errors import EncodeError
 
@@ -255,11 +255,12 @@ class Encoder:
         self.default = default
         self.unencodable: OnUnencodable = unencodable
         lim = self.limits
-        # (max_depth, max_items, max_field_bytes) as the compiled bound takes them.
-        self._caps = (
+        # As `_bound.clean_dumps` takes them.
+        self._caps: _bound.Caps = (
             lim.max_depth,
             _BIG if lim.max_items is None else lim.max_items,
             _BIG if lim.max_field_bytes is None else lim.max_field_bytes,
+            _BOUNDED_SCALARS,
         )
 
     def encode(self, obj: Any) -> Encoded:
@@ -271,6 +272,10 @@ class Encoder:
 
     def dumps(self, obj: Any) -> bytes:
         """Encode *obj* within the limits and return only the bytes."""
+        if type(obj) is not str:  # a clean object that fits needs no Encoded
+            data = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
+            if type(data) is bytes:
+                return _compact(data) if len(data) < _COMPACT_BELOW else data
         return self.encode(obj).data
 
     def whole(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
@@ -297,23 +302,34 @@ class Encoder:
         if type(obj) is str:  # the string path sizes it without a walk
             out = _Call(self)._string(obj, budget, path, exact=False)
             return None if out is None else _encoded(out)
-        data = _clean_dumps(obj, budget, 0, self._caps)
+        data = _bound.clean_dumps(obj, budget, 0, self._caps)
         if type(data) is bytes:
-            return _encoded((data, _NO_TRUNCS))
+            return _complete(data)
         out = _Call(self).render(obj, budget, path, 0)
         return None if out is None else _encoded(out)
 
 
 def _encoded(out: _Out) -> Encoded:
     data, truncs = out
-    if truncs is _NO_TRUNCS and len(data) < _COMPACT_BELOW:
-        # Straight from orjson, whose bytes keep at least 4 KiB of capacity: hand out a
-        # compact copy of a short one. A long one wastes little, and copying it would not.
-        data = bytes(memoryview(data))
-    enc = _new(Encoded)  # Encoded(data, complete, truncations), made faster
+    if truncs is _NO_TRUNCS:
+        return _complete(data)
+    enc = _new(Encoded)  # Encoded(data, False, truncations), made faster
     _set_data(enc, data)
-    _set_complete(enc, not truncs)
+    _set_complete(enc, False)
     _set_truncations(enc, tuple(truncs))
+    return enc
+
+
+def _complete(data: bytes) -> Encoded:
+    """``Encoded(data, True, ())``, made faster, with *data* as it may come from orjson."""
+    if len(data) < _COMPACT_BELOW:
+        # orjson's bytes keep at least 4 KiB of capacity: hand out a compact copy of a
+        # short one. A long one wastes little, and copying it would not.
+        data = _compact(data)
+    enc = _new(Encoded)
+    _set_data(enc, data)
+    _set_complete(enc, True)
+    _set_truncations(enc, ())
     return enc
 
 
@@ -403,8 +419,7 @@ def bounded_dumps(
     unencodable: OnUnencodable = "marker",
 ) -> bytes:
     """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
-    return encode(
-        obj,
+    return Encoder(
         limits,
         max_bytes=max_bytes,
         max_items=max_items,
@@ -414,7 +429,7 @@ def bounded_dumps(
         markers=markers,
         default=default,
         unencodable=unencodable,
-    ).data
+    ).dumps(obj)
 
 
 class _Call:
@@ -436,7 +451,7 @@ class _Call:
 
     def __init__(self, enc: Encoder) -> None:
         self.caps = enc._caps
-        self.max_depth, self.max_items, self.max_field = self.caps
+        self.max_depth, self.max_items, self.max_field, _ = self.caps
         self.prefix = enc.strategy == "prefix"
         self.mk = enc._mk
         self.default = enc.default
@@ -468,7 +483,7 @@ class _Call:
 
     def _fast(self, obj: Any, cap: int, depth: int) -> bytes | int:
         """orjson's bytes for *obj* if it is clean and fits *cap*, else `_TOO_BIG`/`_UNCLEAN`."""
-        return _clean_dumps(obj, cap, depth, self.caps)
+        return _bound.clean_dumps(obj, cap, depth, self.caps)
 
     # -- measuring and rendering -----------------------------------------------------
 

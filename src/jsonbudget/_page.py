@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 import orjson
 
-from ._bound import UNCLEAN, clean_dumps
+from . import _bound
+from ._bound import UNCLEAN
 from ._cursors import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
 from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, _Call, _dumps_whole, pointer
 from ._limits import Limits
@@ -262,7 +263,7 @@ class PageBuilder:
         room = self._cap - len(buf) - self._reports_bytes - (1 if count else 0)
         if room > 0:
             # The common case first: a clean item, encoded once by orjson, no reports.
-            data = clean_dumps(item, room, 0, self._call.caps)
+            data = _bound.clean_dumps(item, room, 0, self._call.caps)
             if type(data) is bytes:
                 if count:
                     buf += b","

@@ -17,6 +17,12 @@
  *        stops, so n may be below the true bound but is still above cap.
  * bound_items(items, ...) does the same for the items of a list or tuple, each at
  * *depth*, joined by commas, without brackets: a run of page or list items.
+ *
+ * clean_dumps(obj, cap, depth, (max_depth, max_items, max_field, scalars)) is the
+ * encoder's fast path in one call: orjson.dumps(obj) when the bound shows a clean value
+ * that may fit and the bytes do fit, else 1 (too big) or 2 (unclean). compact(data)
+ * copies bytes out of orjson's oversized buffer. A small object's whole encode used to
+ * spend as much in the Python around these as in orjson.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -218,20 +224,16 @@ walk(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     return size == NOT_ATOMIC ? walk_other(w, obj, depth, cap) : size;
 }
 
-/* Parses the arguments both functions share; -1 with an exception set on bad ones. */
+/* Reads cap, depth and the caps into *w*; -1 with an exception set on bad ones. */
 static int
-setup(Walk *w, PyObject *const *args, Py_ssize_t nargs, const char *name,
-      Py_ssize_t *cap, int *depth)
+setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *depth)
 {
-    if (nargs != 7) {
-        PyErr_Format(PyExc_TypeError, "%s() takes exactly 7 arguments", name);
-        return -1;
-    }
-    *cap = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t d = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t max_depth = PyLong_AsSsize_t(args[3]);
-    w->max_items = PyLong_AsSsize_t(args[4]);
-    Py_ssize_t max_field = PyLong_AsSsize_t(args[5]);
+    /* args: cap, depth, max_depth, max_items, max_field, scalars */
+    *cap = PyLong_AsSsize_t(args[0]);
+    Py_ssize_t d = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t max_depth = PyLong_AsSsize_t(args[2]);
+    w->max_items = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t max_field = PyLong_AsSsize_t(args[4]);
     if (PyErr_Occurred()) {
         return -1;
     }
@@ -244,11 +246,11 @@ setup(Walk *w, PyObject *const *args, Py_ssize_t nargs, const char *name,
     /* A character encodes to at most 6 bytes (\u0000): under a field cap only a string
        that fits even then is clean without encoding it. */
     w->max_chars = max_field < 2 ? -1 : (max_field - 2) / 6;
-    if (args[6] != Py_None && !PyTuple_Check(args[6])) {
+    if (args[5] != Py_None && !PyTuple_Check(args[5])) {
         PyErr_Format(PyExc_TypeError, "%s(): scalars must be a tuple of types or None", name);
         return -1;
     }
-    w->scalars = args[6] == Py_None ? NULL : args[6];
+    w->scalars = args[5] == Py_None ? NULL : args[5];
     /* Ancestors above *depth* belong to the caller, which checked them already. */
     for (int i = 0; i < *depth; i++) {
         w->ancestors[i] = NULL;
@@ -257,21 +259,34 @@ setup(Walk *w, PyObject *const *args, Py_ssize_t nargs, const char *name,
     return 0;
 }
 
+/* The bound of *obj*, or of the items of the list or tuple *obj* when *items* is set. */
+static Py_ssize_t
+bound_of(Walk *w, PyObject *obj, int items, int depth, Py_ssize_t cap)
+{
+    for (;;) {
+        Py_ssize_t n = items ? walk_items(w, items_of(obj), Py_SIZE(obj), depth, cap)
+                             : walk(w, obj, depth, cap);
+        if (n <= cap || w->check_cycles) {
+            return n;
+        }
+        w->check_cycles = 1; /* a cycle may have been counted: see enter() */
+    }
+}
+
 static PyObject *
 bound(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Walk w;
     Py_ssize_t cap;
     int depth;
-    if (setup(&w, args, nargs, "bound", &cap, &depth) < 0) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bound() takes exactly 7 arguments");
         return NULL;
     }
-    Py_ssize_t n = walk(&w, args[0], depth, cap);
-    if (n > cap) { /* a cycle may have been counted: see enter() */
-        w.check_cycles = 1;
-        n = walk(&w, args[0], depth, cap);
+    if (setup(&w, "bound", args + 1, &cap, &depth) < 0) {
+        return NULL;
     }
-    return PyLong_FromSsize_t(n);
+    return PyLong_FromSsize_t(bound_of(&w, args[0], 0, depth, cap));
 }
 
 static PyObject *
@@ -280,20 +295,80 @@ bound_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Walk w;
     Py_ssize_t cap;
     int depth;
-    if (setup(&w, args, nargs, "bound_items", &cap, &depth) < 0) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bound_items() takes exactly 7 arguments");
         return NULL;
     }
-    PyObject *seq = args[0];
-    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) {
+    if (setup(&w, "bound_items", args + 1, &cap, &depth) < 0) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(args[0]) && !PyTuple_CheckExact(args[0])) {
         PyErr_SetString(PyExc_TypeError, "bound_items() needs a list or a tuple");
         return NULL;
     }
-    Py_ssize_t n = walk_items(&w, items_of(seq), Py_SIZE(seq), depth, cap);
-    if (n > cap) { /* a cycle may have been counted: see enter() */
-        w.check_cycles = 1;
-        n = walk_items(&w, items_of(seq), Py_SIZE(seq), depth, cap);
+    return PyLong_FromSsize_t(bound_of(&w, args[0], 1, depth, cap));
+}
+
+/* orjson.dumps and orjson.JSONEncodeError, taken when the module is loaded. */
+static PyObject *orjson_dumps;
+static PyObject *orjson_error;
+
+/* The outcomes of clean_dumps() besides bytes: _bound.TOO_BIG and _bound.UNCLEAN. */
+#define OUT_TOO_BIG 1
+#define OUT_UNCLEAN 2
+
+static PyObject *
+clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Walk w;
+    Py_ssize_t cap;
+    int depth;
+    if (nargs != 4 || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "clean_dumps() takes obj, cap, depth and a 4-tuple of caps");
+        return NULL;
     }
-    return PyLong_FromSsize_t(n);
+    PyObject *a[6] = {args[1], args[2]};
+    for (int i = 0; i < 4; i++) {
+        a[2 + i] = PyTuple_GET_ITEM(args[3], i);
+    }
+    if (setup(&w, "clean_dumps", a, &cap, &depth) < 0) {
+        return NULL;
+    }
+    PyObject *obj = args[0];
+    Py_ssize_t n = bound_of(&w, obj, 0, depth, cap);
+    if (n < 0 || n > cap) {
+        return PyLong_FromLong(n < 0 ? OUT_UNCLEAN : OUT_TOO_BIG);
+    }
+    PyObject *data = PyObject_Vectorcall(orjson_dumps, &obj, 1, NULL);
+    if (data == NULL) {
+        /* ints beyond 64 bits and lone surrogates; anything else is not ours to hide */
+        if (!PyErr_ExceptionMatches(orjson_error)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        return PyLong_FromLong(OUT_UNCLEAN);
+    }
+    if (!PyBytes_Check(data)) {
+        Py_DECREF(data);
+        PyErr_SetString(PyExc_TypeError, "orjson.dumps() returned no bytes");
+        return NULL;
+    }
+    if (PyBytes_GET_SIZE(data) > cap) {
+        Py_DECREF(data);
+        return PyLong_FromLong(OUT_TOO_BIG);
+    }
+    return data;
+}
+
+static PyObject *
+compact(PyObject *module, PyObject *data)
+{
+    if (!PyBytes_CheckExact(data)) {
+        PyErr_SetString(PyExc_TypeError, "compact() needs bytes");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
 }
 
 static PyMethodDef methods[] = {
@@ -305,6 +380,11 @@ static PyMethodDef methods[] = {
      "bound_items(items, cap, depth, max_depth, max_items, max_field, scalars) -> int\n\n"
      "bound() of the items of a list or tuple, each at *depth*, joined by commas and "
      "without brackets."},
+    {"clean_dumps", (PyCFunction)(void (*)(void))clean_dumps, METH_FASTCALL,
+     "clean_dumps(obj, cap, depth, (max_depth, max_items, max_field, scalars)) -> bytes | int\n\n"
+     "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean)."},
+    {"compact", compact, METH_O,
+     "compact(data) -> bytes\n\nA copy of data that holds its length and no more."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -315,5 +395,15 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    PyObject *orjson = PyImport_ImportModule("orjson");
+    if (orjson == NULL) {
+        return NULL;
+    }
+    orjson_dumps = PyObject_GetAttrString(orjson, "dumps");
+    orjson_error = PyObject_GetAttrString(orjson, "JSONEncodeError");
+    Py_DECREF(orjson);
+    if (orjson_dumps == NULL || orjson_error == NULL) {
+        return NULL;
+    }
     return PyModule_Create(&module);
 }

@@ -18,3 +18,11 @@ def bound_items(
     scalars: tuple[type, ...] | None,
     /,
 ) -> int: ...
+def clean_dumps(
+    obj: object,
+    cap: int,
+    depth: int,
+    caps: tuple[int, int, int, tuple[type, ...] | None],
+    /,
+) -> bytes | int: ...
+def compact(data: bytes, /) -> bytes: ...
