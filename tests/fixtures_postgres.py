@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypedDict
 
 import pytest
 
@@ -64,6 +65,14 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+class _RunAs(TypedDict, total=False):
+    """The keyword arguments that make `subprocess` run a child as another user."""
+
+    user: int
+    group: int
+    extra_groups: list[int]
 
 
 def _service_ids() -> tuple[int, int] | None:
@@ -116,7 +125,7 @@ def running_postgres() -> Iterator[PostgresServer]:
     initdb, postgres = _find_binary("initdb"), _find_binary("postgres")
     ids = _service_ids()
     # Popen's user/group switch in the child, so `proc` is postgres itself (signals reach it).
-    as_user = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
+    as_user: _RunAs = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
     root = tempfile.mkdtemp(prefix="jb-pg-")
     datadir = os.path.join(root, "data")
     log = os.path.join(root, "server.log")

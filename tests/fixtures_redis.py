@@ -119,7 +119,8 @@ def counting_client(url: str) -> tuple[Any, RoundTrips]:
     class CountingConnection(redis.Connection):
         def send_packed_command(self, command: Any, check_health: bool = True) -> None:
             trips.count += 1
-            super().send_packed_command(command, check_health)
+            # redis-py leaves this method unannotated.
+            super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
 
     pool = redis.ConnectionPool.from_url(url, connection_class=CountingConnection)
     return redis.Redis(connection_pool=pool), trips

@@ -11,7 +11,7 @@ awkward_text = st.text(
     alphabet=st.one_of(
         st.sampled_from(list('"\\/\n\r\t\b\f\x00\x01\x1f\x7f')),
         st.sampled_from(list("aé€😀中\u2028\u2029ß")),
-        st.characters(blacklist_categories=("Cs",)),
+        st.characters(blacklist_categories=["Cs"]),
     ),
     max_size=60,
 )

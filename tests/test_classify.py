@@ -404,7 +404,9 @@ def test_retry_without_compressor_reraises_prompt_error_unchanged() -> None:
     provider = FakeProvider(window=1000, prompt=1500)
     with pytest.raises(OpenAIStyleError) as info:
         call_with_output_cap(provider, max_output_tokens=300)
-    assert "prompt is too long" in info.value.body["message"]
+    message = info.value.body["message"]
+    assert message is not None
+    assert "prompt is too long" in message
     assert provider.caps == [300]
 
 

@@ -92,7 +92,12 @@ def test_sqlite_mixed_directions_order(sqlite_db: tuple[Path, sqlite3.Connection
 def test_sqlite_asks_for_limit_plus_one(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
     _, conn = sqlite_db
     produced: list[int] = []
-    conn.create_function("seen", 1, lambda x: produced.append(x) or x)
+
+    def seen(x: int) -> int:
+        produced.append(x)
+        return x
+
+    conn.create_function("seen", 1, seen)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     source = SQLiteSource(conn, query="SELECT id, seen(id) AS s FROM t", batch_size=1000)
@@ -108,7 +113,12 @@ def test_sqlite_unbounded_stream_fetches_in_batches(
 ) -> None:
     _, conn = sqlite_db
     produced: list[int] = []
-    conn.create_function("seen", 1, lambda x: produced.append(x) or x)
+
+    def seen(x: int) -> int:
+        produced.append(x)
+        return x
+
+    conn.create_function("seen", 1, seen)
     it = SQLiteSource(conn, query="SELECT id, seen(id) AS s FROM t", batch_size=8).open(None)
     assert next(it)[0] == {"id": 2, "s": 2}
     assert len(produced) == 9  # one batch of 8, plus the row the sqlite3 module steps ahead

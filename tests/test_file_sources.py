@@ -170,8 +170,9 @@ def test_unsupported_prefix_is_refused(tmp_path: Path, prefix: Any) -> None:
 
 @pytest.mark.parametrize("option", ["read_size", "max_item_bytes"])
 def test_numeric_options_are_checked(tmp_path: Path, option: str) -> None:
+    kwargs: dict[str, Any] = {option: 0}
     with pytest.raises(LimitError, match=option):
-        JsonArrayFileSource(tmp_path / "x.json", **{option: 0})
+        JsonArrayFileSource(tmp_path / "x.json", **kwargs)
 
 
 # --- Resume without re-parsing; changes detected -----------------------------------------

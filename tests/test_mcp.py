@@ -60,7 +60,7 @@ def check_sizes(result: CallToolResult, budget: int) -> dict[str, Any]:
     assert len(result.content) == 1
     text = result.content[0].text  # type: ignore[union-attr]
     assert len(text.encode()) <= budget
-    structured = result.structured_content
+    structured: dict[str, Any] | None = result.structured_content
     assert structured is not None
     assert len(orjson.dumps(structured)) <= budget
     assert orjson.loads(text) == structured
@@ -111,7 +111,7 @@ def test_cursor_error_maps_to_invalid_params() -> None:
 def test_pager_raises_mcp_error() -> None:
     pager = McpPager(Limits(1024))
     first = pager.page(list(range(500)), scope=Scope("p", {"q": 1}))
-    cursor = first.structured_content["nextCursor"]  # type: ignore[index]
+    cursor = first.structured_content["nextCursor"]
     with pytest.raises(MCPError) as info:
         pager.page(list(range(500)), scope=Scope("p", {"q": 2}), cursor=cursor)
     assert info.value.code == INVALID_PARAMS

@@ -58,7 +58,7 @@ def follow(
 def check_envelope(page: Page, limits: Limits) -> dict[str, Any]:
     data = page.to_json()
     assert len(data) <= limits.max_bytes
-    doc = json.loads(data)
+    doc: dict[str, Any] = json.loads(data)
     assert set(doc) >= {"items", "complete", "next_cursor"}
     assert doc["complete"] is page.complete
     assert doc["next_cursor"] == page.next_cursor
@@ -464,6 +464,7 @@ def test_regression_nan_in_a_spilled_item_is_marked_not_null(tmp_path: Path) -> 
     pages = follow(rows, Limits(1024), oversized="spill", spill_store=store)
     entry = pages[0].oversized[0]
     assert entry.outcome == "spilled"
+    assert entry.ref is not None
     spilled = orjson.loads(store.read(entry.ref, 0, 200_000))
     assert spilled["v"] == "…[unencodable: nan]"
     assert spilled["pad"] == "p" * 3000

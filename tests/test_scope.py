@@ -136,7 +136,7 @@ def test_fingerprints_are_hex_digests_and_repr_hides_the_principal() -> None:
 def test_scope_is_immutable() -> None:
     s = Scope("alice", {"q": 1})
     with pytest.raises(AttributeError):
-        s.principal = "bob"  # type: ignore[misc]
+        s.principal = "bob"
     with pytest.raises(TypeError):
         s.query["q"] = 2  # type: ignore[index]
 

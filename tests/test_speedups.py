@@ -181,18 +181,18 @@ def test_regression_the_walk_runs_no_python_code(walk: Any) -> None:
 
 
 def test_bound_items_joins_items_with_commas() -> None:
-    items = [{"a": 1}, "xy", None]
+    items: list[object] = [{"a": 1}, "xy", None]
     assert speedups.bound_items(items, BIG, 0, 64, BIG, BIG, None) == 7 + 4 + 1 + 2
     assert speedups.bound_items(tuple(items), BIG, 0, 64, BIG, BIG, None) == 14
     assert speedups.bound_items([], BIG, 0, 64, BIG, BIG, None) == 0
     assert speedups.bound_items([1, math.nan], BIG, 0, 64, BIG, BIG, None) == -1
     with pytest.raises(TypeError):
-        speedups.bound_items({"a": 1}, BIG, 0, 64, BIG, BIG, None)
+        speedups.bound_items({"a": 1}, BIG, 0, 64, BIG, BIG, None)  # type: ignore[arg-type]
 
 
 def test_bad_arguments_raise() -> None:
     with pytest.raises(TypeError):
-        speedups.bound([1])
+        speedups.bound([1])  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="depth"):
         speedups.bound([1], 10, 0, 10_000, BIG, BIG, None)
     with pytest.raises(OverflowError):
@@ -252,7 +252,7 @@ def test_clean_dumps_takes_orjsons_refusal_for_unclean() -> None:
     args = (BIG, 0, (64, BIG, BIG, SCALARS))
     assert speedups.clean_dumps([2**70], *args) == _bound.UNCLEAN
     with pytest.raises(TypeError, match="4-tuple"):
-        speedups.clean_dumps([1], BIG, 0, (64, BIG, BIG))
+        speedups.clean_dumps([1], BIG, 0, (64, BIG, BIG))  # type: ignore[arg-type]
 
 
 def test_compact_copies_only_the_length() -> None:

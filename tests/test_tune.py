@@ -120,7 +120,7 @@ def test_bad_options_are_refused() -> None:
     with pytest.raises(LimitError, match="sample"):
         Tuner(sample=0)
     with pytest.raises(ValueError, match="oversized"):
-        Tuner(oversized="error")  # type: ignore[arg-type]
+        Tuner(oversized="error")
 
 
 @settings(max_examples=25, deadline=None)
