@@ -313,9 +313,9 @@ def _encoded(out: _Out) -> Encoded:
     data, truncs = out
     if truncs is _NO_TRUNCS:
         return _complete(data)
-    enc = _new(Encoded)  # Encoded(data, False, truncations), made faster
+    enc = _new(Encoded)  # Encoded(data, complete, truncations), made faster
     _set_data(enc, data)
-    _set_complete(enc, False)
+    _set_complete(enc, not truncs)  # a rendering may have cut nothing
     _set_truncations(enc, tuple(truncs))
     return enc
 
