@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+import uuid
 from typing import Any
 
 from hypothesis import strategies as st
@@ -34,6 +37,25 @@ def json_values(max_leaves: int = 40) -> st.SearchStrategy[Any]:
         lambda children: st.one_of(
             st.lists(children, max_size=12),
             st.dictionaries(keys, children, max_size=8),
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+def odd_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
+    """JSON-like values mixed with what needs a marker or orjson treats apart: NaN and
+    infinities, ints beyond 64 bits, dates, UUIDs, tuples, int keys."""
+    return st.recursive(
+        st.one_of(
+            json_values(20),
+            st.sampled_from([math.nan, math.inf, 2**70, dt.date(2024, 5, 6), uuid.UUID(int=7)]),
+        ),
+        lambda children: st.one_of(
+            st.lists(children, max_size=6),
+            st.lists(children, max_size=6).map(tuple),
+            st.dictionaries(
+                st.one_of(st.text(max_size=4), st.integers(0, 9)), children, max_size=5
+            ),
         ),
         max_leaves=max_leaves,
     )

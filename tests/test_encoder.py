@@ -26,8 +26,12 @@ from jsonbudget import (
     bounded_dumps,
     encode,
 )
+from jsonbudget._encoder import Strategy
+from jsonbudget._limits import MAX_LIMIT, MIN_BYTES
 from tests.jsonptr import resolve
-from tests.strategies import awkward_text, budgets, json_values
+from tests.strategies import awkward_text, budgets, json_values, odd_values
+
+STRATEGIES: list[Strategy] = ["balanced", "prefix"]
 
 MARK = "…["
 PROPERTY = settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -89,6 +93,21 @@ def check_guarantees(obj: Any, out: Encoded, max_bytes: int) -> Any:
 @given(obj=json_values(), max_bytes=budgets)
 def test_balanced_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
     check_guarantees(obj, encode(obj, max_bytes=max_bytes), max_bytes)
+
+
+@settings(PROPERTY, max_examples=1000)
+@given(obj=odd_values(), slack=st.integers(0, 40), strategy=st.sampled_from(STRATEGIES))
+def test_what_fits_whole_is_never_cut(obj: Any, slack: int, strategy: Strategy) -> None:
+    # Lists and objects keep room for the marker that says what they left out; that
+    # room was once all that stood between a value and its whole rendering, and the
+    # value was cut although it fit (found by this property).
+    full = Encoder(max_bytes=MAX_LIMIT, strategy=strategy).encode(obj)
+    max_bytes = max(len(full.data) + slack, MIN_BYTES)
+    out = encode(obj, max_bytes=max_bytes, strategy=strategy)
+    # Markers that stand for a value may drop their detail when room is short.
+    assert [(t.path, t.kind, t.omitted) for t in out.truncations] == [
+        (t.path, t.kind, t.omitted) for t in full.truncations
+    ]
 
 
 def as_generators(obj: Any) -> Any:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, Literal, TypeAlias
 
 import orjson
@@ -446,6 +446,7 @@ class _Call:
         "max_items",
         "mk",
         "prefix",
+        "sizing",
         "streams",
     )
 
@@ -459,6 +460,7 @@ class _Call:
         self.active: set[int] = set()
         self.streams: dict[int, _Stream] = {}
         self.converted: dict[int, tuple[Any, Any]] = {}
+        self.sizing = False  # inside `_min_size`'s render of a member
 
     # -- the fast path ---------------------------------------------------------------
 
@@ -644,8 +646,12 @@ class _Call:
 
     # -- containers ------------------------------------------------------------------
 
-    def _min_size(self, v: Any, depth: int, path: str) -> int:
-        """Bytes of the smallest honest rendering of *v* (a marker, or *v* itself)."""
+    def _min_size(self, v: Any, depth: int, path: str, room: int = _BIG) -> int:
+        """Bytes of the smallest honest rendering of *v* (a marker, or *v* itself).
+
+        A container that needs markers is rendered to learn whether it is smaller whole
+        than cut, but only when its cut form does not fit *room*.
+        """
         v = self._normalize(v, path)
         if type(v) is _Marker:
             return len(self.mk.value(v.kind, v.what))
@@ -663,12 +669,28 @@ class _Call:
         if depth >= self.max_depth:
             return len(self.mk.value("depth", _describe(v)))
         if isinstance(v, _Stream):
-            return 2 + len(self.mk.items(None))
-        if not v:
+            cut = 2 + len(self.mk.items(None))
+        elif not v:
             return 2
-        if isinstance(v, Mapping):
-            return 2 + len(self.mk.keys(len(v), self.mk.key(v)))
-        return 2 + len(self.mk.items(len(v)))
+        elif isinstance(v, Mapping):
+            cut = 2 + len(self.mk.keys(len(v), self.mk.key(v)))
+        else:
+            cut = 2 + len(self.mk.items(len(v)))
+        # A short container may be smaller whole (`[null]`) than cut to its marker.
+        whole = self._fast(v, cut, depth)
+        if type(whole) is bytes:
+            return len(whole)
+        if whole == _UNCLEAN and cut > room and not self.sizing:
+            # Rendered within `cut` bytes, once: sizing its members inside that render
+            # asks only the walk, or each level would render the levels below again.
+            self.sizing = True
+            try:
+                out = self.measure(v, cut, path, depth)
+            finally:
+                self.sizing = False
+            if out is not None:
+                return len(out[0])
+        return cut
 
     def _key(
         self, k: Any, path: str, obj: Mapping[Any, Any], taken: set[str]
@@ -712,32 +734,31 @@ class _Call:
         truncs: _Truncs = []
         mkey = self.mk.key(obj)
         taken = {mkey}
-        # Keep as many members as their smallest renderings allow, in document order,
-        # always leaving room for the member that says how many were left out.
-        kept: list[tuple[bytes, str, Any, int]] = []
-        used = 0
-        for i, (k, v) in enumerate(members):
-            kb, kp, ktr = self._key(k, path, obj, taken)
-            rest = n - i - 1
-            reserve = len(self.mk.keys(rest, mkey)) + 1 if rest else 0
-            m = self._min_size(v, depth + 1, kp)
-            cost = (1 if i else 0) + len(kb) + m
-            if used + cost + reserve > avail:
-                break
-            used += cost
-            kept.append((kb, kp, v, m))
+        # Keys are made once, as the members are reached; a second pass sizes the members
+        # that need markers by rendering them, and runs only when the first left one out.
+        more = ((*self._key(k, path, obj, taken), v) for k, v in members)
+        entries: list[tuple[bytes, str, _Truncs, Any]] = []
+        for precise in (False, True):
+            kept = self._keep(
+                entries, more, n=n, avail=avail, mkey=mkey, depth=depth, precise=precise
+            )
+            if len(kept) == n or n > self.max_items or self.sizing:
+                break  # a second pass could not size more precisely inside a sizing
+        kept_members = []
+        for (kb, kp, ktr, v), m in zip(entries, kept, strict=False):  # entries may be more
+            kept_members.append((kb, kp, v, m))
             truncs.extend(ktr)
         omitted = n - len(kept)
         if exact and len(kept) < min(n, self.max_items):
             return None  # cut by the budget; a cut by max_items is part of the full rendering
-        space = avail - sum((1 if i else 0) + len(kb) for i, (kb, *_) in enumerate(kept))
+        space = avail - sum((1 if i else 0) + len(kb) for i, (kb, *_) in enumerate(kept_members))
         if omitted:
             space -= len(self.mk.keys(omitted, mkey)) + (1 if kept else 0)
-        outs = self._share(kept, space, depth, exact=exact)
+        outs = self._share(kept_members, space, depth, exact=exact)
         if outs is None:
             return None
         buf = bytearray(b"{")
-        for i, ((kb, *_), (data, tr)) in enumerate(zip(kept, outs, strict=True)):
+        for i, ((kb, *_), (data, tr)) in enumerate(zip(kept_members, outs, strict=True)):
             if i:
                 buf += b","
             buf += kb
@@ -747,6 +768,58 @@ class _Call:
             truncs.append(self._keys_marker(buf, omitted, len(kept), path, mkey))
         buf += b"}"
         return (bytes(buf), truncs) if len(buf) <= allot else None
+
+    def _keep(
+        self,
+        entries: list[tuple[bytes, str, _Truncs, Any]],
+        more: Iterator[tuple[bytes, str, _Truncs, Any]],
+        *,
+        n: int,
+        avail: int,
+        mkey: str,
+        depth: int,
+        precise: bool,
+    ) -> list[int]:
+        """The smallest sizes of the members to show: as many as fit, in document order.
+
+        Room is left for the member that says how many were left out, unless every
+        member fits without it: that room may be all the rest lacks. *entries* holds
+        the members reached so far and grows from *more*. With *precise*, members that
+        need markers are rendered to learn whether they are smaller whole than cut.
+        """
+        sizes: list[int] = []
+        used = 0
+        extra: list[int] = []  # members that needed the marker's room: all or none
+        i = 0
+        while True:
+            if i == len(entries):
+                entry = next(more, None)
+                if entry is None:
+                    break
+                entries.append(entry)
+            kb, kp, _, v = entries[i]
+            rest = n - i - 1
+            sep = 1 if i else 0
+            reserve = len(self.mk.keys(rest, mkey)) + 1 if rest and not extra else 0
+            room = -1 if precise else avail - used - sep - len(kb) - reserve
+            m = self._min_size(v, depth + 1, kp, room)
+            cost = sep + len(kb) + m
+            if not extra:
+                if used + cost + reserve <= avail:
+                    used += cost
+                    sizes.append(m)
+                    i += 1
+                    continue
+                if n > self.max_items:
+                    break  # capped: the full rendering has the marker anyway
+            if used + cost > avail:
+                break
+            used += cost
+            extra.append(m)
+            i += 1
+        if extra and len(sizes) + len(extra) == n:
+            sizes += extra
+        return sizes
 
     def _share(
         self, kept: list[tuple[bytes, str, Any, int]], space: int, depth: int, *, exact: bool
@@ -773,6 +846,8 @@ class _Call:
                     if out is not None:
                         full[i] = out
                         sizes[i] = len(out[0])
+                        # A whole value may be smaller than the cut form its floor assumed.
+                        mins[i] = min(mins[i], sizes[i])
                         changed = True
             level = _water_level(sizes, mins, space)
             if not changed:
@@ -803,15 +878,28 @@ class _Call:
         mkey = self.mk.key(obj)
         taken = {mkey}
         shown = 0
-        for i, (k, v) in enumerate(islice(obj.items(), min(n, self.max_items))):
+        members = islice(obj.items(), min(n, self.max_items))
+        for i, (k, v) in enumerate(members):
             kb, kp, ktr = self._key(k, path, obj, taken)
             rest = n - i - 1
             reserve = len(self.mk.keys(rest, mkey)) + 1 if rest else 0
             sep = 1 if i else 0
             room = avail - (len(buf) - 1) - sep - len(kb) - reserve
+            out = self.measure(v, room, kp, depth + 1) if room >= 0 else None
+            if out is None and reserve and n <= self.max_items:
+                # The room kept for the marker may be all that the rest lacks.
+                rest_members = chain(
+                    [(kb, kp, ktr, v)],
+                    ((*self._key(k2, path, obj, taken), v2) for k2, v2 in members),
+                )
+                tail = self._whole_members(rest_members, sep, avail - (len(buf) - 1), depth)
+                if tail is not None:
+                    buf += tail[0]
+                    truncs.extend(tail[1])
+                    shown = n
+                    break
             if room < 0:
                 break
-            out = self.measure(v, room, kp, depth + 1)
             cut = out is None
             if cut:
                 if exact:
@@ -836,6 +924,29 @@ class _Call:
             truncs.append(self._keys_marker(buf, omitted, shown, path, mkey))
         buf += b"}"
         return (bytes(buf), truncs) if len(buf) <= allot else None
+
+    def _whole_members(
+        self, members: Iterable[tuple[bytes, str, _Truncs, Any]], sep: int, space: int, depth: int
+    ) -> _Out | None:
+        """``key:value`` members rendered whole, comma-joined, if they fit *space* bytes.
+
+        *sep* says whether the first one needs a comma. Costs about *space*.
+        """
+        buf = bytearray()
+        truncs: _Truncs = []
+        for kb, kp, ktr, v in members:
+            if sep:
+                buf += b","
+            buf += kb
+            room = space - len(buf)
+            out = self.measure(v, room, kp, depth + 1) if room > 0 else None
+            if out is None:
+                return None
+            buf += out[0]
+            truncs += ktr
+            truncs += out[1]
+            sep = 1
+        return bytes(buf), truncs
 
     def _list(self, obj: Any, allot: int, path: str, depth: int, *, exact: bool) -> _Out | None:
         """A prefix of the items; the first item that does not fit ends the list."""
@@ -886,6 +997,14 @@ class _Call:
             else:
                 out = None
             partial = False
+            if out is None and not last:
+                # The room kept for a marker may be all that the rest lacks: a list is
+                # cut only when its whole rest does not fit.
+                tail = self._tail(obj, i, avail - (len(buf) - 1), path=path, depth=depth)
+                if tail is not None:
+                    buf += tail[0]
+                    truncs.extend(tail[1])
+                    break
             if out is None:
                 # Only the first item may be cut to fit ("prefix" cuts any): a list of
                 # whole items followed by a count reads better than a ragged last item.
@@ -924,6 +1043,30 @@ class _Call:
         buf += b"]"
         return (bytes(buf), truncs) if len(buf) <= allot else None
 
+    def _tail(self, obj: Any, start: int, space: int, *, path: str, depth: int) -> _Out | None:
+        """Items *start* to the end, rendered whole, comma-led, if they fit *space* bytes.
+
+        Costs about *space*; a stream is pulled no further than *space* bytes of items.
+        """
+        stream = obj if isinstance(obj, _Stream) else None
+        items = stream.items if stream is not None else obj
+        buf = bytearray()
+        truncs: _Truncs = []
+        i = start
+        while stream.has(i) if stream is not None else i < len(obj):
+            if i >= self.max_items:
+                return None  # capped: the full rendering ends with a marker
+            if i:
+                buf += b","
+            room = space - len(buf)
+            out = self.measure(items[i], room, f"{path}/{i}", depth + 1) if room > 0 else None
+            if out is None:
+                return None
+            buf += out[0]
+            truncs += out[1]
+            i += 1
+        return bytes(buf), truncs
+
 
 class _Marker:
     """A value already replaced by a marker during normalization."""
@@ -938,6 +1081,8 @@ class _Marker:
 def _water_level(sizes: list[int], mins: list[int], space: int) -> int:
     """The largest level L with sum(max(min_i, min(size_i, L))) <= space."""
     lo, hi = 0, max(space, 0)
+    if sum(max(m, min(s, hi)) for s, m in zip(sizes, mins, strict=True)) <= space:
+        return hi  # everything fits at the top: no search (the common case)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         total = 0
