@@ -574,6 +574,23 @@ def test_regression_short_output_holds_no_spare_capacity() -> None:
     assert held < 2 * len(out.data)
 
 
+def test_dumps_of_a_short_fitting_object_holds_no_spare_capacity() -> None:
+    # Encoder.dumps and bounded_dumps take a path of their own when the object fits.
+    import tracemalloc
+
+    obj = {"text": "x" * 1_000}
+    enc = Encoder(max_bytes=65_536)
+    tracemalloc.start()
+    try:
+        data = enc.dumps(obj)
+        other = bounded_dumps(obj, max_bytes=65_536)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == other == orjson.dumps(obj)
+    assert held < 2 * (len(data) + len(other))
+
+
 def test_regression_rewritten_keys_never_repeat_a_key() -> None:
     # Found by the fuzzer: two keys that differ only in lone surrogates both became
     # "\ufffd\ufffd", so the output held one key twice and a truncation's pointer named
