@@ -26,7 +26,7 @@ from jsonbudget import (
     bounded_dumps,
     encode,
 )
-from jsonbudget._encoder import Strategy
+from jsonbudget._encoder import MarkerStyle, Strategy
 from jsonbudget._limits import MAX_LIMIT, MIN_BYTES
 from tests.jsonptr import resolve
 from tests.strategies import awkward_text, budgets, json_values, odd_values
@@ -96,14 +96,23 @@ def test_balanced_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
 
 
 @settings(PROPERTY, max_examples=1000)
-@given(obj=odd_values(), slack=st.integers(0, 40), strategy=st.sampled_from(STRATEGIES))
-def test_what_fits_whole_is_never_cut(obj: Any, slack: int, strategy: Strategy) -> None:
+@given(
+    obj=odd_values(),
+    slack=st.integers(0, 40),
+    strategy=st.sampled_from(STRATEGIES),
+    markers=st.sampled_from(["text", "structured"]),
+    max_items=st.none() | st.integers(1, 4),
+)
+def test_what_fits_whole_is_never_cut(
+    obj: Any, slack: int, strategy: Strategy, markers: MarkerStyle, max_items: int | None
+) -> None:
     # Lists and objects keep room for the marker that says what they left out; that
     # room was once all that stood between a value and its whole rendering, and the
     # value was cut although it fit (found by this property).
-    full = Encoder(max_bytes=MAX_LIMIT, strategy=strategy).encode(obj)
+    enc = Encoder(max_bytes=MAX_LIMIT, strategy=strategy, markers=markers, max_items=max_items)
+    full = enc.encode(obj)
     max_bytes = max(len(full.data) + slack, MIN_BYTES)
-    out = encode(obj, max_bytes=max_bytes, strategy=strategy)
+    out = encode(obj, max_bytes=max_bytes, strategy=strategy, markers=markers, max_items=max_items)
     # Markers that stand for a value may drop their detail when room is short.
     assert [(t.path, t.kind, t.omitted) for t in out.truncations] == [
         (t.path, t.kind, t.omitted) for t in full.truncations
