@@ -9,8 +9,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "jsonbudget._speedups",
-            ["src/jsonbudget/_speedups.c"],
+            "jsonbudget._encode._speedups",
+            ["src/jsonbudget/_encode/_speedups.c"],
             optional=True,
         )
     ]

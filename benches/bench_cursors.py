@@ -13,10 +13,7 @@ from typing import Any
 import pytest
 from tests.fixtures_redis import redis_server_process
 
-from jsonbudget._cursors import CursorStore, MemoryCursorStore
-from jsonbudget._redis_store import RedisCursorStore
-from jsonbudget._scope import Scope
-from jsonbudget._sqlite_store import SQLiteCursorStore
+from jsonbudget import CursorStore, MemoryCursorStore, RedisCursorStore, Scope, SQLiteCursorStore
 
 SCOPE = Scope("bench-principal", {"table": "orders", "status": "open"})
 

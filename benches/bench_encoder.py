@@ -14,7 +14,7 @@ import orjson
 import pytest
 from benches import _data
 
-from jsonbudget._encoder import Encoder
+from jsonbudget import Encoder
 
 KIB = 1024
 SHAPES = {

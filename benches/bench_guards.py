@@ -12,9 +12,7 @@ from typing import Any
 
 import orjson
 
-from jsonbudget._guards import ResultGate, TurnBudget, bounded_tool
-from jsonbudget._reader import read_bounded_text
-from jsonbudget._spill import SpillStore
+from jsonbudget import ResultGate, SpillStore, TurnBudget, bounded_tool, read_bounded_text
 
 SMALL = {"id": 1, "items": list(range(20)), "name": "small result"}
 ROWS = [{"id": i, "name": f"row {i}", "body": "lorem ipsum " * 8} for i in range(20_000)]

@@ -16,10 +16,7 @@ import pytest
 from benches import _data
 from benches.ratios_page import PAGE_BYTES, SCOPE, builder_pages, check, paginated_pages
 
-from jsonbudget._cursors import MemoryCursorStore
-from jsonbudget._limits import Limits
-from jsonbudget._page import PageBuilder, paginate
-from jsonbudget._sources import SequenceSource
+from jsonbudget import Limits, MemoryCursorStore, PageBuilder, SequenceSource, paginate
 
 LIMITS = Limits(PAGE_BYTES)
 

@@ -18,9 +18,7 @@ import pytest
 from benches.ratios_sources import write_array
 from tests.fixtures_postgres import running_postgres
 
-from jsonbudget._db_sources import PostgresSource, SQLiteSource
-from jsonbudget._file_sources import JsonArrayFileSource
-from jsonbudget._sources import Source
+from jsonbudget import JsonArrayFileSource, PostgresSource, Source, SQLiteSource
 
 PAGE = 250
 

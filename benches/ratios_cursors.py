@@ -15,10 +15,7 @@ from pathlib import Path
 
 from tests.fixtures_redis import counting_client, redis_server_process
 
-from jsonbudget._cursors import CursorStore, MemoryCursorStore
-from jsonbudget._redis_store import RedisCursorStore
-from jsonbudget._scope import Scope
-from jsonbudget._sqlite_store import SQLiteCursorStore
+from jsonbudget import CursorStore, MemoryCursorStore, RedisCursorStore, Scope, SQLiteCursorStore
 
 SCOPE = Scope("bench-principal", {"table": "orders", "status": "open"})
 ROUNDS = 7

@@ -21,9 +21,7 @@ from typing import Any
 
 import orjson
 
-from jsonbudget._guards import ResultGate, TurnBudget, bounded_tool
-from jsonbudget._reader import read_bounded_text
-from jsonbudget._spill import SpillStore
+from jsonbudget import ResultGate, SpillStore, TurnBudget, bounded_tool, read_bounded_text
 
 ROUNDS = 7
 MIB = 1024 * 1024

@@ -24,8 +24,7 @@ import orjson
 import psycopg
 from tests.fixtures_postgres import running_postgres
 
-from jsonbudget._db_sources import PostgresSource
-from jsonbudget._file_sources import JsonArrayFileSource
+from jsonbudget import JsonArrayFileSource, PostgresSource
 
 ROUNDS = 5
 PAGE = 250
@@ -110,7 +109,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 # fork and exec, so every file showed the bench process's own RSS.
 _RSS_PROBE = """
 import sys, itertools
-from jsonbudget._file_sources import JsonArrayFileSource
+from jsonbudget._sources.files import JsonArrayFileSource
 if sys.argv[1:]:
     it = JsonArrayFileSource(sys.argv[1]).open(None, limit_hint=100)
     items = list(itertools.islice(it, 101))

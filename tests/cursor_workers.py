@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jsonbudget._cursors import CursorStore
-from jsonbudget._scope import Scope
+from jsonbudget import CursorStore, Scope
 from jsonbudget.errors import BudgetExhausted
 
 PRINCIPAL = "worker-principal@example.com"
@@ -21,10 +20,10 @@ Where = tuple[str, str, str]  # backend kind, sqlite path or redis url, redis ke
 def open_store(where: Where) -> CursorStore:
     kind, target, prefix = where
     if kind == "sqlite":
-        from jsonbudget._sqlite_store import SQLiteCursorStore
+        from jsonbudget._cursors.sqlite_store import SQLiteCursorStore
 
         return SQLiteCursorStore(target)
-    from jsonbudget._redis_store import RedisCursorStore
+    from jsonbudget._cursors.redis_store import RedisCursorStore
 
     return RedisCursorStore(target, prefix=prefix)
 

@@ -11,9 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._classify import (
-    DEFAULT_FLOOR,
-    MAX_SCAN_CHARS,
+from jsonbudget import (
     AmbiguousSizeError,
     OutputCapRetry,
     OutputCapTooLarge,
@@ -23,6 +21,7 @@ from jsonbudget._classify import (
     classify_size_error,
     next_output_cap,
 )
+from jsonbudget._agents.classify import DEFAULT_FLOOR, MAX_SCAN_CHARS
 from jsonbudget.errors import LimitError
 
 CORPUS = Path(__file__).parent / "data" / "size_errors.jsonl"

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from jsonbudget._cli import (
+from jsonbudget._cli.main import (
     EXIT_CURSOR,
     EXIT_ERROR,
     EXIT_OK,
@@ -265,7 +265,7 @@ def test_dump_streams_an_endless_array_from_stdin() -> None:
 def test_dump_object_larger_than_load_limit_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import jsonbudget._cli as cli
+    import jsonbudget._cli.main as cli
 
     monkeypatch.setattr(cli, "MAX_LOAD_BYTES", 1000)
     path = tmp_path / "big.json"

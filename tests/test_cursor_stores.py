@@ -23,21 +23,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._cursors import (
-    TOKEN_CHARS,
+from jsonbudget import (
     CursorKey,
     CursorState,
     CursorStore,
     Keyring,
     MemoryCursorStore,
+    RedisCursorStore,
+    Scope,
+    SQLiteCursorStore,
+)
+from jsonbudget._cursors.store import (
+    TOKEN_CHARS,
     encode_token,
     new_operation_id,
     new_state,
     new_token_id,
 )
-from jsonbudget._redis_store import RedisCursorStore
-from jsonbudget._scope import Scope
-from jsonbudget._sqlite_store import SQLiteCursorStore
 from jsonbudget.errors import (
     BudgetExhausted,
     CursorError,

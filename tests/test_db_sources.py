@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._db_sources import PostgresSource, SQLiteSource
-from jsonbudget._sources import Position, Source
+from jsonbudget import PostgresSource, Source, SQLiteSource
+from jsonbudget._sources.base import Position
 from jsonbudget.errors import EncodeError, InvalidCursor, LimitError
 from tests.fixtures_postgres import PostgresServer
 from tests.test_sources import read_in_pages, roundtrip, take
@@ -430,7 +430,7 @@ def test_import_jsonbudget_sources_without_psycopg_loaded() -> None:
     import sys
 
     code = (
-        "import sys; import jsonbudget._db_sources, jsonbudget._file_sources;"
+        "import sys; import jsonbudget._sources.sql, jsonbudget._sources.files;"
         "assert 'psycopg' not in sys.modules, 'psycopg imported eagerly'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": "src"})

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from jsonbudget._cli import EXIT_OK, EXIT_USAGE, main
-from jsonbudget._demo import Demo, make_demo_database, run_demo
+from jsonbudget._cli.demo import Demo, make_demo_database, run_demo
+from jsonbudget._cli.main import EXIT_OK, EXIT_USAGE, main
 from jsonbudget.errors import LimitError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from jsonbudget import (
     bounded_dumps,
     encode,
 )
-from jsonbudget._encoder import MarkerStyle, Strategy
+from jsonbudget._encode.encoder import MarkerStyle, Strategy
 from jsonbudget._limits import MAX_LIMIT, MIN_BYTES
 from tests.jsonptr import resolve
 from tests.strategies import awkward_text, budgets, json_values, odd_values

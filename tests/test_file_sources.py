@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._file_sources import JsonArrayFileSource, JsonLinesSource
-from jsonbudget._sources import Source
+from jsonbudget import JsonArrayFileSource, JsonLinesSource, Source
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
 from tests.test_sources import read_in_pages, roundtrip, take
 

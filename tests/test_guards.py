@@ -15,17 +15,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._guards import (
-    DEFAULT_READ_HINT,
+from jsonbudget import (
     Admitted,
     GateResult,
+    Limits,
     ResultGate,
+    SpillStore,
     TurnBudget,
     bounded_tool,
     gate_result,
 )
-from jsonbudget._limits import Limits
-from jsonbudget._spill import SpillStore
+from jsonbudget._agents.guards import DEFAULT_READ_HINT
 from jsonbudget.errors import EncodeError, LimitError
 
 ROWS = [{"id": i, "name": f"row {i}", "body": "é" * 40} for i in range(500)]

@@ -17,9 +17,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
-from jsonbudget import Limits, MemoryCursorStore, PageBuilder, Scope
-from jsonbudget._demo import make_demo_database
-from jsonbudget._page import MCP_KEYS
+from jsonbudget import MCP_KEYS, Limits, MemoryCursorStore, PageBuilder, Scope
+from jsonbudget._cli.demo import make_demo_database
 from jsonbudget.errors import InvalidCursor
 from jsonbudget.mcp import McpPager, cursor_error, page_result, paginated_tool
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._reader import BoundedReader, BoundedText, read_bounded_text
+from jsonbudget import BoundedReader, BoundedText, read_bounded_text
 from jsonbudget.errors import DecodeError, LimitError
 
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._scope import DEFAULT_PAGE_SIZE_KEYS, MAX_QUERY_DEPTH, Scope, canonical_query
+from jsonbudget import Scope
+from jsonbudget._cursors.scope import DEFAULT_PAGE_SIZE_KEYS, MAX_QUERY_DEPTH, canonical_query
 from jsonbudget.errors import EncodeError, LimitError
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8)

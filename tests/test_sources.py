@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._sources import (
+from jsonbudget import (
     AsyncIterableSource,
     AsyncSource,
     IterableSource,
-    Position,
     SequenceSource,
     Source,
     as_source,
 )
+from jsonbudget._sources.base import Position
 from jsonbudget.errors import InvalidCursor, LimitError
 
 

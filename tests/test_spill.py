@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._spill import SpillRef, SpillStore, default_spill_dir, sanitize_label
+from jsonbudget import SpillRef, SpillStore
+from jsonbudget._agents.spill import default_spill_dir, sanitize_label
 from jsonbudget.errors import LimitError, SpillError
 
 

@@ -11,16 +11,16 @@ from typing import Any
 import orjson
 import pytest
 
-from jsonbudget._encoder import Truncation, encode
-from jsonbudget._spill import SpillRef
-from jsonbudget._telemetry import (
-    SUMMARY_KEY,
-    Summarizer,
+from jsonbudget import (
+    SpillRef,
     SummaryFilter,
+    Truncation,
+    encode,
     summarize,
     summary_attributes,
     summary_extra,
 )
+from jsonbudget._agents.telemetry import SUMMARY_KEY, Summarizer
 from jsonbudget.errors import EncodeError, LimitError
 
 SECRET = "sk-live-SECRET-4242"

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget._limits import MIN_BYTES, Limits
-from jsonbudget._tokens import (
-    DEFAULT_BYTES_PER_TOKEN,
-    MAX_FIT_ROUNDS,
+from jsonbudget import (
     EstimatedTokenCounter,
+    Limits,
     TiktokenCounter,
     TokenCounter,
     TokenFitter,
     fit_tokens,
 )
+from jsonbudget._agents.tokens import DEFAULT_BYTES_PER_TOKEN, MAX_FIT_ROUNDS
+from jsonbudget._limits import MIN_BYTES
 from jsonbudget.errors import LimitError, TokenizerUnavailable
 
 

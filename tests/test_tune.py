@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import Limits, MemoryCursorStore, Scope, paginate
-from jsonbudget._cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
-from jsonbudget._tune import DEFAULT_BUDGETS, Tuner, percentile, tune, write_chart
+from jsonbudget import Limits, MemoryCursorStore, Scope, Tuner, paginate, tune, write_chart
+from jsonbudget._cli.main import EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
+from jsonbudget._cli.tune import DEFAULT_BUDGETS, percentile
 from jsonbudget.errors import LimitError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -5,7 +5,7 @@ Everything public is importable from here; the implementation lives in private m
 
 from __future__ import annotations
 
-from ._classify import (
+from ._agents.classify import (
     AmbiguousSizeError,
     OutputCapRetry,
     OutputCapTooLarge,
@@ -16,11 +16,7 @@ from ._classify import (
     classify_size_error,
     next_output_cap,
 )
-from ._cursors import CursorKey, CursorState, CursorStore, Keyring, MemoryCursorStore
-from ._db_sources import PostgresSource, SQLiteSource
-from ._encoder import Encoded, Encoder, Truncation, bounded_dumps, encode
-from ._file_sources import JsonArrayFileSource, JsonLinesSource
-from ._guards import (
+from ._agents.guards import (
     Admitted,
     GateResult,
     ResultGate,
@@ -29,8 +25,24 @@ from ._guards import (
     bounded_tool,
     gate_result,
 )
+from ._agents.spill import SpillRef, SpillStore
+from ._agents.telemetry import SummaryFilter, summarize, summary_attributes, summary_extra
+from ._agents.tokens import (
+    EstimatedTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
+    TokenFitted,
+    TokenFitter,
+    fit_tokens,
+)
+from ._cli.tune import BudgetRow, SizeStats, Tuner, TuneReport, tune, write_chart
+from ._cursors.redis_store import RedisCursorStore
+from ._cursors.scope import Scope
+from ._cursors.sqlite_store import SQLiteCursorStore
+from ._cursors.store import CursorKey, CursorState, CursorStore, Keyring, MemoryCursorStore
+from ._encode.encoder import Encoded, Encoder, Truncation, bounded_dumps, encode
 from ._limits import Limits
-from ._page import (
+from ._pages.builder import (
     MCP_KEYS,
     OversizedItem,
     Page,
@@ -40,9 +52,7 @@ from ._page import (
     paginate,
 )
 from ._reader import BoundedReader, BoundedText, read_bounded_text
-from ._redis_store import RedisCursorStore
-from ._scope import Scope
-from ._sources import (
+from ._sources.base import (
     AsyncIterableSource,
     AsyncSource,
     IterableSource,
@@ -50,18 +60,8 @@ from ._sources import (
     Source,
     as_source,
 )
-from ._spill import SpillRef, SpillStore
-from ._sqlite_store import SQLiteCursorStore
-from ._telemetry import SummaryFilter, summarize, summary_attributes, summary_extra
-from ._tokens import (
-    EstimatedTokenCounter,
-    TiktokenCounter,
-    TokenCounter,
-    TokenFitted,
-    TokenFitter,
-    fit_tokens,
-)
-from ._tune import BudgetRow, SizeStats, Tuner, TuneReport, tune, write_chart
+from ._sources.files import JsonArrayFileSource, JsonLinesSource
+from ._sources.sql import PostgresSource, SQLiteSource
 from .errors import (
     BudgetExhausted,
     CursorError,

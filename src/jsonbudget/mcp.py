@@ -18,11 +18,11 @@ from typing import Any
 
 import orjson
 
-from ._encoder import MarkerStyle, Strategy
+from ._cursors.scope import Scope
+from ._encode.encoder import MarkerStyle, Strategy
 from ._limits import Limits
-from ._page import MCP_KEYS, OversizedPolicy, Page, Paginator
-from ._scope import Scope
-from ._sources import Source, as_source
+from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator
+from ._sources.base import Source, as_source
 from .errors import CursorError
 
 try:

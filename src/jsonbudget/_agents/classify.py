@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeVar
 
-from ._limits import check_int
-from .errors import LimitError
+from .._limits import check_int
+from ..errors import LimitError
 
 __all__ = [
     "DEFAULT_FLOOR",

@@ -22,16 +22,16 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
-from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple, Protocol, runtime_checkable
 
 import orjson
 
-from ._limits import check_int
-from ._scope import Scope
-from ._sources import JSONValue
-from .errors import (
+from .._frozen import fast_constructor
+from .._limits import check_int
+from .._sources.base import JSONValue
+from ..errors import (
     BudgetExhausted,
     CursorScopeError,
     EncodeError,
@@ -39,6 +39,7 @@ from .errors import (
     InvalidCursor,
     LimitError,
 )
+from .scope import Scope
 
 __all__ = [
     "DEFAULT_MAX_PER_PRINCIPAL",
@@ -340,48 +341,8 @@ class CursorState:
     max_pages: int | None
 
 
-def _slot_setters() -> tuple[Any, ...]:
-    return tuple(vars(CursorState)[f.name].__set__ for f in fields(CursorState))
-
-
-# one per field, in order; unpacking fails at import if a field is added or removed
-(
-    _set_operation_id,
-    _set_principal_fingerprint,
-    _set_query_fingerprint,
-    _set_position,
-    _set_pages_served,
-    _set_started_at,
-    _set_expires_at,
-    _set_max_pages,
-) = _slot_setters()
-
-
-def new_state(  # noqa: PLR0917  (the positional fields of CursorState, in its order)
-    operation_id: str,
-    principal_fingerprint: str,
-    query_fingerprint: str,
-    position: JSONValue,
-    pages_served: int,
-    started_at: float,
-    expires_at: float,
-    max_pages: int | None,
-) -> CursorState:
-    """``CursorState(...)`` in half the time, for the page hot path.
-
-    The frozen dataclass ``__init__`` sets each field through ``object.__setattr__``;
-    the slot descriptors set them directly. The result is the same frozen object.
-    """
-    state: CursorState = object.__new__(CursorState)
-    _set_operation_id(state, operation_id)
-    _set_principal_fingerprint(state, principal_fingerprint)
-    _set_query_fingerprint(state, query_fingerprint)
-    _set_position(state, position)
-    _set_pages_served(state, pages_served)
-    _set_started_at(state, started_at)
-    _set_expires_at(state, expires_at)
-    _set_max_pages(state, max_pages)
-    return state
+#: ``CursorState(...)`` in half the time, for the page hot path (positional, in field order).
+new_state: Callable[..., CursorState] = fast_constructor(CursorState)
 
 
 @runtime_checkable

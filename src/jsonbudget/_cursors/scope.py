@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import orjson
 
-from .errors import EncodeError, LimitError
+from ..errors import EncodeError, LimitError
 
 __all__ = [
     "DEFAULT_PAGE_SIZE_KEYS",

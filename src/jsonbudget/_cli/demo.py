@@ -16,11 +16,11 @@ from typing import Any
 
 import orjson
 
-from ._db_sources import SQLiteSource
-from ._limits import MIN_BYTES, Limits, check_int
-from ._page import OversizedItem, Page, Paginator
-from ._scope import Scope
-from ._sqlite_store import SQLiteCursorStore
+from .._cursors.scope import Scope
+from .._cursors.sqlite_store import SQLiteCursorStore
+from .._limits import MIN_BYTES, Limits, check_int
+from .._pages.builder import OversizedItem, Page, Paginator
+from .._sources.sql import SQLiteSource
 
 __all__ = [
     "DEFAULT_HUGE_BYTES",

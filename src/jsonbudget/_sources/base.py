@@ -19,8 +19,8 @@ from collections.abc import (
 from itertools import count, islice
 from typing import Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from ._limits import check_int
-from .errors import InvalidCursor
+from .._limits import check_int
+from ..errors import InvalidCursor
 
 __all__ = [
     "AsyncIterableSource",

@@ -34,18 +34,18 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ._cursors import CursorStore
-from ._db_sources import SQLiteSource
-from ._demo import DEFAULT_HUGE_BYTES, DEFAULT_MAX_BYTES, DEFAULT_ROWS, Demo, DemoPage
-from ._encoder import Encoder
-from ._file_sources import JsonArrayFileSource, JsonLinesSource
-from ._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
-from ._page import MCP_KEYS, Paginator
-from ._scope import Scope
-from ._sources import Source
-from ._sqlite_store import SQLiteCursorStore
-from ._tune import DEFAULT_BUDGETS, DEFAULT_GOAL, DEFAULT_SAMPLE, Tuner, TuneReport, write_chart
-from .errors import CursorError, DecodeError, JsonBudgetError, LimitError
+from .._cursors.scope import Scope
+from .._cursors.sqlite_store import SQLiteCursorStore
+from .._cursors.store import CursorStore
+from .._encode.encoder import Encoder
+from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
+from .._pages.builder import MCP_KEYS, Paginator
+from .._sources.base import Source
+from .._sources.files import JsonArrayFileSource, JsonLinesSource
+from .._sources.sql import SQLiteSource
+from ..errors import CursorError, DecodeError, JsonBudgetError, LimitError
+from .demo import DEFAULT_HUGE_BYTES, DEFAULT_MAX_BYTES, DEFAULT_ROWS, Demo, DemoPage
+from .tune import DEFAULT_BUDGETS, DEFAULT_GOAL, DEFAULT_SAMPLE, Tuner, TuneReport, write_chart
 
 __all__ = [
     "DEFAULT_DUMP_BYTES",
@@ -200,7 +200,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__  # noqa: PLC0415 - the package imports this module lazily
+    from .. import __version__  # noqa: PLC0415 - the package imports this module lazily
 
     parser = argparse.ArgumentParser(
         prog=_PROG,
@@ -522,7 +522,7 @@ def _source(args: argparse.Namespace) -> tuple[Source[Any], dict[str, Any]]:
 
 def _store(spec: str | None, ttl: int, stack: ExitStack) -> CursorStore:
     if spec is not None and spec.startswith(("redis://", "rediss://", "unix://")):
-        from ._redis_store import RedisCursorStore  # noqa: PLC0415 - redis is optional
+        from .._cursors.redis_store import RedisCursorStore  # noqa: PLC0415 - redis is optional
 
         return RedisCursorStore(spec, ttl=ttl)
     path = spec or default_store_path()

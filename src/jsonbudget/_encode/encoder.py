@@ -7,7 +7,7 @@ Design (see README, "How the encoder works"):
   walk (`_bound`, compiled in ``_speedups.c``) that stops as soon as a lower bound of the
   encoded size passes the budget, so a 50 MB object or a 1 GB string is never encoded
   whole.
-* Everything else goes through `_Call`, which renders container by container. Each
+* Everything else goes through `EncodeCall`, which renders container by container. Each
   scalar and each string prefix is still encoded by orjson; this module never escapes
   JSON by hand. Strings are cut by slicing characters first (a character is at least one
   byte), encoding the slice, and backing up until orjson accepts the cut as a string.
@@ -28,23 +28,27 @@ from typing import Any, Literal, TypeAlias
 
 import orjson
 
-from . import _bound
-from ._bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
-from ._bound import TOO_BIG as _TOO_BIG
-from ._bound import UNCLEAN as _UNCLEAN
-from ._bound import compact as _compact
-from ._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH, MAX_LIMIT, Limits
-from .errors import EncodeError
+from .._frozen import fast_constructor
+from .._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH, MAX_LIMIT, Limits
+from ..errors import EncodeError
+from . import bound as _bound
+from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
+from .bound import TOO_BIG as _TOO_BIG
+from .bound import UNCLEAN as _UNCLEAN
+from .bound import compact as _compact
 
 __all__ = [
+    "EncodeCall",
     "Encoded",
     "Encoder",
     "MarkerStyle",
+    "RunSizer",
     "Strategy",
     "Truncation",
     "TruncationKind",
     "TruncationUnit",
     "bounded_dumps",
+    "dumps_whole",
     "encode",
     "pointer",
 ]
@@ -79,27 +83,10 @@ class Encoded:
     truncations: tuple[Truncation, ...]
 
 
-# The frozen dataclasses' __init__ sets each field through object.__setattr__; results
-# are made on every call, so the encoder sets the slots directly (half the time).
-_new = object.__new__
-_set_path, _set_kind, _set_omitted, _set_unit = (
-    vars(Truncation)[name].__set__ for name in ("path", "kind", "omitted", "unit")
+_truncation: Callable[[str, TruncationKind, int | None, TruncationUnit], Truncation] = (
+    fast_constructor(Truncation)
 )
-_set_data, _set_complete, _set_truncations = (
-    vars(Encoded)[name].__set__ for name in ("data", "complete", "truncations")
-)
-
-
-def _truncation(
-    path: str, kind: TruncationKind, omitted: int | None, unit: TruncationUnit
-) -> Truncation:
-    """``Truncation(path, kind, omitted, unit)``, made faster."""
-    t = _new(Truncation)
-    _set_path(t, path)
-    _set_kind(t, kind)
-    _set_omitted(t, omitted)
-    _set_unit(t, unit)
-    return t
+_new_encoded: Callable[[bytes, bool, tuple[Truncation, ...]], Encoded] = fast_constructor(Encoded)
 
 
 _Truncs: TypeAlias = list[Truncation]
@@ -284,7 +271,7 @@ class Encoder:
         Markers that do not depend on the budget (unencodable values, the depth, item and
         field caps) still apply. Costs about *budget*, however large *obj* is.
         """
-        out = _Call(self).measure(obj, budget, path, 0)
+        out = EncodeCall(self).measure(obj, budget, path, 0)
         return None if out is None else _encoded(out)
 
     def marker(self, kind: str, what: str) -> bytes:
@@ -300,12 +287,12 @@ class Encoder:
         # One orjson call when the object is clean and fits; otherwise render once: a
         # rendering that has room for everything is the full one, so no exact pass first.
         if type(obj) is str:  # the string path sizes it without a walk
-            out = _Call(self)._string(obj, budget, path, exact=False)
+            out = EncodeCall(self)._string(obj, budget, path, exact=False)
             return None if out is None else _encoded(out)
         data = _bound.clean_dumps(obj, budget, 0, self._caps)
         if type(data) is bytes:
             return _complete(data)
-        out = _Call(self).render(obj, budget, path, 0)
+        out = EncodeCall(self).render(obj, budget, path, 0)
         return None if out is None else _encoded(out)
 
 
@@ -313,11 +300,7 @@ def _encoded(out: _Out) -> Encoded:
     data, truncs = out
     if truncs is _NO_TRUNCS:
         return _complete(data)
-    enc = _new(Encoded)  # Encoded(data, complete, truncations), made faster
-    _set_data(enc, data)
-    _set_complete(enc, not truncs)  # a rendering may have cut nothing
-    _set_truncations(enc, tuple(truncs))
-    return enc
+    return _new_encoded(data, not truncs, tuple(truncs))  # a rendering may have cut nothing
 
 
 def _complete(data: bytes) -> Encoded:
@@ -326,14 +309,10 @@ def _complete(data: bytes) -> Encoded:
         # orjson's bytes keep at least 4 KiB of capacity: hand out a compact copy of a
         # short one. A long one wastes little, and copying it would not.
         data = _compact(data)
-    enc = _new(Encoded)
-    _set_data(enc, data)
-    _set_complete(enc, True)
-    _set_truncations(enc, ())
-    return enc
+    return _new_encoded(data, True, ())
 
 
-def _dumps_whole(
+def dumps_whole(
     obj: Any, *, default: Callable[[Any], Any] | None = None, markers: MarkerStyle = "text"
 ) -> bytes:
     """All of *obj*, uncut, for a spill file: orjson's bytes when it is clean, else markers.
@@ -432,7 +411,33 @@ def bounded_dumps(
     ).dumps(obj)
 
 
-class _Call:
+class RunSizer:
+    """How many items the next bulk run of a list or page takes (one orjson call a run).
+
+    A run aims at a share of the room left, sized by the bytes per item so far; each run
+    that does not fit halves the share, and below 5% the caller goes item by item.
+    """
+
+    __slots__ = ("share",)
+
+    def __init__(self) -> None:
+        self.share = 0.9
+
+    @property
+    def live(self) -> bool:
+        """Whether runs are still worth trying."""
+        return self.share > 0.05
+
+    def size(self, room: int, done: int, done_bytes: int) -> int:
+        """Items in the next run, given *done* items took *done_bytes* bytes so far."""
+        return int(room * self.share * done / done_bytes)
+
+    def missed(self) -> None:
+        """The last run did not fit: aim lower."""
+        self.share /= 2
+
+
+class EncodeCall:
     """State of one encode call: options, active containers (cycles), pulled streams."""
 
     __slots__ = (
@@ -464,7 +469,7 @@ class _Call:
 
     # -- the fast path ---------------------------------------------------------------
 
-    def _bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
+    def bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
         """orjson's encoding of ``items[start:start + count]`` if all are clean and fit.
 
         *room* includes a comma before the run; the result keeps orjson's brackets.
@@ -962,25 +967,25 @@ class _Call:
         truncs: _Truncs = []
         i = 0
         cut = capped = False
-        share = 0.9  # of the room a bulk step aims to fill; halved when a step misses
+        runs = RunSizer()
         while True:
             if stream is not None:
                 if not stream.has(i):
                     break
                 last = not stream.has(i + 1)
             else:
-                if i and share > 0.05 and n - i >= _BULK_MIN and i < limit:
-                    # Flat rows go through in runs, one orjson call each, sized by the
-                    # bytes per item so far; the items near the end go one by one.
+                if i and runs.live and n - i >= _BULK_MIN and i < limit:
+                    # Flat rows go through in runs, one orjson call each; the items near
+                    # the end go one by one.
                     room = avail - len(buf) + 1 - marker_room
-                    k = min(int(room * share * i / len(buf)), n - i, limit - i)
-                    step = self._bulk_step(items, i, k, room, depth + 1)
+                    k = min(runs.size(room, i, len(buf)), n - i, limit - i)
+                    step = self.bulk_step(items, i, k, room, depth + 1)
                     if step is not None:
                         buf += b","
                         buf += memoryview(step)[1:-1]
                         i += k
                         continue
-                    share /= 2
+                    runs.missed()
                 if i >= n:
                     break
                 last = i == n - 1

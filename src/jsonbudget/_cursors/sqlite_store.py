@@ -12,7 +12,10 @@ import time
 from types import TracebackType
 from typing import Final
 
-from ._cursors import (
+from .._limits import check_int
+from ..errors import BudgetExhausted
+from .scope import Scope
+from .store import (
     DEFAULT_MAX_PER_PRINCIPAL,
     DEFAULT_TTL,
     MIN_SECRET_BYTES,
@@ -36,9 +39,6 @@ from ._cursors import (
     state_op_id,
     unknown,
 )
-from ._limits import check_int
-from ._scope import Scope
-from .errors import BudgetExhausted
 
 __all__ = ["SQLiteCursorStore"]
 

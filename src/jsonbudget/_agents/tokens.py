@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
-from ._encoder import Encoded, Truncation, encode
-from ._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
-from .errors import LimitError, TokenizerUnavailable
+from .._encode.encoder import Encoded, Truncation, encode
+from .._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
+from ..errors import LimitError, TokenizerUnavailable
 
 __all__ = [
     "DEFAULT_BYTES_PER_TOKEN",

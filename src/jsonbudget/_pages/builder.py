@@ -15,14 +15,23 @@ from typing import Any, Literal
 
 import orjson
 
-from . import _bound
-from ._bound import UNCLEAN
-from ._cursors import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
-from ._encoder import Encoder, MarkerStyle, Strategy, Truncation, _Call, _dumps_whole, pointer
-from ._limits import Limits
-from ._scope import Scope
-from ._sources import AsyncSource, Position, SequenceSource, Source, as_source
-from .errors import LimitError, OversizedItemError
+from .._cursors.scope import Scope
+from .._cursors.store import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
+from .._encode import bound as _bound
+from .._encode.bound import UNCLEAN
+from .._encode.encoder import (
+    EncodeCall,
+    Encoder,
+    MarkerStyle,
+    RunSizer,
+    Strategy,
+    Truncation,
+    dumps_whole,
+    pointer,
+)
+from .._limits import Limits
+from .._sources.base import AsyncSource, Position, SequenceSource, Source, as_source
+from ..errors import LimitError, OversizedItemError
 
 __all__ = [
     "ENVELOPE_KEYS",
@@ -219,7 +228,7 @@ class PageBuilder:
 
     def _start(self) -> None:
         """Set up the state of an empty page."""
-        self._call = _Call(self._encoder)  # per-page state, reused for every item
+        self._call = EncodeCall(self._encoder)  # per-page state, reused for every item
         self._buf = bytearray()
         self._items: list[Any] = []
         self._count = 0
@@ -292,13 +301,13 @@ class PageBuilder:
         so far; the items near the end of the page go one by one.
         """
         i, n = start, len(seq)
-        share = 0.9  # of the room a run aims to fill; halved when a run does not fit
+        runs = RunSizer()
         while i < n:
             count = self._count
-            if count and share > 0.05 and n - i >= _RUN_MIN:
+            if count and runs.live and n - i >= _RUN_MIN:
                 room = self._cap - len(self._buf) - self._reports_bytes  # comma included
-                k = min(int(room * share * count / len(self._buf)), n - i, self._max_items - count)
-                data = self._call._bulk_step(seq, i, k, room, 0)
+                k = min(runs.size(room, count, len(self._buf)), n - i, self._max_items - count)
+                data = self._call.bulk_step(seq, i, k, room, 0)
                 if data is not None:
                     self._buf += b","
                     self._buf += memoryview(data)[1:-1]
@@ -306,7 +315,7 @@ class PageBuilder:
                     self._count = count + k
                     i += k
                     continue
-                share /= 2
+                runs.missed()
             if not self.add(seq[i]):
                 return True, i
             i += 1
@@ -420,7 +429,7 @@ class PageBuilder:
         if policy == "error":
             raise OversizedItemError(index=index, encoded_bytes=None, limit=self.limits.max_bytes)
         if policy == "spill":
-            data = _dumps_whole(item, default=self._encoder.default, markers=self._encoder.markers)
+            data = dumps_whole(item, default=self._encoder.default, markers=self._encoder.markers)
             ref = self._spill_store.put(data, label=self._spill_label)
             info = OversizedItem(index, len(data), "spilled", ref.ref)
             marker = self._spill_marker(ref.ref, len(data))

@@ -11,7 +11,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from ._cursors import (
+from ..errors import BudgetExhausted, CursorScopeError, EncodeError, LimitError
+from .scope import Scope
+from .store import (
     DEFAULT_TTL,
     MIN_SECRET_BYTES,
     CursorKey,
@@ -35,8 +37,6 @@ from ._cursors import (
     unknown,
     verify_token,
 )
-from ._scope import Scope
-from .errors import BudgetExhausted, CursorScopeError, EncodeError, LimitError
 
 if TYPE_CHECKING:
     from redis.commands.core import Script

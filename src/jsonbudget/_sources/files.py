@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
 
-from ._limits import check_int
-from ._sources import JSONValue, Position, Source, check_limit_hint
-from .errors import DecodeError, InvalidCursor, LimitError
+from .._limits import check_int
+from ..errors import DecodeError, InvalidCursor, LimitError
+from .base import JSONValue, Position, Source, check_limit_hint
 
 __all__ = ["DEFAULT_MAX_ITEM_BYTES", "DEFAULT_READ_SIZE", "JsonArrayFileSource", "JsonLinesSource"]
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ._limits import check_int
-from .errors import LimitError, SpillError
+from .._limits import check_int
+from ..errors import LimitError, SpillError
 
 __all__ = [
     "DEFAULT_MAX_AGE",

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from .errors import EncodeError, LimitError
+from ..errors import EncodeError, LimitError
 
 __all__ = [
     "SUMMARY_KEY",

@@ -17,11 +17,11 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 import ijson
 import orjson
 
-from ._encoder import Encoded, Encoder, _dumps_whole, encode, pointer
-from ._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
-from ._reader import read_bounded_text
-from ._spill import MAX_LABEL_CHARS, SpillRef, SpillStore
-from .errors import DecodeError, EncodeError, LimitError
+from .._encode.encoder import Encoded, Encoder, dumps_whole, encode, pointer
+from .._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
+from .._reader import read_bounded_text
+from ..errors import DecodeError, EncodeError, LimitError
+from .spill import MAX_LABEL_CHARS, SpillRef, SpillStore
 
 __all__ = [
     "DEFAULT_PREVIEW_BYTES",
@@ -675,13 +675,13 @@ def _json_chunks(obj: Any, default: Callable[[Any], Any] | None) -> Iterator[byt
         members = iter(obj.items())
         batches = iter(lambda: dict(itertools.islice(members, _BATCH)), {})
     else:
-        yield _dumps_whole(obj, default=default)
+        yield dumps_whole(obj, default=default)
         return
     buf = bytearray(open_)
     wrote = False
     for batch in batches:
         # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
-        inner = _dumps_whole(batch, default=default)[1:-1]
+        inner = dumps_whole(batch, default=default)[1:-1]
         if not inner:
             continue  # an object whose only keys the encoder had to drop
         if wrote:

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from ._encoder import Encoder, MarkerStyle, Strategy
-from ._limits import MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
-from ._page import OversizedPolicy, PageBuilder
-from .errors import LimitError
+from .._encode.encoder import Encoder, MarkerStyle, Strategy
+from .._limits import MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
+from .._pages.builder import OversizedPolicy, PageBuilder
+from ..errors import LimitError
 
 __all__ = [
     "DEFAULT_BUDGETS",

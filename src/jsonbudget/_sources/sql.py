@@ -17,9 +17,9 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ._limits import check_int
-from ._sources import JSONValue, Position, Source, check_limit_hint, offset_position
-from .errors import EncodeError, InvalidCursor, LimitError
+from .._limits import check_int
+from ..errors import EncodeError, InvalidCursor, LimitError
+from .base import JSONValue, Position, Source, check_limit_hint, offset_position
 
 if TYPE_CHECKING:
     import psycopg
