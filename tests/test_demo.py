@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -36,6 +37,9 @@ def check_report(report: dict[str, Any]) -> None:
         {"id": report["huge_id"], "index": 0, "encoded_bytes": None, "outcome": "truncated"}
     ]
     assert report["huge_outcome"] == "truncated"
+    assert report["refused"].startswith("CursorScopeError: ")
+    assert report["budget_page"]["incomplete_reason"] == "budget_exhausted"
+    assert any(r["id"] == report["huge_id"] for r in report["huge_page"]["items"])
     first = report["first_page"]
     assert [row["id"] for row in first["items"]] == list(
         range(pages[0]["first_id"], pages[0]["last_id"] + 1)
@@ -118,12 +122,27 @@ def test_demo_subprocess_default() -> None:
     )
     assert cp.returncode == 0, cp.stderr
     out = cp.stdout.decode()
+    lines = out.splitlines()
     assert out.startswith("Demo: 200 support tickets in SQLite")
-    assert "First page as a client receives it" in out
-    last = out.strip().splitlines()[-1]
-    assert last.startswith("200 rows served in ")
-    assert "every row once, in order: yes; ticket 66: oversized, truncated." in last
+    assert len(lines) <= 24  # one screen
+    # The five points, each from the real run: a cut field with its marker, the
+    # oversized outcome, an envelope, a refused cursor, the operation budget running out.
+    assert re.search(r'attachment: ".*…\[truncated: \d+ more chars\]"$', out, re.MULTILINE)
+    assert '"outcome":"truncated"' in out
+    assert re.search(r'\{"items":\["⋯"\],"complete":false,"next_cursor":"', out)
+    assert "CursorScopeError: the cursor was issued to another principal" in out
+    assert '{"complete":false,"next_cursor":null,"incomplete_reason":"budget_exhausted"}' in out
+    assert lines[-1].startswith("200 rows served in 44 pages")
+    assert lines[-1].endswith("every row once, in order: yes.")
     assert cp.stderr == b""  # no progress bar without a terminal
+
+
+def test_demo_one_row_says_row_not_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--rows", "1"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("Demo: 1 support ticket in SQLite")
+    assert "1 row served in 1 page," in out
+    assert "(one page only: no cursor to refuse)" in out
 
 
 def test_demo_subprocess_json() -> None:

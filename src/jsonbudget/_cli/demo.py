@@ -21,6 +21,7 @@ from .._cursors.sqlite_store import SQLiteCursorStore
 from .._limits import MIN_BYTES, Limits, check_int
 from .._pages.builder import OversizedItem, Page, Paginator
 from .._sources.sql import SQLiteSource
+from ..errors import CursorScopeError
 
 __all__ = [
     "DEFAULT_HUGE_BYTES",
@@ -40,6 +41,11 @@ DEFAULT_HUGE_BYTES = 3 * 1024 * 1024
 DATABASE_NAME = "tickets.sqlite3"
 STORE_NAME = "cursors.sqlite3"
 _SEED = 20240611
+#: The operation budget of the demo's second run, which shows the budget running out.
+BUDGET_PAGES = 2
+#: Who asks in the demo, and who tries to reuse their cursor.
+PRINCIPAL = "alice"
+OTHER_PRINCIPAL = "mallory"
 
 _PHRASES = (
     "Customer reports the parcel arrived damaged; photos attached to the previous mail.",
@@ -163,6 +169,12 @@ class DemoReport:
     pages: tuple[DemoPage, ...]
     first_page: bytes
     every_row_once_in_order: bool
+    #: the page that holds the huge row, as a client receives it
+    huge_page: bytes
+    #: the error raised when the first page's cursor is presented by another principal
+    refused: str
+    #: the last page of a second run whose operation budget is `BUDGET_PAGES` pages
+    budget_page: bytes
 
     @property
     def huge_outcome(self) -> str | None:
@@ -184,6 +196,9 @@ class DemoReport:
             "pages": [p.to_dict() for p in self.pages],
             "every_row_once_in_order": self.every_row_once_in_order,
             "first_page": orjson.loads(self.first_page),
+            "huge_page": orjson.loads(self.huge_page),
+            "refused": self.refused,
+            "budget_page": orjson.loads(self.budget_page),
         }
 
 
@@ -220,9 +235,11 @@ class Demo:
         store_path = os.path.join(directory, STORE_NAME)
         huge_id = make_demo_database(database, rows=self.rows, huge_bytes=self.huge_bytes)
         source = SQLiteSource(database, table="tickets", order_by=("id",))
-        scope = Scope("demo", {"table": "tickets", "order_by": ["id"]})
+        query = {"table": "tickets", "order_by": ["id"]}
+        scope = Scope(PRINCIPAL, query)
         pages: list[DemoPage] = []
         first: Page | None = None
+        huge: Page | None = None
         cursor: str | None = None
         seen: list[int] = []
         while True:
@@ -231,6 +248,8 @@ class Demo:
             if first is None:
                 first = page
             ids = tuple(int(row["id"]) for row in page.items)
+            if huge_id in ids:
+                huge = page
             seen.extend(ids)
             summary = DemoPage(
                 number=len(pages) + 1,
@@ -247,8 +266,11 @@ class Demo:
             if page.next_cursor is None:
                 break
             cursor = page.next_cursor
-        if first is None:  # pragma: no cover - the loop serves at least one page
+        if first is None or huge is None:  # pragma: no cover - every row is served
             raise AssertionError("no page served")
+        with SQLiteCursorStore(store_path) as store:
+            refused = _refusal(source, store, self.limits, first, query)
+            budget_page = _budget_run(source, store, self.limits, scope)
         return DemoReport(
             database=database,
             store=store_path,
@@ -258,7 +280,40 @@ class Demo:
             pages=tuple(pages),
             first_page=first.to_json(),
             every_row_once_in_order=seen == list(range(1, self.rows + 1)),
+            huge_page=huge.to_json(),
+            refused=refused,
+            budget_page=budget_page.to_json(),
         )
+
+
+def _refusal(
+    source: SQLiteSource,
+    store: SQLiteCursorStore,
+    limits: Limits,
+    first: Page,
+    query: dict[str, Any],
+) -> str:
+    """What another principal gets for the first page's cursor (a single page has none)."""
+    if first.next_cursor is None:
+        return "(one page only: no cursor to refuse)"
+    try:
+        Paginator(limits, store=store).page(
+            source, scope=Scope(OTHER_PRINCIPAL, query), cursor=first.next_cursor
+        )
+    except CursorScopeError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    raise AssertionError("a cursor was accepted for another principal")
+
+
+def _budget_run(
+    source: SQLiteSource, store: SQLiteCursorStore, limits: Limits, scope: Scope
+) -> Page:
+    """Page again with an operation budget of `BUDGET_PAGES`; return the last page served."""
+    paginator = Paginator(limits.replace(max_pages=BUDGET_PAGES), store=store)
+    page = paginator.page(source, scope=scope)
+    while page.next_cursor is not None:
+        page = paginator.page(source, scope=scope, cursor=page.next_cursor)
+    return page
 
 
 def run_demo(
@@ -273,3 +328,71 @@ def run_demo(
     return Demo(rows=rows, max_bytes=max_bytes, huge_bytes=huge_bytes).run(
         directory, on_page=on_page
     )
+
+
+def _abridge(value: Any, keep: int) -> Any:
+    """*value* with long strings shortened for a person to read (never sent anywhere)."""
+    if isinstance(value, str) and len(value) > 2 * keep + 5:
+        return f"{value[:keep]} ⋯ {value[-keep:]}"
+    if isinstance(value, dict):
+        return {k: _abridge(v, keep) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_abridge(v, keep) for v in value]
+    return value
+
+
+def _abridge_cut(value: Any) -> str:
+    """A cut string as JSON, its kept prefix abridged and its marker whole."""
+    if not isinstance(value, str):
+        return orjson.dumps(value).decode()
+    kept, sep, marker = value.rpartition("…[")
+    if not sep:
+        return orjson.dumps(_abridge(value, 24)).decode()
+    return orjson.dumps(f"{_abridge(kept, 12)}{sep}{marker}").decode()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def report_lines(report: DemoReport, huge_bytes: int) -> list[str]:
+    """The demo's screen: the five things a newcomer should see, each from the real run.
+
+    Long strings and item lists are abridged here, for reading (``⋯`` is not a marker:
+    the markers are the ``…[`` strings, exactly as the client received them).
+    """
+    first = orjson.loads(report.first_page)
+    huge = orjson.loads(report.huge_page)
+    budget = orjson.loads(report.budget_page)
+    row = next(r for r in huge["items"] if r["id"] == report.huge_id)
+    served = sum(len(p.ids) for p in report.pages)
+    largest = max(p.bytes for p in report.pages)
+    envelope = {k: v for k, v in first.items() if k != "items"}
+    items = first["items"]
+    return [
+        f"Demo: {_plural(report.rows, 'support ticket')} in SQLite (ticket {report.huge_id} "
+        f"has a {huge_bytes:,}-byte attachment), paged with a {report.max_bytes:,}-byte "
+        "budget through a durable SQLite cursor store.",
+        "",
+        "1. A cut field keeps a valid prefix and says what it left out:",
+        f"   attachment: {_abridge_cut(row['attachment'])}",
+        "2. The oversized ticket's outcome, and every cut, reported beside the items:",
+        f"   oversized: {orjson.dumps(huge.get('oversized', [])).decode()}",
+        f"   truncated: {orjson.dumps(huge.get('truncated', [])).decode()}",
+        f"3. A page's envelope ({len(report.first_page):,} bytes; "
+        f"{_plural(len(items), 'item')} left out here):",
+        f"   {orjson.dumps({'items': ['⋯'], **_abridge(envelope, 12)}).decode()}",
+        f"4. The first page's cursor, presented by {OTHER_PRINCIPAL!r} instead of {PRINCIPAL!r}:",
+        f"   {report.refused}",
+        f"5. With an operation budget of {BUDGET_PAGES} pages, "
+        + (
+            "the last page says why it stops:"
+            if budget.get("incomplete_reason") == "budget_exhausted"
+            else "the query ends first:"
+        ),
+        f"   {orjson.dumps({k: v for k, v in budget.items() if k != 'items'}).decode()}",
+        "",
+        f"{_plural(served, 'row')} served in {_plural(len(report.pages), 'page')}, largest "
+        f"page {largest:,} bytes (budget {report.max_bytes:,}); every row once, in order: "
+        f"{'yes' if report.every_row_once_in_order else 'NO'}.",
+    ]

@@ -44,7 +44,14 @@ from .._sources.base import Source
 from .._sources.files import JsonArrayFileSource, JsonLinesSource
 from .._sources.sql import SQLiteSource
 from ..errors import CursorError, DecodeError, JsonBudgetError, LimitError
-from .demo import DEFAULT_HUGE_BYTES, DEFAULT_MAX_BYTES, DEFAULT_ROWS, Demo, DemoPage
+from .demo import (
+    DEFAULT_HUGE_BYTES,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_ROWS,
+    Demo,
+    DemoPage,
+    report_lines,
+)
 from .tune import DEFAULT_BUDGETS, DEFAULT_GOAL, DEFAULT_SAMPLE, Tuner, TuneReport, write_chart
 
 __all__ = [
@@ -585,40 +592,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         _write(orjson.dumps(data) + b"\n")
         return EXIT_OK if report.every_row_once_in_order else EXIT_ERROR
     out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
-    out.print(
-        f"Demo: {report.rows} support tickets in SQLite (long multibyte notes; ticket "
-        f"{report.huge_id} has a {args.huge_bytes:,}-byte attachment), paged with a "
-        f"{report.max_bytes:,}-byte budget through a durable SQLite cursor store."
-    )
-    table = Table(title=f"{len(report.pages)} pages")
-    for col, justify in (
-        ("page", "right"),
-        ("items", "right"),
-        ("ids", "left"),
-        ("bytes", "right"),
-        ("cuts", "right"),
-        ("oversized", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for p in report.pages:
-        ids = f"{p.ids[0]}–{p.ids[-1]}" if len(p.ids) > 1 else (str(p.ids[0]) if p.ids else "")
-        big = ", ".join(f"#{p.ids[o.index]} {o.outcome}" for o in p.oversized)
-        table.add_row(str(p.number), str(len(p.ids)), ids, f"{p.bytes:,}", str(p.truncations), big)
-    out.print(table)
-    first = orjson.loads(report.first_page)
-    out.print(
-        f"First page as a client receives it ({len(report.first_page):,} bytes on the wire; "
-        "indented here for reading):"
-    )
-    out.print(orjson.dumps(first, option=orjson.OPT_INDENT_2).decode(), markup=False)
-    served = sum(len(p.ids) for p in report.pages)
-    largest = max(p.bytes for p in report.pages)
-    out.print(
-        f"{served} rows served in {len(report.pages)} pages, largest page {largest:,} bytes "
-        f"(budget {report.max_bytes:,}); every row once, in order: "
-        f"{'yes' if report.every_row_once_in_order else 'NO'}; ticket {report.huge_id}: "
-        f"oversized, {report.huge_outcome or 'fit'}."
-    )
+    for line in report_lines(report, args.huge_bytes):
+        out.print(line, markup=False)
     if args.dir is not None:
         out.print(
             f"Kept: {report.database} — try: jsonbudget page {report.database} --table tickets",
