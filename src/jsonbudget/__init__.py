@@ -79,6 +79,18 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+
+def _show_as_public(names: list[str]) -> None:
+    # Public classes and functions live in private modules; reprs, tracebacks and docs
+    # should name the module users import them from. Pickles still resolve: every name
+    # is an attribute of this module.
+    namespace = globals()
+    for name in names:
+        value = namespace[name]
+        if isinstance(value, type) or callable(value):
+            value.__module__ = __name__
+
+
 __all__ = [
     "MCP_KEYS",
     "Admitted",
@@ -161,3 +173,5 @@ __all__ = [
     "tune",
     "write_chart",
 ]
+
+_show_as_public(__all__)

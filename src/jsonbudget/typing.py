@@ -1,0 +1,55 @@
+"""Types for annotating code that uses jsonbudget: the mode names and the protocols.
+
+Every option that takes a mode takes one of these `Literal` strings; any other value is
+refused with `LimitError` naming the option. The protocols say what jsonbudget calls on
+objects you pass in (a source, a cursor store, a token counter, a binary stream).
+
+>>> from jsonbudget.typing import Strategy
+>>> from typing import get_args
+>>> get_args(Strategy)
+('balanced', 'prefix')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+from ._agents.guards import AdmitReason, ResultKind, ToolOutput
+from ._agents.tokens import TokenCounter
+from ._cursors.store import CursorStore
+from ._encode.encoder import (
+    MarkerStyle,
+    OnUnencodable,
+    Strategy,
+    TruncationKind,
+    TruncationUnit,
+)
+from ._pages.builder import IncompleteReason, OversizedPolicy
+from ._reader import BinarySource
+from ._sources.base import AsyncSource, JSONValue, Position, Source
+
+__all__ = [
+    "AdmitReason",
+    "AsyncSource",
+    "BinarySource",
+    "CursorStore",
+    "Default",
+    "IncompleteReason",
+    "JSONValue",
+    "MarkerStyle",
+    "OnUnencodable",
+    "OversizedPolicy",
+    "Position",
+    "ResultKind",
+    "Source",
+    "Strategy",
+    "TokenCounter",
+    "ToolOutput",
+    "TruncationKind",
+    "TruncationUnit",
+]
+
+#: A ``default`` hook, as orjson takes it: called with a value jsonbudget cannot encode,
+#: it returns a value that it can (or raises ``TypeError``).
+Default: TypeAlias = Callable[[Any], Any]
