@@ -195,7 +195,7 @@ def test_response_json_and_text_fallback() -> None:
 
 def test_botocore_style_response_dict() -> None:
     verdict = classify_size_error(BotocoreStyleError("Input is too long for requested model."))
-    assert verdict == AmbiguousSizeError(provider="bedrock", wording="prompt")
+    assert verdict == PromptTooLong(prompt_tokens=None, limit=None, provider="bedrock")
     capped = classify_size_error(
         BotocoreStyleError("The maximum tokens you requested exceeds the model limit of 4096."),
         requested=8192,
@@ -260,7 +260,7 @@ def test_regression_hostile_input_scans_in_bounded_time() -> None:
         + "9" * 5000
         + " in the messages, " * 500
     )
-    assert classify_size_error(nasty) == AmbiguousSizeError(wording="either")
+    assert classify_size_error(nasty) == AmbiguousSizeError(wording="either", limit=1)
     deep: dict[str, Any] = {"message": MSG}
     for _ in range(10_000):
         deep = {"error": deep}
