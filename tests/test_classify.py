@@ -12,12 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsonbudget._classify import (
+    _RULES,
+    _WORDING_RULES,
     DEFAULT_FLOOR,
     MAX_SCAN_CHARS,
     AmbiguousSizeError,
     OutputCapRetry,
     OutputCapTooLarge,
     PromptTooLong,
+    _decide,
     acall_with_output_cap,
     call_with_output_cap,
     classify_size_error,
@@ -40,28 +43,56 @@ def _kind(verdict: object) -> str | None:
     return None if verdict is None else KINDS[type(verdict)]
 
 
-def test_corpus_is_mostly_real_and_sourced() -> None:
-    real = [s for s in SAMPLES if s["source"] != "constructed"]
-    assert len(real) >= 30
-    for sample in real:
-        assert re.match(r"https://", sample["source"]), sample["source"]
-    providers = {s["provider"].split(" ")[0] for s in SAMPLES}
-    for needed in (
-        "anthropic",
-        "openai",
-        "azure-openai",
-        "gemini",
-        "vertex",
-        "bedrock",
-        "vllm",
-        "tgi",
-        "llama.cpp",
-        "openrouter",
-        "groq",
-        "cohere",
-        "mistral",
-    ):
-        assert needed in providers
+NEEDED_PROVIDERS = (
+    "anthropic",
+    "openai",
+    "openai-responses",
+    "openai-completions",
+    "openai-embeddings",
+    "azure-openai",
+    "gemini",
+    "vertex",
+    "bedrock",
+    "mistral",
+    "cohere",
+    "groq",
+    "xai",
+    "deepseek",
+    "dashscope",
+    "moonshot",
+    "zhipu",
+    "openrouter",
+    "together",
+    "fireworks",
+    "cerebras",
+    "vllm",
+    "tgi",
+    "llama.cpp",
+    "llama-cpp-python",
+    "lm-studio",
+    "ollama",
+    "sglang",
+)
+
+
+def test_corpus_is_large_real_and_sourced() -> None:
+    assert len(SAMPLES) >= 150
+    constructed = [s for s in SAMPLES if s.get("constructed") is True]
+    assert len(constructed) <= 5
+    for sample in SAMPLES:
+        # A row is constructed exactly when it says so twice; every other row has a source.
+        assert (sample["source"] == "constructed") == (sample.get("constructed") is True)
+        if sample not in constructed:
+            assert re.match(r"https://", sample["source"]), sample["source"]
+    providers = {s["provider"].split(" ")[0] for s in SAMPLES if s not in constructed}
+    assert set(NEEDED_PROVIDERS) <= providers, set(NEEDED_PROVIDERS) - providers
+
+
+def test_every_rule_decides_some_corpus_row() -> None:
+    decided = {_decide(sample["input"], None, None)[0] for sample in SAMPLES}
+    rules = {rule.name for rule in (*_RULES, *_WORDING_RULES)}
+    assert rules <= decided, rules - decided
+    assert len(rules) == len(_RULES) + len(_WORDING_RULES)  # names are unique
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, TypeVar
+from typing import Final, Literal, TypeVar, cast
 
 from ._limits import check_int
 from .errors import LimitError
@@ -539,6 +539,28 @@ _RULES: Final[tuple[_Rule, ...]] = (
         lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
     ),
     _rule(
+        "vllm_decoder_prompt",
+        r"decoder prompt \(length " + _N + r"\) is longer than the maximum model length of " + _N,
+        "vllm",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "vllm_prompt_total_length",
+        r"prompt \(total length "
+        + _N
+        + r"\) is too long to fit into the model \(context length "
+        + _N,
+        "vllm",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "fireworks_stream_cap",
+        # Above this cap Fireworks wants a stream; a cap at or below it fits either way.
+        r"max_tokens > " + _N + r" must have stream=true",
+        "fireworks",
+        lambda m, c: _output_ceiling(_g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
         "moonshot_token_limit",
         # Moonshot counts prompt plus max_tokens; "re quested" is how one report wraps it.
         r"exceeded model token limit: ?" + _N + r"(?: ?\(re ?quested: ?" + _N + r"\))?",
@@ -685,6 +707,13 @@ def _attr(obj: object, name: str) -> object:
         return None
 
 
+def _is(value: object, kind: type | tuple[type, ...]) -> bool:
+    try:
+        return isinstance(value, kind)
+    except Exception:  # noqa: BLE001 - isinstance reads __class__, which an object may make raise
+        return False
+
+
 def _plain(text: str, limit: int) -> str:
     # str's own slice: a str subclass may override __getitem__ to raise.
     return str.__getitem__(text, slice(0, limit))
@@ -782,11 +811,11 @@ def _read_response(response: object, scan: _Scan) -> None:
             return
     # httpx raises ResponseNotRead from .text and .content of a stream never read.
     text = _attr(response, "text")
-    if isinstance(text, str):
+    if _is(text, str):
         scan.walk(text)
         return
     content = _attr(response, "content")
-    if isinstance(content, bytes | bytearray):
+    if _is(content, (bytes, bytearray)):
         scan.walk(content)
 
 
@@ -809,7 +838,7 @@ def _scan_object(error: object, scan: _Scan) -> None:
         value = _attr(error, attribute)
         if value is None:
             continue
-        if isinstance(value, Mapping | list | tuple | str | bytes | bytearray):
+        if _is(value, (Mapping, list, tuple, str, bytes, bytearray)):
             # botocore puts a dict in ``response``; openai and anthropic a dict in ``body``.
             scan.walk(value)
         else:
@@ -820,8 +849,8 @@ def _scan_object(error: object, scan: _Scan) -> None:
             scan.add(value)
             if attribute == "code":
                 scan.codes.add(value[:64].lower())
-    if isinstance(error, BaseException):
-        _exception_text(error, scan)
+    if _is(error, BaseException):
+        _exception_text(cast(BaseException, error), scan)
 
 
 def _chain(error: object) -> Iterator[object]:
@@ -835,15 +864,15 @@ def _chain(error: object) -> Iterator[object]:
         yield current
         cause = _attr(current, "__cause__")
         current = cause if cause is not None else _attr(current, "__context__")
-        if not isinstance(current, BaseException):
+        if not _is(current, BaseException):
             return
 
 
 def _scan(error: object) -> _Scan:
     scan = _Scan()
-    if isinstance(error, str):
-        scan.add(error)
-    elif isinstance(error, bytes | bytearray | Mapping):
+    if _is(error, str):
+        scan.add(cast(str, error))
+    elif _is(error, (bytes, bytearray, Mapping)):
         scan.walk(error)
     else:
         for link in _chain(error):
@@ -870,7 +899,7 @@ _SDK_PROVIDERS: Final = {
 
 
 def _sdk_provider(error: object) -> str | None:
-    if isinstance(error, str | bytes | bytearray | Mapping):
+    if _is(error, (str, bytes, bytearray, Mapping)):
         return None
     for link in _chain(error):
         module = _attr(type(link), "__module__")
@@ -915,7 +944,7 @@ def _decide(
         return rule, verdict
     if scan.codes & _CODE_HINTS:
         return "error_code", AmbiguousSizeError(provider=provider)
-    if not isinstance(error, str | bytes | bytearray | Mapping) and _status_of(error) == 413:
+    if not _is(error, (str, bytes, bytearray, Mapping)) and _status_of(error) == 413:
         # 413 is a request body too large in bytes; the cap is one number, so it is the prompt.
         return "http_413", PromptTooLong(prompt_tokens=None, limit=None, provider=provider)
     return None, None
@@ -954,9 +983,9 @@ def _shrink(current: int, verdict: OutputCapTooLarge, floor: int) -> int | None:
 
 
 def _as_cap_verdict(current: int, verdict_or_error: object) -> OutputCapTooLarge:
-    if isinstance(verdict_or_error, OutputCapTooLarge):
-        return verdict_or_error
-    if isinstance(verdict_or_error, PromptTooLong | AmbiguousSizeError):
+    if _is(verdict_or_error, OutputCapTooLarge):
+        return cast(OutputCapTooLarge, verdict_or_error)
+    if _is(verdict_or_error, (PromptTooLong, AmbiguousSizeError)):
         verdict: object = verdict_or_error
     else:
         verdict = classify_size_error(verdict_or_error, requested=current)
