@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -775,3 +776,37 @@ async def test_async_retry_shrinks_cap_and_awaits_async_compressor() -> None:
     retry = OutputCapRetry(attempts=2)
     assert await retry.acall(big.acall, max_output_tokens=50, compress_prompt=compress) == "ok:50"
     assert calls == [1000]
+
+
+# -- the docs' policy table is the code's ------------------------------------------------
+
+DOCS = Path(__file__).parent.parent / "docs" / "size-errors.md"
+_ROW = re.compile(r"^\| [^|]+ \| `(?P<example>[^`]+)` \| `(?P<verdict>[^`]+)` \|$")
+_VERDICT = re.compile(r"^(?P<name>\w+)(?:\((?P<fields>.*)\))?$")
+
+
+def _policy_rows() -> list[tuple[str, str]]:
+    text = DOCS.read_text("utf-8")
+    table = text.split("## Decision policy", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in table.splitlines():
+        m = _ROW.match(line)
+        if m is not None:
+            rows.append((m.group("example"), m.group("verdict")))
+    return rows
+
+
+def test_docs_policy_table_matches_the_code() -> None:
+    rows = _policy_rows()
+    assert len(rows) >= 9  # every row of the table but the status-only one
+    for example, expected in rows:
+        verdict = classify_size_error(example)
+        m = _VERDICT.match(expected)
+        assert m is not None, expected
+        if m.group("name") == "None":
+            assert verdict is None, example
+            continue
+        assert type(verdict).__name__ == m.group("name"), example
+        for part in filter(None, (m.group("fields") or "").split(", ")):
+            field, _, value = part.partition("=")
+            assert getattr(verdict, field) == ast.literal_eval(value), (example, field)
