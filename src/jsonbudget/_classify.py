@@ -73,9 +73,10 @@ class PromptTooLong:
 class AmbiguousSizeError:
     """A size error whose message does not say which size is wrong.
 
-    ``wording`` is what the message names (``"prompt"`` for "input is too long",
-    ``"either"`` for "messages or completion"); it is not a verdict. ``limit`` and
-    ``tokens`` are numbers the message gives without saying enough to decide.
+    ``wording`` is what the message names (``"prompt"`` for a prompt count below its
+    limit, or input wording beside a named output cap; ``"either"`` for "messages or
+    completion"); it is not a verdict. ``limit`` and ``tokens`` are numbers the message
+    gives without saying enough to decide.
     """
 
     provider: str | None = None
