@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import anthropic
+import httpx
+import httpx2
+import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +26,13 @@ from jsonbudget import (
     classify_size_error,
     next_output_cap,
 )
-from jsonbudget._agents.classify import DEFAULT_FLOOR, MAX_SCAN_CHARS
+from jsonbudget._agents.classify import (
+    _RULES,
+    _WORDING_RULES,
+    DEFAULT_FLOOR,
+    MAX_SCAN_CHARS,
+    _decide,
+)
 from jsonbudget.errors import LimitError
 
 CORPUS = Path(__file__).parent / "data" / "size_errors.jsonl"
@@ -39,28 +50,56 @@ def _kind(verdict: object) -> str | None:
     return None if verdict is None else KINDS[type(verdict)]
 
 
-def test_corpus_is_mostly_real_and_sourced() -> None:
-    real = [s for s in SAMPLES if s["source"] != "constructed"]
-    assert len(real) >= 30
-    for sample in real:
-        assert re.match(r"https://", sample["source"]), sample["source"]
-    providers = {s["provider"].split(" ")[0] for s in SAMPLES}
-    for needed in (
-        "anthropic",
-        "openai",
-        "azure-openai",
-        "gemini",
-        "vertex",
-        "bedrock",
-        "vllm",
-        "tgi",
-        "llama.cpp",
-        "openrouter",
-        "groq",
-        "cohere",
-        "mistral",
-    ):
-        assert needed in providers
+NEEDED_PROVIDERS = (
+    "anthropic",
+    "openai",
+    "openai-responses",
+    "openai-completions",
+    "openai-embeddings",
+    "azure-openai",
+    "gemini",
+    "vertex",
+    "bedrock",
+    "mistral",
+    "cohere",
+    "groq",
+    "xai",
+    "deepseek",
+    "dashscope",
+    "moonshot",
+    "zhipu",
+    "openrouter",
+    "together",
+    "fireworks",
+    "cerebras",
+    "vllm",
+    "tgi",
+    "llama.cpp",
+    "llama-cpp-python",
+    "lm-studio",
+    "ollama",
+    "sglang",
+)
+
+
+def test_corpus_is_large_real_and_sourced() -> None:
+    assert len(SAMPLES) >= 150
+    constructed = [s for s in SAMPLES if s.get("constructed") is True]
+    assert len(constructed) <= 5
+    for sample in SAMPLES:
+        # A row is constructed exactly when it says so twice; every other row has a source.
+        assert (sample["source"] == "constructed") == (sample.get("constructed") is True)
+        if sample not in constructed:
+            assert re.match(r"https://", sample["source"]), sample["source"]
+    providers = {s["provider"].split(" ")[0] for s in SAMPLES if s not in constructed}
+    assert set(NEEDED_PROVIDERS) <= providers, set(NEEDED_PROVIDERS) - providers
+
+
+def test_every_rule_decides_some_corpus_row() -> None:
+    decided = {_decide(sample["input"], None, None)[0] for sample in SAMPLES}
+    rules = {rule.name for rule in (*_RULES, *_WORDING_RULES)}
+    assert rules <= decided, rules - decided
+    assert len(rules) == len(_RULES) + len(_WORDING_RULES)  # names are unique
 
 
 @pytest.mark.parametrize(
@@ -194,7 +233,7 @@ def test_response_json_and_text_fallback() -> None:
 
 def test_botocore_style_response_dict() -> None:
     verdict = classify_size_error(BotocoreStyleError("Input is too long for requested model."))
-    assert verdict == AmbiguousSizeError(provider="bedrock", wording="prompt")
+    assert verdict == PromptTooLong(prompt_tokens=None, limit=None, provider="bedrock")
     capped = classify_size_error(
         BotocoreStyleError("The maximum tokens you requested exceeds the model limit of 4096."),
         requested=8192,
@@ -259,7 +298,7 @@ def test_regression_hostile_input_scans_in_bounded_time() -> None:
         + "9" * 5000
         + " in the messages, " * 500
     )
-    assert classify_size_error(nasty) == AmbiguousSizeError(wording="either")
+    assert classify_size_error(nasty) == AmbiguousSizeError(wording="either", limit=1)
     deep: dict[str, Any] = {"message": MSG}
     for _ in range(10_000):
         deep = {"error": deep}
@@ -310,6 +349,278 @@ def test_arithmetic_property_anthropic_wording(window: int, data: st.DataObject)
 def test_arbitrary_text_never_crashes(text: str) -> None:
     verdict = classify_size_error(text)
     assert verdict is None or type(verdict) in KINDS
+
+
+# -- hostile error objects: reading never raises ------------------------------------------
+
+RAISABLE: tuple[type[Exception], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    RuntimeError,
+    RecursionError,
+    UnicodeDecodeError,
+    NotImplementedError,
+)
+
+
+def _raiser(kind: type[Exception]) -> Any:
+    def fail(*_args: object, **_kwargs: object) -> Any:
+        if kind is UnicodeDecodeError:
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "hostile")
+        raise kind("hostile")
+
+    return fail
+
+
+class RaisingItems(dict[str, object]):
+    """A Mapping whose walk raises."""
+
+    def items(self) -> Any:
+        raise TypeError("no items")
+
+
+class RaisingStr(str):
+    __slots__ = ()
+
+    def __getitem__(self, key: object) -> Any:
+        raise IndexError("no slicing")
+
+    def lower(self) -> Any:
+        raise ValueError("no lower")
+
+
+def _cyclic() -> dict[str, object]:
+    body: dict[str, object] = {"message": "prompt is too long: 5 tokens > 4 maximum"}
+    body["error"] = body
+    body["list"] = [body, [body]]
+    return body
+
+
+def _hostile_values(kind: type[Exception]) -> st.SearchStrategy[object]:
+    fail = _raiser(kind)
+    bad_response = type(
+        "BadResponse", (), {"json": fail, "text": property(fail), "content": property(fail)}
+    )()
+    wide = {f"k{i}": {f"j{j}": "x" for j in range(100)} for i in range(100)}
+    return st.sampled_from(
+        [
+            None,
+            _cyclic(),
+            RaisingItems(message="x"),
+            RaisingStr("input length and `max_tokens` exceed context limit: 1 + 2 > 3"),
+            "x" * (4 * MAX_SCAN_CHARS),
+            b"prompt is too long: 5 tokens > 4 maximum" * 3,
+            bytearray(b"\xff\xfe" * 1000),
+            bad_response,
+            wide,
+            [[[[[[[["deep"]]]]]]]],
+            12,
+            object(),
+        ]
+    )
+
+
+@st.composite
+def hostile_errors(draw: st.DrawFn) -> object:
+    kind = draw(st.sampled_from(RAISABLE))
+    fail = _raiser(kind)
+    namespace: dict[str, object] = {}
+    for attribute in (
+        "body",
+        "details",
+        "response",
+        "message",
+        "code",
+        "status",
+        "status_code",
+        "http_status",
+        "args",
+    ):
+        choice = draw(st.sampled_from(["absent", "raises", "value"]))
+        if choice == "raises":
+            namespace[attribute] = property(fail)
+        elif choice == "value":
+            namespace[attribute] = draw(_hostile_values(kind))
+    for dunder in ("__str__", "__repr__", "__getattr__"):
+        if draw(st.booleans()):
+            namespace[dunder] = fail
+    if draw(st.booleans()):
+        namespace["__class__"] = property(fail)
+    base: type = draw(st.sampled_from([Exception, object, dict]))
+    if base is dict and "args" in namespace:
+        del namespace["args"]
+    cls = type("Hostile", (base,), namespace)
+    module = draw(st.sampled_from(["anthropic._exceptions", None, 42, "", "botocore"]))
+    cls.__module__ = module  # type: ignore[assignment]
+    try:
+        error = cls()
+    except Exception:  # noqa: BLE001 - a class whose construction fails is not interesting
+        error = Exception("Input is too long for requested model.")
+    if issubclass(type(error), BaseException) and draw(st.booleans()):
+        # A __cause__ loop through a second hostile exception.
+        other = Exception("prompt is too long: 9 tokens > 8 maximum")
+        hostile = cast(BaseException, error)
+        hostile.__cause__ = other
+        other.__cause__ = hostile
+        hostile.__context__ = other
+    return error
+
+
+@settings(max_examples=300, deadline=None)
+@given(error=hostile_errors(), requested=st.none() | st.integers(1, 10**6))
+def test_hostile_error_objects_never_raise(error: object, requested: int | None) -> None:
+    verdict = classify_size_error(error, requested=requested)
+    assert verdict is None or type(verdict) in KINDS
+    # The retry helpers read the same way: a hostile error is re-raised, never replaced.
+    if issubclass(type(error), BaseException):
+        raised = cast(BaseException, error)
+
+        def call(cap: int) -> str:
+            raise raised
+
+        with pytest.raises(type(raised)) as info:
+            call_with_output_cap(call, max_output_tokens=1000, attempts=2, floor=1)
+        assert info.value is error
+
+
+def test_hostile_values_still_give_a_verdict_when_readable() -> None:
+    # Guarding must not blind the reader: a readable message beside raising parts decides.
+    class Partly(Exception):
+        body = property(_raiser(RuntimeError))
+
+        def __str__(self) -> str:
+            return "prompt is too long: 219898 tokens > 200000 maximum"
+
+    assert classify_size_error(Partly()) == PromptTooLong(219898, 200000, "anthropic")
+
+    class NoStr(Exception):
+        __str__ = _raiser(ValueError)
+        __repr__ = _raiser(ValueError)
+
+    # str() and repr() both raise: the constructor arguments are read instead.
+    assert classify_size_error(NoStr("Requested 416735 tokens, max 300000 tokens per request")) == (
+        PromptTooLong(416735, 300000, "openai")
+    )
+    assert classify_size_error(_cyclic()) == PromptTooLong(5, 4, "anthropic")
+    assert classify_size_error(b"prompt is too long: 5 tokens > 4 maximum") == PromptTooLong(
+        5, 4, "anthropic"
+    )
+
+
+def test_cause_chain_is_read_and_loops_end() -> None:
+    inner = AnthropicStyleError()
+    outer = RuntimeError("agent step failed")
+    outer.__cause__ = inner
+    inner.__cause__ = outer  # a loop
+    verdict = classify_size_error(outer)
+    assert isinstance(verdict, OutputCapTooLarge)
+    assert verdict.available == 2798
+
+
+# -- real SDK and httpx objects ---------------------------------------------------------
+
+
+def test_httpx_unread_streamed_response_does_not_raise() -> None:
+    request = httpx.Request("POST", "https://api.example.invalid/v1/messages")
+    body = json.dumps({"error": {"message": MSG}}).encode()
+
+    def streamed(status: int) -> Any:
+        response = httpx.Response(status, request=request, stream=httpx.ByteStream(body))
+        with pytest.raises(httpx.ResponseNotRead):
+            _ = response.text  # the stream was never read: this is what the SDKs hit
+        return httpx.HTTPStatusError("error", request=request, response=response)
+
+    # The body cannot be read without consuming the stream, so nothing decides...
+    assert classify_size_error(streamed(400)) is None
+    # ...except the status, which httpx keeps on the response only.
+    assert classify_size_error(streamed(413)) == PromptTooLong(None, None)
+    read = httpx.Response(400, request=request, content=body)
+    error = httpx.HTTPStatusError("error", request=request, response=read)
+    verdict = classify_size_error(error)
+    assert isinstance(verdict, OutputCapTooLarge)
+    assert verdict.available == 2798
+
+
+def test_real_anthropic_and_openai_exceptions() -> None:
+    # The SDKs build on httpx2 (httpx's successor package), so their errors carry its types.
+    request = httpx2.Request("POST", "https://api.example.invalid/v1")
+    response = httpx2.Response(400, request=request)
+    a_error = anthropic.BadRequestError(
+        "Error code: 400",
+        response=response,
+        body={"type": "error", "error": {"type": "invalid_request_error", "message": MSG}},
+    )
+    assert classify_size_error(a_error) == OutputCapTooLarge(
+        requested=21333, available=2798, window=200000, provider="anthropic", input_tokens=197202
+    )
+    o_error = openai.BadRequestError(
+        "Error code: 400",
+        response=response,
+        body={
+            "message": "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request_error",
+        },
+    )
+    # The SDK names the provider: DeepSeek is reached through openai's client.
+    assert classify_size_error(o_error, requested=16000) == OutputCapTooLarge(
+        requested=16000, available=8192, window=None, provider="openai"
+    )
+
+
+# -- policy details -----------------------------------------------------------------------
+
+
+def test_input_wording_is_the_prompt_unless_the_cap_is_named_too() -> None:
+    assert classify_size_error("Input is too long for requested model.") == PromptTooLong(
+        None, None, "bedrock"
+    )
+    both = "Input is too long for requested model; lower max_tokens or the input."
+    assert classify_size_error(both) == AmbiguousSizeError(provider="bedrock", wording="prompt")
+
+
+def test_vllm_zero_output_tokens_and_prompt_over_window() -> None:
+    text = (
+        "This model's maximum context length is 32768 tokens. However, you requested 0 output "
+        "tokens and your prompt contains 40000 input tokens, for a total of 40000 tokens."
+    )
+    assert classify_size_error(text) == PromptTooLong(40000, 32768, "vllm")
+    room = text.replace("0 output", "9000 output").replace("40000 input", "30000 input")
+    assert classify_size_error(room) == OutputCapTooLarge(9000, 2768, 32768, "vllm", 30000)
+
+
+def test_totals_with_the_cap_decide_once_requested_is_known() -> None:
+    text = "Invalid request: Your request exceeded model token limit: 8192 (requested: 9000)"
+    assert classify_size_error(text) == AmbiguousSizeError("moonshot", "either", 8192, 9000)
+    assert classify_size_error(text, requested=4000) == OutputCapTooLarge(
+        4000, 3192, 8192, "moonshot", 5000
+    )
+
+
+def test_retry_compresses_for_input_only_wording() -> None:
+    class Bedrock(Exception):
+        pass
+
+    prompts = [1]
+
+    def call(cap: int) -> str:
+        if prompts[-1]:
+            raise Bedrock(
+                "The model returned the following errors: Input is too long for requested model."
+            )
+        return f"ok:{cap}"
+
+    compressions: list[PromptTooLong] = []
+
+    def compress(verdict: PromptTooLong) -> None:
+        compressions.append(verdict)
+        prompts.append(0)
+
+    assert call_with_output_cap(call, max_output_tokens=500, compress_prompt=compress) == "ok:500"
+    assert compressions == [PromptTooLong(None, None, "bedrock")]
 
 
 # -- next_output_cap ------------------------------------------------------------------
@@ -468,3 +779,37 @@ async def test_async_retry_shrinks_cap_and_awaits_async_compressor() -> None:
     retry = OutputCapRetry(attempts=2)
     assert await retry.acall(big.acall, max_output_tokens=50, compress_prompt=compress) == "ok:50"
     assert calls == [1000]
+
+
+# -- the docs' policy table is the code's ------------------------------------------------
+
+DOCS = Path(__file__).parent.parent / "docs" / "size-errors.md"
+_ROW = re.compile(r"^\| [^|]+ \| `(?P<example>[^`]+)` \| `(?P<verdict>[^`]+)` \|$")
+_VERDICT = re.compile(r"^(?P<name>\w+)(?:\((?P<fields>.*)\))?$")
+
+
+def _policy_rows() -> list[tuple[str, str]]:
+    text = DOCS.read_text("utf-8")
+    table = text.split("## Decision policy", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in table.splitlines():
+        m = _ROW.match(line)
+        if m is not None:
+            rows.append((m.group("example"), m.group("verdict")))
+    return rows
+
+
+def test_docs_policy_table_matches_the_code() -> None:
+    rows = _policy_rows()
+    assert len(rows) >= 9  # every row of the table but the status-only one
+    for example, expected in rows:
+        verdict = classify_size_error(example)
+        m = _VERDICT.match(expected)
+        assert m is not None, expected
+        if m.group("name") == "None":
+            assert verdict is None, example
+            continue
+        assert type(verdict).__name__ == m.group("name"), example
+        for part in filter(None, (m.group("fields") or "").split(", ")):
+            field, _, value = part.partition("=")
+            assert getattr(verdict, field) == ast.literal_eval(value), (example, field)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._cli.main import main
+from ._cli import run
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())

@@ -6,7 +6,7 @@ whole). `McpPager` and the `paginated_tool` decorator page a source per tool cal
 ``cursor`` argument and answer ``nextCursor``; a refused cursor becomes the JSON-RPC error
 ``-32602`` (Invalid params), as the MCP pagination spec asks.
 
-This module needs ``pip install 'jsonbudget[mcp]'``; ``import jsonbudget`` never does.
+This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` never does.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import orjson
 
 from ._cursors.scope import Scope
 from ._encode.encoder import MarkerStyle, Strategy
+from ._extras import missing_extra
 from ._limits import Limits
 from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator
 from ._sources.base import Source, as_source
@@ -30,9 +31,7 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, TextContent
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "jsonbudget.mcp needs the MCP SDK 2.x: pip install 'jsonbudget[mcp]'", name="mcp"
-    ) from exc
+    raise missing_extra("mcp", "mcp", "jsonbudget.mcp") from exc
 
 __all__ = [
     "CURSOR_PARAM",

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, TypeVar
+from typing import Final, Literal, TypeVar, cast
 
 from .._limits import check_int
 from ..errors import LimitError
@@ -72,9 +73,10 @@ class PromptTooLong:
 class AmbiguousSizeError:
     """A size error whose message does not say which size is wrong.
 
-    ``wording`` is what the message names (``"prompt"`` for "input is too long",
-    ``"either"`` for "messages or completion"); it is not a verdict. ``limit`` and
-    ``tokens`` are numbers the message gives without saying enough to decide.
+    ``wording`` is what the message names (``"prompt"`` for a prompt count below its
+    limit, or input wording beside a named output cap; ``"either"`` for "messages or
+    completion"); it is not a verdict. ``limit`` and ``tokens`` are numbers the message
+    gives without saying enough to decide.
     """
 
     provider: str | None = None
@@ -85,149 +87,11 @@ class AmbiguousSizeError:
 
 SizeVerdict = OutputCapTooLarge | PromptTooLong | AmbiguousSizeError
 
-# -- patterns --------------------------------------------------------------------------
-# Every gap is bounded and no quantifier is nested, so a scan is linear in the text.
-_N = r"(\d{1,3}(?:,\d{3})+|\d{1,12})"
-_I = re.IGNORECASE
-
-_ANTHROPIC_SUM = re.compile(
-    r"input length and .{0,2}max_tokens.{0,2} exceed context limit: ?"
-    + _N
-    + r" ?\+ ?"
-    + _N
-    + r" ?> ?"
-    + _N,
-    _I,
-)
-_VLLM_CAP = re.compile(
-    r"is too large: ?"
-    + _N
-    + r"\.? ?This model's maximum context length is "
-    + _N
-    + r" tokens and your request has "
-    + _N
-    + r" input tokens",
-    _I,
-)
-_CONTEXT_WINDOW = re.compile(
-    r"(?:model's|endpoint's|model) maximum context length is " + _N + r" tokens",
-    _I,
-)
-_REQUESTED_BREAKDOWN = re.compile(
-    r"[.,]? ?(?:However,? )?you requested (?:about )?" + _N + r" tokens ?\(([^)]{1,200})\)",
-    _I,
-)
-_BREAKDOWN_PART = re.compile(
-    _N + r" (in the messages|in your prompt|of [a-z]{1,12} input|in the functions"
-    r"|in the completion|for the completion|in the output)",
-    _I,
-)
-_PROMPT_ONLY = re.compile(
-    r"[.,]? ?(?:However,? )?(?:your (?:messages|request|prompt) (?:resulted in|has|contains)"
-    r"|you requested) " + _N + r" (?:input )?tokens(?! ?\()",
-    _I,
-)
-_ANTHROPIC_PROMPT = re.compile(r"prompt is too long: ?" + _N + r" tokens ?> ?" + _N, _I)
-_ANTHROPIC_OUTPUT_MAX = re.compile(
-    r"max_tokens: ?" + _N + r" ?> ?" + _N + r", which is the maximum allowed number of output",
-    _I,
-)
-_GEMINI_INPUT = re.compile(
-    r"input token count \(" + _N + r"\) exceeds the maximum number of tokens allowed \(" + _N,
-    _I,
-)
-_GEMINI_INPUT_NO_COUNT = re.compile(
-    r"input token count exceeds the maximum number of tokens allowed \(?" + _N, _I
-)
-_VERTEX_INPUT = re.compile(
-    r"input token count is " + _N + r" but (?:the )?model only supports up to " + _N, _I
-)
-_GEMINI_OUTPUT = re.compile(
-    r"maxOutputTokens value of "
-    + _N
-    + r" but the supported range is from "
-    + _N
-    + r" \(inclusive\) to "
-    + _N
-    + r" \(exclusive\)",
-    _I,
-)
-_OPENAI_OUTPUT_MAX = re.compile(
-    r"max_(?:completion_)?tokens is too large: ?"
-    + _N
-    + r"\. ?This model supports at most "
-    + _N
-    + r" completion tokens",
-    _I,
-)
-_BEDROCK_OUTPUT_MAX = re.compile(
-    r"maximum tokens you requested exceeds? the model limit of " + _N, _I
-)
-_TGI_SUM = re.compile(
-    r"inputs.{0,2} tokens \+ .{0,2}max_new_tokens.{0,2} +must be <= "
-    + _N
-    + r"\. ?Given: "
-    + _N
-    + r" .{0,2}inputs.{0,2} tokens and "
-    + _N
-    + r" .{0,2}max_new_tokens",
-    _I,
-)
-_TGI_INPUT = re.compile(r"inputs.{0,2} must have less than " + _N + r" tokens\. ?Given: " + _N, _I)
-_TGI_OUTPUT = re.compile(r"max_new_tokens.{0,2} must be <= " + _N + r"\. ?Given: " + _N, _I)
-_LLAMA_CPP_PY = re.compile(r"Requested tokens \(" + _N + r"\) exceed context window of " + _N, _I)
-_LLAMA_CPP_PY_OLD = re.compile(r"Requested tokens exceed context window of " + _N, _I)
-_COHERE_TOTAL = re.compile(
-    r"total number of tokens \(prompt and prediction\) cannot exceed "
-    + _N
-    + r" ?- ?received "
-    + _N,
-    _I,
-)
-_MISTRAL_PROMPT = re.compile(
-    r"Prompt contains " + _N + r" tokens(?: and " + _N + r" draft tokens)?, too large for "
-    r"model with " + _N + r" maximum context length",
-    _I,
-)
-_OPENROUTER_AFFORD = re.compile(
-    r"You requested up to " + _N + r" tokens, but can only afford " + _N, _I
-)
-_CONTENT_CONTAINS = re.compile(
-    r"Content contains " + _N + r" tokens, which exceeds the maximum allowed context size of " + _N,
-    _I,
-)
-_CURRENT_LENGTH = re.compile(r"Current length is " + _N + r" while limit is " + _N, _I)
-_PARAM_ABOVE_MAX = re.compile(
-    r"max_(?:completion_|new_|output_)?tokens[^.]{0,80}?expected a value <= "
-    + _N
-    + r", but got "
-    + _N,
-    _I,
-)
-_NOT_LESS_OR_EQUAL = re.compile(_N + r" is not less or equal to " + _N, _I)
-
-# Messages that name a size problem but give no numbers to decide by.
-_VAGUE: Final[tuple[tuple[re.Pattern[str], str | None, Literal["prompt", "either"]], ...]] = (
-    (re.compile(r"Input is too long for requested model", _I), "bedrock", "prompt"),
-    (re.compile(r"input exceeds the context window", _I), "openai", "prompt"),
-    (re.compile(r"prompt is too long", _I), None, "prompt"),
-    (re.compile(r"request exceeds the available context size", _I), "llama.cpp", "either"),
-    (re.compile(r"reduce the length of the messages or completion", _I), None, "either"),
-    (re.compile(r"context[_ ]length[_ ]exceeded", _I), None, "either"),
-    (
-        re.compile(r"exceed(?:s|ed)? (?:the )?(?:model's )?context (?:window|length|limit)", _I),
-        None,
-        "either",
-    ),
-    (re.compile(r"maximum context length", _I), None, "either"),
-    (re.compile(r"too many tokens", _I), None, "either"),
-)
-
-_RATE_LIMIT = re.compile(r"rate[_ ]limit|tokens per min|per-minute", _I)
-
-_CODE_HINTS: Final = frozenset(
-    {"context_length_exceeded", "exceed_context_size_error", "string_above_max_length"}
-)
+# -- decision policy -------------------------------------------------------------------
+# Numbers decide first: the prompt alone at or over the window is `PromptTooLong`; room
+# left for a smaller cap, or a named output ceiling, is `OutputCapTooLarge`. Without
+# numbers the wording decides: naming only the input is the prompt. Only when neither
+# decides is the verdict `AmbiguousSizeError`. docs/size-errors.md has this as a table.
 
 
 def _num(text: str) -> int:
@@ -256,171 +120,8 @@ def _prompt_by_arithmetic(tokens: int, limit: int, provider: str | None) -> Size
     return AmbiguousSizeError(provider=provider, wording="prompt", limit=limit, tokens=tokens)
 
 
-def _context_window_message(text: str, provider: str | None) -> SizeVerdict | None:
-    """OpenAI-style "maximum context length is W tokens. However, you requested ..."."""
-    for window_match in _CONTEXT_WINDOW.finditer(text):
-        window = _num(window_match.group(1))
-        # "about" marks OpenRouter's wording; "endpoint's" is OpenRouter's too.
-        family = provider or (
-            "openrouter" if "endpoint" in window_match.group(0).lower() else "openai"
-        )
-        pos = window_match.end()
-        breakdown = _REQUESTED_BREAKDOWN.match(text, pos)
-        if breakdown is not None:
-            total = _num(breakdown.group(1))
-            inputs = 0
-            output: int | None = None
-            seen_input = False
-            for part in _BREAKDOWN_PART.finditer(breakdown.group(2)):
-                value = _num(part.group(1))
-                where = part.group(2).lower()
-                if "completion" in where or "output" in where:
-                    output = value
-                else:
-                    inputs += value
-                    seen_input = True
-            if seen_input and output is not None and output > 0:
-                return _by_arithmetic(inputs, output, window, family)
-            if seen_input:
-                return _prompt_by_arithmetic(inputs, window, family)
-            return AmbiguousSizeError(provider=family, limit=window, tokens=total)
-        prompt_only = _PROMPT_ONLY.match(text, pos)
-        if prompt_only is not None:
-            return _prompt_by_arithmetic(_num(prompt_only.group(1)), window, family)
-    return None
-
-
-def _classify_text(text: str, *, requested: int | None, provider: str | None) -> SizeVerdict | None:
-    m = _ANTHROPIC_SUM.search(text)
-    if m:
-        return _by_arithmetic(
-            _num(m.group(1)), _num(m.group(2)), _num(m.group(3)), provider or "anthropic"
-        )
-    m = _VLLM_CAP.search(text)
-    if m:
-        return _by_arithmetic(
-            _num(m.group(3)), _num(m.group(1)), _num(m.group(2)), provider or "vllm"
-        )
-    verdict = _context_window_message(text, provider)
-    if verdict is not None:
-        return verdict
-    m = _TGI_SUM.search(text)
-    if m:
-        return _by_arithmetic(
-            _num(m.group(2)), _num(m.group(3)), _num(m.group(1)), provider or "tgi"
-        )
-    m = _ANTHROPIC_PROMPT.search(text)
-    if m:
-        return _prompt_by_arithmetic(_num(m.group(1)), _num(m.group(2)), provider or "anthropic")
-    m = _ANTHROPIC_OUTPUT_MAX.search(text)
-    if m:
-        return OutputCapTooLarge(
-            requested=_num(m.group(1)),
-            available=_num(m.group(2)),
-            window=None,
-            provider=provider or "anthropic",
-        )
-    m = _GEMINI_INPUT.search(text)
-    if m:
-        return _prompt_by_arithmetic(_num(m.group(1)), _num(m.group(2)), provider or "gemini")
-    m = _VERTEX_INPUT.search(text)
-    if m:
-        return _prompt_by_arithmetic(_num(m.group(1)), _num(m.group(2)), provider or "vertex")
-    m = _GEMINI_INPUT_NO_COUNT.search(text)
-    if m:
-        # Gemini counts the input against its own input limit, apart from the output.
-        return PromptTooLong(
-            prompt_tokens=None, limit=_num(m.group(1)), provider=provider or "gemini"
-        )
-    m = _GEMINI_OUTPUT.search(text)
-    if m:
-        return OutputCapTooLarge(
-            requested=_num(m.group(1)),
-            available=_num(m.group(3)) - 1,
-            window=None,
-            provider=provider or "gemini",
-        )
-    m = _OPENAI_OUTPUT_MAX.search(text)
-    if m:
-        return OutputCapTooLarge(
-            requested=_num(m.group(1)),
-            available=_num(m.group(2)),
-            window=None,
-            provider=provider or "openai",
-        )
-    m = _BEDROCK_OUTPUT_MAX.search(text)
-    if m:
-        return OutputCapTooLarge(
-            requested=requested,
-            available=_num(m.group(1)),
-            window=None,
-            provider=provider or "bedrock",
-        )
-    m = _TGI_INPUT.search(text)
-    if m:
-        return _prompt_by_arithmetic(_num(m.group(2)), _num(m.group(1)), provider or "tgi")
-    m = _TGI_OUTPUT.search(text)
-    if m:
-        return OutputCapTooLarge(
-            requested=_num(m.group(2)),
-            available=_num(m.group(1)),
-            window=None,
-            provider=provider or "tgi",
-        )
-    m = _LLAMA_CPP_PY.search(text)
-    if m:
-        return _prompt_by_arithmetic(
-            _num(m.group(1)), _num(m.group(2)), provider or "llama-cpp-python"
-        )
-    m = _LLAMA_CPP_PY_OLD.search(text)
-    if m:
-        # This older check compared prompt plus max_tokens with the window.
-        return _total_with_known_cap(
-            None, _num(m.group(1)), requested, provider or "llama-cpp-python"
-        )
-    m = _COHERE_TOTAL.search(text)
-    if m:
-        return _total_with_known_cap(
-            _num(m.group(2)), _num(m.group(1)), requested, provider or "cohere"
-        )
-    m = _MISTRAL_PROMPT.search(text)
-    if m:
-        return _prompt_by_arithmetic(_num(m.group(1)), _num(m.group(3)), provider or "mistral")
-    m = _PARAM_ABOVE_MAX.search(text)
-    if m:
-        return OutputCapTooLarge(
-            requested=_num(m.group(2)), available=_num(m.group(1)), window=None, provider=provider
-        )
-    m = _OPENROUTER_AFFORD.search(text)
-    if m:
-        # A credit limit, not a context one, but the fix is the same: a smaller cap.
-        return OutputCapTooLarge(
-            requested=_num(m.group(1)),
-            available=_num(m.group(2)),
-            window=None,
-            provider=provider or "openrouter",
-        )
-    m = _CONTENT_CONTAINS.search(text)
-    if m:
-        return _by_arithmetic(_num(m.group(1)), requested, _num(m.group(2)), provider)
-    m = _CURRENT_LENGTH.search(text) or _NOT_LESS_OR_EQUAL.search(text)
-    if m:
-        # A number over a limit, but not which one (Cerebras: does "length" include the
-        # completion? Bedrock's schema check: which field?).
-        return AmbiguousSizeError(
-            provider=provider, wording="either", limit=_num(m.group(2)), tokens=_num(m.group(1))
-        )
-    if _RATE_LIMIT.search(text):
-        # "tokens per minute" limits are about rate, not size: waiting is the fix.
-        return None
-    for pattern, family, wording in _VAGUE:
-        if pattern.search(text):
-            return AmbiguousSizeError(provider=provider or family, wording=wording)
-    return None
-
-
 def _total_with_known_cap(
-    total: int | None, window: int, requested: int | None, provider: str
+    total: int | None, window: int, requested: int | None, provider: str | None
 ) -> SizeVerdict:
     """A total of prompt plus cap: decidable only when the caller says what the cap was."""
     if total is not None and requested is not None and requested <= total:
@@ -428,47 +129,665 @@ def _total_with_known_cap(
     return AmbiguousSizeError(provider=provider, wording="either", limit=window, tokens=total)
 
 
+def _output_ceiling(available: int, requested: int | None, provider: str | None) -> SizeVerdict:
+    return OutputCapTooLarge(
+        requested=requested, available=available, window=None, provider=provider
+    )
+
+
+# Words that name the output cap; a message naming the input *and* one of these does not
+# say the prompt alone is too long.
+_NAMES_OUTPUT = re.compile(
+    r"max_(?:completion_|new_|output_)?tokens|maxOutputTokens|max tokens|completion|output",
+    re.IGNORECASE,
+)
+
+
+def _input_wording(text: str, provider: str | None) -> SizeVerdict:
+    """Wording that names only the input: the prompt, unless the text names the cap too."""
+    if _NAMES_OUTPUT.search(text):
+        return AmbiguousSizeError(provider=provider, wording="prompt")
+    return PromptTooLong(prompt_tokens=None, limit=None, provider=provider)
+
+
+# -- rules -----------------------------------------------------------------------------
+# Every gap is bounded and no quantifier is nested, so a scan is linear in the text.
+_N = r"(\d{1,3}(?:,\d{3})+|\d{1,12})"
+_I = re.IGNORECASE
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What a rule's verdict builder may use besides its match."""
+
+    text: str
+    requested: int | None
+    provider: str | None
+
+
+_Build = Callable[[re.Match[str], _Call], SizeVerdict | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One message shape: its pattern, the family that words it so, and its verdict.
+
+    ``build`` returns None when the match turns out not to be this shape; the next match
+    of the same pattern, then the next rule, is tried.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    provider: str | None
+    build: _Build
+
+
+def _g(m: re.Match[str], index: int) -> int:
+    return _num(m.group(index))
+
+
+def _opt(m: re.Match[str], index: int) -> int | None:
+    value = m.group(index)
+    return None if value is None else _num(value)
+
+
+# OpenAI's breakdown "(I in the messages, C in the completion)" and its relatives.
+_BREAKDOWN_PART = re.compile(
+    _N + r" (in the messages|in your prompt|of [a-z]{1,12} input|in the functions"
+    r"|in the completion|for the completion|in the output)",
+    _I,
+)
+_AFTER_WINDOW = re.compile(
+    r"[.,]? ?(?:However,? )?(?:you requested (?:about )?|your messages resulted in )"
+    + _N
+    + r" ?tokens ?\(([^)]{1,200})\)",
+    _I,
+)
+_PROMPT_ONLY = re.compile(
+    r"[.,]? ?(?:However,? )?(?:your (?:messages|request|prompt) (?:resulted in|has|contains)"
+    r"|you requested) " + _N + r" ?(?:input )?tokens(?! ?\()",
+    _I,
+)
+
+
+def _context_window(m: re.Match[str], call: _Call) -> SizeVerdict | None:
+    """OpenAI-style "maximum context length is W tokens. However, you requested ..."."""
+    window = _g(m, 1)
+    # "endpoint's" is OpenRouter's wording of the same message.
+    family = call.provider or ("openrouter" if "endpoint" in m.group(0).lower() else "openai")
+    breakdown = _AFTER_WINDOW.match(call.text, m.end())
+    if breakdown is not None:
+        total = _g(breakdown, 1)
+        inputs = 0
+        output: int | None = None
+        seen_input = False
+        for part in _BREAKDOWN_PART.finditer(breakdown.group(2)):
+            value = _g(part, 1)
+            where = part.group(2).lower()
+            if "completion" in where or "output" in where:
+                output = value
+            else:
+                inputs += value
+                seen_input = True
+        if seen_input and output is not None and output > 0:
+            return _by_arithmetic(inputs, output, window, family)
+        if seen_input:
+            return _prompt_by_arithmetic(inputs, window, family)
+        return AmbiguousSizeError(provider=family, limit=window, tokens=total)
+    prompt_only = _PROMPT_ONLY.match(call.text, m.end())
+    if prompt_only is not None:
+        return _prompt_by_arithmetic(_g(prompt_only, 1), window, family)
+    return None
+
+
+def _vllm_output_and_chars(m: re.Match[str], call: _Call) -> SizeVerdict:
+    # The prompt is counted in characters, not tokens; only a cap that fills the whole
+    # window decides (no prompt fits beside it).
+    window, cap = _g(m, 1), _g(m, 2)
+    if cap >= window:
+        return OutputCapTooLarge(
+            requested=cap, available=None, window=window, provider=call.provider
+        )
+    return AmbiguousSizeError(provider=call.provider, wording="either", limit=window)
+
+
+def _lm_studio_keep(m: re.Match[str], call: _Call) -> SizeVerdict:
+    window = _opt(m, 2)
+    if window is None:
+        # The tokens LM Studio must keep are the prompt's; no window is given to compare.
+        return PromptTooLong(prompt_tokens=_g(m, 1), limit=None, provider=call.provider)
+    return _prompt_by_arithmetic(_g(m, 1), window, call.provider)
+
+
+def _rule(name: str, pattern: str, provider: str | None, build: _Build) -> _Rule:
+    return _Rule(name, re.compile(pattern, _I), provider, build)
+
+
+# Numeric rules, most specific first: a message that embeds another is read by the
+# outer shape's rule.
+_RULES: Final[tuple[_Rule, ...]] = (
+    _rule(
+        "anthropic_sum",
+        r"input length and .{0,2}max_tokens.{0,2} exceed context limit: ?"
+        + _N
+        + r" ?\+ ?"
+        + _N
+        + r" ?> ?"
+        + _N,
+        "anthropic",
+        lambda m, c: _by_arithmetic(_g(m, 1), _g(m, 2), _g(m, 3), c.provider),
+    ),
+    _rule(
+        "vllm_cap",
+        r"is too large: ?"
+        + _N
+        + r"\.? ?This model's maximum context length is "
+        + _N
+        + r" tokens and your request has "
+        + _N
+        + r" input tokens",
+        "vllm",
+        lambda m, c: _by_arithmetic(_g(m, 3), _g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "vllm_output_and_prompt",
+        r"maximum context length is "
+        + _N
+        + r" tokens\. ?However, you requested "
+        + _N
+        + r" output tokens and your prompt contains (?:at least )?"
+        + _N
+        + r" input tokens",
+        "vllm",
+        lambda m, c: _by_arithmetic(_g(m, 3), _g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "vllm_output_and_chars",
+        r"maximum context length is "
+        + _N
+        + r" tokens\. ?However, you requested "
+        + _N
+        + r" output tokens and your prompt contains "
+        + _N
+        + r" characters",
+        "vllm",
+        _vllm_output_and_chars,
+    ),
+    _rule(
+        "openai_context_window",
+        r"(?:model's|endpoint's|model) maximum context length is " + _N + r" tokens",
+        None,
+        _context_window,
+    ),
+    _rule(
+        "tgi_sum",
+        r"inputs.{0,2} tokens \+ .{0,2}max_new_tokens.{0,2} +must be <= "
+        + _N
+        + r"\. ?Given: "
+        + _N
+        + r" .{0,2}inputs.{0,2} tokens and "
+        + _N
+        + r" .{0,2}max_new_tokens",
+        "tgi",
+        lambda m, c: _by_arithmetic(_g(m, 2), _g(m, 3), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "anthropic_prompt",
+        r"prompt is too long: ?" + _N + r" tokens ?> ?" + _N,
+        "anthropic",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "anthropic_output_max",
+        r"max_tokens: ?" + _N + r" ?> ?" + _N + r", which is the maximum allowed number of output",
+        "anthropic",
+        lambda m, c: _output_ceiling(_g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "gemini_input",
+        r"input token count \(" + _N + r"\) exceeds the maximum number of tokens allowed \(" + _N,
+        "gemini",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "vertex_input",
+        r"input token count is " + _N + r" but (?:the )?model only supports up to " + _N,
+        "vertex",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "gemini_input_no_count",
+        # Gemini counts the input against its own input limit, apart from the output.
+        r"input token count exceeds the maximum number of tokens allowed \(?" + _N,
+        "gemini",
+        lambda m, c: PromptTooLong(prompt_tokens=None, limit=_g(m, 1), provider=c.provider),
+    ),
+    _rule(
+        "gemini_output",
+        r"maxOutputTokens value of "
+        + _N
+        + r" but the supported range is from "
+        + _N
+        + r" \(inclusive\) to "
+        + _N
+        + r" \(exclusive\)",
+        "gemini",
+        lambda m, c: _output_ceiling(_g(m, 3) - 1, _g(m, 1), c.provider),
+    ),
+    _rule(
+        "openai_output_max",
+        r"max_(?:completion_)?tokens is too large: ?"
+        + _N
+        + r"\. ?This model supports at most "
+        + _N
+        + r" completion tokens",
+        "openai",
+        lambda m, c: _output_ceiling(_g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "output_valid_range",
+        # DeepSeek: "the valid range of max_tokens is [1, M]".
+        r"valid range of max_(?:completion_)?tokens is \[ ?1, ?" + _N + r" ?\]",
+        "deepseek",
+        lambda m, c: _output_ceiling(_g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "output_range_should_be",
+        # Alibaba DashScope (Qwen): "Range of max_tokens should be [1, M]".
+        r"Range of max_(?:completion_)?tokens should be \[ ?1, ?" + _N + r" ?\]",
+        "dashscope",
+        lambda m, c: _output_ceiling(_g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "output_less_or_equal",
+        # Groq, also when it goes on to mention the context window.
+        r"max_(?:completion_)?tokens`?(?: for `[^`]{1,100}`)? must be less than or equal to `?"
+        + _N,
+        "groq",
+        lambda m, c: _output_ceiling(_g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "bedrock_output_max",
+        r"maximum tokens you requested exceeds? the model limit of " + _N,
+        "bedrock",
+        lambda m, c: _output_ceiling(_g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "tgi_input",
+        r"inputs.{0,2} must have less than " + _N + r" tokens\. ?Given: " + _N,
+        "tgi",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "llama_cpp_python",
+        r"Requested tokens \(" + _N + r"\) exceed context window of " + _N,
+        "llama-cpp-python",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "llama_cpp_python_old",
+        # This older check compared prompt plus max_tokens with the window.
+        r"Requested tokens exceed context window of " + _N,
+        "llama-cpp-python",
+        lambda m, c: _total_with_known_cap(None, _g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "cohere_total",
+        r"total number of tokens \(prompt and prediction\) cannot exceed "
+        + _N
+        + r" ?- ?received "
+        + _N,
+        "cohere",
+        lambda m, c: _total_with_known_cap(_g(m, 2), _g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "mistral_prompt",
+        r"Prompt contains " + _N + r" tokens(?: and " + _N + r" draft tokens)?, too large for "
+        r"model with " + _N + r" maximum context length",
+        "mistral",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 3), c.provider),
+    ),
+    _rule(
+        "mistral_batch",
+        # Embeddings have no output, so every token is input.
+        r"Too many tokens in batch\. Max is " + _N + r",? got " + _N,
+        "mistral",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "embeddings_per_request",
+        r"Requested " + _N + r" tokens, max " + _N + r" tokens per request",
+        "openai",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "prompt_length_request_contains",
+        # xAI: "maximum prompt length is W but the request contains T tokens".
+        r"maximum prompt length is " + _N + r",? but the request contains " + _N + r" tokens",
+        "xai",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "param_above_max",
+        r"max_(?:completion_|new_|output_)?tokens[^.]{0,80}?expected a value <= "
+        + _N
+        + r", but got "
+        + _N,
+        None,
+        lambda m, c: _output_ceiling(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "openrouter_afford",
+        # A credit limit, not a context one, but the fix is the same: a smaller cap.
+        r"You requested up to " + _N + r" tokens, but can only afford " + _N,
+        "openrouter",
+        lambda m, c: _output_ceiling(_g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        "content_contains",
+        r"Content contains "
+        + _N
+        + r" tokens, which exceeds the maximum allowed context size of "
+        + _N,
+        None,
+        lambda m, c: _by_arithmetic(_g(m, 1), c.requested, _g(m, 2), c.provider),
+    ),
+    _rule(
+        "lm_studio_keep",
+        r"Trying to keep the first "
+        + _N
+        + r" tokens when context (?:the )?overflows(?:\. ?However, the model is loaded with "
+        r"(?:a )?context length of only " + _N + r" tokens)?",
+        "lm-studio",
+        _lm_studio_keep,
+    ),
+    _rule(
+        "lm_studio_reached",
+        # Mid-generation: prompt plus what was generated so far filled the window.
+        r"Reached context length of " + _N + r" tokens",
+        "lm-studio",
+        lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either", limit=_g(m, 1)),
+    ),
+    _rule(
+        "input_length_exceeds",
+        # LM Studio's older server, and Volcengine Ark.
+        r"Input length " + _N + r" exceeds (?:the )?(?:maximum length|context length) " + _N,
+        None,
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "ollama_log",
+        r"input exceeds context length\"? prompt=" + _N + r" limit=" + _N,
+        "ollama",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "sglang_input_longer",
+        r"The input \(" + _N + r" tokens\) is longer than the model's context length \(" + _N,
+        "sglang",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "sglang_input_allowed",
+        r"Input length \(" + _N + r" tokens\) exceeds the maximum allowed length \(" + _N,
+        "sglang",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "vllm_scheduler",
+        r"Input prompt \(" + _N + r" tokens\) is too long and exceeds limit of " + _N,
+        "vllm",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "vllm_decoder_prompt",
+        r"decoder prompt \(length " + _N + r"\) is longer than the maximum model length of " + _N,
+        "vllm",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "vllm_prompt_total_length",
+        r"prompt \(total length "
+        + _N
+        + r"\) is too long to fit into the model \(context length "
+        + _N,
+        "vllm",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        "fireworks_stream_cap",
+        # Above this cap Fireworks wants a stream; a cap at or below it fits either way.
+        r"max_tokens > " + _N + r" must have stream=true",
+        "fireworks",
+        lambda m, c: _output_ceiling(_g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "moonshot_token_limit",
+        # Moonshot counts prompt plus max_tokens; "re quested" is how one report wraps it.
+        r"exceeded model token limit: ?" + _N + r"(?: ?\(re ?quested: ?" + _N + r"\))?",
+        "moonshot",
+        lambda m, c: _total_with_known_cap(_opt(m, 2), _g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "moonshot_max_length",
+        r"model max length exceeded, max length: ?" + _N,
+        "moonshot",
+        lambda m, c: _total_with_known_cap(None, _g(m, 1), c.requested, c.provider),
+    ),
+    _rule(
+        "bedrock_max_length",
+        # A schema check of a string's length in characters: only text, the prompt, has one.
+        r"expected maxLength: ?" + _N + r", actual: ?" + _N,
+        "bedrock",
+        lambda m, c: PromptTooLong(prompt_tokens=None, limit=None, provider=c.provider),
+    ),
+    _rule(
+        "bedrock_body_length",
+        # The request body in bytes; the cap is one number, so the bytes are the prompt.
+        r"Value at 'body' failed to satisfy constraint: Member must have length less than "
+        r"or equal to " + _N,
+        "bedrock",
+        lambda m, c: PromptTooLong(prompt_tokens=None, limit=None, provider=c.provider),
+    ),
+    _rule(
+        "current_length",
+        # Cerebras: does "length" include the completion? Not said.
+        r"Current length is " + _N + r" while limit is " + _N,
+        None,
+        lambda m, c: AmbiguousSizeError(c.provider, "either", limit=_g(m, 2), tokens=_g(m, 1)),
+    ),
+    _rule(
+        "not_less_or_equal",
+        # Bedrock's schema check: which field is over its maximum is not said.
+        _N + r" is not less or equal to " + _N,
+        None,
+        lambda m, c: AmbiguousSizeError(c.provider, "either", limit=_g(m, 2), tokens=_g(m, 1)),
+    ),
+    _rule(
+        "context_window_bare",
+        # The window with nothing after it to compare.
+        r"(?:model's|endpoint's|model) maximum context length is " + _N + r" tokens",
+        None,
+        lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either", limit=_g(m, 1)),
+    ),
+)
+
+# Rules read when no numeric rule decided, after rate limits are ruled out.
+_WORDING_RULES: Final[tuple[_Rule, ...]] = (
+    _rule(
+        "bedrock_input_too_long",
+        r"Input is too long for requested model",
+        "bedrock",
+        lambda m, c: _input_wording(c.text, c.provider),
+    ),
+    _rule(
+        "openai_input_exceeds_window",
+        r"input exceeds the context window",
+        "openai",
+        lambda m, c: _input_wording(c.text, c.provider),
+    ),
+    _rule(
+        "zhipu_prompt_exceeds",
+        r"Prompt exceeds max length",
+        "zhipu",
+        lambda m, c: _input_wording(c.text, c.provider),
+    ),
+    _rule(
+        "ollama_input_exceeds",
+        r"input length exceeds (?:the )?(?:maximum )?context length",
+        "ollama",
+        lambda m, c: _input_wording(c.text, c.provider),
+    ),
+    _rule(
+        "llama_cpp_context_size",
+        r"request exceeds the available context size",
+        "llama.cpp",
+        lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either"),
+    ),
+    _rule(
+        "messages_or_completion",
+        r"reduce the length of the messages or completion",
+        None,
+        lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either"),
+    ),
+)
+
+_RATE_LIMIT = re.compile(r"rate[_ ]limit|tokens per min|per-minute", _I)
+# llama.cpp's server gives the counts as fields; in a logged body they are text.
+_LLAMA_CPP_FIELDS = re.compile(
+    r"\"?n_prompt_tokens\"? ?: ?(\d{1,12}).{0,40}?\"?n_ctx\"? ?: ?(\d{1,12})", _I
+)
+
+_CODE_HINTS: Final = frozenset(
+    {"context_length_exceeded", "exceed_context_size_error", "string_above_max_length"}
+)
+
+_MAX_MATCHES_PER_RULE: Final = 16
+
+
+def _apply(
+    rules: tuple[_Rule, ...], call: _Call, provider: str | None
+) -> tuple[str, SizeVerdict] | None:
+    for rule in rules:
+        rule_call = _Call(call.text, call.requested, provider or rule.provider)
+        for count, match in enumerate(rule.pattern.finditer(call.text)):
+            if count >= _MAX_MATCHES_PER_RULE:
+                break
+            verdict = rule.build(match, rule_call)
+            if verdict is not None:
+                return rule.name, verdict
+    return None
+
+
+def _classify_text(
+    text: str, *, requested: int | None, provider: str | None
+) -> tuple[str, SizeVerdict] | None:
+    """The first rule that decides *text*, by name, with its verdict; None if none does."""
+    call = _Call(text, requested, provider)
+    found = _apply(_RULES, call, provider)
+    if found is not None:
+        return found
+    if _RATE_LIMIT.search(text):
+        # "tokens per minute" limits are about rate, not size: waiting is the fix.
+        return None
+    return _apply(_WORDING_RULES, call, provider)
+
+
 # -- reading an error ------------------------------------------------------------------
+# An error object comes from code we do not control: any attribute read, str(), .json()
+# or mapping walk may raise anything. Each is guarded so that reading never raises.
+
+_MAX_NODES: Final = 256
+_MAX_CHAIN: Final = 4
+
+
+def _attr(obj: object, name: str) -> object:
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # noqa: BLE001 - a foreign property may raise anything; treat as absent
+        return None
+
+
+def _is(value: object, kind: type | tuple[type, ...]) -> bool:
+    try:
+        return isinstance(value, kind)
+    except Exception:  # noqa: BLE001 - isinstance reads __class__, which an object may make raise
+        return False
+
+
+def _plain(text: str, limit: int) -> str:
+    # str's own slice: a str subclass may override __getitem__ to raise.
+    return str.__getitem__(text, slice(0, limit))
 
 
 class _Scan:
     """Per-call collector of text fragments and structured numbers, bounded in size."""
 
-    __slots__ = ("budget", "codes", "numbers", "parts", "strings")
+    __slots__ = ("budget", "codes", "nodes", "numbers", "parts", "seen", "strings")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.budget = MAX_SCAN_CHARS
         self.strings = 0
+        self.nodes = 0
         self.numbers: dict[str, int] = {}
         self.codes: set[str] = set()
+        self.seen: set[int] = set()
 
     def add(self, text: str) -> None:
-        if self.budget <= 0 or not text:
+        if self.budget <= 0 or not str.__len__(text):
             return
-        piece = text[: self.budget]
+        piece = _plain(text, self.budget)
         self.budget -= len(piece)
         self.parts.append(piece)
 
+    def add_bytes(self, data: bytes | bytearray) -> None:
+        if self.budget > 0:
+            self.add(bytes(data[: self.budget * 4]).decode("utf-8", "replace"))
+
     def walk(self, value: object, depth: int = 0) -> None:
         """Collect strings and numeric size fields from a JSON-like body, boundedly."""
-        if depth > _MAX_BODY_DEPTH or self.strings >= _MAX_BODY_STRINGS or self.budget <= 0:
+        if (
+            depth > _MAX_BODY_DEPTH
+            or self.strings >= _MAX_BODY_STRINGS
+            or self.nodes >= _MAX_NODES
+            or self.budget <= 0
+        ):
             return
+        self.nodes += 1
+        try:
+            self._walk_node(value, depth)
+        except Exception:  # noqa: BLE001 - a hostile container may raise anything; skip it
+            return
+
+    def _walk_node(self, value: object, depth: int) -> None:
         if isinstance(value, str):
             self.strings += 1
             self.add(value)
-        elif isinstance(value, Mapping):
-            for key, item in list(value.items())[:_MAX_BODY_STRINGS]:
-                if isinstance(key, str):
-                    lowered = key.lower()
-                    if type(item) is int and lowered in _NUMERIC_FIELDS:
-                        self.numbers[lowered] = item
-                    elif isinstance(item, str) and lowered in {"code", "type", "reason"}:
-                        self.codes.add(item[:64].lower())
+            return
+        if isinstance(value, bytes | bytearray):
+            self.strings += 1
+            self.add_bytes(value)
+            return
+        if id(value) in self.seen:
+            return  # a cycle, or a shared node already read
+        self.seen.add(id(value))
+        if isinstance(value, Mapping):
+            for key, item in itertools.islice(value.items(), _MAX_BODY_STRINGS):
+                self._note_field(key, item)
                 self.walk(item, depth + 1)
         elif isinstance(value, list | tuple):
-            for item in value[:_MAX_BODY_STRINGS]:
+            for item in itertools.islice(value, _MAX_BODY_STRINGS):
                 self.walk(item, depth + 1)
+
+    def _note_field(self, key: object, item: object) -> None:
+        if type(key) is not str:
+            return
+        lowered = key.lower()
+        if type(item) is int and lowered in _NUMERIC_FIELDS:
+            self.numbers[lowered] = item
+        elif type(item) is str and lowered in {"code", "type", "reason"}:
+            self.codes.add(item[:64].lower())
 
     def text(self) -> str:
         # Logs and SDK reprs escape quotes and fold lines; undo that before matching.
@@ -480,48 +799,85 @@ class _Scan:
 _NUMERIC_FIELDS: Final = frozenset({"n_prompt_tokens", "n_ctx"})
 
 
-def _body_of(response: object) -> Iterator[object]:
-    """The parsed JSON of an HTTP response, or its text; never raises on a bad body."""
-    json_method = getattr(response, "json", None)
+def _read_response(response: object, scan: _Scan) -> None:
+    """The parsed JSON of an HTTP response, else its text; an unread stream gives nothing."""
+    json_method = _attr(response, "json")
     if callable(json_method):
         try:
-            yield json_method()
+            body = json_method()
+        except Exception:  # noqa: BLE001 - not JSON, a stream not read (httpx), or worse
+            body = None
+        if body is not None:
+            scan.walk(body)
             return
-        except (ValueError, RuntimeError):
-            # Not JSON, or a streamed body not read yet: fall back to the text below.
-            pass
-    text = getattr(response, "text", None)
-    if isinstance(text, str):
-        yield text
+    # httpx raises ResponseNotRead from .text and .content of a stream never read.
+    text = _attr(response, "text")
+    if _is(text, str):
+        scan.walk(text)
+        return
+    content = _attr(response, "content")
+    if _is(content, (bytes, bytearray)):
+        scan.walk(content)
+
+
+def _exception_text(error: BaseException, scan: _Scan) -> None:
+    for render in (str, repr):
+        try:
+            text = render(error)
+        except Exception:  # noqa: BLE001 - a foreign __str__/__repr__ may raise anything
+            continue
+        if type(text) is str:
+            scan.add(text)
+            return
+    # Neither renders: the constructor arguments usually hold the message.
+    scan.walk(_attr(error, "args"))
+
+
+def _scan_object(error: object, scan: _Scan) -> None:
+    # Structured bodies first: they hold the provider's own message without SDK noise.
+    for attribute in ("body", "details", "response"):
+        value = _attr(error, attribute)
+        if value is None:
+            continue
+        if _is(value, (Mapping, list, tuple, str, bytes, bytearray)):
+            # botocore puts a dict in ``response``; openai and anthropic a dict in ``body``.
+            scan.walk(value)
+        else:
+            _read_response(value, scan)
+    for attribute in ("message", "code", "status"):
+        value = _attr(error, attribute)
+        if type(value) is str:
+            scan.add(value)
+            if attribute == "code":
+                scan.codes.add(value[:64].lower())
+    if _is(error, BaseException):
+        _exception_text(cast(BaseException, error), scan)
+
+
+def _chain(error: object) -> Iterator[object]:
+    """*error*, then what it was raised from or during, a few links deep, loops cut."""
+    seen: set[int] = set()
+    current: object = error
+    for _ in range(_MAX_CHAIN):
+        if current is None or id(current) in seen:
+            return
+        seen.add(id(current))
+        yield current
+        cause = _attr(current, "__cause__")
+        current = cause if cause is not None else _attr(current, "__context__")
+        if not _is(current, BaseException):
+            return
 
 
 def _scan(error: object) -> _Scan:
     scan = _Scan()
-    if isinstance(error, str):
-        scan.add(error)
-        return scan
-    if isinstance(error, Mapping):
+    if _is(error, str):
+        scan.add(cast(str, error))
+    elif _is(error, (bytes, bytearray, Mapping)):
         scan.walk(error)
-        return scan
-    # Structured bodies first: they hold the provider's own message without SDK noise.
-    for attribute in ("body", "details", "response"):
-        value = getattr(error, attribute, None)
-        if value is None:
-            continue
-        if isinstance(value, Mapping | list | str):
-            # botocore puts a dict in ``response``; openai and anthropic a dict in ``body``.
-            scan.walk(value)
-        else:
-            for body in _body_of(value):
-                scan.walk(body)
-    for attribute in ("message", "code", "status"):
-        value = getattr(error, attribute, None)
-        if isinstance(value, str):
-            scan.add(value)
-            if attribute == "code":
-                scan.codes.add(value[:64].lower())
-    if isinstance(error, BaseException):
-        scan.add(str(error))
+    else:
+        for link in _chain(error):
+            _scan_object(link, scan)
     return scan
 
 
@@ -544,18 +900,55 @@ _SDK_PROVIDERS: Final = {
 
 
 def _sdk_provider(error: object) -> str | None:
-    if isinstance(error, str | Mapping):
+    if _is(error, (str, bytes, bytearray, Mapping)):
         return None
-    module = type(error).__module__.partition(".")[0]
-    return _SDK_PROVIDERS.get(module)
+    for link in _chain(error):
+        module = _attr(type(link), "__module__")
+        if type(module) is str:
+            found = _SDK_PROVIDERS.get(module.partition(".")[0])
+            if found is not None:
+                return found
+    return None
 
 
 def _status_of(error: object) -> int | None:
-    for attribute in ("status_code", "status", "code", "http_status"):
-        value = getattr(error, attribute, None)
-        if type(value) is int and 100 <= value <= 599:
-            return value
+    # httpx's HTTPStatusError keeps the status on its response only.
+    for holder in (error, _attr(error, "response")):
+        for attribute in ("status_code", "status", "code", "http_status"):
+            value = _attr(holder, attribute)
+            if type(value) is int and 100 <= value <= 599:
+                return value
     return None
+
+
+def _decide(
+    error: object, requested: int | None, provider: str | None
+) -> tuple[str | None, SizeVerdict | None]:
+    scan = _scan(error)
+    text = scan.text()
+    found = _classify_text(text, requested=requested, provider=provider)
+    rule, verdict = found if found is not None else (None, None)
+    if isinstance(verdict, OutputCapTooLarge | PromptTooLong):
+        return rule, verdict
+    # llama.cpp's server gives the counts as fields beside a vague message.
+    prompt = scan.numbers.get("n_prompt_tokens")
+    window = scan.numbers.get("n_ctx")
+    if prompt is None or window is None:
+        fields = _LLAMA_CPP_FIELDS.search(text)
+        if fields is not None:
+            prompt, window = int(fields.group(1)), int(fields.group(2))
+    if prompt is not None and window is not None:
+        return "llama_cpp_fields", _by_arithmetic(
+            prompt, requested, window, provider or "llama.cpp"
+        )
+    if verdict is not None:
+        return rule, verdict
+    if scan.codes & _CODE_HINTS:
+        return "error_code", AmbiguousSizeError(provider=provider)
+    if not _is(error, (str, bytes, bytearray, Mapping)) and _status_of(error) == 413:
+        # 413 is a request body too large in bytes; the cap is one number, so it is the prompt.
+        return "http_413", PromptTooLong(prompt_tokens=None, limit=None, provider=provider)
+    return None, None
 
 
 def classify_size_error(
@@ -564,32 +957,17 @@ def classify_size_error(
     """Say whether *error* is a size error, and which size: the output cap or the prompt.
 
     *error* is an exception from a provider SDK (read duck-typed: ``body``, ``response``
-    with ``.json()`` or ``.text``, ``message``, ``code``, ``status_code``), a dict body,
-    or the raw text. *requested* is the output cap the failed call asked for; it decides
-    messages that give only a total (Cohere). *provider* overrides the message family
-    reported in the verdict. Returns ``None`` for anything that is not a size error.
+    with ``.json()`` or ``.text``, ``message``, ``code``, ``status_code``, the exception it
+    was raised from), a dict body, bytes, or the raw text. *requested* is the output cap
+    the failed call asked for; it decides messages that give only a total (Cohere,
+    Moonshot). *provider* overrides the message family reported in the verdict. Returns
+    ``None`` for anything that is not a size error. Never raises for a strange error
+    object; raises `LimitError` only for a bad *requested*.
     """
     if requested is not None:
         check_int("requested", requested, minimum=1)
     provider = provider or _sdk_provider(error)
-    scan = _scan(error)
-    text = scan.text()
-    verdict = _classify_text(text, requested=requested, provider=provider)
-    if isinstance(verdict, OutputCapTooLarge | PromptTooLong):
-        return verdict
-    # llama.cpp's server gives the counts as fields beside a vague message.
-    prompt = scan.numbers.get("n_prompt_tokens")
-    window = scan.numbers.get("n_ctx")
-    if prompt is not None and window is not None:
-        return _by_arithmetic(prompt, requested, window, provider or "llama.cpp")
-    if verdict is not None:
-        return verdict
-    if scan.codes & _CODE_HINTS:
-        return AmbiguousSizeError(provider=provider)
-    if not isinstance(error, str | Mapping) and _status_of(error) == 413:
-        # 413 is a request body too large in bytes; the cap is one number, so it is the prompt.
-        return PromptTooLong(prompt_tokens=None, limit=None, provider=provider)
-    return None
+    return _decide(error, requested, provider)[1]
 
 
 # -- acting on a verdict ---------------------------------------------------------------
@@ -606,9 +984,9 @@ def _shrink(current: int, verdict: OutputCapTooLarge, floor: int) -> int | None:
 
 
 def _as_cap_verdict(current: int, verdict_or_error: object) -> OutputCapTooLarge:
-    if isinstance(verdict_or_error, OutputCapTooLarge):
-        return verdict_or_error
-    if isinstance(verdict_or_error, PromptTooLong | AmbiguousSizeError):
+    if _is(verdict_or_error, OutputCapTooLarge):
+        return cast(OutputCapTooLarge, verdict_or_error)
+    if _is(verdict_or_error, (PromptTooLong, AmbiguousSizeError)):
         verdict: object = verdict_or_error
     else:
         verdict = classify_size_error(verdict_or_error, requested=current)

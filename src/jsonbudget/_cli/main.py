@@ -38,6 +38,7 @@ from .._cursors.scope import Scope
 from .._cursors.sqlite_store import SQLiteCursorStore
 from .._cursors.store import CursorStore
 from .._encode.encoder import Encoder
+from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
 from .._pages.builder import MCP_KEYS, Paginator
 from .._sources.base import Source
@@ -629,7 +630,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         import importlib.util  # noqa: PLC0415
 
         if importlib.util.find_spec("matplotlib") is None:
-            raise ImportError("--chart needs matplotlib: pip install 'jsonbudget[tune]'")
+            raise missing_extra("cli", "matplotlib", "--chart")
     source, _query = _source(args)
     with _progress(_show_progress(args)) as progress:
         reading = progress.add_task("reading items", total=tuner.sample)

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from .._encode.encoder import Encoder, MarkerStyle, Strategy
+from .._extras import missing_extra
 from .._limits import MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
 from .._pages.builder import OversizedPolicy, PageBuilder
 from ..errors import LimitError
@@ -349,16 +350,14 @@ def tune(
 def write_chart(report: TuneReport, path: str | os.PathLike[str]) -> None:
     """Write a PNG: the item-size histogram with one line per candidate budget.
 
-    Needs matplotlib (``pip install 'jsonbudget[tune]'``); raises `ImportError` naming
-    the extra when it is missing. Uses matplotlib's object API (no pyplot global state).
+    Needs matplotlib (the ``cli`` extra); raises `ImportError` naming the extra when it
+    is missing. Uses matplotlib's object API (no pyplot global state).
     """
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
         from matplotlib.figure import Figure  # noqa: PLC0415
     except ImportError as exc:
-        raise ImportError(
-            "the chart needs matplotlib: pip install 'jsonbudget[tune]'", name="matplotlib"
-        ) from exc
+        raise missing_extra("cli", "matplotlib", "the chart") from exc
     fig = Figure(figsize=(9, 5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
