@@ -235,10 +235,11 @@ def test_cli_tune_chart_without_matplotlib(
     chart = tmp_path / "c.png"
     assert main(["tune", str(known_jsonl), "--chart", str(chart)]) == EXIT_ERROR
     assert capsys.readouterr().err == (
-        "jsonbudget: error: --chart needs matplotlib: pip install 'jsonbudget[tune]'\n"
+        "jsonbudget: error: --chart needs matplotlib: install the 'cli' extra"
+        " (in jsonbudget's source tree: python3 -m pip install '.[cli]')\n"
     )
     assert not chart.exists()
-    with pytest.raises(ImportError, match=r"jsonbudget\[tune\]"):
+    with pytest.raises(ImportError, match=r"the chart needs matplotlib: install the 'cli' extra"):
         write_chart(tune([sized(1)]), chart)
 
 

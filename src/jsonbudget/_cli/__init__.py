@@ -12,7 +12,7 @@ def run() -> int:
     try:
         from .main import main  # noqa: PLC0415 - rich is imported only for the command
     except ModuleNotFoundError as exc:
-        if exc.name != "rich":
+        if (exc.name or "").partition(".")[0] != "rich":
             raise
         from .._extras import missing_extra  # noqa: PLC0415
 
