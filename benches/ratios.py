@@ -210,6 +210,22 @@ def _run_isolated(area: str, mode: Mode) -> list[Row]:
         return [(str(m), float(v), str(u), str(t)) for m, v, u, t in json.loads(out.read_text())]
 
 
+DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS_MARKER = "<!-- Everything below is written by benches/ratios.py"
+
+
+def write_docs(report: str, command: str, path: Path = DOCS) -> None:
+    """Replace the figures in docs/benchmarks.md (everything below its marker line)."""
+    text = path.read_text(encoding="utf-8")
+    head, sep, _ = text.partition(DOCS_MARKER)
+    if not sep:
+        raise RuntimeError(f"{path} has lost its marker line {DOCS_MARKER!r}")
+    marker_line = sep + text[len(head) + len(sep) :].partition("\n")[0]
+    body = f"Command: `{command}`.\n\n```text\n{report}\n```\n"
+    path.write_text(f"{head}{marker_line}\n\n{body}", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="jsonbudget benchmark ratios")
     size = parser.add_mutually_exclusive_group()
@@ -218,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(AREAS), help="comma-separated areas")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument(
+        "--no-docs",
+        action="store_true",
+        help="do not write docs/benchmarks.md (a non-quick run of every area writes it)",
+    )
     parser.add_argument("--in-process", action="store_true", help="run every area in this process")
     # Internal: one area in a child process, its rows written as JSON.
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -270,12 +291,20 @@ def main(argv: list[str] | None = None) -> int:
     passed = sum(r["status"] == "PASS" for r in records)
     missed = [r for r in records if r["status"] == "MISS"]
     took = sum(durations.values())
-    print(f"jsonbudget benchmarks, mode {mode}, {started:%Y-%m-%d %H:%M} UTC, {took:.0f} s")
-    print(_versions())
-    print()
-    print(_table(records, args.markdown))
-    print()
-    print(f"{passed} targets met, {len(missed)} missed" + (f", failed: {failed}" if failed else ""))
+    report = "\n".join(
+        [
+            f"jsonbudget benchmarks, mode {mode}, {started:%Y-%m-%d %H:%M} UTC, {took:.0f} s",
+            _versions(),
+            "",
+            _table(records, args.markdown),
+            "",
+            f"{passed} targets met, {len(missed)} missed"
+            + (f", failed: {failed}" if failed else ""),
+        ]
+    )
+    print(report)
+    if not args.no_docs and mode != "quick" and areas == list(AREAS) and not failed:
+        write_docs(report, " ".join(["python3 benches/ratios.py", *(argv or sys.argv[1:])]))
     if args.json is not None:
         doc = {
             "mode": mode,

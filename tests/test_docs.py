@@ -135,3 +135,18 @@ def test_collector_pairs_output_blocks(tmp_path: Path) -> None:
         ("python", "print(1)\n", "1\n"),
         ("shell", "jsonbudget --version", None),
     ]
+
+
+def test_benchmark_script_writes_only_below_its_marker(tmp_path: Path) -> None:
+    from benches.ratios import DOCS, write_docs
+
+    page = tmp_path / "benchmarks.md"
+    page.write_text(DOCS.read_text(encoding="utf-8"), encoding="utf-8")
+    head = page.read_text(encoding="utf-8").partition("<!-- Everything below")[0]
+    write_docs("first table", "python3 benches/ratios.py", page)
+    write_docs("second table", "python3 benches/ratios.py --full", page)
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith(head)  # the prose above the marker is kept as written
+    assert "second table" in text
+    assert "first table" not in text
+    assert "Command: `python3 benches/ratios.py --full`." in text
