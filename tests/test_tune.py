@@ -119,7 +119,7 @@ def test_bad_options_are_refused() -> None:
         Tuner(budgets=[])
     with pytest.raises(LimitError, match="sample"):
         Tuner(sample=0)
-    with pytest.raises(ValueError, match="oversized"):
+    with pytest.raises(LimitError, match="oversized='error' is invalid"):
         Tuner(oversized="error")
 
 

@@ -3,7 +3,7 @@
 ::
 
     JsonBudgetError                      base of everything raised on purpose
-    ├── LimitError (ValueError)          a limit is invalid; raised before any work
+    ├── LimitError (ValueError)          a limit, mode or option is invalid; raised before any work
     ├── EncodeError (TypeError)          a value cannot be encoded and no marker was asked for
     ├── DecodeError (ValueError)         input bytes are not valid text in the declared encoding
     ├── OversizedItemError (ValueError)  an item cannot fit an empty page and outcome="error"
@@ -48,7 +48,10 @@ class JsonBudgetError(Exception):
 
 
 class LimitError(JsonBudgetError, ValueError):
-    """A limit is not a usable value; raised before any allocation or I/O."""
+    """A limit, mode or option is not a usable value; raised before any allocation or I/O.
+
+    ``name`` is the option as the caller spelled it and ``value`` what was passed.
+    """
 
     def __init__(self, name: str, value: object, reason: str) -> None:
         self.name = name

@@ -219,7 +219,7 @@ class Tuner:
         ):
             raise LimitError("goal_truncated", goal_truncated, "must be a number in [0, 1]")
         if oversized not in ("truncate", "placeholder"):
-            raise ValueError(f"oversized must be 'truncate' or 'placeholder', not {oversized!r}")
+            raise LimitError("oversized", oversized, "must be 'truncate' or 'placeholder'")
         self.budgets: tuple[int, ...] = tuple(checked)
         self.goal_truncated = float(goal_truncated)
         self.sample = check_int("sample", sample, minimum=1, maximum=MAX_LIMIT)
