@@ -27,7 +27,12 @@ def make_db(path: str) -> None:
 
 
 def main() -> None:
-    directory = tempfile.mkdtemp(prefix="jsonbudget-example-")
+    # The example's files live only as long as it runs.
+    with tempfile.TemporaryDirectory(prefix="jsonbudget-example-") as directory:
+        run(directory)
+
+
+def run(directory: str) -> None:
     db = os.path.join(directory, "orders.sqlite3")
     make_db(db)
     source = SQLiteSource(db, table="orders", order_by=["id"])
