@@ -25,8 +25,8 @@ from ..errors import InvalidCursor
 
 __all__ = [
     "AsyncIterableSource",
-    "Clipped",
     "AsyncSource",
+    "Clipped",
     "IterableSource",
     "JSONValue",
     "Position",
@@ -54,8 +54,9 @@ class Clipped:
     A database source fetches at most ``max_cell_bytes`` of a long text or binary cell;
     ``head`` is what it fetched (a `str` for text, `bytes` for binary data) and
     ``length`` the cell's full length, in characters for text and in bytes for binary
-    data, so a marker can say exactly how much was left out. It is never equal to the
-    whole value and orjson refuses it, so it cannot pass for the whole value unnoticed.
+    data, so a marker can say exactly how much was left out. It never equals the whole
+    value, and a plain JSON library writes it as ``{"head": ..., "length": ...}``, so it
+    cannot pass for the whole value unnoticed.
     """
 
     head: str | bytes

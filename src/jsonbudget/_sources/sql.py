@@ -815,9 +815,10 @@ class PostgresSource(_SQLSource):
     ) -> Iterator[tuple[Row, Position]]:
         if self._pool is not None:
             with self._pool.connection() as conn:
-                yield from self._page(conn, plan, sql, params, limit_hint, start)
+                yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
         else:
-            yield from self._page(self._connection(), plan, sql, params, limit_hint, start)
+            conn = self._connection()
+            yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
 
     def _page(
         self,
@@ -825,6 +826,7 @@ class PostgresSource(_SQLSource):
         plan: _Plan,
         sql: str,
         params: Params,
+        *,
         limit_hint: int | None,
         start: int,
     ) -> Iterator[tuple[Row, Position]]:
