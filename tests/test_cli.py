@@ -178,7 +178,7 @@ def test_dump_jsonl_bad_line_is_one_clear_line(
     path.write_text('{"id": 1}\n{"id": \n')
     assert main(["dump", str(path)]) == EXIT_ERROR
     err = capsys.readouterr().err
-    assert err.startswith("jsonbudget: error: line 2 is not valid JSON: ")
+    assert err.startswith("jsonbudget: error: line at byte 10: invalid JSON: ")
     assert err.count("\n") == 1
 
 
@@ -188,13 +188,15 @@ def test_dump_invalid_json(
     cp = run("dump", stdin=b"[1, 2")
     assert cp.returncode == EXIT_ERROR
     assert cp.stdout == b""
-    assert cp.stderr.decode() == "jsonbudget: error: invalid JSON: parse error: premature EOF\n"
+    assert cp.stderr.decode() == (
+        "jsonbudget: error: invalid JSON: the input ends inside the array (at decoded byte 5)\n"
+    )
 
 
 def test_dump_empty_input() -> None:
     cp = run("dump", stdin=b"  \n")
     assert cp.returncode == EXIT_ERROR
-    assert cp.stderr.decode() == "jsonbudget: error: the input is empty (at decoded byte 0)\n"
+    assert cp.stderr.decode() == "jsonbudget: error: the input is empty (at decoded byte 3)\n"
 
 
 def test_dump_bom_and_scalar_on_stdin() -> None:
@@ -306,7 +308,9 @@ def test_page_sqlite_table_and_query(
     rows = page_all(capsys, ["page", str(tickets_db), "--table", "t", *store], 4096)
     assert [r["id"] for r in rows] == list(range(1, 121))
     q = ["--query", "SELECT id, status FROM t WHERE status = ?", "--param", "closed"]
-    rows = page_all(capsys, ["page", str(tickets_db), *q, "--order-by=-id", *store], 512)
+    rows = page_all(
+        capsys, ["page", str(tickets_db), *q, "--order-by=-id", "--unique", *store], 512
+    )
     assert [r["id"] for r in rows] == list(range(120, 0, -3))
 
 
@@ -314,7 +318,7 @@ def test_page_cursor_errors_exit_3(
     tickets_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = ["--store", str(tmp_path / "c.sqlite3")]
-    q = ["page", str(tickets_db), "--query", "SELECT * FROM t WHERE status = ?"]
+    q = ["page", str(tickets_db), "--query", "SELECT * FROM t WHERE status = ?", "--unique"]
     assert main([*q, "--param", "open", "--max-items", "5", *store]) == EXIT_OK
     cursor = orjson.loads(capsys.readouterr().out)["next_cursor"]
     assert isinstance(cursor, str)
@@ -420,4 +424,191 @@ def test_subprocess_dump_page_and_errors(items_file: Path, tmp_path: Path) -> No
     cp = run("dump", "--max-bytes", "0", stdin=b"1")
     assert cp.returncode == EXIT_USAGE
     assert cp.stderr == b"jsonbudget: error: max_bytes=0 is invalid: must be at least 64\n"
+    assert b"Traceback" not in cp.stderr
+
+
+# -- one input layer: dump, page and tune read the same way --------------------------------
+
+
+def test_dump_refuses_content_after_the_value() -> None:
+    """Regression: '{"a":1} garbage' was dumped as complete."""
+    cp = run("dump", "--report", stdin=b'{"a":1} garbage')
+    assert cp.returncode == EXIT_ERROR
+    assert cp.stdout == b""
+    assert cp.stderr.decode() == (
+        "jsonbudget: error: invalid JSON: content after the value (at decoded byte 8)\n"
+    )
+
+
+def test_dump_reads_several_records_as_json_lines() -> None:
+    """Regression: a file of two records printed only the first, 'complete'."""
+    cp = run("dump", "--report", stdin=b'{"a": 1}\n{"b": 2}\n')
+    assert cp.returncode == EXIT_OK
+    assert cp.stdout == b'[{"a":1},{"b":2}]\n'
+    assert cp.stderr.decode() == "jsonbudget: 17 bytes, complete\n"
+
+
+def test_dump_refuses_content_after_a_top_level_array() -> None:
+    cp = run("dump", stdin=b"[1]\n[2]\n")
+    assert cp.returncode == EXIT_ERROR
+    assert "content after the top-level array (is this JSON Lines?)" in cp.stderr.decode()
+
+
+def test_dump_and_page_mark_a_big_integer_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: dump failed with 'integer overflow' where page wrote a marker."""
+    doc = b'[{"n": 123456789012345678901234567890}]'
+    path = tmp_path / "big.json"
+    path.write_bytes(doc)
+    assert main(["dump", str(path)]) == EXIT_OK
+    dumped = orjson.loads(capsys.readouterr().out)
+    assert main(["page", str(path), "--store", str(tmp_path / "c.sqlite3")]) == EXIT_OK
+    paged = orjson.loads(capsys.readouterr().out)
+    assert dumped == paged["items"]
+    assert dumped[0]["n"].startswith("…[unencodable")
+
+
+def test_dump_marks_a_lone_surrogate_escape() -> None:
+    """Regression: '"a\\ud800b"' came out as "a?b", 'complete'."""
+    cp = run("dump", "--report", "--json", stdin=b'"a\\ud800b"')
+    assert cp.returncode == EXIT_OK
+    assert orjson.loads(cp.stdout) == "a\ufffdb…[replaced: 1 lone surrogates]"
+    report = orjson.loads(cp.stderr)
+    assert report["complete"] is False
+    assert report["truncations"][0]["kind"] == "unencodable"
+
+
+@pytest.mark.parametrize("command", ["dump", "page", "tune"])
+def test_gzip_and_bom_read_the_same_in_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Regression: dump could not read gzip; page refused a BOM."""
+    import gzip  # noqa: PLC0415
+
+    path = tmp_path / "rows.json.gz"
+    path.write_bytes(
+        gzip.compress(b"\xef\xbb\xbf" + json.dumps([{"i": i} for i in range(5)]).encode())
+    )
+    extra = {
+        "dump": [],
+        "page": ["--store", str(tmp_path / "c.sqlite3")],
+        "tune": ["--json", "-q"],
+    }[command]
+    assert main([command, str(path), *extra]) == EXIT_OK
+    out = orjson.loads(capsys.readouterr().out)
+    if command == "dump":
+        assert out == [{"i": i} for i in range(5)]
+    elif command == "page":
+        assert out["items"] == [{"i": i} for i in range(5)]
+    else:
+        assert out["items"] == 5
+
+
+def test_page_detects_json_lines_without_the_extension(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rows.txt"
+    path.write_text('{"n": 1}\n{"n": 2}\n')
+    assert main(["page", str(path), "--store", str(tmp_path / "c.sqlite3")]) == EXIT_OK
+    assert orjson.loads(capsys.readouterr().out)["items"] == [{"n": 1}, {"n": 2}]
+
+
+def test_truncated_gzip_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip  # noqa: PLC0415
+
+    data = gzip.compress(json.dumps({"a": "x" * 100_000}).encode() * 3)
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    assert main(["dump", str(path)]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("jsonbudget: error: the gzip stream ends inside a member (truncated)")
+    assert err.count("\n") == 1
+    assert "b'" not in err  # never a Python bytes literal
+
+
+def test_page_query_with_ties_is_refused_not_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: --order-by service over a query returned 17,437 of 22,082 rows, complete."""
+    path = tmp_path / "ops.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE ops (service TEXT, name TEXT)")
+    conn.executemany("INSERT INTO ops VALUES (?, ?)", [(f"s{i % 5}", f"op{i}") for i in range(400)])
+    conn.commit()
+    conn.close()
+    store = ["--store", str(tmp_path / "c.sqlite3")]
+    q = ["page", str(path), "--query", "select service, name from ops", "--order-by", "service"]
+    assert main([*q, *store]) == EXIT_USAGE
+    assert "pass unique=True" in capsys.readouterr().err
+    # The table itself pages completely: its rowid breaks the ties.
+    rows = page_all(
+        capsys, ["page", str(path), "--table", "ops", "--order-by", "service", *store], 1024
+    )
+    assert sorted(r["name"] for r in rows) == sorted(f"op{i}" for i in range(400))
+
+
+def test_page_cuts_a_long_cell_in_the_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cell.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO t VALUES (1, ?)", ("x" * 5_000_000,))
+    conn.commit()
+    conn.close()
+    statements: list[str] = []
+    import jsonbudget._sources.sql as sql  # noqa: PLC0415
+
+    real_connect = sql.sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        c = real_connect(*args, **kwargs)
+        c.set_trace_callback(statements.append)
+        return c
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sql.sqlite3, "connect", traced)
+        assert (
+            main(["page", str(path), "--table", "t", "--store", str(tmp_path / "c.sqlite3")]) == 0
+        )
+    out = capsys.readouterr().out
+    assert len(out) <= 65537
+    assert any('substr(_jb_q."body", 1, 65536)' in s for s in statements)
+
+
+DEEP = 1_000_000
+
+
+def test_dump_of_a_million_deep_array_is_bounded(tmp_path: Path) -> None:
+    """Regression: 10,000 levels took 276 MB; 1,000,000 levels were killed by the kernel."""
+    path = tmp_path / "deep.json"
+    path.write_bytes(b"[" * DEEP + b"]" * DEEP)
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20))\n"
+        "from jsonbudget._cli.main import main\n"
+        f"sys.exit(main(['dump', '--max-bytes', '200', '--report', {str(path)!r}]))\n"
+    )
+    cp = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, env=ENV, timeout=60, check=False
+    )
+    assert cp.returncode == EXIT_OK, cp.stderr
+    assert len(cp.stdout) - 1 <= 200
+    assert b"\xe2\x80\xa6[depth: list of 1 items]" in cp.stdout
+    assert b"depth" in cp.stderr
+
+
+@pytest.mark.parametrize("command", ["page", "tune"])
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_deep_files_page_and_tune_without_a_traceback(
+    tmp_path: Path, command: str, suffix: str
+) -> None:
+    """Regression: RecursionError tracebacks from page, tune and dump x.jsonl."""
+    path = tmp_path / f"deep{suffix}"
+    deep = b"[" * 5000 + b"]" * 5000
+    path.write_bytes(b"[" + deep + b"]" if suffix == ".json" else deep + b"\n")
+    extra = ["--store", str(tmp_path / "c.sqlite3")] if command == "page" else ["--json", "-q"]
+    cp = run(command, str(path), *extra)
+    assert cp.returncode == EXIT_OK, cp.stderr
     assert b"Traceback" not in cp.stderr

@@ -124,7 +124,7 @@ def test_numbers_keep_their_exact_values(tmp_path: Path) -> None:
     ("text", "prefix", "message"),
     [
         ("[1, 2,]", "item", "trailing comma"),
-        ("[1, 2", "item", "expected ',' or ']'"),
+        ("[1, 2", "item", "the input ends inside the array"),
         ("[1 2]", "item", "expected ',' or ']'"),
         ("[NaN]", "item", "NaN is not valid JSON"),
         ("[1, -Infinity]", "item", "Infinity is not valid JSON"),

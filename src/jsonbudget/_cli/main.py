@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
+import gzip
 import os
 import re
 import sqlite3
@@ -19,9 +19,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from itertools import islice
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Protocol, cast
 
-import ijson
 import orjson
 from rich.console import Console
 from rich.progress import (
@@ -42,8 +41,17 @@ from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
 from .._pages.builder import MCP_KEYS, Paginator
 from .._sources.base import Source
-from .._sources.files import JsonArrayFileSource, JsonLinesSource
-from .._sources.sql import SQLiteSource
+from .._sources.files import (
+    BOM,
+    GZIP_MAGIC,
+    JsonArrayFileSource,
+    JsonLinesSource,
+    array_items,
+    file_errors,
+    parse_line,
+)
+from .._sources.jsonread import load_json
+from .._sources.sql import MIN_CELL_BYTES, SQLiteSource
 from ..errors import CursorError, DecodeError, JsonBudgetError, LimitError
 from .demo import (
     DEFAULT_HUGE_BYTES,
@@ -82,7 +90,8 @@ MAX_LOAD_BYTES: Final = 256 * 1024 * 1024
 _PROG: Final = "jsonbudget"
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _JSONL_EXT: Final = (".jsonl", ".ndjson")
-_BOM: Final = b"\xef\xbb\xbf"
+#: Stands for "no value yet" where None is a value.
+_NOTHING: Final = object()
 _WS: Final = b" \t\r\n"
 _READ: Final = 64 * 1024
 _SIZE = re.compile(r"\s*(\d+)\s*(b|k|kib|m|mib|g|gib)?\s*", re.IGNORECASE)
@@ -197,7 +206,14 @@ def _add_source(p: argparse.ArgumentParser) -> None:
         "--order-by",
         action="append",
         metavar="COLS",
-        help="SQLite: unique order, 'col' or '-col', comma-separated or repeated (default id)",
+        help="SQLite: the order, 'col' or '-col', comma-separated or repeated (default id); "
+        "a table's primary key is appended when needed",
+    )
+    g.add_argument(
+        "--unique",
+        action="store_true",
+        help="SQLite: declare that --order-by is unique in the --query result (a query's "
+        "order is refused otherwise: rows sharing a key could be skipped)",
     )
     g.add_argument(
         "--mode",
@@ -328,10 +344,6 @@ def _write(data: bytes) -> None:
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         return f"{exc.strerror}: {exc.filename}"
-    if isinstance(exc, ijson.JSONError):
-        # yajl's message spans lines and draws an arrow; its first line says what broke.
-        first = next((line for line in str(exc).splitlines() if line.strip()), "")
-        return f"invalid JSON: {' '.join(first.split())}"
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
 
@@ -353,7 +365,11 @@ def _show_progress(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False) and sys.stderr.isatty()
 
 
-# -- dump -------------------------------------------------------------------------------
+# -- the input layer (dump, page, tune) -------------------------------------------------
+
+
+class _Reader(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class _Prepended:
@@ -361,7 +377,7 @@ class _Prepended:
 
     __slots__ = ("cap", "head", "read_bytes", "stream")
 
-    def __init__(self, head: bytes, stream: IO[bytes], cap: int | None) -> None:
+    def __init__(self, head: bytes, stream: _Reader, cap: int | None) -> None:
         self.head = head
         self.stream = stream
         self.cap = cap
@@ -382,51 +398,130 @@ class _Prepended:
             )
         return chunk
 
+    def readline(self, size: int = -1) -> bytes:
+        parts: list[bytes] = []
+        taken = 0
+        while size < 0 or taken < size:
+            if not self.head:
+                self.head = self.stream.read(_READ)
+                if not self.head:
+                    break
+            want = len(self.head) if size < 0 else min(len(self.head), size - taken)
+            end = self.head.find(b"\n", 0, want)
+            cut = want if end < 0 else end + 1
+            parts.append(self.head[:cut])
+            self.head = self.head[cut:]
+            taken += cut
+            if end >= 0:
+                break
+        line = b"".join(parts)
+        self.read_bytes += len(line)
+        return line
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _jsonl_items(stream: IO[bytes]) -> Iterator[Any]:
-    """One value per non-blank line, parsed only when the encoder asks for it."""
-    offset = 0
-    for lineno, line in enumerate(stream, 1):
-        start = offset
-        offset += len(line)
-        if not line.strip():
-            continue
-        try:
-            # stdlib json keeps integers beyond 64 bits exact (orjson would make floats).
-            yield json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
-        except UnicodeDecodeError as exc:
-            raise DecodeError(
-                f"line {lineno} is not valid UTF-8", offset=start + exc.start
-            ) from None
-        except ValueError as exc:
-            raise DecodeError(f"line {lineno} is not valid JSON: {exc}", offset=start) from None
-
-
-def _json_value(stream: IO[bytes]) -> Any:
-    """A top-level array as a lazy iterator of its items; anything else loaded whole."""
-    head = stream.read(_READ)
-    if head.startswith(_BOM):
-        head = head[len(_BOM) :]
-    stripped = head.lstrip(_WS)
-    while not stripped:
-        more = stream.read(_READ)
-        if not more:
-            raise DecodeError("the input is empty", offset=0)
-        stripped = more.lstrip(_WS)
-    if stripped[:1] == b"[":
-        return ijson.items(_Prepended(stripped, stream, None), "item", use_float=True)
-    values = ijson.items(_Prepended(stripped, stream, MAX_LOAD_BYTES), "", use_float=True)
-    return next(iter(values))
+    def read_all(self) -> bytes:
+        """The rest of the stream (refused past *cap*)."""
+        parts: list[bytes] = []
+        while chunk := self.read(_READ):
+            parts.append(chunk)
+        return b"".join(parts)
 
 
-def _open_input(name: str, stack: ExitStack) -> IO[bytes]:
+def _open_input(name: str, stack: ExitStack) -> _Prepended:
+    """The decoded bytes of a file (or ``-``, stdin): gzip undone, a UTF-8 BOM skipped."""
     if name == "-":
-        return sys.stdin.buffer
-    return stack.enter_context(open(name, "rb"))
+        raw: IO[bytes] = sys.stdin.buffer
+    else:
+        raw = stack.enter_context(open(name, "rb"))  # noqa: SIM115  # the stack closes it
+    head = raw.read(len(GZIP_MAGIC))
+    stream: _Reader = raw
+    if head == GZIP_MAGIC:
+        stream = gzip.GzipFile(fileobj=cast(IO[bytes], _Prepended(head, raw, None)), mode="rb")
+        head = b""
+    with file_errors(lambda: 0):
+        while len(head) < len(BOM):
+            more = stream.read(len(BOM) - len(head))
+            if not more:
+                break
+            head += more
+    return _Prepended(head.removeprefix(BOM), stream, None)
+
+
+def _first_char(stream: _Prepended, at: Callable[[], int]) -> bytes:
+    """Skip leading whitespace; return the first byte of the value (b"" at the end)."""
+    with file_errors(at):
+        while True:
+            chunk = stream.read(_READ)
+            if not chunk:
+                return b""
+            rest = chunk.lstrip(_WS)
+            if rest:
+                stream.head = rest + stream.head
+                stream.read_bytes -= len(rest)
+                return rest[:1]
+
+
+def _lines(stream: _Prepended, first: Any = _NOTHING, offset: int = 0) -> Iterator[Any]:
+    """One value per non-blank line, parsed only when the encoder asks for it."""
+    if first is not _NOTHING:
+        yield first
+    with file_errors(lambda: offset):
+        while line := stream.readline(MAX_LOAD_BYTES + 1):
+            if len(line) > MAX_LOAD_BYTES:
+                raise DecodeError(f"a line is longer than {MAX_LOAD_BYTES} bytes", offset=offset)
+            start = offset
+            offset += len(line)
+            if not line.isspace():
+                yield parse_line(line, start)
+
+
+def _array(stream: _Prepended) -> Iterator[Any]:
+    for item, _index, _offset, _last in array_items(stream):  # type: ignore[arg-type]
+        yield item
+
+
+def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
+    """What `dump` encodes: an array's items lazily, JSON Lines lazily, else one value.
+
+    A value followed on its next line by more values is JSON Lines; anything else after
+    a value is refused, never dropped.
+    """
+    if jsonl:
+        return _lines(stream)
+    first = _first_char(stream, lambda: stream.read_bytes)
+    if not first:
+        raise DecodeError("the input is empty", offset=stream.read_bytes)
+    if first == b"[":
+        return _array(stream)
+    with file_errors(lambda: stream.read_bytes):
+        line = stream.readline(MAX_LOAD_BYTES + 1)
+        try:
+            value = load_json(line)
+        except DecodeError:
+            value = _NOTHING  # not one value on one line: read the value whole
+        if value is not _NOTHING:
+            rest = _first_char(stream, lambda: stream.read_bytes)
+            if not rest:
+                return value
+            if rest in b'{["-0123456789tfn':
+                return _lines(stream, value, len(line))
+            raise DecodeError("invalid JSON: content after the value", offset=len(line))
+        whole = _Prepended(line, stream, MAX_LOAD_BYTES)
+        return load_json(whole.read_all())
+
+
+def _sniff_kind(path: str) -> str:
+    """``"jsonl"`` when the file's first line is a whole value and more follow, else json."""
+    with ExitStack() as stack:
+        stream = _open_input(path, stack)
+        first = _first_char(stream, lambda: stream.read_bytes)
+        if first in (b"", b"["):
+            return "json"
+        line = stream.readline(MAX_LOAD_BYTES + 1)
+        try:
+            load_json(line)
+        except DecodeError:
+            return "json"
+        return "jsonl" if _first_char(stream, lambda: stream.read_bytes) else "json"
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
@@ -440,7 +535,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     jsonl = args.jsonl or args.file.lower().endswith(_JSONL_EXT)
     with ExitStack() as stack:
         stream = _open_input(args.file, stack)
-        value = _jsonl_items(stream) if jsonl else _json_value(stream)
+        value = _read_value(stream, jsonl=jsonl)
         result = encoder.encode(value)
     _write(result.data + b"\n")
     if args.report:
@@ -476,7 +571,9 @@ def _kind(args: argparse.Namespace) -> str:
     with open(path, "rb") as f:
         if f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
             return "sqlite"
-    return "jsonl" if path.lower().endswith(_JSONL_EXT) else "json"
+    if path.lower().endswith(_JSONL_EXT):
+        return "jsonl"
+    return "json" if args.prefix != "item" else _sniff_kind(path)
 
 
 class _Usage(Exception):
@@ -489,15 +586,20 @@ def _order_by(args: argparse.Namespace) -> list[str]:
     return [c.strip() for spec in args.order_by for c in spec.split(",") if c.strip()]
 
 
-def _source(args: argparse.Namespace) -> tuple[Source[Any], dict[str, Any]]:
-    """The source named by the options and the query a cursor is bound to."""
+def _source(args: argparse.Namespace, cell_bytes: int) -> tuple[Source[Any], dict[str, Any]]:
+    """The source named by the options and the query a cursor is bound to.
+
+    *cell_bytes* bounds what is fetched of one database cell (the page budget).
+    """
     path = os.path.abspath(args.source)
     if not os.path.exists(path):
         raise FileNotFoundError(2, "no such file", args.source)
     kind = _kind(args)
     sql_given = args.table is not None or args.query is not None or args.param
-    if kind != "sqlite" and (sql_given or args.order_by):
-        raise _Usage("--table, --query, --param and --order-by apply to SQLite sources only")
+    if kind != "sqlite" and (sql_given or args.order_by or args.unique):
+        raise _Usage(
+            "--table, --query, --param, --order-by and --unique apply to SQLite sources only"
+        )
     query: dict[str, Any] = {"kind": kind, "path": path}
     if kind == "sqlite":
         if (args.table is None) == (args.query is None):
@@ -512,12 +614,16 @@ def _source(args: argparse.Namespace) -> tuple[Source[Any], dict[str, Any]]:
             params=list(args.param),
             order_by=order,
             mode=args.mode,
+            unique=args.unique,
+            # A cell longer than the whole page cannot fit it: never fetch more of one.
+            max_cell_bytes=max(MIN_CELL_BYTES, cell_bytes),
         )
         query |= {
             "table": args.table,
             "query": args.query,
             "params": list(args.param),
             "order_by": order,
+            "unique": args.unique,
             "mode": args.mode,
         }
     elif kind == "jsonl":
@@ -548,7 +654,7 @@ def _cmd_page(args: argparse.Namespace) -> int:
         max_depth=args.max_depth,
         max_pages=args.max_pages,
     )
-    source, query = _source(args)
+    source, query = _source(args, args.max_bytes)
     principal = args.principal if args.principal is not None else _default_principal()
     scope = Scope(principal, query)
     with ExitStack() as stack:
@@ -631,7 +737,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
         if importlib.util.find_spec("matplotlib") is None:
             raise missing_extra("cli", "matplotlib", "--chart")
-    source, _query = _source(args)
+    source, _query = _source(args, max(args.budgets))
     with _progress(_show_progress(args)) as progress:
         reading = progress.add_task("reading items", total=tuner.sample)
         items: list[Any] = []
@@ -724,7 +830,6 @@ def _data_errors() -> tuple[type[BaseException], ...]:
         ValueError,
         ImportError,
         sqlite3.Error,
-        ijson.JSONError,
     ]
     redis_exc = sys.modules.get("redis.exceptions")
     if redis_exc is not None:

@@ -352,6 +352,8 @@ def array_items(
 
 def _after_item(win: _Window) -> bool:
     char = win.peek()
+    if not char:
+        raise win.error("the input ends inside the array")
     if char == ",":
         win.pos += 1
         win.bpos += 1
