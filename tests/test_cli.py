@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import sqlite3
@@ -484,8 +485,6 @@ def test_gzip_and_bom_read_the_same_in_every_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     """Regression: dump could not read gzip; page refused a BOM."""
-    import gzip  # noqa: PLC0415
-
     path = tmp_path / "rows.json.gz"
     path.write_bytes(
         gzip.compress(b"\xef\xbb\xbf" + json.dumps([{"i": i} for i in range(5)]).encode())
@@ -515,8 +514,6 @@ def test_page_detects_json_lines_without_the_extension(
 
 
 def test_truncated_gzip_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import gzip  # noqa: PLC0415
-
     data = gzip.compress(json.dumps({"a": "x" * 100_000}).encode() * 3)
     path = tmp_path / "t.json.gz"
     path.write_bytes(data[: len(data) // 2])
@@ -558,9 +555,7 @@ def test_page_cuts_a_long_cell_in_the_query(
     conn.commit()
     conn.close()
     statements: list[str] = []
-    import jsonbudget._sources.sql as sql  # noqa: PLC0415
-
-    real_connect = sql.sqlite3.connect
+    real_connect = sqlite3.connect
 
     def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         c = real_connect(*args, **kwargs)
@@ -568,7 +563,7 @@ def test_page_cuts_a_long_cell_in_the_query(
         return c
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sql.sqlite3, "connect", traced)
+        mp.setattr(sqlite3, "connect", traced)
         assert (
             main(["page", str(path), "--table", "t", "--store", str(tmp_path / "c.sqlite3")]) == 0
         )
