@@ -558,7 +558,7 @@ def test_page_cuts_a_long_cell_in_the_query(
     real_connect = sqlite3.connect
 
     def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        c = real_connect(*args, **kwargs)
+        c: sqlite3.Connection = real_connect(*args, **kwargs)
         c.set_trace_callback(statements.append)
         return c
 
