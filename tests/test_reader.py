@@ -8,12 +8,14 @@ import itertools
 import tracemalloc
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsonbudget import BoundedReader, BoundedText, read_bounded_text
+from jsonbudget._reader import MAX_EMPTY_CHUNKS
 from jsonbudget.errors import DecodeError, LimitError
 
 
@@ -298,3 +300,76 @@ def test_property_arbitrary_bytes_give_valid_text_or_decode_error(data: bytes, l
         return
     assert len(out.text.encode()) <= limit
     assert data.startswith(out.text.encode())
+
+
+# --- the last gaps: stuck sources, source caps, strided views ---------------------------
+
+
+def test_an_endless_run_of_empty_chunks_terminates() -> None:
+    """Regression: itertools.repeat(b"") hung read_bounded_text."""
+    pulled = 0
+
+    def empties() -> Iterator[bytes]:
+        nonlocal pulled
+        while True:
+            pulled += 1
+            yield b""
+
+    out = read_bounded_text(empties(), 10)
+    assert (out.text, out.complete, out.bytes_read) == ("", False, 0)
+    assert pulled == MAX_EMPTY_CHUNKS
+
+
+def test_empty_chunks_between_data_are_fine() -> None:
+    chunks = [b"", b"ab", *([b""] * (MAX_EMPTY_CHUNKS - 1)), b"cd", b""]
+    out = read_bounded_text(chunks, 10)
+    assert (out.text, out.complete) == ("abcd", True)
+
+
+@pytest.mark.parametrize(
+    "source", [b"abcdef", [b"abcdef"], [b"ab", b"cdef"], [b"abc", b"def"]], ids=repr
+)
+def test_a_source_cut_by_max_source_bytes_is_not_complete(source: Any) -> None:
+    """Regression: read_bounded_text(b"abcdef", 10, max_source_bytes=3) said complete."""
+    out = read_bounded_text(source, 10, max_source_bytes=3)
+    assert (out.text, out.complete, out.source_bytes_read) == ("abc", False, 3)
+
+
+def test_exactly_the_source_cap_of_a_source_that_ends_is_complete() -> None:
+    out = read_bounded_text([b"abc"], 10, max_source_bytes=3)
+    assert (out.text, out.complete) == ("abc", True)
+
+
+def test_gzip_of_many_empty_members_is_cut_and_not_complete() -> None:
+    """Regression: 100,000 empty gzip members in one bytes object said complete."""
+    data = gzip_module.compress(b"") * 100_000
+    for source in (data, [data]):
+        out = read_bounded_text(source, 10, gzip=True)
+        assert (out.text, out.complete) == ("", False)
+        assert out.source_bytes_read < len(data)
+
+
+def test_gzip_cut_by_the_source_cap_inside_a_member_is_partial() -> None:
+    """Regression: this raised DecodeError("... truncated") instead of a partial result."""
+    text = "".join(f"line {i}\n" for i in range(200_000)).encode()
+    data = gzip_module.compress(text)
+    out = read_bounded_text(data, 10_000_000, gzip=True, max_source_bytes=len(data) // 2)
+    assert out.complete is False
+    assert 0 < out.bytes_read < len(text)
+    assert out.text.encode() == text[: out.bytes_returned]
+
+
+def test_a_truly_truncated_gzip_still_raises() -> None:
+    data = gzip_module.compress(b"hello world" * 100)
+    with pytest.raises(DecodeError, match="truncated"):
+        read_bounded_text(data[:-10], 100_000, gzip=True)
+
+
+def test_a_strided_memoryview_is_read() -> None:
+    """Regression: a non-contiguous memoryview raised an internal TypeError."""
+    view = memoryview(b"a-b-c-d-")[::2]
+    assert not view.c_contiguous
+    sources: list[Any] = [view, [view]]
+    for source in sources:
+        out = read_bounded_text(source, 3)
+        assert (out.text, out.complete) == ("abc", False)

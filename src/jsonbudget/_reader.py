@@ -13,6 +13,7 @@ from .errors import DecodeError, LimitError
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
+    "MAX_EMPTY_CHUNKS",
     "BinarySource",
     "BoundedReader",
     "BoundedText",
@@ -27,6 +28,9 @@ DEFAULT_CHUNK_BYTES = 64 * 1024
 _GZIP_SOURCE_SLACK = 1024 * 1024
 # gzip magic bytes; zlib's wbits=31 accepts exactly one gzip member.
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+#: An iterable that yields this many empty chunks in a row is taken to be stuck: the read
+#: stops there with complete=False, so an endless run of b"" cannot hang it.
+MAX_EMPTY_CHUNKS = 1024
 
 
 @runtime_checkable
@@ -186,24 +190,41 @@ class _RawChunks:
             yield view
 
     def _from_iterable(self, pieces: Iterable[object]) -> Iterator[memoryview]:
+        empty = 0
         for piece in pieces:
             view = _as_view(piece)
+            if not view:
+                empty += 1
+                if empty >= MAX_EMPTY_CHUNKS:
+                    return  # stuck: not ended, so nothing is claimed about the rest
+                continue
+            empty = 0
             left = self._left()
             if left is not None:
                 if left <= 0:
                     return
-                view = view[:left]
-            # A caller's 1 GB chunk is handed on in slices of a view, never copied.
-            for start in range(0, len(view), self.chunk_bytes):
-                part = view[start : start + self.chunk_bytes]
-                self.taken += len(part)
-                yield part
+                if len(view) > left:
+                    # Cut by the source cap: the rest of this chunk was never taken, so
+                    # the source has not ended.
+                    yield from self._slices(view[:left])
+                    return
+            yield from self._slices(view)
         self.ended = True
+
+    def _slices(self, view: memoryview) -> Iterator[memoryview]:
+        # A caller's 1 GB chunk is handed on in slices of a view, never copied.
+        for start in range(0, len(view), self.chunk_bytes):
+            part = view[start : start + self.chunk_bytes]
+            self.taken += len(part)
+            yield part
 
 
 def _as_view(chunk: object) -> memoryview:
     if isinstance(chunk, bytes | bytearray | memoryview):
         view = memoryview(chunk)
+        if not view.c_contiguous:
+            # Strided views cannot be cast to bytes in place: their bytes are copied.
+            return memoryview(view.tobytes())
         return view if view.format == "B" and view.ndim == 1 else view.cast("B")
     raise TypeError(f"the source must yield bytes, not {type(chunk).__name__}")
 
