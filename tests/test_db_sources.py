@@ -18,7 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Json, Jsonb
 
-from jsonbudget import PostgresSource, Source, SQLiteSource
+from jsonbudget import (
+    Limits,
+    MemoryCursorStore,
+    PostgresSource,
+    Scope,
+    Source,
+    SQLiteSource,
+    paginate,
+)
 from jsonbudget._sources.base import Clipped, Position
 from jsonbudget._sources.sql import MIN_CELL_BYTES
 from jsonbudget.errors import InvalidCursor, LimitError
@@ -833,3 +841,44 @@ def test_sqlite_path_source_keeps_one_connection_until_close(
         read_in_pages(source, [10])
         assert handles() == before + 1
     assert handles() == before
+
+
+# --- sources that change between pages ----------------------------------------------------
+
+
+def test_a_row_whose_key_changes_between_pages_is_served_where_its_key_is_then(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    """The documented outcome: keyset pages follow the key as each page reads it."""
+    _, conn = sqlite_db
+    source = SQLiteSource(conn, table="t", order_by=("id",))
+    first = take(source, None, 5)  # ids 2..10
+    conn.execute("UPDATE t SET id = 1000 WHERE id = 4")  # served already; moves ahead
+    conn.execute("UPDATE t SET id = 1 WHERE id = 50")  # not served yet; moves behind
+    rest = all_ids(source, roundtrip(first[-1][1]))
+    assert 1000 in rest  # served again at its new place
+    assert 1 not in rest and 50 not in rest  # now behind the cursor: not in this operation
+    assert rest == sorted(rest)
+
+
+def test_paginate_over_ties_serves_every_row_once(tmp_path: Path) -> None:
+    """Regression through the real pager: ties at page boundaries lost rows, complete."""
+    conn = sqlite3.connect(tmp_path / "p.sqlite")
+    conn.execute("CREATE TABLE t (grp TEXT, n INTEGER)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(f"g{i % 7}", i) for i in range(3000)])
+    conn.commit()
+    store = MemoryCursorStore()
+    scope = Scope("alice", {"report": "groups"})
+    limits = Limits(4096)
+    seen: list[int] = []
+    cursor = None
+    with SQLiteSource(tmp_path / "p.sqlite", table="t", order_by=("grp",)) as source:
+        for _ in range(10_000):
+            page = paginate(source, scope=scope, cursor=cursor, store=store, limits=limits)
+            seen.extend(row["n"] for row in page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    assert page.complete
+    assert sorted(seen) == list(range(3000))
+    assert len(seen) == 3000
