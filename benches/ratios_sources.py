@@ -232,8 +232,103 @@ def postgres_rows(n: int = 200_000) -> list[Row]:
     return rows
 
 
+# A fresh process pages a table whose first row holds one huge cell, and reports its own
+# peak RSS (VmHWM), the time of the first page and the page's size.
+_CELL_PROBE = """
+import json, sys, time
+from jsonbudget import Limits, MemoryCursorStore, PostgresSource, Scope, paginate
+dsn, table, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store, scope, limits = MemoryCursorStore(), Scope("bench", {}), Limits(budget)
+t0 = time.perf_counter()
+with PostgresSource(dsn, table=table, max_cell_bytes=budget) as source:
+    page = paginate(source, scope=scope, store=store, limits=limits)
+    first = time.perf_counter() - t0
+    data = page.to_json()
+    rows = len(page.items)
+    while page.next_cursor is not None:
+        page = paginate(source, scope=scope, store=store, limits=limits, cursor=page.next_cursor)
+        rows += len(page.items)
+with open("/proc/self/status") as f:
+    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(json.dumps({"first_s": first, "hwm_kib": hwm, "bytes": len(data), "rows": rows}))
+"""
+
+_DEEP_PROBE = """
+import json, sys, time, io, contextlib
+from jsonbudget._cli.main import main
+out = io.StringIO()
+t0 = time.perf_counter()
+with contextlib.redirect_stdout(out):
+    code = main(["dump", "--max-bytes", "200", sys.argv[1]])
+took = time.perf_counter() - t0
+with open("/proc/self/status") as f:
+    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(json.dumps({"s": took, "hwm_kib": hwm, "code": code, "bytes": len(out.getvalue()) - 1}))
+"""
+
+
+def _probe(code: str, *args: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC)},
+    )
+    result: dict[str, Any] = orjson.loads(out.stdout)
+    return result
+
+
+def deep_dump_rows(levels: int = 1_000_000) -> list[Row]:
+    """`jsonbudget dump` of a nested array *levels* deep to 200 bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "deep.json"
+        path.write_bytes(b"[" * levels + b"]" * levels)
+        runs = [_probe(_DEEP_PROBE, str(path)) for _ in range(3)]
+    assert all(r["code"] == 0 and r["bytes"] <= 200 for r in runs)
+    took = statistics.median(r["s"] for r in runs)
+    hwm = statistics.median(r["hwm_kib"] for r in runs) / 1024
+    return [
+        (f"dump of a {levels:,}-deep array to 200 bytes", took, "s", "<= 1"),
+        (f"dump of a {levels:,}-deep array: process peak RSS", hwm, "MiB", "<= 100"),
+    ]
+
+
+def big_cell_rows(text_mb: int = 1000, bytea_mb: int = 600, budget: int = 65536) -> list[Row]:
+    """A page of a table whose first row holds one huge text (or bytea) cell."""
+    rows: list[Row] = []
+    with running_postgres() as server, psycopg.connect(server.dsn, autocommit=True) as conn:
+        for kind, mb in (("text", text_mb), ("bytea", bytea_mb)):
+            table = f"cell_{kind}"
+            conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, body {kind})")
+            # Stored uncompressed, as incompressible data would be.
+            conn.execute(f"ALTER TABLE {table} ALTER COLUMN body SET STORAGE EXTERNAL")
+            n = mb * 1_000_000
+            if kind == "text":
+                conn.execute(f"INSERT INTO {table} VALUES (1, repeat('x', %s))", (n,))
+            else:
+                # In 100 MB steps: the hex text of 600 MB would pass the 1 GB value limit.
+                conn.execute(f"INSERT INTO {table} VALUES (1, ''::bytea)")
+                step = 100_000_000
+                for done in range(0, n, step):
+                    conn.execute(
+                        f"UPDATE {table} SET body = body || decode(repeat('ab', %s), 'hex')",
+                        (min(step, n - done),),
+                    )
+            conn.execute(f"INSERT INTO {table} VALUES (2, 'small')")
+            result = _probe(_CELL_PROBE, server.dsn, table, str(budget))
+            assert result["rows"] == 2, result
+            assert result["bytes"] <= budget, result
+            label = f"page of a {mb:,} MB PostgreSQL {kind} cell"
+            rows.append((f"{label}: first page", result["first_s"], "s", "<= 1"))
+            rows.append((f"{label}: process peak RSS", result["hwm_kib"] / 1024, "MiB", "<= 64"))
+            conn.execute(f"DROP TABLE {table}")
+    return rows
+
+
 def run(full: bool = False) -> list[Row]:
-    return file_rows(full) + postgres_rows()
+    cells = big_cell_rows() if full else big_cell_rows(100, 60)
+    return file_rows(full) + deep_dump_rows() + cells + postgres_rows()
 
 
 if __name__ == "__main__":
