@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sqlite3
+import uuid
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.types.json import Json, Jsonb
 
 from jsonbudget import PostgresSource, Source, SQLiteSource
-from jsonbudget._sources.base import Position
-from jsonbudget.errors import EncodeError, InvalidCursor, LimitError
+from jsonbudget._sources.base import Clipped, Position
+from jsonbudget._sources.sql import MIN_CELL_BYTES
+from jsonbudget.errors import InvalidCursor, LimitError
 from tests.fixtures_postgres import PostgresServer
 from tests.test_sources import read_in_pages, roundtrip, take
 
@@ -100,12 +106,16 @@ def test_sqlite_asks_for_limit_plus_one(sqlite_db: tuple[Path, sqlite3.Connectio
     conn.create_function("seen", 1, seen)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
-    source = SQLiteSource(conn, query="SELECT id, seen(id) AS s FROM t", batch_size=1000)
+    source = SQLiteSource(
+        conn, query="SELECT id, seen(id) AS s FROM t", unique=True, batch_size=1000
+    )
     got = take(source, [40], 11)
     assert ids(got) == list(range(42, 64, 2))
     assert statements[-1].endswith("LIMIT 11")
-    assert 'WHERE "id" > 40' in statements[-1]
-    assert len(produced) == 11  # the database itself stopped after limit_hint + 1 rows
+    assert '(_jb_q."id" > 40)' in statements[-1]
+    # The database itself stopped after limit_hint + 1 rows (SQLite inlines the query,
+    # so a select-list expression runs once per mention in the bounded select list).
+    assert sorted(set(produced)) == list(range(42, 64, 2))
 
 
 def test_sqlite_unbounded_stream_fetches_in_batches(
@@ -119,9 +129,13 @@ def test_sqlite_unbounded_stream_fetches_in_batches(
         return x
 
     conn.create_function("seen", 1, seen)
-    it = SQLiteSource(conn, query="SELECT id, seen(id) AS s FROM t", batch_size=8).open(None)
+    it = SQLiteSource(
+        conn, query="SELECT id, seen(id) AS s FROM t", unique=True, batch_size=8
+    ).open(None)
     assert next(it)[0] == {"id": 2, "s": 2}
-    assert len(produced) == 9  # one batch of 8, plus the row the sqlite3 module steps ahead
+    # A first fetch of 8 rows (batch_size caps the first 16), plus the row the sqlite3
+    # module steps ahead.
+    assert len(set(produced)) == 9
     it.close()  # type: ignore[attr-defined]
 
 
@@ -166,8 +180,12 @@ def test_offset_mode_shifts_when_rows_are_deleted_before_the_cursor(
 
 def test_sqlite_named_and_positional_params(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
     _, conn = sqlite_db
-    named = SQLiteSource(conn, query="SELECT * FROM t WHERE grp = :g", params={"g": "b"})
-    positional = SQLiteSource(conn, query="SELECT * FROM t WHERE grp = ?", params=["b"])
+    named = SQLiteSource(
+        conn, query="SELECT * FROM t WHERE grp = :g", params={"g": "b"}, unique=True
+    )
+    positional = SQLiteSource(
+        conn, query="SELECT * FROM t WHERE grp = ?", params=["b"], unique=True
+    )
     for source in (named, positional):
         full = list(source.open(None))
         assert ids(full) == list(range(2, 202, 4))
@@ -213,23 +231,34 @@ def test_closing_the_iterator_releases_the_read_lock(
         writer.close()
 
 
-def test_null_order_key_is_refused(sqlite_db: tuple[Path, sqlite3.Connection]) -> None:
+def test_null_order_keys_page_where_the_database_sorts_them(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    """Regression: a NULL in an order column was an error; now it pages like any value."""
     _, conn = sqlite_db
-    conn.execute("INSERT INTO t VALUES (500, 'a', NULL)")
-    with pytest.raises(EncodeError, match="NULL"):
-        all_ids(SQLiteSource(conn, table="t", order_by=("body", "id")))
+    conn.execute("INSERT INTO t VALUES (500, 'a', NULL), (501, 'a', NULL)")
+    for order in (("body", "id"), ("-body", "id"), ("body", "-id")):
+        source = SQLiteSource(conn, table="t", order_by=order)
+        full = ids(list(source.open(None)))
+        assert len(full) == 102
+        assert page_through(source, 3) == full
+        nulls = [500, 501] if order[1] == "id" else [501, 500]
+        # NULL is SQLite's smallest value: first ascending, last descending.
+        assert (full[:2] if order[0] == "body" else full[-2:]) == nulls
 
 
 def test_sqlite_renames_duplicate_columns_so_nothing_is_lost(
     sqlite_db: tuple[Path, sqlite3.Connection],
 ) -> None:
     _, conn = sqlite_db
-    source = SQLiteSource(conn, query="SELECT a.id, b.grp AS id FROM t a JOIN t b ON a.id = b.id")
+    source = SQLiteSource(
+        conn, query="SELECT a.id, b.grp AS id FROM t a JOIN t b ON a.id = b.id", unique=True
+    )
     assert take(source, None, 1)[0][0] == {"id": 2, "id:1": "b"}
 
 
 @pytest.mark.parametrize(
-    "bad", [5, [1, 2], ["x", {"bytes": "!!"}], [{"nope": 1}], [None], "2", {"o": 1}]
+    "bad", [5, [1, 2], ["x", {"bytes": "!!"}], [{"nope": 1}], [[None]], "2", {"o": 1}]
 )
 def test_malformed_keyset_positions_are_invalid_cursors(
     sqlite_db: tuple[Path, sqlite3.Connection], bad: Any
@@ -280,7 +309,9 @@ def test_describe_has_no_page_size_and_changes_with_the_query(
         "query": None,
         "params": [],
         "order_by": ["id"],
+        "unique": False,
         "mode": "keyset",
+        "max_cell_bytes": 1024 * 1024,
     }
     assert a != SQLiteSource(conn, table="t", order_by=("-id",)).describe()
     assert SQLiteSource(path, table="t").describe()["database"] == str(path)
@@ -370,7 +401,9 @@ def test_pg_uses_a_server_side_cursor_and_closes_it(pg: psycopg.Connection[Any])
 def test_pg_asks_for_limit_plus_one(pg: psycopg.Connection[Any]) -> None:
     pg.execute("DROP SEQUENCE IF EXISTS produced")
     pg.execute("CREATE SEQUENCE produced")
-    source = PostgresSource(pg, query="SELECT nextval('produced') AS n, * FROM ev ORDER BY id")
+    source = PostgresSource(
+        pg, query="SELECT nextval('produced') AS n, * FROM ev ORDER BY id", unique=True
+    )
     got = take(source, [100], 6)
     assert ids(got) == [101, 102, 103, 104, 105, 106]
     # nextval ran only for the rows the database produced: LIMIT 6 stopped it there.
@@ -408,7 +441,7 @@ def test_pg_inside_the_callers_transaction(postgres_server: PostgresServer) -> N
     with psycopg.connect(postgres_server.dsn) as conn:  # not autocommit
         conn.execute("CREATE TEMP TABLE tmp_rows AS SELECT g AS id FROM generate_series(1, 5) g")
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-        source = PostgresSource(conn, table="tmp_rows", params={})
+        source = PostgresSource(conn, table="tmp_rows", params={}, unique=True)
         assert all_ids(source) == [1, 2, 3, 4, 5]
         assert all_ids(source, [3]) == [4, 5]
         # The caller's transaction is still theirs (the temp table is still there).
@@ -418,7 +451,7 @@ def test_pg_inside_the_callers_transaction(postgres_server: PostgresServer) -> N
 @pytest.mark.postgres
 def test_pg_named_params(pg: psycopg.Connection[Any]) -> None:
     source = PostgresSource(
-        pg, query="SELECT id, note FROM ev WHERE id <= %(top)s", params={"top": 10}
+        pg, query="SELECT id, note FROM ev WHERE id <= %(top)s", params={"top": 10}, unique=True
     )
     first = take(source, None, 3)
     assert ids(first) == [1, 2, 3]
@@ -441,3 +474,362 @@ def test_pg_duplicate_result_columns_are_refused(pg: psycopg.Connection[Any]) ->
     source = PostgresSource(pg, query="SELECT id, note AS id FROM ev", mode="offset", order_by=())
     with pytest.raises(LimitError, match="duplicate column"):
         all_ids(source)
+
+
+# --- a total order: no row lost at a page boundary ----------------------------------------
+
+
+def test_sqlite_ties_in_the_order_get_the_rowid_appended(tmp_path: Path) -> None:
+    """Regression: order_by=("grp",) over 3,000 rows of 7 groups served 119 rows, complete."""
+    conn = sqlite3.connect(tmp_path / "g.sqlite")
+    conn.execute("CREATE TABLE t (grp TEXT, n INTEGER)")  # no primary key: the rowid decides
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(f"g{i % 7}", i) for i in range(3000)])
+    conn.commit()
+    source = SQLiteSource(conn, table="t", order_by=("grp",))
+    got = read_in_pages(source, [25])
+    assert sorted(row["n"] for row in got) == list(range(3000))
+    assert [row["grp"] for row in got] == sorted(row["grp"] for row in got)
+    assert all("_jb_rowid" not in row for row in got)  # the hidden key stays hidden
+
+
+def test_a_query_order_that_is_not_known_unique_is_refused_before_any_row(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    _, conn = sqlite_db
+    source = SQLiteSource(conn, query="SELECT grp, id FROM t", order_by=("grp",))
+    with pytest.raises(LimitError, match="add a column that is unique in the result"):
+        source.open(None)  # refused at open: nothing served
+
+
+def test_a_declared_unique_order_with_ties_raises_instead_of_skipping(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    _, conn = sqlite_db
+    source = SQLiteSource(conn, query="SELECT grp, id FROM t", order_by=("grp",), unique=True)
+    with pytest.raises(LimitError, match="share the order key"):
+        all_ids(source)
+
+
+def test_a_table_without_any_key_is_refused_on_postgres_but_unique_true_pages() -> None:
+    """Covered on PostgreSQL below; SQLite views have no rowid either."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    conn.execute("CREATE VIEW v AS SELECT a, b FROM t")
+    with pytest.raises(LimitError, match="no primary key"):
+        SQLiteSource(conn, table="v", order_by=("a",)).open(None)
+    assert list(SQLiteSource(conn, table="v", order_by=("a",), unique=True).open(None)) == []
+
+
+def test_a_unique_not_null_index_is_enough(tmp_path: Path) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, email TEXT NOT NULL UNIQUE)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, f"u{50 - i}@x") for i in range(50)])
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    got = read_in_pages(SQLiteSource(conn, table="t", order_by=("email",)), [7])
+    assert [row["email"] for row in got] == sorted(f"u{50 - i}@x" for i in range(50))
+    assert 'ORDER BY _jb_q."email" ASC LIMIT' in statements[-1]  # nothing appended
+
+
+# The property: random tables with duplicate keys and NULLs, random orders, random pages.
+
+_key_values = st.one_of(st.none(), st.integers(-3, 3))
+_tables = st.lists(st.tuples(_key_values, _key_values), max_size=30)
+_orders = st.lists(
+    st.sampled_from(["a", "-a", "b", "-b"]), min_size=1, max_size=2, unique_by=lambda s: s[-1]
+)
+_sizes = st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=3)
+
+
+def _null_rank(value: Any, desc: bool, nulls_first_ascending: bool) -> tuple[int, Any]:
+    """A sort key that places NULL as the database does (None first or last)."""
+    null_first = nulls_first_ascending != desc
+    if value is None:
+        return (0 if null_first else 2, 0)
+    return (1, -value if desc else value)
+
+
+def _check_every_row_once_in_order(
+    got: list[dict[str, Any]], rows: list[tuple[Any, Any]], order: list[str], nulls_first: bool
+) -> None:
+    assert sorted(r["id"] for r in got) == list(range(len(rows)))  # every row exactly once
+    keys = [
+        tuple(_null_rank(r[spec.lstrip("-")], spec.startswith("-"), nulls_first) for spec in order)
+        for r in got
+    ]
+    assert keys == sorted(keys)  # in the requested order
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=_tables, order=_orders, sizes=_sizes)
+def test_property_sqlite_every_row_once_in_order(
+    rows: list[tuple[Any, Any]], order: list[str], sizes: list[int]
+) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE r (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER)")
+    conn.executemany("INSERT INTO r VALUES (?, ?, ?)", [(i, *r) for i, r in enumerate(rows)])
+    got = read_in_pages(SQLiteSource(conn, table="r", order_by=order), sizes)
+    _check_every_row_once_in_order(got, rows, order, nulls_first=True)
+
+
+@pytest.mark.postgres
+def test_property_postgres_every_row_once_in_order(postgres_server: PostgresServer) -> None:
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+
+        @settings(max_examples=25, deadline=None)
+        @given(rows=_tables, order=_orders, sizes=_sizes)
+        def prop(rows: list[tuple[Any, Any]], order: list[str], sizes: list[int]) -> None:
+            conn.execute("DROP TABLE IF EXISTS prop")
+            conn.execute("CREATE TABLE prop (id int PRIMARY KEY, a int, b int)")
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO prop VALUES (%s, %s, %s)", [(i, *r) for i, r in enumerate(rows)]
+                )
+            got = read_in_pages(PostgresSource(conn, table="prop", order_by=order), sizes)
+            _check_every_row_once_in_order(got, rows, order, nulls_first=False)
+
+        try:
+            prop()
+        finally:
+            conn.execute("DROP TABLE IF EXISTS prop")
+
+
+@pytest.mark.postgres
+def test_pg_table_keys_come_from_the_catalog(pg: psycopg.Connection[Any]) -> None:
+    pg.execute("DROP TABLE IF EXISTS nokey")
+    pg.execute("CREATE TABLE nokey (a int)")
+    try:
+        with pytest.raises(LimitError, match="no primary key"):
+            PostgresSource(pg, table="nokey", order_by=("a",)).open(None)
+        # ev's primary key is appended after a column with ties (three rows a minute).
+        source = PostgresSource(pg, table="ev", order_by=("-at",))
+        got = read_in_pages(source, [7])
+        assert len(got) == 300
+        assert len({row["id"] for row in got}) == 300
+        assert source.open(None, limit_hint=0).__next__()[1] == [
+            {"text": "2024-01-01 01:40:00+00:00"},
+            300,
+        ]
+    finally:
+        pg.execute("DROP TABLE nokey")
+
+
+@pytest.mark.postgres
+def test_pg_query_order_refused_unless_declared(pg: psycopg.Connection[Any]) -> None:
+    with pytest.raises(LimitError, match="unique=True"):
+        PostgresSource(pg, query="SELECT id, at FROM ev", order_by=("at",)).open(None)
+    source = PostgresSource(pg, query="SELECT id, at FROM ev", order_by=("at",), unique=True)
+    with pytest.raises(LimitError, match="share the order key"):
+        all_ids(source)
+
+
+# --- the cut goes into the SQL ------------------------------------------------------------
+
+
+def test_sqlite_long_cells_arrive_cut_with_their_exact_length(tmp_path: Path) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, body, n)")
+    text = "é" * 5000 + "tail"
+    conn.execute("INSERT INTO c VALUES (1, ?, 12345)", (text,))
+    conn.execute("INSERT INTO c VALUES (2, ?, 1.5)", (b"\x00\xff" * 4000,))
+    conn.execute("INSERT INTO c VALUES (3, 'short', NULL)")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    rows = [row for row, _ in SQLiteSource(conn, table="c", max_cell_bytes=100).open(None)]
+    assert rows[0] == {"id": 1, "body": Clipped("é" * 100, 5004), "n": 12345}
+    assert rows[1] == {"id": 2, "body": Clipped(b"\x00\xff" * 50, 8000), "n": 1.5}
+    assert rows[2] == {"id": 3, "body": "short", "n": None}
+    assert rows[0]["body"].unit == "chars"
+    assert rows[0]["body"].omitted == 4904
+    assert rows[1]["body"].unit == "bytes"
+    # The database cut it: the statement selected a 100-character prefix.
+    assert 'substr(_jb_q."body", 1, 100)' in statements[-1]
+
+
+def test_clipped_never_passes_for_the_whole_value() -> None:
+    clipped: object = Clipped("abc", 10)
+    assert clipped != "abc"
+    # Written by a plain JSON library it still says it is a part: head and full length.
+    assert orjson.loads(orjson.dumps(clipped)) == {"head": "abc", "length": 10}
+
+
+def test_order_columns_are_never_cut(tmp_path: Path) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE k (name TEXT PRIMARY KEY)")
+    conn.executemany("INSERT INTO k VALUES (?)", [("x" * 200 + str(i),) for i in range(5)])
+    source = SQLiteSource(conn, table="k", order_by=("name",), max_cell_bytes=64)
+    got = read_in_pages(source, [2])
+    assert [row["name"] for row in got] == sorted("x" * 200 + str(i) for i in range(5))
+
+
+def test_max_cell_bytes_is_validated() -> None:
+    conn = sqlite3.connect(":memory:")
+    with pytest.raises(LimitError, match="max_cell_bytes"):
+        SQLiteSource(conn, table="t", max_cell_bytes=MIN_CELL_BYTES - 1)
+
+
+@pytest.fixture
+def pg_cells(pg: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    pg.execute("DROP TABLE IF EXISTS cells")
+    pg.execute(
+        "CREATE TABLE cells (id int PRIMARY KEY, t text, v varchar, b bytea, j jsonb, js json,"
+        " arr int[], n numeric, at timestamptz, u uuid, iv interval)"
+    )
+    yield pg
+    pg.execute("DROP TABLE cells")
+
+
+@pytest.mark.postgres
+def test_pg_long_cells_are_cut_in_the_query(pg_cells: psycopg.Connection[Any]) -> None:
+    pg = pg_cells
+    big_json = {"k": ["v" * 50] * 100}
+    pg.execute(
+        "INSERT INTO cells (id, t, v, b, j, js, arr) VALUES (1, %s, %s, %s, %s, %s, %s)",
+        (
+            "ü" * 10_000,
+            "x" * 300,
+            b"\x01" * 100_000,
+            Jsonb(big_json),
+            Json(big_json),
+            list(range(1000)),
+        ),
+    )
+    ((row, _),) = list(PostgresSource(pg, table="cells", max_cell_bytes=100).open(None))
+    assert row["t"] == Clipped("ü" * 100, 10_000)
+    assert row["v"] == Clipped("x" * 100, 300)
+    assert row["b"] == Clipped(b"\x01" * 100, 100_000)
+    text = pg.execute("SELECT j::text, js::text, arr::text FROM cells").fetchone()
+    assert text is not None
+    assert row["j"] == Clipped(text[0][:100], len(text[0]))
+    assert row["js"] == Clipped(text[1][:100], len(text[1]))
+    assert row["arr"] == Clipped(text[2][:100], len(text[2]))
+
+
+@pytest.mark.postgres
+def test_pg_multibyte_text_over_the_byte_bound_but_within_characters_is_whole(
+    pg_cells: psycopg.Connection[Any],
+) -> None:
+    pg_cells.execute("INSERT INTO cells (id, t) VALUES (1, %s)", ("ü" * 80,))  # 160 bytes
+    ((row, _),) = list(PostgresSource(pg_cells, table="cells", max_cell_bytes=100).open(None))
+    assert row["t"] == "ü" * 80
+
+
+@pytest.mark.postgres
+def test_pg_driver_types_arrive_as_values(pg_cells: psycopg.Connection[Any]) -> None:
+    """Values as psycopg loads them: never strings standing for them."""
+    at = dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.UTC)
+    uid = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    pg_cells.execute(
+        "INSERT INTO cells VALUES (1, 't', 'v', %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            b"\x00\x01",
+            Jsonb({"a": [1, 2.5, None]}),
+            Json([True, "x"]),
+            [1, 2, 3],
+            Decimal("12345678901234567890.123"),
+            at,
+            uid,
+            dt.timedelta(days=2, seconds=5),
+        ),
+    )
+    ((row, pos),) = list(PostgresSource(pg_cells, table="cells").open(None))
+    assert row == {
+        "id": 1,
+        "t": "t",
+        "v": "v",
+        "b": b"\x00\x01",
+        "j": {"a": [1, 2.5, None]},
+        "js": [True, "x"],
+        "arr": [1, 2, 3],
+        "n": Decimal("12345678901234567890.123"),
+        "at": at,
+        "u": uid,
+        "iv": dt.timedelta(days=2, seconds=5),
+    }
+    assert row["at"].tzinfo is not None
+    assert pos == [1]
+
+
+@pytest.mark.postgres
+def test_pg_keys_of_driver_types_round_trip(pg_cells: psycopg.Connection[Any]) -> None:
+    base = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    with pg_cells.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO cells (id, n, at, u, b) VALUES (%s, %s, %s, %s, %s)",
+            [
+                (
+                    i,
+                    Decimal(i % 4) / 3,
+                    base + dt.timedelta(hours=i % 3),
+                    uuid.uuid4(),
+                    bytes([i % 5]),
+                )
+                for i in range(40)
+            ],
+        )
+    for order in (("n",), ("-at", "u"), ("b",), ("u",)):
+        source = PostgresSource(pg_cells, table="cells", order_by=order)
+        got = read_in_pages(source, [3, 5])
+        assert sorted(row["id"] for row in got) == list(range(40))
+
+
+# --- one connection per source ------------------------------------------------------------
+
+
+def _backends(pg: psycopg.Connection[Any]) -> int:
+    row = pg.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.postgres
+def test_pg_conninfo_source_keeps_one_connection_until_close(
+    postgres_server: PostgresServer, pg: psycopg.Connection[Any]
+) -> None:
+    """Regression: a conninfo source opened a connection for every page."""
+    before = _backends(pg)
+    with PostgresSource(
+        postgres_server.dsn, query="SELECT id, pg_backend_pid() AS pid FROM ev", unique=True
+    ) as source:
+        got = read_in_pages(source, [40])
+        assert len(got) == 300
+        assert len({row["pid"] for row in got}) == 1  # every page on the same backend
+        assert _backends(pg) == before + 1
+    assert _backends(pg) == before  # closed by the with block
+
+
+@pytest.mark.postgres
+def test_pg_pool_lends_a_connection_per_page(
+    postgres_server: PostgresServer, pg: psycopg.Connection[Any]
+) -> None:
+    import psycopg_pool  # the postgres extra's pool, used only here
+
+    with psycopg_pool.ConnectionPool(postgres_server.dsn, min_size=1, max_size=2) as pool:
+        source = PostgresSource(pool, table="ev")
+        assert len(read_in_pages(source, [70])) == 300
+        source.close()  # a pool is the caller's: still usable
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_sqlite_path_source_keeps_one_connection_until_close(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    path, _ = sqlite_db
+
+    def handles() -> int:
+        return sum(
+            1
+            for fd in os.listdir("/proc/self/fd")
+            if os.path.realpath(f"/proc/self/fd/{fd}") == str(path)
+        )
+
+    before = handles()
+    with SQLiteSource(path, table="t") as source:
+        read_in_pages(source, [10])
+        assert handles() == before + 1
+        read_in_pages(source, [10])
+        assert handles() == before + 1
+    assert handles() == before

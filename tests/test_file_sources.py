@@ -6,6 +6,9 @@ import gzip
 import itertools
 import json
 import os
+import subprocess
+import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jsonbudget import JsonArrayFileSource, JsonLinesSource, Source
+from jsonbudget._limits import MAX_DEPTH
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
 from tests.test_sources import read_in_pages, roundtrip, take
 
@@ -335,8 +339,8 @@ def test_jsonl_without_final_newline(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("1\n2 3\n", "extra data"),
-        ("1\n{\n", "invalid JSON line"),
+        ("1\n2 3\n", "line at byte 2: invalid JSON: content after the value"),
+        ("1\n{\n", "line at byte 2: invalid JSON"),
         ("NaN\n", "NaN is not valid JSON"),
     ],
 )
@@ -370,3 +374,150 @@ def test_jsonl_look_ahead_reads_little(big_array: Path, tmp_path: Path) -> None:
     got = list(itertools.islice(JsonLinesSource(path).open(None, limit_hint=10), 11))
     assert [x["id"] for x, _ in got] == list(range(11))
     assert rchar() - before < 200 * 1024
+
+
+# --- hostile files: deep nesting, huge integers, broken gzip, BOM, trailing content -------
+
+
+def run_bounded(code: str, *, memory_mb: int = 400, timeout: float = 60.0) -> str:
+    """Run *code* in a fresh interpreter under an address-space limit; return its stdout.
+
+    A crash, a hang or a MemoryError fails the test, not the run.
+    """
+    prelude = (
+        "import resource\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({memory_mb << 20}, {memory_mb << 20}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_million_deep_array_item_is_read_iteratively_with_a_depth_marker(tmp_path: Path) -> None:
+    """Regression: a deeply nested item raised RecursionError from the stdlib scanner."""
+    n = 1_000_000
+    path = tmp_path / "deep.json"
+    path.write_bytes(b"[" + b"[" * n + b"]" * n + b", 7]")
+    out = run_bounded(
+        "from jsonbudget import JsonArrayFileSource\n"
+        f"items = [x for x, _ in JsonArrayFileSource({str(path)!r}).open(None)]\n"
+        "x, d = items[0], 0\n"
+        "while isinstance(x, list) and x: x, d = x[0], d + 1\n"
+        "print(d, x, items[1])\n",
+        memory_mb=300,
+    )
+    # Lists at depths 0 to MAX_DEPTH (the deepest any Limits allows) are built; the one
+    # below is its marker, counting its one child.
+    assert out == f"{MAX_DEPTH + 1} …[depth: list of 1 items] 7\n"
+
+
+def test_million_deep_jsonl_line_is_read_iteratively(tmp_path: Path) -> None:
+    """Regression: a deeply nested line raised RecursionError."""
+    n = 1_000_000
+    path = tmp_path / "deep.jsonl"
+    path.write_bytes(b"1\n" + b"[" * n + b"]" * n + b"\n2\n")
+    out = run_bounded(
+        "from jsonbudget import JsonLinesSource\n"
+        f"items = [x for x, _ in JsonLinesSource({str(path)!r}).open(None)]\n"
+        "x, d = items[1], 0\n"
+        "while isinstance(x, list) and x: x, d = x[0], d + 1\n"
+        "print(items[0], d - 1, x, items[2])\n",
+        memory_mb=300,
+    )
+    assert out == f"1 {MAX_DEPTH} …[depth: list of 1 items] 2\n"
+
+
+def test_deep_objects_count_their_keys(tmp_path: Path) -> None:
+    text = '{"a": ' * 2000 + '{"x": 1, "y": [2]}' + "}" * 2000
+    path = write(tmp_path / "o.json", f"[{text}]")
+    (item,) = all_items(JsonArrayFileSource(path))
+    for _ in range(MAX_DEPTH):
+        item = item["a"]
+    assert item == {"a": "…[depth: object with 1 keys]"}
+
+
+def test_huge_integer_is_exact(tmp_path: Path) -> None:
+    """Regression: a 5,000-digit integer raised ValueError (int()'s digit limit)."""
+    digits = "9" * 5000
+    for source in (
+        JsonArrayFileSource(write(tmp_path / "i.json", f"[1, {digits}, -{digits}]")),
+        JsonLinesSource(write(tmp_path / "i.jsonl", f"1\n{digits}\n-{digits}\n")),
+    ):
+        one, big, neg = all_items(source)
+        assert one == 1
+        assert big == Decimal(digits)
+        assert neg == Decimal("-" + digits)
+
+
+def test_integers_beyond_64_bits_stay_ints_in_json_lines(tmp_path: Path) -> None:
+    """orjson would turn these into floats; the line parser keeps them exact."""
+    values = [2**64, -(2**63) - 1, 123456789012345678901234567890, 10**18]
+    path = write(tmp_path / "b.jsonl", "\n".join(map(str, values)) + "\n")
+    got = all_items(JsonLinesSource(path))
+    assert got == values
+    assert all(type(v) is int for v in got)
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_truncated_gzip_is_a_decode_error(tmp_path: Path, kind: str) -> None:
+    """Regression: a truncated gzip file raised EOFError."""
+    rows = [{"id": i, "text": "x" * 50} for i in range(2000)]
+    text = json.dumps(rows) if kind == "array" else "\n".join(map(json.dumps, rows)) + "\n"
+    data = gzip.compress(text.encode())
+    path = tmp_path / "t.gz"
+    path.write_bytes(data[: len(data) // 2])
+    source: Source[Any] = JsonArrayFileSource(path) if kind == "array" else JsonLinesSource(path)
+    with pytest.raises(DecodeError, match="truncated"):
+        all_items(source)
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_bad_gzip_crc_is_a_decode_error(tmp_path: Path, kind: str) -> None:
+    """Regression: a bad CRC raised gzip.BadGzipFile."""
+    text = "[1, 2, 3]" if kind == "array" else "1\n2\n3\n"
+    data = bytearray(gzip.compress(text.encode()))
+    data[-8] ^= 0xFF  # the CRC32 of the member
+    path = tmp_path / "c.gz"
+    path.write_bytes(bytes(data))
+    source: Source[Any] = JsonArrayFileSource(path) if kind == "array" else JsonLinesSource(path)
+    with pytest.raises(DecodeError, match="invalid gzip data"):
+        all_items(source)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_byte_order_mark_is_skipped(tmp_path: Path, compress: bool) -> None:
+    """Regression: a UTF-8 BOM made the array source fail with "expected '['"."""
+    array = tmp_path / "bom.json"
+    array.write_bytes((gzip.compress if compress else bytes)(b"\xef\xbb\xbf[1, 2]"))
+    lines = tmp_path / "bom.jsonl"
+    lines.write_bytes((gzip.compress if compress else bytes)(b"\xef\xbb\xbf1\n2\n"))
+    for source in (JsonArrayFileSource(array), JsonLinesSource(lines)):
+        full = list(source.open(None))
+        assert [x for x, _ in full] == [1, 2]
+        assert all_items(source, roundtrip(full[0][1])) == [2]
+
+
+def test_content_after_a_top_level_array_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.json", "[1, 2]\n[3]\n")
+    with pytest.raises(DecodeError, match="content after the top-level array"):
+        all_items(JsonArrayFileSource(path))
+    # Under a nested prefix the rest of the document is not read.
+    nested = write(tmp_path / "n.json", '{"a": [1], "b": oops')
+    assert all_items(JsonArrayFileSource(nested, prefix="a.item")) == [1]
+
+
+def test_lone_surrogate_escapes_reach_the_encoder(tmp_path: Path) -> None:
+    """The value keeps the lone surrogate; the encoder marks it (never a silent '?')."""
+    for source in (
+        JsonArrayFileSource(write(tmp_path / "s.json", '["a\\ud800b"]')),
+        JsonLinesSource(write(tmp_path / "s.jsonl", '"a\\ud800b"\n')),
+    ):
+        assert all_items(source) == ["a\ud800b"]

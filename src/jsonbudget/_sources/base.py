@@ -16,8 +16,9 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from dataclasses import dataclass
 from itertools import count, islice
-from typing import Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .._limits import check_int
 from ..errors import InvalidCursor
@@ -25,6 +26,7 @@ from ..errors import InvalidCursor
 __all__ = [
     "AsyncIterableSource",
     "AsyncSource",
+    "Clipped",
     "IterableSource",
     "JSONValue",
     "Position",
@@ -43,6 +45,32 @@ T = TypeVar("T")
 #: Sequences are copied to the caller in slices of at most this many references, so an
 #: unbounded read of a huge list never copies the whole list at once.
 _SLICE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Clipped:
+    """A value a source cut where it read it: its first part and its full length.
+
+    A database source fetches at most ``max_cell_bytes`` of a long text or binary cell;
+    ``head`` is what it fetched (a `str` for text, `bytes` for binary data) and
+    ``length`` the cell's full length, in characters for text and in bytes for binary
+    data, so a marker can say exactly how much was left out. It never equals the whole
+    value, and a plain JSON library writes it as ``{"head": ..., "length": ...}``, so it
+    cannot pass for the whole value unnoticed.
+    """
+
+    head: str | bytes
+    length: int
+
+    @property
+    def unit(self) -> Literal["chars", "bytes"]:
+        """``"chars"`` for text, ``"bytes"`` for binary data."""
+        return "chars" if isinstance(self.head, str) else "bytes"
+
+    @property
+    def omitted(self) -> int:
+        """How much of the value ``head`` leaves out, in `unit`."""
+        return self.length - len(self.head)
 
 
 @runtime_checkable

@@ -1,10 +1,12 @@
 """Sources over files: a JSON array (under a prefix) and JSON Lines, plain or gzip.
 
 Both resume at an exact byte offset stored in the position, so a page costs about what
-its own bytes cost to parse, wherever it lies in the file. Items are parsed by the
+its own bytes cost to parse, wherever it lies in the file. Array items are parsed by the
 stdlib's C scanner (`json.scanner`) over a sliding decoded window, because it reports
-where each value ends, which is what an exact resume offset needs; ijson does not
-expose byte offsets.
+where each value ends, which is what an exact resume offset needs (ijson does not expose
+byte offsets); an item nested too deep for it, or holding an integer literal longer than
+`int()` accepts, is read again by the iterative parser (`jsonread.scan_json`). JSON Lines
+are parsed by `jsonread.load_json`, orjson on the line's bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import gzip as gzip_module
 import json
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
@@ -22,15 +25,29 @@ from typing import IO, Any, Final, cast
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
 from .base import JSONValue, Position, Source, check_limit_hint
+from .jsonread import load_json, scan_json
 
-__all__ = ["DEFAULT_MAX_ITEM_BYTES", "DEFAULT_READ_SIZE", "JsonArrayFileSource", "JsonLinesSource"]
+__all__ = [
+    "BOM",
+    "DEFAULT_MAX_ITEM_BYTES",
+    "DEFAULT_READ_SIZE",
+    "GZIP_MAGIC",
+    "JsonArrayFileSource",
+    "JsonLinesSource",
+    "array_items",
+    "file_errors",
+    "parse_line",
+]
 
 #: Bytes read from the file at a time.
 DEFAULT_READ_SIZE: Final = 64 * 1024
 #: The largest single item (or skipped sibling value) the sources will hold in memory.
 DEFAULT_MAX_ITEM_BYTES: Final = 64 * 1024 * 1024
 
-_GZIP_MAGIC: Final = b"\x1f\x8b"
+#: The first two bytes of every gzip member.
+GZIP_MAGIC: Final = b"\x1f\x8b"
+#: A UTF-8 byte order mark: skipped at the start of a file (RFC 8259 lets parsers do so).
+BOM: Final = b"\xef\xbb\xbf"
 _WS: Final = re.compile(r"[ \t\n\r]*")
 #: Whitespace, the separator after an array item, and the whitespace after it.
 _SEP: Final = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
@@ -47,11 +64,40 @@ def _reject_constant(name: str) -> Any:
     raise _NonFinite(name)
 
 
-def _new_scanner() -> Callable[[str, int], tuple[Any, int]]:
+Scan = Callable[[str, int], tuple[Any, int]]
+
+
+def _new_scanner() -> Scan:
     decoder = json.JSONDecoder(parse_constant=_reject_constant)
     # The C scanner, called directly: raw_decode() would only wrap it.
-    scan: Callable[[str, int], tuple[Any, int]] = make_scanner(decoder)  # type: ignore[arg-type]
+    c_scan: Scan = make_scanner(decoder)  # type: ignore[arg-type]
+
+    def scan(text: str, pos: int) -> tuple[Any, int]:
+        try:
+            return c_scan(text, pos)
+        except RecursionError:
+            # Nested past what the recursive C scanner allows: read it iteratively.
+            return scan_json(text, pos)
+        except (json.JSONDecodeError, _NonFinite):
+            raise
+        except ValueError:
+            # int() refuses integer literals past its digit limit; scan_json keeps them.
+            return scan_json(text, pos)
+
     return scan
+
+
+@contextlib.contextmanager
+def file_errors(offset: Callable[[], int]) -> Iterator[None]:
+    """Turn a broken gzip stream into a `DecodeError` at ``offset()`` (decoded bytes)."""
+    try:
+        yield
+    except EOFError:
+        raise DecodeError(
+            "the gzip stream ends inside a member (truncated)", offset=offset()
+        ) from None
+    except (gzip_module.BadGzipFile, zlib.error) as exc:
+        raise DecodeError(f"invalid gzip data: {exc}", offset=offset()) from None
 
 
 class _File:
@@ -67,7 +113,7 @@ class _File:
             self.size = st.st_size
             self.mtime_ns = st.st_mtime_ns
             if gzip is None:
-                gzip = raw.read(2) == _GZIP_MAGIC
+                gzip = raw.read(2) == GZIP_MAGIC
                 raw.seek(0)
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
             self.stream = cast(IO[bytes], stream)
@@ -228,6 +274,121 @@ def _check_path(path: object) -> str:
     return os.path.abspath(os.fspath(path))
 
 
+def array_items(
+    stream: IO[bytes],
+    *,
+    keys: tuple[str, ...] = (),
+    prefix: str = "item",
+    read_size: int = DEFAULT_READ_SIZE,
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    resume: tuple[int, int] | None = None,
+) -> Iterator[tuple[Any, int, int, str]]:
+    """Yield ``(item, items so far, byte offset after it, its last character)``.
+
+    *stream* is at its start (a UTF-8 byte order mark there is skipped), or, with
+    ``resume=(offset, index)``, just after the item that ended at *offset*. *keys* are the
+    object keys of the prefix. After a top-level array (no keys) only whitespace may
+    follow; for a nested prefix the rest of the document is not read.
+    """
+    win: _Window | None = None
+
+    def at() -> int:
+        return 0 if win is None else win.bpos
+
+    with file_errors(at):
+        scan = _new_scanner()
+        if resume is None:
+            win = _Window(stream, 0, read_size, max_item_bytes)
+            while not win.buf and not win.eof:
+                win.refill()
+            if win.buf.startswith("\ufeff"):
+                win.pos, win.bpos = 1, len(BOM)
+            _enter_array(win, scan, keys, prefix)
+            index = 0
+            more = win.peek() != "]"
+            if not more:
+                win.expect("]", "")
+        else:
+            win = _Window(stream, resume[0], read_size, max_item_bytes)
+            index = resume[1]
+            more = _after_item(win)
+        sep = _SEP.match
+        while more:
+            # Fast path: items that lie wholly inside the window, parsed without
+            # method calls; anything unusual falls through to the careful path.
+            buf, pos, boff = win.buf, win.pos, win.bpos
+            ascii_, n = buf.isascii(), len(buf)
+            while True:
+                try:
+                    obj, end = scan(buf, pos)
+                except (StopIteration, ValueError):
+                    break
+                if end > n - _EDGE:
+                    break
+                m = sep(buf, end)
+                if m is None or m.end() >= n:
+                    break
+                off = boff + (end - pos if ascii_ else len(buf[pos:end].encode("utf-8")))
+                index += 1
+                yield obj, index, off, buf[end - 1]
+                pos = m.end()
+                boff = off + (pos - end)
+                if m.group(1) == "]":
+                    win.pos, win.bpos = pos, boff
+                    more = False
+                    break
+            if not more:
+                break
+            win.pos, win.bpos = pos, boff
+            obj, end = win.value(scan)
+            last = win.buf[end - 1]
+            win.advance(end)
+            index += 1
+            yield obj, index, win.bpos, last
+            more = _after_item(win)
+        if not keys and win.peek() != "":
+            raise win.error("content after the top-level array (is this JSON Lines?)")
+
+
+def _after_item(win: _Window) -> bool:
+    char = win.peek()
+    if char == ",":
+        win.pos += 1
+        win.bpos += 1
+        if win.peek() == "]":
+            raise win.error("trailing comma")
+        return True
+    if char == "]":
+        win.pos += 1
+        win.bpos += 1
+        return False
+    raise win.error("expected ',' or ']' after an array item")
+
+
+def _enter_array(win: _Window, scan: Scan, keys: tuple[str, ...], prefix: str) -> None:
+    # Walks the keys of the prefix; sibling values before them are parsed and dropped.
+    for key in keys:
+        win.expect("{", f"(an object holding {key!r}, for prefix {prefix!r})")
+        if win.peek() == "}":
+            raise win.error(f"no key {key!r} for prefix {prefix!r}")
+        while True:
+            win.peek()
+            name, end = win.value(scan)
+            if not isinstance(name, str):
+                raise win.error("expected an object key")
+            win.advance(end)
+            win.expect(":", "after an object key")
+            win.peek()
+            if name == key:
+                break
+            win.advance(win.value(scan)[1])
+            char = win.peek()
+            if char == "}":
+                raise win.error(f"no key {key!r} for prefix {prefix!r}")
+            win.expect(",", "between object members")
+    win.expect("[", f"(an array at prefix {prefix!r})")
+
+
 class JsonArrayFileSource(Source[Any]):
     """The items of a JSON array in a file (plain or gzip), under an ijson-style prefix.
 
@@ -268,90 +429,22 @@ class JsonArrayFileSource(Source[Any]):
     def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
         file = _File(self._path, self._gzip)
         try:
-            scan = _new_scanner()
             if position is None:
-                win = _Window(file.stream, 0, self._read_size, self._max_item)
-                self._enter_array(win, scan)
-                index = 0
-                more = win.peek() != "]"
-                if not more:
-                    win.expect("]", "")
+                resume = None
             else:
-                start = file.seek_checked(position)
-                win = _Window(file.stream, start, self._read_size, self._max_item)
-                index = position["i"]  # type: ignore[assignment]
-                more = self._after_item(win)
+                resume = (file.seek_checked(position), cast(int, position["i"]))
             size, mtime = file.size, file.mtime_ns
-            sep = _SEP.match
-            while more:
-                # Fast path: items that lie wholly inside the window, parsed without
-                # method calls; anything unusual falls through to the careful path.
-                buf, pos, boff = win.buf, win.pos, win.bpos
-                ascii_, n = buf.isascii(), len(buf)
-                while True:
-                    try:
-                        obj, end = scan(buf, pos)
-                    except (StopIteration, ValueError):
-                        break
-                    if end > n - _EDGE:
-                        break
-                    m = sep(buf, end)
-                    if m is None or m.end() >= n:
-                        break
-                    off = boff + (end - pos if ascii_ else len(buf[pos:end].encode("utf-8")))
-                    index += 1
-                    yield obj, {"i": index, "o": off, "s": size, "m": mtime, "c": buf[end - 1]}
-                    pos = m.end()
-                    boff = off + (pos - end)
-                    if m.group(1) == "]":
-                        return
-                win.pos, win.bpos = pos, boff
-                obj, end = win.value(scan)
-                last = win.buf[end - 1]
-                win.advance(end)
-                index += 1
-                yield obj, {"i": index, "o": win.bpos, "s": size, "m": mtime, "c": last}
-                more = self._after_item(win)
+            for obj, index, offset, last in array_items(
+                file.stream,
+                keys=self._keys,
+                prefix=self._prefix,
+                read_size=self._read_size,
+                max_item_bytes=self._max_item,
+                resume=resume,
+            ):
+                yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": last}
         finally:
             file.close()
-
-    @staticmethod
-    def _after_item(win: _Window) -> bool:
-        char = win.peek()
-        if char == ",":
-            win.pos += 1
-            win.bpos += 1
-            if win.peek() == "]":
-                raise win.error("trailing comma")
-            return True
-        if char == "]":
-            win.pos += 1
-            win.bpos += 1
-            return False
-        raise win.error("expected ',' or ']' after an array item")
-
-    def _enter_array(self, win: _Window, scan: Callable[[str, int], tuple[Any, int]]) -> None:
-        # Walks the keys of the prefix; sibling values before them are parsed and dropped.
-        for key in self._keys:
-            win.expect("{", f"(an object holding {key!r}, for prefix {self._prefix!r})")
-            if win.peek() == "}":
-                raise win.error(f"no key {key!r} for prefix {self._prefix!r}")
-            while True:
-                win.peek()
-                name, end = win.value(scan)
-                if not isinstance(name, str):
-                    raise win.error("expected an object key")
-                win.advance(end)
-                win.expect(":", "after an object key")
-                win.peek()
-                if name == key:
-                    break
-                win.advance(win.value(scan)[1])
-                char = win.peek()
-                if char == "}":
-                    raise win.error(f"no key {key!r} for prefix {self._prefix!r}")
-                win.expect(",", "between object members")
-        win.expect("[", f"(an array at prefix {self._prefix!r})")
 
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path, prefix and gzip setting."""
@@ -394,30 +487,38 @@ class JsonLinesSource(Source[Any]):
 
     def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
         file = _File(self._path, self._gzip)
+        offset = 0
+
+        def at() -> int:
+            return offset
+
         try:
-            scan = _new_scanner()
-            if position is None:
-                offset, index = 0, 0
-            else:
-                offset = file.seek_checked(position)
-                index = position["i"]  # type: ignore[assignment]
-            size, mtime, limit = file.size, file.mtime_ns, self._max_item
-            readline = file.stream.readline
-            while True:
-                line = readline(limit + 1)
-                if not line:
-                    return
-                if len(line) > limit:
-                    raise DecodeError(
-                        f"a line is longer than max_item_bytes={limit}", offset=offset
-                    )
-                start = offset
-                offset += len(line)
-                if line.isspace():
-                    continue
-                obj = _parse_line(line, scan, start)
-                index += 1
-                yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": chr(line[-1])}
+            with file_errors(at):
+                if position is None:
+                    index = 0
+                else:
+                    offset = file.seek_checked(position)
+                    index = cast(int, position["i"])
+                size, mtime, limit = file.size, file.mtime_ns, self._max_item
+                readline = file.stream.readline
+                while True:
+                    line = readline(limit + 1)
+                    if not line:
+                        return
+                    if len(line) > limit:
+                        raise DecodeError(
+                            f"a line is longer than max_item_bytes={limit}", offset=offset
+                        )
+                    start = offset
+                    offset += len(line)
+                    if start == 0 and line.startswith(BOM):
+                        line = line[len(BOM) :]
+                        start = len(BOM)
+                    if line.isspace() or not line:
+                        continue
+                    obj = parse_line(line, start)
+                    index += 1
+                    yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": chr(line[-1])}
         finally:
             file.close()
 
@@ -426,20 +527,20 @@ class JsonLinesSource(Source[Any]):
         return {"kind": "json_lines_file", "path": self._path, "gzip": self._gzip}
 
 
-def _parse_line(line: bytes, scan: Callable[[str, int], tuple[Any, int]], offset: int) -> Any:
+def parse_line(line: bytes, offset: int) -> Any:
+    """The value of one JSON Lines line (its bytes, newline included) at byte *offset*.
+
+    Parsed by `jsonread.load_json`; a `DecodeError`'s offset counts from the file's start.
+    """
     try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"the line is not valid UTF-8 ({exc.reason})", offset=offset) from None
-    begin = _WS.match(text).end()  # type: ignore[union-attr]
-    try:
-        obj, end = scan(text, begin)
-    except StopIteration:
-        raise DecodeError("invalid JSON line: expected a value", offset=offset) from None
-    except json.JSONDecodeError as exc:
-        raise DecodeError(f"invalid JSON line: {exc.msg}", offset=offset) from None
-    except _NonFinite as exc:
-        raise DecodeError(f"invalid JSON line: {exc} is not valid JSON", offset=offset) from None
-    if _WS.match(text, end).end() != len(text):  # type: ignore[union-attr]
-        raise DecodeError("invalid JSON line: extra data after the value", offset=offset + end)
-    return obj
+        return load_json(line)
+    except DecodeError as exc:
+        raise DecodeError(
+            f"line at byte {offset}: {_reason(exc)}", offset=offset + exc.offset
+        ) from None
+
+
+def _reason(exc: DecodeError) -> str:
+    """The message of *exc* without its offset suffix."""
+    text = str(exc)
+    return text[: text.rfind(" (at decoded byte ")] if " (at decoded byte " in text else text

@@ -1,37 +1,62 @@
 """Database sources through DB-API: SQLite (stdlib) and PostgreSQL (psycopg 3).
 
 Rows come out as dicts (column name to value). The default mode is keyset pagination:
-the position is the last row's values of the ``order_by`` columns, and the next page asks
-for rows strictly after them, so rows inserted or deleted before the cursor neither
-repeat nor make others vanish. ``mode="offset"`` is the fallback for results without a
-unique order. Identifiers are quoted; values only ever travel as query parameters.
+the position is the last row's values of the order columns, and the next page asks for
+rows strictly after them. The order is made total before the first page: a table's
+primary key (SQLite's ``rowid`` when it has none) is appended when the given columns are
+not known to be unique, and a query whose order cannot be proven unique is refused
+unless the caller declares it unique. ``mode="offset"`` is the fallback for results
+without a unique order. Long text and binary cells are cut in the query itself
+(`Clipped`), so a 1 GB cell costs about ``max_cell_bytes``. Identifiers are quoted;
+values only ever travel as query parameters.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._limits import check_int
 from ..errors import EncodeError, InvalidCursor, LimitError
-from .base import JSONValue, Position, Source, check_limit_hint, offset_position
+from .base import Clipped, JSONValue, Position, Source, check_limit_hint, offset_position
 
 if TYPE_CHECKING:
+    from typing import Self
+
     import psycopg
 
-__all__ = ["DEFAULT_BATCH_SIZE", "PostgresSource", "SQLiteSource"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_MAX_CELL_BYTES",
+    "MIN_CELL_BYTES",
+    "PostgresSource",
+    "SQLiteSource",
+]
 
-#: Rows fetched from the database per round trip when the page size is unknown.
+#: The most rows fetched from the database per round trip.
 DEFAULT_BATCH_SIZE: Final = 256
+#: Text cells longer than this many characters, and binary cells longer than this many
+#: bytes, are cut in the query (`Clipped`).
+DEFAULT_MAX_CELL_BYTES: Final = 1024 * 1024
+#: The smallest ``max_cell_bytes``: every number's text is shorter, so only text and
+#: binary values are ever cut.
+MIN_CELL_BYTES: Final = 64
+#: The first fetch of an unbounded read; each next one doubles, up to ``batch_size``, so
+#: the rows fetched but never taken are at most as many as those taken, plus this.
+_FIRST_BATCH: Final = 16
 
 Row = dict[str, Any]
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
+_ROWID: Final = "_jb_rowid"
+_Dialect = Literal["sqlite", "postgres"]
 
 
 def quote_ident(name: object, what: str = "identifier") -> str:
@@ -39,6 +64,11 @@ def quote_ident(name: object, what: str = "identifier") -> str:
     if not isinstance(name, str) or not name or "\x00" in name:
         raise LimitError(what, name, "must be a non-empty str without NUL characters")
     return '"' + name.replace('"', '""') + '"'
+
+
+def _col(name: str) -> str:
+    """A column of the wrapped query (never an output alias of the same name)."""
+    return "_jb_q." + quote_ident(name)
 
 
 def _parse_order(order_by: object) -> tuple[tuple[str, bool], ...]:
@@ -71,7 +101,7 @@ def json_safe(value: object, *, what: str) -> JSONValue:
 
 
 def _key_value(value: JSONValue) -> object:
-    if type(value) in (bool, int, float, str):
+    if value is None or type(value) in (bool, int, float, str):
         return value
     if isinstance(value, dict) and len(value) == 1:
         ((tag, text),) = value.items()
@@ -86,12 +116,55 @@ def _key_value(value: JSONValue) -> object:
     raise InvalidCursor("the position is not a valid keyset position")
 
 
-class _SQLSource(Source[Row]):
-    """What SQLite and PostgreSQL share: the query plan and the row loop."""
+class _Plan:
+    """What the first open learns about the result: columns, the total order, the cuts.
 
-    __slots__ = ("_batch", "_inner", "_keys", "_mode", "_named", "_params", "_query", "_table")
+    ``keys`` is the order made total: (column, descending, known NOT NULL). ``select`` is
+    the select list of the wrapped query: the result's columns (long text and binary
+    cells cut), then the hidden key column if any, then one length per cut column.
+    """
+
+    __slots__ = ("columns", "cut_index", "heads", "hidden", "key_index", "keys", "select")
+
+    def __init__(
+        self,
+        columns: list[str],
+        keys: list[tuple[str, bool, bool]],
+        *,
+        select: str,
+        cut_index: list[int],
+        heads: list[int | None],
+        hidden: bool,
+    ) -> None:
+        self.columns = columns
+        self.keys = keys
+        self.select = select
+        self.cut_index = cut_index  # the result column each length belongs to
+        self.heads = heads  # per length: where its head is, when not in the column itself
+        self.hidden = hidden
+        names = [*columns, _ROWID] if hidden else columns
+        self.key_index = [names.index(name) for name, _, _ in keys]
+
+
+class _SQLSource(Source[Row]):
+    """What SQLite and PostgreSQL share: the order, the query plan and the row loop."""
+
+    __slots__ = (
+        "_batch",
+        "_inner",
+        "_keys",
+        "_max_cell",
+        "_mode",
+        "_named",
+        "_params",
+        "_plan",
+        "_query",
+        "_table",
+        "_unique",
+    )
 
     _kind: str = "sql"
+    _dialect: _Dialect
 
     def __init__(
         self,
@@ -101,18 +174,20 @@ class _SQLSource(Source[Row]):
         params: Params,
         order_by: Sequence[str],
         mode: Literal["keyset", "offset"],
+        unique: bool,
         batch_size: int,
+        max_cell_bytes: int,
     ) -> None:
         if (table is None) == (query is None):
             raise TypeError("give exactly one of table= or query=")
         if query is not None:
             if not isinstance(query, str) or not query.strip():
                 raise LimitError("query", query, "must be a non-empty SQL string")
-            self._inner = query
+            self._inner = query.rstrip().rstrip(";")
             self._table: tuple[str, ...] | None = None
         else:
             parts = (table,) if isinstance(table, str) else tuple(table or ())
-            if not parts:
+            if not parts or len(parts) > 2:
                 raise LimitError("table", table, "must be a name or (schema, name)")
             self._inner = "SELECT * FROM " + ".".join(quote_ident(p, "table") for p in parts)
             self._table = parts
@@ -125,6 +200,9 @@ class _SQLSource(Source[Row]):
             raise LimitError("order_by", order_by, "keyset mode needs at least one column")
         for name, _ in self._keys:
             quote_ident(name, "order_by")
+        if type(unique) is not bool:
+            raise LimitError("unique", unique, "must be a bool")
+        self._unique = unique
         if isinstance(params, Mapping):
             if any(not isinstance(k, str) or k.startswith(_PARAM_PREFIX) for k in params):
                 raise LimitError(
@@ -140,15 +218,141 @@ class _SQLSource(Source[Row]):
         else:
             raise TypeError(f"params must be a sequence or a mapping, not {type(params).__name__}")
         self._batch = check_int("batch_size", batch_size, minimum=1, maximum=1_000_000)
+        self._max_cell = check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
+        self._plan: _Plan | None = None
 
-    # Dialect hooks.
+    # -- dialect hooks ------------------------------------------------------------------
+
     def _placeholder(self, name: str) -> str:
         raise NotImplementedError
 
     def _no_limit(self) -> str:
         return ""
 
-    def _sql(self, position: Position | None, limit_hint: int | None) -> tuple[str, Params]:
+    def _nulls_first(self, desc: bool) -> bool:
+        """Whether the database puts NULLs first for this direction (its default)."""
+        raise NotImplementedError
+
+    def _null_safe_eq(self, col: str, mark: str) -> str:
+        raise NotImplementedError
+
+    # -- the plan ---------------------------------------------------------------------
+
+    def _resolve(
+        self,
+        columns: list[str],
+        table_keys: tuple[list[list[str]], list[str], set[str]] | None,
+        cuts: list[tuple[str, str, str, str | None]],
+    ) -> _Plan:
+        """Make the order total and write the select list.
+
+        *table_keys* is, for a table: its unique column sets (each NOT NULL), the key to
+        append when none is covered (``[_ROWID]`` for SQLite's hidden rowid, ``[]`` when
+        there is none) and its NOT NULL columns. *cuts* is, per column to bound, the
+        column, the SQL of its cut value, of its full length when cut (else NULL) and of
+        its head when that is not the cut value itself.
+        """
+        if len(set(columns)) != len(columns):
+            dupes = sorted({c for c in columns if columns.count(c) > 1})
+            raise LimitError("query", dupes, "returns duplicate column names; alias them")
+        for name, _ in self._keys:
+            if name not in columns:
+                raise LimitError(
+                    "order_by", name, f"is not a column of the result (columns: {list(columns)})"
+                )
+        notnull: set[str] = table_keys[2] if table_keys is not None else set()
+        keys = [(name, desc, name in notnull) for name, desc in self._keys]
+        hidden = False
+        if self._mode == "keyset" and not self._unique:
+            given = {name for name, _ in self._keys}
+            if table_keys is None:
+                last = self._keys[-1][0]
+                raise LimitError(
+                    "order_by",
+                    [("-" if d else "") + n for n, d in self._keys],
+                    "is not known to be unique for a query, so rows sharing a key could be "
+                    f"skipped between pages: add a column that is unique in the result "
+                    f"(such as the primary key) after {last!r}, or pass unique=True if the "
+                    "order already is unique",
+                )
+            unique_sets, append, _ = table_keys
+            if not any(set(cols) <= given for cols in unique_sets):
+                if not append:
+                    raise LimitError(
+                        "order_by",
+                        [("-" if d else "") + n for n, d in self._keys],
+                        "is not unique and the table has no primary key or NOT NULL unique "
+                        "key to append: add unique columns, or pass unique=True if the "
+                        "order already is unique",
+                    )
+                # The tiebreaker follows the last direction: one direction keeps the
+                # comparison a row value, which indexes serve.
+                desc = self._keys[-1][1]
+                for name in append:
+                    if name not in given:
+                        keys.append((name, desc, True))
+                hidden = append == [_ROWID]
+        by_name = {cut[0]: cut[1:] for cut in cuts}
+        key_cols = {name for name, _, _ in keys}
+        select: list[str] = []
+        lengths: list[str] = []
+        head_sql: list[str] = []
+        cut_index: list[int] = []
+        head_at: list[int | None] = []
+        for i, name in enumerate(columns):
+            if name in by_name and name not in key_cols:  # a key must stay whole
+                value, length, head = by_name[name]
+                select.append(f"{value} AS {quote_ident(name)}")
+                cut_index.append(i)
+                lengths.append(length)
+                head_at.append(None if head is None else len(head_sql))
+                if head is not None:
+                    head_sql.append(head)
+            else:
+                select.append(_col(name))
+        if hidden:
+            select.append("_jb_q." + quote_ident(_ROWID))
+        first_head = len(columns) + (1 if hidden else 0) + len(lengths)
+        heads = [None if h is None else first_head + h for h in head_at]
+        return _Plan(
+            columns,
+            keys,
+            select=", ".join(select + lengths + head_sql),
+            cut_index=cut_index,
+            heads=heads,
+            hidden=hidden,
+        )
+
+    # -- one page -----------------------------------------------------------------------
+
+    def open(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> Iterator[tuple[Row, Position]]:
+        """Yield rows after *position* as ``(dict, position)``.
+
+        The first open learns the result's columns and makes the order total (one query
+        with ``LIMIT 0`` and the catalog), so an order that cannot be made total is
+        refused here, before any row is served; so is a malformed position.
+        """
+        limit_hint = check_limit_hint(limit_hint)
+        start = 0 if self._mode == "keyset" else offset_position(position, "row")
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._make_plan()
+        sql, params = self._sql(plan, position, limit_hint)
+        return self._iter(plan, sql, params, limit_hint, start)
+
+    def _make_plan(self) -> _Plan:
+        raise NotImplementedError
+
+    def _iter(
+        self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
+    ) -> Iterator[tuple[Row, Position]]:
+        raise NotImplementedError
+
+    def _sql(
+        self, plan: _Plan, position: Position | None, limit_hint: int | None
+    ) -> tuple[str, Params]:
         """The wrapped query and its parameters for one page."""
         names: list[str] = []
         values: list[object] = []
@@ -158,18 +362,17 @@ class _SQLSource(Source[Row]):
             values.append(value)
             return self._placeholder(names[-1])
 
-        inner = self._inner.rstrip().rstrip(";")
         # Newlines keep a trailing `-- comment` in the user's query from eating the ")".
-        sql = f"SELECT * FROM (\n{inner}\n) AS _jb_q"
+        sql = f"SELECT {plan.select} FROM (\n{self._inner_sql(plan)}\n) AS _jb_q"
         offset = 0
         if self._mode == "keyset":
             if position is not None:
-                sql += " WHERE " + self._predicate(position, bind)
+                sql += " WHERE " + self._predicate(plan, position, bind)
         else:
             offset = offset_position(position, "row")
-        if self._keys:
+        if plan.keys:
             sql += " ORDER BY " + ", ".join(
-                quote_ident(n) + (" DESC" if d else " ASC") for n, d in self._keys
+                _col(n) + (" DESC" if d else " ASC") for n, d, _ in plan.keys
             )
         if limit_hint is not None:
             sql += " LIMIT " + bind(limit_hint + 1)
@@ -183,62 +386,112 @@ class _SQLSource(Source[Row]):
             return sql, merged
         return sql, (*self._params, *values)
 
-    def _predicate(self, position: Position, bind: Any) -> str:
-        if not isinstance(position, list) or len(position) != len(self._keys):
+    def _inner_sql(self, plan: _Plan) -> str:
+        if plan.hidden:
+            return self._inner.replace("SELECT *", f"SELECT *, rowid AS {quote_ident(_ROWID)}", 1)
+        return self._inner
+
+    def _predicate(self, plan: _Plan, position: Position, bind: Callable[[object], str]) -> str:
+        """Rows strictly after *position* in the order, NULLs where the database puts them."""
+        if not isinstance(position, list) or len(position) != len(plan.keys):
             raise InvalidCursor("the position is not a valid keyset position")
         values = [_key_value(v) for v in position]
-        cols = [quote_ident(n) for n, _ in self._keys]
-        directions = {d for _, d in self._keys}
-        if len(directions) == 1:
+        cols = [_col(n) for n, _, _ in plan.keys]
+        directions = {d for _, d, _ in plan.keys}
+        if len(directions) == 1 and all(nn for _, _, nn in plan.keys) and None not in values:
+            # NOT NULL columns in one direction: a row value, which an index serves.
             op = "<" if directions.pop() else ">"
             if len(cols) == 1:
                 return f"{cols[0]} {op} {bind(values[0])}"
             marks = ", ".join(bind(v) for v in values)
             return f"({', '.join(cols)}) {op} ({marks})"
-        # Mixed directions: (a > ?) OR (a = ? AND b < ?) OR ...
+        # (a after ?) OR (a = ? AND b after ?) OR ..., with NULLs placed as sorted.
         terms = []
-        for i, (_, desc) in enumerate(self._keys):
-            eq = [f"{cols[j]} = {bind(values[j])}" for j in range(i)]
-            eq.append(f"{cols[i]} {'<' if desc else '>'} {bind(values[i])}")
+        for i, (_, desc, notnull) in enumerate(plan.keys):
+            if values[i] is None and not self._nulls_first(desc):
+                continue  # NULLs sort last here: nothing sorts after one in this column
+            # Bound in the order the marks appear in the SQL (positional placeholders).
+            eq = [
+                f"{cols[j]} IS NULL" if values[j] is None else f"{cols[j]} = {bind(values[j])}"
+                for j in range(i)
+            ]
+            eq.append(self._after(cols[i], values[i], desc, notnull, bind))
             terms.append("(" + " AND ".join(eq) + ")")
-        return "(" + " OR ".join(terms) + ")"
+        return "(" + " OR ".join(terms) + ")" if terms else "(1 = 0)"
+
+    def _after(
+        self, col: str, value: object, desc: bool, notnull: bool, bind: Callable[[object], str]
+    ) -> str:
+        """SQL for "*col* sorts strictly after *value*" (a NULL *value* sorts first)."""
+        nulls_first = self._nulls_first(desc)
+        if value is None:
+            return f"{col} IS NOT NULL"
+        cmp = f"{col} {'<' if desc else '>'} {bind(value)}"
+        if nulls_first or notnull:
+            return cmp
+        return f"({cmp} OR {col} IS NULL)"
 
     def _rows(
-        self, cursor: Any, limit_hint: int | None, columns: Sequence[str]
+        self, plan: _Plan, cursor: Any, limit_hint: int | None
     ) -> Iterator[tuple[Row, Position]]:
         """Turn fetched rows into ``(dict, position)``; *cursor* already executed."""
-        if len(set(columns)) != len(columns):
-            dupes = sorted({c for c in columns if columns.count(c) > 1})
-            raise LimitError("query", dupes, "returns duplicate column names; alias them")
-        key_index = []
-        for name, _ in self._keys:
-            if name not in columns:
-                raise LimitError(
-                    "order_by", name, f"is not a column of the result (columns: {list(columns)})"
-                )
-            key_index.append(columns.index(name))
-        batch = self._batch if limit_hint is None else min(self._batch, limit_hint + 1)
+        columns = plan.columns
+        width = len(columns)
+        cut_index = plan.cut_index
+        heads = plan.heads
+        key_index = plan.key_index
+        first_len = width + (1 if plan.hidden else 0)
+        n_cuts = len(cut_index)
+        no_cuts = (None,) * n_cuts
         keyset = self._mode == "keyset"
+        check_ties = keyset and self._unique
+        if limit_hint is not None:
+            batch = min(self._batch, limit_hint + 1)
+        else:
+            batch = min(self._batch, _FIRST_BATCH)
         index = 0
+        previous: Position = None
         fetchmany = cursor.fetchmany
         while rows := fetchmany(batch):
             for row in rows:
+                if n_cuts and row[first_len : first_len + n_cuts] != no_cuts:
+                    item = dict(zip(columns, row, strict=False))
+                    for j, i in enumerate(cut_index):
+                        length = row[first_len + j]
+                        if length is not None:
+                            at = heads[j]
+                            head = row[i] if at is None else row[at]
+                            # A multibyte text over the byte bound may still be whole.
+                            if length > len(head):
+                                item[columns[i]] = Clipped(_plain(head), length)
+                else:
+                    item = dict(zip(columns, row, strict=False))
                 if keyset:
-                    pos: Position = [self._key(row[i], i, columns) for i in key_index]
+                    pos: Position = [self._key(row[i], i, plan) for i in key_index]
+                    if check_ties and pos == previous:
+                        raise LimitError(
+                            "unique",
+                            True,
+                            f"two consecutive rows share the order key {pos!r}: the order is "
+                            "not unique, and paging it would skip rows; add a unique column "
+                            "to order_by",
+                        )
+                    previous = pos
                 else:
                     index += 1
                     pos = index
-                yield dict(zip(columns, row, strict=True)), pos
+                yield item, pos
+            if len(rows) < batch:
+                return
+            if limit_hint is None:
+                batch = min(self._batch, batch * 2)
 
     @staticmethod
-    def _key(value: object, i: int, columns: Sequence[str]) -> JSONValue:
-        if value is None:
-            raise EncodeError(
-                f"order_by column {columns[i]!r} is NULL in a row; keyset pagination needs "
-                "NOT NULL order columns (or mode='offset')",
-                path=None,
-            )
-        return json_safe(value, what=f"order_by column {columns[i]!r}")
+    def _key(value: object, i: int, plan: _Plan) -> JSONValue:
+        if value is None or type(value) in (int, str):
+            return value  # type: ignore[return-value]
+        names = [*plan.columns, _ROWID] if plan.hidden else plan.columns
+        return json_safe(value, what=f"order_by column {names[i]!r}")
 
     def _describe(self) -> dict[str, JSONValue]:
         params: JSONValue
@@ -252,12 +505,21 @@ class _SQLSource(Source[Row]):
             "query": self._query,
             "params": params,
             "order_by": [("-" if d else "") + n for n, d in self._keys],
+            "unique": self._unique,
             "mode": self._mode,
+            "max_cell_bytes": self._max_cell,
         }
 
     def describe(self) -> dict[str, JSONValue]:
-        """Kind, table or query, parameters, order and mode (never connection details)."""
+        """Kind, table or query, parameters, order, mode and cut (never connection details)."""
         return self._describe()
+
+
+def _plain(head: Any) -> str | bytes:
+    if isinstance(head, memoryview | bytearray):
+        return bytes(head)
+    assert isinstance(head, str | bytes)
+    return head
 
 
 def _offset_rows(
@@ -271,11 +533,12 @@ class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
     *connection_or_path* is an open `sqlite3.Connection` (used as is, never closed) or a
-    database file path (opened read-only for each page and closed after it).
+    database file path, opened read-only on the first page and kept until `close()`.
     """
 
-    __slots__ = ("_conn", "_path")
+    __slots__ = ("_conn", "_own", "_path", "_pid")
     _kind = "sqlite"
+    _dialect: _Dialect = "sqlite"
 
     def __init__(
         self,
@@ -286,7 +549,9 @@ class SQLiteSource(_SQLSource):
         params: Params = (),
         order_by: Sequence[str] = ("id",),
         mode: Literal["keyset", "offset"] = "keyset",
+        unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
     ) -> None:
         super().__init__(
             table=table,
@@ -294,8 +559,12 @@ class SQLiteSource(_SQLSource):
             params=params,
             order_by=order_by,
             mode=mode,
+            unique=unique,
             batch_size=batch_size,
+            max_cell_bytes=max_cell_bytes,
         )
+        self._own: sqlite3.Connection | None = None
+        self._pid = 0
         if isinstance(connection_or_path, sqlite3.Connection):
             self._conn: sqlite3.Connection | None = connection_or_path
             self._path: str | None = None
@@ -314,38 +583,121 @@ class SQLiteSource(_SQLSource):
     def _no_limit(self) -> str:
         return " LIMIT -1"  # SQLite accepts OFFSET only after a LIMIT
 
-    def open(
-        self, position: Position | None, *, limit_hint: int | None = None
-    ) -> Iterator[tuple[Row, Position]]:
-        """Yield rows after *position* as ``(dict, position)``."""
-        limit_hint = check_limit_hint(limit_hint)
-        sql, params = self._sql(position, limit_hint)
-        start = 0 if self._mode == "keyset" else offset_position(position, "row")
-        return self._iter(sql, params, limit_hint, start)
+    def _nulls_first(self, desc: bool) -> bool:
+        return not desc  # NULL is SQLite's smallest value
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        if self._own is None or self._pid != os.getpid():
+            # Read-only: paging must never create or change the database. A connection
+            # inherited through fork is never used: the child opens its own.
+            assert self._path is not None
+            uri = "file:" + _uri_path(self._path) + "?mode=ro"
+            self._own = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._pid = os.getpid()
+        return self._own
+
+    def close(self) -> None:
+        """Close the connection this source opened (a passed connection stays open)."""
+        own, self._own = self._own, None
+        if own is not None and self._pid == os.getpid():
+            own.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def _iter(
-        self, sql: str, params: Params, limit_hint: int | None, start: int
+        self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
     ) -> Iterator[tuple[Row, Position]]:
-        if self._conn is not None:
-            conn, own = self._conn, False
-        else:
-            assert self._path is not None
-            # Read-only: paging must never create or change the database.
-            uri = "file:" + _uri_path(self._path) + "?mode=ro"
-            conn, own = sqlite3.connect(uri, uri=True), True
+        cur = self._connection().cursor()
         try:
-            cur = conn.cursor()
-            try:
-                cur.row_factory = None  # tuples, whatever the connection's factory
-                cur.execute(sql, params)
-                columns = [d[0] for d in cur.description]
-                rows = self._rows(cur, limit_hint, columns)
-                yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
-            finally:
-                cur.close()
+            cur.row_factory = None  # tuples, whatever the connection's factory
+            cur.execute(sql, params)
+            rows = self._rows(plan, cur, limit_hint)
+            yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
         finally:
-            if own:
-                conn.close()
+            cur.close()
+
+    def _make_plan(self) -> _Plan:
+        conn = self._connection()
+        cur = conn.cursor()
+        try:
+            cur.row_factory = None
+            probe = f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0"
+            cur.execute(probe, self._params)
+            columns = [d[0] for d in cur.description]
+        finally:
+            cur.close()
+        table_keys = None
+        if self._table is not None and self._mode == "keyset":
+            table_keys = self._table_keys(conn)
+        # SQLite's types are per value: any column may hold a long text or blob. length()
+        # counts characters of text and bytes of a blob, as substr() cuts them.
+        n = self._max_cell
+        cuts: list[tuple[str, str, str, str | None]] = []
+        for name in columns:
+            col = _col(name)
+            when = f"length({col}) > {n}"
+            cuts.append(
+                (
+                    name,
+                    f"CASE WHEN {when} THEN substr({col}, 1, {n}) ELSE {col} END",
+                    f"CASE WHEN {when} THEN length({col}) END",
+                    None,
+                )
+            )
+        return self._resolve(columns, table_keys, cuts)
+
+    def _table_keys(self, conn: sqlite3.Connection) -> tuple[list[list[str]], list[str], set[str]]:
+        assert self._table is not None
+        *schema, name = self._table
+        prefix = quote_ident(schema[0]) + "." if schema else ""
+        cur = conn.cursor()
+        try:
+            cur.row_factory = None
+            info = cur.execute(f"PRAGMA {prefix}table_info({quote_ident(name)})").fetchall()
+            master = (prefix or "main.") + "sqlite_master"
+            kind = cur.execute(
+                f"SELECT type, sql FROM {master} WHERE name = ? COLLATE NOCASE", (name,)
+            ).fetchone()
+            notnull = {row[1] for row in info if row[3]}
+            pk = [row[1] for row in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+            integer_pk = len(pk) == 1 and any(
+                r[1] == pk[0] and r[2].upper() == "INTEGER" for r in info
+            )
+            if integer_pk:
+                notnull.add(pk[0])  # the rowid itself
+            sets = [pk] if pk else []
+            for idx in cur.execute(f"PRAGMA {prefix}index_list({quote_ident(name)})").fetchall():
+                if idx[2]:  # unique
+                    cols = [
+                        r[2]
+                        for r in cur.execute(
+                            f"PRAGMA {prefix}index_info({quote_ident(idx[1])})"
+                        ).fetchall()
+                    ]
+                    if cols and None not in cols and all(c in notnull for c in cols):
+                        sets.append(cols)
+        finally:
+            cur.close()
+        is_table = kind is not None and kind[0] == "table"
+        without_rowid = is_table and "WITHOUT ROWID" in (kind[1] or "").upper()
+        if pk:
+            append = pk
+        elif is_table and not without_rowid:
+            append = [_ROWID]
+        else:
+            append = []
+        return sets, append, notnull
 
     def describe(self) -> dict[str, JSONValue]:
         """As `_SQLSource.describe`, plus the database path when one was given."""
@@ -361,27 +713,36 @@ def _uri_path(path: str) -> str:
     return quote(path, safe="/")
 
 
+#: PostgreSQL types cut as text (category S), as bytes, or through their text (json...).
+_PG_BYTEA: Final = 17
+_PG_AS_TEXT: Final = frozenset({114, 142, 3802})  # json, xml, jsonb
+
+
 class PostgresSource(_SQLSource):
     """Rows of a PostgreSQL table or query, streamed through a server-side cursor.
 
-    *conninfo_or_connection* is a libpq connection string (a connection is opened for
-    each page and closed after it) or an open `psycopg.Connection` (used as is, never
-    closed). psycopg is imported only when this class is used.
+    *conninfo_or_connection* is a libpq connection string (one connection is opened on
+    the first page and kept until `close()`), an open `psycopg.Connection` (used as is,
+    never closed), or a `psycopg_pool.ConnectionPool` (each page borrows a connection).
+    psycopg is imported only when this class is used.
     """
 
-    __slots__ = ("_conn", "_conninfo")
+    __slots__ = ("_conn", "_conninfo", "_own", "_pid", "_pool")
     _kind = "postgres"
+    _dialect: _Dialect = "postgres"
 
     def __init__(
         self,
-        conninfo_or_connection: str | psycopg.Connection[Any],
+        conninfo_or_connection: str | psycopg.Connection[Any] | Any,
         *,
         table: str | Sequence[str] | None = None,
         query: str | None = None,
         params: Params = (),
         order_by: Sequence[str] = ("id",),
         mode: Literal["keyset", "offset"] = "keyset",
+        unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
     ) -> None:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
@@ -391,66 +752,176 @@ class PostgresSource(_SQLSource):
             params=params,
             order_by=order_by,
             mode=mode,
+            unique=unique,
             batch_size=batch_size,
+            max_cell_bytes=max_cell_bytes,
         )
+        self._conn: psycopg.Connection[Any] | None = None
+        self._conninfo: str | None = None
+        self._pool: Any = None
+        self._own: psycopg.Connection[Any] | None = None
+        self._pid = 0
         if isinstance(conninfo_or_connection, psycopg.Connection):
-            self._conn: psycopg.Connection[Any] | None = conninfo_or_connection
-            self._conninfo: str | None = None
+            self._conn = conninfo_or_connection
         elif isinstance(conninfo_or_connection, str):
-            self._conn = None
             self._conninfo = conninfo_or_connection
+        elif callable(getattr(conninfo_or_connection, "connection", None)) and hasattr(
+            conninfo_or_connection, "getconn"
+        ):
+            self._pool = conninfo_or_connection
         else:
             raise TypeError(
-                "PostgresSource needs a conninfo string or a psycopg.Connection, "
-                f"not {type(conninfo_or_connection).__name__}"
+                "PostgresSource needs a conninfo string, a psycopg.Connection or a "
+                f"psycopg_pool.ConnectionPool, not {type(conninfo_or_connection).__name__}"
             )
 
     def _placeholder(self, name: str) -> str:
         return f"%({name})s" if self._named else "%s"
 
-    def open(
-        self, position: Position | None, *, limit_hint: int | None = None
-    ) -> Iterator[tuple[Row, Position]]:
-        """Yield rows after *position* as ``(dict, position)``."""
-        limit_hint = check_limit_hint(limit_hint)
-        sql, params = self._sql(position, limit_hint)
-        start = 0 if self._mode == "keyset" else offset_position(position, "row")
-        return self._iter(sql, params, limit_hint, start)
+    def _nulls_first(self, desc: bool) -> bool:
+        return desc  # NULL is PostgreSQL's largest value
 
-    def _iter(
-        self, sql: str, params: Params, limit_hint: int | None, start: int
-    ) -> Iterator[tuple[Row, Position]]:
+    def _connection(self) -> psycopg.Connection[Any]:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
         if self._conn is not None:
-            conn, own = self._conn, False
-        else:
+            return self._conn
+        own = self._own
+        if own is None or own.closed or own.broken or self._pid != os.getpid():
             assert self._conninfo is not None
-            conn, own = psycopg.connect(self._conninfo), True
-        try:
-            # A server-side cursor lives in a transaction: ours unless the caller has one.
-            idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            if idle:
-                with conn.transaction():
-                    yield from self._stream(conn, sql, params, limit_hint, start)
-            else:
-                yield from self._stream(conn, sql, params, limit_hint, start)
-        finally:
-            if own:
-                conn.close()
+            self._own = own = psycopg.connect(self._conninfo)
+            self._pid = os.getpid()
+        return own
 
-    def _stream(
+    def close(self) -> None:
+        """Close the connection this source opened (a passed connection or pool stays open)."""
+        own, self._own = self._own, None
+        if own is not None and self._pid == os.getpid():
+            own.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _iter(
+        self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
+    ) -> Iterator[tuple[Row, Position]]:
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
+        else:
+            conn = self._connection()
+            yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
+
+    def _page(
         self,
         conn: psycopg.Connection[Any],
+        plan: _Plan,
         sql: str,
         params: Params,
+        *,
         limit_hint: int | None,
         start: int,
     ) -> Iterator[tuple[Row, Position]]:
-        name = "jsonbudget_" + secrets.token_hex(8)
-        with conn.cursor(name=name) as cur:
-            cur.execute(sql, params)
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        # A server-side cursor lives in a transaction: ours unless the caller has one.
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with conn.transaction() if idle else contextlib.nullcontext():
+            name = "jsonbudget_" + secrets.token_hex(8)
+            with conn.cursor(name=name) as cur:
+                cur.execute(sql, params)
+                rows = self._rows(plan, cur, limit_hint)
+                yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
+
+    def _make_plan(self) -> _Plan:
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                return self._plan_on(conn)
+        conn = self._connection()
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            # The probe must not leave a transaction open on an autocommit-less connection.
+            with conn.transaction():
+                return self._plan_on(conn)
+        return self._plan_on(conn)
+
+    def _plan_on(self, conn: psycopg.Connection[Any]) -> _Plan:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0", self._params)
             assert cur.description is not None
             columns = [d.name for d in cur.description]
-            rows = self._rows(cur, limit_hint, columns)
-            yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
+            oids = [d.type_code for d in cur.description]
+            cur.execute(
+                "SELECT oid::int, typcategory::text FROM pg_type WHERE oid = ANY(%s)",
+                (sorted(set(oids)),),
+            )
+            category = dict(cur.fetchall())
+            table_keys = None
+            if self._table is not None and self._mode == "keyset":
+                table_keys = self._table_keys(cur)
+        n = self._max_cell
+        cuts: list[tuple[str, str, str, str | None]] = []
+        for name, oid in zip(columns, oids, strict=True):
+            col = _col(name)
+            if oid == _PG_BYTEA:
+                # octet_length reads the stored size; substring detoasts only the slice.
+                when = f"octet_length({col}) > {n}"
+                value = f"CASE WHEN {when} THEN substring({col} FROM 1 FOR {n}) ELSE {col} END"
+                cuts.append((name, value, f"CASE WHEN {when} THEN octet_length({col}) END", None))
+            elif category.get(oid) == "S":
+                # octet_length first (cheap, and never fewer bytes than characters); left()
+                # detoasts only the prefix; length() counts the characters for the marker.
+                when = f"octet_length({col}) > {n}"
+                value = f"CASE WHEN {when} THEN left({col}, {n}) ELSE {col} END"
+                cuts.append((name, value, f"CASE WHEN {when} THEN length({col}) END", None))
+            elif oid in _PG_AS_TEXT or category.get(oid) == "A":
+                # No prefix of a JSON value (or an array) is a value: a long one arrives
+                # as the start of its text, and the value itself is not fetched.
+                text = f"{col}::text"
+                when = f"octet_length({text}) > {n} AND length({text}) > {n}"
+                cuts.append(
+                    (
+                        name,
+                        f"CASE WHEN {when} THEN NULL ELSE {col} END",
+                        f"CASE WHEN {when} THEN length({text}) END",
+                        f"CASE WHEN {when} THEN left({text}, {n}) END",
+                    )
+                )
+        return self._resolve(columns, table_keys, cuts)
+
+    def _table_keys(self, cur: Any) -> tuple[list[list[str]], list[str], set[str]]:
+        assert self._table is not None
+        regclass = ".".join(quote_ident(p) for p in self._table)
+        cur.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
+            " AND NOT attisdropped AND attnotnull",
+            (regclass,),
+        )
+        notnull = {row[0] for row in cur.fetchall()}
+        cur.execute(
+            "SELECT i.indisprimary, array_agg(a.attname ORDER BY k.ord)"
+            " FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
+            " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+            " WHERE i.indrelid = %s::regclass AND i.indisunique AND i.indpred IS NULL"
+            " AND i.indexprs IS NULL GROUP BY i.indexrelid, i.indisprimary"
+            " ORDER BY i.indisprimary DESC",
+            (regclass,),
+        )
+        sets: list[list[str]] = []
+        append: list[str] = []
+        for primary, cols in cur.fetchall():
+            if primary:
+                append = list(cols)
+                sets.append(list(cols))
+            elif all(c in notnull for c in cols):
+                sets.append(list(cols))
+        return sets, append, notnull

@@ -1,0 +1,257 @@
+"""Reading JSON without recursion, with nesting bounded while it is parsed.
+
+`load_json` parses one document: orjson first (C, exact for everything it accepts), and an
+iterative parser for what orjson refuses or would alter (nesting past its limit, lone
+surrogate escapes, integers beyond 64 bits, which orjson turns into floats). `scan_json`
+is that parser on its own, with the calling convention of the stdlib's scanner (a value
+at an index of a str, and the index where it ends), for sources that need the end.
+
+Containers nested deeper than ``max_depth`` (the root is depth 0) are not built: each is
+replaced by the marker string the encoder would write for it, ``…[depth: list of N
+items]`` or ``…[depth: object with N keys]``, so a million-deep document costs a byte of
+memory per level. The default ``max_depth`` is the deepest any `Limits` allows
+(`MAX_DEPTH`), so an encoder never reaches a replaced value: it cuts at its own depth
+first and says what stood there from the container's real length.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from decimal import Decimal
+from json import JSONDecodeError
+from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
+from typing import Any, Final
+
+import orjson
+
+from .._limits import MAX_DEPTH, check_int
+from ..errors import DecodeError
+
+__all__ = ["load_json", "scan_json"]
+
+_TOKEN: Final = re.compile(
+    r"[ \t\n\r]*((\[+)|(\]+)|([{}:,])|(\")|"
+    r"(-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)|(true|false|null))"
+)
+_WS: Final = re.compile(rb"[ \t\n\r]*")
+_WS_STR: Final = re.compile(r"[ \t\n\r]*")
+#: A number of 19 digits or more where a JSON number can stand: orjson would turn it into a
+#: float (or refuse it), so such documents take the exact parser. Digits inside strings
+#: can match too; they only cost the slower path.
+_LONG_INT: Final = re.compile(rb"(?:^|[\[,:\s])-?[0-9]{19}")
+_CONSTANT: Final = re.compile(r"NaN|-?Infinity")
+_LITERALS: Final = {"true": True, "false": False, "null": None}
+_LIST, _OBJ = ord("["), ord("{")
+
+# What the parser expects next.
+_VALUE, _VALUE_OR_END, _KEY_OR_END, _KEY, _COLON, _NEXT = range(6)
+
+
+def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse one JSON document in *data*, iteratively, with nesting bounded while parsing.
+
+    Returns the value as `json.loads` would (integers exact whatever their size; an
+    integer literal longer than Python's int conversion limit becomes an exact
+    `decimal.Decimal`; lone surrogate escapes kept, for the encoder to mark), except that
+    containers deeper than *max_depth* are replaced by depth markers (see the module
+    docstring). Raises `DecodeError` (a `ValueError`) for invalid UTF-8, invalid JSON,
+    NaN or Infinity, and content after the value; `LimitError` for a *max_depth* that is
+    not an int in [0, 2**40].
+    """
+    check_int("max_depth", max_depth, minimum=0)
+    if isinstance(data, str):
+        text = data
+    else:
+        raw = bytes(data) if not isinstance(data, bytes) else data
+        # orjson's own nesting limit is 1024; deeper input falls to the iterative path.
+        if max_depth >= 1024 and _LONG_INT.search(raw) is None:
+            try:
+                return orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass  # refused: the exact parser below says why, or reads what orjson cannot
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"the input is not valid UTF-8 ({exc.reason})", offset=exc.start
+            ) from None
+    start = _WS_STR.match(text).end()  # type: ignore[union-attr]
+    try:
+        value, end = scan_json(text, start, max_depth=max_depth)
+    except JSONDecodeError as exc:
+        raise DecodeError(f"invalid JSON: {exc.msg}", offset=_byte_offset(text, exc.pos)) from None
+    end = _WS_STR.match(text, end).end()  # type: ignore[union-attr]
+    if end != len(text):
+        raise DecodeError(
+            "invalid JSON: content after the value",
+            offset=_byte_offset(text, end),
+        )
+    return value
+
+
+def _byte_offset(text: str, pos: int) -> int:
+    return pos if text.isascii() else len(text[:pos].encode("utf-8", "surrogatepass"))
+
+
+def _number(tok: str, frac: str | None, exp: str | None) -> int | float | Decimal:
+    if frac or exp:
+        return float(tok)
+    limit = sys.get_int_max_str_digits()
+    if limit and len(tok.lstrip("-")) > limit:
+        # int() refuses literals this long; Decimal keeps every digit, in linear time.
+        return Decimal(tok)
+    return int(tok)
+
+
+def _depth_marker(is_list: bool, count: int) -> str:
+    if is_list:
+        return f"…[depth: list of {count} items]"
+    return f"…[depth: object with {count} keys]"
+
+
+def scan_json(text: str, start: int, *, max_depth: int = MAX_DEPTH) -> tuple[Any, int]:
+    """Parse the JSON value at ``text[start]``; return it and the index just after it.
+
+    The iterative twin of the stdlib's scanner: no recursion, containers deeper than
+    *max_depth* replaced by depth markers. Raises `json.JSONDecodeError` (with ``pos``)
+    for invalid JSON, including input that ends before the value does.
+    """
+    frames: list[list[Any] | dict[str, Any]] = []  # the open containers being built
+    keys: list[str | None] = []  # the pending key of each open object
+    skip = bytearray()  # kinds of the open containers past max_depth (not built)
+    skipped = 0  # values completed directly inside the outermost skipped container
+    want = _VALUE
+    i = start
+    match = _TOKEN.match
+    while True:
+        m = match(text, i)
+        if m is None:
+            at = _WS_STR.match(text, i).end()  # type: ignore[union-attr]
+            constant = _CONSTANT.match(text, at)
+            if constant is not None and (want in (_VALUE, _VALUE_OR_END)):
+                raise JSONDecodeError(f"{constant.group()} is not valid JSON", text, at)
+            raise JSONDecodeError(_expected(want), text, at)
+        opens, closes, punct, quote, num, literal = m.group(2, 3, 4, 5, 6, 9)
+        pos = m.start(1)
+        i = m.end()
+        value: Any
+        if opens is not None or punct == "{":
+            if want not in (_VALUE, _VALUE_OR_END):
+                raise JSONDecodeError(_expected(want), text, pos)
+            is_list = opens is not None
+            count = len(opens) if is_list else 1
+            # The new containers get depths depth, depth + 1, ...: build those in bounds.
+            depth = len(frames) + len(skip)
+            build = max(0, min(count, max_depth + 1 - depth))
+            for _ in range(build):
+                frames.append([] if is_list else {})
+                keys.append(None)
+                if len(frames) > 1:
+                    _attach(frames, keys)
+            if count > build:
+                if not skip:
+                    skipped = 0
+                skip += (b"[" if is_list else b"{") * (count - build)
+            want = _VALUE_OR_END if is_list else _KEY_OR_END
+            continue
+        if closes is not None or punct == "}":
+            is_list = closes is not None
+            count = len(closes) if is_list else 1
+            if want not in (_NEXT, _VALUE_OR_END if is_list else _KEY_OR_END):
+                raise JSONDecodeError(_expected(want), text, pos)
+            want = _NEXT
+            from_skip = min(count, len(skip))
+            if from_skip:
+                before = len(skip)
+                if skip[-from_skip:].count(_LIST if is_list else _OBJ) != from_skip:
+                    raise JSONDecodeError("mismatched closing bracket", text, pos)
+                del skip[-from_skip:]
+                if before >= 2 and len(skip) <= 1:
+                    skipped += 1  # a child of the outermost skipped container closed
+                if skip:
+                    continue
+                # The outermost skipped container closed: its marker is the value.
+                marker = _depth_marker(is_list, skipped)
+                count -= from_skip
+                if not frames:
+                    return marker, i - count
+                _put(frames, keys, marker)
+            for k in range(count):
+                if not frames:
+                    raise JSONDecodeError("unmatched closing bracket", text, pos + k)
+                top = frames.pop()
+                keys.pop()
+                if isinstance(top, list) != is_list:
+                    raise JSONDecodeError("mismatched closing bracket", text, pos + k)
+                if not frames:
+                    return top, i - (count - k - 1)
+            continue
+        if punct == ",":
+            if want != _NEXT:
+                raise JSONDecodeError(_expected(want), text, pos)
+            in_list = skip[-1] == _LIST if skip else isinstance(frames[-1], list)
+            want = _VALUE if in_list else _KEY
+            continue
+        if punct == ":":
+            if want != _COLON:
+                raise JSONDecodeError(_expected(want), text, pos)
+            want = _VALUE
+            continue
+        # A scalar: a string (or an object key), a number or a literal.
+        if quote is not None:
+            value, i = scanstring(text, i, True)
+            if want in (_KEY, _KEY_OR_END):
+                if not skip:
+                    keys[-1] = value
+                want = _COLON
+                continue
+        elif num is not None:
+            value = _number(num, m.group(7), m.group(8))
+        else:
+            value = _LITERALS[literal]
+        if want not in (_VALUE, _VALUE_OR_END):
+            raise JSONDecodeError(_expected(want), text, pos)
+        want = _NEXT
+        if skip:
+            if len(skip) == 1:
+                skipped += 1
+        elif frames:
+            _put(frames, keys, value)
+        else:
+            return value, i
+
+
+def _attach(frames: list[list[Any] | dict[str, Any]], keys: list[str | None]) -> None:
+    """Put the newest frame into its parent (it is filled in place afterwards)."""
+    child = frames[-1]
+    parent = frames[-2]
+    if isinstance(parent, list):
+        parent.append(child)
+    else:
+        key = keys[-2]
+        assert key is not None
+        parent[key] = child
+        keys[-2] = None
+
+
+def _put(frames: list[list[Any] | dict[str, Any]], keys: list[str | None], value: Any) -> None:
+    top = frames[-1]
+    if isinstance(top, list):
+        top.append(value)
+    else:
+        key = keys[-1]
+        assert key is not None
+        top[key] = value
+        keys[-1] = None
+
+
+def _expected(want: int) -> str:
+    return {
+        _VALUE: "Expecting value",
+        _VALUE_OR_END: "Expecting value or ']'",
+        _KEY_OR_END: "Expecting property name enclosed in double quotes or '}'",
+        _KEY: "Expecting property name enclosed in double quotes",
+        _COLON: "Expecting ':' delimiter",
+        _NEXT: "Expecting ',' delimiter or a closing bracket",
+    }[want]
