@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, Final, Literal
 
 from ..errors import EncodeError, LimitError
@@ -284,7 +284,9 @@ def _safe(summarizer: Summarizer, value: object) -> object:
         return {"kind": "unknown", "type": type(value).__name__}
 
 
-def summary_processor(_logger: object, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def summary_processor(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> dict[str, Any]:
     """A structlog processor: every jsonbudget object in the event becomes its summary.
 
     Put it before the renderer (``structlog.configure(processors=[summary_processor,
