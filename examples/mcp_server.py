@@ -7,8 +7,8 @@ Run it over stdio (what desktop agents launch):
 
 The tool `list_tickets(status=None, cursor=None)` answers one page per call. Each result's
 text content and structured content are the same envelope, and the whole JSON-RPC
-response is at most --max-bytes bytes; `nextCursor` continues; a garbled cursor, or a cursor presented with another status, is
-refused with JSON-RPC error -32602.
+response is at most --max-bytes bytes; `nextCursor` continues; a garbled cursor, or a
+cursor presented with another status, is refused with JSON-RPC error -32602.
 """
 
 from __future__ import annotations
