@@ -24,13 +24,13 @@ def test_orjson_small_reference(benchmark: Any) -> None:
 
 
 def test_gate_small_pass_through(benchmark: Any, tmp_path: Path) -> None:
-    gate = ResultGate(64 * 1024, SpillStore(tmp_path))
+    gate = ResultGate(max_bytes=64 * 1024, store=SpillStore(tmp_path))
     out = benchmark(gate.apply, SMALL)
     assert out.spill is None
 
 
 def test_gate_spill_rows(benchmark: Any, tmp_path: Path) -> None:
-    gate = ResultGate(64 * 1024, SpillStore(tmp_path), preview_bytes=4096)
+    gate = ResultGate(max_bytes=64 * 1024, store=SpillStore(tmp_path), preview_bytes=4096)
     out = benchmark(gate.apply, ROWS)
     assert out.spill is not None
 
@@ -48,7 +48,7 @@ def test_bounded_tool_rows(benchmark: Any) -> None:
 
 
 def test_turn_admit_small(benchmark: Any, tmp_path: Path) -> None:
-    turn = TurnBudget(10**9, store=SpillStore(tmp_path))
+    turn = TurnBudget(max_bytes=10**9, store=SpillStore(tmp_path))
     benchmark(turn.admit, SMALL)
 
 

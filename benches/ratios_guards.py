@@ -56,7 +56,7 @@ def _median_us(fn: Callable[[], Any], n: int) -> float:
 
 def gate_big_result(total: int, tmp: Path) -> list[tuple[str, float, str, str]]:
     store = SpillStore(tmp / "spill", max_total_bytes=4 * total)
-    gate = ResultGate(64 * 1024, store, preview_bytes=4096)
+    gate = ResultGate(max_bytes=64 * 1024, store=store, preview_bytes=4096)
     gc.collect()
     tracemalloc.start()
     t0 = time.perf_counter()
@@ -82,7 +82,7 @@ def gate_big_result(total: int, tmp: Path) -> list[tuple[str, float, str, str]]:
 
 def gate_pass_through(tmp: Path) -> list[tuple[str, float, str, str]]:
     value = {"id": 1, "items": list(range(20)), "name": "small result"}
-    gate = ResultGate(64 * 1024, SpillStore(tmp / "pass"))
+    gate = ResultGate(max_bytes=64 * 1024, store=SpillStore(tmp / "pass"))
     ref = _median_us(lambda: orjson.dumps(value), 20000)
     ours = _median_us(lambda: gate.apply(value), 20000)
     raw = orjson.dumps(value)
@@ -110,7 +110,7 @@ def tool_overhead() -> list[tuple[str, float, str, str]]:
 
 
 def turn_admit(tmp: Path) -> list[tuple[str, float, str, str]]:
-    turn = TurnBudget(10**9, store=SpillStore(tmp / "turn"))
+    turn = TurnBudget(max_bytes=10**9, store=SpillStore(tmp / "turn"))
     value = {"id": 1, "text": "x" * 200}
     return [
         ("TurnBudget.admit (fits)", _median_us(lambda: turn.admit(value), 20000), "us", "(info)")

@@ -6,9 +6,9 @@ Run it over stdio (what desktop agents launch):
     python examples/mcp_server.py --db tickets.sqlite3 --max-bytes 16384
 
 The tool `list_tickets(status=None, cursor=None)` answers one page per call. Each result's
-text content and structured content are the same envelope, at most --max-bytes bytes;
-`nextCursor` continues; a garbled cursor, or a cursor presented with another status, is
-refused with JSON-RPC error -32602.
+text content and structured content are the same envelope, and the whole JSON-RPC
+response is at most --max-bytes bytes; `nextCursor` continues; a garbled cursor, or a
+cursor presented with another status, is refused with JSON-RPC error -32602.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 
 from mcp.server.mcpserver import MCPServer
 
-from jsonbudget import Limits, SQLiteCursorStore, SQLiteSource
+from jsonbudget import SQLiteCursorStore, SQLiteSource
 from jsonbudget.mcp import paginated_tool
 
 
@@ -54,7 +54,7 @@ def build_server(db_path: str, store_path: str, *, max_bytes: int = 16384) -> MC
     store = SQLiteCursorStore(store_path)
 
     @server.tool()
-    @paginated_tool(Limits(max_bytes), store=store, principal="example-user")
+    @paginated_tool(max_bytes=max_bytes, store=store, principal="example-user")
     def list_tickets(status: str | None = None) -> SQLiteSource:
         """List support tickets in id order, optionally only those with one status.
 

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import io
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +33,6 @@ from jsonbudget import (
     bounded_tool,
     gate_result,
 )
-from jsonbudget._agents.guards import DEFAULT_READ_HINT
 from jsonbudget.errors import EncodeError, LimitError
 
 ROWS = [{"id": i, "name": f"row {i}", "body": "é" * 40} for i in range(500)]
@@ -45,7 +52,7 @@ def spilled_file(store: SpillStore, gated: GateResult | Admitted) -> bytes:
 
 
 def test_small_results_pass_through_unchanged(store: SpillStore) -> None:
-    gate = ResultGate(1000, store)
+    gate = ResultGate(max_bytes=1000, store=store)
     raw = b'{"ok": true}'
     out = gate.apply(raw)
     assert out.data is raw
@@ -59,7 +66,7 @@ def test_small_results_pass_through_unchanged(store: SpillStore) -> None:
 
 
 def test_exactly_the_limit_passes_one_more_byte_spills(store: SpillStore) -> None:
-    gate = ResultGate(1000, store, preview_bytes=600)
+    gate = ResultGate(max_bytes=1000, store=store, preview_bytes=600)
     assert gate.apply(b"x" * 1000).spill is None
     out = gate.apply(b"x" * 1001)
     assert out.spill is not None
@@ -68,7 +75,7 @@ def test_exactly_the_limit_passes_one_more_byte_spills(store: SpillStore) -> Non
 
 
 def test_large_object_spilled_whole_with_valid_json_preview(store: SpillStore) -> None:
-    gate = ResultGate(2000, store, preview_bytes=1200)
+    gate = ResultGate(max_bytes=2000, store=store, preview_bytes=1200)
     out = gate.apply(ROWS, label="search_rows")
     whole = orjson.dumps(ROWS)
     assert out.kind == "json"
@@ -92,7 +99,7 @@ def test_large_object_spilled_whole_with_valid_json_preview(store: SpillStore) -
 
 def test_large_dict_spilled_byte_identical_to_orjson(store: SpillStore) -> None:
     value = {f"key{i}": {"n": i, "s": "x" * 30} for i in range(300)}
-    out = ResultGate(1000, store, preview_bytes=800).apply(value)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(value)
     assert spilled_file(store, out) == orjson.dumps(value)
     assert len(out.data) <= 800
     orjson.loads(out.data)
@@ -100,7 +107,7 @@ def test_large_dict_spilled_byte_identical_to_orjson(store: SpillStore) -> None:
 
 def test_object_orjson_refuses_is_spilled_with_markers(store: SpillStore) -> None:
     value = {1: "int key", "big": ["y" * 100] * 50, "s": {1, 2}}
-    out = ResultGate(1000, store, preview_bytes=800).apply(value)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(value)
     stored = orjson.loads(spilled_file(store, out))
     assert len(stored["big"]) == 50
     assert "1" in stored or any(k.startswith("…") for k in stored)
@@ -111,7 +118,7 @@ def test_regression_nan_in_a_spilled_result_is_marked_not_null(store: SpillStore
     # The spill file was orjson's bytes, and orjson writes NaN as null: a value lost
     # without a word. It now carries the encoder's marker, as a result that fits does.
     value = {"rows": [{"i": i, "x": float("nan") if i == 7 else 1.5} for i in range(100)]}
-    out = ResultGate(1000, store, preview_bytes=800).apply(value)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(value)
     stored = orjson.loads(spilled_file(store, out))
     assert stored["rows"][7]["x"] == "…[unencodable: nan]"
     assert stored["rows"][8]["x"] == 1.5
@@ -119,7 +126,7 @@ def test_regression_nan_in_a_spilled_result_is_marked_not_null(store: SpillStore
 
 
 def test_small_object_with_unencodable_value_passes_with_its_marker(store: SpillStore) -> None:
-    out = ResultGate(1000, store).apply({"s": {1, 2}})
+    out = ResultGate(max_bytes=1000, store=store).apply({"s": {1, 2}})
     assert out.spill is None
     assert orjson.loads(out.data)["s"].startswith("…[")
 
@@ -128,7 +135,7 @@ def test_json_bytes_preview_is_json_and_never_counts_what_the_prefix_cut(
     store: SpillStore,
 ) -> None:
     whole = orjson.dumps({"total": 5000, "rows": [{"i": i, "pad": "p" * 50} for i in range(5000)]})
-    out = ResultGate(2000, store, preview_bytes=1500).apply(whole)
+    out = ResultGate(max_bytes=2000, store=store, preview_bytes=1500).apply(whole)
     assert out.kind == "json"
     assert spilled_file(store, out) == whole
     assert len(out.data) <= 1500
@@ -142,7 +149,7 @@ def test_json_bytes_preview_is_json_and_never_counts_what_the_prefix_cut(
 
 def test_json_bytes_object_prefix_says_more_keys(store: SpillStore) -> None:
     whole = orjson.dumps({f"k{i}": "v" * 100 for i in range(2000)})
-    out = ResultGate(2000, store, preview_bytes=1000).apply(whole)
+    out = ResultGate(max_bytes=2000, store=store, preview_bytes=1000).apply(whole)
     preview = orjson.loads(out.data)["preview"]
     markers = [v for k, v in preview.items() if k.startswith("…")]
     assert markers == ["[omitted: more keys]"]
@@ -150,7 +157,7 @@ def test_json_bytes_object_prefix_says_more_keys(store: SpillStore) -> None:
 
 def test_small_complete_json_file_keeps_exact_counts(store: SpillStore) -> None:
     whole = orjson.dumps(list(range(1000)))  # small enough to parse whole
-    out = ResultGate(1000, store, preview_bytes=800).apply(whole)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(whole)
     preview = orjson.loads(out.data)["preview"]
     assert isinstance(preview[-1], str)
     assert preview[-1] == f"…[omitted: {1000 - (len(preview) - 1)} more items]"
@@ -158,7 +165,9 @@ def test_small_complete_json_file_keeps_exact_counts(store: SpillStore) -> None:
 
 def test_broken_json_falls_back_to_a_text_preview(store: SpillStore) -> None:
     broken = b"[" + b"1," * 2000  # starts like JSON, never parses whole
-    out = ResultGate(1000, store, preview_bytes=800, kind="json").apply(b"{ nope" + broken)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800, kind="json").apply(
+        b"{ nope" + broken
+    )
     assert out.kind == "text"
     assert out.spill is not None
     assert out.text.startswith("{ nope")
@@ -166,7 +175,7 @@ def test_broken_json_falls_back_to_a_text_preview(store: SpillStore) -> None:
 
 def test_text_preview_ends_on_a_line_end_and_a_character_boundary(store: SpillStore) -> None:
     text = "".join(f"ligne {i}: café ☕ naïve\n" for i in range(1000))
-    gate = ResultGate(2000, store, preview_bytes=1000)
+    gate = ResultGate(max_bytes=2000, store=store, preview_bytes=1000)
     out = gate.apply(text, label="log")
     assert out.kind == "text"
     assert spilled_file(store, out) == text.encode()
@@ -184,7 +193,7 @@ def test_text_preview_ends_on_a_line_end_and_a_character_boundary(store: SpillSt
 
 def test_text_without_newlines_is_cut_on_a_character_boundary(store: SpillStore) -> None:
     text = "€" * 3000
-    out = ResultGate(1000, store, preview_bytes=700).apply(text)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=700).apply(text)
     body = out.text.rpartition("\n…[spilled: ")[0]
     assert body
     assert set(body) == {"€"}
@@ -193,14 +202,16 @@ def test_text_without_newlines_is_cut_on_a_character_boundary(store: SpillStore)
 
 def test_binary_result_preview_stops_at_the_first_invalid_byte(store: SpillStore) -> None:
     blob = b"header line\n" + bytes(range(256)) * 20
-    out = ResultGate(1000, store, preview_bytes=700).apply(blob)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=700).apply(blob)
     assert out.text.startswith("header line\n")
     assert spilled_file(store, out) == blob
 
 
 def test_streamed_result_is_written_whole_without_joining(store: SpillStore) -> None:
     chunks = [bytes([65 + i % 26]) * 10_000 for i in range(100)]
-    out = ResultGate(5000, store, preview_bytes=1000).apply(iter(chunks), label="stream")
+    out = ResultGate(max_bytes=5000, store=store, preview_bytes=1000).apply(
+        iter(chunks), label="stream"
+    )
     assert spilled_file(store, out) == b"".join(chunks)
     assert out.size == 1_000_000
 
@@ -212,30 +223,30 @@ def test_crash_in_a_streamed_result_passes_through_and_leaves_no_file(store: Spi
         raise ConnectionResetError("upstream went away")
 
     with pytest.raises(ConnectionResetError, match="upstream"):
-        ResultGate(1000, store).apply(crashing())
+        ResultGate(max_bytes=1000, store=store).apply(crashing())
     assert list(store.directory.iterdir()) == []
 
 
 def test_lone_surrogate_in_a_str_result_is_an_encode_error(store: SpillStore) -> None:
     with pytest.raises(EncodeError, match="surrogate"):
-        ResultGate(1000, store).apply("ok \ud800 bad")
+        ResultGate(max_bytes=1000, store=store).apply("ok \ud800 bad")
 
 
 def test_non_bytes_chunk_in_a_stream_is_a_type_error(store: SpillStore) -> None:
     with pytest.raises(TypeError, match="must yield bytes"):
-        ResultGate(1000, store).apply(iter(["text"]))
+        ResultGate(max_bytes=1000, store=store).apply(iter(["text"]))
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"max_result_bytes": 0},
-        {"max_result_bytes": 2**62},
-        {"max_result_bytes": 100},  # cannot hold even the default preview
-        {"max_result_bytes": 1000, "preview_bytes": 100},
-        {"max_result_bytes": 1000, "preview_bytes": 2000},
-        {"max_result_bytes": 1000, "kind": "xml"},
-        {"max_result_bytes": 1000, "read_hint": "x" * 500},
+        {"max_bytes": 0},
+        {"max_bytes": 2**62},
+        {"max_bytes": 100},  # cannot hold even the default preview
+        {"max_bytes": 1000, "preview_bytes": 100},
+        {"max_bytes": 1000, "preview_bytes": 2000},
+        {"max_bytes": 1000, "kind": "xml"},
+        {"max_bytes": 1000, "read_hint": "x" * 500},
     ],
 )
 def test_gate_options_validated_up_front(kwargs: dict[str, Any]) -> None:
@@ -247,7 +258,7 @@ def test_default_store_is_created_lazily_in_the_private_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    gate = ResultGate(1000)
+    gate = ResultGate(max_bytes=1000)
     gate.apply(b"small")
     assert not (tmp_path / "cache").exists()
     out = gate.apply(b"z" * 5000)
@@ -256,14 +267,14 @@ def test_default_store_is_created_lazily_in_the_private_directory(
 
 
 def test_gate_result_convenience(store: SpillStore) -> None:
-    out = gate_result(b"q" * 3000, 1000, store=store, label="conv", preview_bytes=700)
+    out = gate_result(b"q" * 3000, max_bytes=1000, store=store, label="conv", preview_bytes=700)
     assert out.spill is not None
     assert out.spill.label == "conv"
-    assert gate_result(b"ok", 1000, store=store).data == b"ok"
+    assert gate_result(b"ok", max_bytes=1000, store=store).data == b"ok"
 
 
 async def test_async_apply(store: SpillStore) -> None:
-    gate = ResultGate(1000, store)
+    gate = ResultGate(max_bytes=1000, store=store)
     outs = await asyncio.gather(*(gate.aapply(b"k" * (500 * i)) for i in range(1, 5)))
     assert [o.spilled for o in outs] == [False, False, True, True]
 
@@ -285,7 +296,7 @@ json_values = st.recursive(
 def test_property_gate_output_within_its_limit_and_nothing_lost(
     store: SpillStore, value: Any, limit: int
 ) -> None:
-    gate = ResultGate(limit, store, preview_bytes=min(limit, 700))
+    gate = ResultGate(max_bytes=limit, store=store, preview_bytes=min(limit, 700))
     # A str result is text, passed on as its UTF-8 (regression: hypothesis found '').
     as_given = value.encode() if isinstance(value, str) else orjson.dumps(value)
     for result, whole in ((value, as_given), (orjson.dumps(value), orjson.dumps(value))):
@@ -304,7 +315,7 @@ def test_property_gate_output_within_its_limit_and_nothing_lost(
 )
 @given(text=st.text(st.characters(codec="utf-8"), max_size=2000))
 def test_property_text_preview_is_a_valid_prefix(store: SpillStore, text: str) -> None:
-    gate = ResultGate(700, store, kind="text")
+    gate = ResultGate(max_bytes=700, store=store, kind="text")
     out = gate.apply(text)
     assert len(out.data) <= 700
     shown = out.data.decode()
@@ -319,7 +330,9 @@ def test_property_text_preview_is_a_valid_prefix(store: SpillStore, text: str) -
 
 
 def test_turn_whose_results_each_fit_but_together_overflow(store: SpillStore) -> None:
-    turn = TurnBudget(3000, store=store, max_result_bytes=2000, preview_bytes=700)
+    turn = TurnBudget(
+        max_bytes=3000, store=store, max_result_bytes=2000, preview_bytes=700, max_calls=1
+    )
     results = [{"call": i, "text": "w" * 780} for i in range(4)]
     each = len(orjson.dumps(results[0]))
     assert each < 2000  # every result is under the per-result limit...
@@ -340,34 +353,39 @@ def test_turn_whose_results_each_fit_but_together_overflow(store: SpillStore) ->
     assert report.results == tuple(admitted)
 
 
-def test_turn_with_nothing_left_answers_with_the_bare_reference(store: SpillStore) -> None:
-    turn = TurnBudget(4000, store=store, max_result_bytes=3500, preview_bytes=1500)
+def test_turn_past_max_calls_answers_with_the_bare_reference(store: SpillStore) -> None:
+    turn = TurnBudget(
+        max_bytes=4000, store=store, max_result_bytes=3500, preview_bytes=1500, max_calls=2
+    )
     assert turn.admit(b"a" * 3000, tool="first").reason == "fits"
     assert turn.admit(b"line\n" * 200, tool="second").reason == "fits"  # exactly fills it
     third = turn.admit(b"[" + b"1," * 600 + b"1]", tool="third")
     assert third.reason == "turn_limit"
     assert third.spill is not None
-    # A tool call needs an answer: the bare reference goes in, flagged over budget.
+    # A third call in a turn of max_calls=2 still needs an answer: the bare reference
+    # goes in, flagged over budget.
     assert third.over_budget
-    assert orjson.loads(third.data) == {
-        "spilled": {**third.spill.to_json(), "read_more": DEFAULT_READ_HINT}
-    }
+    bare = {"spilled": {"ref": third.spill.ref, "size": third.spill.size}}
+    assert orjson.loads(third.data) == bare
+    assert len(third.data) <= turn.gate.bare_reference_bytes
     assert turn.report().over_budget
     assert turn.report().used_bytes == 4000 + len(third.data)
 
 
 def test_turn_result_over_the_per_result_limit(store: SpillStore) -> None:
-    turn = TurnBudget(10_000, store=store, max_result_bytes=1000, preview_bytes=800)
+    turn = TurnBudget(max_bytes=10_000, store=store, max_result_bytes=1000, preview_bytes=800)
     out = turn.admit(ROWS, tool="rows")
     assert out.reason == "result_limit"
     assert out.admitted_bytes <= 800
     assert not out.over_budget
     orjson.loads(out.data)
-    assert turn.remaining == 10_000 - out.admitted_bytes
+    # What is left, less a bare reference for each of the other calls the turn can answer.
+    bare = turn.gate.bare_reference_bytes
+    assert turn.remaining == 10_000 - out.admitted_bytes - (turn.max_calls - 2) * bare
 
 
 def test_turn_reset_starts_a_new_turn(store: SpillStore) -> None:
-    turn = TurnBudget(1000, store=store, preview_bytes=700)
+    turn = TurnBudget(max_bytes=1000, store=store, preview_bytes=700, max_calls=1)
     turn.admit(b"x" * 900)
     ended = turn.reset()
     assert ended.used_bytes == 900
@@ -378,7 +396,7 @@ def test_turn_reset_starts_a_new_turn(store: SpillStore) -> None:
 
 
 def test_turn_summary_never_contains_content(store: SpillStore) -> None:
-    turn = TurnBudget(1000, store=store, preview_bytes=700)
+    turn = TurnBudget(max_bytes=1000, store=store, preview_bytes=700, max_calls=1)
     turn.admit(b"SECRET-TOKEN " * 10, tool="t1")
     turn.admit(b"SECRET-TOKEN " * 200, tool="t2")
     text = orjson.dumps(turn.report().summary())
@@ -387,7 +405,9 @@ def test_turn_summary_never_contains_content(store: SpillStore) -> None:
 
 
 def test_turn_parallel_threads_never_overspend(store: SpillStore) -> None:
-    turn = TurnBudget(6000, store=store, max_result_bytes=2000, preview_bytes=700)
+    turn = TurnBudget(
+        max_bytes=6000, store=store, max_result_bytes=2000, preview_bytes=700, max_calls=12
+    )
     barrier = threading.Barrier(12)
     outs: list[Admitted] = []
     lock = threading.Lock()
@@ -406,8 +426,9 @@ def test_turn_parallel_threads_never_overspend(store: SpillStore) -> None:
     report = turn.report()
     assert len(outs) == 12
     assert report.used_bytes == sum(a.admitted_bytes for a in outs)
-    within = sum(a.admitted_bytes for a in outs if not a.over_budget)
-    assert within <= 6000
+    # Twelve calls, max_calls=12: the turn never passes its limit, however they race.
+    assert report.used_bytes <= 6000
+    assert not any(a.over_budget for a in outs)
     assert sum(1 for a in outs if a.reason == "fits") <= 6
     for a in outs:
         if a.spill is not None:
@@ -416,19 +437,72 @@ def test_turn_parallel_threads_never_overspend(store: SpillStore) -> None:
 
 
 async def test_turn_parallel_asyncio_tasks(store: SpillStore) -> None:
-    turn = TurnBudget(3000, store=store, max_result_bytes=2000, preview_bytes=700)
+    turn = TurnBudget(
+        max_bytes=3000, store=store, max_result_bytes=2000, preview_bytes=700, max_calls=10
+    )
     outs = await asyncio.gather(*(turn.aadmit(b"%d" % i * 400, tool=f"t{i}") for i in range(10)))
     report = turn.report()
-    assert report.used_bytes == sum(a.admitted_bytes for a in outs)
-    assert sum(a.admitted_bytes for a in outs if not a.over_budget) <= 3000
+    assert report.used_bytes == sum(a.admitted_bytes for a in outs) <= 3000
+    assert not any(a.over_budget for a in outs)
     assert {a.reason for a in outs} >= {"fits", "turn_limit"}
 
 
+@pytest.mark.parametrize("parallel", ["asyncio", "threads"])
+def test_regression_six_parallel_calls_stay_within_the_turn(
+    store: SpillStore, parallel: str
+) -> None:
+    """Six parallel calls once used 10,524 of a 10,000-byte turn (two bare references past
+    the limit); the turn now keeps room for a reference per call (max_calls=8)."""
+    turn = TurnBudget(max_bytes=10_000, store=store)
+    results = [[{"call": i, "row": j, "text": "t" * 60} for j in range(40)] for i in range(6)]
+    if parallel == "asyncio":
+
+        async def run() -> list[Admitted]:
+            return await asyncio.gather(
+                *(turn.aadmit(r, tool=f"search{i}") for i, r in enumerate(results))
+            )
+
+        outs = asyncio.run(run())
+    else:
+        outs = []
+        lock = threading.Lock()
+        barrier = threading.Barrier(6)
+
+        def call(i: int) -> None:
+            barrier.wait()
+            got = turn.admit(results[i], tool=f"search{i}")
+            with lock:
+                outs.append(got)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    report = turn.report()
+    assert len(outs) == 6
+    assert report.used_bytes == sum(len(a.data) for a in outs) <= 10_000
+    assert not report.over_budget
+    for a in outs:
+        orjson.loads(a.data)  # every answer is JSON, the bare references included
+        if a.spill is not None:
+            assert orjson.loads(spilled_file(store, a)) == results[int(a.tool[-1])]
+
+
+def test_turn_max_calls_must_leave_room_for_their_references(store: SpillStore) -> None:
+    bare = ResultGate(max_bytes=1000).bare_reference_bytes
+    with pytest.raises(LimitError, match="max_calls"):
+        TurnBudget(max_bytes=1000, store=store, max_calls=1000 // bare + 1)
+    assert TurnBudget(max_bytes=1000, store=store, max_calls=1000 // bare).max_calls == 5
+
+
 def test_turn_limits_validated(store: SpillStore) -> None:
-    with pytest.raises(LimitError, match="max_turn_bytes"):
-        TurnBudget(10, store=store)
+    with pytest.raises(LimitError, match="max_bytes"):
+        TurnBudget(max_bytes=10, store=store)
     with pytest.raises(LimitError, match="max_result_bytes"):
-        TurnBudget(1000, store=store, max_result_bytes=2000)
+        TurnBudget(max_bytes=1000, store=store, max_result_bytes=2000)
+    with pytest.raises(LimitError, match="max_calls"):
+        TurnBudget(max_bytes=10_000, store=store, max_calls=0)
 
 
 # --- bounded_tool -------------------------------------------------------------------------
@@ -449,7 +523,7 @@ def test_bounded_tool_sync_result_is_bounded_json() -> None:
 
 
 def test_bounded_tool_small_result_is_plain_orjson() -> None:
-    @bounded_tool(Limits(1000), output="bytes")
+    @bounded_tool(limits=Limits(1000), output="bytes")
     def small() -> dict[str, int]:
         return {"a": 1}
 
@@ -533,7 +607,7 @@ async def test_bounded_tool_async_exceptions_pass_through_unchanged() -> None:
         {},
         {"max_bytes": 10},
         {"max_bytes": 2**62},
-        {"max_bytes": 100, "output": "json"},
+        {"max_bytes": 100, "output": "xml"},
         {"limits": Limits(100), "max_bytes": 100},
         {"max_bytes": 100, "strategy": "greedy"},
     ],
@@ -547,5 +621,200 @@ def test_bare_bounded_tool_is_a_clear_type_error() -> None:
     def tool() -> int:
         return 1
 
-    with pytest.raises(TypeError, match=r"bounded_tool\(max_bytes="):
+    # Every option is keyword-only: a bare decorator passes the function positionally.
+    with pytest.raises(TypeError, match="positional"):
         bounded_tool(tool)  # type: ignore[call-overload]
+
+
+# --- hostile results ----------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_limited(
+    code: str, *, memory: int = 1 << 30, file_size: int | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run *code* in a fresh interpreter under a memory (and file-size) limit and a timeout,
+    so a runaway allocation, a crash or a hang fails the test, not the run."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if file_size is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+            # Past the limit a write fails with EFBIG instead of killing the process.
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def test_regression_nested_iterator_items_read_by_the_size_check_are_spilled(
+    store: SpillStore,
+) -> None:
+    """The size check read the first 151 rows of a nested generator; the spill then wrote
+    only the other 849 and the preview showed ``"rows": []``."""
+    out = ResultGate(max_bytes=500, store=store).apply({"rows": (i for i in range(1000))})
+    assert orjson.loads(spilled_file(store, out)) == {"rows": list(range(1000))}
+    preview = orjson.loads(out.data)["preview"]
+    assert preview["rows"][:5] == [0, 1, 2, 3, 4]
+    assert preview["rows"][-1].startswith("…[omitted")
+
+
+def test_nested_iterators_everywhere_are_replayed_in_order(store: SpillStore) -> None:
+    def tags(i: int) -> Iterator[str]:
+        return (f"t{i}-{j}" for j in range(30))
+
+    value = [{"id": i, "tags": tags(i)} for i in range(40)]
+    expected = [{"id": i, "tags": [f"t{i}-{j}" for j in range(30)]} for i in range(40)]
+    out = ResultGate(max_bytes=1000, store=store).apply(value)
+    assert orjson.loads(spilled_file(store, out)) == expected
+
+
+def test_endless_generator_is_refused_at_max_file_bytes_while_writing(tmp_path: Path) -> None:
+    """An endless generator inside a result once filled memory until orjson crashed; it is
+    now written as it is made and refused when the file reaches ``max_file_bytes``."""
+    proc = run_limited(
+        f"""
+        import itertools, os
+        from jsonbudget import ResultGate, SpillStore
+        from jsonbudget.errors import SpillError
+        store = SpillStore({str(tmp_path / "spill")!r}, max_file_bytes=20_000_000)
+        gate = ResultGate(max_bytes=4096, store=store)
+        try:
+            gate.apply({{"rows": ({{"i": i}} for i in itertools.count())}})
+        except SpillError as exc:
+            print("refused:", exc)
+        print("left:", os.listdir(store.directory))
+        """,
+        memory=600 << 20,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "refused: the result is larger than the store's max_file_bytes (20000000)" in proc.stdout
+    assert "left: []" in proc.stdout
+
+
+def test_large_list_is_spilled_byte_identical_in_runs(store: SpillStore) -> None:
+    rows = [{"id": i, "text": "z" * (i % 300), "n": None} for i in range(20_000)]
+    out = ResultGate(max_bytes=4096, store=store).apply({"meta": {"q": "x"}, "rows": rows})
+    assert spilled_file(store, out) == orjson.dumps({"meta": {"q": "x"}, "rows": rows})
+
+
+@pytest.mark.parametrize("via", ["store", "gate"])
+def test_full_disk_raises_spill_error_and_leaves_nothing(tmp_path: Path, via: str) -> None:
+    """A write that fails (here past a file-size limit, as on a full disk) once raised a bare
+    OSError from the file's close() that replaced the SpillError."""
+    proc = run_limited(
+        f"""
+        import os
+        from jsonbudget import ResultGate, SpillStore
+        from jsonbudget.errors import SpillError
+        store = SpillStore({str(tmp_path / "spill")!r})
+        try:
+            if {via!r} == "store":
+                store.put((b"x" * 65536 for _ in range(100)), label="big")
+            else:
+                ResultGate(max_bytes=4096, store=store).apply(list(range(2_000_000)))
+        except SpillError as exc:
+            print("spill error:", exc, type(exc.__context__).__name__)
+        print("left:", os.listdir(store.directory))
+        """,
+        file_size=1 << 20,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "spill error: cannot write the spill file: File too large" in proc.stdout
+    assert "left: []" in proc.stdout
+
+
+def test_regression_real_ellipsis_key_survives_a_json_preview(store: SpillStore) -> None:
+    """The "more keys" member of an open object overwrote a real ``"…"`` key."""
+    whole = orjson.dumps({"…": "real value", "rows": list(range(40_000)), "z": 1})
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=900).apply(whole)
+    preview = orjson.loads(out.data)["preview"]
+    assert preview["…"] == "real value"
+    assert "[omitted: more keys]" in preview.values()
+
+
+def test_regression_thirty_digit_integer_keeps_a_json_preview(store: SpillStore) -> None:
+    """ijson's C backend refuses integers beyond 64 bits, so a valid JSON result once got
+    a text preview (a JSON result's preview is JSON)."""
+    whole = b"[123456789012345678901234567890," + b",".join(b"%d" % i for i in range(5000)) + b"]"
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=900).apply(whole)
+    assert out.kind == "json"
+    preview = orjson.loads(out.data)["preview"]
+    assert preview[0] == "…[unencodable: int beyond 64 bits]"
+    assert preview[1:4] == [0, 1, 2]
+
+
+class AsyncCallable:
+    """A tool object whose ``__call__`` is async."""
+
+    async def __call__(self, n: int) -> list[int]:
+        await asyncio.sleep(0)
+        return list(range(n))
+
+
+async def test_regression_bounded_tool_awaits_an_async_call_object() -> None:
+    """An object with an async ``__call__`` once gave ``"…[unencodable: coroutine]"``."""
+    call: AsyncCallable = AsyncCallable()
+    tool = bounded_tool(max_bytes=100)(call.__call__)
+    assert inspect.iscoroutinefunction(bounded_tool(max_bytes=100)(call))
+    out = await bounded_tool(max_bytes=100)(call)(1000)
+    assert await tool(3) == "[0,1,2]"
+    assert out.startswith("[0,1,2,")
+    assert len(out.encode()) <= 100
+
+
+def test_bounded_tool_sync_function_returning_a_coroutine_is_a_type_error() -> None:
+    async def work() -> int:
+        return 1
+
+    def tool() -> Any:
+        return work()
+
+    with pytest.raises(TypeError, match="returned an awaitable"):
+        bounded_tool(max_bytes=100)(tool)()  # type: ignore[no-untyped-call]
+
+
+def test_bounded_tool_signature_says_what_it_returns() -> None:
+    def search(query: str, limit: int = 10) -> list[dict[str, Any]]:
+        """Search."""
+        return []
+
+    as_text = bounded_tool(max_bytes=100)(search)
+    as_json = bounded_tool(max_bytes=100, output="json")(search)
+    as_bytes = bounded_tool(max_bytes=100, output="bytes")(search)
+    for wrapped, returns in ((as_text, str), (as_json, list[Any]), (as_bytes, bytes)):
+        sig = inspect.signature(wrapped)
+        assert list(sig.parameters) == ["query", "limit"]
+        # The postponed annotations of this module are resolved where the function lives.
+        assert sig.parameters["query"].annotation is str
+        assert sig.return_annotation == returns
+        assert typing.get_type_hints(wrapped)["return"] == returns
+        assert wrapped.__name__ == "search"
+        assert wrapped.__doc__ == "Search."
+        assert not hasattr(wrapped, "__wrapped__")  # nothing leads a framework back to list[dict]
+
+    def lookup(key: str) -> dict[str, int]:
+        return {}
+
+    shaped = bounded_tool(max_bytes=100, output="json")(lookup)
+    assert inspect.signature(shaped).return_annotation == dict[str, Any]
+
+
+def test_bounded_tool_json_output_is_the_bounded_value() -> None:
+    @bounded_tool(max_bytes=300, output="json")
+    def search() -> dict[str, Any]:
+        return {"rows": [{"id": i} for i in range(1000)]}
+
+    value = search()
+    assert isinstance(value, dict)
+    assert len(orjson.dumps(value)) <= 300
+    assert value["rows"][-1].startswith("…[omitted: ")

@@ -6,6 +6,7 @@ import importlib.util
 import os
 import sqlite3
 import sys
+from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,10 +18,17 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
-from jsonbudget import MCP_KEYS, Limits, MemoryCursorStore, PageBuilder, Scope
+from jsonbudget import MCP_KEYS, Limits, MemoryCursorStore, PageBuilder, Scope, bounded_tool
 from jsonbudget._cli.demo import make_demo_database
-from jsonbudget.errors import InvalidCursor
-from jsonbudget.mcp import McpPager, cursor_error, page_result, paginated_tool
+from jsonbudget.errors import InvalidCursor, LimitError
+from jsonbudget.mcp import (
+    SUMMARY_TEXT,
+    McpPager,
+    cursor_error,
+    message_bytes,
+    page_result,
+    paginated_tool,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "mcp_server.py"
@@ -54,14 +62,13 @@ def all_ids(database: Path, status: str | None = None) -> list[int]:
 
 
 def check_sizes(result: CallToolResult, budget: int) -> dict[str, Any]:
-    """Both forms of the result fit the budget, and they are the same envelope."""
+    """The whole response fits the budget, and its two forms are the same envelope."""
     assert result.is_error is False
     assert len(result.content) == 1
+    assert message_bytes(result) <= budget
     text = result.content[0].text  # type: ignore[union-attr]
-    assert len(text.encode()) <= budget
     structured: dict[str, Any] | None = result.structured_content
     assert structured is not None
-    assert len(orjson.dumps(structured)) <= budget
     assert orjson.loads(text) == structured
     return structured
 
@@ -108,7 +115,7 @@ def test_cursor_error_maps_to_invalid_params() -> None:
 
 
 def test_pager_raises_mcp_error() -> None:
-    pager = McpPager(Limits(1024))
+    pager = McpPager(max_bytes=2048)
     first = pager.page(list(range(500)), scope=Scope("p", {"q": 1}))
     cursor = first.structured_content["nextCursor"]
     with pytest.raises(MCPError) as info:
@@ -120,7 +127,7 @@ def test_pager_raises_mcp_error() -> None:
 def test_paginated_tool_refuses_a_cursor_parameter() -> None:
     with pytest.raises(TypeError, match="already has a 'cursor' parameter"):
 
-        @paginated_tool(Limits(1024))
+        @paginated_tool(max_bytes=2048)
         def tool(cursor: str) -> list[int]:
             return []
 
@@ -194,7 +201,7 @@ async def test_async_tool_and_async_source() -> None:
                 yield {"i": i, "pad": "é" * 40}
 
     @server.tool()
-    @paginated_tool(Limits(512), store=MemoryCursorStore(), principal=lambda: "tester")
+    @paginated_tool(max_bytes=1600, store=MemoryCursorStore(), principal=lambda: "tester")
     async def numbers(n: int, limit: int = 5) -> Numbers:
         """Count to n."""
         return Numbers(n)
@@ -207,9 +214,205 @@ async def test_async_tool_and_async_source() -> None:
             if cursor:
                 args["cursor"] = cursor
                 args["limit"] = 7  # a page-size argument may change between pages
-            env = check_sizes(await client.call_tool("numbers", args), 512)
+            env = check_sizes(await client.call_tool("numbers", args), 1600)
             seen.extend(item["i"] for item in env["items"])
             cursor = env["nextCursor"]
             if cursor is None:
                 break
         assert seen == list(range(23))
+
+
+# -- the whole message within its budget, read off the wire -------------------------------
+
+# Spawns the server and copies both directions byte for byte, logging every line: what the
+# test reads is exactly what the client received.
+TEE = r"""
+import subprocess, sys, threading
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def pump(src, dst, log):
+    with open(log, "wb") as f:
+        for line in iter(src.readline, b""):
+            f.write(line); f.flush()
+            dst.write(line); dst.flush()
+    dst.close()
+up = threading.Thread(target=pump, args=(sys.stdin.buffer, child.stdin, sys.argv[1] + ".in"))
+up.daemon = True
+up.start()
+pump(child.stdout, sys.stdout.buffer, sys.argv[1] + ".out")
+sys.exit(child.wait())
+"""
+
+BUDGET_SERVER = r"""
+import sys
+from mcp.server.mcpserver import MCPServer
+from jsonbudget import MemoryCursorStore
+from jsonbudget.mcp import paginated_tool
+
+CODE = 'print("a\\\\b", \'q\') # C:\\\\path\\\\"x"\n'
+KINDS = {
+    "prose": lambda i: {"id": i, "text": "Le café — 東京 — naïve façade. " * (1 + i % 9)},
+    "rows": lambda i: {"id": i, "a": i % 7, "b": None, "c": True, "d": "x", "e": [1, 2]},
+    "code": lambda i: {"id": i, "src": CODE * (1 + i % 5)},
+    "control": lambda i: {"id": i, "raw": "".join(chr(c) for c in range(32)) * (1 + i % 4)},
+}
+server = MCPServer("budgets")
+store = MemoryCursorStore()
+for spec in sys.argv[1:]:
+    mode, budget = spec.split(":")
+    def make(mode=mode, budget=int(budget)):
+        def tool(kind: str, n: int = 300) -> list:
+            return [KINDS[kind](i) for i in range(n)]
+        tool.__name__ = f"rows_{mode}_{budget}"
+        server.tool()(paginated_tool(max_bytes=budget, store=store, content=mode)(tool))
+    make()
+server.run("stdio")
+"""
+
+SPECS = [("both", 1174), ("both", 2000), ("both", 16384), ("structured", 556),
+         ("structured", 4096), ("text", 813), ("text", 4096)]  # fmt: skip
+
+
+async def test_every_response_line_fits_its_budget_on_the_wire(tmp_path: Path) -> None:
+    """A page of Limits(N) once made a 32,935-byte line for N = 16,384 (the envelope sent
+    twice, the text copy escaped again); every line is now at most its budget, for every
+    content mode, from the smallest budget up, and the pages still reassemble."""
+    server = tmp_path / "server.py"
+    server.write_text(BUDGET_SERVER)
+    log = tmp_path / "wire"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", TEE, str(log), sys.executable, str(server)] + [f"{m}:{b}" for m, b in SPECS],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    calls: dict[str, int] = {}
+    async with Client(params, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for mode, budget in SPECS:
+            name = f"rows_{mode}_{budget}"
+            schema = tools[name].output_schema
+            if mode == "text":
+                assert schema is None
+            else:
+                assert schema is not None
+                assert {"items", "complete", "nextCursor"} <= set(schema["properties"])
+            for kind in ("prose", "rows", "code", "control"):
+                items: list[Any] = []
+                cursor = None
+                for _ in range(2000):
+                    args: dict[str, Any] = {"kind": kind, "n": 120}
+                    if cursor:
+                        args["cursor"] = cursor
+                    result = await client.call_tool(name, args)
+                    assert result.is_error is False
+                    calls[name] = calls.get(name, 0) + 1
+                    env = (
+                        orjson.loads(result.content[0].text)  # type: ignore[union-attr]
+                        if mode == "text"
+                        else result.structured_content
+                    )
+                    assert env is not None
+                    if mode == "both":
+                        assert orjson.loads(result.content[0].text) == env  # type: ignore[union-attr]
+                    if mode == "structured":
+                        assert result.content[0].text == SUMMARY_TEXT  # type: ignore[union-attr]
+                    items.extend(env["items"])
+                    cursor = env["nextCursor"]
+                    if cursor is None:
+                        break
+                # Every item once, in order; at the smallest budgets an item too large
+                # for a page stands at its place as the page builder's marker.
+                assert len(items) == 120, (name, kind)
+                for i, item in enumerate(items):
+                    if isinstance(item, str):
+                        assert item.startswith("…[oversized"), (name, kind, item)
+                        assert budget < 2000
+                    else:
+                        assert item["id"] == i, (name, kind)
+    budget_of = {}
+    for line in (log.parent / "wire.in").read_bytes().splitlines():
+        request = orjson.loads(line)
+        if request.get("method") == "tools/call":
+            budget_of[request["id"]] = int(request["params"]["name"].rsplit("_", 1)[1])
+    seen = 0
+    for line in (log.parent / "wire.out").read_bytes().splitlines(keepends=True):
+        response = orjson.loads(line)
+        if response.get("id") in budget_of:
+            seen += 1
+            assert len(line) <= budget_of[response["id"]]
+    assert seen == sum(calls.values()) > len(SPECS) * 4
+
+
+def test_page_result_content_modes() -> None:
+    builder = PageBuilder(Limits(1024), keys=MCP_KEYS)
+    builder.fill({"n": i} for i in range(500))
+    page = builder.finish(complete=False, next_cursor="c" * 56)
+    structured = page_result(page, content="structured")
+    assert structured.content[0].text == SUMMARY_TEXT  # type: ignore[union-attr]
+    assert structured.structured_content == orjson.loads(page.to_json())
+    text = page_result(page, content="text")
+    assert text.structured_content is None
+    assert text.content[0].text.encode() == page.to_json()  # type: ignore[union-attr]
+    with pytest.raises(LimitError, match="content"):
+        page_result(page, content="html")  # type: ignore[arg-type]
+
+
+def test_pager_options_validated() -> None:
+    with pytest.raises(LimitError, match="content"):
+        McpPager(max_bytes=4096, content="both-ways")  # type: ignore[arg-type]
+    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1174"):
+        McpPager(max_bytes=1000)
+    with pytest.raises(LimitError, match="limits"):
+        McpPager(max_bytes=4096, limits=Limits(4096))
+    with pytest.raises(LimitError, match="max_bytes"):
+        McpPager()
+
+
+def test_pager_default_hook_encodes_what_the_encoder_does_not_know() -> None:
+    rows = [{"id": i, "price": Decimal(f"{i}.10")} for i in range(50)]
+    plain = McpPager(max_bytes=4096).page(rows, scope=Scope("p", {}))
+    hooked = McpPager(max_bytes=4096, default=str).page(rows, scope=Scope("p", {}))
+    assert plain.structured_content["items"][1]["price"] == "…[unencodable: Decimal]"
+    assert hooked.structured_content["items"][1]["price"] == "1.10"
+
+
+def test_regression_message_budget_holds_with_a_page_budget_and_a_cursor() -> None:
+    """With max_pages, a continuation cannot be read twice: it takes the safe budget."""
+    pager = McpPager(limits=Limits(2000, max_pages=50))
+    code = [{"src": '"\\\\"' * 40, "i": i} for i in range(200)]
+    first = pager.page(code, scope=Scope("p", {}))
+    assert message_bytes(first) <= 2000
+    cursor = first.structured_content["nextCursor"]
+    second = pager.page(code, scope=Scope("p", {}), cursor=cursor)
+    assert message_bytes(second) <= 2000
+
+
+async def test_regression_bounded_tool_under_mcpserver_keeps_structured_output() -> None:
+    """`@server.tool()` over `@bounded_tool(max_bytes=2000)` on `-> list[dict]` declared
+    an array output schema and returned a str: the server answered isError."""
+    server = MCPServer("search")
+
+    @server.tool()
+    @bounded_tool(max_bytes=2000)
+    def search(query: str) -> list[dict[str, Any]]:
+        """Search."""
+        return [{"id": i, "title": f"{query} {i}"} for i in range(1000)]
+
+    @server.tool()
+    @bounded_tool(max_bytes=2000, output="json")
+    def lookup(query: str) -> dict[str, Any]:
+        """Look up."""
+        return {"query": query, "rows": [{"id": i} for i in range(1000)]}
+
+    async with Client(server, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert tools["search"].output_schema["properties"]["result"]["type"] == "string"  # type: ignore[index]
+        assert tools["lookup"].output_schema["type"] == "object"  # type: ignore[index]
+        text = await client.call_tool("search", {"query": "cats"})
+        assert text.is_error is False
+        bounded = text.structured_content["result"]
+        assert len(bounded.encode()) <= 2000
+        assert orjson.loads(bounded)[-1].startswith("…[omitted: ")
+        value = await client.call_tool("lookup", {"query": "cats"})
+        assert value.is_error is False
+        assert len(orjson.dumps(value.structured_content)) <= 2000
+        assert value.structured_content["rows"][-1].startswith("…[omitted: ")

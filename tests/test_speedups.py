@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsonbudget import Encoder, encode
-from jsonbudget._encode import bound as _bound
 from jsonbudget._encode import _speedups as speedups
+from jsonbudget._encode import bound as _bound
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from tests.strategies import json_values, odd_values
 

@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
+import logging.config
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import structlog
 
 from jsonbudget import (
+    Limits,
+    MemoryCursorStore,
+    ResultGate,
+    Scope,
     SpillRef,
+    SpillStore,
     SummaryFilter,
     Truncation,
+    TurnBudget,
     encode,
+    paginate,
     summarize,
     summary_attributes,
     summary_extra,
 )
-from jsonbudget._agents.telemetry import SUMMARY_KEY, Summarizer
+from jsonbudget._agents.telemetry import SUMMARY_KEY, Summarizer, summary_processor
 from jsonbudget.errors import EncodeError, LimitError
 
 SECRET = "sk-live-SECRET-4242"
@@ -202,3 +212,112 @@ def test_logging_filter_replaces_raw_objects(caplog: pytest.LogCaptureFixture) -
     formatter = logging.Formatter("%(message)s %(" + SUMMARY_KEY + ")s")
     assert SECRET not in formatter.format(page_record)
     assert CURSOR not in formatter.format(page_record)
+
+
+# --- guards' results, child loggers, structlog --------------------------------------------
+
+
+def _real_page() -> Any:
+    rows = [{"token": SECRET, "email": SECRET_KEY, "i": i} for i in range(50)]
+    return paginate(rows, scope=Scope("alice", {"q": 1}), store=MemoryCursorStore(),
+                    limits=Limits(600))  # fmt: skip
+
+
+def test_guard_results_are_summarized_without_content(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path / "spill")
+    gate = ResultGate(max_bytes=1000, store=store)
+    small = gate.apply({"token": SECRET})
+    big = gate.apply([{"token": SECRET, "i": i} for i in range(500)], label="search")
+    turn = TurnBudget(max_bytes=5000, store=store, max_calls=2)
+    admitted = turn.admit([{"token": SECRET}] * 400, tool="search")
+    for obj in (small, big, admitted, turn.report()):
+        _assert_clean(summarize(obj))
+    assert summarize(small) == {
+        "kind": "gate", "bytes": len(small.data), "sha256": hashlib.sha256(small.data).hexdigest(),
+        "result_kind": "json", "size": small.size, "spilled": False, "spill": None,
+    }  # fmt: skip
+    spilled = summarize(big)
+    assert spilled["spilled"] is True
+    assert spilled["spill"]["ref"] == big.spill.ref  # type: ignore[union-attr]
+    one = summarize(admitted)
+    assert (one["kind"], one["tool"], one["reason"]) == ("admitted", "search", "result_limit")
+    assert one["admitted_bytes"] == len(admitted.data)
+    report = summarize(turn.report())
+    assert report == {"kind": "turn", "max_bytes": 5000, "used_bytes": len(admitted.data),
+                      "results": 1, "spilled": 1, "over_budget": False}  # fmt: skip
+
+
+def test_admitted_with_a_tool_name_that_is_not_an_identifier_drops_it(tmp_path: Path) -> None:
+    turn = TurnBudget(max_bytes=5000, store=SpillStore(tmp_path / "spill"), max_calls=1)
+    assert summarize(turn.admit({"a": 1}, tool=SECRET_KEY))["tool"] is None
+
+
+def test_regression_handler_filter_covers_child_loggers() -> None:
+    """A `SummaryFilter` on a logger let a child's record through its handler with an email,
+    an SSN and a cursor in it; on the handler it covers every logger that reaches it."""
+    parent = logging.getLogger("jsonbudget.test.tools")
+    child = logging.getLogger("jsonbudget.test.tools.search")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    fmt = "%(message)s %(" + SUMMARY_KEY + ")s"
+    handler.setFormatter(logging.Formatter(fmt, defaults={SUMMARY_KEY: "-"}))
+    parent.addHandler(handler)
+    parent.setLevel(logging.INFO)
+    page = _real_page()
+    try:
+        parent.addFilter(SummaryFilter())  # the wrong place: children bypass it
+        child.info("served", extra={SUMMARY_KEY: page})
+        assert SECRET in stream.getvalue()
+        stream.truncate(0)
+        stream.seek(0)
+        handler.addFilter(SummaryFilter())  # the right place
+        child.info("served", extra={SUMMARY_KEY: page})
+        child.info("served %s", page)
+        child.info(page)
+        logged = stream.getvalue()
+    finally:
+        parent.removeHandler(handler)
+        parent.filters.clear()
+    assert logged.count("'kind': 'page'") == 3
+    assert SECRET not in logged
+    assert SECRET_KEY not in logged
+    assert page.next_cursor not in logged
+
+
+def test_logging_config_recipe_summarizes_every_logger() -> None:
+    stream = io.StringIO()
+    logging.config.dictConfig({
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"jsonbudget": {"()": "jsonbudget.SummaryFilter"}},
+        "handlers": {"capture": {"class": "logging.StreamHandler", "stream": stream,
+                                 "filters": ["jsonbudget"]}},
+        "loggers": {"jsonbudget.test.app": {"handlers": ["capture"], "level": "INFO"}},
+    })  # fmt: skip
+    logger = logging.getLogger("jsonbudget.test.app.deep.child")
+    try:
+        logger.info("page %s", _real_page())
+    finally:
+        logging.getLogger("jsonbudget.test.app").handlers.clear()
+    assert "'kind': 'page'" in stream.getvalue()
+    assert SECRET not in stream.getvalue()
+
+
+def test_structlog_processor_summarizes_jsonbudget_values(tmp_path: Path) -> None:
+    capture = structlog.testing.LogCapture()
+    structlog.configure(processors=[summary_processor, capture])
+    try:
+        log = structlog.get_logger()
+        gated = ResultGate(max_bytes=1000, store=SpillStore(tmp_path / "s")).apply(
+            [{"token": SECRET}] * 300
+        )
+        log.info("page", page=_real_page(), gated=gated, count=3)
+    finally:
+        structlog.reset_defaults()
+    (event,) = capture.entries
+    assert event["page"]["kind"] == "page"
+    assert event["gated"]["kind"] == "gate"
+    assert event["count"] == 3
+    assert SECRET not in repr(event)
+    rendered = structlog.processors.JSONRenderer()(None, "info", dict(event))
+    assert SECRET not in rendered

@@ -1,10 +1,12 @@
 """MCP integration: bounded, paged tool results for the official ``mcp`` Python SDK (2.x).
 
-`page_result` turns a `Page` into a ``CallToolResult`` whose text content and structured
-content are the same envelope, so both fit the budget (never one bounded and the other
-whole). `McpPager` and the `paginated_tool` decorator page a source per tool call, take a
-``cursor`` argument and answer ``nextCursor``; a refused cursor becomes the JSON-RPC error
-``-32602`` (Invalid params), as the MCP pagination spec asks.
+The budget is the **whole JSON-RPC response** as the client receives it: the message
+envelope, the text content after JSON escaping, and ``structuredContent``, counted
+exactly with the SDK's own serializer. `McpPager` and the `paginated_tool` decorator page
+a source per tool call, take a ``cursor`` argument and answer ``nextCursor``; a refused
+cursor becomes the JSON-RPC error ``-32602`` (Invalid params), as the MCP pagination spec
+asks. `page_result` turns one `Page` into a ``CallToolResult`` and `message_bytes` says
+how long its response line is.
 
 This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` never does.
 """
@@ -13,31 +15,38 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import orjson
 
 from ._cursors.scope import Scope
 from ._encode.encoder import MarkerStyle, Strategy
 from ._extras import missing_extra
-from ._limits import Limits
+from ._limits import MIN_BYTES, Limits
 from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator
 from ._sources.base import Source, as_source
-from .errors import CursorError
+from .errors import CursorError, EncodeError, LimitError
 
 try:
     import anyio.to_thread
     from mcp.shared.exceptions import MCPError
-    from mcp.types import CallToolResult, TextContent
+    from mcp.types import CallToolResult, JSONRPCResponse, TextContent
+
+    # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
+    from typing_extensions import NotRequired, TypedDict  # noqa: UP035
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_extra("mcp", "mcp", "jsonbudget.mcp") from exc
 
 __all__ = [
     "CURSOR_PARAM",
     "TOOL_KEY",
+    "ContentMode",
+    "McpPageEnvelope",
     "McpPager",
     "cursor_error",
+    "message_bytes",
     "page_result",
     "paginated_tool",
 ]
@@ -47,86 +56,245 @@ CURSOR_PARAM = "cursor"
 #: The scope query key that holds the tool's name (no Python parameter can be named so).
 TOOL_KEY = "$tool"
 
+#: What a result carries: the envelope as text and as structured content (``"both"``),
+#: structured content plus a one-line text summary (``"structured"``), or text only.
+ContentMode = Literal["both", "structured", "text"]
+_MODES = ("both", "structured", "text")
+#: The response's id is the client's: budgets count one of up to 20 characters (every
+#: 64-bit integer id; JSON-RPC clients number their requests).
+_WORST_ID = -(2**63)
+#: The text of a ``"structured"`` result: fixed, so the message is the envelope plus it.
+SUMMARY_TEXT = "The page is in structuredContent: items, complete, nextCursor."
+# Bytes of the message per envelope byte in the worst case: the text copy's escaping at
+# most doubles it (every byte a quote or a backslash), and "both" carries it twice.
+_WORST_GROWTH = {"both": 3, "text": 2, "structured": 1}
+# The first try's guess for ordinary data (keys' quotes escaped once more in the text).
+_FIRST_GROWTH = {"both": 2.3, "text": 1.3, "structured": 1.0}
+_ROUNDS = 3
 
-def page_result(page: Page) -> CallToolResult:
-    """A tool result carrying *page*'s envelope as text and as structured content.
 
-    The text is the envelope's bytes decoded (so its UTF-8 size is exactly
-    ``len(page.to_json()) <= max_bytes``) and the structured content is the same
-    envelope parsed, which re-encodes to the same bytes. Build the page with
-    ``keys=MCP_KEYS`` for MCP's ``nextCursor`` spelling (`McpPager` does).
+class McpPageEnvelope(TypedDict):
+    """The structured content of a paginated tool's result: its ``outputSchema``."""
+
+    items: list[Any]
+    complete: bool
+    nextCursor: str | None
+    truncated: NotRequired[list[dict[str, Any]]]
+    oversized: NotRequired[list[dict[str, Any]]]
+    incompleteReason: NotRequired[str]
+
+
+def page_result(page: Page, *, content: ContentMode = "both") -> CallToolResult:
+    """A tool result carrying *page*'s envelope in the form *content* says.
+
+    ``"both"``: the envelope's bytes decoded as text content and the same envelope parsed
+    as structured content. ``"structured"``: the envelope as structured content and the
+    fixed line `SUMMARY_TEXT` as text. ``"text"``: the envelope as text only. Build the
+    page with ``keys=MCP_KEYS`` for MCP's ``nextCursor`` spelling (`McpPager` does); see
+    `message_bytes` for the size of the message that carries it.
     """
+    if content not in _MODES:
+        raise LimitError("content", content, "must be 'both', 'structured' or 'text'")
     data = page.to_json()
+    if content == "text":
+        return CallToolResult(content=[TextContent(type="text", text=data.decode("utf-8"))])
+    text = SUMMARY_TEXT if content == "structured" else data.decode("utf-8")
     return CallToolResult(
-        content=[TextContent(type="text", text=data.decode("utf-8"))],
-        structured_content=orjson.loads(data),
+        content=[TextContent(type="text", text=text)], structured_content=orjson.loads(data)
     )
+
+
+def message_bytes(result: CallToolResult, *, request_id: int | str = _WORST_ID) -> int:
+    """The exact length in bytes of the JSON-RPC response line that carries *result*.
+
+    Serialized as the SDK serializes it (its stdio transport writes this line, newline
+    included; an HTTP response body is the same JSON without the newline), for a request
+    id of *request_id* (default: the longest 64-bit integer id).
+    """
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    line = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped).model_dump_json(
+        by_alias=True, exclude_unset=True
+    )
+    return len(line.encode("utf-8")) + 1
 
 
 def cursor_error(exc: CursorError) -> MCPError:
     """The MCP error for a refused cursor: code ``exc.mcp_code`` (-32602), reason in data.
 
     The message names only the failure class (cursor errors never echo a principal or a
-    query), so it is safe to send to the client.
+    query), so it is safe to send to the client. Under FastMCP with the jsonbudget
+    middleware it is also a FastMCP error, so FastMCP logs one line, not a traceback.
     """
-    return MCPError(code=exc.mcp_code, message=str(exc), data={"reason": exc.reason})
+    bridge = sys.modules.get("jsonbudget._agents.fastmcp_bridge")
+    cls: type[MCPError] = MCPError if bridge is None else bridge.QuietCursorError
+    return cls(code=exc.mcp_code, message=str(exc), data={"reason": exc.reason})
+
+
+def _limits_of(limits: Limits | None, max_bytes: int | None) -> Limits:
+    if limits is None:
+        if max_bytes is None:
+            raise LimitError("max_bytes", None, "give max_bytes or limits")
+        return Limits(max_bytes)
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+    if max_bytes is not None:
+        raise LimitError("limits", limits, "give limits or max_bytes, not both")
+    return limits
 
 
 class McpPager:
-    """A configured, reusable pager that answers MCP tool calls.
+    """A configured, reusable pager that answers MCP tool calls within a message budget.
 
-    Wraps a `Paginator` built with ``keys=MCP_KEYS``. `page` / `apage` return a
-    ``CallToolResult`` (see `page_result`) and raise `cursor_error` for a refused cursor.
+    ``max_bytes`` (or ``limits.max_bytes``) bounds the whole JSON-RPC response; the page
+    inside gets what the message's envelope and the *content* form leave (see the docs
+    for how it is fitted). `page` / `apage` return a ``CallToolResult`` and raise
+    `cursor_error` for a refused cursor.
     """
 
-    __slots__ = ("paginator",)
+    __slots__ = ("_base", "_content", "_fixed", "_options", "_pagers", "limits")
 
     def __init__(
         self,
-        limits: Limits,
         *,
+        max_bytes: int | None = None,
+        limits: Limits | None = None,
         store: Any = None,
         oversized: OversizedPolicy = "truncate",
         spill_store: Any = None,
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
+        default: Callable[[Any], Any] | None = None,
+        content: ContentMode = "both",
     ) -> None:
-        self.paginator = Paginator(
-            limits,
-            store=store,
-            oversized=oversized,
-            spill_store=spill_store,
-            keys=MCP_KEYS,
-            strategy=strategy,
-            markers=markers,
+        self.limits = _limits_of(limits, max_bytes)
+        if content not in _MODES:
+            raise LimitError("content", content, "must be 'both', 'structured' or 'text'")
+        self._content: ContentMode = content
+        self._options: dict[str, Any] = {
+            "oversized": oversized, "spill_store": spill_store, "keys": MCP_KEYS,
+            "strategy": strategy, "markers": markers, "default": default,
+        }  # fmt: skip
+        # The message without the envelope: its bytes are counted once, here.
+        empty = CallToolResult(
+            content=[
+                TextContent(type="text", text=SUMMARY_TEXT if content == "structured" else "")
+            ],
+            structured_content=None if content == "text" else {},
         )
+        self._fixed = message_bytes(empty) - (0 if content == "text" else 2)
+        room = self.limits.max_bytes - self._fixed
+        safe = room // _WORST_GROWTH[content]
+        least = _least_page_bytes(self.limits, self._options)
+        if safe < least:
+            need = self._fixed + least * _WORST_GROWTH[content]
+            raise LimitError(
+                "max_bytes",
+                self.limits.max_bytes,
+                f"must be at least {need} for content={content!r}: the message's envelope "
+                f"takes {self._fixed} bytes and a page at least {least}",
+            )
+        first = min(room, max(safe, int(room / _FIRST_GROWTH[content])))
+        # The first try, and the one that always fits: built now, so options fail here.
+        self._pagers: dict[int, Paginator] = {}
+        self._base = Paginator(self.limits.replace(max_bytes=first), store=store, **self._options)
+        self._pagers[first] = self._base
+        self._paginator(safe)
 
     @property
-    def limits(self) -> Limits:
-        return self.paginator.limits
+    def store(self) -> Any:
+        return self._base.store
+
+    @property
+    def content(self) -> ContentMode:
+        return self._content
+
+    def _paginator(self, budget: int) -> Paginator:
+        pager = self._pagers.get(budget)
+        if pager is None:
+            if len(self._pagers) > 8:  # budgets vary with the data: keep a few
+                self._pagers = {self._base.limits.max_bytes: self._base}
+            pager = Paginator(
+                self.limits.replace(max_bytes=budget), store=self._base.store, **self._options
+            )
+            self._pagers[budget] = pager
+        return pager
+
+    def _first_budget(self, cursor: str | None) -> int:
+        # A refit reads the page again; a resumed cursor would count it twice against
+        # max_pages, so with a page budget a continuation takes the safe budget at once.
+        if cursor is not None and self.limits.max_pages is not None:
+            return self._safe_budget()
+        return self._base.limits.max_bytes
+
+    def _safe_budget(self) -> int:
+        return (self.limits.max_bytes - self._fixed) // _WORST_GROWTH[self._content]
+
+    def _check(self, page: Page, budget: int, tried: int) -> tuple[CallToolResult | None, int]:
+        """*page*'s result if its message fits, else None and the page budget to try next."""
+        result = page_result(page, content=self._content)
+        size = message_bytes(result)
+        if size <= self.limits.max_bytes:
+            return result, budget
+        safe = self._safe_budget()
+        if budget <= safe or tried >= _ROUNDS - 1:
+            # The safe budget fits by construction (the worst growth): never reached.
+            raise EncodeError(  # pragma: no cover
+                f"the MCP message is {size} bytes, over max_bytes={self.limits.max_bytes}",
+                path=None,
+            )
+        if tried == _ROUNDS - 2:
+            return None, safe
+        # The growth this page showed, with 2% to spare for the next page's mix.
+        room = self.limits.max_bytes - self._fixed
+        growth = max((size - self._fixed) / max(len(page.to_json()), 1), 1.0)
+        return None, max(safe, min(budget - 1, int(room / growth * 0.98)))
 
     def page(self, source: Any, *, scope: Scope, cursor: str | None = None) -> CallToolResult:
         """The page of *source* at *cursor* as a tool result."""
-        try:
-            page = self.paginator.page(source, scope=scope, cursor=cursor)
-        except CursorError as exc:
-            raise cursor_error(exc) from exc
-        return page_result(page)
+        src = as_source(source)
+        budget = self._first_budget(cursor)
+        for tried in range(_ROUNDS):
+            try:
+                page = self._paginator(budget).page(src, scope=scope, cursor=cursor)
+            except CursorError as exc:
+                raise cursor_error(exc) from exc
+            result, budget = self._check(page, budget, tried)
+            if result is not None:
+                return result
+        raise AssertionError("unreachable: the last round raises or returns")  # pragma: no cover
 
     async def apage(
         self, source: Any, *, scope: Scope, cursor: str | None = None
     ) -> CallToolResult:
         """The async twin of `page`. A sync source is paged in a worker thread."""
         src = as_source(source)
+        if isinstance(src, Source):
+            call = functools.partial(self.page, src, scope=scope, cursor=cursor)
+            return await anyio.to_thread.run_sync(call)
+        budget = self._first_budget(cursor)
+        for tried in range(_ROUNDS):
+            try:
+                page = await self._paginator(budget).apage(src, scope=scope, cursor=cursor)
+            except CursorError as exc:
+                raise cursor_error(exc) from exc
+            result, budget = self._check(page, budget, tried)
+            if result is not None:
+                return result
+        raise AssertionError("unreachable: the last round raises or returns")  # pragma: no cover
+
+
+def _least_page_bytes(limits: Limits, options: Mapping[str, Any]) -> int:
+    """The smallest page budget the page builder accepts with these options."""
+    low, high = MIN_BYTES, 1 << 16
+    while low < high:  # the builder refuses budgets below a bound: find it
+        mid = (low + high) // 2
         try:
-            if isinstance(src, Source):
-                call = functools.partial(self.paginator.page, src, scope=scope, cursor=cursor)
-                page = await anyio.to_thread.run_sync(call)
-            else:
-                page = await self.paginator.apage(src, scope=scope, cursor=cursor)
-        except CursorError as exc:
-            raise cursor_error(exc) from exc
-        return page_result(page)
+            Paginator(limits.replace(max_bytes=mid), **options)
+        except LimitError:
+            low = mid + 1
+        else:
+            high = mid
+    return low
 
 
 def _principal_of(principal: str | Callable[[], str]) -> str:
@@ -150,37 +318,49 @@ def _resolve(annotation: Any, fn: Callable[..., Any]) -> Any:
 
 
 def paginated_tool(
-    limits: Limits,
     *,
+    max_bytes: int | None = None,
+    limits: Limits | None = None,
     store: Any = None,
     principal: str | Callable[[], str] = "anonymous",
     oversized: OversizedPolicy = "truncate",
     spill_store: Any = None,
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
+    content: ContentMode = "both",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a function that returns a source into a paginated MCP tool.
 
     The decorated function keeps its name, docstring and parameters and gains a
     keyword-only ``cursor: str | None = None``; it returns a ``CallToolResult`` (see
-    `page_result`) with ``nextCursor``. A cursor is bound to the principal, the tool's
-    name and its arguments (page-size arguments such as ``limit`` excepted, see `Scope`),
-    so a cursor presented with other arguments is refused with ``-32602``. *principal* is
-    a str or a callable called per request (for example one that reads the caller's
-    access token). Async functions (and async sources) work; sync sources are paged in
-    a worker thread. Put it under the SDK's decorator::
+    `McpPager`) with ``nextCursor``, whose whole response is at most ``max_bytes``, and
+    declares `McpPageEnvelope` as its output schema (unless ``content="text"``). A cursor
+    is bound to the principal, the tool's name and its arguments (page-size arguments
+    such as ``limit`` excepted, see `Scope`), so a cursor presented with other arguments
+    is refused with ``-32602``. *principal* is a str or a callable called per request.
+    Async functions (and async sources) work; sync sources are paged in a worker
+    thread. Put it under the SDK's decorator::
 
         @server.tool()
-        @paginated_tool(Limits(16384), store=SQLiteCursorStore("cursors.sqlite3"))
+        @paginated_tool(max_bytes=16384, store=SQLiteCursorStore("cursors.sqlite3"))
         def list_orders(status: str) -> SQLiteSource: ...
     """
     pager = McpPager(
-        limits,
+        max_bytes=max_bytes,
+        limits=limits,
         store=store,
         oversized=oversized,
         spill_store=spill_store,
         strategy=strategy,
         markers=markers,
+        default=default,
+        content=content,
+    )
+    # The SDK validates structured content against the declared schema and publishes
+    # it as the tool's outputSchema; a text-only result declares none.
+    returns: Any = (
+        CallToolResult if content == "text" else Annotated[CallToolResult, McpPageEnvelope]
     )
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -198,7 +378,7 @@ def paginated_tool(
             len(params),
         )
         params.insert(at, extra)
-        new_sig = sig.replace(parameters=params, return_annotation=CallToolResult)
+        new_sig = sig.replace(parameters=params, return_annotation=returns)
         name = getattr(fn, "__name__", type(fn).__name__)
 
         def scope_of(arguments: Mapping[str, Any]) -> Scope:
@@ -231,11 +411,12 @@ def paginated_tool(
 
             wrapper = sync_wrapper
         functools.update_wrapper(wrapper, fn)
+        del wrapper.__wrapped__  # type: ignore[union-attr]  # the source type is not the output
         # The SDK reads the signature to build the tool's input schema.
         setattr(wrapper, "__signature__", new_sig)  # noqa: B010 - mypy knows no such attribute
         wrapper.__annotations__ = {
             **{p.name: p.annotation for p in params if p.annotation is not p.empty},
-            "return": CallToolResult,
+            "return": returns,
         }
         return wrapper
 

@@ -1,15 +1,23 @@
 """Guards for agent loops: per tool (`bounded_tool`), per result (`ResultGate`), per turn
-(`TurnBudget`). Each layer catches what the one above missed."""
+(`TurnBudget`). Each layer catches what the one above missed.
+
+Every guard takes its budget the same way: the keyword ``max_bytes`` (an int), or
+``limits`` (a `Limits`) where the encoder's item, field and depth caps apply too
+(`bounded_tool`); every other option is keyword-only, and an unknown mode raises
+`LimitError` naming the option.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import contextlib
 import functools
 import inspect
 import io
 import itertools
 import threading
+import typing
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
@@ -17,13 +25,25 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 import ijson
 import orjson
 
-from .._encode.encoder import Encoded, Encoder, dumps_whole, encode, pointer
-from .._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
+from .._encode.bound import BOUNDED_SCALARS, TOO_BIG, Caps, clean_dumps, compact
+from .._encode.encoder import (
+    EncodeCall,
+    Encoded,
+    Encoder,
+    MarkerStyle,
+    Strategy,
+    dumps_whole,
+    encode,
+    pointer,
+)
+from .._frozen import fast_constructor
+from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import read_bounded_text
-from ..errors import DecodeError, EncodeError, LimitError
+from ..errors import DecodeError, EncodeError, LimitError, SpillError
 from .spill import MAX_LABEL_CHARS, SpillRef, SpillStore
 
 __all__ = [
+    "DEFAULT_MAX_CALLS",
     "DEFAULT_PREVIEW_BYTES",
     "DEFAULT_READ_HINT",
     "Admitted",
@@ -37,31 +57,39 @@ __all__ = [
 ]
 
 ResultKind = Literal["auto", "json", "text"]
-ToolOutput = Literal["str", "bytes"]
+ToolOutput = Literal["str", "json", "bytes"]
 AdmitReason = Literal["fits", "result_limit", "turn_limit"]
 
 #: A spilled result's preview (reference included) is at most this many bytes by default.
 DEFAULT_PREVIEW_BYTES = 4096
 #: What a preview tells its reader about getting the rest.
 DEFAULT_READ_HINT = "read more with SpillStore.read(ref, offset, limit)"
+#: `TurnBudget` keeps room for this many bare references per turn by default.
+DEFAULT_MAX_CALLS = 8
 _MAX_HINT_CHARS = 200
 _STREAM_CHUNK = 1024 * 1024
 _FLUSH_BYTES = 1024 * 1024
 _BATCH = 512
+# Containers nested deeper than this inside a spilled value are encoded whole, not
+# streamed member by member (the encoder's own depth limit still applies to them).
+_STREAM_DEPTH = 32
 # A JSON preview parses at most this much of the spilled file's beginning.
 _JSON_PREFIX_MIN = 64 * 1024
 _JSON_PREFIX_MAX = 4 * 1024 * 1024
 _JSON_WS = b" \t\r\n"
 _MEDIA = {"json": "application/json", "text": "text/plain"}
 _TEXT_PREVIEW_MIN = 16
+# yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
+_IJSON_PY = ijson.get_backend("python")
 
 
 @dataclass(frozen=True, slots=True)
 class GateResult:
     """What `ResultGate` hands on: the result unchanged, or a preview and its spill reference.
 
-    ``data`` is what goes to the model; ``size`` is the whole result's size in bytes
-    (its JSON encoding for Python objects); ``spill`` is None when it passed through.
+    ``text`` is what goes to the model (``data`` is the same, as UTF-8 bytes, for byte
+    transports); ``size`` is the whole result's size in bytes (its JSON encoding for
+    Python objects); ``spill`` is None when it passed through.
     """
 
     data: bytes
@@ -77,6 +105,15 @@ class GateResult:
     def text(self) -> str:
         return self.data.decode("utf-8")
 
+    def summary(self) -> dict[str, Any]:
+        """Sizes, kind and reference, never the content: safe for logs."""
+        return {
+            "kind": self.kind,
+            "size": self.size,
+            "bytes": len(self.data),
+            "spill": None if self.spill is None else self.spill.to_json(),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
@@ -84,8 +121,9 @@ class Admitted:
 
     ``reason`` is ``"fits"`` (passed unchanged), ``"result_limit"`` (over the per-result
     limit: spilled) or ``"turn_limit"`` (would have pushed the turn past its limit:
-    spilled). ``over_budget`` is true only when not even the bare reference fitted what was
-    left of the turn; it was admitted anyway, since every tool call needs an answer.
+    spilled). ``over_budget`` is true only when the turn had already answered
+    ``max_calls`` calls and not even the bare reference fitted what was left; it was
+    admitted anyway, since every tool call needs an answer.
     """
 
     tool: str
@@ -117,7 +155,7 @@ class Admitted:
 class TurnReport:
     """The state of one turn: its limit, what was used, and every admitted result."""
 
-    max_turn_bytes: int
+    max_bytes: int
     used_bytes: int
     results: tuple[Admitted, ...]
 
@@ -127,12 +165,12 @@ class TurnReport:
 
     @property
     def over_budget(self) -> bool:
-        return self.used_bytes > self.max_turn_bytes
+        return self.used_bytes > self.max_bytes
 
     def summary(self) -> dict[str, Any]:
         """Counts and sizes, never the content: safe for logs."""
         return {
-            "max_turn_bytes": self.max_turn_bytes,
+            "max_bytes": self.max_bytes,
             "used_bytes": self.used_bytes,
             "results": len(self.results),
             "spilled": self.spilled,
@@ -140,13 +178,19 @@ class TurnReport:
         }
 
 
+_new_gate_result: Callable[..., GateResult] = fast_constructor(GateResult)
+_new_admitted: Callable[..., Admitted] = fast_constructor(Admitted)
 _NO_OBJECT: Any = object()
 
 
 class _Measured:
-    """A result sized against a limit: either whole in ``data``, or a way to stream it."""
+    """A result sized against a limit: either whole in ``data``, or a way to stream it.
 
-    __slots__ = ("chunks", "data", "kind", "obj", "size")
+    ``call`` is the encoder call that sized a Python value: it holds what the size check
+    read from nested iterators, so the preview and the spill replay those items.
+    """
+
+    __slots__ = ("call", "chunks", "data", "kind", "obj")
 
     def __init__(
         self,
@@ -155,85 +199,99 @@ class _Measured:
         data: bytes | None = None,
         chunks: Iterable[bytes | bytearray | memoryview] | None = None,
         obj: Any = _NO_OBJECT,
-        size: int | None = None,
+        call: EncodeCall | None = None,
     ) -> None:
         self.kind: Literal["json", "text"] = kind
         self.data = data
         self.chunks = chunks
         self.obj = obj
-        self.size = size
+        self.call = call
 
 
 class ResultGate:
     """Pass small results through unchanged; spill large ones whole and show a preview.
 
     A result is bytes, a str, an iterator of byte chunks, a binary file, or any other
-    Python value (encoded as JSON). One at most ``max_result_bytes`` long passes through
+    Python value (encoded as JSON). One at most ``max_bytes`` long passes through
     unchanged. A larger one is written whole to *store* (a private `SpillStore` by
     default, created on first use) and replaced by a preview of at most ``preview_bytes``
     that names its reference, size and sha256.
     """
 
     __slots__ = (
+        "_bare_bytes",
+        "_caps",
         "_default",
         "_encoder",
         "_kind",
         "_lock",
-        "_max_result_bytes",
+        "_max_bytes",
         "_preview_bytes",
         "_read_hint",
         "_store",
+        "_worst_json_overhead",
     )
 
     def __init__(
         self,
-        max_result_bytes: int,
-        store: SpillStore | None = None,
         *,
+        max_bytes: int,
+        store: SpillStore | None = None,
         preview_bytes: int | None = None,
         kind: ResultKind = "auto",
         read_hint: str = DEFAULT_READ_HINT,
         default: Callable[[Any], Any] | None = None,
     ) -> None:
-        self._max_result_bytes = check_int("max_result_bytes", max_result_bytes, minimum=MIN_BYTES)
+        self._max_bytes = check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
         if kind not in ("auto", "json", "text"):
             raise LimitError("kind", kind, "must be 'auto', 'json' or 'text'")
         if not isinstance(read_hint, str) or len(read_hint) > _MAX_HINT_CHARS:
             raise LimitError("read_hint", str(read_hint)[:40], "must be a str of at most 200 chars")
         if store is not None and not isinstance(store, SpillStore):
             raise TypeError(f"store must be a SpillStore, not {type(store).__name__}")
+        if default is not None and not callable(default):
+            raise TypeError(f"default must be callable, not {type(default).__name__}")
         self._read_hint = read_hint
         self._kind: ResultKind = kind
         self._default = default
         # Built once: the pass-through check runs for every result.
-        self._encoder = Encoder(max_bytes=self._max_result_bytes, default=default)
+        self._encoder = Encoder(max_bytes=self._max_bytes, default=default)
+        lim = self._encoder.limits
+        self._caps: Caps = (lim.max_depth, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
         self._store = store
         self._lock = threading.Lock()
         # The largest reference a preview can carry (64-char label, 13-digit size).
         worst = SpillRef("x" * MAX_LABEL_CHARS + "." + "0" * 64 + ".json", MAX_LIMIT, "0" * 64,
                          "application/json", "x", _NO_PATH)  # fmt: skip
         json_overhead = len(_json_preview(b"0", worst, read_hint)) - 1
+        self._worst_json_overhead = json_overhead
         text_overhead = len(_text_footer(worst, MAX_LIMIT, read_hint)) + 1
         smallest = max(json_overhead + MIN_BYTES, text_overhead + _TEXT_PREVIEW_MIN)
+        self._bare_bytes = max(len(_bare_json(worst)), len(_bare_text(worst)))
         if preview_bytes is None:
-            preview_bytes = max(min(DEFAULT_PREVIEW_BYTES, self._max_result_bytes), smallest)
+            preview_bytes = max(min(DEFAULT_PREVIEW_BYTES, self._max_bytes), smallest)
         check_int("preview_bytes", preview_bytes, minimum=smallest)
-        if preview_bytes > self._max_result_bytes:
+        if preview_bytes > self._max_bytes:
             raise LimitError(
-                "max_result_bytes",
-                max_result_bytes,
+                "max_bytes",
+                max_bytes,
                 f"must be at least preview_bytes ({preview_bytes}), which holds a preview and "
                 f"its reference",
             )
         self._preview_bytes = preview_bytes
 
     @property
-    def max_result_bytes(self) -> int:
-        return self._max_result_bytes
+    def max_bytes(self) -> int:
+        return self._max_bytes
 
     @property
     def preview_bytes(self) -> int:
         return self._preview_bytes
+
+    @property
+    def bare_reference_bytes(self) -> int:
+        """The most bytes the shortest answer for a spilled result (its bare reference) takes."""
+        return self._bare_bytes
 
     @property
     def store(self) -> SpillStore:
@@ -244,10 +302,17 @@ class ResultGate:
             return self._store
 
     def apply(self, result: Any, *, label: str = "result") -> GateResult:
-        """Pass *result* through if it fits ``max_result_bytes``, else spill it; see the class."""
+        """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
+        if type(result) in _FAST_TYPES:
+            # A clean value that fits: one compiled walk and one orjson call, nothing else.
+            data = clean_dumps(result, self._max_bytes, 0, self._caps)
+            if type(data) is bytes:
+                if len(data) < _COMPACT_BELOW:
+                    data = compact(data)
+                return _new_gate_result(data, "json", len(data), None)
         measured = self._measure(result)
         if measured.data is not None:
-            return GateResult(measured.data, measured.kind, len(measured.data), None)
+            return _new_gate_result(measured.data, measured.kind, len(measured.data), None)
         return self._spill(measured, label=label, budget=self._preview_bytes)
 
     async def aapply(self, result: Any, *, label: str = "result") -> GateResult:
@@ -257,28 +322,38 @@ class ResultGate:
     # -- internals shared with TurnBudget ------------------------------------------------
 
     def _measure(self, result: Any) -> _Measured:
-        limit = self._max_result_bytes
+        limit = self._max_bytes
         if isinstance(result, bytes | bytearray | memoryview):
             view = memoryview(result).cast("B")
             kind = self._sniff(view[:4096])
             if len(view) <= limit:
                 return _Measured(kind, data=result if isinstance(result, bytes) else bytes(view))
-            return _Measured(kind, chunks=(view,), size=len(view))
+            return _Measured(kind, chunks=(view,))
         if isinstance(result, str):
             kind = self._sniff(result[:4096].encode("utf-8", "replace"))
             if len(result) <= limit:  # a char is at least one byte: only then can it fit
                 data = _encode_str(result)
                 if len(data) <= limit:
                     return _Measured(kind, data=data)
-                return _Measured(kind, chunks=(data,), size=len(data))
+                return _Measured(kind, chunks=(data,))
             return _Measured(kind, chunks=_str_chunks(result))
         if hasattr(result, "read") or _is_iterator(result):
             return self._measure_stream(_stream_chunks(result), limit)
-        # Any other value is JSON. The encoder never does more work than the limit needs.
-        encoded = self._encoder.encode(result)
-        if encoded.complete or _only_unencodable(encoded):
-            return _Measured("json", data=encoded.data)
-        return _Measured("json", obj=result)
+        # Any other value is JSON; the compiled walk costs at most the limit.
+        fast = clean_dumps(result, limit, 0, self._caps)
+        if type(fast) is bytes:
+            return _Measured("json", data=compact(fast) if len(fast) < _COMPACT_BELOW else fast)
+        if fast == TOO_BIG:
+            return _Measured("json", obj=result)
+        # Not clean: the renderer decides, pulling nested iterators only as far as the
+        # limit needs. What it pulled is kept, so the spill replays it.
+        call = EncodeCall(self._encoder)
+        out = call.measure(result, limit, "", 0)
+        if out is not None and all(t.kind == "unencodable" for t in out[1]):
+            # Marked unencodable values are the encoder's answer for them at any size.
+            data = out[0]
+            return _Measured("json", data=compact(data) if len(data) < _COMPACT_BELOW else data)
+        return _Measured("json", obj=result, call=call)
 
     def _measure_stream(self, chunks: Iterator[memoryview], limit: int) -> _Measured:
         head: list[memoryview] = []
@@ -301,44 +376,60 @@ class ResultGate:
     def _spill(self, measured: _Measured, *, label: str, budget: int) -> GateResult:
         """Write the whole result to the store and build a preview of at most *budget* bytes.
 
-        When *budget* cannot hold a preview, the bare reference is returned (it may exceed
-        *budget*; `TurnBudget` reports that).
+        When *budget* cannot hold a preview, the reference alone is returned, and when it
+        cannot hold that, the bare reference (at most `bare_reference_bytes`; it may
+        exceed *budget*, which `TurnBudget` reports).
         """
         store = self.store
         if measured.obj is not _NO_OBJECT:
-            chunks: Iterable[Any] = _json_chunks(measured.obj, self._default)
-        elif measured.chunks is not None:
-            chunks = measured.chunks
-        else:
-            chunks = (measured.data,)
+            # The preview is rendered before the spill and by the same call as the size
+            # check, so every item it pulls from a nested iterator is also replayed into
+            # the file: nothing read is lost, nothing is read twice.
+            call = measured.call if measured.call is not None else EncodeCall(self._encoder)
+            value_budget = budget - self._worst_json_overhead
+            shown = None
+            if value_budget >= MIN_BYTES:
+                out = call.render(measured.obj, value_budget, "", 0)
+                shown = None if out is None else out[0]
+            writer = _JsonWriter(self._default, call.streams, store.max_file_bytes)
+            ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
+            if shown is not None:
+                data = _json_preview(shown, ref, self._read_hint)
+            else:
+                data = self._reference_only(ref, budget)
+            return _new_gate_result(data, "json", ref.size, ref)
+        chunks: Iterable[bytes | bytearray | memoryview] = (
+            measured.chunks if measured.chunks is not None else (measured.data or b"",)
+        )
         ref = store.put(chunks, label=label, media_type=_MEDIA[measured.kind])
         if measured.kind == "json":
-            data = self._json_preview(measured, ref, budget)
-            if data is not None:
-                return GateResult(data, "json", ref.size, ref)
-        return GateResult(self._text_preview(ref, budget), "text", ref.size, ref)
+            preview = self._json_preview(ref, budget)
+            if preview is not None:
+                return _new_gate_result(preview, "json", ref.size, ref)
+        return _new_gate_result(self._text_preview(ref, budget), "text", ref.size, ref)
 
-    def _json_preview(self, measured: _Measured, ref: SpillRef, budget: int) -> bytes | None:
+    def _reference_only(self, ref: SpillRef, budget: int) -> bytes:
+        info = orjson.dumps({"spilled": _spilled_info(ref, self._read_hint)})
+        return info if len(info) <= budget else _bare_json(ref)
+
+    def _json_preview(self, ref: SpillRef, budget: int) -> bytes | None:
+        """A preview of a spilled JSON file, parsed from its beginning; None if not JSON."""
         value_budget = budget - (len(_json_preview(b"0", ref, self._read_hint)) - 1)
         if value_budget < MIN_BYTES:
-            return orjson.dumps({"spilled": _spilled_info(ref, self._read_hint)})
-        if measured.obj is not _NO_OBJECT:
-            value: Any = measured.obj
-        else:
-            span = min(_JSON_PREFIX_MAX, max(_JSON_PREFIX_MIN, 8 * value_budget))
-            parsed = _parse_json_prefix(self.store.read(ref.ref, 0, span), ref.size <= span)
-            if parsed is None:
-                return None  # not JSON after all: a text preview says what it is
-            value, open_paths = parsed
-            shown = encode(value, max_bytes=value_budget, default=self._default)
-            return _json_preview(_unknown_counts(shown, open_paths), ref, self._read_hint)
+            return self._reference_only(ref, budget)
+        span = min(_JSON_PREFIX_MAX, max(_JSON_PREFIX_MIN, 8 * value_budget))
+        parsed = _parse_json_prefix(self.store.read(ref.ref, 0, span), ref.size <= span)
+        if parsed is None:
+            return None  # not JSON after all: a text preview says what it is
+        value, open_paths = parsed
         shown = encode(value, max_bytes=value_budget, default=self._default)
-        return _json_preview(shown.data, ref, self._read_hint)
+        return _json_preview(_unknown_counts(shown, open_paths), ref, self._read_hint)
 
     def _text_preview(self, ref: SpillRef, budget: int) -> bytes:
         text_budget = budget - len(_text_footer(ref, ref.size, self._read_hint)) - 1
         if text_budget < _TEXT_PREVIEW_MIN:
-            return _text_footer(ref, 0, self._read_hint)
+            footer = _text_footer(ref, 0, self._read_hint)
+            return footer if len(footer) <= budget else _bare_text(ref)
         raw = self.store.read(ref.ref, 0, text_budget + 1)
         try:
             text = read_bounded_text(raw, text_budget).text
@@ -353,10 +444,15 @@ class ResultGate:
         return shown + sep + _text_footer(ref, len(shown), self._read_hint)
 
 
+_FAST_TYPES = frozenset({dict, list, tuple, int, float, bool, type(None)})
+_COMPACT_BELOW = 8192
+
+
 def gate_result(
     result: Any,
-    max_result_bytes: int,
+    /,
     *,
+    max_bytes: int,
     store: SpillStore | None = None,
     label: str = "result",
     preview_bytes: int | None = None,
@@ -365,9 +461,17 @@ def gate_result(
     default: Callable[[Any], Any] | None = None,
 ) -> GateResult:
     """One-call `ResultGate`: pass *result* through or spill it; see `ResultGate`."""
+    if type(result) in _FAST_TYPES and default is None and type(max_bytes) is int:
+        # A clean value that fits needs no gate: the limit is checked as the gate would.
+        check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
+        data = clean_dumps(result, max_bytes, 0, _GATE_CAPS)
+        if type(data) is bytes:
+            if len(data) < _COMPACT_BELOW:
+                data = compact(data)
+            return _new_gate_result(data, "json", len(data), None)
     gate = ResultGate(
-        max_result_bytes,
-        store,
+        max_bytes=max_bytes,
+        store=store,
         preview_bytes=preview_bytes,
         kind=kind,
         read_hint=read_hint,
@@ -377,44 +481,57 @@ def gate_result(
 
 
 class TurnBudget:
-    """Admit the results of one turn within ``max_turn_bytes``, spilling what would overflow.
+    """Admit the results of one turn within ``max_bytes``, spilling what would overflow.
 
     Results are admitted first come, first served; parallel calls from threads or asyncio
-    tasks are safe (the accounting is under a lock, and a spill reserves its preview's
-    space before writing, so concurrent admissions never overspend). A result over
-    ``max_result_bytes`` (default: ``max_turn_bytes``) is spilled as by `ResultGate`; one
-    that fits it but not what is left of the turn is spilled too, its preview cut to what
-    is left.
+    tasks are safe (the accounting is under a lock, and a spill reserves its room before
+    writing). The limit keeps room for the bare references of up to ``max_calls`` calls,
+    so a turn of at most ``max_calls`` calls never passes ``max_bytes``, however many run
+    at once. A result over ``max_result_bytes`` (default: ``max_bytes``) is spilled as by
+    `ResultGate`; one that fits it but not what is left of the turn is spilled too, its
+    preview cut to what is left.
     """
 
-    __slots__ = ("_gate", "_lock", "_max_turn_bytes", "_results", "_used")
+    __slots__ = ("_bare", "_calls", "_gate", "_lock", "_max_bytes", "_max_calls", "_results",
+                 "_used")  # fmt: skip
 
     def __init__(
         self,
-        max_turn_bytes: int,
         *,
+        max_bytes: int,
         store: SpillStore | None = None,
         max_result_bytes: int | None = None,
+        max_calls: int = DEFAULT_MAX_CALLS,
         preview_bytes: int | None = None,
         kind: ResultKind = "auto",
         read_hint: str = DEFAULT_READ_HINT,
         default: Callable[[Any], Any] | None = None,
     ) -> None:
-        self._max_turn_bytes = check_int("max_turn_bytes", max_turn_bytes, minimum=MIN_BYTES)
+        self._max_bytes = check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
         if max_result_bytes is None:
-            max_result_bytes = max_turn_bytes
-        elif check_int("max_result_bytes", max_result_bytes, minimum=MIN_BYTES) > max_turn_bytes:
-            raise LimitError("max_result_bytes", max_result_bytes, "must be <= max_turn_bytes")
+            max_result_bytes = max_bytes
+        elif check_int("max_result_bytes", max_result_bytes, minimum=MIN_BYTES) > max_bytes:
+            raise LimitError("max_result_bytes", max_result_bytes, "must be <= max_bytes")
+        self._max_calls = check_int("max_calls", max_calls, minimum=1, maximum=10_000)
         self._gate = ResultGate(
-            max_result_bytes,
-            store,
+            max_bytes=max_result_bytes,
+            store=store,
             preview_bytes=preview_bytes,
             kind=kind,
             read_hint=read_hint,
             default=default,
         )
+        self._bare = self._gate.bare_reference_bytes
+        if self._bare * max_calls > max_bytes:
+            raise LimitError(
+                "max_calls",
+                max_calls,
+                f"the turn must hold a bare reference ({self._bare} bytes) for each call: at "
+                f"most {max_bytes // self._bare} calls fit max_bytes={max_bytes}",
+            )
         self._lock = threading.Lock()
         self._used = 0
+        self._calls = 0
         self._results: list[Admitted] = []
 
     @property
@@ -422,32 +539,49 @@ class TurnBudget:
         return self._gate
 
     @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
+    @property
+    def max_calls(self) -> int:
+        return self._max_calls
+
+    @property
     def remaining(self) -> int:
+        """Bytes the next result may take (room kept for the other calls' references)."""
         with self._lock:
-            return max(0, self._max_turn_bytes - self._used)
+            return max(0, self._room())
+
+    def _room(self) -> int:
+        # Bytes the next call may use: what is left, less a bare reference for each call
+        # after it that the turn still promises to answer.
+        later = max(0, self._max_calls - self._calls - 1)
+        return self._max_bytes - self._used - later * self._bare
 
     def admit(self, result: Any, *, tool: str = "result") -> Admitted:
         """Admit one result of this turn; see the class for what happens to it."""
         measured = self._gate._measure(result)
         with self._lock:
-            left = self._max_turn_bytes - self._used
-            if measured.data is not None and len(measured.data) <= left:
-                size = len(measured.data)
+            room = self._room()
+            self._calls += 1
+            data = measured.data
+            if data is not None and len(data) <= room:
+                size = len(data)
                 self._used += size
-                admitted = Admitted(tool, measured.data, measured.kind, size, size, None,
-                                    "fits", False)  # fmt: skip
+                admitted = _new_admitted(tool, data, measured.kind, size, size, None, "fits",
+                                         False)  # fmt: skip
                 self._results.append(admitted)
                 return admitted
-            reason: AdmitReason = "result_limit" if measured.data is None else "turn_limit"
-            reserved = max(0, min(self._gate.preview_bytes, left))
+            reason: AdmitReason = "result_limit" if data is None else "turn_limit"
+            reserved = max(0, min(self._gate.preview_bytes, room))
             self._used += reserved
         with contextlib.ExitStack() as on_error:
             on_error.callback(self._release, reserved)  # a failed spill gives its room back
             gated = self._gate._spill(measured, label=tool, budget=reserved)
             on_error.pop_all()
         used = len(gated.data)
-        admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill, reason,
-                            used > reserved)  # fmt: skip
+        admitted = _new_admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
+                                 reason, used > reserved)  # fmt: skip
         with self._lock:
             self._used += used - reserved
             self._results.append(admitted)
@@ -460,21 +594,26 @@ class TurnBudget:
     def _release(self, reserved: int) -> None:
         with self._lock:
             self._used -= reserved
+            self._calls -= 1
 
     def report(self) -> TurnReport:
         """What this turn has admitted so far."""
         with self._lock:
-            return TurnReport(self._max_turn_bytes, self._used, tuple(self._results))
+            return TurnReport(self._max_bytes, self._used, tuple(self._results))
 
     def reset(self) -> TurnReport:
         """Start a new turn; returns the report of the one that ended."""
         with self._lock:
-            ended = TurnReport(self._max_turn_bytes, self._used, tuple(self._results))
+            ended = TurnReport(self._max_bytes, self._used, tuple(self._results))
             self._used = 0
+            self._calls = 0
             self._results = []
             return ended
 
     new_turn = reset
+
+
+_GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
 
 
 # -- bounded_tool --------------------------------------------------------------------------
@@ -496,53 +635,67 @@ class ToolDecorator(Protocol[OutT_co]):
 
 @overload
 def bounded_tool(
-    limits: Limits | None = None,
     *,
     max_bytes: int | None = None,
+    limits: Limits | None = None,
     output: Literal["str"] = "str",
     max_items: int | None = None,
     max_field_bytes: int | None = None,
     max_depth: int | None = None,
-    strategy: Literal["balanced", "prefix"] = "balanced",
-    markers: Literal["text", "structured"] = "text",
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
 ) -> ToolDecorator[str]: ...
 @overload
 def bounded_tool(
-    limits: Limits | None = None,
     *,
     max_bytes: int | None = None,
+    limits: Limits | None = None,
+    output: Literal["json"],
+    max_items: int | None = None,
+    max_field_bytes: int | None = None,
+    max_depth: int | None = None,
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
+) -> ToolDecorator[Any]: ...
+@overload
+def bounded_tool(
+    *,
+    max_bytes: int | None = None,
+    limits: Limits | None = None,
     output: Literal["bytes"],
     max_items: int | None = None,
     max_field_bytes: int | None = None,
     max_depth: int | None = None,
-    strategy: Literal["balanced", "prefix"] = "balanced",
-    markers: Literal["text", "structured"] = "text",
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
 ) -> ToolDecorator[bytes]: ...
 def bounded_tool(
-    limits: Limits | None = None,
     *,
     max_bytes: int | None = None,
+    limits: Limits | None = None,
     output: ToolOutput = "str",
     max_items: int | None = None,
     max_field_bytes: int | None = None,
     max_depth: int | None = None,
-    strategy: Literal["balanced", "prefix"] = "balanced",
-    markers: Literal["text", "structured"] = "text",
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
-) -> ToolDecorator[str] | ToolDecorator[bytes]:
+) -> ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]:
     """Wrap a tool function (sync or async, plain or method) so its result is bounded JSON.
 
-    Give *limits* or *max_bytes* (with the other `Limits` options); they are validated
-    here, when the decorator is built. The result is encoded by `bounded_dumps` and
-    returned as ``str`` (default) or ``bytes``; exceptions pass through unchanged.
+    Give *max_bytes* (with the other `Limits` options) or *limits*; they are validated
+    here, when the decorator is built. The result is encoded within them and returned as
+    JSON text (``output="str"``, the default: what a model reads), as the bounded value
+    itself (``"json"``: a dict, list or scalar that frameworks with structured output
+    validate and send), or as UTF-8 bytes (``"bytes"``, for byte transports only). The
+    wrapper's signature and annotations say so; exceptions pass through unchanged.
     """
-    if callable(limits) and not isinstance(limits, Limits):
-        raise TypeError("bounded_tool needs its limits: use @bounded_tool(max_bytes=...)")
     if limits is None:
         if max_bytes is None:
-            raise LimitError("max_bytes", None, "bounded_tool needs limits or max_bytes")
+            raise LimitError("max_bytes", None, "bounded_tool needs max_bytes or limits")
         limits = Limits(
             max_bytes,
             max_items=max_items,
@@ -552,40 +705,105 @@ def bounded_tool(
     elif not isinstance(limits, Limits):
         raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
     elif any(v is not None for v in (max_bytes, max_items, max_field_bytes, max_depth)):
-        raise LimitError("max_bytes", max_bytes, "give limits or the separate options, not both")
-    if output not in ("str", "bytes"):
-        raise LimitError("output", output, "must be 'str' or 'bytes'")
+        raise LimitError("limits", limits, "give limits or max_bytes and its options, not both")
+    if output not in _RETURNS:
+        raise LimitError("output", output, "must be 'str', 'json' or 'bytes'")
     if strategy not in ("balanced", "prefix"):
         raise LimitError("strategy", strategy, "must be 'balanced' or 'prefix'")
     if markers not in ("text", "structured"):
         raise LimitError("markers", markers, "must be 'text' or 'structured'")
+    if default is not None and not callable(default):
+        raise TypeError(f"default must be callable, not {type(default).__name__}")
     encoder = Encoder(limits, strategy=strategy, markers=markers, default=default)
-    as_text = output == "str"
+    dumps = encoder.dumps
 
-    def finish(value: Any) -> str | bytes:
-        data = encoder.dumps(value)
-        return data.decode("utf-8") if as_text else data
+    def finish(value: Any) -> Any:
+        if output == "str":
+            return dumps(value).decode("utf-8")
+        if output == "json":
+            # The bounded bytes parsed back: a value that re-encodes within the budget.
+            return orjson.loads(dumps(value))
+        return dumps(value)
 
     def decorate(fn: Any) -> Any:
         if isinstance(fn, staticmethod | classmethod):
             return type(fn)(decorate(fn.__func__))
         if not callable(fn):
             raise TypeError(f"bounded_tool wraps a function, not {type(fn).__name__}")
-        if inspect.iscoroutinefunction(fn):
+        name = getattr(fn, "__name__", type(fn).__name__)
+        wrapper: Callable[..., Any]
+        if _is_async(fn):
 
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> str | bytes:
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 return finish(await fn(*args, **kwargs))
 
-            return async_wrapper
+            wrapper = async_wrapper
+        else:
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> str | bytes:
-            return finish(fn(*args, **kwargs))
+            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                value = fn(*args, **kwargs)
+                if inspect.isawaitable(value):
+                    if inspect.iscoroutine(value):
+                        value.close()  # never awaited: close it rather than warn later
+                    raise TypeError(
+                        f"{name} returned an awaitable from a sync call; bounded_tool awaits "
+                        "only async functions and objects with an async __call__"
+                    )
+                return finish(value)
 
+            wrapper = sync_wrapper
+        _retype(wrapper, fn, name, output)
         return wrapper
 
-    return cast("ToolDecorator[str] | ToolDecorator[bytes]", decorate)
+    return cast("ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]", decorate)
+
+
+_RETURNS: dict[str, Any] = {"str": str, "json": Any, "bytes": bytes}
+_OBJECT_TYPES: tuple[type, ...] = (dict, collections.abc.Mapping)
+_ARRAY_TYPES: tuple[type, ...] = (list, tuple, collections.abc.Sequence, collections.abc.Iterable)
+
+
+def _is_async(fn: Any) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # An object whose __call__ is async (inspect says False for the object itself).
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - the method itself, not callable()
+    return not isinstance(fn, type) and inspect.iscoroutinefunction(call)
+
+
+def _retype(wrapper: Callable[..., Any], fn: Any, name: str, output: str) -> None:
+    """Give *wrapper* *fn*'s name, docs and parameters, and the return type it really has.
+
+    Frameworks build a tool's schemas from the signature and the annotations: the
+    parameters stay *fn*'s (string annotations resolved in *fn*'s module), the return
+    annotation becomes what the wrapper returns, so no output schema promises *fn*'s type
+    (a cut list holds a marker string, which ``list[dict]`` would refuse). For
+    ``output="json"`` it keeps only the shape: ``dict[str, Any]`` for a function declared
+    to return a mapping, ``list[Any]`` for a sequence, else ``Any``.
+    """
+    functools.update_wrapper(wrapper, fn, assigned=("__module__", "__name__", "__qualname__",
+                                                    "__doc__"), updated=())  # fmt: skip
+    wrapper.__name__ = name
+    # No __wrapped__: a framework that unwraps would find fn's return type again.
+    del wrapper.__wrapped__  # type: ignore[attr-defined]
+    try:
+        sig = inspect.signature(fn, eval_str=True)
+    except NameError:
+        sig = inspect.signature(fn)  # a name only its defining scope knows: keep the string
+    params = sig.parameters.values()
+    returns = _RETURNS[output]
+    if output == "json":
+        declared = sig.return_annotation
+        origin = typing.get_origin(declared) or declared
+        if isinstance(origin, type) and issubclass(origin, _OBJECT_TYPES):
+            returns = dict[str, Any]
+        elif isinstance(origin, type) and issubclass(origin, _ARRAY_TYPES) and origin is not str:
+            returns = list[Any]
+    setattr(wrapper, "__signature__", sig.replace(return_annotation=returns))  # noqa: B010 - mypy knows no such attribute
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in params if p.annotation is not p.empty},
+        "return": returns,
+    }
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -612,16 +830,20 @@ def _json_preview(value: bytes, ref: SpillRef, hint: str) -> bytes:
     return orjson.dumps({"preview": orjson.Fragment(value), "spilled": _spilled_info(ref, hint)})
 
 
+def _bare_json(ref: SpillRef) -> bytes:
+    """The shortest JSON answer for a spilled result: its reference and size."""
+    return orjson.dumps({"spilled": {"ref": ref.ref, "size": ref.size}})
+
+
+def _bare_text(ref: SpillRef) -> bytes:
+    return f"…[spilled: {ref.size} bytes in {ref.ref}]".encode()
+
+
 def _text_footer(ref: SpillRef, shown: int, hint: str) -> bytes:
     return (
         f"…[spilled: the first {shown} of {ref.size} bytes are shown; the whole result is "
         f"{ref.ref} (sha256 {ref.sha256}); {hint}, from offset {shown}]"
     ).encode()
-
-
-def _only_unencodable(encoded: Encoded) -> bool:
-    # Marked unencodable values are the encoder's answer for this value at any size.
-    return bool(encoded.truncations) and all(t.kind == "unencodable" for t in encoded.truncations)
 
 
 def _is_iterator(value: object) -> bool:
@@ -661,46 +883,180 @@ def _str_chunks(text: str) -> Iterator[bytes]:
         yield _encode_str(text[start : start + step])
 
 
-def _json_chunks(obj: Any, default: Callable[[Any], Any] | None) -> Iterator[bytes]:
-    """The whole JSON encoding of *obj*; a top-level list or dict goes a batch at a time.
+class _JsonWriter:
+    """The whole JSON encoding of a Python value, in chunks of about 1 MiB, as it is made.
 
-    One orjson call per batch of members, not per member: orjson gives each call at least
-    a 4 KB buffer, and a batch holds only references, so memory stays one batch deep.
+    Lists, tuples, dicts and iterators are written member by member (runs of small
+    members one `dumps_whole` each, as orjson joins them), so an endless generator or a
+    10-million-row list never sits in memory whole, and the file's size limit is checked
+    as the bytes are made, not after. Items the size check already pulled from an
+    iterator (the encoder call's ``streams``) are replayed first.
     """
-    if isinstance(obj, list | tuple):
-        open_, close = b"[", b"]"
-        batches: Iterator[Any] = (obj[i : i + _BATCH] for i in range(0, len(obj), _BATCH))
-    elif isinstance(obj, dict):
-        open_, close = b"{", b"}"
-        members = iter(obj.items())
-        batches = iter(lambda: dict(itertools.islice(members, _BATCH)), {})
-    else:
-        yield dumps_whole(obj, default=default)
-        return
-    buf = bytearray(open_)
-    wrote = False
-    for batch in batches:
+
+    __slots__ = ("buf", "default", "descend", "left", "limit", "streams")
+
+    def __init__(
+        self, default: Callable[[Any], Any] | None, streams: dict[int, Any], max_bytes: int
+    ) -> None:
+        self.default = default
+        self.streams = streams
+        # When the size check pulled from a nested iterator, that iterator may sit in any
+        # small container: walk every container, so each one is replayed, not re-read.
+        self.descend = bool(streams)
+        self.limit = self.left = max_bytes
+        self.buf = bytearray()
+
+    def chunks(self, obj: Any) -> Iterator[bytes]:
+        yield from self._value(obj, 0)
+        if self.buf:
+            yield bytes(self.buf)
+            self.buf.clear()
+
+    def _put(self, data: bytes | bytearray) -> None:
+        self.left -= len(data)
+        if self.left < 0:
+            self._refuse()
+        self.buf += data
+
+    def _refuse(self) -> None:
+        raise SpillError(
+            f"the result is larger than the store's max_file_bytes ({self.limit}); nothing was kept"
+        )
+
+    def _flush(self) -> Iterator[bytes]:
+        if len(self.buf) >= _FLUSH_BYTES:
+            yield bytes(self.buf)
+            self.buf.clear()
+
+    def _streamed(self, value: Any, depth: int) -> bool:
+        """Whether *value* is written member by member rather than in one call."""
+        if depth >= _STREAM_DEPTH:
+            return False
+        kind = type(value)
+        if kind is list or kind is tuple or kind is dict:
+            if len(value) > _BATCH:
+                return True
+            # A flat container holds no iterator: it joins a run even when descending.
+            return self.descend and any(map(_nests, value.values() if kind is dict else value))
+        return isinstance(value, Iterator) and not isinstance(value, str | bytes)
+
+    def _value(self, obj: Any, depth: int) -> Iterator[bytes]:
+        if type(obj) is dict:
+            yield from self._object(obj, depth)
+        elif self._streamed(obj, depth):
+            yield from self._array(obj, depth)
+        else:
+            self._leaf(obj)
+            yield from self._flush()
+
+    def _leaf(self, obj: Any) -> None:
+        if type(obj) is str and len(obj) > self.left:
+            self._refuse()  # at least one byte a char: refused before it is encoded
+        self._put(dumps_whole(obj, default=self.default))
+
+    def _replay(self, it: Iterator[Any]) -> Iterator[Any]:
+        stream = self.streams.get(id(it))
+        if stream is None:
+            return it
+        return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
+
+    def _array(self, obj: Any, depth: int) -> Iterator[bytes]:
+        source = obj if type(obj) is list or type(obj) is tuple else self._replay(obj)
+        self._put(b"[")
+        first = True
+        run: list[Any] = []
+        size = 1  # members per run: grows while runs are small, shrinks when large
+        for member in source:
+            if self._streamed(member, depth + 1):
+                first = self._run(run, first, b"[", b"]")
+                if not first:
+                    self._put(b",")
+                first = False
+                yield from self._value(member, depth + 1)
+                continue
+            run.append(member)
+            if len(run) >= size:
+                before = len(self.buf)
+                first = self._run(run, first, b"[", b"]")
+                size = _next_run(size, len(self.buf) - before)
+                yield from self._flush()
+        first = self._run(run, first, b"[", b"]")
+        self._put(b"]")
+        yield from self._flush()
+
+    def _object(self, obj: dict[Any, Any], depth: int) -> Iterator[bytes]:
+        if depth >= _STREAM_DEPTH or not (len(obj) > _BATCH or any(map(_nests, obj.values()))):
+            self._leaf(obj)
+            yield from self._flush()
+            return
+        self._put(b"{")
+        first = True
+        run: dict[Any, Any] = {}
+        size = 1
+        for key, member in obj.items():
+            if type(key) is str and self._streamed(member, depth + 1):
+                first = self._run(run, first, b"{", b"}")
+                if not first:
+                    self._put(b",")
+                first = False
+                self._put(orjson.dumps(key) + b":")
+                yield from self._value(member, depth + 1)
+                continue
+            run[key] = member
+            if len(run) >= size:
+                before = len(self.buf)
+                first = self._run(run, first, b"{", b"}")
+                size = _next_run(size, len(self.buf) - before)
+                yield from self._flush()
+        first = self._run(run, first, b"{", b"}")
+        self._put(b"}")
+        yield from self._flush()
+
+    def _run(self, run: Any, first: bool, open_: bytes, close: bytes) -> bool:
+        """Write *run*'s members (a list or dict) joined as orjson joins them; clear it."""
+        if not run:
+            return first
         # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
-        inner = dumps_whole(batch, default=default)[1:-1]
+        inner = dumps_whole(run, default=self.default)[len(open_) : -len(close)]
+        run.clear()
         if not inner:
-            continue  # an object whose only keys the encoder had to drop
-        if wrote:
-            buf += b","
-        wrote = True
-        buf += inner
-        if len(buf) >= _FLUSH_BYTES:
-            yield bytes(buf)
-            buf.clear()
-    buf += close
-    yield bytes(buf)
+            return first  # an object whose only keys the encoder had to drop
+        if not first:
+            self._put(b",")
+        self._put(inner)
+        return False
+
+
+def _nests(value: object) -> bool:
+    """Whether *value* is a container or an iterator (what a run must not hide)."""
+    kind = type(value)
+    return kind is list or kind is tuple or kind is dict or isinstance(value, Iterator)
+
+
+def _next_run(size: int, produced: int) -> int:
+    # Aim for runs of about 64 KiB: few orjson calls, little held at once.
+    if produced > 256 * 1024:
+        return max(1, size // 2)
+    if produced < 64 * 1024:
+        return min(_BATCH, size * 2)
+    return size
 
 
 def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:
     """The value at the start of *prefix*, and the pointers of the containers left open.
 
     Open containers get a "more" marker where the prefix ended. Returns None when
-    *prefix* does not start a JSON value ijson can follow.
+    *prefix* does not start a JSON value ijson can follow. ijson's C backend refuses
+    integers beyond 64 bits, which are valid JSON: the Python backend, slower but exact,
+    reads the prefix again when the C backend gives up.
     """
+    parsed = _parse_with(ijson, prefix, whole)
+    if parsed is None:
+        parsed = _parse_with(_IJSON_PY, prefix, whole)
+    return parsed
+
+
+def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:
     root: Any = _NO_OBJECT
     stack: list[tuple[Any, str]] = []
     keys: list[str] = []
@@ -717,7 +1073,7 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
         parent[keys[-1]] = value
         return pointer(where, keys[-1])
 
-    events = ijson.parse(io.BytesIO(prefix), use_float=True)
+    events = backend.parse(io.BytesIO(prefix), use_float=True)
     try:
         for _, event, value in events:
             if event in ("start_map", "start_array"):
@@ -741,8 +1097,16 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
         if isinstance(container, list):
             container.append(_MORE_ITEMS)
         else:
-            container["…"] = _MORE_KEYS
+            container[_marker_key(container)] = _MORE_KEYS
     return root, {where for _, where in stack}
+
+
+def _marker_key(obj: dict[str, Any]) -> str:
+    """The key of the "more keys" member: the encoder's, lengthened until it is unused."""
+    key = "…"
+    while key in obj:  # a real "…" key keeps its value
+        key += "…"
+    return key
 
 
 _MORE_ITEMS = "…[omitted: more items]"

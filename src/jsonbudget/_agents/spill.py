@@ -195,9 +195,15 @@ class SpillStore:
         fd: int,
         data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
     ) -> tuple[str, int]:
+        """Hash and write *data* to *fd*, unbuffered, then fsync and close it.
+
+        Unbuffered, so every failed write (a full disk, a file-size limit) is raised where
+        it happens as `SpillError`, and closing never flushes: a failure to close cannot
+        replace the error that is already on its way out; it is added to it as a note.
+        """
         hasher = hashlib.sha256()
         size = 0
-        with os.fdopen(fd, "wb") as out:
+        try:
             for chunk in _chunks(data):
                 size += len(chunk)
                 if size > self._max_file_bytes:
@@ -206,15 +212,21 @@ class SpillStore:
                         f"({self._max_file_bytes}); nothing was kept"
                     )
                 hasher.update(chunk)
-                try:
-                    out.write(chunk)
-                except OSError as exc:
-                    raise SpillError(f"cannot write the spill file: {exc.strerror}") from exc
+                _write_all(fd, chunk)
             try:
-                out.flush()
-                os.fsync(out.fileno())
+                os.fsync(fd)
             except OSError as exc:
                 raise SpillError(f"cannot write the spill file: {exc.strerror}") from exc
+        except BaseException as exc:
+            try:
+                os.close(fd)
+            except OSError as close_exc:
+                exc.add_note(f"closing the spill file failed too: {close_exc.strerror}")
+            raise
+        try:
+            os.close(fd)
+        except OSError as exc:
+            raise SpillError(f"cannot close the spill file: {exc.strerror}") from exc
         return hasher.hexdigest(), size
 
     def get(self, ref: str) -> SpillRef:
@@ -355,6 +367,16 @@ def _chunks(
         if not isinstance(chunk, bytes | bytearray | memoryview):
             raise TypeError(f"spill chunks must be bytes, not {type(chunk).__name__}")
         yield chunk
+
+
+def _write_all(fd: int, chunk: bytes | bytearray | memoryview) -> None:
+    view = memoryview(chunk).cast("B")
+    while view:
+        try:
+            written = os.write(fd, view)
+        except OSError as exc:
+            raise SpillError(f"cannot write the spill file: {exc.strerror}") from exc
+        view = view[written:]
 
 
 def _unlink(path: Path) -> bool:

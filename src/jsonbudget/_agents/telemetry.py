@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, Final, Literal
 
 from ..errors import EncodeError, LimitError
@@ -23,6 +23,7 @@ __all__ = [
     "summarize",
     "summary_attributes",
     "summary_extra",
+    "summary_processor",
 ]
 
 #: The ``extra=`` key (and `logging.LogRecord` attribute) summaries travel under.
@@ -35,7 +36,7 @@ _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}/[a-z0-9][a-z0-9.+-]{0,63}")
 #: At most this many truncations and oversized entries are tallied; the rest are counted.
 _MAX_TALLY: Final = 100_000
 
-Kind = Literal["encoded", "page", "spill", "bytes"]
+Kind = Literal["encoded", "page", "spill", "bytes", "gate", "admitted", "turn"]
 
 
 def _word(value: object) -> str | None:
@@ -106,13 +107,20 @@ class Summarizer:
     def summarize(self, obj: object) -> dict[str, Any]:
         """A dict of counts, sizes, sha256 and reasons describing *obj*, never its content.
 
-        *obj* is an `Encoded`, a `Page` or a spill reference (all duck-typed), or raw
-        bytes. Anything else raises `EncodeError` naming only its type.
+        *obj* is an `Encoded`, a `Page`, a spill reference, a `GateResult`, an `Admitted`
+        or a `TurnReport` (all duck-typed), or raw bytes. Anything else raises
+        `EncodeError` naming only its type.
         """
         if isinstance(obj, bytes | bytearray | memoryview):
             return {"kind": "bytes", **_digest(bytes(obj), self.sha256)}
         if hasattr(obj, "to_json") and hasattr(obj, "items") and hasattr(obj, "next_cursor"):
             return self._page(obj)
+        if hasattr(obj, "used_bytes") and hasattr(obj, "results"):
+            return self._turn(obj)
+        if hasattr(obj, "admitted_bytes") and hasattr(obj, "reason"):
+            return self._admitted(obj)
+        if hasattr(obj, "spill") and hasattr(obj, "size") and hasattr(obj, "data"):
+            return self._gate(obj)
         data = getattr(obj, "data", None)
         if isinstance(data, bytes) and hasattr(obj, "truncations"):
             return {
@@ -170,6 +178,43 @@ class Summarizer:
             out["media_type"] = media_type
         return out
 
+    def _gated(self, obj: Any, kind: str) -> dict[str, Any]:
+        data = getattr(obj, "data", b"")
+        spill = getattr(obj, "spill", None)
+        result_kind = getattr(obj, "kind", None)
+        return {
+            "kind": kind,
+            **_digest(data if isinstance(data, bytes) else b"", self.sha256),
+            "result_kind": result_kind if result_kind in ("json", "text") else None,
+            "size": _count(getattr(obj, "size", None)),
+            "spilled": spill is not None,
+            "spill": None if spill is None else self._spill(spill),
+        }
+
+    def _gate(self, gated: Any) -> dict[str, Any]:
+        return self._gated(gated, "gate")
+
+    def _admitted(self, admitted: Any) -> dict[str, Any]:
+        out = self._gated(admitted, "admitted")
+        # A tool name is copied only if it is an identifier; a label could hold anything.
+        out["tool"] = _word(getattr(admitted, "tool", None))
+        out["admitted_bytes"] = _count(getattr(admitted, "admitted_bytes", None))
+        out["reason"] = _word(getattr(admitted, "reason", None))
+        out["over_budget"] = getattr(admitted, "over_budget", None) is True
+        return out
+
+    def _turn(self, report: Any) -> dict[str, Any]:
+        results = getattr(report, "results", ())
+        results = results if isinstance(results, tuple | list) else ()
+        return {
+            "kind": "turn",
+            "max_bytes": _count(getattr(report, "max_bytes", None)),
+            "used_bytes": _count(getattr(report, "used_bytes", None)),
+            "results": len(results),
+            "spilled": sum(1 for r in results if getattr(r, "spill", None) is not None),
+            "over_budget": getattr(report, "over_budget", None) is True,
+        }
+
     def extra(self, obj: object, *, key: str = SUMMARY_KEY) -> dict[str, dict[str, Any]]:
         """``extra=`` for a `logging` call: ``{key: summary}``."""
         return {key: self.summarize(obj)}
@@ -187,11 +232,17 @@ class Summarizer:
 
 
 class SummaryFilter(logging.Filter):
-    """Replaces any jsonbudget object passed as ``extra={key: obj}`` by its summary.
+    """Replaces jsonbudget objects in a log record by their summaries.
 
-    Attach it to a logger or handler; records then carry ``record.<key>`` as a safe dict,
-    so no formatter or handler ever sees the content. Records without the key pass
-    unchanged. A value that cannot be summarized is replaced by ``{"kind": "unknown"}``.
+    It replaces the value passed as ``extra={key: obj}`` (records then carry
+    ``record.<key>`` as a safe dict) and any jsonbudget object among the message's
+    arguments (``logger.info("page %s", page)``), so no formatter or handler ever sees
+    the content. Records without either pass unchanged. A value under *key* that cannot
+    be summarized is replaced by ``{"kind": "unknown", "type": ...}``.
+
+    Attach it to the **handler** (``handler.addFilter(SummaryFilter())``, or the
+    ``logging.config`` recipe in the docs): a logger's own filters do not run for
+    records that its child loggers pass up, a handler's do.
     """
 
     def __init__(self, *, key: str = SUMMARY_KEY, sha256: bool = True) -> None:
@@ -201,27 +252,65 @@ class SummaryFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         value = record.__dict__.get(self.key)
-        if value is None or _is_summary(value):
-            return True
-        try:
-            summary = self.summarizer.summarize(value)
-        except EncodeError:
-            # Logging must not fail, and an unknown object must not reach the formatter.
-            summary = {"kind": "unknown", "type": type(value).__name__}
-        setattr(record, self.key, summary)
+        if value is not None and not _is_summary(value):
+            try:
+                summary = self.summarizer.summarize(value)
+            except EncodeError:
+                # Logging must not fail, and an unknown object must not reach the formatter.
+                summary = {"kind": "unknown", "type": type(value).__name__}
+            setattr(record, self.key, summary)
+        if _is_ours(record.msg):
+            record.msg = _safe(self.summarizer, record.msg)
+        args = record.args
+        if isinstance(args, tuple) and any(map(_is_ours, args)):
+            record.args = tuple(_safe(self.summarizer, a) for a in args)
+        elif isinstance(args, Mapping) and any(map(_is_ours, args.values())):
+            record.args = {k: _safe(self.summarizer, v) for k, v in args.items()}
         return True
 
 
-_SUMMARY_KINDS: Final = frozenset({"encoded", "page", "spill", "bytes", "unknown"})
+def _is_ours(value: object) -> bool:
+    """Whether *value* is a jsonbudget object (the public classes live in ``jsonbudget``)."""
+    module = getattr(type(value), "__module__", "")
+    return isinstance(module, str) and (module == "jsonbudget" or module.startswith("jsonbudget."))
+
+
+def _safe(summarizer: Summarizer, value: object) -> object:
+    if not _is_ours(value):
+        return value
+    try:
+        return summarizer.summarize(value)
+    except EncodeError:
+        return {"kind": "unknown", "type": type(value).__name__}
+
+
+def summary_processor(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> dict[str, Any]:
+    """A structlog processor: every jsonbudget object in the event becomes its summary.
+
+    Put it before the renderer (``structlog.configure(processors=[summary_processor,
+    ..., structlog.processors.JSONRenderer()])``); ``log.info("page", page=page)`` then
+    logs the page's counts and sizes, never its items.
+    """
+    return {k: _safe(_DEFAULT_SUMMARIZER, v) for k, v in event_dict.items()}
+
+
+_SUMMARY_KINDS: Final = frozenset(
+    {"encoded", "page", "spill", "bytes", "gate", "admitted", "turn", "unknown"}
+)
 
 
 def _is_summary(value: object) -> bool:
     return isinstance(value, dict) and value.get("kind") in _SUMMARY_KINDS
 
 
+_DEFAULT_SUMMARIZER: Final = Summarizer()
+
+
 def summarize(obj: object) -> dict[str, Any]:
     """One-call form of `Summarizer.summarize`."""
-    return Summarizer().summarize(obj)
+    return _DEFAULT_SUMMARIZER.summarize(obj)
 
 
 def summary_extra(obj: object, *, key: str = SUMMARY_KEY) -> dict[str, dict[str, Any]]:
