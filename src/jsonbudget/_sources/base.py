@@ -53,24 +53,25 @@ class Clipped:
 
     A database source fetches at most ``max_cell_bytes`` of a long text or binary cell;
     ``head`` is what it fetched (a `str` for text, `bytes` for binary data) and
-    ``length`` the cell's full length, in characters for text and in bytes for binary
-    data, so a marker can say exactly how much was left out. It never equals the whole
-    value, and a plain JSON library writes it as ``{"head": ..., "length": ...}``, so it
-    cannot pass for the whole value unnoticed.
+    ``length`` the whole value's length in ``unit``: ``"chars"`` (characters of a text),
+    or ``"bytes"`` (of binary data, or of a text's encoded form where counting its
+    characters would mean reading all of it), so a marker can say exactly how much was
+    left out (`omitted`). It never equals the whole value, and a plain JSON library
+    writes it as an object with these three fields, so it cannot pass for the whole
+    value unnoticed.
     """
 
     head: str | bytes
     length: int
-
-    @property
-    def unit(self) -> Literal["chars", "bytes"]:
-        """``"chars"`` for text, ``"bytes"`` for binary data."""
-        return "chars" if isinstance(self.head, str) else "bytes"
+    unit: Literal["chars", "bytes"]
 
     @property
     def omitted(self) -> int:
-        """How much of the value ``head`` leaves out, in `unit`."""
-        return self.length - len(self.head)
+        """How much of the value ``head`` leaves out, in `unit` (UTF-8 bytes for text)."""
+        head = self.head
+        if self.unit == "chars" or isinstance(head, bytes):
+            return self.length - len(head)
+        return self.length - len(head.encode("utf-8", "surrogatepass"))
 
 
 @runtime_checkable

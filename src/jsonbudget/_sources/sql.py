@@ -53,6 +53,9 @@ MIN_CELL_BYTES: Final = 64
 _FIRST_BATCH: Final = 16
 
 Row = dict[str, Any]
+#: A column to cut: name, SQL of the cut value, of the full length (NULL when whole), of
+#: the head when it is not the cut value, and the length's unit (None: by the value).
+_Cut = tuple[str, str, str, str | None, Literal["chars", "bytes"] | None]
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
 _ROWID: Final = "_jb_rowid"
@@ -124,7 +127,16 @@ class _Plan:
     cells cut), then the hidden key column if any, then one length per cut column.
     """
 
-    __slots__ = ("columns", "cut_index", "heads", "hidden", "key_index", "keys", "select")
+    __slots__ = (
+        "columns",
+        "cut_index",
+        "heads",
+        "hidden",
+        "key_index",
+        "keys",
+        "select",
+        "units",
+    )
 
     def __init__(
         self,
@@ -134,6 +146,7 @@ class _Plan:
         select: str,
         cut_index: list[int],
         heads: list[int | None],
+        units: list[Literal["chars", "bytes"] | None],
         hidden: bool,
     ) -> None:
         self.columns = columns
@@ -141,6 +154,7 @@ class _Plan:
         self.select = select
         self.cut_index = cut_index  # the result column each length belongs to
         self.heads = heads  # per length: where its head is, when not in the column itself
+        self.units = units  # per length: its unit (None: chars for text, bytes for blobs)
         self.hidden = hidden
         names = [*columns, _ROWID] if hidden else columns
         self.key_index = [names.index(name) for name, _, _ in keys]
@@ -242,15 +256,15 @@ class _SQLSource(Source[Row]):
         self,
         columns: list[str],
         table_keys: tuple[list[list[str]], list[str], set[str]] | None,
-        cuts: list[tuple[str, str, str, str | None]],
+        cuts: list[_Cut],
     ) -> _Plan:
         """Make the order total and write the select list.
 
         *table_keys* is, for a table: its unique column sets (each NOT NULL), the key to
         append when none is covered (``[_ROWID]`` for SQLite's hidden rowid, ``[]`` when
         there is none) and its NOT NULL columns. *cuts* is, per column to bound, the
-        column, the SQL of its cut value, of its full length when cut (else NULL) and of
-        its head when that is not the cut value itself.
+        column, the SQL of its cut value, of its full length when cut (else NULL), of
+        its head when that is not the cut value itself, and the length's unit.
         """
         if len(set(columns)) != len(columns):
             dupes = sorted({c for c in columns if columns.count(c) > 1})
@@ -299,12 +313,14 @@ class _SQLSource(Source[Row]):
         head_sql: list[str] = []
         cut_index: list[int] = []
         head_at: list[int | None] = []
+        units: list[Literal["chars", "bytes"] | None] = []
         for i, name in enumerate(columns):
             if name in by_name and name not in key_cols:  # a key must stay whole
-                value, length, head = by_name[name]
+                value, length, head, unit = by_name[name]
                 select.append(f"{value} AS {quote_ident(name)}")
                 cut_index.append(i)
                 lengths.append(length)
+                units.append(unit)
                 head_at.append(None if head is None else len(head_sql))
                 if head is not None:
                     head_sql.append(head)
@@ -320,6 +336,7 @@ class _SQLSource(Source[Row]):
             select=", ".join(select + lengths + head_sql),
             cut_index=cut_index,
             heads=heads,
+            units=units,
             hidden=hidden,
         )
 
@@ -439,6 +456,7 @@ class _SQLSource(Source[Row]):
         width = len(columns)
         cut_index = plan.cut_index
         heads = plan.heads
+        units = plan.units
         key_index = plan.key_index
         first_len = width + (1 if plan.hidden else 0)
         n_cuts = len(cut_index)
@@ -460,10 +478,14 @@ class _SQLSource(Source[Row]):
                         length = row[first_len + j]
                         if length is not None:
                             at = heads[j]
-                            head = row[i] if at is None else row[at]
+                            head = _plain(row[i] if at is None else row[at])
+                            unit = units[j] or ("chars" if isinstance(head, str) else "bytes")
+                            clipped = Clipped(head, length, unit)
                             # A multibyte text over the byte bound may still be whole.
-                            if length > len(head):
-                                item[columns[i]] = Clipped(_plain(head), length)
+                            if clipped.omitted > 0:
+                                item[columns[i]] = clipped
+                            elif at is None:
+                                item[columns[i]] = head
                 else:
                     item = dict(zip(columns, row, strict=False))
                 if keyset:
@@ -643,7 +665,7 @@ class SQLiteSource(_SQLSource):
         # SQLite's types are per value: any column may hold a long text or blob. length()
         # counts characters of text and bytes of a blob, as substr() cuts them.
         n = self._max_cell
-        cuts: list[tuple[str, str, str, str | None]] = []
+        cuts: list[_Cut] = []
         for name in columns:
             col = _col(name)
             when = f"length({col}) > {n}"
@@ -652,6 +674,7 @@ class SQLiteSource(_SQLSource):
                     name,
                     f"CASE WHEN {when} THEN substr({col}, 1, {n}) ELSE {col} END",
                     f"CASE WHEN {when} THEN length({col}) END",
+                    None,
                     None,
                 )
             )
@@ -869,20 +892,26 @@ class PostgresSource(_SQLSource):
             if self._table is not None and self._mode == "keyset":
                 table_keys = self._table_keys(cur)
         n = self._max_cell
-        cuts: list[tuple[str, str, str, str | None]] = []
+        # Counting a text's characters reads all of it (seconds for 1 GB); its size in
+        # bytes is in its header. In a UTF-8 database that size is exact UTF-8 bytes.
+        text_unit: Literal["chars", "bytes"] = "bytes" if conn.info.encoding == "utf-8" else "chars"
+        text_length = "octet_length" if text_unit == "bytes" else "length"
+        cuts: list[_Cut] = []
         for name, oid in zip(columns, oids, strict=True):
             col = _col(name)
             if oid == _PG_BYTEA:
                 # octet_length reads the stored size; substring detoasts only the slice.
                 when = f"octet_length({col}) > {n}"
                 value = f"CASE WHEN {when} THEN substring({col} FROM 1 FOR {n}) ELSE {col} END"
-                cuts.append((name, value, f"CASE WHEN {when} THEN octet_length({col}) END", None))
+                length = f"CASE WHEN {when} THEN octet_length({col}) END"
+                cuts.append((name, value, length, None, "bytes"))
             elif category.get(oid) == "S":
-                # octet_length first (cheap, and never fewer bytes than characters); left()
-                # detoasts only the prefix; length() counts the characters for the marker.
+                # left() detoasts only the prefix; a text of more bytes than the bound may
+                # still have no more characters than it (then it arrives whole).
                 when = f"octet_length({col}) > {n}"
                 value = f"CASE WHEN {when} THEN left({col}, {n}) ELSE {col} END"
-                cuts.append((name, value, f"CASE WHEN {when} THEN length({col}) END", None))
+                length = f"CASE WHEN {when} THEN {text_length}({col}) END"
+                cuts.append((name, value, length, None, text_unit))
             elif oid in _PG_AS_TEXT or category.get(oid) == "A":
                 # No prefix of a JSON value (or an array) is a value: a long one arrives
                 # as the start of its text, and the value itself is not fetched.
@@ -894,6 +923,7 @@ class PostgresSource(_SQLSource):
                         f"CASE WHEN {when} THEN NULL ELSE {col} END",
                         f"CASE WHEN {when} THEN length({text}) END",
                         f"CASE WHEN {when} THEN left({text}, {n}) END",
+                        "chars",
                     )
                 )
         return self._resolve(columns, table_keys, cuts)
