@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import orjson
 
 from ._cursors.scope import Scope
-from ._encode.encoder import MarkerStyle, Strategy
+from ._encode.encoder import Encoder, MarkerStyle, Strategy
 from ._extras import missing_extra
 from ._limits import MIN_BYTES, Limits
 from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator
@@ -33,6 +33,7 @@ try:
     import anyio.to_thread
     from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, JSONRPCResponse, TextContent
+    from pydantic import TypeAdapter
 
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
     from typing_extensions import NotRequired, TypedDict  # noqa: UP035
@@ -41,12 +42,17 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = [
     "CURSOR_PARAM",
+    "RESULT_SUMMARY_TEXT",
+    "SUMMARY_TEXT",
     "TOOL_KEY",
     "ContentMode",
     "McpPageEnvelope",
     "McpPager",
+    "McpResultFitter",
+    "bounded_result",
     "cursor_error",
     "message_bytes",
+    "page_output_schema",
     "page_result",
     "paginated_tool",
 ]
@@ -59,12 +65,14 @@ TOOL_KEY = "$tool"
 #: What a result carries: the envelope as text and as structured content (``"both"``),
 #: structured content plus a one-line text summary (``"structured"``), or text only.
 ContentMode = Literal["both", "structured", "text"]
-_MODES = ("both", "structured", "text")
+_MODES: tuple[ContentMode, ...] = ("both", "structured", "text")
 #: The response's id is the client's: budgets count one of up to 20 characters (every
 #: 64-bit integer id; JSON-RPC clients number their requests).
 _WORST_ID = -(2**63)
 #: The text of a ``"structured"`` result: fixed, so the message is the envelope plus it.
 SUMMARY_TEXT = "The page is in structuredContent: items, complete, nextCursor."
+#: The same for any other result (`bounded_result`).
+RESULT_SUMMARY_TEXT = "The result is in structuredContent."
 # Bytes of the message per envelope byte in the worst case: the text copy's escaping at
 # most doubles it (every byte a quote or a backslash), and "both" carries it twice.
 _WORST_GROWTH = {"both": 3, "text": 2, "structured": 1}
@@ -82,6 +90,13 @@ class McpPageEnvelope(TypedDict):
     truncated: NotRequired[list[dict[str, Any]]]
     oversized: NotRequired[list[dict[str, Any]]]
     incompleteReason: NotRequired[str]
+
+
+def page_output_schema() -> dict[str, Any]:
+    """`McpPageEnvelope` as a JSON Schema, for servers that take an output schema as a dict
+    (FastMCP: ``@mcp.tool(output_schema=page_output_schema())``)."""
+    schema: dict[str, Any] = TypeAdapter(McpPageEnvelope).json_schema()
+    return schema
 
 
 def page_result(page: Page, *, content: ContentMode = "both") -> CallToolResult:
@@ -281,6 +296,106 @@ class McpPager:
             if result is not None:
                 return result
         raise AssertionError("unreachable: the last round raises or returns")  # pragma: no cover
+
+
+class McpResultFitter:
+    """Fits any tool result value into one ``CallToolResult`` whose message is at most
+    ``max_bytes`` (see `bounded_result`). Built once, used for every call."""
+
+    __slots__ = ("_content", "_fixed", "_limits", "_options")
+
+    def __init__(
+        self,
+        *,
+        max_bytes: int | None = None,
+        limits: Limits | None = None,
+        content: ContentMode = "both",
+        strategy: Strategy = "balanced",
+        markers: MarkerStyle = "text",
+        default: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self._limits = _limits_of(limits, max_bytes)
+        if content not in _MODES:
+            raise LimitError("content", content, "must be 'both', 'structured' or 'text'")
+        self._content: ContentMode = content
+        self._options: dict[str, Any] = {"strategy": strategy, "markers": markers,
+                                         "default": default}  # fmt: skip
+        Encoder(self._limits, **self._options)  # the options fail here, not on a call
+        self._fixed = {
+            mode: message_bytes(_value_result(b"{}", {}, mode)) - (0 if mode == "text" else 2)
+            for mode in _MODES
+        }
+        least = max(self._fixed.values()) + MIN_BYTES * _WORST_GROWTH[content]
+        if self._limits.max_bytes < least:
+            raise LimitError(
+                "max_bytes",
+                self._limits.max_bytes,
+                f"must be at least {least} for content={content!r}",
+            )
+
+    @property
+    def max_bytes(self) -> int:
+        return self._limits.max_bytes
+
+    def fit(self, value: Any) -> CallToolResult:
+        """*value* bounded so that the whole response carrying it is at most ``max_bytes``.
+
+        A ``str`` is text: it is cut (and marked) as text and sent as text content only.
+        Anything else is JSON: sent as *content* says; structured content must be an
+        object, so a value that is not one is wrapped as ``{"result": value}``, as the
+        SDK wraps such outputs.
+        """
+        mode: ContentMode = "text" if isinstance(value, str) else self._content
+        room = self._limits.max_bytes - self._fixed[mode]
+        worst = 1 if isinstance(value, str) else _WORST_GROWTH[mode]
+        safe = room // worst
+        budget = min(room, max(safe, int(room / (1.0 if worst == 1 else _FIRST_GROWTH[mode]))))
+        for tried in range(_ROUNDS):
+            data = Encoder(self._limits.replace(max_bytes=max(budget, MIN_BYTES)),
+                           **self._options).dumps(value)  # fmt: skip
+            result = _value_result(data, value, mode)
+            size = message_bytes(result)
+            if size <= self._limits.max_bytes:
+                return result
+            if budget <= safe or tried >= _ROUNDS - 1:
+                break
+            growth = max((size - self._fixed[mode]) / len(data), 1.0)
+            nxt = safe if tried == _ROUNDS - 2 else int(room / growth * 0.98)
+            budget = max(safe, min(budget - 1, nxt))
+        raise EncodeError(  # pragma: no cover - the safe budget fits by construction
+            f"the MCP message is {size} bytes, over max_bytes={self._limits.max_bytes}", path=None
+        )
+
+
+def _value_result(data: bytes, value: Any, mode: ContentMode) -> CallToolResult:
+    if isinstance(value, str):
+        text: str = orjson.loads(data)  # the cut string with its marker, unescaped
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+    if mode == "text":
+        return CallToolResult(content=[TextContent(type="text", text=data.decode("utf-8"))])
+    parsed = orjson.loads(data)
+    structured = parsed if isinstance(parsed, dict) else {"result": parsed}
+    text = RESULT_SUMMARY_TEXT if mode == "structured" else data.decode("utf-8")
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=structured)  # fmt: skip
+
+
+def bounded_result(
+    value: Any,
+    /,
+    *,
+    max_bytes: int,
+    content: ContentMode = "both",
+    markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
+) -> CallToolResult:
+    """One call: *value* as a tool result whose whole response is at most *max_bytes*.
+
+    See `McpResultFitter.fit`; build a fitter once for a tool called many times.
+    """
+    fitter = McpResultFitter(max_bytes=max_bytes, content=content, markers=markers,
+                             default=default)  # fmt: skip
+    return fitter.fit(value)
 
 
 def _least_page_bytes(limits: Limits, options: Mapping[str, Any]) -> int:

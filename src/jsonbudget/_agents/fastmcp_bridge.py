@@ -1,0 +1,131 @@
+"""FastMCP integration: a middleware that bounds every tool result's whole message.
+
+`BoundedResults` is what FastMCP's ``ResponseLimitingMiddleware`` cannot be: a result
+over the budget becomes valid, marked JSON (the structured content kept, cut in place
+with the encoder's markers) whose whole JSON-RPC response fits ``max_bytes``, instead of
+a byte-truncated text with the structured content dropped. A refused jsonbudget cursor
+becomes the JSON-RPC error ``-32602`` with ``data.reason``, without a logged traceback.
+
+Needs ``fastmcp`` (4.x) and the ``mcp`` extra; ``import jsonbudget`` never imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from .._extras import missing_extra
+from ..mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
+
+try:
+    from fastmcp.exceptions import FastMCPError
+    from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+    from fastmcp.tools.base import Tool, ToolResult
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CallToolResult, TextContent
+except ImportError as exc:  # pragma: no cover - exercised only without fastmcp
+    raise missing_extra("fastmcp", "fastmcp", "jsonbudget's FastMCP middleware") from exc
+
+__all__ = ["BoundedResults", "QuietCursorError"]
+
+
+class QuietCursorError(MCPError, FastMCPError):
+    """A refused cursor under FastMCP: an `MCPError` that FastMCP logs in one line.
+
+    `jsonbudget.mcp.cursor_error` makes one of these once this module is imported;
+    `BoundedResults` turns it into the JSON-RPC error on the wire.
+    """
+
+
+class BoundedResults(Middleware):
+    """Bound every tool result so its whole JSON-RPC response is at most *max_bytes*.
+
+    A result that already fits passes unchanged. A larger one is rebuilt from its
+    structured content (or, without it, from its text parsed as JSON, or as plain text)
+    with `McpResultFitter`: valid JSON, each cut marked in place, the text and structured
+    content the same value (``content="both"``, the default). *tools* limits it to those
+    tool names. Because a cut value holds markers that a tool's declared output schema
+    may refuse, the tools it bounds are listed without an output schema (as FastMCP's
+    own limiter does).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_bytes: int,
+        tools: Sequence[str] | None = None,
+        content: ContentMode = "both",
+        default: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self._fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=default)
+        if tools is not None and (
+            isinstance(tools, str) or not all(isinstance(t, str) for t in tools)
+        ):
+            raise TypeError("tools must be a sequence of tool names")
+        self._tools = None if tools is None else frozenset(tools)
+
+    @property
+    def max_bytes(self) -> int:
+        return self._fitter.max_bytes
+
+    def _bounds(self, name: str) -> bool:
+        return self._tools is None or name in self._tools
+
+    async def on_list_tools(
+        self, context: MiddlewareContext[Any], call_next: CallNext[Any, Sequence[Tool]]
+    ) -> Sequence[Tool]:
+        tools = await call_next(context)
+        return [
+            tool.model_copy(update={"output_schema": None})
+            if self._bounds(tool.name) and _cuttable_schema(tool.output_schema)
+            else tool
+            for tool in tools
+        ]
+
+    async def on_call_tool(
+        self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]
+    ) -> Any:
+        try:
+            result = await call_next(context)
+        except QuietCursorError as exc:
+            # The dispatcher answers a plain MCPError with a JSON-RPC error response.
+            raise MCPError(
+                code=exc.error.code, message=exc.error.message, data=exc.error.data
+            ) from None
+        if not isinstance(result, ToolResult) or not self._bounds(context.message.name):
+            return result  # an input-required or task result carries no tool content
+        if result.is_error:
+            return result
+        wire = CallToolResult(content=result.content, structured_content=result.structured_content)
+        if message_bytes(wire) <= self._fitter.max_bytes:
+            return result
+        fitted = self._fitter.fit(_value_of(result))
+        return ToolResult(content=fitted.content, structured_content=fitted.structured_content,
+                          meta=result.meta)  # fmt: skip
+
+
+def _cuttable_schema(schema: dict[str, Any] | None) -> bool:
+    # A paginated tool's envelope is already within its budget: its schema stays.
+    return schema is not None and schema.get("title") != McpPageEnvelope.__name__
+
+
+def _value_of(result: ToolResult) -> Any:
+    """The value a result stands for: its structured content, else its text.
+
+    Blocks that are not text (images, audio, resources) cannot be cut; they are left out
+    and a marker line says how many.
+    """
+    if result.structured_content is not None:
+        return result.structured_content
+    texts = [block.text for block in result.content if isinstance(block, TextContent)]
+    others = len(result.content) - len(texts)
+    if len(texts) == 1 and not others:
+        try:
+            return orjson.loads(texts[0])
+        except orjson.JSONDecodeError:
+            return texts[0]  # not JSON: bounded as text
+    if others:
+        texts.append(f"…[omitted: {others} content blocks that are not text]")
+    return "\n\n".join(texts)

@@ -1,0 +1,138 @@
+"""FastMCP 4: jsonbudget's middleware and paginated tools, driven by FastMCP's own client."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+import pytest
+from fastmcp import Client, FastMCP
+from fastmcp.server.middleware.response_limiting import ResponseLimitingMiddleware
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, TextContent
+
+from jsonbudget import MemoryCursorStore
+from jsonbudget._agents.fastmcp_bridge import BoundedResults
+from jsonbudget.mcp import message_bytes, page_output_schema, paginated_tool
+
+INVALID_PARAMS = -32602
+ROWS = [
+    {"id": i, "name": f"row {i}", "note": 'say "hi" \\ bye ' * (1 + i % 4)} for i in range(2000)
+]
+
+
+def wire_bytes(result: Any) -> int:
+    """The response line's length for what the client received (the same fields)."""
+    return message_bytes(
+        CallToolResult(content=result.content, structured_content=result.structured_content)
+    )
+
+
+def paged_server(budget: int) -> FastMCP:
+    server = FastMCP("pages")
+
+    @server.tool(output_schema=page_output_schema())
+    @paginated_tool(max_bytes=budget, store=MemoryCursorStore())
+    def rows() -> list[dict[str, Any]]:
+        """All rows, one page per call."""
+        return ROWS
+
+    return server
+
+
+def text_of(result: Any) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def follow(client: Client[Any], budget: int) -> list[Any]:
+    items: list[Any] = []
+    cursor = None
+    for _ in range(1000):
+        result = await client.call_tool("rows", {"cursor": cursor} if cursor else {})
+        assert wire_bytes(result) <= budget
+        env = result.structured_content
+        assert env is not None
+        assert orjson.loads(text_of(result)) == env
+        items.extend(env["items"])
+        cursor = env["nextCursor"]
+        if cursor is None:
+            return items
+    raise AssertionError("pagination did not end")
+
+
+async def test_regression_response_limiting_middleware_leaves_a_bounded_page_whole() -> None:
+    """With FastMCP's limiter at 16,384 a Limits(16384) page measured 33,068 bytes: it was
+    truncated, its structured content dropped and its text left as invalid JSON. A page
+    whose whole message is bounded passes through it untouched."""
+    server = paged_server(16384)
+    server.add_middleware(ResponseLimitingMiddleware(max_size=16384))
+    async with Client(server) as client:
+        assert await follow(client, 16384) == ROWS
+
+
+async def test_bounded_results_cuts_in_place_and_keeps_structured_content() -> None:
+    server = paged_server(8192)
+
+    @server.tool()
+    def search(query: str) -> list[dict[str, Any]]:
+        """Every match: far more than a message holds."""
+        return [{"id": i, "title": f"{query} {i}", "body": "é" * 50} for i in range(100_000)]
+
+    @server.tool()
+    def fetch() -> str:
+        """A 1 MB page of text."""
+        return "line of text\n" * 80_000
+
+    @server.tool()
+    def small() -> dict[str, Any]:
+        """Fits."""
+        return {"ok": True}
+
+    server.add_middleware(BoundedResults(max_bytes=8192))
+    async with Client(server) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+        assert tools["search"].output_schema is None  # a cut list holds marker strings
+        page_schema = tools["rows"].output_schema  # a page is already within its budget
+        assert page_schema is not None
+        assert {"items", "complete", "nextCursor"} <= set(page_schema["properties"])
+        found = await client.call_tool("search", {"query": "cats"})
+        assert wire_bytes(found) <= 8192
+        listed = found.structured_content["result"]
+        assert listed[0] == {"id": 0, "title": "cats 0", "body": "é" * 50}
+        assert listed[-1].startswith("…[omitted: ")
+        assert listed[-1].endswith(" more items]")
+        assert orjson.loads(text_of(found)) == found.structured_content
+        text = await client.call_tool("fetch", {})
+        assert wire_bytes(text) <= 8192
+        # FastMCP wraps a str result as {"result": ...}: the string is cut in place.
+        fetched = text.structured_content["result"]
+        assert fetched.startswith("line of text\n")
+        assert fetched.endswith(" more chars]")
+        assert (await client.call_tool("small", {})).structured_content == {"ok": True}
+        assert await follow(client, 8192) == ROWS
+
+
+async def test_regression_cursor_errors_are_invalid_params_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refused cursor arrived as isError text, with a 94-line traceback logged."""
+    server = paged_server(4096)
+    server.add_middleware(BoundedResults(max_bytes=4096))
+    async with Client(server) as client:
+        first = await client.call_tool("rows", {})
+        cursor = first.structured_content["nextCursor"]
+        with caplog.at_level(logging.DEBUG), pytest.raises(MCPError) as info:
+            await client.call_tool("rows", {"cursor": cursor[:-2] + "xx"})
+    assert info.value.error.code == INVALID_PARAMS
+    assert info.value.error.data == {"reason": "invalid"}
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+def test_bounded_results_options_validated() -> None:
+    with pytest.raises(ValueError, match="max_bytes"):
+        BoundedResults(max_bytes=100)
+    with pytest.raises(TypeError, match="tool names"):
+        BoundedResults(max_bytes=4096, tools="search")
