@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import JsonArrayFileSource, JsonLinesSource, Source
+from jsonbudget import JsonArrayFileSource, JsonLinesSource, Limits, Source
 from jsonbudget._limits import MAX_DEPTH
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
-from tests.test_sources import read_in_pages, roundtrip, take
+from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 ROWS: list[Any] = [
     {"id": 1, "name": "plain"},
@@ -521,3 +521,41 @@ def test_lone_surrogate_escapes_reach_the_encoder(tmp_path: Path) -> None:
         JsonLinesSource(write(tmp_path / "s.jsonl", '"a\\ud800b"\n')),
     ):
         assert all_items(source) == ["a\ud800b"]
+
+
+# --- batch path: fill() builds the same pages as the pager's item loop --------------------
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries({"id": st.integers(0, 10**6), "s": st.text(max_size=80)}), max_size=60
+    ),
+    max_bytes=st.integers(min_value=400, max_value=3000),
+    max_items=st.none() | st.integers(min_value=1, max_value=9),
+    kind=st.sampled_from(["array", "lines"]),
+)
+def test_property_fill_builds_the_pagers_pages(
+    tmp_path: Path, rows: list[Any], max_bytes: int, max_items: int | None, kind: str
+) -> None:
+    path = tmp_path / f"rows.{kind}"
+    if kind == "array":
+        path.write_text(json.dumps(rows, ensure_ascii=False))
+        source: Any = JsonArrayFileSource(path)
+    else:
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        source = JsonLinesSource(path)
+    limits = Limits(max_bytes, max_items=max_items)
+    by_fill = pages_by_fill(source, limits)
+    assert by_fill == pages_by_paginate(source, limits)
+    assert [item for page in by_fill for item in page] == rows
+
+
+def test_fill_keeps_exact_integers_and_deep_lines(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(b"1\n123456789012345678901234567890\n" + b"[" * 3000 + b"]" * 3000 + b"\n")
+    (page,) = pages_by_fill(JsonLinesSource(path), Limits(65536))
+    assert page[:2] == [1, 123456789012345678901234567890]
+    assert isinstance(page[2], list)

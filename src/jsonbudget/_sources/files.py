@@ -19,13 +19,16 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from itertools import islice
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
 
+import orjson
+
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
-from .base import JSONValue, Position, Source, check_limit_hint
-from .jsonread import load_json, scan_json
+from .base import FILL_BATCH, FILL_FIRST, Filler, JSONValue, Position, Source, check_limit_hint
+from .jsonread import LONG_INT, load_json, scan_json
 
 __all__ = [
     "BOM",
@@ -448,6 +451,43 @@ class JsonArrayFileSource(Source[Any]):
         finally:
             file.close()
 
+    def fill(
+        self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
+    ) -> tuple[bool, Position | None]:
+        """Fill *builder* with the items after *position*, in runs (see `SQLiteSource.fill`).
+
+        Items are parsed in batches (16, doubling up to 2,048) and handed to the builder's
+        bulk path; the position is built once, for the page's last item.
+        """
+        pos = _file_position(position)
+        check_limit_hint(limit_hint)
+        file = _File(self._path, self._gzip)
+        try:
+            resume = None if pos is None else (file.seek_checked(pos), cast(int, pos["i"]))
+            items = array_items(
+                file.stream,
+                keys=self._keys,
+                prefix=self._prefix,
+                read_size=self._read_size,
+                max_item_bytes=self._max_item,
+                resume=resume,
+            )
+            batch, last = FILL_FIRST, None
+            while True:
+                got = list(islice(items, batch))
+                more, n = builder.fill_from([obj for obj, _, _, _ in got])
+                if n:
+                    last = got[n - 1]
+                if more or len(got) < batch:
+                    break
+                batch = min(FILL_BATCH, batch * 2)
+            if last is None:
+                return more, position
+            _, index, offset, char = last
+            return more, {"i": index, "o": offset, "s": file.size, "m": file.mtime_ns, "c": char}
+        finally:
+            file.close()
+
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path, prefix and gzip setting."""
         return {
@@ -521,6 +561,76 @@ class JsonLinesSource(Source[Any]):
                     obj = parse_line(line, start)
                     index += 1
                     yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": chr(line[-1])}
+        finally:
+            file.close()
+
+    def fill(
+        self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
+    ) -> tuple[bool, Position | None]:
+        """Fill *builder* with the values of the lines after *position*, in runs.
+
+        Lines are parsed with orjson on their bytes (`load_json` for the lines orjson
+        cannot read exactly) in batches of 16, doubling up to 2,048, and handed to the
+        builder's bulk path; the position is built once, for the page's last line.
+        """
+        pos = _file_position(position)
+        check_limit_hint(limit_hint)
+        file = _File(self._path, self._gzip)
+        offset = 0
+
+        def at() -> int:
+            return offset
+
+        try:
+            with file_errors(at):
+                index = 0
+                if pos is not None:
+                    offset = file.seek_checked(pos)
+                    index = cast(int, pos["i"])
+                limit = self._max_item
+                readline = file.stream.readline
+                loads, long_int = orjson.loads, LONG_INT.search
+                batch, eof = FILL_FIRST, False
+                last: tuple[int, int, int] | None = None
+                while True:
+                    values: list[Any] = []
+                    ends: list[tuple[int, int]] = []
+                    while len(values) < batch:
+                        line = readline(limit + 1)
+                        if not line:
+                            eof = True
+                            break
+                        if len(line) > limit:
+                            raise DecodeError(
+                                f"a line is longer than max_item_bytes={limit}", offset=offset
+                            )
+                        start = offset
+                        offset += len(line)
+                        if start == 0 and line.startswith(BOM):
+                            line = line[len(BOM) :]
+                            start = len(BOM)
+                        if not line or line.isspace():
+                            continue
+                        if long_int(line) is None:
+                            try:
+                                values.append(loads(line))
+                            except orjson.JSONDecodeError:
+                                values.append(parse_line(line, start))
+                        else:
+                            values.append(parse_line(line, start))
+                        ends.append((offset, line[-1]))
+                    more, n = builder.fill_from(values)
+                    if n:
+                        end, char = ends[n - 1]
+                        last = (index + n, end, char)
+                    index += n
+                    if more or eof:
+                        break
+                    batch = min(FILL_BATCH, batch * 2)
+                if last is None:
+                    return more, position
+                i, end, char = last
+                return more, {"i": i, "o": end, "s": file.size, "m": file.mtime_ns, "c": chr(char)}
         finally:
             file.close()
 

@@ -28,7 +28,7 @@ import orjson
 from .._limits import MAX_DEPTH, check_int
 from ..errors import DecodeError
 
-__all__ = ["load_json", "scan_json"]
+__all__ = ["LONG_INT", "load_json", "scan_json"]
 
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*((\[+)|(\]+)|([{}:,])|(\")|"
@@ -39,7 +39,7 @@ _WS_STR: Final = re.compile(r"[ \t\n\r]*")
 #: A number of 19 digits or more where a JSON number can stand: orjson would turn it into a
 #: float (or refuse it), so such documents take the exact parser. Digits inside strings
 #: can match too; they only cost the slower path.
-_LONG_INT: Final = re.compile(rb"(?:^|[\[,:\s])-?[0-9]{19}")
+LONG_INT: Final = re.compile(rb"(?:^|[\[,:\s])-?[0-9]{19}")
 _CONSTANT: Final = re.compile(r"NaN|-?Infinity")
 _LITERALS: Final = {"true": True, "false": False, "null": None}
 _LIST, _OBJ = ord("["), ord("{")
@@ -65,7 +65,7 @@ def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MA
     else:
         raw = bytes(data) if not isinstance(data, bytes) else data
         # orjson's own nesting limit is 1024; deeper input falls to the iterative path.
-        if max_depth >= 1024 and _LONG_INT.search(raw) is None:
+        if max_depth >= 1024 and LONG_INT.search(raw) is None:
             try:
                 return orjson.loads(raw)
             except orjson.JSONDecodeError:
