@@ -386,7 +386,9 @@ def _ratio_rows(
     rounds: int = 3,
 ) -> list[Row]:
     """Throughput ratios to *floor*, from interleaved rounds (medians)."""
-    t_floor, t_fill, t_pager = [], [], []
+    t_floor: list[float] = []
+    t_fill: list[float] = []
+    t_pager: list[float] = []
     for _ in range(rounds):
         for times, fn in ((t_floor, floor), (t_fill, fill), (t_pager, pager)):
             t0 = time.perf_counter()

@@ -912,8 +912,9 @@ def test_property_sqlite_fill_builds_the_pagers_pages(
     conn.executemany(
         "INSERT INTO r VALUES (?, ?, ?, ?)", [(i, *r, "p" * (i * 7)) for i, r in enumerate(rows)]
     )
-    mode = "offset" if offset_mode else "keyset"
-    source = SQLiteSource(conn, table="r", order_by=order, mode=mode, batch_size=5)
+    source = SQLiteSource(
+        conn, table="r", order_by=order, mode="offset" if offset_mode else "keyset", batch_size=5
+    )
     limits = Limits(max_bytes, max_items=max_items)
     by_fill = pages_by_fill(source, limits)
     assert by_fill == pages_by_paginate(source, limits)

@@ -16,9 +16,13 @@ from jsonbudget import (
     AsyncIterableSource,
     AsyncSource,
     IterableSource,
+    MemoryCursorStore,
+    PageBuilder,
+    Scope,
     SequenceSource,
     Source,
     as_source,
+    paginate,
 )
 from jsonbudget._sources.base import Position
 from jsonbudget.errors import InvalidCursor, LimitError
@@ -307,8 +311,6 @@ async def test_async_one_shot_is_refused() -> None:
 
 def pages_by_fill(source: Any, limits: Any) -> list[list[Any]]:
     """Every page of *source* built through its batch path, ``source.fill(builder, ...)``."""
-    from jsonbudget import PageBuilder  # noqa: PLC0415  # only the batch tests need it
-
     pages: list[list[Any]] = []
     position: Any = None
     for _ in range(100_000):
@@ -325,8 +327,6 @@ def pages_by_fill(source: Any, limits: Any) -> list[list[Any]]:
 
 def pages_by_paginate(source: Any, limits: Any) -> list[list[Any]]:
     """Every page of *source* through the pager (one item at a time, then the look-ahead)."""
-    from jsonbudget import MemoryCursorStore, Scope, paginate  # noqa: PLC0415
-
     store, scope = MemoryCursorStore(), Scope("t", {})
     pages: list[list[Any]] = []
     cursor = None
