@@ -182,6 +182,7 @@ class _SQLSource(Source[Row]):
         "_params",
         "_plan",
         "_query",
+        "_rows_hint",
         "_table",
         "_unique",
     )
@@ -243,6 +244,9 @@ class _SQLSource(Source[Row]):
         self._batch = check_int("batch_size", batch_size, minimum=1, maximum=1_000_000)
         self._max_cell = check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
         self._plan: _Plan | None = None
+        # Rows the last filled page held: the next page's first fetch asks for about as
+        # many, so a page costs one or two round trips, not a doubling series.
+        self._rows_hint = 0
 
     # -- dialect hooks ------------------------------------------------------------------
 
@@ -417,7 +421,7 @@ class _SQLSource(Source[Row]):
         if limit_hint is not None:
             batch = min(self._batch, limit_hint + 1)
         else:
-            batch = min(self._batch, FILL_FIRST)
+            batch = min(self._batch, max(FILL_FIRST, self._rows_hint + 2))
         served = 0
         last_row: Any = None
         fetchmany = cursor.fetchmany
@@ -441,14 +445,15 @@ class _SQLSource(Source[Row]):
                     ahead = [self._key(rows[n][i], i, plan) for i in plan.key_index]
                     if here == ahead:
                         raise self._tie(here)
-                return True, self._position_after(plan, last_row, start + served, start)
+                self._rows_hint = served
+                return True, self._position_after(plan, last_row, start + served)
             if len(rows) < batch:
                 break
             if limit_hint is None:
                 batch = min(self._batch, batch * 2)
-        return False, self._position_after(plan, last_row, start + served, start)
+        return False, self._position_after(plan, last_row, start + served)
 
-    def _position_after(self, plan: _Plan, row: Any, served: int, start: int) -> Position | None:
+    def _position_after(self, plan: _Plan, row: Any, served: int) -> Position | None:
         """The position after *row*, the page's last (None in keyset mode when none fit)."""
         if self._mode != "keyset":
             return served
