@@ -18,7 +18,15 @@ import pytest
 from benches.ratios_sources import write_array
 from tests.fixtures_postgres import running_postgres
 
-from jsonbudget import JsonArrayFileSource, PostgresSource, Source, SQLiteSource
+from jsonbudget import (
+    JsonArrayFileSource,
+    JsonLinesSource,
+    Limits,
+    PageBuilder,
+    PostgresSource,
+    Source,
+    SQLiteSource,
+)
 
 PAGE = 250
 
@@ -74,3 +82,37 @@ def pg_conn() -> Iterator[psycopg.Connection[Any]]:
 def test_postgres_keyset_page(benchmark: Any, pg_conn: psycopg.Connection[Any]) -> None:
     source = PostgresSource(pg_conn, table="t")
     assert benchmark(one_page, source, [50_000])[0][0]["id"] == 50_001
+
+
+def fill_page(source: Any, position: Any) -> Any:
+    """One 64 KiB page through the source's batch path."""
+    builder = PageBuilder(Limits(65536))
+    more, after = source.fill(builder, position)
+    return builder.finish(complete=not more, next_cursor="x" if more else None), after
+
+
+def test_file_fill_page_in_the_middle(benchmark: Any, array_file: Path) -> None:
+    source = JsonArrayFileSource(array_file)
+    middle = next(pos for item, pos in source.open(None) if item["id"] == 40_000)
+    page, _ = benchmark(fill_page, source, middle)
+    assert page.items[0]["id"] == 40_001
+
+
+def test_jsonl_fill_page(benchmark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(
+        b"".join(b'{"id": %d, "body": "%s"}\n' % (i, b"x" * 120) for i in range(20_000))
+    )
+    page, _ = benchmark(fill_page, JsonLinesSource(path), None)
+    assert page.items[0]["id"] == 0
+
+
+def test_sqlite_fill_page(benchmark: Any, tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "f.sqlite")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, body TEXT)")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)", ((i, f"user{i}", "x" * 120) for i in range(100_000))
+    )
+    conn.commit()
+    page, _ = benchmark(fill_page, SQLiteSource(conn, table="t"), [50_000])
+    assert page.items[0]["id"] == 50_001

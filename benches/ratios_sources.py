@@ -10,6 +10,7 @@ Run: ``PYTHONPATH=src:. python3 benches/ratios_sources.py [--full]``.
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -24,7 +25,17 @@ import orjson
 import psycopg
 from tests.fixtures_postgres import running_postgres
 
-from jsonbudget import JsonArrayFileSource, PostgresSource
+from jsonbudget import (
+    JsonArrayFileSource,
+    JsonLinesSource,
+    Limits,
+    MemoryCursorStore,
+    PageBuilder,
+    PostgresSource,
+    Scope,
+    SQLiteSource,
+    paginate,
+)
 
 ROUNDS = 5
 PAGE = 250
@@ -326,9 +337,163 @@ def big_cell_rows(text_mb: int = 1000, bytea_mb: int = 600, budget: int = 65536)
     return rows
 
 
+def _row(n: int) -> dict[str, Any]:
+    return {
+        "id": n,
+        "user": f"user{n}",
+        "email": f"user{n}@example.com",
+        "score": n * 0.25,
+        "active": n % 2 == 0,
+        "tags": "alpha,beta",
+        "bio": f"Lorem ipsum dolor sit amet, consectetur adipiscing elit {n}",
+        "created": "2024-01-01T00:00:00Z",
+    }
+
+
+def fill_all(source: Any, limits: Any) -> int:
+    """Every page of *source* through its batch path, each page's envelope built."""
+    position, total = None, 0
+    while True:
+        builder = PageBuilder(limits)
+        more, position = source.fill(builder, position, limit_hint=limits.max_items)
+        page = builder.finish(complete=not more, next_cursor="x" * 20 if more else None)
+        page.to_json()
+        total += len(page.items)
+        if not more:
+            return total
+
+
+def paginate_all(source: Any, limits: Any) -> int:
+    """Every page through the pager (one `add` per item), for comparison."""
+    store, scope, cursor, total = MemoryCursorStore(), Scope("b", {}), None, 0
+    while True:
+        page = paginate(source, scope=scope, cursor=cursor, store=store, limits=limits)
+        page.to_json()
+        total += len(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return total
+
+
+def _ratio_rows(
+    label: str,
+    floor_label: str,
+    *,
+    floor: Callable[[], Any],
+    fill: Callable[[], Any],
+    pager: Callable[[], Any],
+    target: str,
+    rounds: int = 3,
+) -> list[Row]:
+    """Throughput ratios to *floor*, from interleaved rounds (medians)."""
+    t_floor: list[float] = []
+    t_fill: list[float] = []
+    t_pager: list[float] = []
+    for _ in range(rounds):
+        for times, fn in ((t_floor, floor), (t_fill, fill), (t_pager, pager)):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    f = statistics.median(t_floor)
+    return [
+        (f"{label}: fill() / {floor_label}", f / statistics.median(t_fill), "x", target),
+        (f"{label}: paginate() / {floor_label}", f / statistics.median(t_pager), "x", "(info)"),
+    ]
+
+
+def paging_rows(n: int = 200_000, page_bytes: int = 65536) -> list[Row]:
+    """Paging *n* rows in 64 KiB pages, each source against its floor (issue 16's table)."""
+    limits = Limits(page_bytes)
+    rows = [_row(i) for i in range(n)]
+    out: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        array, lines, db = Path(tmp) / "rows.json", Path(tmp) / "rows.jsonl", Path(tmp) / "r.db"
+        array.write_bytes(orjson.dumps(rows))
+        lines.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+        conn = sqlite3.connect(db)
+        cols = list(rows[0])
+        conn.execute(f"CREATE TABLE r ({', '.join(cols)}, PRIMARY KEY (id))")
+        conn.executemany(
+            f"INSERT INTO r VALUES ({', '.join('?' * len(cols))})",
+            [tuple(r.values()) for r in rows],
+        )
+        conn.commit()
+
+        def sqlite_floor() -> None:
+            c = sqlite3.connect(db)
+            orjson.dumps(c.execute("SELECT * FROM r ORDER BY id").fetchall())
+            c.close()
+
+        with SQLiteSource(db, table="r", batch_size=2048) as src:
+            out += _ratio_rows(
+                "SQLiteSource",
+                "fetchall tuples + orjson",
+                floor=sqlite_floor,
+                fill=lambda: fill_all(src, limits),
+                pager=lambda: paginate_all(src, limits),
+                target=">= 0.80",
+            )
+
+        def ijson_floor() -> None:
+            with open(array, "rb") as f:
+                for _ in ijson.items(f, "item", use_float=True):
+                    pass
+
+        arr = JsonArrayFileSource(array)
+        out += _ratio_rows(
+            "JsonArrayFileSource",
+            "ijson.items",
+            floor=ijson_floor,
+            fill=lambda: fill_all(arr, limits),
+            pager=lambda: paginate_all(arr, limits),
+            target=">= 0.85",
+        )
+
+        def lines_floor() -> None:
+            with open(lines, "rb") as f:
+                for line in f:
+                    orjson.loads(line)
+
+        jl = JsonLinesSource(lines)
+        out += _ratio_rows(
+            "JsonLinesSource",
+            "orjson per line",
+            floor=lines_floor,
+            fill=lambda: fill_all(jl, limits),
+            pager=lambda: paginate_all(jl, limits),
+            target=">= 0.70",
+        )
+    with running_postgres() as server, psycopg.connect(server.dsn, autocommit=True) as pg:
+        pg.execute(
+            'CREATE TABLE r (id int PRIMARY KEY, "user" text, email text, score float8,'
+            " active bool, tags text, bio text, created text)"
+        )
+        with pg.cursor() as cur, cur.copy("COPY r FROM STDIN") as copy:
+            for r in rows:
+                copy.write_row(tuple(r.values()))
+
+        def pg_floor() -> None:
+            with pg.transaction(), pg.cursor(name="floor") as cur:
+                cur.itersize = 2000
+                cur.execute("SELECT * FROM r ORDER BY id")
+                while batch := cur.fetchmany(2000):
+                    orjson.dumps(batch)
+
+        with PostgresSource(server.dsn, table="r", batch_size=2048) as pgs:
+            out += _ratio_rows(
+                "PostgresSource",
+                "server cursor tuples + orjson",
+                floor=pg_floor,
+                fill=lambda: fill_all(pgs, limits),
+                pager=lambda: paginate_all(pgs, limits),
+                target=">= 0.70",
+            )
+    return out
+
+
 def run(full: bool = False) -> list[Row]:
     cells = big_cell_rows() if full else big_cell_rows(100, 60)
-    return file_rows(full) + deep_dump_rows() + cells + postgres_rows()
+    return file_rows(full) + deep_dump_rows() + cells + postgres_rows() + paging_rows()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -31,7 +32,7 @@ from jsonbudget._sources.base import Clipped, Position
 from jsonbudget._sources.sql import MIN_CELL_BYTES
 from jsonbudget.errors import InvalidCursor, LimitError
 from tests.fixtures_postgres import PostgresServer
-from tests.test_sources import read_in_pages, roundtrip, take
+from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 
 def ids(rows: list[tuple[dict[str, Any], Position]]) -> list[int]:
@@ -809,7 +810,15 @@ def test_pg_conninfo_source_keeps_one_connection_until_close(
         assert len(got) == 300
         assert len({row["pid"] for row in got}) == 1  # every page on the same backend
         assert _backends(pg) == before + 1
-    assert _backends(pg) == before  # closed by the with block
+        (pid,) = {row["pid"] for row in got}
+    # Closed by the with block; the server ends the backend asynchronously, so wait for it.
+    for _ in range(200):
+        gone = pg.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+        if gone.fetchone() == (0,):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"backend {pid} still there after close()")
 
 
 @pytest.mark.postgres
@@ -887,3 +896,54 @@ def test_paginate_over_ties_serves_every_row_once(tmp_path: Path) -> None:
     assert page.complete
     assert sorted(seen) == list(range(3000))
     assert len(seen) == 3000
+
+
+# --- batch path: fill() builds the same pages as the pager's item loop --------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=_tables,
+    order=_orders,
+    max_bytes=st.integers(min_value=400, max_value=2000),
+    max_items=st.none() | st.integers(min_value=1, max_value=7),
+    offset_mode=st.booleans(),
+)
+def test_property_sqlite_fill_builds_the_pagers_pages(
+    rows: list[tuple[Any, Any]],
+    order: list[str],
+    max_bytes: int,
+    max_items: int | None,
+    offset_mode: bool,
+) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE r (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER, pad TEXT)")
+    conn.executemany(
+        "INSERT INTO r VALUES (?, ?, ?, ?)", [(i, *r, "p" * (i * 7)) for i, r in enumerate(rows)]
+    )
+    source = SQLiteSource(
+        conn, table="r", order_by=order, mode="offset" if offset_mode else "keyset", batch_size=5
+    )
+    limits = Limits(max_bytes, max_items=max_items)
+    by_fill = pages_by_fill(source, limits)
+    assert by_fill == pages_by_paginate(source, limits)
+    assert sorted(r["id"] for page in by_fill for r in page) == list(range(len(rows)))
+
+
+@pytest.mark.postgres
+def test_pg_fill_builds_the_pagers_pages(pg: psycopg.Connection[Any]) -> None:
+    for limits in (Limits(2048), Limits(900, max_items=4), Limits(65536)):
+        for order in (("id",), ("-at",), ("note", "-id")):
+            source = PostgresSource(pg, table="ev", order_by=order, batch_size=50)
+            by_fill = pages_by_fill(source, limits)
+            assert by_fill == pages_by_paginate(source, limits)
+            assert len([r for page in by_fill for r in page]) == 300
+
+
+def test_fill_of_a_declared_unique_order_with_a_tie_at_the_boundary_raises(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    _, conn = sqlite_db
+    source = SQLiteSource(conn, query="SELECT grp, id FROM t", order_by=("grp",), unique=True)
+    with pytest.raises(LimitError, match="share the order key"):
+        pages_by_fill(source, Limits(1024, max_items=3))

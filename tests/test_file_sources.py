@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import JsonArrayFileSource, JsonLinesSource, Source
+from jsonbudget import JsonArrayFileSource, JsonLinesSource, Limits, Source
 from jsonbudget._limits import MAX_DEPTH
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
-from tests.test_sources import read_in_pages, roundtrip, take
+from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 ROWS: list[Any] = [
     {"id": 1, "name": "plain"},
@@ -521,3 +521,70 @@ def test_lone_surrogate_escapes_reach_the_encoder(tmp_path: Path) -> None:
         JsonLinesSource(write(tmp_path / "s.jsonl", '"a\\ud800b"\n')),
     ):
         assert all_items(source) == ["a\ud800b"]
+
+
+# --- batch path: fill() builds the same pages as the pager's item loop --------------------
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries({"id": st.integers(0, 10**6), "s": st.text(max_size=80)}), max_size=60
+    ),
+    max_bytes=st.integers(min_value=400, max_value=3000),
+    max_items=st.none() | st.integers(min_value=1, max_value=9),
+    kind=st.sampled_from(["array", "lines"]),
+    seps=st.lists(st.sampled_from(["\n", "\r\n", "\n\n", "\n  \n"]), min_size=1),
+    bom=st.booleans(),
+    final_newline=st.booleans(),
+)
+def test_property_fill_builds_the_pagers_pages(
+    tmp_path: Path,
+    *,
+    rows: list[Any],
+    max_bytes: int,
+    max_items: int | None,
+    kind: str,
+    seps: list[str],
+    bom: bool,
+    final_newline: bool,
+) -> None:
+    path = tmp_path / f"rows.{kind}"
+    head = b"\xef\xbb\xbf" if bom else b""
+    if kind == "array":
+        path.write_bytes(head + json.dumps(rows, ensure_ascii=False).encode())
+        source: Any = JsonArrayFileSource(path)
+    else:
+        lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+        text = "".join(line + seps[i % len(seps)] for i, line in enumerate(lines))
+        if not final_newline:
+            text = text.rstrip("\r\n ")
+        path.write_bytes(head + text.encode())
+        source = JsonLinesSource(path)
+    limits = Limits(max_bytes, max_items=max_items)
+    by_fill = pages_by_fill(source, limits)
+    assert by_fill == pages_by_paginate(source, limits)
+    assert [item for page in by_fill for item in page] == rows
+
+
+def test_fill_keeps_exact_integers_and_deep_lines(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(b"1\n123456789012345678901234567890\n" + b"[" * 3000 + b"]" * 3000 + b"\n")
+    (page,) = pages_by_fill(JsonLinesSource(path), Limits(65536))
+    assert page[:2] == [1, 123456789012345678901234567890]
+    assert isinstance(page[2], list)
+
+
+@pytest.mark.parametrize("newline", [b"\n", b""])
+def test_fill_refuses_a_line_longer_than_max_item_bytes(tmp_path: Path, newline: bytes) -> None:
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b"1\n" + json.dumps("x" * 100).encode() + newline)
+    with pytest.raises(DecodeError, match="max_item_bytes=50"):
+        pages_by_fill(JsonLinesSource(path, max_item_bytes=50), Limits(65536))
+    fits = tmp_path / "fits.jsonl"
+    fits.write_bytes(b"1\n" + b"2" * 49 + newline)  # 50 bytes with its newline
+    assert pages_by_fill(JsonLinesSource(fits, max_item_bytes=50), Limits(65536)) == [
+        [1, int("2" * 49)]
+    ]

@@ -16,9 +16,13 @@ from jsonbudget import (
     AsyncIterableSource,
     AsyncSource,
     IterableSource,
+    MemoryCursorStore,
+    PageBuilder,
+    Scope,
     SequenceSource,
     Source,
     as_source,
+    paginate,
 )
 from jsonbudget._sources.base import Position
 from jsonbudget.errors import InvalidCursor, LimitError
@@ -303,3 +307,33 @@ async def test_async_aclose_releases_the_underlying_iterator() -> None:
 async def test_async_one_shot_is_refused() -> None:
     with pytest.raises(TypeError, match="cannot be resumed"):
         as_source(AsyncRange(3)._gen())
+
+
+def pages_by_fill(source: Any, limits: Any) -> list[list[Any]]:
+    """Every page of *source* built through its batch path, ``source.fill(builder, ...)``."""
+    pages: list[list[Any]] = []
+    position: Any = None
+    for _ in range(100_000):
+        builder = PageBuilder(limits)
+        more, after = source.fill(builder, position, limit_hint=limits.max_items)
+        page = builder.finish(complete=not more, next_cursor="x" if more else None)
+        pages.append(list(page.items))
+        if not more:
+            return pages
+        assert after != position or page.items, "a page that neither served nor moved"
+        position = roundtrip(after)
+    raise AssertionError("did not terminate")
+
+
+def pages_by_paginate(source: Any, limits: Any) -> list[list[Any]]:
+    """Every page of *source* through the pager (one item at a time, then the look-ahead)."""
+    store, scope = MemoryCursorStore(), Scope("t", {})
+    pages: list[list[Any]] = []
+    cursor = None
+    for _ in range(100_000):
+        page = paginate(source, scope=scope, cursor=cursor, store=store, limits=limits)
+        pages.append(list(page.items))
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+    raise AssertionError("did not terminate")

@@ -18,15 +18,18 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .._limits import check_int
 from ..errors import InvalidCursor
 
 __all__ = [
+    "FILL_BATCH",
+    "FILL_FIRST",
     "AsyncIterableSource",
     "AsyncSource",
     "Clipped",
+    "Filler",
     "IterableSource",
     "JSONValue",
     "Position",
@@ -72,6 +75,23 @@ class Clipped:
         if self.unit == "chars" or isinstance(head, bytes):
             return self.length - len(head)
         return self.length - len(head.encode("utf-8", "surrogatepass"))
+
+
+class Filler(Protocol):
+    """What a source's ``fill`` needs of a page builder: its bulk path.
+
+    `PageBuilder.fill_from` is one: it adds ``items[start:]`` until the page is full and
+    returns whether an item was left over and the index of the first one not added.
+    """
+
+    def fill_from(self, seq: list[Any], start: int = 0) -> tuple[bool, int]: ...
+
+
+#: Items a ``fill`` parses or fetches for the first run; each next run doubles, up to
+#: `FILL_BATCH`. Items read past the page are at most as many as the page holds, plus this.
+FILL_FIRST: Final = 16
+#: The most items a ``fill`` hands to the builder at once.
+FILL_BATCH: Final = 2048
 
 
 @runtime_checkable

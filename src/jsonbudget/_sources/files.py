@@ -18,14 +18,16 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
 
+import orjson
+
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
-from .base import JSONValue, Position, Source, check_limit_hint
-from .jsonread import load_json, scan_json
+from .base import Filler, JSONValue, Position, Source, check_limit_hint
+from .jsonread import has_long_number, load_json, scan_json
 
 __all__ = [
     "BOM",
@@ -67,7 +69,8 @@ def _reject_constant(name: str) -> Any:
 Scan = Callable[[str, int], tuple[Any, int]]
 
 
-def _new_scanner() -> Scan:
+def _new_scanner() -> tuple[Scan, Scan]:
+    """The C scanner itself (fast path), and the same with the iterative fallback."""
     decoder = json.JSONDecoder(parse_constant=_reject_constant)
     # The C scanner, called directly: raw_decode() would only wrap it.
     c_scan: Scan = make_scanner(decoder)  # type: ignore[arg-type]
@@ -84,7 +87,7 @@ def _new_scanner() -> Scan:
             # int() refuses integer literals past its digit limit; scan_json keeps them.
             return scan_json(text, pos)
 
-    return scan
+    return c_scan, scan
 
 
 @contextlib.contextmanager
@@ -140,6 +143,12 @@ class _File:
                 self.stream.close()
         finally:
             self.raw.close()
+
+
+def _page_bytes(builder: Filler) -> int:
+    """The builder's page budget in bytes (its Limits'), or a default without one."""
+    limits = getattr(builder, "limits", None)
+    return int(getattr(limits, "max_bytes", DEFAULT_READ_SIZE))
 
 
 def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
@@ -274,6 +283,11 @@ def _check_path(path: object) -> str:
     return os.path.abspath(os.fspath(path))
 
 
+#: A run of items: the items, the byte offset after each, the last character of each, and
+#: how many items came before the run.
+Run = tuple[list[Any], list[int], list[str], int]
+
+
 def array_items(
     stream: IO[bytes],
     *,
@@ -290,13 +304,36 @@ def array_items(
     object keys of the prefix. After a top-level array (no keys) only whitespace may
     follow; for a nested prefix the rest of the document is not read.
     """
+    runs = array_runs(
+        stream,
+        keys=keys,
+        prefix=prefix,
+        read_size=read_size,
+        max_item_bytes=max_item_bytes,
+        resume=resume,
+    )
+    for objs, ends, lasts, before in runs:
+        for k, obj in enumerate(objs):
+            yield obj, before + k + 1, ends[k], lasts[k]
+
+
+def array_runs(
+    stream: IO[bytes],
+    *,
+    keys: tuple[str, ...] = (),
+    prefix: str = "item",
+    read_size: int = DEFAULT_READ_SIZE,
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    resume: tuple[int, int] | None = None,
+) -> Generator[Run, None, None]:
+    """`array_items` in runs: the items that lie wholly in one window of text at a time."""
     win: _Window | None = None
 
     def at() -> int:
         return 0 if win is None else win.bpos
 
     with file_errors(at):
-        scan = _new_scanner()
+        c_scan, scan = _new_scanner()
         if resume is None:
             win = _Window(stream, 0, read_size, max_item_bytes)
             while not win.buf and not win.eof:
@@ -314,14 +351,17 @@ def array_items(
             more = _after_item(win)
         sep = _SEP.match
         while more:
-            # Fast path: items that lie wholly inside the window, parsed without
-            # method calls; anything unusual falls through to the careful path.
+            # Fast path: the items that lie wholly inside the window, parsed by the C
+            # scanner without method calls; anything unusual falls to the careful path.
             buf, pos, boff = win.buf, win.pos, win.bpos
             ascii_, n = buf.isascii(), len(buf)
+            objs: list[Any] = []
+            ends: list[int] = []
+            lasts: list[str] = []
             while True:
                 try:
-                    obj, end = scan(buf, pos)
-                except (StopIteration, ValueError):
+                    obj, end = c_scan(buf, pos)
+                except (StopIteration, ValueError, RecursionError):
                     break
                 if end > n - _EDGE:
                     break
@@ -329,22 +369,25 @@ def array_items(
                 if m is None or m.end() >= n:
                     break
                 off = boff + (end - pos if ascii_ else len(buf[pos:end].encode("utf-8")))
-                index += 1
-                yield obj, index, off, buf[end - 1]
+                objs.append(obj)
+                ends.append(off)
+                lasts.append(buf[end - 1])
                 pos = m.end()
                 boff = off + (pos - end)
                 if m.group(1) == "]":
-                    win.pos, win.bpos = pos, boff
                     more = False
                     break
+            win.pos, win.bpos = pos, boff
+            if objs:
+                yield objs, ends, lasts, index
+                index += len(objs)
             if not more:
                 break
-            win.pos, win.bpos = pos, boff
             obj, end = win.value(scan)
             last = win.buf[end - 1]
             win.advance(end)
+            yield [obj], [win.bpos], [last], index
             index += 1
-            yield obj, index, win.bpos, last
             more = _after_item(win)
         if not keys and win.peek() != "":
             raise win.error("content after the top-level array (is this JSON Lines?)")
@@ -448,6 +491,45 @@ class JsonArrayFileSource(Source[Any]):
         finally:
             file.close()
 
+    def fill(
+        self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
+    ) -> tuple[bool, Position | None]:
+        """Fill *builder* with the items after *position*, in runs (see `SQLiteSource.fill`).
+
+        Items are parsed a window of text (``read_size`` bytes) at a time and each run is
+        handed to the builder's bulk path; the position is built once, for the page's
+        last item. At most one window is parsed past the page.
+        """
+        pos = _file_position(position)
+        check_limit_hint(limit_hint)
+        file = _File(self._path, self._gzip)
+        try:
+            resume = None if pos is None else (file.seek_checked(pos), cast(int, pos["i"]))
+            runs = array_runs(
+                file.stream,
+                keys=self._keys,
+                prefix=self._prefix,
+                read_size=self._read_size,
+                max_item_bytes=self._max_item,
+                resume=resume,
+            )
+            more, last = False, None
+            try:
+                for objs, ends, lasts, before in runs:
+                    more, n = builder.fill_from(objs)
+                    if n:
+                        last = (before + n, ends[n - 1], lasts[n - 1])
+                    if more:
+                        break
+            finally:
+                runs.close()
+            if last is None:
+                return more, position
+            index, offset, char = last
+            return more, {"i": index, "o": offset, "s": file.size, "m": file.mtime_ns, "c": char}
+        finally:
+            file.close()
+
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path, prefix and gzip setting."""
         return {
@@ -524,9 +606,102 @@ class JsonLinesSource(Source[Any]):
         finally:
             file.close()
 
+    def fill(
+        self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
+    ) -> tuple[bool, Position | None]:
+        """Fill *builder* with the values of the lines after *position*, in runs.
+
+        Lines are read about a page's worth of bytes at a time, parsed with orjson on
+        their bytes (a line orjson refuses, or a batch with a 19-digit number, goes
+        through `load_json`) and handed to the builder's bulk path; the position is
+        built once, for the page's last line.
+        """
+        pos = _file_position(position)
+        check_limit_hint(limit_hint)
+        file = _File(self._path, self._gzip)
+        offset = 0
+
+        def at() -> int:
+            return offset
+
+        try:
+            with file_errors(at):
+                index = 0
+                if pos is not None:
+                    offset = file.seek_checked(pos)
+                    index = cast(int, pos["i"])
+                limit = self._max_item
+                read, readline = file.stream.read, file.stream.readline
+                # About a page's worth of bytes at a time (a line's bytes are about its
+                # encoded size), split in C: few lines are parsed past the page.
+                want = _page_bytes(builder)
+                last: tuple[int, int, int] | None = None
+                more = False
+                while True:
+                    chunk = read(want)
+                    if not chunk:
+                        break
+                    if not chunk.endswith(b"\n"):
+                        chunk += readline(limit + 1)  # the rest of the last line
+                    base = offset
+                    offset += len(chunk)
+                    if base == 0 and chunk.startswith(BOM):
+                        chunk, base = chunk[len(BOM) :], len(BOM)
+                    pieces = chunk.split(b"\n")
+                    ends_with_newline = not pieces[-1]
+                    if ends_with_newline:
+                        pieces.pop()
+                    if max(map(len, pieces), default=0) >= limit:
+                        _check_lengths(pieces, base, limit, ends_with_newline=ends_with_newline)
+                    keep = [i for i, p in enumerate(pieces) if p and not p.isspace()]
+                    lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
+                    values = _parse_lines(lines, keep, pieces, base)
+                    more, n = builder.fill_from(values)
+                    if n:
+                        j = keep[n - 1]
+                        newline = j < len(pieces) - 1 or ends_with_newline
+                        end = base + sum(map(len, pieces[: j + 1])) + j + (1 if newline else 0)
+                        char = 10 if newline else pieces[j][-1]
+                        last = (index + n, end, char)
+                    index += n
+                    if more:
+                        break
+                if last is None:
+                    return more, position
+                i, end, char = last
+                return more, {"i": i, "o": end, "s": file.size, "m": file.mtime_ns, "c": chr(char)}
+        finally:
+            file.close()
+
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path and gzip setting."""
         return {"kind": "json_lines_file", "path": self._path, "gzip": self._gzip}
+
+
+def _check_lengths(pieces: list[bytes], base: int, limit: int, *, ends_with_newline: bool) -> None:
+    """Refuse a line longer than *limit* bytes, its newline counted (as readline does)."""
+    at = base
+    for i, piece in enumerate(pieces):
+        size = len(piece) + (1 if ends_with_newline or i < len(pieces) - 1 else 0)
+        if size > limit:
+            raise DecodeError(f"a line is longer than max_item_bytes={limit}", offset=at)
+        at += size
+
+
+def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base: int) -> list[Any]:
+    """The values of *lines* (``pieces[i]`` for i in *keep*, the chunk at byte *base*).
+
+    orjson reads the batch when it can read it exactly (no 19-digit number; it keeps
+    nesting up to its own limit of 1,024 levels); otherwise each line goes through
+    `parse_line`, which names the line's offset in an error.
+    """
+    if not has_long_number(b"\n".join(lines)):
+        try:
+            return list(map(orjson.loads, lines))
+        except orjson.JSONDecodeError:
+            pass  # a line orjson refuses: each line says for itself, below
+    starts = [base + sum(map(len, pieces[:i])) + i for i in keep]  # errors only: rare
+    return [parse_line(line, start) for line, start in zip(lines, starts, strict=True)]
 
 
 def parse_line(line: bytes, offset: int) -> Any:

@@ -1,8 +1,8 @@
 """Reading JSON without recursion, with nesting bounded while it is parsed.
 
-`load_json` parses one document: orjson first (C, exact for everything it accepts), and an
-iterative parser for what orjson refuses or would alter (nesting past its limit, lone
-surrogate escapes, integers beyond 64 bits, which orjson turns into floats). `scan_json`
+`load_json` parses one document: orjson when it can read the document exactly and within
+the depth bound (no 19-digit number, fewer brackets than ``max_depth``), else, or when
+orjson refuses it (lone surrogate escapes...), an iterative parser. `scan_json`
 is that parser on its own, with the calling convention of the stdlib's scanner (a value
 at an index of a str, and the index where it ends), for sources that need the end.
 
@@ -28,7 +28,7 @@ import orjson
 from .._limits import MAX_DEPTH, check_int
 from ..errors import DecodeError
 
-__all__ = ["load_json", "scan_json"]
+__all__ = ["has_long_number", "load_json", "may_use_orjson", "scan_json"]
 
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*((\[+)|(\]+)|([{}:,])|(\")|"
@@ -36,10 +36,29 @@ _TOKEN: Final = re.compile(
 )
 _WS: Final = re.compile(rb"[ \t\n\r]*")
 _WS_STR: Final = re.compile(r"[ \t\n\r]*")
-#: A number of 19 digits or more where a JSON number can stand: orjson would turn it into a
-#: float (or refuse it), so such documents take the exact parser. Digits inside strings
-#: can match too; they only cost the slower path.
-_LONG_INT: Final = re.compile(rb"(?:^|[\[,:\s])-?[0-9]{19}")
+#: Digits map to "0", every other byte to " ": a run of 19 zeros is a run of 19 digits,
+#: which `bytes.__contains__` finds at C speed. A number that long is where orjson would
+#: turn an integer into a float (or refuse it), so such documents take the exact parser.
+#: Digits inside strings can match too; they only cost the slower path.
+_DIGITS: Final = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_LONG_RUN: Final = b"0" * 19
+
+
+def has_long_number(raw: bytes) -> bool:
+    """Whether *raw* holds a run of 19 or more digits (a possible integer beyond 64 bits)."""
+    return _LONG_RUN in raw.translate(_DIGITS)
+
+
+def may_use_orjson(raw: bytes, max_depth: int) -> bool:
+    """Whether orjson reads *raw* exactly and within *max_depth*.
+
+    True when *raw* has no run of 19 digits (no integer beyond 64 bits, which orjson
+    would make a float) and fewer brackets than *max_depth* (so nothing in it can nest
+    deeper). Both checks run at C speed; a false answer only costs the exact parser.
+    """
+    return raw.count(b"[") + raw.count(b"{") <= max_depth and not has_long_number(raw)
+
+
 _CONSTANT: Final = re.compile(r"NaN|-?Infinity")
 _LITERALS: Final = {"true": True, "false": False, "null": None}
 _LIST, _OBJ = ord("["), ord("{")
@@ -64,8 +83,7 @@ def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MA
         text = data
     else:
         raw = bytes(data) if not isinstance(data, bytes) else data
-        # orjson's own nesting limit is 1024; deeper input falls to the iterative path.
-        if max_depth >= 1024 and _LONG_INT.search(raw) is None:
+        if may_use_orjson(raw, max_depth):
             try:
                 return orjson.loads(raw)
             except orjson.JSONDecodeError:

@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._limits import check_int
 from ..errors import EncodeError, InvalidCursor, LimitError
-from .base import Clipped, JSONValue, Position, Source, check_limit_hint, offset_position
+from .base import (
+    FILL_FIRST,
+    Clipped,
+    Filler,
+    JSONValue,
+    Position,
+    Source,
+    check_limit_hint,
+    offset_position,
+)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -173,6 +182,7 @@ class _SQLSource(Source[Row]):
         "_params",
         "_plan",
         "_query",
+        "_rows_hint",
         "_table",
         "_unique",
     )
@@ -234,6 +244,9 @@ class _SQLSource(Source[Row]):
         self._batch = check_int("batch_size", batch_size, minimum=1, maximum=1_000_000)
         self._max_cell = check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
         self._plan: _Plan | None = None
+        # Rows the last filled page held: the next page's first fetch asks for about as
+        # many, so a page costs one or two round trips, not a doubling series.
+        self._rows_hint = 0
 
     # -- dialect hooks ------------------------------------------------------------------
 
@@ -359,6 +372,120 @@ class _SQLSource(Source[Row]):
         sql, params = self._sql(plan, position, limit_hint)
         return self._iter(plan, sql, params, limit_hint, start)
 
+    def fill(
+        self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
+    ) -> tuple[bool, Position | None]:
+        """Fill *builder* with the rows after *position*, in batches.
+
+        Returns whether a row was left over (the look-ahead) and the position after the
+        last row on the page (*position* itself when none fit). Rows are fetched
+        ``min(batch_size, limit_hint + 1)`` at a time (without a hint: 16, doubling up to
+        ``batch_size``), turned into dicts per batch and handed to the builder's bulk
+        path; the position is computed once, for the page's last row.
+        """
+        limit_hint = check_limit_hint(limit_hint)
+        start = 0 if self._mode == "keyset" else offset_position(position, "row")
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = self._make_plan()
+        sql, params = self._sql(plan, position, limit_hint)
+        more, after = self._fill(builder, plan, sql, params, limit_hint=limit_hint, start=start)
+        return more, position if after is None else after
+
+    def _fill(
+        self,
+        builder: Filler,
+        plan: _Plan,
+        sql: str,
+        params: Params,
+        *,
+        limit_hint: int | None,
+        start: int,
+    ) -> tuple[bool, Position | None]:
+        raise NotImplementedError
+
+    def _fill_rows(
+        self,
+        builder: Filler,
+        plan: _Plan,
+        cursor: Any,
+        *,
+        limit_hint: int | None,
+        start: int,
+    ) -> tuple[bool, Position | None]:
+        """The batch loop of `fill`; *cursor* already executed."""
+        columns = plan.columns
+        first_len = len(columns) + (1 if plan.hidden else 0)
+        n_cuts = len(plan.cut_index)
+        no_cuts = (None,) * n_cuts
+        if limit_hint is not None:
+            batch = min(self._batch, limit_hint + 1)
+        else:
+            batch = min(self._batch, max(FILL_FIRST, self._rows_hint + 2))
+        served = 0
+        last_row: Any = None
+        fetchmany = cursor.fetchmany
+        while rows := fetchmany(batch):
+            if n_cuts:
+                items = [
+                    dict(zip(columns, r, strict=False))
+                    if r[first_len : first_len + n_cuts] == no_cuts
+                    else self._cut_row(plan, r)
+                    for r in rows
+                ]
+            else:
+                items = [dict(zip(columns, r, strict=False)) for r in rows]
+            more, n = builder.fill_from(items)
+            served += n
+            if n:
+                last_row = rows[n - 1]
+            if more:
+                if self._unique and self._mode == "keyset" and last_row is not None:
+                    here = [self._key(last_row[i], i, plan) for i in plan.key_index]
+                    ahead = [self._key(rows[n][i], i, plan) for i in plan.key_index]
+                    if here == ahead:
+                        raise self._tie(here)
+                self._rows_hint = served
+                return True, self._position_after(plan, last_row, start + served)
+            if len(rows) < batch:
+                break
+            if limit_hint is None:
+                batch = min(self._batch, batch * 2)
+        return False, self._position_after(plan, last_row, start + served)
+
+    def _position_after(self, plan: _Plan, row: Any, served: int) -> Position | None:
+        """The position after *row*, the page's last (None in keyset mode when none fit)."""
+        if self._mode != "keyset":
+            return served
+        if row is None:
+            return None  # nothing fit: fill() answers the position it started at
+        return [self._key(row[i], i, plan) for i in plan.key_index]
+
+    def _cut_row(self, plan: _Plan, row: Any) -> Row:
+        item = dict(zip(plan.columns, row, strict=False))
+        first_len = len(plan.columns) + (1 if plan.hidden else 0)
+        for j, i in enumerate(plan.cut_index):
+            length = row[first_len + j]
+            if length is not None:
+                at = plan.heads[j]
+                head = _plain(row[i] if at is None else row[at])
+                unit = plan.units[j] or ("chars" if isinstance(head, str) else "bytes")
+                clipped = Clipped(head, length, unit)
+                # A multibyte text over the byte bound may still be whole.
+                if clipped.omitted > 0:
+                    item[plan.columns[i]] = clipped
+                elif at is None:
+                    item[plan.columns[i]] = head
+        return item
+
+    def _tie(self, key: Position) -> LimitError:
+        return LimitError(
+            "unique",
+            True,
+            f"two consecutive rows share the order key {key!r}: the order is not unique, "
+            "and paging it would skip rows; add a unique column to order_by",
+        )
+
     def _make_plan(self) -> _Plan:
         raise NotImplementedError
 
@@ -455,8 +582,6 @@ class _SQLSource(Source[Row]):
         columns = plan.columns
         width = len(columns)
         cut_index = plan.cut_index
-        heads = plan.heads
-        units = plan.units
         key_index = plan.key_index
         first_len = width + (1 if plan.hidden else 0)
         n_cuts = len(cut_index)
@@ -473,31 +598,13 @@ class _SQLSource(Source[Row]):
         while rows := fetchmany(batch):
             for row in rows:
                 if n_cuts and row[first_len : first_len + n_cuts] != no_cuts:
-                    item = dict(zip(columns, row, strict=False))
-                    for j, i in enumerate(cut_index):
-                        length = row[first_len + j]
-                        if length is not None:
-                            at = heads[j]
-                            head = _plain(row[i] if at is None else row[at])
-                            unit = units[j] or ("chars" if isinstance(head, str) else "bytes")
-                            clipped = Clipped(head, length, unit)
-                            # A multibyte text over the byte bound may still be whole.
-                            if clipped.omitted > 0:
-                                item[columns[i]] = clipped
-                            elif at is None:
-                                item[columns[i]] = head
+                    item = self._cut_row(plan, row)
                 else:
                     item = dict(zip(columns, row, strict=False))
                 if keyset:
                     pos: Position = [self._key(row[i], i, plan) for i in key_index]
                     if check_ties and pos == previous:
-                        raise LimitError(
-                            "unique",
-                            True,
-                            f"two consecutive rows share the order key {pos!r}: the order is "
-                            "not unique, and paging it would skip rows; add a unique column "
-                            "to order_by",
-                        )
+                        raise self._tie(pos)
                     previous = pos
                 else:
                     index += 1
@@ -646,6 +753,24 @@ class SQLiteSource(_SQLSource):
             cur.execute(sql, params)
             rows = self._rows(plan, cur, limit_hint)
             yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
+        finally:
+            cur.close()
+
+    def _fill(
+        self,
+        builder: Filler,
+        plan: _Plan,
+        sql: str,
+        params: Params,
+        *,
+        limit_hint: int | None,
+        start: int,
+    ) -> tuple[bool, Position | None]:
+        cur = self._connection().cursor()
+        try:
+            cur.row_factory = None
+            cur.execute(sql, params)
+            return self._fill_rows(builder, plan, cur, limit_hint=limit_hint, start=start)
         finally:
             cur.close()
 
@@ -863,6 +988,29 @@ class PostgresSource(_SQLSource):
                 cur.execute(sql, params)
                 rows = self._rows(plan, cur, limit_hint)
                 yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
+
+    def _fill(
+        self,
+        builder: Filler,
+        plan: _Plan,
+        sql: str,
+        params: Params,
+        *,
+        limit_hint: int | None,
+        start: int,
+    ) -> tuple[bool, Position | None]:
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        with contextlib.ExitStack() as stack:
+            if self._pool is not None:
+                conn = stack.enter_context(self._pool.connection())
+            else:
+                conn = self._connection()
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                stack.enter_context(conn.transaction())
+            cur = stack.enter_context(conn.cursor(name="jsonbudget_" + secrets.token_hex(8)))
+            cur.execute(sql, params)
+            return self._fill_rows(builder, plan, cur, limit_hint=limit_hint, start=start)
 
     def _make_plan(self) -> _Plan:
         if self._pool is not None:
