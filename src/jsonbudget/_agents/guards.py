@@ -42,7 +42,7 @@ from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
 from .reader import ResultReader
-from .spill import MAX_LABEL_CHARS, SpillRef, SpillStore
+from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -243,7 +243,7 @@ class ResultGate:
         self,
         *,
         max_bytes: int,
-        store: SpillStore | None = None,
+        store: SpillBackend | None = None,
         preview_bytes: int | None = None,
         kind: ResultKind = "auto",
         read_hint: str | None = None,
@@ -268,8 +268,8 @@ class ResultGate:
             raise LimitError("kind", kind, "must be 'auto', 'json' or 'text'")
         if not isinstance(read_hint, str) or len(read_hint) > _MAX_HINT_CHARS:
             raise LimitError("read_hint", str(read_hint)[:40], "must be a str of at most 200 chars")
-        if store is not None and not isinstance(store, SpillStore):
-            raise TypeError(f"store must be a SpillStore, not {type(store).__name__}")
+        if store is not None and not isinstance(store, SpillBackend):
+            raise TypeError(f"store must be a spill store, not {type(store).__name__}")
         if default is not None and not callable(default):
             raise TypeError(f"default must be callable, not {type(default).__name__}")
         self._read_hint = read_hint
@@ -315,7 +315,7 @@ class ResultGate:
         return self._bare_bytes
 
     @property
-    def store(self) -> SpillStore:
+    def store(self) -> SpillBackend:
         """The spill store, created (a private default one) on first use."""
         with self._lock:
             if self._store is None:
@@ -484,7 +484,7 @@ def gate_result(
     /,
     *,
     max_bytes: int,
-    store: SpillStore | None = None,
+    store: SpillBackend | None = None,
     label: str = "result",
     preview_bytes: int | None = None,
     kind: ResultKind = "auto",
@@ -541,7 +541,7 @@ class TurnBudget:
         self,
         *,
         max_bytes: int,
-        store: SpillStore | None = None,
+        store: SpillBackend | None = None,
         max_result_bytes: int | None = None,
         max_calls: int = DEFAULT_MAX_CALLS,
         preview_bytes: int | None = None,

@@ -24,7 +24,7 @@ from .._limits import Limits
 from .._pages.builder import PageBuilder
 from .._reader import read_bounded_text
 from ..errors import DecodeError, InvalidCursor, LimitError, SpillError
-from .spill import SpillRef, SpillStore
+from .spill import SpillBackend, SpillRef
 
 __all__ = ["READ_TOOL", "ReadPage", "ResultReader", "read_result"]
 
@@ -71,11 +71,11 @@ class ResultReader:
     def __init__(
         self,
         *,
-        spill: SpillStore,
+        spill: SpillBackend,
         cursors: CursorStore | None = None,
         max_bytes: int = 16384,
     ) -> None:
-        if not hasattr(spill, "read") or not hasattr(spill, "open"):
+        if not isinstance(spill, SpillBackend):
             raise TypeError(f"spill must be a spill store, not {type(spill).__name__}")
         self._spill = spill
         self._cursors: CursorStore = cursors if cursors is not None else MemoryCursorStore()
@@ -92,7 +92,7 @@ class ResultReader:
         return self._cursors
 
     @property
-    def spill(self) -> SpillStore:
+    def spill(self) -> SpillBackend:
         """The store the spilled results are read from."""
         return self._spill
 
