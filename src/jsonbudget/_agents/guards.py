@@ -606,7 +606,27 @@ class TurnBudget:
 
     def admit(self, result: Any, *, tool: str = "result") -> Admitted:
         """Admit one result of this turn; see the class for what happens to it."""
-        measured = self._gate._measure(result)
+        gate = self._gate
+        if type(result) in _FAST_TYPES:
+            # A clean value that fits the result limit: one compiled walk and one orjson call.
+            fast = clean_dumps(result, gate._max_bytes, 0, gate._caps)
+            if type(fast) is bytes:
+                size = len(fast)
+                if size < _COMPACT_BELOW:
+                    fast = compact(fast)
+                with self._lock:
+                    later = self._max_calls - self._calls - 1
+                    if (
+                        size
+                        <= self._max_bytes - self._used - (later if later > 0 else 0) * self._bare
+                    ):
+                        self._calls += 1
+                        self._used += size
+                        admitted = _new_admitted(tool, fast, "json", size, size, None, "fits",
+                                                 False)  # fmt: skip
+                        self._results.append(admitted)
+                        return admitted
+        measured = gate._measure(result)
         with self._lock:
             room = self._room()
             self._calls += 1
