@@ -20,8 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from benches._timing import calibrate, interleaved
 
-from jsonbudget import ResultGate, SpillStore, TurnBudget, bounded_tool, read_bounded_text
+from jsonbudget import (
+    ResultGate,
+    SpillStore,
+    TurnBudget,
+    bounded_tool,
+    gate_result,
+    read_bounded_text,
+)
+from jsonbudget._encode.bound import BOUNDED_SCALARS, clean_dumps
 
 ROUNDS = 7
 MIB = 1024 * 1024
@@ -117,6 +126,47 @@ def turn_admit(tmp: Path) -> list[tuple[str, float, str, str]]:
     ]
 
 
+def fast_paths(tmp: Path) -> list[tuple[str, float, str, str]]:
+    """A 1 KiB result that fits, each guard against ``orjson.dumps`` of it (issue 16)."""
+    value = {"id": 1, "rows": [{"i": i, "name": f"row {i}", "ok": True} for i in range(30)]}
+    assert 900 <= len(orjson.dumps(value)) <= 1300
+    gate = ResultGate(max_bytes=64 * 1024, store=SpillStore(tmp / "fast"))
+    turn = TurnBudget(max_bytes=10**9, store=SpillStore(tmp / "fast-turn"), max_calls=1)
+
+    @bounded_tool(max_bytes=64 * 1024)
+    def tool() -> dict[str, Any]:
+        return value
+
+    def admit() -> None:
+        turn.admit(value)
+        if len(turn._results) > 10_000:  # keep the turn's list from growing the whole run
+            turn.reset()
+
+    caps = (64, 2**40, 2**40, BOUNDED_SCALARS)
+    fns = {
+        "orjson": lambda: orjson.dumps(value),
+        "floor": lambda: clean_dumps(value, 64 * 1024, 0, caps),
+        "apply": lambda: gate.apply(value),
+        "gate_result": lambda: gate_result(value, max_bytes=64 * 1024),
+        "admit": admit,
+        "tool": tool,
+    }
+    n = calibrate(fns["orjson"], target_s=0.02)
+    t = interleaved(fns, rounds=9, inner=n)
+    return [
+        (
+            "compiled fast path alone, 1 KiB / orjson.dumps",
+            t.ratio("floor", "orjson"),
+            "x",
+            "(ref)",
+        ),
+        ("ResultGate.apply 1 KiB fits / orjson.dumps", t.ratio("apply", "orjson"), "x", "<= 1.5"),
+        ("gate_result 1 KiB fits / orjson.dumps", t.ratio("gate_result", "orjson"), "x", "(info)"),
+        ("TurnBudget.admit 1 KiB fits / orjson.dumps", t.ratio("admit", "orjson"), "x", "<= 2"),
+        ("bounded_tool 1 KiB fits (str) / orjson.dumps", t.ratio("tool", "orjson"), "x", "(info)"),
+    ]
+
+
 def reader() -> list[tuple[str, float, str, str]]:
     data = ("héllo wörld, " * 1000).encode() * 500  # about 7 MB
     ref = _median_us(lambda: data.decode("utf-8"), 5)
@@ -140,6 +190,7 @@ def run() -> list[tuple[str, float, str, str]]:
         rows += gate_pass_through(tmp)
         rows += tool_overhead()
         rows += turn_admit(tmp)
+        rows += fast_paths(tmp)
     rows += reader()
     return rows
 

@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import io
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -33,7 +34,15 @@ from jsonbudget import (
     bounded_tool,
     gate_result,
 )
-from jsonbudget.errors import EncodeError, LimitError
+from jsonbudget._agents.guards import READ_RESULT_HINT
+from jsonbudget._agents.reader import ResultReader, read_result
+from jsonbudget.errors import (
+    CursorScopeError,
+    EncodeError,
+    InvalidCursor,
+    LimitError,
+    SpillError,
+)
 
 ROWS = [{"id": i, "name": f"row {i}", "body": "é" * 40} for i in range(500)]
 
@@ -818,3 +827,139 @@ def test_bounded_tool_json_output_is_the_bounded_value() -> None:
     assert isinstance(value, dict)
     assert len(orjson.dumps(value)) <= 300
     assert value["rows"][-1].startswith("…[omitted: ")
+
+
+# --- reading back: ResultReader / read_result ----------------------------------------------
+
+MARKER = re.compile(r"…\[truncated: (\d+) more chars\]$")
+
+
+def follow_read(reader: ResultReader, ref: str, pointer: str, principal: str) -> list[Any]:
+    """Every page of a read, in order; each page within the reader's budget."""
+    pages: list[Any] = []
+    cursor = None
+    for _ in range(100_000):
+        page = reader.read(ref, pointer, cursor, principal=principal)
+        assert len(page.data) <= reader.max_bytes
+        env = orjson.loads(page.data)
+        assert env["pointer"] == pointer
+        assert env["complete"] is page.complete
+        pages.append(env)
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+    raise AssertionError("the read did not end")
+
+
+def joined(pages: list[Any]) -> str:
+    """A string read back page by page, each page's marker taken off."""
+    text = ""
+    for env in pages:
+        (chunk,) = env["items"]
+        text += MARKER.sub("", chunk)
+    return text
+
+
+@pytest.fixture
+def reader(store: SpillStore) -> ResultReader:
+    return ResultReader(spill=store, max_bytes=2000)
+
+
+BIG = {
+    "meta": {"query": "all", "note": "é—" * 20_000, "n": 123456789012345678901234567890},
+    "rows": [{"i": i, "body": f"row {i} " * 5} for i in range(100_000)],
+}
+
+
+def test_read_item_50000_of_a_spilled_result(store: SpillStore, reader: ResultReader) -> None:
+    gate = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice")
+    out = gate.apply(BIG, label="search")
+    preview = orjson.loads(out.data)
+    ref = preview["spilled"]["ref"]
+    assert out.spill is not None
+    assert ref != out.spill.ref  # an opaque reference, not the file's name
+    assert out.spill.ref.encode() not in out.data
+    assert preview["spilled"]["read_more"] == READ_RESULT_HINT
+    page = read_result(ref, "/rows/50000", reader=reader, principal="alice")
+    members = orjson.loads(page.data)["items"]
+    assert {m["key"]: m["value"] for m in members} == BIG["rows"][50_000]  # type: ignore[index]
+    assert page.kind == "object"
+    assert page.complete
+
+
+def test_read_pages_reassemble_a_list_a_string_and_an_object(
+    store: SpillStore, reader: ResultReader
+) -> None:
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").apply(BIG)
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    rows = [{"i": i, "body": "x" * (i % 700)} for i in range(3000)]
+    small = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").apply(rows)
+    small_ref = orjson.loads(small.data)["spilled"]["ref"]
+    items = [it for env in follow_read(reader, small_ref, "", "alice") for it in env["items"]]
+    # An item too large for a page is fitted (cut and marked); read it by its own pointer.
+    assert len(items) == 3000
+    for i, item in enumerate(items):
+        if item != rows[i]:
+            body = joined(follow_read(reader, small_ref, f"/{i}/body", "alice"))
+            assert body == rows[i]["body"]
+    note = follow_read(reader, ref, "/meta/note", "alice")
+    assert len(note) > 10
+    assert joined(note) == BIG["meta"]["note"]  # type: ignore[index]
+    meta = [m for env in follow_read(reader, ref, "/meta", "alice") for m in env["items"]]
+    assert [m["key"] for m in meta] == ["query", "note", "n"]
+    # The 30-digit integer is read exactly (the Python backend), as the encoder marks it.
+    (value,) = orjson.loads(reader.read(ref, "/meta/n", principal="alice").data)["items"]
+    assert value == "…[unencodable: int beyond 64 bits]"
+
+
+def test_read_a_spilled_text_result(store: SpillStore, reader: ResultReader) -> None:
+    text = "".join(f"line {i}: naïve café ☕\n" for i in range(5000))
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="bob").apply(text)
+    ref = out.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+    pages = follow_read(reader, ref, "", "bob")
+    assert all(env["kind"] == "text" for env in pages)
+    assert "".join(env["items"][0] for env in pages) == text
+
+
+def test_read_refuses_other_principals_and_other_reads(
+    store: SpillStore, reader: ResultReader
+) -> None:
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").apply(BIG)
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    with pytest.raises(CursorScopeError):
+        reader.read(ref, "/rows", principal="mallory")
+    first = reader.read(ref, "/rows", principal="alice")
+    assert first.next_cursor is not None
+    with pytest.raises(CursorScopeError):
+        reader.read(ref, "/rows", first.next_cursor, principal="mallory")
+    with pytest.raises(InvalidCursor, match="another read"):
+        reader.read(ref, "/meta", first.next_cursor, principal="alice")
+    with pytest.raises(InvalidCursor):
+        reader.read(first.next_cursor, "/rows", principal="alice")  # a cursor is no reference
+    with pytest.raises(InvalidCursor):
+        reader.read("garbled-reference", principal="alice")
+    with pytest.raises(SpillError, match="nothing stands at"):
+        reader.read(ref, "/rows/100000", principal="alice")
+    with pytest.raises(LimitError, match="pointer"):
+        reader.read(ref, "rows", principal="alice")
+    assert out.spill is not None
+    with pytest.raises(SpillError):
+        reader.reference("result." + "0" * 64 + ".json", principal="alice")
+
+
+@given(st.lists(st.text(max_size=300), max_size=60), st.integers(min_value=400, max_value=3000))
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_property_reads_reassemble_within_their_budget(
+    tmp_path: Path, items: list[str], budget: int
+) -> None:
+    store = SpillStore(tmp_path / f"p{budget}")
+    reader = ResultReader(spill=store, max_bytes=budget)
+    ref = reader.reference(store.put(orjson.dumps(items), label="p"), principal="p")
+    pages = follow_read(reader, ref, "", "p")
+    got = [it for env in pages for it in env["items"]]
+    assert len(got) == len(items)
+    for i, item in enumerate(got):
+        if item != items[i]:
+            assert joined(follow_read(reader, ref, f"/{i}", "p")) == items[i]

@@ -18,7 +18,17 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
-from jsonbudget import MCP_KEYS, Limits, MemoryCursorStore, PageBuilder, Scope, bounded_tool
+from jsonbudget import (
+    MCP_KEYS,
+    Limits,
+    MemoryCursorStore,
+    PageBuilder,
+    ResultGate,
+    Scope,
+    SpillStore,
+    bounded_tool,
+)
+from jsonbudget._agents.reader import ResultReader
 from jsonbudget._cli.demo import make_demo_database
 from jsonbudget.errors import InvalidCursor, LimitError
 from jsonbudget.mcp import (
@@ -28,6 +38,7 @@ from jsonbudget.mcp import (
     message_bytes,
     page_result,
     paginated_tool,
+    read_result_tool,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -416,3 +427,44 @@ async def test_regression_bounded_tool_under_mcpserver_keeps_structured_output()
         assert value.is_error is False
         assert len(orjson.dumps(value.structured_content)) <= 2000
         assert value.structured_content["rows"][-1].startswith("…[omitted: ")
+
+
+async def test_read_result_tool_reads_a_spill_back_for_its_principal_only(tmp_path: Path) -> None:
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    caller = {"name": "alice"}
+    gate = ResultGate(max_bytes=4096, reader=reader, principal=lambda: caller["name"])
+    server = MCPServer("search")
+
+    @server.tool()
+    def search(n: int) -> str:
+        """Search; large results are spilled and previewed."""
+        return gate.apply([{"row": i, "text": "t" * 40} for i in range(n)], label="search").text
+
+    server.tool()(read_result_tool(reader=reader, max_bytes=4096,
+                                   principal=lambda: caller["name"]))  # fmt: skip
+    async with Client(server, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools["read_result"].input_schema["properties"]) == {"ref", "pointer", "cursor"}
+        preview = orjson.loads(
+            (await client.call_tool("search", {"n": 3000})).structured_content["result"]
+        )
+        ref = preview["spilled"]["ref"]
+        got = await client.call_tool("read_result", {"ref": ref, "pointer": "/2345/row"})
+        assert message_bytes(got) <= 4096
+        assert got.structured_content["items"] == [2345]
+        rows: list[Any] = []
+        cursor = None
+        while True:
+            args = {"ref": ref} | ({"cursor": cursor} if cursor else {})
+            page = await client.call_tool("read_result", args)
+            assert message_bytes(page) <= 4096
+            rows += page.structured_content["items"]
+            cursor = page.structured_content["next_cursor"]
+            if cursor is None:
+                break
+        assert rows == [{"row": i, "text": "t" * 40} for i in range(3000)]
+        caller["name"] = "mallory"
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("read_result", {"ref": ref})
+        assert info.value.code == INVALID_PARAMS
+        assert info.value.data == {"reason": "scope_principal"}

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 
+from ._agents.reader import ResultReader
 from ._cursors.scope import Scope
 from ._encode.encoder import Encoder, MarkerStyle, Strategy
 from ._extras import missing_extra
@@ -55,6 +56,7 @@ __all__ = [
     "page_output_schema",
     "page_result",
     "paginated_tool",
+    "read_result_tool",
 ]
 
 #: The argument a paginated tool takes its cursor from.
@@ -536,3 +538,41 @@ def paginated_tool(
         return wrapper
 
     return decorate
+
+
+def read_result_tool(
+    *,
+    reader: ResultReader,
+    max_bytes: int = 16384,
+    principal: str | Callable[[], str] = "anonymous",
+) -> Callable[..., CallToolResult]:
+    """A ``read_result(ref, pointer="", cursor=None)`` function to register as an MCP tool.
+
+    It reads back, for the calling *principal*, a result that a `ResultGate` or
+    `TurnBudget` with this *reader* spilled: one page of the value at *pointer*, the
+    whole response at most *max_bytes* (text and structured content both carry the page).
+    A reference or cursor that is not the principal's, garbled or expired is refused
+    with ``-32602``; a result that is gone, or a pointer where nothing stands, is a tool
+    error. Register it with ``server.tool()(read_result_tool(reader=...))``.
+    """
+    if not isinstance(reader, ResultReader):
+        raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
+    empty = CallToolResult(content=[TextContent(type="text", text="")], structured_content={})
+    fixed = message_bytes(empty) - 2
+    page_bytes = (_limits_of(None, max_bytes).max_bytes - fixed) // _WORST_GROWTH["both"]
+    pages = ResultReader(spill=reader.spill, cursors=reader.cursors, max_bytes=page_bytes)
+
+    def read_result(ref: str, pointer: str = "", cursor: str | None = None) -> CallToolResult:
+        """Read more of a spilled result: the value at the JSON Pointer `pointer` (\"\" for
+        the whole result, \"/rows/3000\", \"/items/2/body\"), one page per call; pass the
+        page's next_cursor back as `cursor` for the next page."""
+        try:
+            page = pages.read(ref, pointer, cursor, principal=_principal_of(principal))
+        except CursorError as exc:
+            raise cursor_error(exc) from exc
+        return CallToolResult(
+            content=[TextContent(type="text", text=page.text)],
+            structured_content=orjson.loads(page.data),
+        )
+
+    return read_result

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import contextlib
+import dataclasses
 import functools
 import inspect
 import io
@@ -40,12 +41,14 @@ from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
-from .spill import MAX_LABEL_CHARS, SpillRef, SpillStore
+from .reader import ResultReader
+from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
     "DEFAULT_PREVIEW_BYTES",
     "DEFAULT_READ_HINT",
+    "READ_RESULT_HINT",
     "Admitted",
     "GateResult",
     "ResultGate",
@@ -64,6 +67,8 @@ AdmitReason = Literal["fits", "result_limit", "turn_limit"]
 DEFAULT_PREVIEW_BYTES = 4096
 #: What a preview tells its reader about getting the rest.
 DEFAULT_READ_HINT = "read more with SpillStore.read(ref, offset, limit)"
+#: The hint when the gate has a `ResultReader`: the reference is one for `read_result`.
+READ_RESULT_HINT = "read more with read_result(ref, pointer, cursor)"
 #: `TurnBudget` keeps room for this many bare references per turn by default.
 DEFAULT_MAX_CALLS = 8
 _MAX_HINT_CHARS = 200
@@ -227,7 +232,9 @@ class ResultGate:
         "_lock",
         "_max_bytes",
         "_preview_bytes",
+        "_principal",
         "_read_hint",
+        "_reader",
         "_store",
         "_worst_json_overhead",
     )
@@ -236,19 +243,33 @@ class ResultGate:
         self,
         *,
         max_bytes: int,
-        store: SpillStore | None = None,
+        store: SpillBackend | None = None,
         preview_bytes: int | None = None,
         kind: ResultKind = "auto",
-        read_hint: str = DEFAULT_READ_HINT,
+        read_hint: str | None = None,
         default: Callable[[Any], Any] | None = None,
+        reader: ResultReader | None = None,
+        principal: str | Callable[[], str] = "anonymous",
     ) -> None:
         self._max_bytes = check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
+        if reader is not None and not isinstance(reader, ResultReader):
+            raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
+        if not (isinstance(principal, str) or callable(principal)):
+            raise TypeError(
+                f"principal must be a str or a callable, not {type(principal).__name__}"
+            )
+        self._reader = reader
+        self._principal = principal
+        if store is None and reader is not None:
+            store = reader.spill  # the reader reads what this gate spills
+        if read_hint is None:
+            read_hint = DEFAULT_READ_HINT if reader is None else READ_RESULT_HINT
         if kind not in ("auto", "json", "text"):
             raise LimitError("kind", kind, "must be 'auto', 'json' or 'text'")
         if not isinstance(read_hint, str) or len(read_hint) > _MAX_HINT_CHARS:
             raise LimitError("read_hint", str(read_hint)[:40], "must be a str of at most 200 chars")
-        if store is not None and not isinstance(store, SpillStore):
-            raise TypeError(f"store must be a SpillStore, not {type(store).__name__}")
+        if store is not None and not isinstance(store, SpillBackend):
+            raise TypeError(f"store must be a spill store, not {type(store).__name__}")
         if default is not None and not callable(default):
             raise TypeError(f"default must be callable, not {type(default).__name__}")
         self._read_hint = read_hint
@@ -294,7 +315,7 @@ class ResultGate:
         return self._bare_bytes
 
     @property
-    def store(self) -> SpillStore:
+    def store(self) -> SpillBackend:
         """The spill store, created (a private default one) on first use."""
         with self._lock:
             if self._store is None:
@@ -393,43 +414,53 @@ class ResultGate:
                 shown = None if out is None else out[0]
             writer = _JsonWriter(self._default, call.streams, store.max_file_bytes)
             ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
+            named = self._named(ref)
             if shown is not None:
-                data = _json_preview(shown, ref, self._read_hint)
+                data = _json_preview(shown, named, self._read_hint)
             else:
-                data = self._reference_only(ref, budget)
+                data = self._reference_only(named, budget)
             return _new_gate_result(data, "json", ref.size, ref)
         chunks: Iterable[bytes | bytearray | memoryview] = (
             measured.chunks if measured.chunks is not None else (measured.data or b"",)
         )
         ref = store.put(chunks, label=label, media_type=_MEDIA[measured.kind])
+        named = self._named(ref)
         if measured.kind == "json":
-            preview = self._json_preview(ref, budget)
+            preview = self._json_preview(ref, named, budget)
             if preview is not None:
                 return _new_gate_result(preview, "json", ref.size, ref)
-        return _new_gate_result(self._text_preview(ref, budget), "text", ref.size, ref)
+        return _new_gate_result(self._text_preview(ref, named, budget), "text", ref.size, ref)
+
+    def _named(self, ref: SpillRef) -> SpillRef:
+        """*ref* as the model sees it: with a reader, its name is a bound reference."""
+        if self._reader is None:
+            return ref
+        principal = self._principal() if callable(self._principal) else self._principal
+        token = self._reader.reference(ref, principal=principal)
+        return dataclasses.replace(ref, ref=token)
 
     def _reference_only(self, ref: SpillRef, budget: int) -> bytes:
         info = orjson.dumps({"spilled": _spilled_info(ref, self._read_hint)})
         return info if len(info) <= budget else _bare_json(ref)
 
-    def _json_preview(self, ref: SpillRef, budget: int) -> bytes | None:
+    def _json_preview(self, ref: SpillRef, named: SpillRef, budget: int) -> bytes | None:
         """A preview of a spilled JSON file, parsed from its beginning; None if not JSON."""
-        value_budget = budget - (len(_json_preview(b"0", ref, self._read_hint)) - 1)
+        value_budget = budget - (len(_json_preview(b"0", named, self._read_hint)) - 1)
         if value_budget < MIN_BYTES:
-            return self._reference_only(ref, budget)
+            return self._reference_only(named, budget)
         span = min(_JSON_PREFIX_MAX, max(_JSON_PREFIX_MIN, 8 * value_budget))
         parsed = _parse_json_prefix(self.store.read(ref.ref, 0, span), ref.size <= span)
         if parsed is None:
             return None  # not JSON after all: a text preview says what it is
         value, open_paths = parsed
         shown = encode(value, max_bytes=value_budget, default=self._default)
-        return _json_preview(_unknown_counts(shown, open_paths), ref, self._read_hint)
+        return _json_preview(_unknown_counts(shown, open_paths), named, self._read_hint)
 
-    def _text_preview(self, ref: SpillRef, budget: int) -> bytes:
-        text_budget = budget - len(_text_footer(ref, ref.size, self._read_hint)) - 1
+    def _text_preview(self, ref: SpillRef, named: SpillRef, budget: int) -> bytes:
+        text_budget = budget - len(_text_footer(named, ref.size, self._read_hint)) - 1
         if text_budget < _TEXT_PREVIEW_MIN:
-            footer = _text_footer(ref, 0, self._read_hint)
-            return footer if len(footer) <= budget else _bare_text(ref)
+            footer = _text_footer(named, 0, self._read_hint)
+            return footer if len(footer) <= budget else _bare_text(named)
         raw = self.store.read(ref.ref, 0, text_budget + 1)
         try:
             text = read_bounded_text(raw, text_budget).text
@@ -441,7 +472,7 @@ class ResultGate:
             text = text[: line_end + 1]
         shown = text.encode("utf-8")
         sep = b"" if not shown or shown.endswith(b"\n") else b"\n"
-        return shown + sep + _text_footer(ref, len(shown), self._read_hint)
+        return shown + sep + _text_footer(named, len(shown), self._read_hint)
 
 
 _FAST_TYPES = frozenset({dict, list, tuple, int, float, bool, type(None)})
@@ -453,16 +484,27 @@ def gate_result(
     /,
     *,
     max_bytes: int,
-    store: SpillStore | None = None,
+    store: SpillBackend | None = None,
     label: str = "result",
     preview_bytes: int | None = None,
     kind: ResultKind = "auto",
-    read_hint: str = DEFAULT_READ_HINT,
+    read_hint: str | None = None,
     default: Callable[[Any], Any] | None = None,
 ) -> GateResult:
     """One-call `ResultGate`: pass *result* through or spill it; see `ResultGate`."""
-    if type(result) in _FAST_TYPES and default is None and type(max_bytes) is int:
-        # A clean value that fits needs no gate: the limit is checked as the gate would.
+    if (
+        type(result) in _FAST_TYPES
+        and type(max_bytes) is int
+        and max_bytes >= DEFAULT_PREVIEW_BYTES
+        and store is None
+        and type(label) is str
+        and preview_bytes is None
+        and kind == "auto"
+        and read_hint is None
+        and default is None
+    ):
+        # A clean value that fits needs no gate. With these options (the defaults, and a
+        # limit that holds the default preview) the gate would accept them all.
         check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
         data = clean_dumps(result, max_bytes, 0, _GATE_CAPS)
         if type(data) is bytes:
@@ -499,13 +541,15 @@ class TurnBudget:
         self,
         *,
         max_bytes: int,
-        store: SpillStore | None = None,
+        store: SpillBackend | None = None,
         max_result_bytes: int | None = None,
         max_calls: int = DEFAULT_MAX_CALLS,
         preview_bytes: int | None = None,
         kind: ResultKind = "auto",
-        read_hint: str = DEFAULT_READ_HINT,
+        read_hint: str | None = None,
         default: Callable[[Any], Any] | None = None,
+        reader: ResultReader | None = None,
+        principal: str | Callable[[], str] = "anonymous",
     ) -> None:
         self._max_bytes = check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
         if max_result_bytes is None:
@@ -520,6 +564,8 @@ class TurnBudget:
             kind=kind,
             read_hint=read_hint,
             default=default,
+            reader=reader,
+            principal=principal,
         )
         self._bare = self._gate.bare_reference_bytes
         if self._bare * max_calls > max_bytes:
@@ -560,7 +606,27 @@ class TurnBudget:
 
     def admit(self, result: Any, *, tool: str = "result") -> Admitted:
         """Admit one result of this turn; see the class for what happens to it."""
-        measured = self._gate._measure(result)
+        gate = self._gate
+        if type(result) in _FAST_TYPES:
+            # A clean value that fits the result limit: one compiled walk and one orjson call.
+            fast = clean_dumps(result, gate._max_bytes, 0, gate._caps)
+            if type(fast) is bytes:
+                size = len(fast)
+                if size < _COMPACT_BELOW:
+                    fast = compact(fast)
+                with self._lock:
+                    later = self._max_calls - self._calls - 1
+                    if (
+                        size
+                        <= self._max_bytes - self._used - (later if later > 0 else 0) * self._bare
+                    ):
+                        self._calls += 1
+                        self._used += size
+                        admitted = _new_admitted(tool, fast, "json", size, size, None, "fits",
+                                                 False)  # fmt: skip
+                        self._results.append(admitted)
+                        return admitted
+        measured = gate._measure(result)
         with self._lock:
             room = self._room()
             self._calls += 1

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from .._limits import check_int
 from ..errors import LimitError, SpillError
@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_TOTAL_BYTES",
     "DEFAULT_READ_BYTES",
     "MAX_LABEL_CHARS",
+    "SpillBackend",
     "SpillCleanup",
     "SpillRef",
     "SpillStore",
@@ -60,6 +61,7 @@ class SpillRef:
     sha256: str
     media_type: str
     label: str
+    #: The file (for `RedisSpillStore`, the Redis key, which is no file).
     path: Path
 
     def to_json(self, *, include_path: bool = False) -> dict[str, Any]:
@@ -73,6 +75,29 @@ class SpillRef:
         if include_path:
             out["path"] = str(self.path)
         return out
+
+
+@runtime_checkable
+class SpillBackend(Protocol):
+    """What the guards and `ResultReader` call on a spill store (`SpillStore`,
+    `RedisSpillStore`)."""
+
+    @property
+    def max_file_bytes(self) -> int: ...
+
+    def put(
+        self,
+        data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
+        *,
+        label: str,
+        media_type: str = ...,
+    ) -> SpillRef: ...
+
+    def get(self, ref: str) -> SpillRef: ...
+
+    def read(self, ref: str, offset: int = ..., limit: int = ...) -> bytes: ...
+
+    def open(self, ref: str) -> BinaryIO: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,350 @@
+"""`ResultReader`: spilled results read back in bounded pages, by JSON Pointer.
+
+A spilled result is handed to a model as an opaque **reference** bound to a principal
+(`ResultReader.reference`); `ResultReader.read` (and the one-call `read_result`) returns
+one page of the value at a JSON Pointer inside it: a list's items, an object's members
+(``{"key": ..., "value": ...}``), a string's next characters, or a scalar, with a
+continuation cursor bound to the same principal and the same read. So a cut field or an
+oversized item is never lost, only further away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import ijson
+import orjson
+
+from .._cursors.scope import Scope
+from .._cursors.store import CursorStore, MemoryCursorStore
+from .._encode.encoder import encode
+from .._limits import Limits
+from .._pages.builder import PageBuilder
+from .._reader import read_bounded_text
+from ..errors import DecodeError, InvalidCursor, LimitError, SpillError
+from .spill import SpillBackend, SpillRef
+
+__all__ = ["READ_TOOL", "ReadPage", "ResultReader", "read_result"]
+
+#: The scope query every reference and read cursor is bound to (with the principal).
+READ_TOOL = "read_result"
+_SCOPE_QUERY = {"$tool": READ_TOOL}
+# yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
+_IJSON_PY = ijson.get_backend("python")
+_ValueKind = Literal["array", "object", "string", "text", "value"]
+# Room kept in a string page for its envelope; the cut string gets the rest.
+_STRING_ENVELOPE = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPage:
+    """One page of a read: the envelope bytes and what they say.
+
+    The envelope is ``{"items": [...], "complete": ..., "next_cursor": ..., "pointer":
+    ..., "kind": ...}`` plus the page's ``truncated`` / ``oversized`` reports when it has
+    any; ``kind`` is ``"array"``, ``"object"``, ``"string"``, ``"text"`` (a spilled text
+    result) or ``"value"`` (a scalar).
+    """
+
+    data: bytes
+    kind: _ValueKind
+    complete: bool
+    next_cursor: str | None
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8")
+
+
+class ResultReader:
+    """Reads spilled results back for the principal each reference was minted for.
+
+    *spill* is the store the results were spilled to; *cursors* holds references and
+    continuation cursors (a `MemoryCursorStore` by default; a shared store such as
+    `RedisCursorStore` for several workers). Each page is at most ``max_bytes``.
+    """
+
+    __slots__ = ("_cursors", "_limits", "_spill")
+
+    def __init__(
+        self,
+        *,
+        spill: SpillBackend,
+        cursors: CursorStore | None = None,
+        max_bytes: int = 16384,
+    ) -> None:
+        if not isinstance(spill, SpillBackend):
+            raise TypeError(f"spill must be a spill store, not {type(spill).__name__}")
+        self._spill = spill
+        self._cursors: CursorStore = cursors if cursors is not None else MemoryCursorStore()
+        self._limits = Limits(max_bytes)
+        PageBuilder(self._limits)  # a budget too small for a page fails here
+
+    @property
+    def max_bytes(self) -> int:
+        return self._limits.max_bytes
+
+    @property
+    def cursors(self) -> CursorStore:
+        """The store that holds references and continuation cursors."""
+        return self._cursors
+
+    @property
+    def spill(self) -> SpillBackend:
+        """The store the spilled results are read from."""
+        return self._spill
+
+    def reference(self, spill: SpillRef | str, *, principal: str) -> str:
+        """An opaque reference to the spilled result *spill* that only *principal* can read."""
+        name = spill.ref if isinstance(spill, SpillRef) else spill
+        self._spill.get(name)  # only a result that exists gets a reference
+        state = self._cursors.start(_scope(principal), max_pages=None)
+        return self._cursors.mint(state, {"ref": name})
+
+    def read(
+        self, ref: str, pointer: str = "", cursor: str | None = None, *, principal: str
+    ) -> ReadPage:
+        """The page of the value at *pointer* in the result *ref* refers to.
+
+        Raises the cursor errors for a reference or cursor that is not *principal*'s, is
+        garbled or expired (a cursor minted for another reference or pointer is
+        `InvalidCursor`), `LimitError` for a pointer that is not an RFC 6901 pointer,
+        `SpillError` if the result is gone or nothing stands at *pointer*.
+        """
+        scope = _scope(principal)
+        tokens = _tokens(pointer)
+        # Continuations are minted in the reference's own operation: they share its expiry.
+        state = self._cursors.resume(ref, scope)
+        named = state.position
+        if not isinstance(named, dict) or set(named) != {"ref"}:
+            raise InvalidCursor("not a reference to a spilled result")
+        spilled = named["ref"]
+        if not isinstance(spilled, str):
+            raise InvalidCursor("not a reference to a spilled result")
+        at = 0
+        if cursor is not None:
+            pos = self._cursors.resume(cursor, scope).position
+            if not (isinstance(pos, dict) and pos.get("ref") == spilled
+                    and pos.get("pointer") == pointer and type(pos.get("at")) is int):  # fmt: skip
+                raise InvalidCursor("the cursor continues another read")
+            at = pos["at"]  # type: ignore[assignment]  # checked to be an int just above
+        call = _Read(spilled, pointer, at, state)
+        info = self._spill.get(spilled)
+        if info.media_type != "application/json":
+            if tokens:
+                raise SpillError("a text result has no JSON Pointer inside it")
+            return self._text(call)
+        try:
+            return self._json(call, tokens, ijson)
+        except ijson.JSONError:
+            # Integers beyond 64 bits: the Python backend reads what yajl refuses.
+            return self._json(call, tokens, _IJSON_PY)
+
+    # -- the kinds of value ----------------------------------------------------------------
+
+    def _json(self, call: _Read, tokens: list[str], backend: Any) -> ReadPage:
+        with self._spill.open(call.name) as file:
+            events = backend.parse(file, use_float=True)
+            event, value = _locate(events, tokens, call.pointer)
+            if event == "start_array":
+                return self._children(call, _array_items(events), "array")
+            if event == "start_map":
+                return self._children(call, _members(events), "object")
+            if event == "string":
+                return self._string(call, value)
+            return self._finish(call, [value], "value", None)
+
+    def _children(self, call: _Read, children: Iterator[Any], kind: _ValueKind) -> ReadPage:
+        for _ in range(call.at):
+            if next(children, _END) is _END:
+                break
+        room = self._limits.max_bytes - _extra(call.pointer, kind)
+        builder = PageBuilder(self._limits.replace(max_bytes=room))
+        added = 0
+        more = False
+        for child in children:
+            if not builder.add(child):
+                more = True
+                break
+            added += 1
+        token = self._continue(call, call.at + added) if more else None
+        envelope = builder.finish(complete=not more, next_cursor=token).to_json()
+        tail = b',"pointer":' + orjson.dumps(call.pointer) + b',"kind":"' + kind.encode() + b'"}'
+        return ReadPage(envelope[:-1] + tail, kind, not more, token)
+
+    def _string(self, call: _Read, value: str) -> ReadPage:
+        budget = self._limits.max_bytes - _STRING_ENVELOPE - _extra(call.pointer, "string")
+        shown = encode(value[call.at :], max_bytes=budget)
+        left = sum(t.omitted or 0 for t in shown.truncations if t.kind == "string")
+        token = self._continue(call, len(value) - left) if left else None
+        return self._finish(call, [orjson.Fragment(shown.data)], "string", token)
+
+    def _text(self, call: _Read) -> ReadPage:
+        budget = self._limits.max_bytes - _STRING_ENVELOPE
+        # At most 6 bytes of JSON for one byte of text: read only what can be shown.
+        raw = self._spill.read(call.name, call.at, budget + 1)
+        try:
+            text = read_bounded_text(raw, budget // 6 or 1).text
+        except DecodeError as exc:
+            text = raw[: exc.offset].decode("utf-8")
+        end = call.at + len(text.encode("utf-8"))
+        more = end < self._spill.get(call.name).size
+        return self._finish(call, [text], "text", self._continue(call, end) if more else None)
+
+    def _continue(self, call: _Read, at: int) -> str:
+        return self._cursors.mint(call.state, {"ref": call.name, "pointer": call.pointer, "at": at})
+
+    def _finish(
+        self, call: _Read, items: list[Any], kind: _ValueKind, token: str | None
+    ) -> ReadPage:
+        data = orjson.dumps({"items": items, "complete": token is None, "next_cursor": token,
+                             "pointer": call.pointer, "kind": kind})  # fmt: skip
+        if len(data) > self._limits.max_bytes:  # pragma: no cover - sized above
+            raise LimitError("max_bytes", self._limits.max_bytes, "a read page did not fit")
+        return ReadPage(data, kind, token is None, token)
+
+
+class _Read:
+    """One read: the spilled result, the pointer, where it starts, the operation's state."""
+
+    __slots__ = ("at", "name", "pointer", "state")
+
+    def __init__(self, name: str, pointer: str, at: int, state: Any) -> None:
+        self.name = name
+        self.pointer = pointer
+        self.at = at
+        self.state = state
+
+
+def read_result(
+    ref: str,
+    pointer: str = "",
+    cursor: str | None = None,
+    *,
+    reader: ResultReader,
+    principal: str,
+) -> ReadPage:
+    """One call: ``reader.read(ref, pointer, cursor, principal=principal)``."""
+    return reader.read(ref, pointer, cursor, principal=principal)
+
+
+_END: Any = object()
+
+
+def _scope(principal: str) -> Scope:
+    if not isinstance(principal, str):
+        raise TypeError(f"principal must be a str, not {type(principal).__name__}")
+    return Scope(principal, _SCOPE_QUERY)
+
+
+def _extra(pointer: str, kind: str) -> int:
+    # What the "pointer" and "kind" members add to a page's envelope.
+    return len(b',"pointer":,"kind":""') + len(orjson.dumps(pointer)) + len(kind)
+
+
+def _tokens(pointer: object) -> list[str]:
+    if not isinstance(pointer, str) or (pointer and not pointer.startswith("/")):
+        raise LimitError("pointer", str(pointer)[:80], "must be a JSON Pointer: '' or '/a/0'")
+    if not pointer:
+        return []
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+
+
+def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str, Any]:
+    """Advance *events* to the first event of the value at *tokens*; its event and value."""
+    depth = 0  # how many of *tokens* the current container matches
+    for _, event, value in events:
+        if depth == len(tokens):
+            if event in ("end_array", "end_map"):
+                break  # the array ended: the index is one past its last item
+            return event, value
+        if event == "start_map":
+            key = _find_key(events, tokens[depth])
+            if key is None:
+                break
+            depth += 1
+        elif event == "start_array":
+            token = tokens[depth]
+            if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+                break
+            index = int(token)
+            if not _skip_items(events, index):
+                break
+            depth += 1
+        else:
+            break  # a scalar where the pointer goes on
+    raise SpillError(f"nothing stands at {pointer!r} in the spilled result")
+
+
+def _find_key(events: Iterator[Any], key: str) -> str | None:
+    """Skip members until the one named *key*; None if the object ends first."""
+    for _, event, value in events:
+        if event == "end_map":
+            return None
+        if event == "map_key":
+            if value == key:
+                return key
+            _skip_value(events)
+    return None
+
+
+def _skip_items(events: Iterator[Any], count: int) -> bool:
+    """Skip *count* items of the array just opened; False if it ends first."""
+    for _ in range(count):
+        _, event, _ = next(events)
+        if event == "end_array":
+            return False
+        _skip_started(events, event)
+    return True
+
+
+def _skip_value(events: Iterator[Any]) -> None:
+    _, event, _ = next(events)
+    _skip_started(events, event)
+
+
+def _skip_started(events: Iterator[Any], event: str) -> None:
+    if event not in ("start_map", "start_array"):
+        return
+    level = 1
+    for _, ev, _ in events:
+        if ev in ("start_map", "start_array"):
+            level += 1
+        elif ev in ("end_map", "end_array"):
+            level -= 1
+            if level == 0:
+                return
+
+
+def _build(events: Iterator[Any], event: str, value: Any) -> Any:
+    if event not in ("start_map", "start_array"):
+        return value
+    builder = ijson.ObjectBuilder()
+    builder.event(event, value)
+    level = 1
+    for _, ev, val in events:
+        builder.event(ev, val)
+        if ev in ("start_map", "start_array"):
+            level += 1
+        elif ev in ("end_map", "end_array"):
+            level -= 1
+            if level == 0:
+                break
+    return builder.value
+
+
+def _array_items(events: Iterator[Any]) -> Iterator[Any]:
+    for _, event, value in events:
+        if event == "end_array":
+            return
+        yield _build(events, event, value)
+
+
+def _members(events: Iterator[Any]) -> Iterator[dict[str, Any]]:
+    for _, event, value in events:
+        if event == "end_map":
+            return
+        _, first, val = next(events)
+        yield {"key": value, "value": _build(events, first, val)}

@@ -1,0 +1,194 @@
+"""`RedisSpillStore`: spilled results shared by every worker process and machine.
+
+The private directory (`SpillStore`) serves one machine; a server with several workers
+behind a load balancer needs a reference minted by one worker to be readable by the
+next. This store keeps each result as one Redis string under
+``<prefix><label>.<sha256>.<ext>`` (the same names `SpillStore` makes), written chunk by
+chunk to a temporary key and renamed into place, so a reader never sees a partial
+result; each expires after ``max_age`` seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .._limits import check_int
+from ..errors import LimitError, SpillError
+from .spill import (
+    DEFAULT_MAX_AGE,
+    DEFAULT_READ_BYTES,
+    SpillRef,
+    _chunks,
+    _extension,
+    sanitize_label,
+)
+
+__all__ = ["DEFAULT_REDIS_MAX_FILE_BYTES", "RedisSpillStore"]
+
+#: A result's largest size by default (Redis strings hold at most 512 MiB).
+DEFAULT_REDIS_MAX_FILE_BYTES = 256 * 1024**2
+_REDIS_STRING_MAX = 512 * 1024**2
+_BLOCK = 1024 * 1024
+_REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(json|txt|bin)")
+_EXTENSIONS = {"json": "application/json", "txt": "text/plain", "bin": "application/octet-stream"}
+
+
+class RedisSpillStore:
+    """Spilled results in Redis, readable by every process that uses the same server.
+
+    *url_or_client* is a ``redis://`` URL or a ``redis.Redis`` client (binary replies:
+    ``decode_responses`` off). The interface is `SpillStore`'s (``put``, ``read``,
+    ``get``, ``open``, ``max_file_bytes``), so `ResultGate`, `TurnBudget` and
+    `ResultReader` take it as their store.
+    """
+
+    __slots__ = ("_client", "_max_age", "_max_file_bytes", "_prefix")
+
+    def __init__(
+        self,
+        url_or_client: Any,
+        *,
+        prefix: str = "jsonbudget:spill:",
+        max_age: int = DEFAULT_MAX_AGE,
+        max_file_bytes: int = DEFAULT_REDIS_MAX_FILE_BYTES,
+    ) -> None:
+        import redis  # noqa: PLC0415 - an optional dependency, imported on use
+
+        self._max_age = check_int("max_age", max_age, minimum=1)
+        self._max_file_bytes = check_int(
+            "max_file_bytes", max_file_bytes, minimum=1, maximum=_REDIS_STRING_MAX
+        )
+        if not isinstance(prefix, str) or len(prefix) > 256 or "{" in prefix or "}" in prefix:
+            raise LimitError("prefix", str(prefix)[:80], "must be at most 256 chars without { or }")
+        self._prefix = prefix
+        if isinstance(url_or_client, str):
+            self._client: Any = redis.Redis.from_url(url_or_client)
+        elif isinstance(url_or_client, redis.Redis):
+            self._client = url_or_client
+        else:
+            raise TypeError(
+                "url_or_client must be a redis URL or a redis.Redis client, not "
+                f"{type(url_or_client).__name__}"
+            )
+        if self._client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise TypeError("the redis client must return bytes (decode_responses=False)")
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self._max_file_bytes
+
+    def put(
+        self,
+        data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
+        *,
+        label: str,
+        media_type: str = "application/json",
+    ) -> SpillRef:
+        """Write *data* whole (chunk by chunk, never joined) and return its reference.
+
+        A result past ``max_file_bytes`` raises `SpillError` as it is written; whatever
+        goes wrong, the temporary key is deleted and nothing is kept.
+        """
+        clean = sanitize_label(label)
+        ext = _extension(media_type)
+        tmp = f"{self._prefix}.tmp-{os.urandom(12).hex()}"
+        client = self._client
+        hasher = hashlib.sha256()
+        size = 0
+        try:
+            client.set(tmp, b"", ex=self._max_age)  # expires even if this process dies
+            for chunk in _chunks(data):
+                size += len(chunk)
+                if size > self._max_file_bytes:
+                    raise SpillError(
+                        f"the result is larger than the store's max_file_bytes "
+                        f"({self._max_file_bytes}); nothing was kept"
+                    )
+                hasher.update(chunk)
+                client.append(tmp, bytes(chunk))
+            name = f"{clean}.{hasher.hexdigest()}.{ext}"
+            pipe = client.pipeline(transaction=True)
+            pipe.rename(tmp, self._prefix + name)
+            pipe.expire(self._prefix + name, self._max_age)
+            pipe.execute()
+        except BaseException as exc:
+            try:
+                client.delete(tmp)
+            except Exception as cleanup:  # noqa: BLE001 - any client error: noted, not raised
+                # The key expires anyway; the error on its way out must not be replaced.
+                exc.add_note(f"deleting the temporary key failed too: {cleanup!r}")
+            raise
+        return SpillRef(
+            name, size, hasher.hexdigest(), media_type, clean, Path(self._prefix + name)
+        )
+
+    def get(self, ref: str) -> SpillRef:
+        """The reference of a stored result (size from Redis, hash from its name)."""
+        size = self._size(self._key(ref))
+        label, digest, ext = ref.split(".")
+        return SpillRef(ref, size, digest, _EXTENSIONS[ext], label, Path(self._key(ref)))
+
+    def read(self, ref: str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
+        """At most *limit* bytes of *ref* from byte *offset*; ``b""`` at or past the end."""
+        check_int("offset", offset, minimum=0)
+        check_int("limit", limit, minimum=1)
+        key = self._key(ref)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.exists(key)
+        pipe.getrange(key, offset, offset + limit - 1)
+        exists, data = pipe.execute()
+        if not exists:
+            raise SpillError(f"no spilled result {ref!r} (expired, evicted or never stored)")
+        return bytes(data)
+
+    def open(self, ref: str) -> BinaryIO:
+        """A binary stream of *ref*, read from Redis a block at a time."""
+        key = self._key(ref)
+        raw = _RangeReader(self._client, key, self._size(key))
+        return io.BufferedReader(raw, buffer_size=_BLOCK)
+
+    def _size(self, key: str) -> int:
+        pipe = self._client.pipeline(transaction=False)
+        pipe.exists(key)
+        pipe.strlen(key)
+        exists, size = pipe.execute()
+        if not exists:
+            name = key[len(self._prefix) :]
+            raise SpillError(f"no spilled result {name!r} (expired, evicted or never stored)")
+        return int(size)
+
+    def _key(self, ref: object) -> str:
+        if not isinstance(ref, str) or not _REF_RE.fullmatch(ref):
+            raise SpillError(f"not a spill reference: {repr(ref)[:80]}")
+        return self._prefix + ref
+
+
+class _RangeReader(io.RawIOBase):
+    """A readable raw stream over one Redis string, by GETRANGE."""
+
+    def __init__(self, client: Any, key: str, size: int) -> None:
+        super().__init__()
+        self._client = client
+        self._key = key
+        self._size = size
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self._size - self._at)
+        if want <= 0:
+            return 0
+        data = self._client.getrange(self._key, self._at, self._at + want - 1)
+        if not data:
+            raise SpillError("the spilled result changed or expired while it was read")
+        buffer[: len(data)] = data
+        self._at += len(data)
+        return len(data)
