@@ -320,7 +320,7 @@ def test_describe_has_no_page_size_and_changes_with_the_query(
         "order_by": ["id"],
         "unique": False,
         "mode": "keyset",
-        "max_cell_bytes": 1024 * 1024,
+        "max_cell_bytes": None,
     }
     assert a != SQLiteSource(conn, table="t", order_by=("-id",)).describe()
     assert SQLiteSource(path, table="t").describe()["database"] == str(path)

@@ -26,7 +26,7 @@ import orjson
 
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
-from .base import Filler, JSONValue, Position, Source, check_limit_hint
+from .base import Filler, JSONValue, Position, Source, check_limit_hint, page_budget
 from .jsonread import has_long_number, load_json, scan_json
 
 __all__ = [
@@ -143,12 +143,6 @@ class _File:
                 self.stream.close()
         finally:
             self.raw.close()
-
-
-def _page_bytes(builder: Filler) -> int:
-    """The builder's page budget in bytes (its Limits'), or a default without one."""
-    limits = getattr(builder, "limits", None)
-    return int(getattr(limits, "max_bytes", DEFAULT_READ_SIZE))
 
 
 def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
@@ -634,7 +628,7 @@ class JsonLinesSource(Source[Any]):
                 read, readline = file.stream.read, file.stream.readline
                 # About a page's worth of bytes at a time (a line's bytes are about its
                 # encoded size), split in C: few lines are parsed past the page.
-                want = _page_bytes(builder)
+                want = page_budget(builder, DEFAULT_READ_SIZE)
                 last: tuple[int, int, int] | None = None
                 more = False
                 while True:

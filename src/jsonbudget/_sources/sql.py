@@ -34,6 +34,7 @@ from .base import (
     Source,
     check_limit_hint,
     offset_position,
+    page_budget,
 )
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
-    "DEFAULT_MAX_CELL_BYTES",
     "MIN_CELL_BYTES",
     "PostgresSource",
     "SQLiteSource",
@@ -51,9 +51,6 @@ __all__ = [
 
 #: The most rows fetched from the database per round trip.
 DEFAULT_BATCH_SIZE: Final = 256
-#: Text cells longer than this many characters, and binary cells longer than this many
-#: bytes, are cut in the query (`Clipped`).
-DEFAULT_MAX_CELL_BYTES: Final = 1024 * 1024
 #: The smallest ``max_cell_bytes``: every number's text is shorter, so only text and
 #: binary values are ever cut.
 MIN_CELL_BYTES: Final = 64
@@ -180,7 +177,7 @@ class _SQLSource(Source[Row]):
         "_mode",
         "_named",
         "_params",
-        "_plan",
+        "_plans",
         "_query",
         "_rows_hint",
         "_table",
@@ -200,7 +197,7 @@ class _SQLSource(Source[Row]):
         mode: Literal["keyset", "offset"],
         unique: bool,
         batch_size: int,
-        max_cell_bytes: int,
+        max_cell_bytes: int | None,
     ) -> None:
         if (table is None) == (query is None):
             raise TypeError("give exactly one of table= or query=")
@@ -242,8 +239,11 @@ class _SQLSource(Source[Row]):
         else:
             raise TypeError(f"params must be a sequence or a mapping, not {type(params).__name__}")
         self._batch = check_int("batch_size", batch_size, minimum=1, maximum=1_000_000)
-        self._max_cell = check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
-        self._plan: _Plan | None = None
+        if max_cell_bytes is not None:
+            check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
+        self._max_cell = max_cell_bytes
+        # One plan per cut bound (None: no cut): the bound of fill() follows the page.
+        self._plans: dict[int | None, _Plan] = {}
         # Rows the last filled page held: the next page's first fetch asks for about as
         # many, so a page costs one or two round trips, not a doubling series.
         self._rows_hint = 0
@@ -366,11 +366,15 @@ class _SQLSource(Source[Row]):
         """
         limit_hint = check_limit_hint(limit_hint)
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = self._make_plan()
+        plan = self._plan_for(self._max_cell)
         sql, params = self._sql(plan, position, limit_hint)
         return self._iter(plan, sql, params, limit_hint, start)
+
+    def _plan_for(self, cut: int | None) -> _Plan:
+        plan = self._plans.get(cut)
+        if plan is None:
+            plan = self._plans[cut] = self._make_plan(cut)
+        return plan
 
     def fill(
         self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
@@ -385,9 +389,11 @@ class _SQLSource(Source[Row]):
         """
         limit_hint = check_limit_hint(limit_hint)
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = self._make_plan()
+        cut = self._max_cell
+        if cut is None:
+            # No cell longer than the whole page can be shown whole: fetch no more of one.
+            cut = max(MIN_CELL_BYTES, page_budget(builder, 1 << 20))
+        plan = self._plan_for(cut)
         sql, params = self._sql(plan, position, limit_hint)
         more, after = self._fill(builder, plan, sql, params, limit_hint=limit_hint, start=start)
         return more, position if after is None else after
@@ -486,7 +492,8 @@ class _SQLSource(Source[Row]):
             "and paging it would skip rows; add a unique column to order_by",
         )
 
-    def _make_plan(self) -> _Plan:
+    def _make_plan(self, cut: int | None) -> _Plan:
+        """Probe the result and the catalog; cut cells longer than *cut* (None: none)."""
         raise NotImplementedError
 
     def _iter(
@@ -680,7 +687,7 @@ class SQLiteSource(_SQLSource):
         mode: Literal["keyset", "offset"] = "keyset",
         unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
+        max_cell_bytes: int | None = None,
     ) -> None:
         super().__init__(
             table=table,
@@ -774,7 +781,7 @@ class SQLiteSource(_SQLSource):
         finally:
             cur.close()
 
-    def _make_plan(self) -> _Plan:
+    def _make_plan(self, cut: int | None) -> _Plan:
         conn = self._connection()
         cur = conn.cursor()
         try:
@@ -789,9 +796,9 @@ class SQLiteSource(_SQLSource):
             table_keys = self._table_keys(conn)
         # SQLite's types are per value: any column may hold a long text or blob. length()
         # counts characters of text and bytes of a blob, as substr() cuts them.
-        n = self._max_cell
+        n = cut
         cuts: list[_Cut] = []
-        for name in columns:
+        for name in columns if n is not None else ():
             col = _col(name)
             when = f"length({col}) > {n}"
             cuts.append(
@@ -890,7 +897,7 @@ class PostgresSource(_SQLSource):
         mode: Literal["keyset", "offset"] = "keyset",
         unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
+        max_cell_bytes: int | None = None,
     ) -> None:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
@@ -1012,20 +1019,20 @@ class PostgresSource(_SQLSource):
             cur.execute(sql, params)
             return self._fill_rows(builder, plan, cur, limit_hint=limit_hint, start=start)
 
-    def _make_plan(self) -> _Plan:
+    def _make_plan(self, cut: int | None) -> _Plan:
         if self._pool is not None:
             with self._pool.connection() as conn:
-                return self._plan_on(conn)
+                return self._plan_on(conn, cut)
         conn = self._connection()
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # The probe must not leave a transaction open on an autocommit-less connection.
             with conn.transaction():
-                return self._plan_on(conn)
-        return self._plan_on(conn)
+                return self._plan_on(conn, cut)
+        return self._plan_on(conn, cut)
 
-    def _plan_on(self, conn: psycopg.Connection[Any]) -> _Plan:
+    def _plan_on(self, conn: psycopg.Connection[Any], cut: int | None) -> _Plan:
         with conn.cursor() as cur:
             cur.execute(f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0", self._params)
             assert cur.description is not None
@@ -1039,13 +1046,13 @@ class PostgresSource(_SQLSource):
             table_keys = None
             if self._table is not None and self._mode == "keyset":
                 table_keys = self._table_keys(cur)
-        n = self._max_cell
+        n = cut
         # Counting a text's characters reads all of it (seconds for 1 GB); its size in
         # bytes is in its header. In a UTF-8 database that size is exact UTF-8 bytes.
         text_unit: Literal["chars", "bytes"] = "bytes" if conn.info.encoding == "utf-8" else "chars"
         text_length = "octet_length" if text_unit == "bytes" else "length"
         cuts: list[_Cut] = []
-        for name, oid in zip(columns, oids, strict=True):
+        for name, oid in zip(columns, oids, strict=True) if n is not None else ():
             col = _col(name)
             if oid == _PG_BYTEA:
                 # octet_length reads the stored size; substring detoasts only the slice.
