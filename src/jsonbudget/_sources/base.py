@@ -18,13 +18,12 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .._limits import check_int
 from ..errors import InvalidCursor
 
 __all__ = [
-    "FILL_FIRST",
     "AsyncIterableSource",
     "AsyncSource",
     "Clipped",
@@ -85,10 +84,6 @@ class Filler(Protocol):
     """
 
     def fill_from(self, seq: list[Any], start: int = 0) -> tuple[bool, int]: ...
-
-
-#: Rows a database ``fill`` fetches first on a first page; each next fetch doubles.
-FILL_FIRST: Final = 16
 
 
 def page_budget(builder: Filler, default: int) -> int:

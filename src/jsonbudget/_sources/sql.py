@@ -7,7 +7,7 @@ primary key (SQLite's ``rowid`` when it has none) is appended when the given col
 not known to be unique, and a query whose order cannot be proven unique is refused
 unless the caller declares it unique. ``mode="offset"`` is the fallback for results
 without a unique order. Long text and binary cells are cut in the query itself
-(`Clipped`), so a 1 GB cell costs about ``max_cell_bytes``. Identifiers are quoted;
+(`Clipped`), so a 1 GB cell costs about a page. Identifiers are quoted;
 values only ever travel as query parameters.
 """
 
@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from .._limits import check_int
 from ..errors import EncodeError, InvalidCursor, LimitError
 from .base import (
-    FILL_FIRST,
     Clipped,
     Filler,
     JSONValue,
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "FIRST_FETCH",
     "MIN_CELL_BYTES",
     "PostgresSource",
     "SQLiteSource",
@@ -56,7 +56,7 @@ DEFAULT_BATCH_SIZE: Final = 256
 MIN_CELL_BYTES: Final = 64
 #: The first fetch of an unbounded read; each next one doubles, up to ``batch_size``, so
 #: the rows fetched but never taken are at most as many as those taken, plus this.
-_FIRST_BATCH: Final = 16
+FIRST_FETCH: Final = 16
 
 Row = dict[str, Any]
 #: A column to cut: name, SQL of the cut value, of the full length (NULL when whole), of
@@ -65,7 +65,6 @@ _Cut = tuple[str, str, str, str | None, Literal["chars", "bytes"] | None]
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
 _ROWID: Final = "_jb_rowid"
-_Dialect = Literal["sqlite", "postgres"]
 
 
 def quote_ident(name: object, what: str = "identifier") -> str:
@@ -185,7 +184,6 @@ class _SQLSource(Source[Row]):
     )
 
     _kind: str = "sql"
-    _dialect: _Dialect
 
     def __init__(
         self,
@@ -427,7 +425,7 @@ class _SQLSource(Source[Row]):
         if limit_hint is not None:
             batch = min(self._batch, limit_hint + 1)
         else:
-            batch = min(self._batch, max(FILL_FIRST, self._rows_hint + 2))
+            batch = min(self._batch, max(FIRST_FETCH, self._rows_hint + 2))
         served = 0
         last_row: Any = None
         fetchmany = cursor.fetchmany
@@ -598,7 +596,7 @@ class _SQLSource(Source[Row]):
         if limit_hint is not None:
             batch = min(self._batch, limit_hint + 1)
         else:
-            batch = min(self._batch, _FIRST_BATCH)
+            batch = min(self._batch, FIRST_FETCH)
         index = 0
         previous: Position = None
         fetchmany = cursor.fetchmany
@@ -674,7 +672,6 @@ class SQLiteSource(_SQLSource):
 
     __slots__ = ("_conn", "_own", "_path", "_pid")
     _kind = "sqlite"
-    _dialect: _Dialect = "sqlite"
 
     def __init__(
         self,
@@ -884,7 +881,6 @@ class PostgresSource(_SQLSource):
 
     __slots__ = ("_conn", "_conninfo", "_own", "_pid", "_pool")
     _kind = "postgres"
-    _dialect: _Dialect = "postgres"
 
     def __init__(
         self,
