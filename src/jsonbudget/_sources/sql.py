@@ -21,7 +21,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from .._limits import check_int
 from ..errors import EncodeError, InvalidCursor, LimitError
@@ -170,6 +170,7 @@ class _SQLSource(Source[Row]):
 
     __slots__ = (
         "_batch",
+        "_fill_start",
         "_inner",
         "_keys",
         "_max_cell",
@@ -393,7 +394,9 @@ class _SQLSource(Source[Row]):
             cut = max(MIN_CELL_BYTES, page_budget(builder, 1 << 20))
         plan = self._plan_for(cut)
         sql, params = self._sql(plan, position, limit_hint)
-        more, after = self._fill(builder, plan, sql, params, limit_hint=limit_hint, start=start)
+        more, after = self._fill(
+            builder, plan, sql, params, position=position, limit_hint=limit_hint, start=start
+        )
         return more, position if after is None else after
 
     def _fill(
@@ -403,6 +406,7 @@ class _SQLSource(Source[Row]):
         sql: str,
         params: Params,
         *,
+        position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
@@ -663,6 +667,42 @@ def _offset_rows(
         yield row, start + index  # type: ignore[operator]
 
 
+class _Chunks:
+    """What `_SQLSource._fill_rows` reads rows from, as bounded queries.
+
+    Each ``fetchmany(n)`` runs the page's query with ``LIMIT n`` from the position after
+    the rows fetched so far: one round trip, and no server-side cursor or transaction
+    held across the page.
+    """
+
+    __slots__ = ("_cur", "_done", "_plan", "_position", "_source")
+
+    def __init__(
+        self, source: _SQLSource, plan: _Plan, cur: Any, position: Position | None, start: int
+    ) -> None:
+        self._source = source
+        self._plan = plan
+        self._cur = cur
+        self._position: Position | None = position if source._mode == "keyset" else start
+        self._done = False
+
+    def fetchmany(self, n: int) -> list[Any]:
+        if self._done:
+            return []
+        source, plan = self._source, self._plan
+        sql, params = source._sql(plan, self._position, n - 1)
+        self._cur.execute(sql, params)
+        rows: list[Any] = self._cur.fetchall()
+        self._done = len(rows) < n
+        if rows:
+            if source._mode == "keyset":
+                last = rows[-1]
+                self._position = [source._key(last[i], i, plan) for i in plan.key_index]
+            else:
+                self._position = cast(int, self._position) + len(rows)
+        return rows
+
+
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -767,6 +807,7 @@ class SQLiteSource(_SQLSource):
         sql: str,
         params: Params,
         *,
+        position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
@@ -940,7 +981,9 @@ class PostgresSource(_SQLSource):
         own = self._own
         if own is None or own.closed or own.broken or self._pid != os.getpid():
             assert self._conninfo is not None
-            self._own = own = psycopg.connect(self._conninfo)
+            # Autocommit: fill()'s bounded queries need no transaction, and open() makes
+            # its own for the server-side cursor.
+            self._own = own = psycopg.connect(self._conninfo, autocommit=True)
             self._pid = os.getpid()
         return own
 
@@ -999,6 +1042,7 @@ class PostgresSource(_SQLSource):
         sql: str,
         params: Params,
         *,
+        position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
@@ -1009,11 +1053,12 @@ class PostgresSource(_SQLSource):
                 conn = stack.enter_context(self._pool.connection())
             else:
                 conn = self._connection()
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                stack.enter_context(conn.transaction())
-            cur = stack.enter_context(conn.cursor(name="jsonbudget_" + secrets.token_hex(8)))
-            cur.execute(sql, params)
-            return self._fill_rows(builder, plan, cur, limit_hint=limit_hint, start=start)
+            idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            if idle and not conn.autocommit:
+                stack.enter_context(conn.transaction())  # leave no transaction open
+            cur = stack.enter_context(conn.cursor())
+            chunks = _Chunks(self, plan, cur, position, start)
+            return self._fill_rows(builder, plan, chunks, limit_hint=limit_hint, start=start)
 
     def _make_plan(self, cut: int | None) -> _Plan:
         if self._pool is not None:
