@@ -37,6 +37,7 @@ __all__ = [
     "JsonArrayFileSource",
     "JsonLinesSource",
     "array_items",
+    "array_runs",
     "file_errors",
     "parse_line",
 ]
@@ -701,14 +702,20 @@ def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base:
 def parse_line(line: bytes, offset: int) -> Any:
     """The value of one JSON Lines line (its bytes, newline included) at byte *offset*.
 
-    Parsed by `jsonread.load_json`; a `DecodeError`'s offset counts from the file's start.
+    orjson reads it when it can read it exactly (no 19-digit number; nesting up to its
+    own limit of 1,024 levels), else `jsonread.load_json`; a `DecodeError`'s offset
+    counts from the file's start.
     """
+    if not has_long_number(line):
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass  # refused: load_json says why, or reads what orjson cannot
     try:
         return load_json(line)
     except DecodeError as exc:
-        raise DecodeError(
-            f"line at byte {offset}: {_reason(exc)}", offset=offset + exc.offset
-        ) from None
+        message = f"line at byte {offset}: {_reason(exc)}"
+        raise DecodeError(message, offset=offset + exc.offset) from None
 
 
 def _reason(exc: DecodeError) -> str:
