@@ -68,6 +68,7 @@ def build_server(db_path: str, store_path: str, *, max_bytes: int = 16384) -> MC
             query="SELECT * FROM tickets WHERE status = ?",
             params=[status],
             order_by=["id"],
+            unique=True,  # id is the primary key: unique in this result
         )
 
     return server

@@ -320,7 +320,7 @@ def test_describe_has_no_page_size_and_changes_with_the_query(
         "order_by": ["id"],
         "unique": False,
         "mode": "keyset",
-        "max_cell_bytes": 1024 * 1024,
+        "max_cell_bytes": None,
     }
     assert a != SQLiteSource(conn, table="t", order_by=("-id",)).describe()
     assert SQLiteSource(path, table="t").describe()["database"] == str(path)
@@ -933,8 +933,19 @@ def test_property_sqlite_fill_builds_the_pagers_pages(
 @pytest.mark.postgres
 def test_pg_fill_builds_the_pagers_pages(pg: psycopg.Connection[Any]) -> None:
     for limits in (Limits(2048), Limits(900, max_items=4), Limits(65536)):
-        for order in (("id",), ("-at",), ("note", "-id")):
-            source = PostgresSource(pg, table="ev", order_by=order, batch_size=50)
+        for order, mode in (
+            (("id",), "keyset"),
+            (("-at",), "keyset"),
+            (("note", "-id"), "keyset"),
+            (("id",), "offset"),
+        ):
+            source = PostgresSource(
+                pg,
+                table="ev",
+                order_by=order,
+                mode=mode,  # type: ignore[arg-type]  # a str from the table above
+                batch_size=50,
+            )
             by_fill = pages_by_fill(source, limits)
             assert by_fill == pages_by_paginate(source, limits)
             assert len([r for page in by_fill for r in page]) == 300

@@ -6,6 +6,7 @@ import gzip
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from decimal import Decimal
@@ -19,7 +20,9 @@ from hypothesis import strategies as st
 
 from jsonbudget import JsonArrayFileSource, JsonLinesSource, Limits, Source
 from jsonbudget._limits import MAX_DEPTH
+from jsonbudget._sources.jsonread import load_json, scan_json
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
+from tests.strategies import json_values as any_json
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 ROWS: list[Any] = [
@@ -588,3 +591,62 @@ def test_fill_refuses_a_line_longer_than_max_item_bytes(tmp_path: Path, newline:
     assert pages_by_fill(JsonLinesSource(fits, max_item_bytes=50), Limits(65536)) == [
         [1, int("2" * 49)]
     ]
+
+
+# --- load_json / scan_json: the one iterative, depth-bounded reader -----------------------
+
+_big_ints = st.integers(min_value=-(10**40), max_value=10**40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=any_json(), big=_big_ints, indent=st.booleans())
+def test_property_load_json_reads_what_json_loads_reads(value: Any, big: int, indent: bool) -> None:
+    doc = {"v": value, "big": big}
+    text = json.dumps(doc, ensure_ascii=False, indent=2 if indent else None)
+    expected = json.loads(text)
+    assert load_json(text.encode()) == expected  # orjson or the exact parser
+    assert load_json(text) == expected  # always the exact parser
+    assert scan_json(" " + text + " 7", 1) == (expected, len(text) + 1)
+
+
+def test_load_json_cuts_at_max_depth_and_counts_children() -> None:
+    assert load_json(b"[[1, [2, 3]], {}]", max_depth=1) == [
+        [1, "…[depth: list of 2 items]"],
+        {},
+    ]
+    assert load_json(b'{"a": {"b": 1, "c": [4]}}', max_depth=0) == {
+        "a": "…[depth: object with 2 keys]"
+    }
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (b"[1, 2", "Expecting ',' delimiter or a closing bracket"),
+        (b"[1,]", "Expecting value"),
+        (b'{"a" 1}', "Expecting ':' delimiter"),
+        (b"[1] [2]", "content after the value"),
+        (b"[NaN]", "NaN is not valid JSON"),
+        (b"-Infinity", "-Infinity is not valid JSON"),
+        (b"[}", "Expecting value or ']'"),
+        (b"[[1]}", "mismatched closing bracket"),
+        (b"\xff", "not valid UTF-8"),
+        (b"", "Expecting value"),
+    ],
+)
+def test_load_json_errors_are_decode_errors(doc: bytes, message: str) -> None:
+    with pytest.raises(DecodeError, match=re.escape(message)):
+        load_json(doc)
+
+
+def test_load_json_of_a_deep_mixed_document_is_bounded() -> None:
+    """Regression (for the result guards): 50,000 levels raised MemoryError through ijson."""
+    out = run_bounded(
+        "from jsonbudget._sources.jsonread import load_json\n"
+        "v = load_json(b'[' * 50_000 + b'{\"k\": 1}' + b']' * 50_000)\n"
+        "d = 0\n"
+        "while isinstance(v, list): v, d = v[0], d + 1\n"
+        "print(d, v)\n",
+        memory_mb=250,
+    )
+    assert out == f"{MAX_DEPTH + 1} …[depth: list of 1 items]\n"

@@ -475,6 +475,7 @@ def _lines(stream: _Prepended, first: Any = _NOTHING, offset: int = 0) -> Iterat
 
 
 def _array(stream: _Prepended) -> Iterator[Any]:
+    # _Prepended has the read() the window needs; it is not a full IO[bytes].
     for item, _index, _offset, _last in array_items(stream):  # type: ignore[arg-type]
         yield item
 

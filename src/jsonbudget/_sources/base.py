@@ -18,14 +18,12 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .._limits import check_int
 from ..errors import InvalidCursor
 
 __all__ = [
-    "FILL_BATCH",
-    "FILL_FIRST",
     "AsyncIterableSource",
     "AsyncSource",
     "Clipped",
@@ -36,6 +34,7 @@ __all__ = [
     "SequenceSource",
     "Source",
     "as_source",
+    "page_budget",
 ]
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
@@ -87,11 +86,10 @@ class Filler(Protocol):
     def fill_from(self, seq: list[Any], start: int = 0) -> tuple[bool, int]: ...
 
 
-#: Items a ``fill`` parses or fetches for the first run; each next run doubles, up to
-#: `FILL_BATCH`. Items read past the page are at most as many as the page holds, plus this.
-FILL_FIRST: Final = 16
-#: The most items a ``fill`` hands to the builder at once.
-FILL_BATCH: Final = 2048
+def page_budget(builder: Filler, default: int) -> int:
+    """The page budget of *builder* in bytes (``builder.limits.max_bytes``), else *default*."""
+    limits = getattr(builder, "limits", None)
+    return int(getattr(limits, "max_bytes", default))
 
 
 @runtime_checkable

@@ -26,7 +26,7 @@ import orjson
 
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
-from .base import Filler, JSONValue, Position, Source, check_limit_hint
+from .base import Filler, JSONValue, Position, Source, check_limit_hint, page_budget
 from .jsonread import has_long_number, load_json, scan_json
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "JsonArrayFileSource",
     "JsonLinesSource",
     "array_items",
+    "array_runs",
     "file_errors",
     "parse_line",
 ]
@@ -143,12 +144,6 @@ class _File:
                 self.stream.close()
         finally:
             self.raw.close()
-
-
-def _page_bytes(builder: Filler) -> int:
-    """The builder's page budget in bytes (its Limits'), or a default without one."""
-    limits = getattr(builder, "limits", None)
-    return int(getattr(limits, "max_bytes", DEFAULT_READ_SIZE))
 
 
 def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
@@ -634,7 +629,7 @@ class JsonLinesSource(Source[Any]):
                 read, readline = file.stream.read, file.stream.readline
                 # About a page's worth of bytes at a time (a line's bytes are about its
                 # encoded size), split in C: few lines are parsed past the page.
-                want = _page_bytes(builder)
+                want = page_budget(builder, DEFAULT_READ_SIZE)
                 last: tuple[int, int, int] | None = None
                 more = False
                 while True:
@@ -707,14 +702,20 @@ def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base:
 def parse_line(line: bytes, offset: int) -> Any:
     """The value of one JSON Lines line (its bytes, newline included) at byte *offset*.
 
-    Parsed by `jsonread.load_json`; a `DecodeError`'s offset counts from the file's start.
+    orjson reads it when it can read it exactly (no 19-digit number; nesting up to its
+    own limit of 1,024 levels), else `jsonread.load_json`; a `DecodeError`'s offset
+    counts from the file's start.
     """
+    if not has_long_number(line):
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass  # refused: load_json says why, or reads what orjson cannot
     try:
         return load_json(line)
     except DecodeError as exc:
-        raise DecodeError(
-            f"line at byte {offset}: {_reason(exc)}", offset=offset + exc.offset
-        ) from None
+        message = f"line at byte {offset}: {_reason(exc)}"
+        raise DecodeError(message, offset=offset + exc.offset) from None
 
 
 def _reason(exc: DecodeError) -> str:

@@ -7,7 +7,7 @@ primary key (SQLite's ``rowid`` when it has none) is appended when the given col
 not known to be unique, and a query whose order cannot be proven unique is refused
 unless the caller declares it unique. ``mode="offset"`` is the fallback for results
 without a unique order. Long text and binary cells are cut in the query itself
-(`Clipped`), so a 1 GB cell costs about ``max_cell_bytes``. Identifiers are quoted;
+(`Clipped`), so a 1 GB cell costs about a page. Identifiers are quoted;
 values only ever travel as query parameters.
 """
 
@@ -21,12 +21,11 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from .._limits import check_int
 from ..errors import EncodeError, InvalidCursor, LimitError
 from .base import (
-    FILL_FIRST,
     Clipped,
     Filler,
     JSONValue,
@@ -34,6 +33,7 @@ from .base import (
     Source,
     check_limit_hint,
     offset_position,
+    page_budget,
 )
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
-    "DEFAULT_MAX_CELL_BYTES",
+    "FIRST_FETCH",
     "MIN_CELL_BYTES",
     "PostgresSource",
     "SQLiteSource",
@@ -51,15 +51,12 @@ __all__ = [
 
 #: The most rows fetched from the database per round trip.
 DEFAULT_BATCH_SIZE: Final = 256
-#: Text cells longer than this many characters, and binary cells longer than this many
-#: bytes, are cut in the query (`Clipped`).
-DEFAULT_MAX_CELL_BYTES: Final = 1024 * 1024
 #: The smallest ``max_cell_bytes``: every number's text is shorter, so only text and
 #: binary values are ever cut.
 MIN_CELL_BYTES: Final = 64
 #: The first fetch of an unbounded read; each next one doubles, up to ``batch_size``, so
 #: the rows fetched but never taken are at most as many as those taken, plus this.
-_FIRST_BATCH: Final = 16
+FIRST_FETCH: Final = 16
 
 Row = dict[str, Any]
 #: A column to cut: name, SQL of the cut value, of the full length (NULL when whole), of
@@ -68,7 +65,6 @@ _Cut = tuple[str, str, str, str | None, Literal["chars", "bytes"] | None]
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
 _ROWID: Final = "_jb_rowid"
-_Dialect = Literal["sqlite", "postgres"]
 
 
 def quote_ident(name: object, what: str = "identifier") -> str:
@@ -174,13 +170,14 @@ class _SQLSource(Source[Row]):
 
     __slots__ = (
         "_batch",
+        "_fill_start",
         "_inner",
         "_keys",
         "_max_cell",
         "_mode",
         "_named",
         "_params",
-        "_plan",
+        "_plans",
         "_query",
         "_rows_hint",
         "_table",
@@ -188,7 +185,6 @@ class _SQLSource(Source[Row]):
     )
 
     _kind: str = "sql"
-    _dialect: _Dialect
 
     def __init__(
         self,
@@ -200,7 +196,7 @@ class _SQLSource(Source[Row]):
         mode: Literal["keyset", "offset"],
         unique: bool,
         batch_size: int,
-        max_cell_bytes: int,
+        max_cell_bytes: int | None,
     ) -> None:
         if (table is None) == (query is None):
             raise TypeError("give exactly one of table= or query=")
@@ -242,8 +238,11 @@ class _SQLSource(Source[Row]):
         else:
             raise TypeError(f"params must be a sequence or a mapping, not {type(params).__name__}")
         self._batch = check_int("batch_size", batch_size, minimum=1, maximum=1_000_000)
-        self._max_cell = check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
-        self._plan: _Plan | None = None
+        if max_cell_bytes is not None:
+            check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
+        self._max_cell = max_cell_bytes
+        # One plan per cut bound (None: no cut): the bound of fill() follows the page.
+        self._plans: dict[int | None, _Plan] = {}
         # Rows the last filled page held: the next page's first fetch asks for about as
         # many, so a page costs one or two round trips, not a doubling series.
         self._rows_hint = 0
@@ -366,11 +365,15 @@ class _SQLSource(Source[Row]):
         """
         limit_hint = check_limit_hint(limit_hint)
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = self._make_plan()
+        plan = self._plan_for(self._max_cell)
         sql, params = self._sql(plan, position, limit_hint)
         return self._iter(plan, sql, params, limit_hint, start)
+
+    def _plan_for(self, cut: int | None) -> _Plan:
+        plan = self._plans.get(cut)
+        if plan is None:
+            plan = self._plans[cut] = self._make_plan(cut)
+        return plan
 
     def fill(
         self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
@@ -385,11 +388,15 @@ class _SQLSource(Source[Row]):
         """
         limit_hint = check_limit_hint(limit_hint)
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = self._make_plan()
+        cut = self._max_cell
+        if cut is None:
+            # No cell longer than the whole page can be shown whole: fetch no more of one.
+            cut = max(MIN_CELL_BYTES, page_budget(builder, 1 << 20))
+        plan = self._plan_for(cut)
         sql, params = self._sql(plan, position, limit_hint)
-        more, after = self._fill(builder, plan, sql, params, limit_hint=limit_hint, start=start)
+        more, after = self._fill(
+            builder, plan, sql, params, position=position, limit_hint=limit_hint, start=start
+        )
         return more, position if after is None else after
 
     def _fill(
@@ -399,6 +406,7 @@ class _SQLSource(Source[Row]):
         sql: str,
         params: Params,
         *,
+        position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
@@ -421,7 +429,7 @@ class _SQLSource(Source[Row]):
         if limit_hint is not None:
             batch = min(self._batch, limit_hint + 1)
         else:
-            batch = min(self._batch, max(FILL_FIRST, self._rows_hint + 2))
+            batch = min(self._batch, max(FIRST_FETCH, self._rows_hint + 2))
         served = 0
         last_row: Any = None
         fetchmany = cursor.fetchmany
@@ -486,7 +494,8 @@ class _SQLSource(Source[Row]):
             "and paging it would skip rows; add a unique column to order_by",
         )
 
-    def _make_plan(self) -> _Plan:
+    def _make_plan(self, cut: int | None) -> _Plan:
+        """Probe the result and the catalog; cut cells longer than *cut* (None: none)."""
         raise NotImplementedError
 
     def _iter(
@@ -591,7 +600,7 @@ class _SQLSource(Source[Row]):
         if limit_hint is not None:
             batch = min(self._batch, limit_hint + 1)
         else:
-            batch = min(self._batch, _FIRST_BATCH)
+            batch = min(self._batch, FIRST_FETCH)
         index = 0
         previous: Position = None
         fetchmany = cursor.fetchmany
@@ -658,6 +667,42 @@ def _offset_rows(
         yield row, start + index  # type: ignore[operator]
 
 
+class _Chunks:
+    """What `_SQLSource._fill_rows` reads rows from, as bounded queries.
+
+    Each ``fetchmany(n)`` runs the page's query with ``LIMIT n`` from the position after
+    the rows fetched so far: one round trip, and no server-side cursor or transaction
+    held across the page.
+    """
+
+    __slots__ = ("_cur", "_done", "_plan", "_position", "_source")
+
+    def __init__(
+        self, source: _SQLSource, plan: _Plan, cur: Any, position: Position | None, start: int
+    ) -> None:
+        self._source = source
+        self._plan = plan
+        self._cur = cur
+        self._position: Position | None = position if source._mode == "keyset" else start
+        self._done = False
+
+    def fetchmany(self, n: int) -> list[Any]:
+        if self._done:
+            return []
+        source, plan = self._source, self._plan
+        sql, params = source._sql(plan, self._position, n - 1)
+        self._cur.execute(sql, params)
+        rows: list[Any] = self._cur.fetchall()
+        self._done = len(rows) < n
+        if rows:
+            if source._mode == "keyset":
+                last = rows[-1]
+                self._position = [source._key(last[i], i, plan) for i in plan.key_index]
+            else:
+                self._position = cast(int, self._position) + len(rows)
+        return rows
+
+
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -667,7 +712,6 @@ class SQLiteSource(_SQLSource):
 
     __slots__ = ("_conn", "_own", "_path", "_pid")
     _kind = "sqlite"
-    _dialect: _Dialect = "sqlite"
 
     def __init__(
         self,
@@ -680,7 +724,7 @@ class SQLiteSource(_SQLSource):
         mode: Literal["keyset", "offset"] = "keyset",
         unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
+        max_cell_bytes: int | None = None,
     ) -> None:
         super().__init__(
             table=table,
@@ -763,6 +807,7 @@ class SQLiteSource(_SQLSource):
         sql: str,
         params: Params,
         *,
+        position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
@@ -774,7 +819,7 @@ class SQLiteSource(_SQLSource):
         finally:
             cur.close()
 
-    def _make_plan(self) -> _Plan:
+    def _make_plan(self, cut: int | None) -> _Plan:
         conn = self._connection()
         cur = conn.cursor()
         try:
@@ -789,9 +834,9 @@ class SQLiteSource(_SQLSource):
             table_keys = self._table_keys(conn)
         # SQLite's types are per value: any column may hold a long text or blob. length()
         # counts characters of text and bytes of a blob, as substr() cuts them.
-        n = self._max_cell
+        n = cut
         cuts: list[_Cut] = []
-        for name in columns:
+        for name in columns if n is not None else ():
             col = _col(name)
             when = f"length({col}) > {n}"
             cuts.append(
@@ -877,7 +922,6 @@ class PostgresSource(_SQLSource):
 
     __slots__ = ("_conn", "_conninfo", "_own", "_pid", "_pool")
     _kind = "postgres"
-    _dialect: _Dialect = "postgres"
 
     def __init__(
         self,
@@ -890,7 +934,7 @@ class PostgresSource(_SQLSource):
         mode: Literal["keyset", "offset"] = "keyset",
         unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        max_cell_bytes: int = DEFAULT_MAX_CELL_BYTES,
+        max_cell_bytes: int | None = None,
     ) -> None:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
@@ -937,7 +981,9 @@ class PostgresSource(_SQLSource):
         own = self._own
         if own is None or own.closed or own.broken or self._pid != os.getpid():
             assert self._conninfo is not None
-            self._own = own = psycopg.connect(self._conninfo)
+            # Autocommit: fill()'s bounded queries need no transaction, and open() makes
+            # its own for the server-side cursor.
+            self._own = own = psycopg.connect(self._conninfo, autocommit=True)
             self._pid = os.getpid()
         return own
 
@@ -996,6 +1042,7 @@ class PostgresSource(_SQLSource):
         sql: str,
         params: Params,
         *,
+        position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
@@ -1006,26 +1053,27 @@ class PostgresSource(_SQLSource):
                 conn = stack.enter_context(self._pool.connection())
             else:
                 conn = self._connection()
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                stack.enter_context(conn.transaction())
-            cur = stack.enter_context(conn.cursor(name="jsonbudget_" + secrets.token_hex(8)))
-            cur.execute(sql, params)
-            return self._fill_rows(builder, plan, cur, limit_hint=limit_hint, start=start)
+            idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            if idle and not conn.autocommit:
+                stack.enter_context(conn.transaction())  # leave no transaction open
+            cur = stack.enter_context(conn.cursor())
+            chunks = _Chunks(self, plan, cur, position, start)
+            return self._fill_rows(builder, plan, chunks, limit_hint=limit_hint, start=start)
 
-    def _make_plan(self) -> _Plan:
+    def _make_plan(self, cut: int | None) -> _Plan:
         if self._pool is not None:
             with self._pool.connection() as conn:
-                return self._plan_on(conn)
+                return self._plan_on(conn, cut)
         conn = self._connection()
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             # The probe must not leave a transaction open on an autocommit-less connection.
             with conn.transaction():
-                return self._plan_on(conn)
-        return self._plan_on(conn)
+                return self._plan_on(conn, cut)
+        return self._plan_on(conn, cut)
 
-    def _plan_on(self, conn: psycopg.Connection[Any]) -> _Plan:
+    def _plan_on(self, conn: psycopg.Connection[Any], cut: int | None) -> _Plan:
         with conn.cursor() as cur:
             cur.execute(f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0", self._params)
             assert cur.description is not None
@@ -1039,13 +1087,13 @@ class PostgresSource(_SQLSource):
             table_keys = None
             if self._table is not None and self._mode == "keyset":
                 table_keys = self._table_keys(cur)
-        n = self._max_cell
+        n = cut
         # Counting a text's characters reads all of it (seconds for 1 GB); its size in
         # bytes is in its header. In a UTF-8 database that size is exact UTF-8 bytes.
         text_unit: Literal["chars", "bytes"] = "bytes" if conn.info.encoding == "utf-8" else "chars"
         text_length = "octet_length" if text_unit == "bytes" else "length"
         cuts: list[_Cut] = []
-        for name, oid in zip(columns, oids, strict=True):
+        for name, oid in zip(columns, oids, strict=True) if n is not None else ():
             col = _col(name)
             if oid == _PG_BYTEA:
                 # octet_length reads the stored size; substring detoasts only the slice.
