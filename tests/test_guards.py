@@ -16,6 +16,7 @@ import textwrap
 import threading
 import typing
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from jsonbudget import (
 )
 from jsonbudget._agents.guards import READ_RESULT_HINT
 from jsonbudget._agents.reader import ResultReader, read_result
+from jsonbudget._encode.encoder import dumps_whole
 from jsonbudget.errors import (
     CursorScopeError,
     EncodeError,
@@ -43,6 +45,8 @@ from jsonbudget.errors import (
     LimitError,
     SpillError,
 )
+from tests.strategies import json_values as shared_json_values
+from tests.strategies import odd_values
 
 ROWS = [{"id": i, "name": f"row {i}", "body": "é" * 40} for i in range(500)]
 
@@ -963,3 +967,66 @@ def test_property_reads_reassemble_within_their_budget(
     for i, item in enumerate(got):
         if item != items[i]:
             assert joined(follow_read(reader, ref, f"/{i}", "p")) == items[i]
+
+
+def _with_iterators(value: Any, make_iter: bool) -> Any:
+    """*value* with every other list turned into an iterator over its (converted) items."""
+    if isinstance(value, list):
+        items = [_with_iterators(v, not make_iter) for v in value]
+        return iter(items) if make_iter else items
+    if isinstance(value, dict):
+        return {k: _with_iterators(v, not make_iter) for k, v in value.items()}
+    return value
+
+
+@given(shared_json_values(60), st.booleans(), st.integers(min_value=0, max_value=3))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_property_spill_file_is_orjson_of_the_value_iterators_included(
+    tmp_path: Path, value: Any, iterators: bool, widen: int
+) -> None:
+    """The streamed writer is byte-identical to orjson.dumps of the (materialized) value,
+    for wide values (streamed in runs) and iterators anywhere (replayed once)."""
+    wide = {"pad": ["p" * 50] * (200 * widen), "value": value, "rows": [value] * (300 * widen)}
+    expected = orjson.dumps(wide)
+    given_value = _with_iterators(wide, True) if iterators else wide
+    store = SpillStore(tmp_path / "prop")
+    out = ResultGate(max_bytes=500, store=store).apply(given_value)
+    if out.spill is None:
+        assert out.data == expected
+    else:
+        assert spilled_file(store, out) == expected
+        orjson.loads(out.data)
+
+
+@given(odd_values(40))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_property_spill_of_odd_values_is_the_encoders_whole_rendering(
+    tmp_path: Path, value: Any
+) -> None:
+    # Over 512 members: streamed in runs; a nested list: the object streamed member by member.
+    wide = {"big": [value] * 513, "nested": {"a": [value, {"b": value}] * 3}}
+    store = SpillStore(tmp_path / "odd")
+    out = ResultGate(max_bytes=500, store=store).apply(wide)
+    assert out.spill is not None
+    assert spilled_file(store, out) == dumps_whole(wide)
+
+
+def test_default_hook_reaches_every_guard(store: SpillStore) -> None:
+    small = {"price": Decimal("1.10")}
+    big = {"prices": [Decimal(f"{i}.5") for i in range(5000)]}
+    assert ResultGate(max_bytes=1000, store=store, default=str).apply(small).data == (
+        b'{"price":"1.10"}'
+    )
+    out = ResultGate(max_bytes=1000, store=store, default=str).apply(big)
+    assert orjson.loads(spilled_file(store, out))["prices"][4999] == "4999.5"
+    assert orjson.loads(out.data)["preview"]["prices"][0] == "0.5"
+    turn = TurnBudget(max_bytes=5000, store=store, default=str, max_calls=1)
+    assert turn.admit(small).data == b'{"price":"1.10"}'
+    assert bounded_tool(max_bytes=200, default=str)(lambda: small)() == '{"price":"1.10"}'
+    assert ResultGate(max_bytes=1000, store=store).apply(small).data == (
+        b'{"price":"\xe2\x80\xa6[unencodable: Decimal]"}'
+    )

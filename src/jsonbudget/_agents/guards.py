@@ -1051,7 +1051,13 @@ class _JsonWriter:
         yield from self._flush()
 
     def _object(self, obj: dict[Any, Any], depth: int) -> Iterator[bytes]:
-        if depth >= _STREAM_DEPTH or not (len(obj) > _BATCH or any(map(_nests, obj.values()))):
+        if (
+            depth >= _STREAM_DEPTH
+            or not (len(obj) > _BATCH or any(map(_nests, obj.values())))
+            # The encoder decides non-str keys for the whole object (which to keep, the
+            # marker's own key): such an object is encoded in one call.
+            or not all(type(key) is str for key in obj)
+        ):
             self._leaf(obj)
             yield from self._flush()
             return
@@ -1060,7 +1066,7 @@ class _JsonWriter:
         run: dict[Any, Any] = {}
         size = 1
         for key, member in obj.items():
-            if type(key) is str and self._streamed(member, depth + 1):
+            if self._streamed(member, depth + 1):
                 first = self._run(run, first, b"{", b"}")
                 if not first:
                     self._put(b",")
