@@ -17,6 +17,7 @@ import functools
 import inspect
 import io
 import itertools
+import operator
 import threading
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -37,7 +38,6 @@ from .._encode.encoder import (
     encode,
     pointer,
 )
-from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
@@ -88,8 +88,38 @@ _TEXT_PREVIEW_MIN = 16
 _IJSON_PY = ijson.get_backend("python")
 
 
-@dataclass(frozen=True, slots=True)
-class GateResult:
+class _Record:
+    """A small immutable result: fields in read-only slots, equality and repr by value.
+
+    Made for every result a guard hands on, so it is built by a plain ``__init__`` (a
+    frozen dataclass's ``__init__`` costs several times that); the fields are read-only
+    properties over the slots.
+    """
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, "_" + name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self._values(), strict=True))
+        return f"{type(self).__name__}({shown})"
+
+
+def _field(name: str, doc: str) -> Any:
+    return property(operator.attrgetter("_" + name), doc=doc)
+
+
+class GateResult(_Record):
     """What `ResultGate` hands on: the result unchanged, or a preview and its spill reference.
 
     ``text`` is what goes to the model (``data`` is the same, as UTF-8 bytes, for byte
@@ -97,31 +127,42 @@ class GateResult:
     Python objects); ``spill`` is None when it passed through.
     """
 
-    data: bytes
-    kind: Literal["json", "text"]
-    size: int
-    spill: SpillRef | None
+    __slots__ = ("_data", "_kind", "_size", "_spill")
+    _fields = ("data", "kind", "size", "spill")
+    __match_args__ = ("data", "kind", "size", "spill")
+
+    def __init__(
+        self, data: bytes, kind: Literal["json", "text"], size: int, spill: SpillRef | None
+    ) -> None:
+        self._data = data
+        self._kind: Literal["json", "text"] = kind
+        self._size = size
+        self._spill = spill
+
+    data: bytes = _field("data", "The bytes that go on: the result, or its preview.")
+    kind: Literal["json", "text"] = _field("kind", "Whether ``data`` is JSON or text.")
+    size: int = _field("size", "The whole result's size in bytes.")
+    spill: SpillRef | None = _field("spill", "The spilled result's reference, or None.")
 
     @property
     def spilled(self) -> bool:
-        return self.spill is not None
+        return self._spill is not None
 
     @property
     def text(self) -> str:
-        return self.data.decode("utf-8")
+        return self._data.decode("utf-8")
 
     def summary(self) -> dict[str, Any]:
         """Sizes, kind and reference, never the content: safe for logs."""
         return {
-            "kind": self.kind,
-            "size": self.size,
-            "bytes": len(self.data),
-            "spill": None if self.spill is None else self.spill.to_json(),
+            "kind": self._kind,
+            "size": self._size,
+            "bytes": len(self._data),
+            "spill": None if self._spill is None else self._spill.to_json(),
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(_Record):
     """One result admitted to a turn and what `TurnBudget` did with it.
 
     ``reason`` is ``"fits"`` (passed unchanged), ``"result_limit"`` (over the per-result
@@ -131,28 +172,55 @@ class Admitted:
     admitted anyway, since every tool call needs an answer.
     """
 
-    tool: str
-    data: bytes
-    kind: Literal["json", "text"]
-    size: int
-    admitted_bytes: int
-    spill: SpillRef | None
-    reason: AdmitReason
-    over_budget: bool
+    __slots__ = ("_admitted_bytes", "_data", "_kind", "_over_budget", "_reason", "_size",
+                 "_spill", "_tool")  # fmt: skip
+    _fields = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
+               "over_budget")  # fmt: skip
+    __match_args__ = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
+                      "over_budget")  # fmt: skip
+
+    def __init__(  # noqa: PLR0917 - one positional field each, as the record has
+        self,
+        tool: str,
+        data: bytes,
+        kind: Literal["json", "text"],
+        size: int,
+        admitted_bytes: int,
+        spill: SpillRef | None,
+        reason: AdmitReason,
+        over_budget: bool,
+    ) -> None:
+        self._tool = tool
+        self._data = data
+        self._kind: Literal["json", "text"] = kind
+        self._size = size
+        self._admitted_bytes = admitted_bytes
+        self._spill = spill
+        self._reason: AdmitReason = reason
+        self._over_budget = over_budget
+
+    tool: str = _field("tool", "The tool (the label) the result came from.")
+    data: bytes = _field("data", "The bytes admitted: the result, or its preview.")
+    kind: Literal["json", "text"] = _field("kind", "Whether ``data`` is JSON or text.")
+    size: int = _field("size", "The whole result's size in bytes.")
+    admitted_bytes: int = _field("admitted_bytes", "What the turn counted for it.")
+    spill: SpillRef | None = _field("spill", "The spilled result's reference, or None.")
+    reason: AdmitReason = _field("reason", "Why it was admitted as it was.")
+    over_budget: bool = _field("over_budget", "Whether it passed the turn's limit.")
 
     @property
     def text(self) -> str:
-        return self.data.decode("utf-8")
+        return self._data.decode("utf-8")
 
     def summary(self) -> dict[str, Any]:
         """Sizes, reason and reference, never the content: safe for logs."""
         return {
-            "tool": self.tool,
-            "size": self.size,
-            "admitted_bytes": self.admitted_bytes,
-            "reason": self.reason,
-            "over_budget": self.over_budget,
-            "spill": None if self.spill is None else self.spill.to_json(),
+            "tool": self._tool,
+            "size": self._size,
+            "admitted_bytes": self._admitted_bytes,
+            "reason": self._reason,
+            "over_budget": self._over_budget,
+            "spill": None if self._spill is None else self._spill.to_json(),
         }
 
 
@@ -183,8 +251,8 @@ class TurnReport:
         }
 
 
-_new_gate_result: Callable[..., GateResult] = fast_constructor(GateResult)
-_new_admitted: Callable[..., Admitted] = fast_constructor(Admitted)
+_new_gate_result = GateResult
+_new_admitted = Admitted
 _NO_OBJECT: Any = object()
 
 
