@@ -86,6 +86,9 @@ _MEDIA = {"json": "application/json", "text": "text/plain"}
 _TEXT_PREVIEW_MIN = 16
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
 _IJSON_PY = ijson.get_backend("python")
+# The compiled walk's caps for a gate's pass-through check: its encoder's (a byte budget
+# and the default depth; no item or field caps).
+_GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
 
 
 class _Record:
@@ -251,8 +254,6 @@ class TurnReport:
         }
 
 
-_new_gate_result = GateResult
-_new_admitted = Admitted
 _NO_OBJECT: Any = object()
 
 
@@ -293,7 +294,6 @@ class ResultGate:
 
     __slots__ = (
         "_bare_bytes",
-        "_caps",
         "_default",
         "_encoder",
         "_kind",
@@ -345,8 +345,6 @@ class ResultGate:
         self._default = default
         # Built once: the pass-through check runs for every result.
         self._encoder = Encoder(max_bytes=self._max_bytes, default=default)
-        lim = self._encoder.limits
-        self._caps: Caps = (lim.max_depth, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
         self._store = store
         self._lock = threading.Lock()
         # The largest reference a preview can carry (64-char label, 13-digit size).
@@ -394,14 +392,14 @@ class ResultGate:
         """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
         if type(result) in _FAST_TYPES:
             # A clean value that fits: one compiled walk and one orjson call, nothing else.
-            data = clean_dumps(result, self._max_bytes, 0, self._caps)
+            data = clean_dumps(result, self._max_bytes, 0, _GATE_CAPS)
             if type(data) is bytes:
                 if len(data) < _COMPACT_BELOW:
                     data = compact(data)
-                return _new_gate_result(data, "json", len(data), None)
+                return GateResult(data, "json", len(data), None)
         measured = self._measure(result)
         if measured.data is not None:
-            return _new_gate_result(measured.data, measured.kind, len(measured.data), None)
+            return GateResult(measured.data, measured.kind, len(measured.data), None)
         return self._spill(measured, label=label, budget=self._preview_bytes)
 
     async def aapply(self, result: Any, *, label: str = "result") -> GateResult:
@@ -429,7 +427,7 @@ class ResultGate:
         if hasattr(result, "read") or _is_iterator(result):
             return self._measure_stream(_stream_chunks(result), limit)
         # Any other value is JSON; the compiled walk costs at most the limit.
-        fast = clean_dumps(result, limit, 0, self._caps)
+        fast = clean_dumps(result, limit, 0, _GATE_CAPS)
         if type(fast) is bytes:
             return _Measured("json", data=compact(fast) if len(fast) < _COMPACT_BELOW else fast)
         if fast == TOO_BIG:
@@ -487,7 +485,7 @@ class ResultGate:
                 data = _json_preview(shown, named, self._read_hint)
             else:
                 data = self._reference_only(named, budget)
-            return _new_gate_result(data, "json", ref.size, ref)
+            return GateResult(data, "json", ref.size, ref)
         chunks: Iterable[bytes | bytearray | memoryview] = (
             measured.chunks if measured.chunks is not None else (measured.data or b"",)
         )
@@ -496,8 +494,8 @@ class ResultGate:
         if measured.kind == "json":
             preview = self._json_preview(ref, named, budget)
             if preview is not None:
-                return _new_gate_result(preview, "json", ref.size, ref)
-        return _new_gate_result(self._text_preview(ref, named, budget), "text", ref.size, ref)
+                return GateResult(preview, "json", ref.size, ref)
+        return GateResult(self._text_preview(ref, named, budget), "text", ref.size, ref)
 
     def _named(self, ref: SpillRef) -> SpillRef:
         """*ref* as the model sees it: with a reader, its name is a bound reference."""
@@ -578,7 +576,7 @@ def gate_result(
         if type(data) is bytes:
             if len(data) < _COMPACT_BELOW:
                 data = compact(data)
-            return _new_gate_result(data, "json", len(data), None)
+            return GateResult(data, "json", len(data), None)
     gate = ResultGate(
         max_bytes=max_bytes,
         store=store,
@@ -677,7 +675,7 @@ class TurnBudget:
         gate = self._gate
         if type(result) in _FAST_TYPES:
             # A clean value that fits the result limit: one compiled walk and one orjson call.
-            fast = clean_dumps(result, gate._max_bytes, 0, gate._caps)
+            fast = clean_dumps(result, gate._max_bytes, 0, _GATE_CAPS)
             if type(fast) is bytes:
                 size = len(fast)
                 if size < _COMPACT_BELOW:
@@ -690,7 +688,7 @@ class TurnBudget:
                     ):
                         self._calls += 1
                         self._used += size
-                        admitted = _new_admitted(tool, fast, "json", size, size, None, "fits",
+                        admitted = Admitted(tool, fast, "json", size, size, None, "fits",
                                                  False)  # fmt: skip
                         self._results.append(admitted)
                         return admitted
@@ -702,7 +700,7 @@ class TurnBudget:
             if data is not None and len(data) <= room:
                 size = len(data)
                 self._used += size
-                admitted = _new_admitted(tool, data, measured.kind, size, size, None, "fits",
+                admitted = Admitted(tool, data, measured.kind, size, size, None, "fits",
                                          False)  # fmt: skip
                 self._results.append(admitted)
                 return admitted
@@ -714,7 +712,7 @@ class TurnBudget:
             gated = self._gate._spill(measured, label=tool, budget=reserved)
             on_error.pop_all()
         used = len(gated.data)
-        admitted = _new_admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
+        admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
                                  reason, used > reserved)  # fmt: skip
         with self._lock:
             self._used += used - reserved
@@ -745,9 +743,6 @@ class TurnBudget:
             return ended
 
     new_turn = reset
-
-
-_GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
 
 
 # -- bounded_tool --------------------------------------------------------------------------
