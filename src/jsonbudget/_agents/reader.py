@@ -10,6 +10,7 @@ oversized item is never lost, only further away.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -153,6 +154,10 @@ class ResultReader:
                 if page is not None:
                     return page
                 file.seek(0)
+            elif tokens and tokens[-1].isdigit() and all(_plain_key(t) for t in tokens[:-1]):
+                # One item of a list under keys (``/rows/90000``): skipped to by the compiled
+                # builder, then paged from memory.
+                return self._item(call, tokens, backend, file)
             events = backend.parse(file, use_float=True)
             event, value = _locate(events, tokens, call.pointer)
             if event == "start_array":
@@ -178,6 +183,24 @@ class ResultReader:
             pairs = backend.kvitems(file, prefix, use_float=True)
             return self._children(call, ({"key": k, "value": v} for k, v in pairs), "object")
         return None
+
+    def _item(self, call: _Read, tokens: list[str], backend: Any, file: Any) -> ReadPage:
+        parent = ".".join(tokens[:-1])
+        items = backend.items(file, f"{parent}.item" if parent else "item", use_float=True)
+        index = tokens[-1]
+        if len(index) > 1 and index[0] == "0":
+            raise SpillError(f"nothing stands at {call.pointer!r} in the spilled result")
+        value = next(itertools.islice(items, int(index), None), _END)
+        if value is _END:
+            raise SpillError(f"nothing stands at {call.pointer!r} in the spilled result")
+        if isinstance(value, list):
+            return self._children(call, iter(value), "array")
+        if isinstance(value, dict):
+            members = ({"key": k, "value": v} for k, v in value.items())
+            return self._children(call, members, "object")
+        if isinstance(value, str):
+            return self._string(call, value)
+        return self._finish(call, [value], "value", None)
 
     def _children(self, call: _Read, children: Iterator[Any], kind: _ValueKind) -> ReadPage:
         for _ in range(call.at):
