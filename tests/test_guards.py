@@ -1030,3 +1030,51 @@ def test_default_hook_reaches_every_guard(store: SpillStore) -> None:
     assert ResultGate(max_bytes=1000, store=store).apply(small).data == (
         b'{"price":"\xe2\x80\xa6[unencodable: Decimal]"}'
     )
+
+
+def test_read_back_a_result_nested_50000_deep(tmp_path: Path) -> None:
+    """Pages of a deeply nested spilled result: depth markers, no recursion, bounded."""
+    proc = run_limited(
+        f"""
+        import orjson
+        from jsonbudget import SpillStore
+        from jsonbudget._agents.reader import ResultReader
+        store = SpillStore({str(tmp_path / "deep")!r})
+        reader = ResultReader(spill=store, max_bytes=2000)
+        deep = b"[" + b"[" * 50_000 + b"]" * 50_000 + b',"after"]'
+        ref = reader.reference(store.put(deep, label="deep"), principal="p")
+        for pointer in ("", "/0/0/0", "/1"):
+            page = reader.read(ref, pointer, principal="p")
+            assert len(page.data) <= 2000
+            items = orjson.loads(page.data)["items"]
+            print(items[-1] if pointer != "/0/0/0" else "…[depth: " in page.text)
+        """,
+        memory=1 << 30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["after", "True", "after"]
+
+
+def test_regression_results_nested_50000_deep_get_a_json_preview(tmp_path: Path) -> None:
+    """A 100 KB JSON result nested 50,000 deep raised MemoryError: ijson's prefix paths,
+    one per level, grew with the square of the depth. Events without them stay small."""
+    proc = run_limited(
+        f"""
+        import orjson
+        from jsonbudget import ResultGate, SpillStore
+        gate = ResultGate(max_bytes=4096, store=SpillStore({str(tmp_path / "s")!r}))
+        deep = b"[" * 50_000 + b"]" * 50_000
+        out = gate.apply(deep)
+        print(out.kind, len(out.data) <= 4096, "…[depth: " in out.text)
+        value = []
+        for _ in range(50_000):
+            value = [value]
+        out = gate.apply(value)
+        whole = gate.store.read(out.spill.ref, 0, 10**7)
+        orjson.loads(whole)
+        print(out.kind, len(out.data) <= 4096, "…[depth: " in whole.decode())
+        """,
+        memory=1 << 30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["json True True", "json True True"]

@@ -1193,10 +1193,12 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
 
 def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:
     root: Any = _NO_OBJECT
-    stack: list[tuple[Any, str]] = []
+    # Each open container and its pointer; None below the encoder's depth, where no cut
+    # is ever reported (pointers there would grow with the square of the depth).
+    stack: list[tuple[Any, str | None]] = []
     keys: list[str] = []
 
-    def add(value: Any) -> str:
+    def add(value: Any) -> str | None:
         nonlocal root
         if not stack:
             root = value
@@ -1204,13 +1206,18 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
         parent, where = stack[-1]
         if isinstance(parent, list):
             parent.append(value)
+            if where is None or len(stack) > DEFAULT_MAX_DEPTH:
+                return None
             return f"{where}/{len(parent) - 1}"
         parent[keys[-1]] = value
+        if where is None or len(stack) > DEFAULT_MAX_DEPTH:
+            return None
         return pointer(where, keys[-1])
 
-    events = backend.parse(io.BytesIO(prefix), use_float=True)
+    # basic_parse: no prefix paths, which ijson builds per nesting level.
+    events = backend.basic_parse(io.BytesIO(prefix), use_float=True)
     try:
-        for _, event, value in events:
+        for event, value in events:
             if event in ("start_map", "start_array"):
                 new: Any = {} if event == "start_map" else []
                 stack.append((new, add(new)))
@@ -1233,7 +1240,7 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
             container.append(_MORE_ITEMS)
         else:
             container[_marker_key(container)] = _MORE_KEYS
-    return root, {where for _, where in stack}
+    return root, {where for _, where in stack if where is not None}
 
 
 def _marker_key(obj: dict[str, Any]) -> str:

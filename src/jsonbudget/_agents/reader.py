@@ -10,7 +10,6 @@ oversized item is never lost, only further away.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -147,65 +146,22 @@ class ResultReader:
 
     def _json(self, call: _Read, tokens: list[str], backend: Any) -> ReadPage:
         with self._spill.open(call.name) as file:
-            if call.at and all(_plain_key(t) for t in tokens):
-                # A continuation under keys only: ijson's compiled builder skips the items
-                # already read, many times faster than following their events in Python.
-                page = self._continue_items(call, tokens, backend, file)
-                if page is not None:
-                    return page
-                file.seek(0)
-            elif tokens and tokens[-1].isdigit() and all(_plain_key(t) for t in tokens[:-1]):
-                # One item of a list under keys (``/rows/90000``): skipped to by the compiled
-                # builder, then paged from memory.
-                return self._item(call, tokens, backend, file)
-            events = backend.parse(file, use_float=True)
+            # basic_parse: no prefix paths, which ijson builds per nesting level (a
+            # result nested 50,000 deep would hold gigabytes of them).
+            events = backend.basic_parse(file, use_float=True)
             event, value = _locate(events, tokens, call.pointer)
+            # The items already read are skipped by their events, never built.
             if event == "start_array":
-                return self._children(call, _array_items(events), "array")
+                ended = not _skip_items(events, call.at)
+                return self._children(call, iter(()) if ended else _array_items(events), "array")
             if event == "start_map":
-                return self._children(call, _members(events), "object")
+                ended = not _skip_members(events, call.at)
+                return self._children(call, iter(()) if ended else _members(events), "object")
             if event == "string":
                 return self._string(call, value)
             return self._finish(call, [value], "value", None)
 
-    def _continue_items(
-        self, call: _Read, tokens: list[str], backend: Any, file: Any
-    ) -> ReadPage | None:
-        """The page at ``call.at`` of the array or object at *tokens*, or None if neither."""
-        prefix = ".".join(tokens)
-        events = backend.parse(file, use_float=True)
-        event, _ = _locate(events, tokens, call.pointer)
-        file.seek(0)
-        if event == "start_array":
-            items = backend.items(file, f"{prefix}.item" if prefix else "item", use_float=True)
-            return self._children(call, items, "array")
-        if event == "start_map":
-            pairs = backend.kvitems(file, prefix, use_float=True)
-            return self._children(call, ({"key": k, "value": v} for k, v in pairs), "object")
-        return None
-
-    def _item(self, call: _Read, tokens: list[str], backend: Any, file: Any) -> ReadPage:
-        parent = ".".join(tokens[:-1])
-        items = backend.items(file, f"{parent}.item" if parent else "item", use_float=True)
-        index = tokens[-1]
-        if len(index) > 1 and index[0] == "0":
-            raise SpillError(f"nothing stands at {call.pointer!r} in the spilled result")
-        value = next(itertools.islice(items, int(index), None), _END)
-        if value is _END:
-            raise SpillError(f"nothing stands at {call.pointer!r} in the spilled result")
-        if isinstance(value, list):
-            return self._children(call, iter(value), "array")
-        if isinstance(value, dict):
-            members = ({"key": k, "value": v} for k, v in value.items())
-            return self._children(call, members, "object")
-        if isinstance(value, str):
-            return self._string(call, value)
-        return self._finish(call, [value], "value", None)
-
     def _children(self, call: _Read, children: Iterator[Any], kind: _ValueKind) -> ReadPage:
-        for _ in range(call.at):
-            if next(children, _END) is _END:
-                break
         room = self._limits.max_bytes - _extra(call.pointer, kind)
         builder = PageBuilder(self._limits.replace(max_bytes=room))
         added = 0
@@ -276,9 +232,6 @@ def read_result(
     return reader.read(ref, pointer, cursor, principal=principal)
 
 
-_END: Any = object()
-
-
 def _scope(principal: str) -> Scope:
     if not isinstance(principal, str):
         raise TypeError(f"principal must be a str, not {type(principal).__name__}")
@@ -288,12 +241,6 @@ def _scope(principal: str) -> Scope:
 def _extra(pointer: str, kind: str) -> int:
     # What the "pointer" and "kind" members add to a page's envelope.
     return len(b',"pointer":,"kind":""') + len(orjson.dumps(pointer)) + len(kind)
-
-
-def _plain_key(token: str) -> bool:
-    # ijson's prefixes join keys with "." and spell every array item "item": only keys
-    # that are neither, nor an index, name one place.
-    return bool(token) and "." not in token and token != "item" and not token.isdigit()
 
 
 def _tokens(pointer: object) -> list[str]:
@@ -307,7 +254,7 @@ def _tokens(pointer: object) -> list[str]:
 def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str, Any]:
     """Advance *events* to the first event of the value at *tokens*; its event and value."""
     depth = 0  # how many of *tokens* the current container matches
-    for _, event, value in events:
+    for event, value in events:
         if depth == len(tokens):
             if event in ("end_array", "end_map"):
                 break  # the array ended: the index is one past its last item
@@ -332,7 +279,7 @@ def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str
 
 def _find_key(events: Iterator[Any], key: str) -> str | None:
     """Skip members until the one named *key*; None if the object ends first."""
-    for _, event, value in events:
+    for event, value in events:
         if event == "end_map":
             return None
         if event == "map_key":
@@ -345,15 +292,25 @@ def _find_key(events: Iterator[Any], key: str) -> str | None:
 def _skip_items(events: Iterator[Any], count: int) -> bool:
     """Skip *count* items of the array just opened; False if it ends first."""
     for _ in range(count):
-        _, event, _ = next(events)
+        event, _ = next(events)
         if event == "end_array":
             return False
         _skip_started(events, event)
     return True
 
 
+def _skip_members(events: Iterator[Any], count: int) -> bool:
+    """Skip *count* members of the object just opened; False if it ends first."""
+    for _ in range(count):
+        event, _ = next(events)
+        if event == "end_map":
+            return False
+        _skip_value(events)
+    return True
+
+
 def _skip_value(events: Iterator[Any]) -> None:
-    _, event, _ = next(events)
+    event, _ = next(events)
     _skip_started(events, event)
 
 
@@ -361,7 +318,7 @@ def _skip_started(events: Iterator[Any], event: str) -> None:
     if event not in ("start_map", "start_array"):
         return
     level = 1
-    for _, ev, _ in events:
+    for ev, _ in events:
         if ev in ("start_map", "start_array"):
             level += 1
         elif ev in ("end_map", "end_array"):
@@ -376,7 +333,7 @@ def _build(events: Iterator[Any], event: str, value: Any) -> Any:
     builder = ijson.ObjectBuilder()
     builder.event(event, value)
     level = 1
-    for _, ev, val in events:
+    for ev, val in events:
         builder.event(ev, val)
         if ev in ("start_map", "start_array"):
             level += 1
@@ -388,15 +345,15 @@ def _build(events: Iterator[Any], event: str, value: Any) -> Any:
 
 
 def _array_items(events: Iterator[Any]) -> Iterator[Any]:
-    for _, event, value in events:
+    for event, value in events:
         if event == "end_array":
             return
         yield _build(events, event, value)
 
 
 def _members(events: Iterator[Any]) -> Iterator[dict[str, Any]]:
-    for _, event, value in events:
+    for event, value in events:
         if event == "end_map":
             return
-        _, first, val = next(events)
+        first, val = next(events)
         yield {"key": value, "value": _build(events, first, val)}
