@@ -1078,3 +1078,10 @@ def test_regression_results_nested_50000_deep_get_a_json_preview(tmp_path: Path)
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["json True True", "json True True"]
+
+
+def test_a_gate_with_a_reader_spills_to_the_readers_store(tmp_path: Path) -> None:
+    reader = ResultReader(spill=SpillStore(tmp_path / "r"))
+    assert ResultGate(max_bytes=1000, reader=reader).store is reader.spill
+    with pytest.raises(LimitError, match="the reader's spill store"):
+        ResultGate(max_bytes=1000, reader=reader, store=SpillStore(tmp_path / "other"))
