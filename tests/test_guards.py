@@ -946,6 +946,9 @@ def test_read_refuses_other_principals_and_other_reads(
         reader.read(ref, "/rows/100000", principal="alice")
     with pytest.raises(LimitError, match="pointer"):
         reader.read(ref, "rows", principal="alice")
+    broken = reader.reference(store.put(b'[1, 2, "three", nope]', label="broken"), principal="a")
+    with pytest.raises(SpillError, match="not valid JSON"):
+        reader.read(broken, principal="a")
     assert out.spill is not None
     with pytest.raises(SpillError):
         reader.reference("result." + "0" * 64 + ".json", principal="alice")

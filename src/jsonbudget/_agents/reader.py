@@ -111,7 +111,8 @@ class ResultReader:
         Raises the cursor errors for a reference or cursor that is not *principal*'s, is
         garbled or expired (a cursor minted for another reference or pointer is
         `InvalidCursor`), `LimitError` for a pointer that is not an RFC 6901 pointer,
-        `SpillError` if the result is gone or nothing stands at *pointer*.
+        `SpillError` if the result is gone, is not valid JSON up to the page, or nothing
+        stands at *pointer*.
         """
         scope = _scope(principal)
         tokens = _tokens(pointer)
@@ -136,11 +137,13 @@ class ResultReader:
             if tokens:
                 raise SpillError("a text result has no JSON Pointer inside it")
             return self._text(call)
-        try:
-            return self._json(call, tokens, ijson)
-        except ijson.JSONError:
-            # Integers beyond 64 bits: the Python backend reads what yajl refuses.
-            return self._json(call, tokens, _IJSON_PY)
+        # Integers beyond 64 bits: the Python backend reads what yajl refuses.
+        for backend in (ijson, _IJSON_PY):
+            try:
+                return self._json(call, tokens, backend)
+            except ijson.JSONError as exc:
+                error = exc
+        raise SpillError(f"the spilled result is not valid JSON: {error}") from error
 
     # -- the kinds of value ----------------------------------------------------------------
 
