@@ -507,6 +507,9 @@ def test_turn_max_calls_must_leave_room_for_their_references(store: SpillStore) 
     with pytest.raises(LimitError, match="max_calls"):
         TurnBudget(max_bytes=1000, store=store, max_calls=1000 // bare + 1)
     assert TurnBudget(max_bytes=1000, store=store, max_calls=1000 // bare).max_calls == 5
+    # By default as many as the limit holds references for, at most 8.
+    assert TurnBudget(max_bytes=1000, store=store).max_calls == 5
+    assert TurnBudget(max_bytes=10_000, store=store).max_calls == 8
 
 
 def test_turn_limits_validated(store: SpillStore) -> None:

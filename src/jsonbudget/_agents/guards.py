@@ -69,7 +69,8 @@ DEFAULT_PREVIEW_BYTES = 4096
 DEFAULT_READ_HINT = "read more with SpillStore.read(ref, offset, limit)"
 #: The hint when the gate has a `ResultReader`: the reference is one for `read_result`.
 READ_RESULT_HINT = "read more with read_result(ref, pointer, cursor)"
-#: `TurnBudget` keeps room for this many bare references per turn by default.
+#: `TurnBudget` keeps room for this many bare references per turn by default (fewer when
+#: its limit holds fewer).
 DEFAULT_MAX_CALLS = 8
 _MAX_HINT_CHARS = 200
 _STREAM_CHUNK = 1024 * 1024
@@ -611,7 +612,7 @@ class TurnBudget:
         max_bytes: int,
         store: SpillBackend | None = None,
         max_result_bytes: int | None = None,
-        max_calls: int = DEFAULT_MAX_CALLS,
+        max_calls: int | None = None,
         preview_bytes: int | None = None,
         kind: ResultKind = "auto",
         read_hint: str | None = None,
@@ -624,7 +625,6 @@ class TurnBudget:
             max_result_bytes = max_bytes
         elif check_int("max_result_bytes", max_result_bytes, minimum=MIN_BYTES) > max_bytes:
             raise LimitError("max_result_bytes", max_result_bytes, "must be <= max_bytes")
-        self._max_calls = check_int("max_calls", max_calls, minimum=1, maximum=10_000)
         self._gate = ResultGate(
             max_bytes=max_result_bytes,
             store=store,
@@ -636,6 +636,10 @@ class TurnBudget:
             principal=principal,
         )
         self._bare = self._gate.bare_reference_bytes
+        if max_calls is None:
+            # As many as the turn holds references for, up to the default.
+            max_calls = max(1, min(DEFAULT_MAX_CALLS, max_bytes // self._bare))
+        self._max_calls = check_int("max_calls", max_calls, minimum=1, maximum=10_000)
         if self._bare * max_calls > max_bytes:
             raise LimitError(
                 "max_calls",
