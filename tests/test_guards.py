@@ -16,6 +16,7 @@ import textwrap
 import threading
 import typing
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from jsonbudget import (
 )
 from jsonbudget._agents.guards import READ_RESULT_HINT
 from jsonbudget._agents.reader import ResultReader, read_result
+from jsonbudget._encode.encoder import dumps_whole
 from jsonbudget.errors import (
     CursorScopeError,
     EncodeError,
@@ -43,6 +45,8 @@ from jsonbudget.errors import (
     LimitError,
     SpillError,
 )
+from tests.strategies import json_values as shared_json_values
+from tests.strategies import odd_values
 
 ROWS = [{"id": i, "name": f"row {i}", "body": "é" * 40} for i in range(500)]
 
@@ -503,6 +507,9 @@ def test_turn_max_calls_must_leave_room_for_their_references(store: SpillStore) 
     with pytest.raises(LimitError, match="max_calls"):
         TurnBudget(max_bytes=1000, store=store, max_calls=1000 // bare + 1)
     assert TurnBudget(max_bytes=1000, store=store, max_calls=1000 // bare).max_calls == 5
+    # By default as many as the limit holds references for, at most 8.
+    assert TurnBudget(max_bytes=1000, store=store).max_calls == 5
+    assert TurnBudget(max_bytes=10_000, store=store).max_calls == 8
 
 
 def test_turn_limits_validated(store: SpillStore) -> None:
@@ -942,6 +949,9 @@ def test_read_refuses_other_principals_and_other_reads(
         reader.read(ref, "/rows/100000", principal="alice")
     with pytest.raises(LimitError, match="pointer"):
         reader.read(ref, "rows", principal="alice")
+    broken = reader.reference(store.put(b'[1, 2, "three", nope]', label="broken"), principal="a")
+    with pytest.raises(SpillError, match="not valid JSON"):
+        reader.read(broken, principal="a")
     assert out.spill is not None
     with pytest.raises(SpillError):
         reader.reference("result." + "0" * 64 + ".json", principal="alice")
@@ -963,3 +973,121 @@ def test_property_reads_reassemble_within_their_budget(
     for i, item in enumerate(got):
         if item != items[i]:
             assert joined(follow_read(reader, ref, f"/{i}", "p")) == items[i]
+
+
+def _with_iterators(value: Any, make_iter: bool) -> Any:
+    """*value* with every other list turned into an iterator over its (converted) items."""
+    if isinstance(value, list):
+        items = [_with_iterators(v, not make_iter) for v in value]
+        return iter(items) if make_iter else items
+    if isinstance(value, dict):
+        return {k: _with_iterators(v, not make_iter) for k, v in value.items()}
+    return value
+
+
+@given(shared_json_values(60), st.booleans(), st.integers(min_value=0, max_value=3))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_property_spill_file_is_orjson_of_the_value_iterators_included(
+    tmp_path: Path, value: Any, iterators: bool, widen: int
+) -> None:
+    """The streamed writer is byte-identical to orjson.dumps of the (materialized) value,
+    for wide values (streamed in runs) and iterators anywhere (replayed once)."""
+    wide = {"pad": ["p" * 50] * (200 * widen), "value": value, "rows": [value] * (300 * widen)}
+    expected = orjson.dumps(wide)
+    given_value = _with_iterators(wide, True) if iterators else wide
+    store = SpillStore(tmp_path / "prop")
+    out = ResultGate(max_bytes=500, store=store).apply(given_value)
+    if out.spill is None:
+        assert out.data == expected
+    else:
+        assert spilled_file(store, out) == expected
+        orjson.loads(out.data)
+
+
+@given(odd_values(40))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_property_spill_of_odd_values_is_the_encoders_whole_rendering(
+    tmp_path: Path, value: Any
+) -> None:
+    # Over 512 members: streamed in runs; a nested list: the object streamed member by member.
+    wide = {"big": [value] * 513, "nested": {"a": [value, {"b": value}] * 3}}
+    store = SpillStore(tmp_path / "odd")
+    out = ResultGate(max_bytes=500, store=store).apply(wide)
+    assert out.spill is not None
+    assert spilled_file(store, out) == dumps_whole(wide)
+
+
+def test_default_hook_reaches_every_guard(store: SpillStore) -> None:
+    small = {"price": Decimal("1.10")}
+    big = {"prices": [Decimal(f"{i}.5") for i in range(5000)]}
+    assert ResultGate(max_bytes=1000, store=store, default=str).apply(small).data == (
+        b'{"price":"1.10"}'
+    )
+    out = ResultGate(max_bytes=1000, store=store, default=str).apply(big)
+    assert orjson.loads(spilled_file(store, out))["prices"][4999] == "4999.5"
+    assert orjson.loads(out.data)["preview"]["prices"][0] == "0.5"
+    turn = TurnBudget(max_bytes=5000, store=store, default=str, max_calls=1)
+    assert turn.admit(small).data == b'{"price":"1.10"}'
+    assert bounded_tool(max_bytes=200, default=str)(lambda: small)() == '{"price":"1.10"}'
+    assert ResultGate(max_bytes=1000, store=store).apply(small).data == (
+        b'{"price":"\xe2\x80\xa6[unencodable: Decimal]"}'
+    )
+
+
+def test_read_back_a_result_nested_50000_deep(tmp_path: Path) -> None:
+    """Pages of a deeply nested spilled result: depth markers, no recursion, bounded."""
+    proc = run_limited(
+        f"""
+        import orjson
+        from jsonbudget import SpillStore
+        from jsonbudget._agents.reader import ResultReader
+        store = SpillStore({str(tmp_path / "deep")!r})
+        reader = ResultReader(spill=store, max_bytes=2000)
+        deep = b"[" + b"[" * 50_000 + b"]" * 50_000 + b',"after"]'
+        ref = reader.reference(store.put(deep, label="deep"), principal="p")
+        for pointer in ("", "/0/0/0", "/1"):
+            page = reader.read(ref, pointer, principal="p")
+            assert len(page.data) <= 2000
+            items = orjson.loads(page.data)["items"]
+            print(items[-1] if pointer != "/0/0/0" else "…[depth: " in page.text)
+        """,
+        memory=1 << 30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["after", "True", "after"]
+
+
+def test_regression_results_nested_50000_deep_get_a_json_preview(tmp_path: Path) -> None:
+    """A 100 KB JSON result nested 50,000 deep raised MemoryError: ijson's prefix paths,
+    one per level, grew with the square of the depth. Events without them stay small."""
+    proc = run_limited(
+        f"""
+        import orjson
+        from jsonbudget import ResultGate, SpillStore
+        gate = ResultGate(max_bytes=4096, store=SpillStore({str(tmp_path / "s")!r}))
+        deep = b"[" * 50_000 + b"]" * 50_000
+        out = gate.apply(deep)
+        print(out.kind, len(out.data) <= 4096, "…[depth: " in out.text)
+        value = []
+        for _ in range(50_000):
+            value = [value]
+        out = gate.apply(value)
+        whole = gate.store.read(out.spill.ref, 0, 10**7)
+        orjson.loads(whole)
+        print(out.kind, len(out.data) <= 4096, "…[depth: " in whole.decode())
+        """,
+        memory=1 << 30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["json True True", "json True True"]
+
+
+def test_a_gate_with_a_reader_spills_to_the_readers_store(tmp_path: Path) -> None:
+    reader = ResultReader(spill=SpillStore(tmp_path / "r"))
+    assert ResultGate(max_bytes=1000, reader=reader).store is reader.spill
+    with pytest.raises(LimitError, match="the reader's spill store"):
+        ResultGate(max_bytes=1000, reader=reader, store=SpillStore(tmp_path / "other"))

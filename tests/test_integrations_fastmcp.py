@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -12,9 +13,10 @@ from fastmcp.server.middleware.response_limiting import ResponseLimitingMiddlewa
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
-from jsonbudget import MemoryCursorStore
+from jsonbudget import MemoryCursorStore, SpillStore
 from jsonbudget._agents.fastmcp_bridge import BoundedResults
-from jsonbudget.mcp import message_bytes, page_output_schema, paginated_tool
+from jsonbudget._agents.reader import ResultReader
+from jsonbudget.mcp import message_bytes, page_output_schema, paginated_tool, read_result_tool
 
 INVALID_PARAMS = -32602
 ROWS = [
@@ -136,3 +138,25 @@ def test_bounded_results_options_validated() -> None:
         BoundedResults(max_bytes=100)
     with pytest.raises(TypeError, match="tool names"):
         BoundedResults(max_bytes=4096, tools="search")
+
+
+async def test_bounded_results_with_a_reader_loses_nothing(tmp_path: Path) -> None:
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    server = FastMCP("search")
+
+    @server.tool()
+    def search(query: str) -> list[dict[str, Any]]:
+        """Every match."""
+        return [{"id": i, "title": f"{query} {i}"} for i in range(100_000)]
+
+    server.tool()(read_result_tool(reader=reader, max_bytes=8192, principal="agent"))
+    server.add_middleware(BoundedResults(max_bytes=8192, reader=reader, principal="agent"))
+    async with Client(server) as client:
+        found = await client.call_tool("search", {"query": "cats"})
+        assert wire_bytes(found) <= 8192
+        preview = found.structured_content
+        assert preview["preview"]["result"][0] == {"id": 0, "title": "cats 0"}
+        ref = preview["spilled"]["ref"]
+        got = await client.call_tool("read_result", {"ref": ref, "pointer": "/result/70000/title"})
+        assert wire_bytes(got) <= 8192
+        assert got.structured_content["items"] == ["cats 70000"]

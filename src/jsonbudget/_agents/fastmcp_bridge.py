@@ -18,6 +18,8 @@ import orjson
 
 from .._extras import missing_extra
 from ..mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
+from .guards import ResultGate
+from .reader import ResultReader
 
 try:
     from fastmcp.exceptions import FastMCPError
@@ -45,10 +47,12 @@ class BoundedResults(Middleware):
     A result that already fits passes unchanged. A larger one is rebuilt from its
     structured content (or, without it, from its text parsed as JSON, or as plain text)
     with `McpResultFitter`: valid JSON, each cut marked in place, the text and structured
-    content the same value (``content="both"``, the default). *tools* limits it to those
-    tool names. Because a cut value holds markers that a tool's declared output schema
-    may refuse, the tools it bounds are listed without an output schema (as FastMCP's
-    own limiter does).
+    content the same value (``content="both"``, the default). With a *reader*, the larger
+    result is first spilled whole (a `ResultGate` with that reader) and the client gets
+    its preview and a reference that *principal* can read back with the ``read_result``
+    tool: nothing is lost. *tools* limits it to those tool names. Because a cut value
+    holds markers that a tool's declared output schema may refuse, the tools it bounds
+    are listed without an output schema (as FastMCP's own limiter does).
     """
 
     def __init__(
@@ -58,8 +62,16 @@ class BoundedResults(Middleware):
         tools: Sequence[str] | None = None,
         content: ContentMode = "both",
         default: Callable[[Any], Any] | None = None,
+        reader: ResultReader | None = None,
+        principal: str | Callable[[], str] = "anonymous",
     ) -> None:
         self._fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=default)
+        self._gate: ResultGate | None = None
+        if reader is not None:
+            # The preview gets what the message leaves at worst (its text copy may double).
+            preview = (max_bytes - 300) // 3
+            self._gate = ResultGate(max_bytes=preview, preview_bytes=preview, default=default,
+                                    reader=reader, principal=principal)  # fmt: skip
         if tools is not None and (
             isinstance(tools, str) or not all(isinstance(t, str) for t in tools)
         ):
@@ -101,7 +113,11 @@ class BoundedResults(Middleware):
         wire = CallToolResult(content=result.content, structured_content=result.structured_content)
         if message_bytes(wire) <= self._fitter.max_bytes:
             return result
-        fitted = self._fitter.fit(_value_of(result))
+        value = _value_of(result)
+        if self._gate is not None:
+            gated = await self._gate.aapply(value, label=context.message.name)
+            value = orjson.loads(gated.data) if gated.kind == "json" else gated.text
+        fitted = self._fitter.fit(value)
         return ToolResult(content=fitted.content, structured_content=fitted.structured_content,
                           meta=result.meta)  # fmt: skip
 

@@ -17,6 +17,7 @@ import functools
 import inspect
 import io
 import itertools
+import operator
 import threading
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -37,7 +38,6 @@ from .._encode.encoder import (
     encode,
     pointer,
 )
-from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
@@ -69,7 +69,8 @@ DEFAULT_PREVIEW_BYTES = 4096
 DEFAULT_READ_HINT = "read more with SpillStore.read(ref, offset, limit)"
 #: The hint when the gate has a `ResultReader`: the reference is one for `read_result`.
 READ_RESULT_HINT = "read more with read_result(ref, pointer, cursor)"
-#: `TurnBudget` keeps room for this many bare references per turn by default.
+#: `TurnBudget` keeps room for this many bare references per turn by default (fewer when
+#: its limit holds fewer).
 DEFAULT_MAX_CALLS = 8
 _MAX_HINT_CHARS = 200
 _STREAM_CHUNK = 1024 * 1024
@@ -86,10 +87,43 @@ _MEDIA = {"json": "application/json", "text": "text/plain"}
 _TEXT_PREVIEW_MIN = 16
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
 _IJSON_PY = ijson.get_backend("python")
+# The compiled walk's caps for a gate's pass-through check: its encoder's (a byte budget
+# and the default depth; no item or field caps).
+_GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
 
 
-@dataclass(frozen=True, slots=True)
-class GateResult:
+class _Record:
+    """A small immutable result: fields in read-only slots, equality and repr by value.
+
+    Made for every result a guard hands on, so it is built by a plain ``__init__`` (a
+    frozen dataclass's ``__init__`` costs several times that); the fields are read-only
+    properties over the slots.
+    """
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, "_" + name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self._values(), strict=True))
+        return f"{type(self).__name__}({shown})"
+
+
+def _field(name: str, doc: str) -> Any:
+    return property(operator.attrgetter("_" + name), doc=doc)
+
+
+class GateResult(_Record):
     """What `ResultGate` hands on: the result unchanged, or a preview and its spill reference.
 
     ``text`` is what goes to the model (``data`` is the same, as UTF-8 bytes, for byte
@@ -97,31 +131,42 @@ class GateResult:
     Python objects); ``spill`` is None when it passed through.
     """
 
-    data: bytes
-    kind: Literal["json", "text"]
-    size: int
-    spill: SpillRef | None
+    __slots__ = ("_data", "_kind", "_size", "_spill")
+    _fields = ("data", "kind", "size", "spill")
+    __match_args__ = ("data", "kind", "size", "spill")
+
+    def __init__(
+        self, data: bytes, kind: Literal["json", "text"], size: int, spill: SpillRef | None
+    ) -> None:
+        self._data = data
+        self._kind: Literal["json", "text"] = kind
+        self._size = size
+        self._spill = spill
+
+    data: bytes = _field("data", "The bytes that go on: the result, or its preview.")
+    kind: Literal["json", "text"] = _field("kind", "Whether ``data`` is JSON or text.")
+    size: int = _field("size", "The whole result's size in bytes.")
+    spill: SpillRef | None = _field("spill", "The spilled result's reference, or None.")
 
     @property
     def spilled(self) -> bool:
-        return self.spill is not None
+        return self._spill is not None
 
     @property
     def text(self) -> str:
-        return self.data.decode("utf-8")
+        return self._data.decode("utf-8")
 
     def summary(self) -> dict[str, Any]:
         """Sizes, kind and reference, never the content: safe for logs."""
         return {
-            "kind": self.kind,
-            "size": self.size,
-            "bytes": len(self.data),
-            "spill": None if self.spill is None else self.spill.to_json(),
+            "kind": self._kind,
+            "size": self._size,
+            "bytes": len(self._data),
+            "spill": None if self._spill is None else self._spill.to_json(),
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(_Record):
     """One result admitted to a turn and what `TurnBudget` did with it.
 
     ``reason`` is ``"fits"`` (passed unchanged), ``"result_limit"`` (over the per-result
@@ -131,28 +176,55 @@ class Admitted:
     admitted anyway, since every tool call needs an answer.
     """
 
-    tool: str
-    data: bytes
-    kind: Literal["json", "text"]
-    size: int
-    admitted_bytes: int
-    spill: SpillRef | None
-    reason: AdmitReason
-    over_budget: bool
+    __slots__ = ("_admitted_bytes", "_data", "_kind", "_over_budget", "_reason", "_size",
+                 "_spill", "_tool")  # fmt: skip
+    _fields = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
+               "over_budget")  # fmt: skip
+    __match_args__ = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
+                      "over_budget")  # fmt: skip
+
+    def __init__(  # noqa: PLR0917 - one positional field each, as the record has
+        self,
+        tool: str,
+        data: bytes,
+        kind: Literal["json", "text"],
+        size: int,
+        admitted_bytes: int,
+        spill: SpillRef | None,
+        reason: AdmitReason,
+        over_budget: bool,
+    ) -> None:
+        self._tool = tool
+        self._data = data
+        self._kind: Literal["json", "text"] = kind
+        self._size = size
+        self._admitted_bytes = admitted_bytes
+        self._spill = spill
+        self._reason: AdmitReason = reason
+        self._over_budget = over_budget
+
+    tool: str = _field("tool", "The tool (the label) the result came from.")
+    data: bytes = _field("data", "The bytes admitted: the result, or its preview.")
+    kind: Literal["json", "text"] = _field("kind", "Whether ``data`` is JSON or text.")
+    size: int = _field("size", "The whole result's size in bytes.")
+    admitted_bytes: int = _field("admitted_bytes", "What the turn counted for it.")
+    spill: SpillRef | None = _field("spill", "The spilled result's reference, or None.")
+    reason: AdmitReason = _field("reason", "Why it was admitted as it was.")
+    over_budget: bool = _field("over_budget", "Whether it passed the turn's limit.")
 
     @property
     def text(self) -> str:
-        return self.data.decode("utf-8")
+        return self._data.decode("utf-8")
 
     def summary(self) -> dict[str, Any]:
         """Sizes, reason and reference, never the content: safe for logs."""
         return {
-            "tool": self.tool,
-            "size": self.size,
-            "admitted_bytes": self.admitted_bytes,
-            "reason": self.reason,
-            "over_budget": self.over_budget,
-            "spill": None if self.spill is None else self.spill.to_json(),
+            "tool": self._tool,
+            "size": self._size,
+            "admitted_bytes": self._admitted_bytes,
+            "reason": self._reason,
+            "over_budget": self._over_budget,
+            "spill": None if self._spill is None else self._spill.to_json(),
         }
 
 
@@ -183,8 +255,6 @@ class TurnReport:
         }
 
 
-_new_gate_result: Callable[..., GateResult] = fast_constructor(GateResult)
-_new_admitted: Callable[..., Admitted] = fast_constructor(Admitted)
 _NO_OBJECT: Any = object()
 
 
@@ -225,7 +295,6 @@ class ResultGate:
 
     __slots__ = (
         "_bare_bytes",
-        "_caps",
         "_default",
         "_encoder",
         "_kind",
@@ -260,7 +329,9 @@ class ResultGate:
             )
         self._reader = reader
         self._principal = principal
-        if store is None and reader is not None:
+        if reader is not None:
+            if store is not None and store is not reader.spill:
+                raise LimitError("store", type(store).__name__, "must be the reader's spill store")
             store = reader.spill  # the reader reads what this gate spills
         if read_hint is None:
             read_hint = DEFAULT_READ_HINT if reader is None else READ_RESULT_HINT
@@ -277,8 +348,6 @@ class ResultGate:
         self._default = default
         # Built once: the pass-through check runs for every result.
         self._encoder = Encoder(max_bytes=self._max_bytes, default=default)
-        lim = self._encoder.limits
-        self._caps: Caps = (lim.max_depth, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
         self._store = store
         self._lock = threading.Lock()
         # The largest reference a preview can carry (64-char label, 13-digit size).
@@ -326,14 +395,14 @@ class ResultGate:
         """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
         if type(result) in _FAST_TYPES:
             # A clean value that fits: one compiled walk and one orjson call, nothing else.
-            data = clean_dumps(result, self._max_bytes, 0, self._caps)
+            data = clean_dumps(result, self._max_bytes, 0, _GATE_CAPS)
             if type(data) is bytes:
                 if len(data) < _COMPACT_BELOW:
                     data = compact(data)
-                return _new_gate_result(data, "json", len(data), None)
+                return GateResult(data, "json", len(data), None)
         measured = self._measure(result)
         if measured.data is not None:
-            return _new_gate_result(measured.data, measured.kind, len(measured.data), None)
+            return GateResult(measured.data, measured.kind, len(measured.data), None)
         return self._spill(measured, label=label, budget=self._preview_bytes)
 
     async def aapply(self, result: Any, *, label: str = "result") -> GateResult:
@@ -361,7 +430,7 @@ class ResultGate:
         if hasattr(result, "read") or _is_iterator(result):
             return self._measure_stream(_stream_chunks(result), limit)
         # Any other value is JSON; the compiled walk costs at most the limit.
-        fast = clean_dumps(result, limit, 0, self._caps)
+        fast = clean_dumps(result, limit, 0, _GATE_CAPS)
         if type(fast) is bytes:
             return _Measured("json", data=compact(fast) if len(fast) < _COMPACT_BELOW else fast)
         if fast == TOO_BIG:
@@ -419,7 +488,7 @@ class ResultGate:
                 data = _json_preview(shown, named, self._read_hint)
             else:
                 data = self._reference_only(named, budget)
-            return _new_gate_result(data, "json", ref.size, ref)
+            return GateResult(data, "json", ref.size, ref)
         chunks: Iterable[bytes | bytearray | memoryview] = (
             measured.chunks if measured.chunks is not None else (measured.data or b"",)
         )
@@ -428,8 +497,8 @@ class ResultGate:
         if measured.kind == "json":
             preview = self._json_preview(ref, named, budget)
             if preview is not None:
-                return _new_gate_result(preview, "json", ref.size, ref)
-        return _new_gate_result(self._text_preview(ref, named, budget), "text", ref.size, ref)
+                return GateResult(preview, "json", ref.size, ref)
+        return GateResult(self._text_preview(ref, named, budget), "text", ref.size, ref)
 
     def _named(self, ref: SpillRef) -> SpillRef:
         """*ref* as the model sees it: with a reader, its name is a bound reference."""
@@ -510,7 +579,7 @@ def gate_result(
         if type(data) is bytes:
             if len(data) < _COMPACT_BELOW:
                 data = compact(data)
-            return _new_gate_result(data, "json", len(data), None)
+            return GateResult(data, "json", len(data), None)
     gate = ResultGate(
         max_bytes=max_bytes,
         store=store,
@@ -543,7 +612,7 @@ class TurnBudget:
         max_bytes: int,
         store: SpillBackend | None = None,
         max_result_bytes: int | None = None,
-        max_calls: int = DEFAULT_MAX_CALLS,
+        max_calls: int | None = None,
         preview_bytes: int | None = None,
         kind: ResultKind = "auto",
         read_hint: str | None = None,
@@ -556,7 +625,6 @@ class TurnBudget:
             max_result_bytes = max_bytes
         elif check_int("max_result_bytes", max_result_bytes, minimum=MIN_BYTES) > max_bytes:
             raise LimitError("max_result_bytes", max_result_bytes, "must be <= max_bytes")
-        self._max_calls = check_int("max_calls", max_calls, minimum=1, maximum=10_000)
         self._gate = ResultGate(
             max_bytes=max_result_bytes,
             store=store,
@@ -568,6 +636,10 @@ class TurnBudget:
             principal=principal,
         )
         self._bare = self._gate.bare_reference_bytes
+        if max_calls is None:
+            # As many as the turn holds references for, up to the default.
+            max_calls = max(1, min(DEFAULT_MAX_CALLS, max_bytes // self._bare))
+        self._max_calls = check_int("max_calls", max_calls, minimum=1, maximum=10_000)
         if self._bare * max_calls > max_bytes:
             raise LimitError(
                 "max_calls",
@@ -609,7 +681,7 @@ class TurnBudget:
         gate = self._gate
         if type(result) in _FAST_TYPES:
             # A clean value that fits the result limit: one compiled walk and one orjson call.
-            fast = clean_dumps(result, gate._max_bytes, 0, gate._caps)
+            fast = clean_dumps(result, gate._max_bytes, 0, _GATE_CAPS)
             if type(fast) is bytes:
                 size = len(fast)
                 if size < _COMPACT_BELOW:
@@ -622,7 +694,7 @@ class TurnBudget:
                     ):
                         self._calls += 1
                         self._used += size
-                        admitted = _new_admitted(tool, fast, "json", size, size, None, "fits",
+                        admitted = Admitted(tool, fast, "json", size, size, None, "fits",
                                                  False)  # fmt: skip
                         self._results.append(admitted)
                         return admitted
@@ -634,7 +706,7 @@ class TurnBudget:
             if data is not None and len(data) <= room:
                 size = len(data)
                 self._used += size
-                admitted = _new_admitted(tool, data, measured.kind, size, size, None, "fits",
+                admitted = Admitted(tool, data, measured.kind, size, size, None, "fits",
                                          False)  # fmt: skip
                 self._results.append(admitted)
                 return admitted
@@ -646,7 +718,7 @@ class TurnBudget:
             gated = self._gate._spill(measured, label=tool, budget=reserved)
             on_error.pop_all()
         used = len(gated.data)
-        admitted = _new_admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
+        admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
                                  reason, used > reserved)  # fmt: skip
         with self._lock:
             self._used += used - reserved
@@ -677,9 +749,6 @@ class TurnBudget:
             return ended
 
     new_turn = reset
-
-
-_GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
 
 
 # -- bounded_tool --------------------------------------------------------------------------
@@ -1051,7 +1120,13 @@ class _JsonWriter:
         yield from self._flush()
 
     def _object(self, obj: dict[Any, Any], depth: int) -> Iterator[bytes]:
-        if depth >= _STREAM_DEPTH or not (len(obj) > _BATCH or any(map(_nests, obj.values()))):
+        if (
+            depth >= _STREAM_DEPTH
+            or not (len(obj) > _BATCH or any(map(_nests, obj.values())))
+            # The encoder decides non-str keys for the whole object (which to keep, the
+            # marker's own key): such an object is encoded in one call.
+            or not all(type(key) is str for key in obj)
+        ):
             self._leaf(obj)
             yield from self._flush()
             return
@@ -1060,7 +1135,7 @@ class _JsonWriter:
         run: dict[Any, Any] = {}
         size = 1
         for key, member in obj.items():
-            if type(key) is str and self._streamed(member, depth + 1):
+            if self._streamed(member, depth + 1):
                 first = self._run(run, first, b"{", b"}")
                 if not first:
                     self._put(b",")
@@ -1124,10 +1199,12 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
 
 def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:
     root: Any = _NO_OBJECT
-    stack: list[tuple[Any, str]] = []
+    # Each open container and its pointer; None below the encoder's depth, where no cut
+    # is ever reported (pointers there would grow with the square of the depth).
+    stack: list[tuple[Any, str | None]] = []
     keys: list[str] = []
 
-    def add(value: Any) -> str:
+    def add(value: Any) -> str | None:
         nonlocal root
         if not stack:
             root = value
@@ -1135,13 +1212,18 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
         parent, where = stack[-1]
         if isinstance(parent, list):
             parent.append(value)
+            if where is None or len(stack) > DEFAULT_MAX_DEPTH:
+                return None
             return f"{where}/{len(parent) - 1}"
         parent[keys[-1]] = value
+        if where is None or len(stack) > DEFAULT_MAX_DEPTH:
+            return None
         return pointer(where, keys[-1])
 
-    events = backend.parse(io.BytesIO(prefix), use_float=True)
+    # basic_parse: no prefix paths, which ijson builds per nesting level.
+    events = backend.basic_parse(io.BytesIO(prefix), use_float=True)
     try:
-        for _, event, value in events:
+        for event, value in events:
             if event in ("start_map", "start_array"):
                 new: Any = {} if event == "start_map" else []
                 stack.append((new, add(new)))
@@ -1164,7 +1246,7 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
             container.append(_MORE_ITEMS)
         else:
             container[_marker_key(container)] = _MORE_KEYS
-    return root, {where for _, where in stack}
+    return root, {where for _, where in stack if where is not None}
 
 
 def _marker_key(obj: dict[str, Any]) -> str:

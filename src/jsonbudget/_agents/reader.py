@@ -111,7 +111,8 @@ class ResultReader:
         Raises the cursor errors for a reference or cursor that is not *principal*'s, is
         garbled or expired (a cursor minted for another reference or pointer is
         `InvalidCursor`), `LimitError` for a pointer that is not an RFC 6901 pointer,
-        `SpillError` if the result is gone or nothing stands at *pointer*.
+        `SpillError` if the result is gone, is not valid JSON up to the page, or nothing
+        stands at *pointer*.
         """
         scope = _scope(principal)
         tokens = _tokens(pointer)
@@ -136,30 +137,34 @@ class ResultReader:
             if tokens:
                 raise SpillError("a text result has no JSON Pointer inside it")
             return self._text(call)
-        try:
-            return self._json(call, tokens, ijson)
-        except ijson.JSONError:
-            # Integers beyond 64 bits: the Python backend reads what yajl refuses.
-            return self._json(call, tokens, _IJSON_PY)
+        # Integers beyond 64 bits: the Python backend reads what yajl refuses.
+        for backend in (ijson, _IJSON_PY):
+            try:
+                return self._json(call, tokens, backend)
+            except ijson.JSONError as exc:
+                error = exc
+        raise SpillError(f"the spilled result is not valid JSON: {error}") from error
 
     # -- the kinds of value ----------------------------------------------------------------
 
     def _json(self, call: _Read, tokens: list[str], backend: Any) -> ReadPage:
         with self._spill.open(call.name) as file:
-            events = backend.parse(file, use_float=True)
+            # basic_parse: no prefix paths, which ijson builds per nesting level (a
+            # result nested 50,000 deep would hold gigabytes of them).
+            events = backend.basic_parse(file, use_float=True)
             event, value = _locate(events, tokens, call.pointer)
+            # The items already read are skipped by their events, never built.
             if event == "start_array":
-                return self._children(call, _array_items(events), "array")
+                ended = not _skip_items(events, call.at)
+                return self._children(call, iter(()) if ended else _array_items(events), "array")
             if event == "start_map":
-                return self._children(call, _members(events), "object")
+                ended = not _skip_members(events, call.at)
+                return self._children(call, iter(()) if ended else _members(events), "object")
             if event == "string":
                 return self._string(call, value)
             return self._finish(call, [value], "value", None)
 
     def _children(self, call: _Read, children: Iterator[Any], kind: _ValueKind) -> ReadPage:
-        for _ in range(call.at):
-            if next(children, _END) is _END:
-                break
         room = self._limits.max_bytes - _extra(call.pointer, kind)
         builder = PageBuilder(self._limits.replace(max_bytes=room))
         added = 0
@@ -230,9 +235,6 @@ def read_result(
     return reader.read(ref, pointer, cursor, principal=principal)
 
 
-_END: Any = object()
-
-
 def _scope(principal: str) -> Scope:
     if not isinstance(principal, str):
         raise TypeError(f"principal must be a str, not {type(principal).__name__}")
@@ -255,7 +257,7 @@ def _tokens(pointer: object) -> list[str]:
 def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str, Any]:
     """Advance *events* to the first event of the value at *tokens*; its event and value."""
     depth = 0  # how many of *tokens* the current container matches
-    for _, event, value in events:
+    for event, value in events:
         if depth == len(tokens):
             if event in ("end_array", "end_map"):
                 break  # the array ended: the index is one past its last item
@@ -280,7 +282,7 @@ def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str
 
 def _find_key(events: Iterator[Any], key: str) -> str | None:
     """Skip members until the one named *key*; None if the object ends first."""
-    for _, event, value in events:
+    for event, value in events:
         if event == "end_map":
             return None
         if event == "map_key":
@@ -293,15 +295,25 @@ def _find_key(events: Iterator[Any], key: str) -> str | None:
 def _skip_items(events: Iterator[Any], count: int) -> bool:
     """Skip *count* items of the array just opened; False if it ends first."""
     for _ in range(count):
-        _, event, _ = next(events)
+        event, _ = next(events)
         if event == "end_array":
             return False
         _skip_started(events, event)
     return True
 
 
+def _skip_members(events: Iterator[Any], count: int) -> bool:
+    """Skip *count* members of the object just opened; False if it ends first."""
+    for _ in range(count):
+        event, _ = next(events)
+        if event == "end_map":
+            return False
+        _skip_value(events)
+    return True
+
+
 def _skip_value(events: Iterator[Any]) -> None:
-    _, event, _ = next(events)
+    event, _ = next(events)
     _skip_started(events, event)
 
 
@@ -309,7 +321,7 @@ def _skip_started(events: Iterator[Any], event: str) -> None:
     if event not in ("start_map", "start_array"):
         return
     level = 1
-    for _, ev, _ in events:
+    for ev, _ in events:
         if ev in ("start_map", "start_array"):
             level += 1
         elif ev in ("end_map", "end_array"):
@@ -324,7 +336,7 @@ def _build(events: Iterator[Any], event: str, value: Any) -> Any:
     builder = ijson.ObjectBuilder()
     builder.event(event, value)
     level = 1
-    for _, ev, val in events:
+    for ev, val in events:
         builder.event(ev, val)
         if ev in ("start_map", "start_array"):
             level += 1
@@ -336,15 +348,15 @@ def _build(events: Iterator[Any], event: str, value: Any) -> Any:
 
 
 def _array_items(events: Iterator[Any]) -> Iterator[Any]:
-    for _, event, value in events:
+    for event, value in events:
         if event == "end_array":
             return
         yield _build(events, event, value)
 
 
 def _members(events: Iterator[Any]) -> Iterator[dict[str, Any]]:
-    for _, event, value in events:
+    for event, value in events:
         if event == "end_map":
             return
-        _, first, val = next(events)
+        first, val = next(events)
         yield {"key": value, "value": _build(events, first, val)}
