@@ -142,7 +142,7 @@ def fast_paths(tmp: Path) -> list[tuple[str, float, str, str]]:
         if len(turn._results) > 10_000:  # keep the turn's list from growing the whole run
             turn.reset()
 
-    caps = (64, 2**40, 2**40, BOUNDED_SCALARS)
+    caps = (64, 2**40, 2**40, 2**40, BOUNDED_SCALARS)
     fns = {
         "orjson": lambda: orjson.dumps(value),
         "floor": lambda: clean_dumps(value, 64 * 1024, 0, caps),

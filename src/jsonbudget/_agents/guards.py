@@ -88,8 +88,8 @@ _TEXT_PREVIEW_MIN = 16
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
 _IJSON_PY = ijson.get_backend("python")
 # The compiled walk's caps for a gate's pass-through check: its encoder's (a byte budget
-# and the default depth; no item or field caps).
-_GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
+# and the default depth; no item, key or field caps).
+_GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
 
 
 class _Record:
@@ -438,8 +438,11 @@ class ResultGate:
         # Not clean: the renderer decides, pulling nested iterators only as far as the
         # limit needs. What it pulled is kept, so the spill replays it.
         call = EncodeCall(self._encoder)
-        out = call.measure(result, limit, "", 0)
-        if out is not None and all(t.kind == "unencodable" for t in out[1]):
+        out = call.whole(result, limit, "", 0)
+        kinds: list[str] = []
+        if out is not None:
+            call.reports(out[1], "", kinds, lambda _path, kind, _omitted, _unit: kind)
+        if out is not None and all(kind == "unencodable" for kind in kinds):
             # Marked unencodable values are the encoder's answer for them at any size.
             data = out[0]
             return _Measured("json", data=compact(data) if len(data) < _COMPACT_BELOW else data)
@@ -479,7 +482,7 @@ class ResultGate:
             value_budget = budget - self._worst_json_overhead
             shown = None
             if value_budget >= MIN_BYTES:
-                out = call.render(measured.obj, value_budget, "", 0)
+                out = call.fit(measured.obj, value_budget, "")
                 shown = None if out is None else out[0]
             writer = _JsonWriter(self._default, call.streams, store.max_file_bytes)
             ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
