@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from jsonbudget import SpillStore, SummaryFilter, TurnBudget, summary_extra
-from jsonbudget._agents.for_pydantic_ai import TurnBudgetCapability
+from jsonbudget.integrations.pydantic_ai import TurnBudgetCapability
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 100_000

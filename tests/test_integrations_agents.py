@@ -24,9 +24,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from jsonbudget import SpillStore, TurnBudget
-from jsonbudget._agents.for_langchain import TurnBudgetCallback, budget_tool
-from jsonbudget._agents.for_openai_agents import TurnBudgetHooks, budget_tools
-from jsonbudget._agents.for_pydantic_ai import TurnBudgetCapability
+from jsonbudget.integrations.langchain import TurnBudgetCallback, budget_tool
+from jsonbudget.integrations.openai_agents import TurnBudgetHooks, budget_tools
+from jsonbudget.integrations.pydantic_ai import TurnBudgetCapability
 
 TURN = 10_000
 CALLS = 6

@@ -14,8 +14,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
 from jsonbudget import MemoryCursorStore, SpillStore
-from jsonbudget._agents.fastmcp_bridge import BoundedResults
 from jsonbudget._agents.reader import ResultReader
+from jsonbudget.fastmcp import BoundedResults
 from jsonbudget.mcp import message_bytes, page_output_schema, paginated_tool, read_result_tool
 
 INVALID_PARAMS = -32602

@@ -52,7 +52,7 @@ def test_import_needs_no_optional_dependency() -> None:
     code = (
         "import sys, jsonbudget; "
         "optional = ('redis', 'psycopg', 'mcp', 'matplotlib', 'rich', 'pydantic', 'attrs', "
-        "'numpy'); "
+        "'numpy', 'msgspec', 'fastmcp', 'agents', 'pydantic_ai', 'langchain_core', 'structlog'); "
         "bad = [m for m in optional if m in sys.modules]; "
         "print(bad)"
     )

@@ -25,8 +25,17 @@ from ._agents.guards import (
     bounded_tool,
     gate_result,
 )
-from ._agents.spill import SpillRef, SpillStore
-from ._agents.telemetry import SummaryFilter, summarize, summary_attributes, summary_extra
+from ._agents.reader import ReadPage, ResultReader, read_result
+from ._agents.redis_spill import RedisSpillStore
+from ._agents.spill import SpillBackend, SpillCleanup, SpillRef, SpillStore
+from ._agents.telemetry import (
+    Summarizer,
+    SummaryFilter,
+    summarize,
+    summary_attributes,
+    summary_extra,
+    summary_processor,
+)
 from ._agents.tokens import (
     EstimatedTokenCounter,
     TiktokenCounter,
@@ -55,6 +64,7 @@ from ._reader import BoundedReader, BoundedText, read_bounded_text
 from ._sources.base import (
     AsyncIterableSource,
     AsyncSource,
+    Clipped,
     IterableSource,
     SequenceSource,
     Source,
@@ -101,6 +111,7 @@ __all__ = [
     "BoundedText",
     "BudgetExhausted",
     "BudgetRow",
+    "Clipped",
     "CursorError",
     "CursorKey",
     "CursorScopeError",
@@ -131,8 +142,11 @@ __all__ = [
     "Paginator",
     "PostgresSource",
     "PromptTooLong",
+    "ReadPage",
     "RedisCursorStore",
+    "RedisSpillStore",
     "ResultGate",
+    "ResultReader",
     "SQLiteCursorStore",
     "SQLiteSource",
     "Scope",
@@ -140,9 +154,12 @@ __all__ = [
     "SizeStats",
     "SizeVerdict",
     "Source",
+    "SpillBackend",
+    "SpillCleanup",
     "SpillError",
     "SpillRef",
     "SpillStore",
+    "Summarizer",
     "SummaryFilter",
     "TiktokenCounter",
     "TokenCounter",
@@ -167,9 +184,11 @@ __all__ = [
     "next_output_cap",
     "paginate",
     "read_bounded_text",
+    "read_result",
     "summarize",
     "summary_attributes",
     "summary_extra",
+    "summary_processor",
     "tune",
     "write_chart",
 ]

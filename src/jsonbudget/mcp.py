@@ -142,7 +142,7 @@ def cursor_error(exc: CursorError) -> MCPError:
     query), so it is safe to send to the client. Under FastMCP with the jsonbudget
     middleware it is also a FastMCP error, so FastMCP logs one line, not a traceback.
     """
-    bridge = sys.modules.get("jsonbudget._agents.fastmcp_bridge")
+    bridge = sys.modules.get("jsonbudget.fastmcp")
     cls: type[MCPError] = MCPError if bridge is None else bridge.QuietCursorError
     return cls(code=exc.mcp_code, message=str(exc), data={"reason": exc.reason})
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from ._agents.guards import AdmitReason, ResultKind, ToolOutput
+from ._agents.spill import SpillBackend
 from ._agents.tokens import TokenCounter
 from ._cursors.store import CursorStore
 from ._encode.encoder import (
@@ -43,6 +44,7 @@ __all__ = [
     "Position",
     "ResultKind",
     "Source",
+    "SpillBackend",
     "Strategy",
     "TokenCounter",
     "ToolOutput",

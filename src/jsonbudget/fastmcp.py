@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from .._extras import missing_extra
-from ..mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
-from .guards import ResultGate
-from .reader import ResultReader
+from ._agents.guards import ResultGate
+from ._agents.reader import ResultReader
+from ._extras import missing_extra
+from .mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
 
 try:
     from fastmcp.exceptions import FastMCPError

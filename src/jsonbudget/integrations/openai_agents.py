@@ -13,8 +13,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
-from .guards import TurnBudget, TurnReport
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunHooks, Tool

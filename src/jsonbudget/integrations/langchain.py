@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
-from .guards import TurnBudget, TurnReport
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler

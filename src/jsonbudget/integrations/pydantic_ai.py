@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
-from .guards import TurnBudget, TurnReport
 
 try:
     from pydantic_ai import RunContext
