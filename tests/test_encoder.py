@@ -102,21 +102,45 @@ def test_balanced_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
     strategy=st.sampled_from(STRATEGIES),
     markers=st.sampled_from(["text", "structured"]),
     max_items=st.none() | st.integers(1, 4),
+    max_keys=st.none() | st.integers(1, 4),
+    max_field=st.none() | st.integers(64, 120),
+    max_depth=st.integers(1, 5),
 )
-def test_what_fits_whole_is_never_cut(
-    obj: Any, slack: int, strategy: Strategy, markers: MarkerStyle, max_items: int | None
+def test_what_fits_whole_is_never_cut(  # noqa: PLR0917 - one drawn value per option
+    obj: Any,
+    slack: int,
+    strategy: Strategy,
+    markers: MarkerStyle,
+    max_items: int | None,
+    max_keys: int | None,
+    max_field: int | None,
+    max_depth: int,
 ) -> None:
     # Lists and objects keep room for the marker that says what they left out; that
     # room was once all that stood between a value and its whole rendering, and the
     # value was cut although it fit (found by this property).
-    enc = Encoder(max_bytes=MAX_LIMIT, strategy=strategy, markers=markers, max_items=max_items)
-    full = enc.encode(obj)
+    options: dict[str, Any] = {
+        "strategy": strategy,
+        "markers": markers,
+        "max_items": max_items,
+        "max_keys": max_keys,
+        "max_field_bytes": max_field,
+        "max_depth": max_depth,
+    }
+    full = Encoder(max_bytes=MAX_LIMIT, **options).encode(obj)
     max_bytes = max(len(full.data) + slack, MIN_BYTES)
-    out = encode(obj, max_bytes=max_bytes, strategy=strategy, markers=markers, max_items=max_items)
+    out = encode(obj, max_bytes=max_bytes, **options)
     # Markers that stand for a value may drop their detail when room is short.
     assert [(t.path, t.kind, t.omitted) for t in out.truncations] == [
         (t.path, t.kind, t.omitted) for t in full.truncations
     ]
+
+
+def test_regression_what_fits_is_cut_by_the_list_marker_room() -> None:
+    # The example: a 64-byte rendering keeps the sub-list; the old renderer
+    # returned 40 bytes without it.
+    out = encode({"": [None, [None, [None] * 10]]}, Limits(64, max_items=3))
+    assert out.data == '{"":[null,[null,[null,null,null,"…[omitted: 7 more items]"]]]}'.encode()
 
 
 def as_generators(obj: Any) -> Any:
@@ -650,3 +674,28 @@ def test_property_every_member_keeps_a_key_of_its_own(value: dict[Any, int], str
     assert len(doc) == len(value)
     for t in out.truncations:
         resolve(doc, t.path)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(st.integers(0, 40), st.none() | st.integers(0, 80)), min_size=1, max_size=8
+    ),
+    extra=st.integers(0, 300),
+)
+def test_the_water_level_is_the_highest_that_fits(
+    pairs: list[tuple[int, int | None]], extra: int
+) -> None:
+    from jsonbudget._encode.render import _water_level
+
+    mins = [m for m, _ in pairs]
+    sizes = [1 << 62 if grow is None else m + grow for m, grow in pairs]
+    space = sum(mins) + extra
+
+    def total(level: int) -> int:
+        return sum(max(m, min(s, level)) for s, m in zip(sizes, mins, strict=True))
+
+    level = _water_level(sizes, mins, space)
+    assert 0 <= level <= space
+    assert total(level) <= space
+    assert level == space or total(level + 1) > space

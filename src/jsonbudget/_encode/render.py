@@ -24,12 +24,14 @@ shared subtree's rendering is reused wherever it appears.
 Work: each node is rendered by `cut` at most once, and `whole` re-walks a node only when
 asked with a larger cap than any it was asked before; the nodes visited are bounded by
 the budget (every visited member adds at least one byte to a walk that stops at its
-cap) plus the one-item look-ahead. `work` counts the nodes visited, for tests.
+cap) plus the one-item look-ahead. `work` counts the calls of `whole` and `cut`, for
+tests.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import enum
 import reprlib
 from collections.abc import Callable, Iterator, Mapping
@@ -70,9 +72,15 @@ _DEFAULT_CHAIN = 254
 _ROUNDS = 8
 #: Keys longer than this never collide with a marker or a rewritten key's text.
 _SHORT_KEY = 256
+#: The room of an object's smallest rendering, `{` its marker member `}`, at most (a
+#: structured marker under a numbered key with a 13-digit count is about 60 bytes).
+_LEAST_ROOM = 80
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
 _KEY_REPR = 40
+#: tzinfo types whose offset orjson reads without running Python code.
+_SAFE_TZ = (type(None), _dt.timezone)
+_REPRLIB_TYPES = frozenset({tuple, frozenset, bytes, str, int, float, bool, type(None)})
 
 
 def pointer(parent: str, key: str | int) -> str:
@@ -108,9 +116,14 @@ class RunSizer:
         """Items in the next run, given *done* items took *done_bytes* bytes so far."""
         return int(room * self.share * done / max(done_bytes, 1))
 
-    def missed(self) -> None:
-        """The last run did not fit: aim lower."""
-        self.share /= 2
+    def missed(self, over: float = 2.0) -> None:
+        """The last run did not fit: aim lower, by *over* (its size / the room) if known.
+
+        A run whose encoding came out larger than the room (its bound was below the
+        room) was encoded for nothing: aiming just under the room makes the next one fit
+        without halving the run.
+        """
+        self.share /= max(min(over * 1.05, 2.0), 1.05)
 
 
 class Stream:
@@ -200,11 +213,11 @@ class _Seen:
 
 
 def _path(where: Any) -> str:
-    """The JSON Pointer of a ``(parent, token)`` chain ending in a root string."""
+    """The JSON Pointer of a ``(parent, key or index)`` chain ending in a root pointer."""
     parts = []
     while type(where) is tuple:
-        where, tok = where
-        parts.append(tok)
+        where, name = where
+        parts.append(token(name))
     return str(where) + "".join(reversed(parts))
 
 
@@ -243,6 +256,7 @@ class EncodeCall:
         "max_items",
         "max_keys",
         "mk",
+        "over",
         "prefix",
         "seen",
         "streams",
@@ -263,6 +277,7 @@ class EncodeCall:
         self.fields: dict[type, tuple[str, ...]] = {}
         self.streams: dict[int, Stream] = {} if streams is None else streams
         self.work = 0
+        self.over = 2.0  # how far the last bulk run passed its room (see `RunSizer`)
 
     # -- entry points ----------------------------------------------------------------
 
@@ -282,8 +297,10 @@ class EncodeCall:
     def bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
         """orjson's encoding of ``items[start:start + count]`` if all are clean and fit.
 
-        *room* includes a comma before the run; the result keeps orjson's brackets.
+        *room* includes a comma before the run; the result keeps orjson's brackets. When
+        the run was encoded and did not fit, `over` says by how much.
         """
+        self.over = 2.0
         if count < _BULK_MIN:
             return None
         run = items[start : start + count]
@@ -294,7 +311,10 @@ class EncodeCall:
             data = _dumps(run)
         except _JSONError:  # ints beyond 64 bits, lone surrogates
             return None
-        return data if len(data) - 1 <= room else None
+        if len(data) - 1 > room:
+            self.over = (len(data) - 1) / max(room, 1)
+            return None
+        return data
 
     # -- the type dispatch -----------------------------------------------------------
 
@@ -356,6 +376,7 @@ class EncodeCall:
 
     def whole(self, obj: Any, cap: int, where: Any, depth: int) -> Out | None:
         """The full rendering of *obj* if it fits *cap* bytes, else None."""
+        self.work += 1
         if cap <= 0:
             return None
         t = type(obj)
@@ -368,7 +389,6 @@ class EncodeCall:
             return data, _NONE
         if data == _TOO_BIG:
             return None
-        self.work += 1
         v = self.dispatch(obj, where)
         if isinstance(v, str):
             return self._whole_str(v, cap, where)
@@ -409,7 +429,6 @@ class EncodeCall:
             return self._cycle(cap, where)
         if depth >= self.max_depth:
             return self._marker("depth", _describe(v), cap)
-        self.work += 1
         cycles = self.cycles
         self.active.add(ident)
         try:
@@ -443,18 +462,18 @@ class EncodeCall:
                 v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
                 members = v.items[:limit]
                 n = len(v.items) if v.done else None
-            else:  # a Mapping or a sequence of another type: its len may not be the truth
-                it = iter(v.items()) if isinstance(v, Mapping) else iter(v)
-                members = list(islice(it, limit))
+            elif isinstance(v, Mapping):  # its len and its items() may not be the truth
+                members = [(k, x) for k, x in islice(v.items(), limit)]
+                n = len(members) if len(members) < limit else None
+            else:  # a sequence of another type: its len may not be the truth
+                members = list(islice(v, limit))
                 n = len(members) if len(members) < limit else None
         except EncodeError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # chained: the container's own error, with its path
             raise EncodeError(
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
             ) from exc
-        if t is not dict and isinstance(v, Mapping) and any(len(m) != 2 for m in members):
-            raise EncodeError(f"{type(v).__name__}.items() gave no pairs", path=_path(where))
         ent.snap = snap = _Snap(members, n, limit)
         return snap
 
@@ -482,9 +501,9 @@ class EncodeCall:
                     buf += memoryview(step)[1:-1]
                     i += k
                     continue
-                runs.missed()
+                runs.missed(self.over)
             room = avail - (len(buf) - 1) - (1 if i else 0)
-            out = self.whole(items[i], room, (where, f"/{i}"), depth + 1)
+            out = self.whole(items[i], room, (where, i), depth + 1)
             if out is None:
                 return None
             if i:
@@ -533,7 +552,7 @@ class EncodeCall:
             if ktr:
                 trs.append(ktr[0])
             if out[1]:
-                trs.append((tok, out[1]))
+                trs.append((token(tok), out[1]))
         if capped:
             if shown:
                 buf += b","
@@ -601,10 +620,12 @@ class EncodeCall:
         if depth >= self.max_depth:
             return len(mk.value("depth", _describe(v)))
         if isinstance(v, Mapping):
-            snap = self._snap(self._entry(obj, v, depth), 2, where)
+            # Read as far as `_cut_map` reads for a room this small, so that both choose
+            # the same marker key (it must not repeat a key read).
+            limit = min(self.max_keys, _LEAST_ROOM // 5 + 1) + 1
+            snap = self._snap(self._entry(obj, v, depth), limit, where)
             if not snap.members:
                 return 2
-            # The marker key is "…" unless the object has that key; then one more digit.
             key = mk.key(self._short_keys(snap.members))
             cut = 2 + len(mk.keys(snap.n, key))
         else:
@@ -641,10 +662,10 @@ class EncodeCall:
                     buf += memoryview(step)[1:-1]
                     i += k
                     continue
-                runs.missed()
+                runs.missed(self.over)
             sep = 1 if i else 0
             room = avail - (len(buf) - 1) - sep - (0 if last else marker_room)
-            here = (where, f"/{i}")
+            here = (where, i)
             out = self.whole(items[i], room, here, depth + 1)
             if out is None and complete and not last:
                 # The room kept for a marker may be all that the rest lacks: a list is
@@ -693,7 +714,7 @@ class EncodeCall:
         for i in range(start, len(items)):
             if i:
                 buf += b","
-            out = self.whole(items[i], space - len(buf), (where, f"/{i}"), depth + 1)
+            out = self.whole(items[i], space - len(buf), (where, i), depth + 1)
             if out is None:
                 return None
             buf += out[0]
@@ -721,7 +742,12 @@ class EncodeCall:
         for i in range(total):
             k, v = pairs[i]
             sep = 1 if i else 0
-            key = self._key(k, avail - used[-1] - sep - 1, pairs, taken, where, whole=False)
+            room = avail - used[-1] - sep - 1
+            if isinstance(k, str) and len(k) + 3 > room - 40 and i + 1 < (n or total + 1):
+                # A key about to be cut leaves room for the member that says how many
+                # keys were left out, or it would take the room and be dropped itself.
+                room -= len(mk.keys(None if n is None else n - i - 1, mkey)) + 1
+            key = self._key(k, room, pairs, taken, where, whole=False)
             if key is None:
                 break
             kb, tok, ktr = key
@@ -759,7 +785,7 @@ class EncodeCall:
             if ktr:
                 trs.append(ktr[0])
             if tr:
-                trs.append((tok, tr))
+                trs.append((token(tok), tr))
         if reserve:
             if j:
                 buf += b","
@@ -844,7 +870,7 @@ class EncodeCall:
             if ktr:
                 trs.append(ktr[0])
             if out[1]:
-                trs.append((tok, out[1]))
+                trs.append((token(tok), out[1]))
             shown += 1
             if cut:
                 break
@@ -868,6 +894,19 @@ class EncodeCall:
     def _scalar(self, obj: Any, cap: int, where: Any) -> Out | None:
         if isinstance(obj, float) and obj - obj != 0:
             return self._unencodable(float.__repr__(obj), cap, where)
+        if isinstance(obj, _dt.datetime | _dt.time) and type(obj.tzinfo) not in _SAFE_TZ:
+            # orjson would call a Python tzinfo itself, and one that raises crashes it
+            # (plain orjson.dumps too): ask for the offset here and hand orjson a fixed one.
+            try:
+                offset = obj.utcoffset()
+            except Exception as exc:
+                if self.error_on_unencodable:
+                    raise EncodeError(
+                        f"{type(obj).__name__}.utcoffset() raised {type(exc).__name__}",
+                        path=_path(where),
+                    ) from exc
+                return self._marker("unencodable", type(obj).__name__, cap)
+            obj = obj.replace(tzinfo=None if offset is None else _dt.timezone(offset))
         try:
             data = _dumps(obj)
         except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
@@ -954,7 +993,7 @@ class EncodeCall:
     def _key(
         self, k: Any, room: int, pairs: list[Any], taken: set[str], where: Any, *, whole: bool
     ) -> tuple[bytes, str, Trs] | None:
-        """The encoded key with its colon, its pointer token, and its report if rewritten.
+        """The encoded key with its colon, the key as written, and its report if rewritten.
 
         *room* is for the key and its colon. A key that is not a string, holds lone
         surrogates, or alone passes *room* is rewritten: its text carries a ``…[``
@@ -976,7 +1015,7 @@ class EncodeCall:
                     report = ("unencodable", bad, "chars")
                 else:
                     if len(kb) + 1 <= room:
-                        return kb + b":", token(k), _NONE
+                        return kb + b":", k, _NONE
             if n + 3 > room or kb:  # too long for the room: cut like a string
                 if whole:
                     return None
@@ -997,8 +1036,7 @@ class EncodeCall:
         if len(kb) + 1 > room:
             return None
         taken.add(text)
-        tok = token(text)
-        return kb + b":", tok, ((tok, *report),)
+        return kb + b":", text, ((token(text), *report),)
 
     def _key_text(self, k: Any, where: Any) -> str:
         """A non-string key described at a bounded cost: its type and a short repr."""
@@ -1010,7 +1048,9 @@ class EncodeCall:
         if isinstance(k, float):
             return f"{name} {float.__repr__(k)}"
         try:
-            text = _REPR.repr(k)  # reprlib slices containers before it repr()s them
+            # reprlib slices built-in containers before it repr()s them; it would also
+            # hide a user repr's exception behind an address, so those are called here.
+            text = _REPR.repr(k) if type(k) in _REPRLIB_TYPES else repr(k)[:_KEY_REPR]
         except Exception as exc:
             if self.error_on_unencodable:
                 raise EncodeError(
@@ -1027,19 +1067,29 @@ def _repeats(text: str, pairs: list[Any]) -> bool:
 
 
 def _water_level(sizes: list[int], mins: list[int], space: int) -> int:
-    """The largest level L with sum(max(min_i, min(size_i, L))) <= space."""
-    lo, hi = 0, max(space, 0)
-    if sum(max(m, min(s, hi)) for s, m in zip(sizes, mins, strict=True)) <= space:
-        return hi  # everything fits at the top: no search (the common case)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        total = 0
-        for s, m in zip(sizes, mins, strict=True):
-            total += max(m, min(s, mid))
-            if total > space:
-                break
-        if total <= space:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """The largest level L <= space with sum(max(min_i, min(size_i, L))) <= space.
+
+    The sum grows piecewise linearly with L: member i grows from L = min_i to size_i.
+    One sweep over those points, sorted, finds where it reaches *space*.
+    """
+    total = 0
+    events: list[tuple[int, int]] = []
+    for s, m in zip(sizes, mins, strict=True):
+        total += m
+        if s > m:
+            events.append((m, 1))
+            events.append((s, -1))
+    if total > space:
+        return 0
+    events.sort()
+    level = slope = 0
+    for at, step in events:
+        pos = min(at, space)
+        if slope and total + slope * (pos - level) > space:
+            return level + (space - total) // slope
+        total += slope * (pos - level)
+        level = pos
+        slope += step
+    if slope:
+        return min(space, level + (space - total) // slope)
+    return space

@@ -25,6 +25,7 @@ from .._encode.encoder import (
     MarkerStyle,
     RunSizer,
     Strategy,
+    Stream,
     Truncation,
     dumps_whole,
     pointer,
@@ -130,6 +131,7 @@ _OPTION_SLOTS = (
     "_max_items",
     "_spill_label",
     "_spill_store",
+    "_streams",
     "limits",
     "oversized",
 )
@@ -142,6 +144,10 @@ class PageBuilder:
     envelope, the longest cursor and the reports made so far; it returns False (and
     keeps nothing) once the page is full, so the item that did not fit is the one-item
     look-ahead. An item that cannot fit even an empty page gets the *oversized* outcome.
+
+    What the look-ahead pulled from an iterator inside a refused item is kept, and the
+    next page made from the same builder (`Paginator` makes each page from one) renders
+    the item from it: no pulled value is lost.
     """
 
     __slots__ = (
@@ -162,6 +168,7 @@ class PageBuilder:
         "_reports_bytes",
         "_spill_label",
         "_spill_store",
+        "_streams",
         "_truncations",
         "limits",
         "oversized",
@@ -183,12 +190,11 @@ class PageBuilder:
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
         if oversized not in ("truncate", "placeholder", "spill", "error"):
-            raise ValueError(
-                "oversized must be 'truncate', 'placeholder', 'spill' or 'error', "
-                f"not {oversized!r}"
+            raise LimitError(
+                "oversized", oversized, "must be 'truncate', 'placeholder', 'spill' or 'error'"
             )
         if oversized == "spill" and spill_store is None:
-            raise ValueError("oversized='spill' needs spill_store=")
+            raise LimitError("spill_store", spill_store, "oversized='spill' needs a spill store")
         self.limits = limits
         self.oversized: OversizedPolicy = oversized
         self._spill_store = spill_store
@@ -208,6 +214,9 @@ class PageBuilder:
         self._fixed = len(_dumps({k["items"]: [], **closing}))
         self._cap = limits.max_bytes - self._fixed
         self._max_items = limits.max_items if limits.max_items is not None else 2**62
+        # Iterators inside refused look-ahead items, with what was pulled from them;
+        # shared by the pages made from this builder (see `_blank`).
+        self._streams: dict[int, Stream] = {}
         self._start()
         # The smallest page that can always be built: an empty envelope holding one
         # oversized item's placeholder and its reports. Refused before any work.
@@ -228,7 +237,8 @@ class PageBuilder:
 
     def _start(self) -> None:
         """Set up the state of an empty page."""
-        self._call = EncodeCall(self._encoder)  # per-page state, reused for every item
+        # Per-page state, reused for every item; streams carry over to the next page.
+        self._call = EncodeCall(self._encoder, self._streams)
         self._buf = bytearray()
         self._items: list[Any] = []
         self._count = 0
@@ -282,17 +292,34 @@ class PageBuilder:
                 return True
             if data == UNCLEAN:
                 path = pointer(self._items_path, count)
-                whole = self._encoder.whole(item, room, path=path)
-                if whole is not None:
-                    grow = self._report_growth(whole.truncations, None)
-                    if len(whole.data) + grow <= room:
-                        self._accept(item, whole.data, whole.truncations, None, grow)
+                out = self._call.whole(item, room, path, 0)
+                if out is not None:
+                    truncations = self._reports(out[1], path)
+                    grow = self._report_growth(truncations, None)
+                    if len(out[0]) + grow <= room:
+                        self._accept(item, out[0], truncations, None, grow)
+                        self._served()
                         return True
         if count:
             self._full_reason = "page_full"
             return False
         self._add_oversized(item)
+        self._served()
         return True
+
+    def _reports(self, trs: Any, path: str) -> list[Truncation]:
+        truncations: list[Truncation] = []
+        self._call.reports(trs, path, truncations, Truncation)
+        return truncations
+
+    def _served(self) -> None:
+        """An item is on the page: the streams kept for a look-ahead item were its own.
+
+        The only item whose streams outlive a page is the one refused at its end, and
+        it is the first item the next page adds.
+        """
+        if self._streams:
+            self._streams.clear()
 
     def fill_from(self, seq: list[Any] | tuple[Any, ...], start: int = 0) -> tuple[bool, int]:
         """Add ``seq[start:]`` until the page is full: (an item was left over, next offset).
@@ -315,7 +342,7 @@ class PageBuilder:
                     self._count = count + k
                     i += k
                     continue
-                runs.missed()
+                runs.missed(self._call.over)
             if not self.add(seq[i]):
                 return True, i
             i += 1
@@ -350,10 +377,8 @@ class PageBuilder:
         if complete:
             incomplete_reason = None
         k = self._keys
-        out = bytearray(b"{")
-        out += _dumps(k["items"]) + b":["
-        out += self._buf
-        out += b"],"
+        head = b"{" + _dumps(k["items"]) + b":["
+        out = bytearray(b"],")
         out += _dumps(k["complete"]) + b":" + (b"true" if complete else b"false") + b","
         out += _dumps(k["next_cursor"]) + b":" + _dumps(next_cursor)
         if self._truncations:
@@ -365,7 +390,7 @@ class PageBuilder:
         if incomplete_reason is not None:
             out += b"," + _dumps(k["incomplete_reason"]) + b":" + _dumps(incomplete_reason)
         out += b"}"
-        data = bytes(out)
+        data = b"".join((head, self._buf, out))  # the items are copied once
         if len(data) > self.limits.max_bytes:  # pragma: no cover - reserved above
             raise AssertionError(f"page of {len(data)} bytes over {self.limits.max_bytes}")
         return Page(
@@ -439,14 +464,14 @@ class PageBuilder:
             info = OversizedItem(index, None, "truncated")
             room = self._room() - self._report_growth((), info)
             for _ in range(_REFITS):
-                fitted = self._encoder.fit(item, room, path=path) if room > 0 else None
+                fitted = self._call.fit(item, room, path) if room > 0 else None
                 if fitted is None:
                     break
-                cut = [*fitted.truncations, Truncation(path, "item", None, "bytes")]
+                cut = [*self._reports(fitted[1], path), Truncation(path, "item", None, "bytes")]
                 grow = self._report_growth(cut, info)
-                over = len(fitted.data) + grow - self._room()
+                over = len(fitted[0]) + grow - self._room()
                 if over <= 0:
-                    self._accept(item, fitted.data, cut, info, grow)
+                    self._accept(item, fitted[0], cut, info, grow)
                     return
                 room -= over  # the reports did not fit: leave them more room
         info = OversizedItem(index, None, "placeholder")
@@ -479,10 +504,10 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
     if keys:
         unknown = set(keys) - set(ENVELOPE_KEYS)
         if unknown:
-            raise ValueError(f"unknown envelope key(s): {', '.join(sorted(unknown))}")
+            raise LimitError("keys", dict(keys), f"unknown key(s): {', '.join(sorted(unknown))}")
         merged.update(keys)
     if len(set(merged.values())) != len(merged):
-        raise ValueError("envelope keys must be distinct")
+        raise LimitError("keys", dict(keys or {}), "envelope keys must be distinct")
     return merged
 
 
