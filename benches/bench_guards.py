@@ -25,13 +25,13 @@ def test_orjson_small_reference(benchmark: Any) -> None:
 
 def test_gate_small_pass_through(benchmark: Any, tmp_path: Path) -> None:
     gate = ResultGate(max_bytes=64 * 1024, store=SpillStore(tmp_path))
-    out = benchmark(gate.apply, SMALL)
+    out = benchmark(gate.gate, SMALL)
     assert out.spill is None
 
 
 def test_gate_spill_rows(benchmark: Any, tmp_path: Path) -> None:
     gate = ResultGate(max_bytes=64 * 1024, store=SpillStore(tmp_path), preview_bytes=4096)
-    out = benchmark(gate.apply, ROWS)
+    out = benchmark(gate.gate, ROWS)
     assert out.spill is not None
 
 

@@ -69,7 +69,7 @@ def gate_big_result(total: int, tmp: Path) -> list[tuple[str, float, str, str]]:
     gc.collect()
     tracemalloc.start()
     t0 = time.perf_counter()
-    out = gate.apply(_json_chunks(total), label="big")
+    out = gate.gate(_json_chunks(total), label="big")
     elapsed = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -93,9 +93,9 @@ def gate_pass_through(tmp: Path) -> list[tuple[str, float, str, str]]:
     value = {"id": 1, "items": list(range(20)), "name": "small result"}
     gate = ResultGate(max_bytes=64 * 1024, store=SpillStore(tmp / "pass"))
     ref = _median_us(lambda: orjson.dumps(value), 20000)
-    ours = _median_us(lambda: gate.apply(value), 20000)
+    ours = _median_us(lambda: gate.gate(value), 20000)
     raw = orjson.dumps(value)
-    ours_bytes = _median_us(lambda: gate.apply(raw), 20000)
+    ours_bytes = _median_us(lambda: gate.gate(raw), 20000)
     return [
         ("gate pass-through (object) / orjson.dumps", ours / ref, "x", "(info)"),
         ("gate pass-through (object)", ours, "us", "(info)"),
@@ -146,7 +146,7 @@ def fast_paths(tmp: Path) -> list[tuple[str, float, str, str]]:
     fns = {
         "orjson": lambda: orjson.dumps(value),
         "floor": lambda: clean_dumps(value, 64 * 1024, 0, caps),
-        "apply": lambda: gate.apply(value),
+        "gate": lambda: gate.gate(value),
         "gate_result": lambda: gate_result(value, max_bytes=64 * 1024),
         "admit": admit,
         "tool": tool,
@@ -160,7 +160,7 @@ def fast_paths(tmp: Path) -> list[tuple[str, float, str, str]]:
             "x",
             "(ref)",
         ),
-        ("ResultGate.apply 1 KiB fits / orjson.dumps", t.ratio("apply", "orjson"), "x", "<= 1.5"),
+        ("ResultGate.gate 1 KiB fits / orjson.dumps", t.ratio("gate", "orjson"), "x", "<= 1.5"),
         ("gate_result 1 KiB fits / orjson.dumps", t.ratio("gate_result", "orjson"), "x", "(info)"),
         ("TurnBudget.admit 1 KiB fits / orjson.dumps", t.ratio("admit", "orjson"), "x", "<= 2"),
         ("bounded_tool 1 KiB fits (str) / orjson.dumps", t.ratio("tool", "orjson"), "x", "(info)"),

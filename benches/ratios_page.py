@@ -90,7 +90,7 @@ def _follow(
 
 def pager_pages(rows: list[Any], pager: Paginator) -> list[bytes]:
     """Every row through one configured `Paginator`."""
-    return _follow(rows, lambda source, cursor: pager.page(source, scope=SCOPE, cursor=cursor))
+    return _follow(rows, lambda source, cursor: pager.paginate(source, scope=SCOPE, cursor=cursor))
 
 
 def paginated_pages(

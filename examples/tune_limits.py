@@ -22,7 +22,7 @@ def sample_items(n: int = 2000) -> list[dict[str, object]]:
 
 def main() -> None:
     tuner = Tuner(goal_truncated=0.01)  # at most 1% of items cut or oversized
-    report = tuner.measure(sample_items())
+    report = tuner.tune(sample_items())
     s = report.item_bytes
     print(f"items: p50={s.p50} p90={s.p90} p99={s.p99} max={s.max} bytes")
     for row in report.budgets:

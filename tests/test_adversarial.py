@@ -423,7 +423,7 @@ def test_regression_generators_in_page_items_are_served_whole() -> None:
     cursor = None
     got: list[Any] = []
     while True:
-        page = pager.page(rows, scope=Scope("u", {}), cursor=cursor)
+        page = pager.paginate(rows, scope=Scope("u", {}), cursor=cursor)
         got += json.loads(page.to_json())["items"]
         cursor = page.next_cursor
         if cursor is None:

@@ -65,7 +65,7 @@ def all_rows(q):
 def search(q: str) -> dict:
     """Every row matching q; a large answer is a preview plus a reference."""
     rows = all_rows(q)
-    gated = gate.apply({"rows": rows}, label="search")
+    gated = gate.gate({"rows": rows}, label="search")
     log.info("search done", extra={"jsonbudget": gated})  # the filter logs its summary
     log.info("page %s", gated)                            # an argument too
     return orjson.loads(gated.data)

@@ -67,21 +67,21 @@ def spilled_file(store: SpillStore, gated: GateResult | Admitted) -> bytes:
 def test_small_results_pass_through_unchanged(store: SpillStore) -> None:
     gate = ResultGate(max_bytes=1000, store=store)
     raw = b'{"ok": true}'
-    out = gate.apply(raw)
+    out = gate.gate(raw)
     assert out.data is raw
     assert out.spill is None
     assert not out.spilled
-    assert gate.apply("plain text").data == b"plain text"
-    assert gate.apply({"a": [1, 2.5, None]}).data == orjson.dumps({"a": [1, 2.5, None]})
-    assert gate.apply(iter([b"ab", b"cd"])).data == b"abcd"
-    assert gate.apply(io.BytesIO(b"file")).data == b"file"
+    assert gate.gate("plain text").data == b"plain text"
+    assert gate.gate({"a": [1, 2.5, None]}).data == orjson.dumps({"a": [1, 2.5, None]})
+    assert gate.gate(iter([b"ab", b"cd"])).data == b"abcd"
+    assert gate.gate(io.BytesIO(b"file")).data == b"file"
     assert list(store.directory.iterdir()) == []
 
 
 def test_exactly_the_limit_passes_one_more_byte_spills(store: SpillStore) -> None:
     gate = ResultGate(max_bytes=1000, store=store, preview_bytes=600)
-    assert gate.apply(b"x" * 1000).spill is None
-    out = gate.apply(b"x" * 1001)
+    assert gate.gate(b"x" * 1000).spill is None
+    out = gate.gate(b"x" * 1001)
     assert out.spill is not None
     assert out.size == 1001
     assert len(out.data) <= 600
@@ -89,7 +89,7 @@ def test_exactly_the_limit_passes_one_more_byte_spills(store: SpillStore) -> Non
 
 def test_large_object_spilled_whole_with_valid_json_preview(store: SpillStore) -> None:
     gate = ResultGate(max_bytes=2000, store=store, preview_bytes=1200)
-    out = gate.apply(ROWS, label="search_rows")
+    out = gate.gate(ROWS, label="search_rows")
     whole = orjson.dumps(ROWS)
     assert out.kind == "json"
     assert out.spill is not None
@@ -112,7 +112,7 @@ def test_large_object_spilled_whole_with_valid_json_preview(store: SpillStore) -
 
 def test_large_dict_spilled_byte_identical_to_orjson(store: SpillStore) -> None:
     value = {f"key{i}": {"n": i, "s": "x" * 30} for i in range(300)}
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(value)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).gate(value)
     assert spilled_file(store, out) == orjson.dumps(value)
     assert len(out.data) <= 800
     orjson.loads(out.data)
@@ -120,7 +120,7 @@ def test_large_dict_spilled_byte_identical_to_orjson(store: SpillStore) -> None:
 
 def test_object_orjson_refuses_is_spilled_with_markers(store: SpillStore) -> None:
     value = {1: "int key", "big": ["y" * 100] * 50, "s": {1, 2}}
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(value)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).gate(value)
     stored = orjson.loads(spilled_file(store, out))
     assert len(stored["big"]) == 50
     assert "1" in stored or any(k.startswith("…") for k in stored)
@@ -131,7 +131,7 @@ def test_regression_nan_in_a_spilled_result_is_marked_not_null(store: SpillStore
     # The spill file was orjson's bytes, and orjson writes NaN as null: a value lost
     # without a word. It now carries the encoder's marker, as a result that fits does.
     value = {"rows": [{"i": i, "x": float("nan") if i == 7 else 1.5} for i in range(100)]}
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(value)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).gate(value)
     stored = orjson.loads(spilled_file(store, out))
     assert stored["rows"][7]["x"] == "…[unencodable: nan]"
     assert stored["rows"][8]["x"] == 1.5
@@ -139,7 +139,7 @@ def test_regression_nan_in_a_spilled_result_is_marked_not_null(store: SpillStore
 
 
 def test_small_object_with_unencodable_value_passes_with_its_marker(store: SpillStore) -> None:
-    out = ResultGate(max_bytes=1000, store=store).apply({"s": {1, 2}})
+    out = ResultGate(max_bytes=1000, store=store).gate({"s": {1, 2}})
     assert out.spill is None
     assert orjson.loads(out.data)["s"].startswith("…[")
 
@@ -148,7 +148,7 @@ def test_json_bytes_preview_is_json_and_never_counts_what_the_prefix_cut(
     store: SpillStore,
 ) -> None:
     whole = orjson.dumps({"total": 5000, "rows": [{"i": i, "pad": "p" * 50} for i in range(5000)]})
-    out = ResultGate(max_bytes=2000, store=store, preview_bytes=1500).apply(whole)
+    out = ResultGate(max_bytes=2000, store=store, preview_bytes=1500).gate(whole)
     assert out.kind == "json"
     assert spilled_file(store, out) == whole
     assert len(out.data) <= 1500
@@ -162,7 +162,7 @@ def test_json_bytes_preview_is_json_and_never_counts_what_the_prefix_cut(
 
 def test_json_bytes_object_prefix_says_more_keys(store: SpillStore) -> None:
     whole = orjson.dumps({f"k{i}": "v" * 100 for i in range(2000)})
-    out = ResultGate(max_bytes=2000, store=store, preview_bytes=1000).apply(whole)
+    out = ResultGate(max_bytes=2000, store=store, preview_bytes=1000).gate(whole)
     preview = orjson.loads(out.data)["preview"]
     markers = [v for k, v in preview.items() if k.startswith("…")]
     assert markers == ["[omitted: more keys]"]
@@ -170,7 +170,7 @@ def test_json_bytes_object_prefix_says_more_keys(store: SpillStore) -> None:
 
 def test_small_complete_json_file_keeps_exact_counts(store: SpillStore) -> None:
     whole = orjson.dumps(list(range(1000)))  # small enough to parse whole
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).apply(whole)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800).gate(whole)
     preview = orjson.loads(out.data)["preview"]
     assert isinstance(preview[-1], str)
     assert preview[-1] == f"…[omitted: {1000 - (len(preview) - 1)} more items]"
@@ -178,7 +178,7 @@ def test_small_complete_json_file_keeps_exact_counts(store: SpillStore) -> None:
 
 def test_broken_json_falls_back_to_a_text_preview(store: SpillStore) -> None:
     broken = b"[" + b"1," * 2000  # starts like JSON, never parses whole
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800, kind="json").apply(
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=800, kind="json").gate(
         b"{ nope" + broken
     )
     assert out.kind == "text"
@@ -189,7 +189,7 @@ def test_broken_json_falls_back_to_a_text_preview(store: SpillStore) -> None:
 def test_text_preview_ends_on_a_line_end_and_a_character_boundary(store: SpillStore) -> None:
     text = "".join(f"ligne {i}: café ☕ naïve\n" for i in range(1000))
     gate = ResultGate(max_bytes=2000, store=store, preview_bytes=1000)
-    out = gate.apply(text, label="log")
+    out = gate.gate(text, label="log")
     assert out.kind == "text"
     assert spilled_file(store, out) == text.encode()
     assert len(out.data) <= 1000
@@ -206,7 +206,7 @@ def test_text_preview_ends_on_a_line_end_and_a_character_boundary(store: SpillSt
 
 def test_text_without_newlines_is_cut_on_a_character_boundary(store: SpillStore) -> None:
     text = "€" * 3000
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=700).apply(text)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=700).gate(text)
     body = out.text.rpartition("\n…[spilled: ")[0]
     assert body
     assert set(body) == {"€"}
@@ -215,14 +215,14 @@ def test_text_without_newlines_is_cut_on_a_character_boundary(store: SpillStore)
 
 def test_binary_result_preview_stops_at_the_first_invalid_byte(store: SpillStore) -> None:
     blob = b"header line\n" + bytes(range(256)) * 20
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=700).apply(blob)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=700).gate(blob)
     assert out.text.startswith("header line\n")
     assert spilled_file(store, out) == blob
 
 
 def test_streamed_result_is_written_whole_without_joining(store: SpillStore) -> None:
     chunks = [bytes([65 + i % 26]) * 10_000 for i in range(100)]
-    out = ResultGate(max_bytes=5000, store=store, preview_bytes=1000).apply(
+    out = ResultGate(max_bytes=5000, store=store, preview_bytes=1000).gate(
         iter(chunks), label="stream"
     )
     assert spilled_file(store, out) == b"".join(chunks)
@@ -236,18 +236,18 @@ def test_crash_in_a_streamed_result_passes_through_and_leaves_no_file(store: Spi
         raise ConnectionResetError("upstream went away")
 
     with pytest.raises(ConnectionResetError, match="upstream"):
-        ResultGate(max_bytes=1000, store=store).apply(crashing())
+        ResultGate(max_bytes=1000, store=store).gate(crashing())
     assert list(store.directory.iterdir()) == []
 
 
 def test_lone_surrogate_in_a_str_result_is_an_encode_error(store: SpillStore) -> None:
     with pytest.raises(EncodeError, match="surrogate"):
-        ResultGate(max_bytes=1000, store=store).apply("ok \ud800 bad")
+        ResultGate(max_bytes=1000, store=store).gate("ok \ud800 bad")
 
 
 def test_non_bytes_chunk_in_a_stream_is_a_type_error(store: SpillStore) -> None:
     with pytest.raises(TypeError, match="must yield bytes"):
-        ResultGate(max_bytes=1000, store=store).apply(iter(["text"]))
+        ResultGate(max_bytes=1000, store=store).gate(iter(["text"]))
 
 
 @pytest.mark.parametrize(
@@ -272,9 +272,9 @@ def test_default_store_is_created_lazily_in_the_private_directory(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     gate = ResultGate(max_bytes=1000)
-    gate.apply(b"small")
+    gate.gate(b"small")
     assert not (tmp_path / "cache").exists()
-    out = gate.apply(b"z" * 5000)
+    out = gate.gate(b"z" * 5000)
     assert out.spill is not None
     assert out.spill.path.parent == tmp_path / "cache" / "jsonbudget" / "spill"
 
@@ -286,9 +286,9 @@ def test_gate_result_convenience(store: SpillStore) -> None:
     assert gate_result(b"ok", max_bytes=1000, store=store).data == b"ok"
 
 
-async def test_async_apply(store: SpillStore) -> None:
+async def test_async_gate(store: SpillStore) -> None:
     gate = ResultGate(max_bytes=1000, store=store)
-    outs = await asyncio.gather(*(gate.aapply(b"k" * (500 * i)) for i in range(1, 5)))
+    outs = await asyncio.gather(*(gate.agate(b"k" * (500 * i)) for i in range(1, 5)))
     assert [o.spilled for o in outs] == [False, False, True, True]
 
 
@@ -313,7 +313,7 @@ def test_property_gate_output_within_its_limit_and_nothing_lost(
     # A str result is text, passed on as its UTF-8 (regression: hypothesis found '').
     as_given = value.encode() if isinstance(value, str) else orjson.dumps(value)
     for result, whole in ((value, as_given), (orjson.dumps(value), orjson.dumps(value))):
-        out = gate.apply(result)
+        out = gate.gate(result)
         assert len(out.data) <= limit
         orjson.loads(out.data) if out.kind == "json" else out.data.decode()
         if out.spill is None:
@@ -329,7 +329,7 @@ def test_property_gate_output_within_its_limit_and_nothing_lost(
 @given(text=st.text(st.characters(codec="utf-8"), max_size=2000))
 def test_property_text_preview_is_a_valid_prefix(store: SpillStore, text: str) -> None:
     gate = ResultGate(max_bytes=700, store=store, kind="text")
-    out = gate.apply(text)
+    out = gate.gate(text)
     assert len(out.data) <= 700
     shown = out.data.decode()
     if out.spill is None:
@@ -677,7 +677,7 @@ def test_regression_nested_iterator_items_read_by_the_size_check_are_spilled(
 ) -> None:
     """The size check read the first 151 rows of a nested generator; the spill then wrote
     only the other 849 and the preview showed ``"rows": []``."""
-    out = ResultGate(max_bytes=500, store=store).apply({"rows": (i for i in range(1000))})
+    out = ResultGate(max_bytes=500, store=store).gate({"rows": (i for i in range(1000))})
     assert orjson.loads(spilled_file(store, out)) == {"rows": list(range(1000))}
     preview = orjson.loads(out.data)["preview"]
     assert preview["rows"][:5] == [0, 1, 2, 3, 4]
@@ -690,7 +690,7 @@ def test_nested_iterators_everywhere_are_replayed_in_order(store: SpillStore) ->
 
     value = [{"id": i, "tags": tags(i)} for i in range(40)]
     expected = [{"id": i, "tags": [f"t{i}-{j}" for j in range(30)]} for i in range(40)]
-    out = ResultGate(max_bytes=1000, store=store).apply(value)
+    out = ResultGate(max_bytes=1000, store=store).gate(value)
     assert orjson.loads(spilled_file(store, out)) == expected
 
 
@@ -705,7 +705,7 @@ def test_endless_generator_is_refused_at_max_file_bytes_while_writing(tmp_path: 
         store = SpillStore({str(tmp_path / "spill")!r}, max_file_bytes=20_000_000)
         gate = ResultGate(max_bytes=4096, store=store)
         try:
-            gate.apply({{"rows": ({{"i": i}} for i in itertools.count())}})
+            gate.gate({{"rows": ({{"i": i}} for i in itertools.count())}})
         except SpillError as exc:
             print("refused:", exc)
         print("left:", os.listdir(store.directory))
@@ -719,7 +719,7 @@ def test_endless_generator_is_refused_at_max_file_bytes_while_writing(tmp_path: 
 
 def test_large_list_is_spilled_byte_identical_in_runs(store: SpillStore) -> None:
     rows = [{"id": i, "text": "z" * (i % 300), "n": None} for i in range(20_000)]
-    out = ResultGate(max_bytes=4096, store=store).apply({"meta": {"q": "x"}, "rows": rows})
+    out = ResultGate(max_bytes=4096, store=store).gate({"meta": {"q": "x"}, "rows": rows})
     assert spilled_file(store, out) == orjson.dumps({"meta": {"q": "x"}, "rows": rows})
 
 
@@ -737,7 +737,7 @@ def test_full_disk_raises_spill_error_and_leaves_nothing(tmp_path: Path, via: st
             if {via!r} == "store":
                 store.put((b"x" * 65536 for _ in range(100)), label="big")
             else:
-                ResultGate(max_bytes=4096, store=store).apply(list(range(2_000_000)))
+                ResultGate(max_bytes=4096, store=store).gate(list(range(2_000_000)))
         except SpillError as exc:
             print("spill error:", exc, type(exc.__context__).__name__)
         print("left:", os.listdir(store.directory))
@@ -752,7 +752,7 @@ def test_full_disk_raises_spill_error_and_leaves_nothing(tmp_path: Path, via: st
 def test_regression_real_ellipsis_key_survives_a_json_preview(store: SpillStore) -> None:
     """The "more keys" member of an open object overwrote a real ``"…"`` key."""
     whole = orjson.dumps({"…": "real value", "rows": list(range(40_000)), "z": 1})
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=900).apply(whole)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=900).gate(whole)
     preview = orjson.loads(out.data)["preview"]
     assert preview["…"] == "real value"
     assert "[omitted: more keys]" in preview.values()
@@ -762,7 +762,7 @@ def test_regression_thirty_digit_integer_keeps_a_json_preview(store: SpillStore)
     """ijson's C backend refuses integers beyond 64 bits, so a valid JSON result once got
     a text preview (a JSON result's preview is JSON)."""
     whole = b"[123456789012345678901234567890," + b",".join(b"%d" % i for i in range(5000)) + b"]"
-    out = ResultGate(max_bytes=1000, store=store, preview_bytes=900).apply(whole)
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=900).gate(whole)
     assert out.kind == "json"
     preview = orjson.loads(out.data)["preview"]
     assert preview[0] == "…[unencodable: int beyond 64 bits]"
@@ -880,7 +880,7 @@ BIG = {
 
 def test_read_item_50000_of_a_spilled_result(store: SpillStore, reader: ResultReader) -> None:
     gate = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice")
-    out = gate.apply(BIG, label="search")
+    out = gate.gate(BIG, label="search")
     preview = orjson.loads(out.data)
     ref = preview["spilled"]["ref"]
     assert out.spill is not None
@@ -897,10 +897,10 @@ def test_read_item_50000_of_a_spilled_result(store: SpillStore, reader: ResultRe
 def test_read_pages_reassemble_a_list_a_string_and_an_object(
     store: SpillStore, reader: ResultReader
 ) -> None:
-    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").apply(BIG)
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").gate(BIG)
     ref = orjson.loads(out.data)["spilled"]["ref"]
     rows = [{"i": i, "body": "x" * (i % 700)} for i in range(3000)]
-    small = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").apply(rows)
+    small = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").gate(rows)
     small_ref = orjson.loads(small.data)["spilled"]["ref"]
     items = [it for env in follow_read(reader, small_ref, "", "alice") for it in env["items"]]
     # An item too large for a page is fitted (cut and marked); read it by its own pointer.
@@ -921,7 +921,7 @@ def test_read_pages_reassemble_a_list_a_string_and_an_object(
 
 def test_read_a_spilled_text_result(store: SpillStore, reader: ResultReader) -> None:
     text = "".join(f"line {i}: naïve café ☕\n" for i in range(5000))
-    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="bob").apply(text)
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="bob").gate(text)
     ref = out.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
     pages = follow_read(reader, ref, "", "bob")
     assert all(env["kind"] == "text" for env in pages)
@@ -931,7 +931,7 @@ def test_read_a_spilled_text_result(store: SpillStore, reader: ResultReader) -> 
 def test_read_refuses_other_principals_and_other_reads(
     store: SpillStore, reader: ResultReader
 ) -> None:
-    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").apply(BIG)
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").gate(BIG)
     ref = orjson.loads(out.data)["spilled"]["ref"]
     with pytest.raises(CursorScopeError):
         reader.read(ref, "/rows", principal="mallory")
@@ -998,7 +998,7 @@ def test_property_spill_file_is_orjson_of_the_value_iterators_included(
     expected = orjson.dumps(wide)
     given_value = _with_iterators(wide, True) if iterators else wide
     store = SpillStore(tmp_path / "prop")
-    out = ResultGate(max_bytes=500, store=store).apply(given_value)
+    out = ResultGate(max_bytes=500, store=store).gate(given_value)
     if out.spill is None:
         assert out.data == expected
     else:
@@ -1016,7 +1016,7 @@ def test_property_spill_of_odd_values_is_the_encoders_whole_rendering(
     # Over 512 members: streamed in runs; a nested list: the object streamed member by member.
     wide = {"big": [value] * 513, "nested": {"a": [value, {"b": value}] * 3}}
     store = SpillStore(tmp_path / "odd")
-    out = ResultGate(max_bytes=500, store=store).apply(wide)
+    out = ResultGate(max_bytes=500, store=store).gate(wide)
     assert out.spill is not None
     assert spilled_file(store, out) == dumps_whole(wide)
 
@@ -1024,16 +1024,16 @@ def test_property_spill_of_odd_values_is_the_encoders_whole_rendering(
 def test_default_hook_reaches_every_guard(store: SpillStore) -> None:
     small = {"price": Decimal("1.10")}
     big = {"prices": [Decimal(f"{i}.5") for i in range(5000)]}
-    assert ResultGate(max_bytes=1000, store=store, default=str).apply(small).data == (
+    assert ResultGate(max_bytes=1000, store=store, default=str).gate(small).data == (
         b'{"price":"1.10"}'
     )
-    out = ResultGate(max_bytes=1000, store=store, default=str).apply(big)
+    out = ResultGate(max_bytes=1000, store=store, default=str).gate(big)
     assert orjson.loads(spilled_file(store, out))["prices"][4999] == "4999.5"
     assert orjson.loads(out.data)["preview"]["prices"][0] == "0.5"
     turn = TurnBudget(max_bytes=5000, store=store, default=str, max_calls=1)
     assert turn.admit(small).data == b'{"price":"1.10"}'
     assert bounded_tool(max_bytes=200, default=str)(lambda: small)() == '{"price":"1.10"}'
-    assert ResultGate(max_bytes=1000, store=store).apply(small).data == (
+    assert ResultGate(max_bytes=1000, store=store).gate(small).data == (
         b'{"price":"\xe2\x80\xa6[unencodable: Decimal]"}'
     )
 
@@ -1070,12 +1070,12 @@ def test_regression_results_nested_50000_deep_get_a_json_preview(tmp_path: Path)
         from jsonbudget import ResultGate, SpillStore
         gate = ResultGate(max_bytes=4096, store=SpillStore({str(tmp_path / "s")!r}))
         deep = b"[" * 50_000 + b"]" * 50_000
-        out = gate.apply(deep)
+        out = gate.gate(deep)
         print(out.kind, len(out.data) <= 4096, "…[depth: " in out.text)
         value = []
         for _ in range(50_000):
             value = [value]
-        out = gate.apply(value)
+        out = gate.gate(value)
         whole = gate.store.read(out.spill.ref, 0, 10**7)
         orjson.loads(whole)
         print(out.kind, len(out.data) <= 4096, "…[depth: " in whole.decode())

@@ -51,7 +51,7 @@ def test_workers_read_each_others_spilled_results(redis_server: RedisServer) -> 
         """
         rows = [{"row": i, "text": "t" * 30} for i in range(5000)]
         gate = ResultGate(max_bytes=4096, reader=reader, principal="alice")
-        out = gate.apply({"rows": rows}, label="search")
+        out = gate.gate({"rows": rows}, label="search")
         import orjson
         print(orjson.loads(out.data)["spilled"]["ref"])
         """,
@@ -124,7 +124,7 @@ def test_too_large_is_refused_while_writing_and_leaves_nothing(
     before = set(client.keys("test:own:*"))
     gate = ResultGate(max_bytes=4096, store=spill)
     with pytest.raises(SpillError, match=r"max_file_bytes \(1000000\)"):
-        gate.apply({"rows": ({"i": i} for i in itertools.count())})
+        gate.gate({"rows": ({"i": i} for i in itertools.count())})
     assert set(client.keys("test:own:*")) == before
 
 
@@ -139,7 +139,7 @@ def test_unknown_and_forged_references_are_spill_errors(spill: RedisSpillStore) 
 
 def test_reader_over_redis_in_process(spill: RedisSpillStore) -> None:
     reader = ResultReader(spill=spill, max_bytes=1500)
-    out = ResultGate(max_bytes=4096, reader=reader).apply(["x" * 100] * 400)
+    out = ResultGate(max_bytes=4096, reader=reader).gate(["x" * 100] * 400)
     ref = orjson.loads(out.data)["spilled"]["ref"]
     assert orjson.loads(reader.read(ref, "/399", principal="anonymous").data)["items"] == [
         "x" * 100

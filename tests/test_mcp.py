@@ -127,10 +127,10 @@ def test_cursor_error_maps_to_invalid_params() -> None:
 
 def test_pager_raises_mcp_error() -> None:
     pager = McpPager(max_bytes=2048)
-    first = pager.page(list(range(500)), scope=Scope("p", {"q": 1}))
+    first = pager.paginate(list(range(500)), scope=Scope("p", {"q": 1}))
     cursor = first.structured_content["nextCursor"]
     with pytest.raises(MCPError) as info:
-        pager.page(list(range(500)), scope=Scope("p", {"q": 2}), cursor=cursor)
+        pager.paginate(list(range(500)), scope=Scope("p", {"q": 2}), cursor=cursor)
     assert info.value.code == INVALID_PARAMS
     assert info.value.data == {"reason": "scope_query"}
 
@@ -380,8 +380,8 @@ def test_pager_options_validated() -> None:
 
 def test_pager_default_hook_encodes_what_the_encoder_does_not_know() -> None:
     rows = [{"id": i, "price": Decimal(f"{i}.10")} for i in range(50)]
-    plain = McpPager(max_bytes=4096).page(rows, scope=Scope("p", {}))
-    hooked = McpPager(max_bytes=4096, default=str).page(rows, scope=Scope("p", {}))
+    plain = McpPager(max_bytes=4096).paginate(rows, scope=Scope("p", {}))
+    hooked = McpPager(max_bytes=4096, default=str).paginate(rows, scope=Scope("p", {}))
     assert plain.structured_content["items"][1]["price"] == "…[unencodable: Decimal]"
     assert hooked.structured_content["items"][1]["price"] == "1.10"
 
@@ -390,10 +390,10 @@ def test_regression_message_budget_holds_with_a_page_budget_and_a_cursor() -> No
     """With max_pages, a continuation cannot be read twice: it takes the safe budget."""
     pager = McpPager(limits=Limits(2000, max_pages=50))
     code = [{"src": '"\\\\"' * 40, "i": i} for i in range(200)]
-    first = pager.page(code, scope=Scope("p", {}))
+    first = pager.paginate(code, scope=Scope("p", {}))
     assert message_bytes(first) <= 2000
     cursor = first.structured_content["nextCursor"]
-    second = pager.page(code, scope=Scope("p", {}), cursor=cursor)
+    second = pager.paginate(code, scope=Scope("p", {}), cursor=cursor)
     assert message_bytes(second) <= 2000
 
 
@@ -438,7 +438,7 @@ async def test_read_result_tool_reads_a_spill_back_for_its_principal_only(tmp_pa
     @server.tool()
     def search(n: int) -> str:
         """Search; large results are spilled and previewed."""
-        return gate.apply([{"row": i, "text": "t" * 40} for i in range(n)], label="search").text
+        return gate.gate([{"row": i, "text": "t" * 40} for i in range(n)], label="search").text
 
     server.tool()(read_result_tool(reader=reader, max_bytes=4096,
                                    principal=lambda: caller["name"]))  # fmt: skip

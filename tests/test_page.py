@@ -47,7 +47,7 @@ def follow(
     pages: list[Page] = []
     cursor = None
     for _ in range(max_pages):
-        page = pager.page(source, scope=ALICE, cursor=cursor)
+        page = pager.paginate(source, scope=ALICE, cursor=cursor)
         check_envelope(page, limits)
         pages.append(page)
         if page.next_cursor is None:
@@ -187,12 +187,12 @@ def test_oversized_spill_writes_the_item_whole(tmp_path: Path) -> None:
 def test_oversized_error_loses_nothing_and_keeps_the_cursor() -> None:
     rows = [{"id": 0}, {"id": 1, "body": "x" * 100_000}]
     pager = Paginator(Limits(400), oversized="error")
-    first = pager.page(rows, scope=ALICE)
+    first = pager.paginate(rows, scope=ALICE)
     assert first.items == (rows[0],)
     assert first.next_cursor is not None
     for _ in range(2):  # the same cursor fails the same way: nothing was skipped
         with pytest.raises(OversizedItemError) as info:
-            pager.page(rows, scope=ALICE, cursor=first.next_cursor)
+            pager.paginate(rows, scope=ALICE, cursor=first.next_cursor)
         assert info.value.index == 0
         assert isinstance(info.value, ValueError)
 
@@ -216,7 +216,7 @@ def test_endless_source_reads_one_item_past_the_page() -> None:
             yield {"i": i}
 
     source = IterableSource(endless)
-    page = Paginator(Limits(1024, max_items=50)).page(source, scope=ALICE)
+    page = Paginator(Limits(1024, max_items=50)).paginate(source, scope=ALICE)
     assert not page.complete
     assert len(page.items) == 50
     assert len(pulled) == 51  # the page plus one look-ahead
@@ -269,18 +269,18 @@ def test_one_paginator_binds_each_call_to_its_own_scope_and_source() -> None:
     # or source must never reuse it.
     pager = Paginator(Limits(400, max_items=2), store=MemoryCursorStore())
     rows = list(range(10))
-    first = pager.page(rows, scope=ALICE)
+    first = pager.paginate(rows, scope=ALICE)
     assert first.next_cursor is not None
     with pytest.raises(CursorScopeError) as by_principal:
-        pager.page(rows, scope=Scope("mallory", {"q": "orders"}), cursor=first.next_cursor)
+        pager.paginate(rows, scope=Scope("mallory", {"q": "orders"}), cursor=first.next_cursor)
     assert by_principal.value.mismatch == "principal"
     with pytest.raises(CursorScopeError) as by_query:
-        pager.page(rows, scope=Scope("alice", {"q": "refunds"}), cursor=first.next_cursor)
+        pager.paginate(rows, scope=Scope("alice", {"q": "refunds"}), cursor=first.next_cursor)
     assert by_query.value.mismatch == "query"
     other_source = SQLiteSource(sqlite3.connect(":memory:"), query="select 1 as x", order_by=("x",))
     with pytest.raises(CursorScopeError):
-        pager.page(other_source, scope=ALICE, cursor=first.next_cursor)
-    second = pager.page(rows, scope=ALICE, cursor=first.next_cursor)
+        pager.paginate(other_source, scope=ALICE, cursor=first.next_cursor)
+    second = pager.paginate(rows, scope=ALICE, cursor=first.next_cursor)
     assert second.items == (2, 3)
 
 
@@ -298,7 +298,7 @@ def test_page_size_may_change_between_pages() -> None:
 
 
 def test_mcp_key_spellings() -> None:
-    page = Paginator(Limits(400, max_items=2), keys=MCP_KEYS).page([1, 2, 3], scope=ALICE)
+    page = Paginator(Limits(400, max_items=2), keys=MCP_KEYS).paginate([1, 2, 3], scope=ALICE)
     doc = json.loads(page.to_json())
     assert doc["nextCursor"] == page.next_cursor
     assert doc["incompleteReason"] == "max_items"
@@ -378,7 +378,7 @@ def test_keyset_pages_survive_inserts_and_deletes_between_pages(tmp_path: Path) 
     seen: list[int] = []
     cursor = None
     while True:
-        page = pager.page(source, scope=ALICE, cursor=cursor)
+        page = pager.paginate(source, scope=ALICE, cursor=cursor)
         seen.extend(row["id"] for row in page.items)
         if page.complete:
             break

@@ -226,8 +226,8 @@ def _real_page() -> Any:
 def test_guard_results_are_summarized_without_content(tmp_path: Path) -> None:
     store = SpillStore(tmp_path / "spill")
     gate = ResultGate(max_bytes=1000, store=store)
-    small = gate.apply({"token": SECRET})
-    big = gate.apply([{"token": SECRET, "i": i} for i in range(500)], label="search")
+    small = gate.gate({"token": SECRET})
+    big = gate.gate([{"token": SECRET, "i": i} for i in range(500)], label="search")
     turn = TurnBudget(max_bytes=5000, store=store, max_calls=2)
     admitted = turn.admit([{"token": SECRET}] * 400, tool="search")
     for obj in (small, big, admitted, turn.report()):
@@ -308,7 +308,7 @@ def test_structlog_processor_summarizes_jsonbudget_values(tmp_path: Path) -> Non
     structlog.configure(processors=[summary_processor, capture])
     try:
         log = structlog.get_logger()
-        gated = ResultGate(max_bytes=1000, store=SpillStore(tmp_path / "s")).apply(
+        gated = ResultGate(max_bytes=1000, store=SpillStore(tmp_path / "s")).gate(
             [{"token": SECRET}] * 300
         )
         log.info("page", page=_real_page(), gated=gated, count=3)

@@ -75,8 +75,8 @@ def test_goal_picks_the_smallest_budget_that_meets_it() -> None:
 
 def test_field_cap_truncations_count_as_truncated() -> None:
     items = [{"a": "y" * 500}] * 5 + [{"a": "z"}] * 5
-    assert Tuner(budgets=[65536]).measure(items).budgets[0].truncated_items == 0
-    row = Tuner(budgets=[65536], max_field_bytes=64).measure(items).budgets[0]
+    assert Tuner(budgets=[65536]).tune(items).budgets[0].truncated_items == 0
+    row = Tuner(budgets=[65536], max_field_bytes=64).tune(items).budgets[0]
     assert (row.truncated_items, row.oversized_items, row.pages) == (5, 0, 1)
     assert row.truncated_share == 0.5
 
@@ -86,7 +86,7 @@ def test_pages_match_paginate(budget: int) -> None:
     """The figures come from real paging: `paginate` over the same items agrees."""
     items = [{"id": i, "body": "ö" * ((i * 37) % 3000)} for i in range(400)]
     items[123] = {"id": 123, "body": "big" * 20_000}
-    row = Tuner(budgets=[budget]).measure(items).budgets[0]
+    row = Tuner(budgets=[budget]).tune(items).budgets[0]
     store = MemoryCursorStore()
     pages = 0
     oversized = 0

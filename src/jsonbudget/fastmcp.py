@@ -115,7 +115,7 @@ class BoundedResults(Middleware):
             return result
         value = _value_of(result)
         if self._gate is not None:
-            gated = await self._gate.aapply(value, label=context.message.name)
+            gated = await self._gate.agate(value, label=context.message.name)
             value = orjson.loads(gated.data) if gated.kind == "json" else gated.text
         fitted = self._fitter.fit(value)
         return ToolResult(content=fitted.content, structured_content=fitted.structured_content,

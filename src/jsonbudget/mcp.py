@@ -164,7 +164,7 @@ class McpPager:
 
     ``max_bytes`` (or ``limits.max_bytes``) bounds the whole JSON-RPC response; the page
     inside gets what the message's envelope and the *content* form leave (see the docs
-    for how it is fitted). `page` / `apage` return a ``CallToolResult`` and raise
+    for how it is fitted). `paginate` / `apaginate` return a ``CallToolResult`` and raise
     `cursor_error` for a refused cursor.
     """
 
@@ -266,13 +266,13 @@ class McpPager:
         growth = max((size - self._fixed) / max(len(page.to_json()), 1), 1.0)
         return None, max(safe, min(budget - 1, int(room / growth * 0.98)))
 
-    def page(self, source: Any, *, scope: Scope, cursor: str | None = None) -> CallToolResult:
+    def paginate(self, source: Any, *, scope: Scope, cursor: str | None = None) -> CallToolResult:
         """The page of *source* at *cursor* as a tool result."""
         src = as_source(source)
         budget = self._first_budget(cursor)
         for tried in range(_ROUNDS):
             try:
-                page = self._paginator(budget).page(src, scope=scope, cursor=cursor)
+                page = self._paginator(budget).paginate(src, scope=scope, cursor=cursor)
             except CursorError as exc:
                 raise cursor_error(exc) from exc
             result, budget = self._check(page, budget, tried)
@@ -280,18 +280,18 @@ class McpPager:
                 return result
         raise AssertionError("unreachable: the last round raises or returns")  # pragma: no cover
 
-    async def apage(
+    async def apaginate(
         self, source: Any, *, scope: Scope, cursor: str | None = None
     ) -> CallToolResult:
-        """The async twin of `page`. A sync source is paged in a worker thread."""
+        """The async twin of `paginate`. A sync source is paged in a worker thread."""
         src = as_source(source)
         if isinstance(src, Source):
-            call = functools.partial(self.page, src, scope=scope, cursor=cursor)
+            call = functools.partial(self.paginate, src, scope=scope, cursor=cursor)
             return await anyio.to_thread.run_sync(call)
         budget = self._first_budget(cursor)
         for tried in range(_ROUNDS):
             try:
-                page = await self._paginator(budget).apage(src, scope=scope, cursor=cursor)
+                page = await self._paginator(budget).apaginate(src, scope=scope, cursor=cursor)
             except CursorError as exc:
                 raise cursor_error(exc) from exc
             result, budget = self._check(page, budget, tried)
@@ -512,7 +512,7 @@ def paginated_tool(
                 scope = scope_of(bound.arguments)
                 coro: Awaitable[Any] = fn(*bound.args, **bound.kwargs)
                 source = await coro
-                return await pager.apage(source, scope=scope, cursor=cursor)
+                return await pager.apaginate(source, scope=scope, cursor=cursor)
 
             wrapper = async_wrapper
         else:
@@ -524,7 +524,7 @@ def paginated_tool(
                 bound.apply_defaults()
                 scope = scope_of(bound.arguments)
                 source = fn(*bound.args, **bound.kwargs)
-                return pager.page(source, scope=scope, cursor=cursor)
+                return pager.paginate(source, scope=scope, cursor=cursor)
 
             wrapper = sync_wrapper
         functools.update_wrapper(wrapper, fn)

@@ -391,7 +391,7 @@ class ResultGate:
                 self._store = SpillStore()
             return self._store
 
-    def apply(self, result: Any, *, label: str = "result") -> GateResult:
+    def gate(self, result: Any, *, label: str = "result") -> GateResult:
         """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
         if type(result) in _FAST_TYPES:
             # A clean value that fits: one compiled walk and one orjson call, nothing else.
@@ -405,9 +405,9 @@ class ResultGate:
             return GateResult(measured.data, measured.kind, len(measured.data), None)
         return self._spill(measured, label=label, budget=self._preview_bytes)
 
-    async def aapply(self, result: Any, *, label: str = "result") -> GateResult:
-        """`apply` in a worker thread, so spilling to disk does not block the event loop."""
-        return await asyncio.to_thread(self.apply, result, label=label)
+    async def agate(self, result: Any, *, label: str = "result") -> GateResult:
+        """`gate` in a worker thread, so spilling to disk does not block the event loop."""
+        return await asyncio.to_thread(self.gate, result, label=label)
 
     # -- internals shared with TurnBudget ------------------------------------------------
 
@@ -591,7 +591,7 @@ def gate_result(
         read_hint=read_hint,
         default=default,
     )
-    return gate.apply(result, label=label)
+    return gate.gate(result, label=label)
 
 
 class TurnBudget:

@@ -244,7 +244,9 @@ class Demo:
         seen: list[int] = []
         while True:
             with SQLiteCursorStore(store_path) as store:
-                page = Paginator(self.limits, store=store).page(source, scope=scope, cursor=cursor)
+                page = Paginator(self.limits, store=store).paginate(
+                    source, scope=scope, cursor=cursor
+                )
             if first is None:
                 first = page
             ids = tuple(int(row["id"]) for row in page.items)
@@ -297,7 +299,7 @@ def _refusal(
     if first.next_cursor is None:
         return "(one page only: no cursor to refuse)"
     try:
-        Paginator(limits, store=store).page(
+        Paginator(limits, store=store).paginate(
             source, scope=Scope(OTHER_PRINCIPAL, query), cursor=first.next_cursor
         )
     except CursorScopeError as exc:
@@ -310,9 +312,9 @@ def _budget_run(
 ) -> Page:
     """Page again with an operation budget of `BUDGET_PAGES`; return the last page served."""
     paginator = Paginator(limits.replace(max_pages=BUDGET_PAGES), store=store)
-    page = paginator.page(source, scope=scope)
+    page = paginator.paginate(source, scope=scope)
     while page.next_cursor is not None:
-        page = paginator.page(source, scope=scope, cursor=page.next_cursor)
+        page = paginator.paginate(source, scope=scope, cursor=page.next_cursor)
     return page
 
 

@@ -668,7 +668,7 @@ def _cmd_page(args: argparse.Namespace) -> int:
             strategy=args.strategy,
             markers=args.markers,
         )
-        page = paginator.page(source, scope=scope, cursor=args.cursor)
+        page = paginator.paginate(source, scope=scope, cursor=args.cursor)
     _write(page.to_json() + b"\n")
     return EXIT_OK
 
@@ -754,7 +754,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         progress.remove_task(reading)
         n = min(len(items), tuner.sample)
         task = progress.add_task("measuring", total=tuner.steps(n))
-        report = tuner.measure(items, progress=lambda k: progress.advance(task, k))
+        report = tuner.tune(items, progress=lambda k: progress.advance(task, k))
     if args.chart is not None:
         write_chart(report, args.chart)
     if args.json:

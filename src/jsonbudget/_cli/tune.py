@@ -236,10 +236,10 @@ class Tuner:
         Encoder(max_bytes=MIN_BYTES, strategy=strategy, markers=markers)
 
     def steps(self, items: int) -> int:
-        """Units of work `measure` reports to *progress* for *items* items."""
+        """Units of work `tune` reports to *progress* for *items* items."""
         return items * (1 + len(self.budgets))
 
-    def measure(
+    def tune(
         self, items: Iterable[Any], *, progress: Callable[[int], None] | None = None
     ) -> TuneReport:
         """Measure the first ``sample`` items of *items* and page them with each budget.
@@ -344,7 +344,7 @@ def tune(
         max_items=max_items,
         max_field_bytes=max_field_bytes,
         oversized=oversized,
-    ).measure(items, progress=progress)
+    ).tune(items, progress=progress)
 
 
 def write_chart(report: TuneReport, path: str | os.PathLike[str]) -> None:

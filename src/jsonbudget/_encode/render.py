@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
 
-from ..errors import EncodeError
+from ..errors import EncodeError, JsonBudgetError
 from . import bound as _bound
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from .bound import TOO_BIG as _TOO_BIG
@@ -156,6 +156,8 @@ class Stream:
             except StopIteration:
                 self.done = True
                 break
+            except JsonBudgetError:
+                raise  # ours already says what failed and where (a source's DecodeError)
             except Exception as exc:
                 raise EncodeError(
                     f"iterator raised {type(exc).__name__}", path=_path(where)
@@ -468,8 +470,8 @@ class EncodeCall:
             else:  # a sequence of another type: its len may not be the truth
                 members = list(islice(v, limit))
                 n = len(members) if len(members) < limit else None
-        except EncodeError:
-            raise
+        except JsonBudgetError:
+            raise  # ours already says what failed and where (a source's DecodeError)
         except Exception as exc:  # chained: the container's own error, with its path
             raise EncodeError(
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)

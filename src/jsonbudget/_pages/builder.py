@@ -514,7 +514,7 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
 class Paginator:
     """A configured, reusable pager: a store, limits and page options.
 
-    `page` resolves the cursor (scope, expiry, budget) before reading anything, opens the
+    `paginate` resolves the cursor (scope, expiry, budget) before reading anything, opens the
     source at its position, asks it for at most ``max_items + 1`` items, builds the page
     and mints the next cursor. ``complete`` is true only when the source ran out.
     """
@@ -587,7 +587,7 @@ class Paginator:
         token = self.store.mint(state, position)
         return builder.finish(complete=False, next_cursor=token, position=position)
 
-    def page(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
+    def paginate(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
         """The page of *source* that *cursor* points at (the first page without one)."""
         src = as_source(source)
         if not hasattr(src, "open"):  # cheaper than the structural isinstance
@@ -615,11 +615,11 @@ class Paginator:
                 close()
         return self._finish(builder, state, more, position)
 
-    async def apage(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
-        """The async twin of `page`, for async sources (sync ones work too)."""
+    async def apaginate(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
+        """The async twin of `paginate`, for async sources (sync ones work too)."""
         src = as_source(source)
         if isinstance(src, Source):
-            return self.page(src, scope=scope, cursor=cursor)
+            return self.paginate(src, scope=scope, cursor=cursor)
         state = self._state(src, scope, cursor)
         builder = self._template._blank()
         position = state.position
@@ -652,7 +652,7 @@ def paginate(
     """One call: resolve *cursor*, build the page of *source*, mint the next cursor."""
     return Paginator(
         limits, store=store, oversized=oversized, spill_store=spill_store, keys=keys
-    ).page(source, scope=scope, cursor=cursor)
+    ).paginate(source, scope=scope, cursor=cursor)
 
 
 async def apaginate(
@@ -669,4 +669,4 @@ async def apaginate(
     """The async twin of `paginate`."""
     return await Paginator(
         limits, store=store, oversized=oversized, spill_store=spill_store, keys=keys
-    ).apage(source, scope=scope, cursor=cursor)
+    ).apaginate(source, scope=scope, cursor=cursor)
