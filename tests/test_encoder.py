@@ -152,16 +152,24 @@ def test_prefix_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
     obj=json_values(),
     max_bytes=budgets,
     max_items=st.none() | st.integers(1, 5),
+    max_keys=st.none() | st.integers(1, 5),
     max_field=st.none() | st.integers(32, 80),
     max_depth=st.integers(1, 4),
 )
 def test_caps_hold_on_top_of_the_budget(
-    obj: Any, max_bytes: int, max_items: int | None, max_field: int | None, max_depth: int
+    obj: Any,
+    max_bytes: int,
+    *,
+    max_items: int | None,
+    max_keys: int | None,
+    max_field: int | None,
+    max_depth: int,
 ) -> None:
     out = encode(
         obj,
         max_bytes=max_bytes,
         max_items=max_items,
+        max_keys=max_keys,
         max_field_bytes=max_field,
         max_depth=max_depth,
     )
@@ -175,12 +183,21 @@ def test_caps_hold_on_top_of_the_budget(
             assert len(orjson.dumps(v)) <= max_field
         if isinstance(v, list | dict):
             assert depth < max_depth
-            if max_items is not None:
-                assert len(v) <= max_items + 1  # plus the marker
+            cap = max_keys if isinstance(v, dict) else max_items
+            if cap is not None:
+                assert len(v) <= cap + 1  # plus the marker
             for x in v.values() if isinstance(v, dict) else v:
                 walk(x, depth + 1)
 
     walk(doc, 0)
+
+
+def test_max_items_caps_lists_and_max_keys_caps_objects() -> None:
+    obj = {"a": [1, 2, 3], "b": 1, "c": 2}
+    by_items = json.loads(encode(obj, max_bytes=200, max_items=1).data)
+    assert by_items == {"a": [1, f"{MARK}omitted: 2 more items]"], "b": 1, "c": 2}
+    by_keys = json.loads(encode(obj, max_bytes=200, max_keys=1).data)
+    assert by_keys == {"a": [1, 2, 3], "…": "[omitted: 2 more keys]"}
 
 
 @PROPERTY

@@ -415,15 +415,25 @@ def test_postgres_keyset_pages(postgres_server: Any) -> None:
 
 
 def test_regression_max_items_cut_inside_an_item_is_not_oversized() -> None:
-    # Caught by the CLI: Encoder.whole refused items that max_items cuts, so each such
-    # item was treated as oversized, one per page.
-    builder = PageBuilder(Limits(65536, max_items=2))
+    # Caught by the CLI: Encoder.whole refused items that max_items (which then also
+    # capped object members; now max_keys does) cuts, so each such item was treated as
+    # oversized, one per page.
+    builder = PageBuilder(Limits(65536, max_items=2, max_keys=2))
     assert builder.add({"id": 8, "status": "open", "body": "ü"})
     assert builder.add({"id": 10, "status": "open", "body": "ü"})
     page = builder.finish(complete=True)
     assert page.oversized == ()
     doc = json.loads(page.to_json())
     assert doc["items"][0] == {"id": 8, "status": "open", "…": "[omitted: 1 more keys]"}
+
+
+def test_max_items_caps_page_items_not_object_members() -> None:
+    builder = PageBuilder(Limits(65536, max_items=1))
+    assert builder.add({"id": 1, "status": "open", "body": "x"})
+    assert not builder.add({"id": 2})
+    assert builder.full_reason == "max_items"
+    doc = json.loads(builder.finish(complete=False).to_json())
+    assert doc["items"] == [{"id": 1, "status": "open", "body": "x"}]
 
 
 flat_scalars = st.one_of(

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsonbudget import Encoder, encode
-from jsonbudget._encode import bound as _bound
 from jsonbudget._encode import _speedups as speedups
+from jsonbudget._encode import bound as _bound
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from tests.strategies import json_values, odd_values
 
@@ -33,6 +33,7 @@ def bound(obj: Any, cap: int = BIG, *, max_depth: int = DEFAULT_MAX_DEPTH, **cap
             0,
             max_depth,
             caps.get("max_items", BIG),
+            caps.get("max_keys", BIG),
             caps.get("max_field", BIG),
             SCALARS,
         )
@@ -100,8 +101,8 @@ def test_a_cycle_is_refused(walk: Any, cap: int) -> None:
     d: dict[str, Any] = {}
     d["self"] = [d]
     for value in (a, d, {"k": ["x" * 10, d]} if cap > 100 else d):
-        assert walk(value, cap, 0, MAX_DEPTH, BIG, BIG, SCALARS) == -1
-    assert speedups.bound_items([1, a], cap, 0, MAX_DEPTH, BIG, BIG, SCALARS) == -1
+        assert walk(value, cap, 0, MAX_DEPTH, BIG, BIG, BIG, SCALARS) == -1
+    assert speedups.bound_items([1, a], cap, 0, MAX_DEPTH, BIG, BIG, BIG, SCALARS) == -1
 
 
 def test_a_cycle_behind_its_own_prefix_is_still_measured_up_to_the_cap() -> None:
@@ -119,7 +120,9 @@ def test_caps_make_a_value_unclean() -> None:
     assert bound(nested, max_depth=4) == -1
     assert bound([1, 2, 3], max_items=3) > 0
     assert bound([1, 2, 3], max_items=2) == -1
-    assert bound({"a": 1, "b": 2}, max_items=1) == -1
+    assert bound({"a": 1, "b": 2}, max_keys=1) == -1
+    assert bound({"a": 1, "b": 2}, max_items=1) > 0  # max_items caps lists only
+    assert bound([1, 2], max_keys=1) > 0
     # A string is clean under a field cap only if even 6 bytes a character fit.
     assert bound(["x" * 5], max_field=32) == 9
     assert bound(["x" * 6], max_field=32) == -1
@@ -158,9 +161,9 @@ def test_the_walk_stops_once_the_bound_passes_the_cap(walk: Any) -> None:
     # at the cap, which made 64 KiB of 200,000 rows cost as much as all of them. The
     # unclean value at the end is seen only by a walk that goes too far.
     rows = [{"id": i, "name": "x" * 20} for i in range(1000)] + [object()]
-    n = walk(rows, 2000, 0, 64, BIG, BIG, SCALARS)
+    n = walk(rows, 2000, 0, 64, BIG, BIG, BIG, SCALARS)
     assert 2000 < n < 2100
-    assert walk(rows, 10**9, 0, 64, BIG, BIG, SCALARS) == -1
+    assert walk(rows, 10**9, 0, 64, BIG, BIG, BIG, SCALARS) == -1
 
 
 @pytest.mark.parametrize("walk", [speedups.bound, _bound.py_bound], ids=["compiled", "python"])
@@ -177,41 +180,44 @@ def test_regression_the_walk_runs_no_python_code(walk: Any) -> None:
             return dt.date
 
     victim.extend([Sneaky(), "x" * 10, *range(100)])
-    assert walk(victim, BIG, 0, 64, BIG, BIG, SCALARS) == -1
+    assert walk(victim, BIG, 0, 64, BIG, BIG, BIG, SCALARS) == -1
     assert len(victim) == 102
 
 
 def test_bound_items_joins_items_with_commas() -> None:
     items: list[object] = [{"a": 1}, "xy", None]
-    assert speedups.bound_items(items, BIG, 0, 64, BIG, BIG, None) == 7 + 4 + 1 + 2
-    assert speedups.bound_items(tuple(items), BIG, 0, 64, BIG, BIG, None) == 14
-    assert speedups.bound_items([], BIG, 0, 64, BIG, BIG, None) == 0
-    assert speedups.bound_items([1, math.nan], BIG, 0, 64, BIG, BIG, None) == -1
+    assert speedups.bound_items(items, BIG, 0, 64, BIG, BIG, BIG, None) == 7 + 4 + 1 + 2
+    assert speedups.bound_items(tuple(items), BIG, 0, 64, BIG, BIG, BIG, None) == 14
+    assert speedups.bound_items([], BIG, 0, 64, BIG, BIG, BIG, None) == 0
+    assert speedups.bound_items([1, math.nan], BIG, 0, 64, BIG, BIG, BIG, None) == -1
     with pytest.raises(TypeError):
-        speedups.bound_items({"a": 1}, BIG, 0, 64, BIG, BIG, None)  # type: ignore[arg-type]
+        speedups.bound_items({"a": 1}, BIG, 0, 64, BIG, BIG, BIG, None)  # type: ignore[arg-type]
 
 
 def test_bad_arguments_raise() -> None:
     with pytest.raises(TypeError):
         speedups.bound([1])  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="depth"):
-        speedups.bound([1], 10, 0, 10_000, BIG, BIG, None)
+        speedups.bound([1], 10, 0, 10_000, BIG, BIG, BIG, None)
     with pytest.raises(OverflowError):
-        speedups.bound([1], 1 << 80, 0, 64, BIG, BIG, None)
+        speedups.bound([1], 1 << 80, 0, 64, BIG, BIG, BIG, None)
 
 
 caps = st.tuples(
-    st.integers(0, 8), st.integers(0, 8) | st.just(BIG), st.integers(2, 80) | st.just(BIG)
+    st.integers(0, 8),
+    st.integers(0, 8) | st.just(BIG),
+    st.integers(0, 8) | st.just(BIG),
+    st.integers(2, 80) | st.just(BIG),
 )
 
 
 @settings(max_examples=1000)
 @given(odd_values(), st.integers(0, 600), st.integers(0, 3), caps)
 def test_compiled_and_python_walks_give_the_same_numbers(
-    value: Any, cap: int, depth: int, limits: tuple[int, int, int]
+    value: Any, cap: int, depth: int, limits: tuple[int, int, int, int]
 ) -> None:
-    max_depth, max_items, max_field = limits
-    args = (cap, min(depth, max_depth), max_depth, max_items, max_field, SCALARS)
+    max_depth, max_items, max_keys, max_field = limits
+    args = (cap, min(depth, max_depth), max_depth, max_items, max_keys, max_field, SCALARS)
     assert speedups.bound(value, *args) == _bound.py_bound(value, *args)
     if isinstance(value, list | tuple):
         assert speedups.bound_items(value, *args) == _bound.py_bound_items(value, *args)
@@ -220,10 +226,10 @@ def test_compiled_and_python_walks_give_the_same_numbers(
 @settings(max_examples=1000)
 @given(odd_values(), st.integers(0, 600), st.integers(0, 3), caps)
 def test_compiled_and_python_clean_dumps_agree(
-    value: Any, cap: int, depth: int, limits: tuple[int, int, int]
+    value: Any, cap: int, depth: int, limits: tuple[int, int, int, int]
 ) -> None:
-    max_depth, max_items, max_field = limits
-    args = (cap, min(depth, max_depth), (max_depth, max_items, max_field, SCALARS))
+    max_depth, max_items, max_keys, max_field = limits
+    args = (cap, min(depth, max_depth), (max_depth, max_items, max_keys, max_field, SCALARS))
     got = speedups.clean_dumps(value, *args)
     assert got == _bound.py_clean_dumps(value, *args)
     if type(got) is bytes:
@@ -236,10 +242,36 @@ def test_compiled_and_python_clean_dumps_agree(
 def test_clean_dumps_takes_orjsons_refusal_for_unclean() -> None:
     # The walk cannot see an int beyond 64 bits; orjson refuses it, and the renderer
     # then gives it a marker.
-    args = (BIG, 0, (64, BIG, BIG, SCALARS))
+    args = (BIG, 0, (64, BIG, BIG, BIG, SCALARS))
     assert speedups.clean_dumps([2**70], *args) == _bound.UNCLEAN
-    with pytest.raises(TypeError, match="4-tuple"):
-        speedups.clean_dumps([1], BIG, 0, (64, BIG, BIG))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="5-tuple"):
+        speedups.clean_dumps([1], BIG, 0, (64, BIG, BIG, BIG))  # type: ignore[arg-type]
+
+
+class _PyZone(dt.tzinfo):
+    """A tzinfo written in Python: orjson would run its code in the middle of a walk."""
+
+    def utcoffset(self, when: Any) -> dt.timedelta:
+        return dt.timedelta(hours=1)
+
+    def dst(self, when: Any) -> dt.timedelta:
+        return dt.timedelta(0)
+
+    def tzname(self, when: Any) -> str:
+        return "PY"
+
+
+@pytest.mark.parametrize("walk", ["compiled", "python"])
+def test_only_builtin_timezones_are_clean(walk: str) -> None:
+    def check(obj: Any) -> int:
+        fn = speedups.bound if walk == "compiled" else _bound.py_bound
+        return int(fn(obj, BIG, 0, DEFAULT_MAX_DEPTH, BIG, BIG, BIG, SCALARS))
+
+    assert check([dt.datetime(2024, 1, 2, tzinfo=dt.UTC)]) > 0
+    assert check([dt.datetime(2024, 1, 2)]) > 0
+    assert check([dt.time(1, tzinfo=dt.timezone(dt.timedelta(hours=2)))]) > 0
+    assert check([dt.datetime(2024, 1, 2, tzinfo=_PyZone())]) == -1
+    assert check([dt.time(1, tzinfo=_PyZone())]) == -1
 
 
 def test_compact_copies_only_the_length() -> None:
@@ -255,6 +287,7 @@ encoders = st.builds(
     Encoder,
     max_bytes=st.integers(64, 3000),
     max_items=st.none() | st.integers(1, 8),
+    max_keys=st.none() | st.integers(1, 8),
     max_field_bytes=st.none() | st.integers(32, 200),
     max_depth=st.integers(1, 8),
     strategy=st.sampled_from(["balanced", "prefix"]),
@@ -281,5 +314,7 @@ def test_regression_tuple_inside_a_flat_row_obeys_the_caps(walk: str) -> None:
     with python_walk() if walk == "python" else nullcontext():
         deep = encode(row, max_bytes=200, max_depth=1)
         wide = encode(row, max_bytes=200, max_items=1)
+        keys = encode({"a": row, "b": 1}, max_bytes=200, max_keys=1)
+    assert [(t.path, t.kind) for t in keys.truncations] == [("/…", "keys")]
     assert [(t.path, t.kind) for t in deep.truncations] == [("/t", "depth")]
     assert [(t.path, t.kind) for t in wide.truncations] == [("/t/1", "items")]

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 
 from .errors import LimitError
 
-__all__ = ["DEFAULT_MAX_DEPTH", "MAX_LIMIT", "MIN_BYTES", "MIN_FIELD_BYTES", "Limits", "check_int"]
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "MAX_LIMIT",
+    "MIN_BYTES",
+    "MIN_FIELD_BYTES",
+    "STRUCTURED_MIN_FIELD_BYTES",
+    "Limits",
+    "check_int",
+]
 
 #: Anything above 2**40 (1 TiB, a trillion items) is a mistake, not a budget.
 MAX_LIMIT = 2**40
@@ -14,8 +22,12 @@ MAX_LIMIT = 2**40
 #: 20-digit count, either marker style) fits in 64 bytes, so no budget below it can
 #: always hold a valid, honest output.
 MIN_BYTES = 64
-#: A shortened string keeps at least its marker, ``"…[truncated: N more chars]"``.
+#: A shortened string keeps at least its marker: ``"…[truncated: N more chars]"``, or
+#: ``"…[truncated]"`` (16 bytes) when the count does not fit.
 MIN_FIELD_BYTES = 32
+#: The structured string marker, ``{"$truncated":{"kind":"string","omitted":null,"prefix":""}}``,
+#: is 59 bytes; with a count it is longer. Below this, ``markers="structured"`` is refused.
+STRUCTURED_MIN_FIELD_BYTES = 64
 DEFAULT_MAX_DEPTH = 64
 #: The encoder recurses a few frames per level; deeper limits would meet Python's
 #: default recursion limit of 1000 (orjson itself stops at 254).
@@ -39,13 +51,15 @@ class Limits:
     """A budget for one document or one page.
 
     ``max_bytes`` bounds the final encoded bytes, markers and envelope included.
-    ``max_items`` bounds the items of each list (and of each page), ``max_field_bytes``
-    the encoded size of each string, ``max_depth`` the nesting, and ``max_pages`` the
-    pages one paginated operation may serve. ``None`` means no limit beyond ``max_bytes``.
+    ``max_items`` bounds the items of each list and of each page, ``max_keys`` the
+    members of each object, ``max_field_bytes`` the encoded size of each string,
+    ``max_depth`` the nesting, and ``max_pages`` the pages one paginated operation may
+    serve. ``None`` means no limit beyond ``max_bytes``.
     """
 
     max_bytes: int
     max_items: int | None = None
+    max_keys: int | None = None
     max_field_bytes: int | None = None
     max_depth: int = DEFAULT_MAX_DEPTH
     max_pages: int | None = None
@@ -55,6 +69,7 @@ class Limits:
         max_bytes: int,
         *,
         max_items: int | None = None,
+        max_keys: int | None = None,
         max_field_bytes: int | None = None,
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_pages: int | None = None,
@@ -63,11 +78,14 @@ class Limits:
         set_(self, "max_bytes", check_int("max_bytes", max_bytes, minimum=MIN_BYTES))
         if max_items is not None:
             check_int("max_items", max_items, minimum=1)
+        if max_keys is not None:
+            check_int("max_keys", max_keys, minimum=1)
         if max_field_bytes is not None:
             check_int("max_field_bytes", max_field_bytes, minimum=MIN_FIELD_BYTES)
         if max_pages is not None:
             check_int("max_pages", max_pages, minimum=1)
         set_(self, "max_items", max_items)
+        set_(self, "max_keys", max_keys)
         set_(self, "max_field_bytes", max_field_bytes)
         set_(self, "max_depth", check_int("max_depth", max_depth, minimum=1, maximum=MAX_DEPTH))
         set_(self, "max_pages", max_pages)
@@ -76,6 +94,7 @@ class Limits:
         """Return a copy with *changes* applied (and validated)."""
         fields = {
             "max_items": self.max_items,
+            "max_keys": self.max_keys,
             "max_field_bytes": self.max_field_bytes,
             "max_depth": self.max_depth,
             "max_pages": self.max_pages,

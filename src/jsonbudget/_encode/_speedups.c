@@ -8,9 +8,11 @@
  * cap. `_bound.py` has the same walk in Python for when this module is not built; both
  * give the same numbers (tests/test_speedups.py).
  *
- * bound(obj, cap, depth, max_depth, max_items, max_field, scalars) returns
+ * bound(obj, cap, depth, max_depth, max_items, max_keys, max_field, scalars) returns
  *   -1   when the value is not clean: it needs markers or cuts (NaN or an infinity, a
- *        non-str key, a container at max_depth or over max_items, a string that might
+ *        non-str key, a container at max_depth, a list or tuple over max_items, a dict
+ *        over max_keys, an aware datetime or time whose tzinfo is not the built-in
+ *        timezone (orjson would call its Python code mid-walk), a string that might
  *        pass max_field, a cycle, a type other than the exact JSON ones or a subclass
  *        of one in the tuple *scalars*);
  *   n    otherwise, a lower bound of len(orjson.dumps(obj)); once n > cap the walk
@@ -18,7 +20,7 @@
  * bound_items(items, ...) does the same for the items of a list or tuple, each at
  * *depth*, joined by commas, without brackets: a run of page or list items.
  *
- * clean_dumps(obj, cap, depth, (max_depth, max_items, max_field, scalars)) is the
+ * clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars)) is the
  * encoder's fast path in one call: orjson.dumps(obj) when the bound shows a clean value
  * that may fit and the bytes do fit, else 1 (too big) or 2 (unclean). compact(data)
  * copies bytes out of orjson's oversized buffer. A small object's whole encode used to
@@ -26,6 +28,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
 #include <math.h>
 
 /* PyDict_Next costs more than the rest of the walk together. On the CPython this is
@@ -45,7 +48,8 @@
 
 typedef struct {
     int max_depth;
-    Py_ssize_t max_items;
+    Py_ssize_t max_items; /* items of a list or tuple */
+    Py_ssize_t max_keys;  /* members of a dict */
     Py_ssize_t max_chars; /* the longest string that fits max_field even as \u0000s */
     PyObject *scalars;
     int check_cycles;
@@ -104,7 +108,7 @@ static Py_ssize_t
 walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 {
     Py_ssize_t n = PyDict_GET_SIZE(obj);
-    if (depth >= w->max_depth || n > w->max_items || enter(w, depth, obj) < 0) {
+    if (depth >= w->max_depth || n > w->max_keys || enter(w, depth, obj) < 0) {
         return UNCLEAN;
     }
     Py_ssize_t size = 1 + 4 * n; /* braces, quotes, colons and commas */
@@ -210,6 +214,19 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(w->scalars); i++) {
             PyObject *cls = PyTuple_GET_ITEM(w->scalars, i);
             if (PyType_Check(cls) && PyType_IsSubtype(t, (PyTypeObject *)cls)) {
+                /* orjson asks an aware value's tzinfo for its offset: a tzinfo written in
+                   Python could change the containers orjson is walking, so only the
+                   built-in fixed-offset timezone is clean. */
+                PyObject *tz = Py_None;
+                if (PyDateTime_Check(obj)) {
+                    tz = PyDateTime_DATE_GET_TZINFO(obj);
+                }
+                else if (PyTime_Check(obj)) {
+                    tz = PyDateTime_TIME_GET_TZINFO(obj);
+                }
+                if (tz != Py_None && Py_TYPE(tz) != Py_TYPE(PyDateTime_TimeZone_UTC)) {
+                    return UNCLEAN;
+                }
                 return 10; /* datetimes, dates, times and UUIDs: at least this long */
             }
         }
@@ -228,12 +245,13 @@ walk(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 static int
 setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *depth)
 {
-    /* args: cap, depth, max_depth, max_items, max_field, scalars */
+    /* args: cap, depth, max_depth, max_items, max_keys, max_field, scalars */
     *cap = PyLong_AsSsize_t(args[0]);
     Py_ssize_t d = PyLong_AsSsize_t(args[1]);
     Py_ssize_t max_depth = PyLong_AsSsize_t(args[2]);
     w->max_items = PyLong_AsSsize_t(args[3]);
-    Py_ssize_t max_field = PyLong_AsSsize_t(args[4]);
+    w->max_keys = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t max_field = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred()) {
         return -1;
     }
@@ -246,11 +264,11 @@ setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *de
     /* A character encodes to at most 6 bytes (\u0000): under a field cap only a string
        that fits even then is clean without encoding it. */
     w->max_chars = max_field < 2 ? -1 : (max_field - 2) / 6;
-    if (args[5] != Py_None && !PyTuple_Check(args[5])) {
+    if (args[6] != Py_None && !PyTuple_Check(args[6])) {
         PyErr_Format(PyExc_TypeError, "%s(): scalars must be a tuple of types or None", name);
         return -1;
     }
-    w->scalars = args[5] == Py_None ? NULL : args[5];
+    w->scalars = args[6] == Py_None ? NULL : args[6];
     /* Ancestors above *depth* belong to the caller, which checked them already. */
     for (int i = 0; i < *depth; i++) {
         w->ancestors[i] = NULL;
@@ -279,8 +297,8 @@ bound(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Walk w;
     Py_ssize_t cap;
     int depth;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "bound() takes exactly 7 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bound() takes exactly 8 arguments");
         return NULL;
     }
     if (setup(&w, "bound", args + 1, &cap, &depth) < 0) {
@@ -295,8 +313,8 @@ bound_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Walk w;
     Py_ssize_t cap;
     int depth;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "bound_items() takes exactly 7 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bound_items() takes exactly 8 arguments");
         return NULL;
     }
     if (setup(&w, "bound_items", args + 1, &cap, &depth) < 0) {
@@ -323,13 +341,13 @@ clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Walk w;
     Py_ssize_t cap;
     int depth;
-    if (nargs != 4 || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != 4) {
+    if (nargs != 4 || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != 5) {
         PyErr_SetString(PyExc_TypeError,
-                        "clean_dumps() takes obj, cap, depth and a 4-tuple of caps");
+                        "clean_dumps() takes obj, cap, depth and a 5-tuple of caps");
         return NULL;
     }
-    PyObject *a[6] = {args[1], args[2]};
-    for (int i = 0; i < 4; i++) {
+    PyObject *a[7] = {args[1], args[2]};
+    for (int i = 0; i < 5; i++) {
         a[2 + i] = PyTuple_GET_ITEM(args[3], i);
     }
     if (setup(&w, "clean_dumps", a, &cap, &depth) < 0) {
@@ -373,15 +391,15 @@ compact(PyObject *module, PyObject *data)
 
 static PyMethodDef methods[] = {
     {"bound", (PyCFunction)(void (*)(void))bound, METH_FASTCALL,
-     "bound(obj, cap, depth, max_depth, max_items, max_field, scalars) -> int\n\n"
+     "bound(obj, cap, depth, max_depth, max_items, max_keys, max_field, scalars) -> int\n\n"
      "A lower bound of len(orjson.dumps(obj)) for a clean value, -1 otherwise; "
      "stops early once the bound passes cap."},
     {"bound_items", (PyCFunction)(void (*)(void))bound_items, METH_FASTCALL,
-     "bound_items(items, cap, depth, max_depth, max_items, max_field, scalars) -> int\n\n"
+     "bound_items(items, cap, depth, max_depth, max_items, max_keys, max_field, scalars) -> int\n\n"
      "bound() of the items of a list or tuple, each at *depth*, joined by commas and "
      "without brackets."},
     {"clean_dumps", (PyCFunction)(void (*)(void))clean_dumps, METH_FASTCALL,
-     "clean_dumps(obj, cap, depth, (max_depth, max_items, max_field, scalars)) -> bytes | int\n\n"
+     "clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars)) -> bytes | int\n\n"
      "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean)."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more."},
@@ -395,6 +413,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL) {
+        return NULL;
+    }
     PyObject *orjson = PyImport_ImportModule("orjson");
     if (orjson == NULL) {
         return NULL;

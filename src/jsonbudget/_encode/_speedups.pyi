@@ -4,6 +4,7 @@ def bound(
     depth: int,
     max_depth: int,
     max_items: int,
+    max_keys: int,
     max_field: int,
     scalars: tuple[type, ...] | None,
     /,
@@ -14,6 +15,7 @@ def bound_items(
     depth: int,
     max_depth: int,
     max_items: int,
+    max_keys: int,
     max_field: int,
     scalars: tuple[type, ...] | None,
     /,
@@ -22,7 +24,7 @@ def clean_dumps(
     obj: object,
     cap: int,
     depth: int,
-    caps: tuple[int, int, int, tuple[type, ...] | None],
+    caps: tuple[int, int, int, int, tuple[type, ...] | None],
     /,
 ) -> bytes | int: ...
 def compact(data: bytes, /) -> bytes: ...

@@ -5,10 +5,12 @@ no bounded mode, so the encoder proves a lower bound of the size before each orj
 call. The compiled walk in ``_speedups.c`` does that in a few nanoseconds a value; where
 it was not built, `py_bound` and `py_bound_items` give the same numbers in Python.
 
-``bound(obj, cap, depth, max_depth, max_items, max_field, scalars)`` returns -1 when the
-value is not *clean* (it needs markers or cuts: NaN or an infinity, a non-str key, a
-container at ``max_depth`` or over ``max_items``, a string that might pass ``max_field``,
-a cycle, a type other than the exact JSON ones or a subclass of one in *scalars*), else
+``bound(obj, cap, depth, max_depth, max_items, max_keys, max_field, scalars)`` returns -1
+when the value is not *clean* (it needs markers or cuts: NaN or an infinity, a non-str
+key, a container at ``max_depth``, a list over ``max_items``, a dict over ``max_keys``, an
+aware datetime or time whose tzinfo is not the built-in `datetime.timezone`, a string
+that might pass ``max_field``, a cycle, a type other than the exact JSON ones or a
+subclass of one in *scalars*), else
 a lower bound of ``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*,
 so it costs at most the budget.
 
@@ -58,13 +60,15 @@ def py_bound(  # noqa: PLR0917 - the compiled function's signature
     depth: int,
     max_depth: int,
     max_items: int,
+    max_keys: int,
     max_field: int,
     scalars: tuple[type, ...] | None,
 ) -> int:
     """`bound` in Python: the same walk and the same numbers as the compiled one."""
     # ancestors[d] is the container being walked at depth d; those above *depth* belong
     # to the caller, which checked them already.
-    return _walk(obj, cap, depth, _Caps(max_depth, max_items, max_field, scalars), [-1] * depth)
+    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars)
+    return _walk(obj, cap, depth, caps, [-1] * depth)
 
 
 def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
@@ -73,17 +77,19 @@ def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
     depth: int,
     max_depth: int,
     max_items: int,
+    max_keys: int,
     max_field: int,
     scalars: tuple[type, ...] | None,
 ) -> int:
     """`bound` of the items, each at *depth*, joined by commas, without brackets."""
-    caps = _Caps(max_depth, max_items, max_field, scalars)
+    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars)
     return _items(items, cap, depth, caps, [-1] * depth)
 
 
 class _Caps(NamedTuple):
     max_depth: int
     max_items: int
+    max_keys: int
     max_field: int
     scalars: tuple[type, ...] | None
 
@@ -101,7 +107,7 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
         return 1 if _isfinite(obj) else -1  # orjson writes NaN as null: needs a marker
     if t is dict:
         n = len(obj)
-        if depth >= caps.max_depth or n > caps.max_items:
+        if depth >= caps.max_depth or n > caps.max_keys:
             return -1
         del ancestors[depth:]
         if id(obj) in ancestors:
@@ -132,7 +138,9 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
         return size if size < 0 else size + 2
     # By type, as the compiled walk does: isinstance() may consult a __class__ property.
     if caps.scalars is not None and issubclass(t, caps.scalars):
-        return 10
+        # orjson asks an aware value's tzinfo for its offset: Python code mid-walk.
+        tz = obj.tzinfo if issubclass(t, _dt.datetime | _dt.time) else None
+        return 10 if tz is None or type(tz) is _dt.timezone else -1
     return -1
 
 
@@ -153,14 +161,13 @@ def _items(
 _dumps = orjson.dumps
 _JSONError = orjson.JSONEncodeError
 
-#: (max_depth, max_items, max_field_bytes, scalars), with a huge number for no cap.
-Caps: TypeAlias = tuple[int, int, int, tuple[type, ...] | None]
+#: (max_depth, max_items, max_keys, max_field_bytes, scalars), a huge number for no cap.
+Caps: TypeAlias = tuple[int, int, int, int, tuple[type, ...] | None]
 
 
 def py_clean_dumps(obj: Any, cap: int, depth: int, caps: Caps) -> bytes | int:
     """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`."""
-    max_depth, max_items, max_field, scalars = caps
-    n = bound(obj, cap, depth, max_depth, max_items, max_field, scalars)
+    n = bound(obj, cap, depth, *caps)
     if n < 0:
         return UNCLEAN
     if n > cap:

@@ -1,0 +1,1045 @@
+"""The renderer: one encode call's fitting of a value that the fast path did not take.
+
+Two questions are asked of a value, and each answer is kept for the rest of the call:
+
+* `EncodeCall.whole` -- its *full* rendering (every cap marker in place: ``max_items``,
+  ``max_keys``, ``max_field_bytes``, depth, unencodable values) if that fits a cap, else
+  None. A clean value is one compiled walk plus one orjson call. For a container the
+  answer is remembered by identity and depth: its exact rendering once known, else the
+  largest cap it is known to exceed, so asking again with a cap no larger costs nothing
+  and asking with a larger one re-walks only the members that were not settled.
+* `EncodeCall.cut` -- a rendering cut to fit an allotment, each cut marked. It is asked
+  once per node of the output, top down. ``balanced`` shares an object's room among its
+  members by water-filling over their remembered sizes (small members whole, large ones
+  cut to a common level); lists keep a prefix of whole items; ``prefix`` fills in
+  document order.
+
+Every container is read once into a snapshot bounded by the room it could fill (at most
+``room // 2 + 2`` items or ``room // 5 + 2`` members), and every comma and bracket is
+written from that snapshot: a container that changes while it is encoded (a ``default``
+hook, a lying ``__len__``, another thread) cannot make the output invalid. Truncation
+reports are kept relative to their node and joined into pointers once, at the end, so a
+shared subtree's rendering is reused wherever it appears.
+
+Work: each node is rendered by `cut` at most once, and `whole` re-walks a node only when
+asked with a larger cap than any it was asked before; the nodes visited are bounded by
+the budget (every visited member adds at least one byte to a walk that stops at its
+cap) plus the one-item look-ahead. `work` counts the nodes visited, for tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import reprlib
+from collections.abc import Callable, Iterator, Mapping
+from itertools import islice
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import orjson
+
+from ..errors import EncodeError
+from . import bound as _bound
+from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
+from .bound import TOO_BIG as _TOO_BIG
+from .markers import Markers
+from .strings import SURROGATE, prefix
+
+if TYPE_CHECKING:
+    from .encoder import Encoder
+
+__all__ = ["EncodeCall", "Out", "RunSizer", "Trs", "pointer", "token"]
+
+#: Relative truncation reports: leaves ``(pointer suffix, kind, omitted, unit)`` and
+#: branches ``(pointer suffix, Trs)``; `EncodeCall.reports` joins them into pointers.
+Trs: TypeAlias = tuple[Any, ...]
+Out: TypeAlias = tuple[bytes, Trs]
+
+_dumps = orjson.dumps
+_JSONError = orjson.JSONEncodeError
+_NONE: Trs = ()
+_BIG = 1 << 62
+_SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
+#: What the dispatch hands on unchanged (None aside).
+_NATIVE = (str, int, float, Mapping, list, tuple, *_BOUNDED_SCALARS)
+#: From this many items on, a run of list items is bounded and encoded at once.
+_BULK_MIN = 2
+#: orjson's own nesting limit; a `default` chain longer than this is a loop.
+_DEFAULT_CHAIN = 254
+#: Water-filling rounds per object; each costs about the object's room, and a few settle it.
+_ROUNDS = 8
+#: Keys longer than this never collide with a marker or a rewritten key's text.
+_SHORT_KEY = 256
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
+_KEY_REPR = 40
+
+
+def pointer(parent: str, key: str | int) -> str:
+    """Extend an RFC 6901 JSON Pointer by one reference token."""
+    return parent + token(key)
+
+
+def token(key: str | int) -> str:
+    """One RFC 6901 reference token with its leading slash."""
+    if type(key) is int:
+        return f"/{key}"
+    return "/" + str(key).replace("~", "~0").replace("/", "~1")
+
+
+class RunSizer:
+    """How many items the next bulk run of a list or page takes (one orjson call a run).
+
+    A run aims at a share of the room left, sized by the bytes per item so far; each run
+    that does not fit halves the share, and below 5% the caller goes item by item.
+    """
+
+    __slots__ = ("share",)
+
+    def __init__(self) -> None:
+        self.share = 0.9
+
+    @property
+    def live(self) -> bool:
+        """Whether runs are still worth trying."""
+        return self.share > 0.05
+
+    def size(self, room: int, done: int, done_bytes: int) -> int:
+        """Items in the next run, given *done* items took *done_bytes* bytes so far."""
+        return int(room * self.share * done / max(done_bytes, 1))
+
+    def missed(self) -> None:
+        """The last run did not fit: aim lower."""
+        self.share /= 2
+
+
+class Stream:
+    """A lazily consumed iterator, pulled only as far as the budget needs.
+
+    What it pulled stays here: a page that reads an item ahead and then refuses it hands
+    its streams to the next page (see `EncodeCall`), so no pulled value is lost.
+    """
+
+    __slots__ = ("done", "it", "items")
+
+    def __init__(self, it: Iterator[Any]) -> None:
+        self.it = it
+        self.items: list[Any] = []
+        self.done = False
+
+    def pull(self, count: int, room: int, caps: Any, where: Any) -> None:
+        """Pull until *count* items are held, the iterator ends, or they pass *room* bytes.
+
+        The size of what was pulled is a lower bound from the walk (a value it cannot
+        size counts one byte), so what is pulled is what might show, plus one item.
+        """
+        items = self.items
+        size = 0
+        for x in items:
+            size += _least_bound(x, room - size, caps) + 1
+        while len(items) < count and not self.done and size <= room:
+            try:
+                item = next(self.it)
+            except StopIteration:
+                self.done = True
+                break
+            except Exception as exc:
+                raise EncodeError(
+                    f"iterator raised {type(exc).__name__}", path=_path(where)
+                ) from exc
+            items.append(item)
+            size += _least_bound(item, room - size, caps) + 1
+
+
+def _least_bound(item: Any, cap: int, caps: Any) -> int:
+    """A lower bound of *item*'s size that costs at most *cap*: 1 where the walk cannot say."""
+    n = _bound.bound(item, max(cap, 0), 0, *caps)
+    return n if n > 0 else 1
+
+
+_CONVERTED = (*_NATIVE, Stream)
+
+
+class Mark:
+    """A value the dispatch replaced by a marker."""
+
+    __slots__ = ("kind", "what")
+
+    def __init__(self, kind: str, what: str) -> None:
+        self.kind = kind
+        self.what = what
+
+
+class _Snap:
+    """A container read once: its members (pairs for a mapping), and how many it has.
+
+    ``n`` is the count the container holds, None when unknown (an iterator not yet
+    ended, a sequence whose ``__len__`` disagrees with what iterating it gave).
+    """
+
+    __slots__ = ("limit", "members", "n")
+
+    def __init__(self, members: list[Any], n: int | None, limit: int) -> None:
+        self.members = members
+        self.n = n
+        self.limit = limit
+
+
+class _Seen:
+    """What one call knows about one container at one depth."""
+
+    __slots__ = ("exact", "obj", "over", "size", "snap", "value")
+
+    def __init__(self, obj: Any, value: Any) -> None:
+        self.obj = obj  # held, so its id is not reused during the call
+        self.value = value
+        self.snap: _Snap | None = None
+        self.exact: Out | None = None  # the full rendering, when rendered in Python
+        self.size = -1  # its length, when known
+        self.over = -1  # a cap the full rendering is known to exceed
+
+
+def _path(where: Any) -> str:
+    """The JSON Pointer of a ``(parent, token)`` chain ending in a root string."""
+    parts = []
+    while type(where) is tuple:
+        where, tok = where
+        parts.append(tok)
+    return str(where) + "".join(reversed(parts))
+
+
+def _describe(obj: Any) -> str:
+    """Say what stood where a marker now stands, at a bounded cost, without its content."""
+    if isinstance(obj, Mapping):
+        return "object"
+    if isinstance(obj, list | tuple):
+        return f"list of {len(obj)} items"
+    if isinstance(obj, set | frozenset):
+        return f"{type(obj).__name__} of {len(obj)} items"
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return f"{type(obj).__name__} of {len(obj)} bytes"
+    if isinstance(obj, float):
+        return float.__repr__(obj)
+    if isinstance(obj, int):
+        return "int beyond 64 bits"
+    if isinstance(obj, Iterator):
+        return "iterator"
+    return type(obj).__name__[:40]
+
+
+class EncodeCall:
+    """State of one encode call (or one page): options, memory of sizes, pulled streams."""
+
+    __slots__ = (
+        "active",
+        "caps",
+        "converted",
+        "cycles",
+        "default",
+        "error_on_unencodable",
+        "fields",
+        "max_depth",
+        "max_field",
+        "max_items",
+        "max_keys",
+        "mk",
+        "prefix",
+        "seen",
+        "streams",
+        "work",
+    )
+
+    def __init__(self, enc: Encoder, streams: dict[int, Stream] | None = None) -> None:
+        self.caps = enc._caps
+        self.max_depth, self.max_items, self.max_keys, self.max_field, _ = self.caps
+        self.prefix = enc.strategy == "prefix"
+        self.mk: Markers = enc._mk
+        self.default = enc.default
+        self.error_on_unencodable = enc.unencodable == "error"
+        self.active: set[int] = set()  # containers being rendered: a repeat is a cycle
+        self.cycles = 0  # cycle markers written; a rendering holding one is not kept
+        self.seen: dict[tuple[int, int], _Seen] = {}
+        self.converted: dict[int, tuple[Any, Any]] = {}
+        self.fields: dict[type, tuple[str, ...]] = {}
+        self.streams: dict[int, Stream] = {} if streams is None else streams
+        self.work = 0
+
+    # -- entry points ----------------------------------------------------------------
+
+    def fit(self, obj: Any, budget: int, where: Any) -> Out | None:
+        """*obj* whole if it fits *budget*, else cut to fit; None if not even a marker does."""
+        out = self.whole(obj, budget, where, 0)
+        return out if out is not None else self.cut(obj, budget, where, 0)
+
+    def reports(self, trs: Trs, base: str, into: list[Any], make: Callable[..., Any]) -> None:
+        """Join relative reports into ``make(pointer, kind, omitted, unit)``, appended to *into*."""
+        for entry in trs:
+            if len(entry) == 2:
+                self.reports(entry[1], base + entry[0], into, make)
+            else:
+                into.append(make(base + entry[0], entry[1], entry[2], entry[3]))
+
+    def bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
+        """orjson's encoding of ``items[start:start + count]`` if all are clean and fit.
+
+        *room* includes a comma before the run; the result keeps orjson's brackets.
+        """
+        if count < _BULK_MIN:
+            return None
+        run = items[start : start + count]
+        n = _bound.bound_items(run, room, depth, *self.caps)
+        if n < 0 or n + 1 > room:
+            return None
+        try:
+            data = _dumps(run)
+        except _JSONError:  # ints beyond 64 bits, lone surrogates
+            return None
+        return data if len(data) - 1 <= room else None
+
+    # -- the type dispatch -----------------------------------------------------------
+
+    def dispatch(self, obj: Any, where: Any) -> Any:
+        """The type dispatch: what *obj* is encoded as.
+
+        Returns a str, a scalar (int, float, bool, None, a bounded scalar), a `Mapping`,
+        a list or tuple, a `Stream`, or a `Mark`. Every other type is converted here,
+        once per object per call (so `default` runs once per object): enums by value,
+        dataclasses by field, iterators as streams, then ``default``; what is left is
+        unencodable.
+        """
+        if isinstance(obj, _NATIVE):
+            return obj
+        if obj is None:
+            return None
+        hit = self.converted.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        out = self._convert(obj, where)
+        self.converted[id(obj)] = (obj, out)  # holding obj keeps its id from being reused
+        return out
+
+    def _convert(self, obj: Any, where: Any) -> Any:
+        for _ in range(_DEFAULT_CHAIN):
+            if obj is None or isinstance(obj, _CONVERTED):
+                return obj
+            if isinstance(obj, enum.Enum):
+                obj = obj.value
+                continue
+            t = type(obj)
+            if dataclasses.is_dataclass(t):
+                names = self.fields.get(t)
+                if names is None:
+                    names = self.fields[t] = tuple(f.name for f in dataclasses.fields(t))
+                return {name: getattr(obj, name) for name in names}
+            if isinstance(obj, Iterator):
+                stream = self.streams.get(id(obj))
+                if stream is None or stream.it is not obj:
+                    stream = self.streams[id(obj)] = Stream(obj)
+                return stream
+            if self.default is not None:
+                try:
+                    obj = self.default(obj)
+                except Exception as exc:
+                    # Chained, not swallowed: the caller sees the hook's own error.
+                    raise EncodeError(
+                        f"default raised {type(exc).__name__} for {t.__name__}",
+                        path=_path(where),
+                    ) from exc
+                continue
+            what = _describe(obj)
+            if self.error_on_unencodable:
+                raise EncodeError(f"cannot encode {what}", path=_path(where))
+            return Mark("unencodable", what)
+        raise EncodeError("default kept returning unencodable values", path=_path(where))
+
+    # -- whole -----------------------------------------------------------------------
+
+    def whole(self, obj: Any, cap: int, where: Any, depth: int) -> Out | None:
+        """The full rendering of *obj* if it fits *cap* bytes, else None."""
+        if cap <= 0:
+            return None
+        t = type(obj)
+        if t is str:
+            return self._whole_str(obj, cap, where)
+        if t is dict or t is list or t is tuple:
+            return self._whole_container(obj, obj, cap, where, depth)
+        data = _bound.clean_dumps(obj, cap, depth, self.caps)
+        if type(data) is bytes:
+            return data, _NONE
+        if data == _TOO_BIG:
+            return None
+        self.work += 1
+        v = self.dispatch(obj, where)
+        if isinstance(v, str):
+            return self._whole_str(v, cap, where)
+        if v is None or isinstance(v, _SCALARS):
+            return self._scalar(v, cap, where)
+        if type(v) is Mark:
+            return self._marker(v.kind, v.what, cap)
+        return self._whole_container(obj, v, cap, where, depth)
+
+    def _entry(self, obj: Any, v: Any, depth: int) -> _Seen:
+        key = (id(obj), depth)
+        ent = self.seen.get(key)
+        if ent is None or ent.obj is not obj:
+            ent = self.seen[key] = _Seen(obj, v)
+        return ent
+
+    def _whole_container(self, obj: Any, v: Any, cap: int, where: Any, depth: int) -> Out | None:
+        ent = self._entry(obj, v, depth)
+        if ent.size >= 0:
+            if ent.size > cap:
+                return None
+            if ent.exact is not None:
+                return ent.exact
+        elif ent.over >= cap:
+            return None
+        if type(v) is not Stream and type(v) is not Mark:
+            data = _bound.clean_dumps(v, cap, depth, self.caps)
+            if type(data) is bytes:
+                ent.size = len(data)
+                return data, _NONE
+            if data == _TOO_BIG:
+                ent.over = cap
+                return None
+        if type(v) is Mark:
+            return self._marker(v.kind, v.what, cap)
+        ident = id(v)
+        if ident in self.active:
+            return self._cycle(cap, where)
+        if depth >= self.max_depth:
+            return self._marker("depth", _describe(v), cap)
+        self.work += 1
+        cycles = self.cycles
+        self.active.add(ident)
+        try:
+            if isinstance(v, Mapping):
+                out = self._whole_map(ent, cap, where, depth)
+            else:
+                out = self._whole_list(ent, cap, where, depth)
+        finally:
+            self.active.discard(ident)
+        if self.cycles == cycles:  # a rendering holding a cycle marker depends on the path
+            if out is None:
+                ent.over = max(ent.over, cap)
+            else:
+                ent.exact, ent.size = out, len(out[0])
+        return out
+
+    def _snap(self, ent: _Seen, limit: int, where: Any) -> _Snap:
+        """*ent*'s container read once, at least *limit* members of it where it has them."""
+        snap = ent.snap
+        if snap is not None and (snap.limit >= limit or len(snap.members) < snap.limit):
+            return snap
+        v = ent.value
+        t = type(v)
+        try:
+            if t is dict:
+                members: list[Any] = list(islice(v.items(), limit))
+                n: int | None = len(v)
+            elif t is list or t is tuple:
+                members, n = list(v[:limit]), len(v)
+            elif t is Stream:
+                v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
+                members = v.items[:limit]
+                n = len(v.items) if v.done else None
+            else:  # a Mapping or a sequence of another type: its len may not be the truth
+                it = iter(v.items()) if isinstance(v, Mapping) else iter(v)
+                members = list(islice(it, limit))
+                n = len(members) if len(members) < limit else None
+        except EncodeError:
+            raise
+        except Exception as exc:
+            raise EncodeError(
+                f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
+            ) from exc
+        if t is not dict and isinstance(v, Mapping) and any(len(m) != 2 for m in members):
+            raise EncodeError(f"{type(v).__name__}.items() gave no pairs", path=_path(where))
+        ent.snap = snap = _Snap(members, n, limit)
+        return snap
+
+    def _whole_list(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
+        mk = self.mk
+        limit = self.max_items
+        snap = self._snap(ent, min(limit, cap // 2 + 1) + 1, where)
+        items, n = snap.members, snap.n
+        shown = min(len(items), limit)
+        capped = n is None or n > limit
+        if capped and len(items) <= limit:
+            return None  # the snapshot stopped at the cap: that many items overflow it
+        omitted = None if n is None else n - limit
+        avail = cap - 2 - (len(mk.items(omitted)) + (1 if shown else 0) if capped else 0)
+        buf = bytearray(b"[")
+        trs: list[Any] = []
+        i = 0
+        runs = RunSizer()
+        while i < shown:
+            if i and runs.live and shown - i >= _BULK_MIN:
+                k = min(runs.size(avail - len(buf) + 1, i, len(buf)), shown - i)
+                step = self.bulk_step(items, i, k, avail - len(buf) + 1, depth + 1)
+                if step is not None:
+                    buf += b","
+                    buf += memoryview(step)[1:-1]
+                    i += k
+                    continue
+                runs.missed()
+            room = avail - (len(buf) - 1) - (1 if i else 0)
+            out = self.whole(items[i], room, (where, f"/{i}"), depth + 1)
+            if out is None:
+                return None
+            if i:
+                buf += b","
+            buf += out[0]
+            if out[1]:
+                trs.append((f"/{i}", out[1]))
+            i += 1
+        if capped:
+            if shown:
+                buf += b","
+            buf += mk.items(omitted)
+            trs.append((f"/{shown}", "items", omitted, "items"))
+        buf += b"]"
+        return (bytes(buf), tuple(trs)) if len(buf) <= cap else None
+
+    def _whole_map(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
+        limit = self.max_keys
+        snap = self._snap(ent, min(limit, cap // 5 + 1) + 1, where)
+        pairs, n = snap.members, snap.n
+        shown = min(len(pairs), limit)
+        capped = n is None or n > limit
+        if capped and len(pairs) <= limit:
+            return None  # the snapshot stopped at the cap: that many members overflow it
+        taken = self._short_keys(pairs)
+        mkey = self.mk.key(taken) if capped else ""
+        omitted = None if n is None else n - limit
+        avail = cap - 2 - (len(self.mk.keys(omitted, mkey)) + (1 if shown else 0) if capped else 0)
+        buf = bytearray(b"{")
+        trs: list[Any] = []
+        for i in range(shown):
+            k, v = pairs[i]
+            sep = 1 if i else 0
+            room = avail - (len(buf) - 1) - sep
+            key = self._key(k, room - 1, pairs, taken, where, whole=True)
+            if key is None:
+                return None
+            kb, tok, ktr = key
+            out = self.whole(v, room - len(kb), (where, tok), depth + 1)
+            if out is None:
+                return None
+            if sep:
+                buf += b","
+            buf += kb
+            buf += out[0]
+            if ktr:
+                trs.append(ktr[0])
+            if out[1]:
+                trs.append((tok, out[1]))
+        if capped:
+            if shown:
+                buf += b","
+            buf += self.mk.keys(omitted, mkey)
+            trs.append((token(mkey), "keys", omitted, "keys"))
+        buf += b"}"
+        return (bytes(buf), tuple(trs)) if len(buf) <= cap else None
+
+    # -- cut -------------------------------------------------------------------------
+
+    def cut(self, obj: Any, allot: int, where: Any, depth: int) -> Out | None:
+        """*obj* cut to fit *allot* bytes, every cut marked; None if not even a marker fits.
+
+        The caller asked `whole` first: this is the rendering of a value that does not
+        fit whole, or of one whose fit is unknown (then it may come out whole).
+        """
+        if allot <= 0:
+            return None
+        self.work += 1
+        v = self.dispatch(obj, where)
+        if isinstance(v, str):
+            return self.cut_str(v, allot)
+        if v is None or isinstance(v, _SCALARS):
+            return self._scalar(v, allot, where)
+        if type(v) is Mark:
+            return self._marker(v.kind, v.what, allot)
+        ident = id(v)
+        if ident in self.active:
+            return self._cycle(allot, where)
+        if depth >= self.max_depth:
+            return self._marker("depth", _describe(v), allot)
+        ent = self._entry(obj, v, depth)
+        self.active.add(ident)
+        try:
+            if isinstance(v, Mapping):
+                if self.prefix:
+                    return self._cut_map_prefix(ent, allot, where, depth)
+                return self._cut_map(ent, allot, where, depth)
+            return self._cut_list(ent, allot, where, depth)
+        finally:
+            self.active.discard(ident)
+
+    def least(self, obj: Any, where: Any, depth: int) -> int:
+        """Bytes of the smallest honest rendering of *obj*: a marker, or *obj* whole.
+
+        `cut` with this allotment always gives a rendering.
+        """
+        v = self.dispatch(obj, where)
+        mk = self.mk
+        if isinstance(v, str):
+            head, tail = mk.string(len(v))
+            marker = len(head) + len(tail)
+            if len(v) + 2 <= marker:
+                out = self.whole(v, marker, where, depth)
+                if out is not None:
+                    return len(out[0])
+            return marker
+        if v is None or isinstance(v, _SCALARS):
+            out = self._scalar(v, _BIG, where)
+            return len(out[0]) if out is not None else 0
+        if type(v) is Mark:
+            return len(mk.value(v.kind, v.what))
+        if id(v) in self.active:
+            return len(mk.value("unencodable", "cycle"))
+        if depth >= self.max_depth:
+            return len(mk.value("depth", _describe(v)))
+        if isinstance(v, Mapping):
+            snap = self._snap(self._entry(obj, v, depth), 2, where)
+            if not snap.members:
+                return 2
+            # The marker key is "…" unless the object has that key; then one more digit.
+            key = mk.key(self._short_keys(snap.members))
+            cut = 2 + len(mk.keys(snap.n, key))
+        else:
+            snap = self._snap(self._entry(obj, v, depth), 2, where)
+            if not snap.members:
+                return 2
+            cut = 2 + len(mk.items(snap.n))
+        # A short container may be smaller whole (`[null]`) than cut to its marker.
+        out = self.whole(obj, cut, where, depth)
+        return cut if out is None else len(out[0])
+
+    def _cut_list(self, ent: _Seen, allot: int, where: Any, depth: int) -> Out | None:
+        """A prefix of whole items; only the first may be cut ("prefix": the last shown)."""
+        mk = self.mk
+        avail = allot - 2
+        limit = self.max_items
+        snap = self._snap(ent, min(limit, max(avail, 0) // 2 + 1) + 1, where)
+        items, n = snap.members, snap.n
+        total = min(len(items), limit)
+        complete = n is not None and n <= limit and len(items) == n  # every item is here
+        marker_room = len(mk.items(n)) + 1
+        buf = bytearray(b"[")
+        trs: list[Any] = []
+        i = 0
+        runs = RunSizer()
+        while i < total:
+            last = complete and i == total - 1
+            if i and runs.live and total - i >= _BULK_MIN:
+                room = avail - len(buf) + 1 - marker_room
+                k = min(runs.size(room, i, len(buf)), total - i - (1 if complete else 0))
+                step = self.bulk_step(items, i, k, room, depth + 1)
+                if step is not None:
+                    buf += b","
+                    buf += memoryview(step)[1:-1]
+                    i += k
+                    continue
+                runs.missed()
+            sep = 1 if i else 0
+            room = avail - (len(buf) - 1) - sep - (0 if last else marker_room)
+            here = (where, f"/{i}")
+            out = self.whole(items[i], room, here, depth + 1)
+            if out is None and complete and not last:
+                # The room kept for a marker may be all that the rest lacks: a list is
+                # cut only when its whole rest does not fit.
+                tail = self._tail(items, i, avail - (len(buf) - 1), where, depth)
+                if tail is not None:
+                    buf += tail[0]
+                    trs += tail[1]
+                    i = total
+                    break
+            partial = False
+            if out is None:
+                # Only the first item may be cut to fit ("prefix" cuts any): a list of
+                # whole items followed by a count reads better than a ragged last item.
+                if room <= 0 or (i and not self.prefix):
+                    break
+                out = self.cut(items[i], room, here, depth + 1)
+                if out is None:
+                    break
+                partial = True
+            if sep:
+                buf += b","
+            buf += out[0]
+            if out[1]:
+                trs.append((f"/{i}", out[1]))
+            i += 1
+            if partial:
+                break
+        if not (complete and i == total):
+            omitted = None if n is None else n - i
+            marker = mk.items(omitted)
+            fallback = mk.items(None)
+            if len(buf) + (1 if i else 0) + len(marker) + 1 > allot and len(fallback) < len(marker):
+                marker, omitted = fallback, None  # a long exact count; "more" is shorter
+            if i:
+                buf += b","
+            buf += marker
+            trs.append((f"/{i}", "items", omitted, "items"))
+        buf += b"]"
+        return (bytes(buf), tuple(trs)) if len(buf) <= allot else None
+
+    def _tail(self, items: list[Any], start: int, space: int, where: Any, depth: int) -> Out | None:
+        """Items *start* to the end, whole, comma-led, if they fit *space* bytes."""
+        buf = bytearray()
+        trs: list[Any] = []
+        for i in range(start, len(items)):
+            if i:
+                buf += b","
+            out = self.whole(items[i], space - len(buf), (where, f"/{i}"), depth + 1)
+            if out is None:
+                return None
+            buf += out[0]
+            if out[1]:
+                trs.append((f"/{i}", out[1]))
+        return bytes(buf), tuple(trs)
+
+    def _members(
+        self, ent: _Seen, avail: int, where: Any
+    ) -> tuple[list[Any], int | None, set[str], int]:
+        """The snapshot's pairs, its count, its short keys, and how many may show."""
+        limit = self.max_keys
+        snap = self._snap(ent, min(limit, max(avail, 0) // 5 + 1) + 1, where)
+        return snap.members, snap.n, self._short_keys(snap.members), min(len(snap.members), limit)
+
+    def _cut_map(self, ent: _Seen, allot: int, where: Any, depth: int) -> Out | None:
+        """Balanced: as many members as fit at their least, in order; water-fill the room."""
+        mk = self.mk
+        avail = allot - 2
+        pairs, n, taken, total = self._members(ent, avail, where)
+        everything = n is not None and n == total  # no member is cut by max_keys or unread
+        mkey = mk.key(taken)
+        chosen: list[tuple[bytes, str, Trs, Any, int]] = []
+        used: list[int] = [0]  # bytes of the first j members at their least, commas included
+        for i in range(total):
+            k, v = pairs[i]
+            sep = 1 if i else 0
+            key = self._key(k, avail - used[-1] - sep - 1, pairs, taken, where, whole=False)
+            if key is None:
+                break
+            kb, tok, ktr = key
+            m = self.least(v, (where, tok), depth + 1)
+            cost = used[-1] + sep + len(kb) + m
+            if cost > avail:
+                break
+            chosen.append((kb, tok, ktr, v, m))
+            used.append(cost)
+        j = len(chosen)
+        reserve = 0
+        if not (everything and j == total):
+            # Leave room for the member that says how many were left out.
+            while True:
+                omitted = None if n is None else n - j
+                reserve = len(mk.keys(omitted, mkey)) + (1 if j else 0)
+                if used[j] + reserve <= avail or j == 0:
+                    break
+                j -= 1
+            if used[j] + reserve > avail:
+                omitted = None
+                reserve = len(mk.keys(None, mkey))
+                if reserve > avail:
+                    return None  # the smallest object marker fits MIN_BYTES: nested only
+        kept = chosen[:j]
+        space = avail - reserve - sum((1 if i else 0) + len(c[0]) for i, c in enumerate(kept))
+        outs = self._share(kept, space, where, depth)
+        buf = bytearray(b"{")
+        trs: list[Any] = []
+        for i, ((kb, tok, ktr, _, _), (data, tr)) in enumerate(zip(kept, outs, strict=True)):
+            if i:
+                buf += b","
+            buf += kb
+            buf += data
+            if ktr:
+                trs.append(ktr[0])
+            if tr:
+                trs.append((tok, tr))
+        if reserve:
+            if j:
+                buf += b","
+            buf += mk.keys(omitted, mkey)
+            trs.append((token(mkey), "keys", omitted, "keys"))
+        buf += b"}"
+        return (bytes(buf), tuple(trs)) if len(buf) <= allot else None
+
+    def _share(
+        self, kept: list[tuple[bytes, str, Trs, Any, int]], space: int, where: Any, depth: int
+    ) -> list[Out]:
+        """Water-fill *space* among the values: small ones whole, large ones cut evenly."""
+        count = len(kept)
+        if not count:
+            return []
+        mins = [c[4] for c in kept]
+        full: list[Out | None] = [None] * count
+        sizes = [_BIG] * count  # exact size where measured, else _BIG
+        asked = [-1] * count
+        level = max(space // count, 0)
+        # Measure with a cap near the water level, raise the level with what turned out
+        # small, and re-measure only what is still unknown. `whole` remembers what it
+        # learnt, so a later round re-walks only the members not settled.
+        for _ in range(_ROUNDS):
+            changed = False
+            for i, (_, tok, _, v, m) in enumerate(kept):
+                cap = max(level, m)
+                if sizes[i] == _BIG and asked[i] < cap:
+                    asked[i] = cap
+                    out = self.whole(v, cap, (where, tok), depth + 1)
+                    if out is not None:
+                        full[i] = out
+                        sizes[i] = len(out[0])
+                        mins[i] = min(mins[i], sizes[i])
+                        changed = True
+            level = _water_level(sizes, mins, space)
+            if not changed:
+                break
+        outs: list[Out] = []
+        for i, (_, tok, _, v, m) in enumerate(kept):
+            known = full[i]
+            share = max(mins[i], min(sizes[i], level))
+            if known is not None and sizes[i] <= share:
+                outs.append(known)
+                continue
+            out = self.cut(v, share, (where, tok), depth + 1)
+            if out is None:  # pragma: no cover - `least` sizes a rendering that exists
+                raise AssertionError(f"no rendering of {m} bytes at {_path(where)}")
+            outs.append(out)
+        return outs
+
+    def _cut_map_prefix(self, ent: _Seen, allot: int, where: Any, depth: int) -> Out | None:
+        """Members in document order, each taking what it needs, until the budget is spent."""
+        mk = self.mk
+        avail = allot - 2
+        pairs, n, taken, total = self._members(ent, avail, where)
+        everything = n is not None and n == total
+        mkey = mk.key(taken)
+        buf = bytearray(b"{")
+        trs: list[Any] = []
+        shown = 0
+        for i in range(total):
+            k, v = pairs[i]
+            rest = None if n is None else n - i - 1
+            reserve = len(mk.keys(rest, mkey)) + 1 if rest != 0 or not everything else 0
+            sep = 1 if i else 0
+            room = avail - (len(buf) - 1) - sep - reserve
+            key = self._key(k, room - 1, pairs, taken, where, whole=False)
+            if key is None:
+                break
+            kb, tok, ktr = key
+            out = self.whole(v, room - len(kb), (where, tok), depth + 1)
+            cut = out is None
+            if out is None:
+                out = self.cut(v, room - len(kb), (where, tok), depth + 1)
+                if out is None:
+                    break
+            if sep:
+                buf += b","
+            buf += kb
+            buf += out[0]
+            if ktr:
+                trs.append(ktr[0])
+            if out[1]:
+                trs.append((tok, out[1]))
+            shown += 1
+            if cut:
+                break
+        if not (everything and shown == total):
+            omitted = None if n is None else n - shown
+            marker = mk.keys(omitted, mkey)
+            fallback = mk.keys(None, mkey)
+            if len(buf) + (1 if shown else 0) + len(marker) + 1 > allot and len(fallback) < len(
+                marker
+            ):
+                marker, omitted = fallback, None  # a long exact count; "more" is shorter
+            if shown:
+                buf += b","
+            buf += marker
+            trs.append((token(mkey), "keys", omitted, "keys"))
+        buf += b"}"
+        return (bytes(buf), tuple(trs)) if len(buf) <= allot else None
+
+    # -- leaves ----------------------------------------------------------------------
+
+    def _scalar(self, obj: Any, cap: int, where: Any) -> Out | None:
+        if isinstance(obj, float) and obj - obj != 0:
+            return self._unencodable(float.__repr__(obj), cap, where)
+        try:
+            data = _dumps(obj)
+        except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
+            return self._unencodable(_describe(obj), cap, where)
+        return (data, _NONE) if len(data) <= cap else None
+
+    def _unencodable(self, what: str, cap: int, where: Any) -> Out | None:
+        if self.error_on_unencodable:
+            raise EncodeError(f"cannot encode {what}", path=_path(where))
+        return self._marker("unencodable", what, cap)
+
+    def _cycle(self, cap: int, where: Any) -> Out | None:
+        self.cycles += 1
+        return self._unencodable("cycle", cap, where)
+
+    def _marker(self, kind: str, what: str, cap: int) -> Out | None:
+        data = self.mk.value(kind, what)
+        if len(data) > cap:
+            data = self.mk.value(kind, "")  # the kind alone, when the details do not fit
+            if len(data) > cap:
+                return None
+        tkind = "depth" if kind == "depth" else "unencodable"
+        return data, (("", tkind, None, "bytes"),)
+
+    def _whole_str(self, s: str, cap: int, where: Any) -> Out | None:
+        field = self.max_field
+        lim = min(cap, field)
+        n = len(s)
+        if n + 2 <= lim:
+            try:
+                data = _dumps(s)
+            except _JSONError:  # lone surrogates
+                return self._scrubbed(s, cap)
+            if len(data) <= lim:
+                return data, _NONE
+            if len(data) <= field:
+                return None  # whole, it is longer than the cap
+        elif n + 2 <= field and (field > 2 * cap or 6 * n + 2 <= field):
+            return None  # whole it passes the cap; cut by the field cap it would too
+        # The field cap cuts it whatever the budget: that cut is its full rendering.
+        out = self.cut_str(s, field)
+        return out if out is not None and len(out[0]) <= cap else None
+
+    def cut_str(self, s: str, allot: int) -> Out | None:
+        """*s* cut to fit *allot* bytes with its marker; None if not even the marker fits."""
+        allot = min(allot, self.max_field)
+        n = len(s)
+        head, tail = self.mk.string(n)  # the longest count: the real one has no more digits
+        room = allot - len(head) - len(tail)
+        if room < 0:
+            head, tail = self.mk.string(None)  # the count does not fit: "…[truncated]"
+            room = allot - len(head) - len(tail)
+            if room < 0:
+                return None
+            content, kept, replaced = prefix(s, room)
+        else:
+            content, kept, replaced = prefix(s, room)
+            head, tail = self.mk.string(n - kept)
+        trs: Trs = (("", "string", n - kept, "chars"),)
+        if replaced:
+            trs += (("", "unencodable", replaced, "chars"),)
+        content[0:0] = head
+        content += tail
+        return bytes(content), trs
+
+    def _scrubbed(self, s: str, cap: int) -> Out | None:
+        """A string with lone surrogates: each becomes U+FFFD, and the string says so."""
+        if len(s) + 2 > min(cap, self.max_field):
+            return None  # whole it does not fit: the cut says how many it replaced
+        clean, replaced = SURROGATE.subn("\ufffd", s)
+        note = f"…[replaced: {replaced} lone surrogates]".encode()
+        data = _dumps(clean)
+        if len(data) + len(note) <= min(cap, self.max_field):
+            return data[:-1] + note + b'"', (("", "unencodable", replaced, "chars"),)
+        return None
+
+    # -- keys ------------------------------------------------------------------------
+
+    @staticmethod
+    def _short_keys(pairs: list[Any]) -> set[str]:
+        """The snapshot's short string keys: the only ones a chosen key can repeat."""
+        return {k for k, _ in pairs if isinstance(k, str) and len(k) <= _SHORT_KEY}
+
+    def _key(
+        self, k: Any, room: int, pairs: list[Any], taken: set[str], where: Any, *, whole: bool
+    ) -> tuple[bytes, str, Trs] | None:
+        """The encoded key with its colon, its pointer token, and its report if rewritten.
+
+        *room* is for the key and its colon. A key that is not a string, holds lone
+        surrogates, or alone passes *room* is rewritten: its text carries a ``…[``
+        marker (in either marker style: a key cannot hold an object) and differs from
+        every other key of the snapshot and every key rewritten so far (*taken*). With
+        *whole*, a key that would be cut gives None: the full rendering does not fit.
+        None also when not even a rewritten key fits.
+        """
+        report: tuple[str, int | None, str]
+        if isinstance(k, str):
+            n = len(k)
+            kb = b""
+            if n + 3 <= room:
+                try:
+                    kb = _dumps(k)
+                except _JSONError:
+                    clean, bad = SURROGATE.subn("\ufffd", k)
+                    text = clean + f"…[key: {bad} lone surrogates replaced]"
+                    report = ("unencodable", bad, "chars")
+                else:
+                    if len(kb) + 1 <= room:
+                        return kb + b":", token(k), _NONE
+            if n + 3 > room or kb:  # too long for the room: cut like a string
+                if whole:
+                    return None
+                longest = len(f"…[key truncated: {n} more chars]".encode())
+                _, kept, _ = prefix(k, room - 3 - longest)
+                text = SURROGATE.sub("\ufffd", k[:kept])
+                text += f"…[key truncated: {n - kept} more chars]"
+                report = ("string", n - kept, "chars")
+        else:
+            text = "…[key: " + self._key_text(k, where) + "]"
+            report = ("unencodable", None, "keys")
+        i = 0
+        base = text
+        while text in taken or (len(text) > _SHORT_KEY and _repeats(text, pairs)):
+            i += 1  # ends: *taken* is finite and each candidate is new
+            text = f"{base}{i}"
+        kb = _dumps(text)
+        if len(kb) + 1 > room:
+            return None
+        taken.add(text)
+        tok = token(text)
+        return kb + b":", tok, ((tok, *report),)
+
+    def _key_text(self, k: Any, where: Any) -> str:
+        """A non-string key described at a bounded cost: its type and a short repr."""
+        name = type(k).__name__[:40]
+        if isinstance(k, int) and not isinstance(k, bool):
+            if k.bit_length() > 128:  # no str() of thousands of digits
+                return f"{name} of {k.bit_length()} bits"
+            return f"{name} {int.__repr__(k)}"
+        if isinstance(k, float):
+            return f"{name} {float.__repr__(k)}"
+        try:
+            text = _REPR.repr(k)  # reprlib slices containers before it repr()s them
+        except Exception as exc:
+            if self.error_on_unencodable:
+                raise EncodeError(
+                    f"repr() of a {name} key raised {type(exc).__name__}", path=_path(where)
+                ) from exc
+            return name
+        return f"{name} {SURROGATE.sub(chr(0xFFFD), text[:_KEY_REPR])}"
+
+
+def _repeats(text: str, pairs: list[Any]) -> bool:
+    """Whether a long chosen key repeats a key of the snapshot (compared by length first)."""
+    n = len(text)
+    return any(isinstance(k, str) and len(k) == n and k == text for k, _ in pairs)
+
+
+def _water_level(sizes: list[int], mins: list[int], space: int) -> int:
+    """The largest level L with sum(max(min_i, min(size_i, L))) <= space."""
+    lo, hi = 0, max(space, 0)
+    if sum(max(m, min(s, hi)) for s, m in zip(sizes, mins, strict=True)) <= space:
+        return hi  # everything fits at the top: no search (the common case)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        total = 0
+        for s, m in zip(sizes, mins, strict=True):
+            total += max(m, min(s, mid))
+            if total > space:
+                break
+        if total <= space:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

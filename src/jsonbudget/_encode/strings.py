@@ -1,0 +1,106 @@
+"""String prefixes: the longest prefix of a string whose JSON encoding fits a room.
+
+Every character is encoded by orjson; nothing here escapes JSON by hand. The string is
+sliced before it is encoded (a character is at least one byte, so ``room`` characters
+always suffice) and encoded a slice at a time into one buffer: the memory stays in
+proportion to the output, and orjson never converts the whole string. The slice that
+overflows is cut at a byte boundary found in its own encoding, backed up to the start
+of a character and out of any escape, so the output is never parsed again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+__all__ = ["SURROGATE", "encode_piece", "prefix"]
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+_dumps = orjson.dumps
+_JSONError = orjson.JSONEncodeError
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes 10xxxxxx
+#: Characters encoded per orjson call: orjson reserves several output bytes per input
+#: character, and its bytes keep that capacity, so slices keep the peak near the output.
+_SLICE_CHARS = 8192
+
+
+def encode_piece(piece: str) -> tuple[bytes, int]:
+    """*piece* encoded as JSON string content (no quotes), and lone surrogates replaced."""
+    try:
+        return _dumps(piece)[1:-1], 0
+    except _JSONError:  # lone surrogates: each becomes U+FFFD, and the caller says how many
+        clean, replaced = SURROGATE.subn("\ufffd", piece)
+        return _dumps(clean)[1:-1], replaced
+
+
+def prefix(s: str, room: int) -> tuple[bytearray, int, int]:
+    """The longest prefix of *s* whose encoded content fits *room* bytes.
+
+    Returns the content (without quotes), the characters kept, and how many lone
+    surrogates the kept characters held (each written as U+FFFD). Costs about *room*
+    bytes of encoding, whatever the length of *s*.
+    """
+    buf = bytearray()
+    pos = replaced = 0
+    n = len(s)
+    ascii_ = s.isascii()  # O(1) on CPython
+    while pos < n:
+        left = room - len(buf)
+        if left <= 0:
+            break
+        # ASCII mostly encodes to a byte a character; other text to two or more.
+        take = min(n - pos, _SLICE_CHARS, left if ascii_ else max(left // 2, 1))
+        piece = s[pos : pos + take]
+        data, bad = encode_piece(piece)
+        if len(data) <= left:
+            buf += data
+            pos += take
+            replaced += bad
+            continue
+        cut = _boundary(data, left)
+        kept = _chars(data, cut)
+        buf += memoryview(data)[:cut]
+        if bad:
+            replaced += len(SURROGATE.findall(piece, 0, kept))
+        pos += kept
+        break
+    return buf, pos, replaced
+
+
+def _boundary(data: bytes, end: int) -> int:
+    """The largest cut ``<= end`` of encoded content that ends between two characters."""
+    # Back up to the lead byte of the last character if that character is incomplete.
+    i = end - 1
+    while i > 0 and data[i] & 0xC0 == 0x80:
+        i -= 1
+    lead = data[i]
+    width = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    if i + width > end:
+        end = i
+    # An escape is at most 6 bytes (\u001f): look for its backslash just before the cut.
+    b = data.rfind(b"\\", max(end - 6, 0), end)
+    if b < 0:
+        return end
+    run = 1  # backslashes ending at b; an odd run means b starts an escape
+    while b - run >= 0 and data[b - run] == 0x5C:
+        run += 1
+    if run % 2 == 0:
+        return end  # b closes an escaped backslash, which ends before the cut
+    width = 6 if b + 1 < len(data) and data[b + 1] == 0x75 else 2  # \uXXXX or \n
+    return b if b + width > end else end
+
+
+def _chars(data: bytes, end: int) -> int:
+    """Characters in ``data[:end]``, encoded content that ends between two characters."""
+    head = data[:end]
+    count = len(head.translate(None, _CONTINUATION))  # one lead byte per character
+    if b"\\" not in head:
+        return count
+    # Escapes are read left to right, so escaped backslashes pair off from the left.
+    pairs = head.count(b"\\\\")
+    rest = head.replace(b"\\\\", b"")
+    unicode = rest.count(b"\\u")
+    others = rest.count(b"\\") - unicode
+    return count - pairs - others - 5 * unicode
