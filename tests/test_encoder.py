@@ -102,21 +102,45 @@ def test_balanced_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
     strategy=st.sampled_from(STRATEGIES),
     markers=st.sampled_from(["text", "structured"]),
     max_items=st.none() | st.integers(1, 4),
+    max_keys=st.none() | st.integers(1, 4),
+    max_field=st.none() | st.integers(64, 120),
+    max_depth=st.integers(1, 5),
 )
-def test_what_fits_whole_is_never_cut(
-    obj: Any, slack: int, strategy: Strategy, markers: MarkerStyle, max_items: int | None
+def test_what_fits_whole_is_never_cut(  # noqa: PLR0917 - one drawn value per option
+    obj: Any,
+    slack: int,
+    strategy: Strategy,
+    markers: MarkerStyle,
+    max_items: int | None,
+    max_keys: int | None,
+    max_field: int | None,
+    max_depth: int,
 ) -> None:
     # Lists and objects keep room for the marker that says what they left out; that
     # room was once all that stood between a value and its whole rendering, and the
     # value was cut although it fit (found by this property).
-    enc = Encoder(max_bytes=MAX_LIMIT, strategy=strategy, markers=markers, max_items=max_items)
-    full = enc.encode(obj)
+    options: dict[str, Any] = {
+        "strategy": strategy,
+        "markers": markers,
+        "max_items": max_items,
+        "max_keys": max_keys,
+        "max_field_bytes": max_field,
+        "max_depth": max_depth,
+    }
+    full = Encoder(max_bytes=MAX_LIMIT, **options).encode(obj)
     max_bytes = max(len(full.data) + slack, MIN_BYTES)
-    out = encode(obj, max_bytes=max_bytes, strategy=strategy, markers=markers, max_items=max_items)
+    out = encode(obj, max_bytes=max_bytes, **options)
     # Markers that stand for a value may drop their detail when room is short.
     assert [(t.path, t.kind, t.omitted) for t in out.truncations] == [
         (t.path, t.kind, t.omitted) for t in full.truncations
     ]
+
+
+def test_regression_what_fits_is_cut_by_the_list_marker_room() -> None:
+    # The example: a 64-byte rendering keeps the sub-list; the old renderer
+    # returned 40 bytes without it.
+    out = encode({"": [None, [None, [None] * 10]]}, Limits(64, max_items=3))
+    assert out.data == '{"":[null,[null,[null,null,null,"…[omitted: 7 more items]"]]]}'.encode()
 
 
 def as_generators(obj: Any) -> Any:

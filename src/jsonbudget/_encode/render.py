@@ -24,7 +24,8 @@ shared subtree's rendering is reused wherever it appears.
 Work: each node is rendered by `cut` at most once, and `whole` re-walks a node only when
 asked with a larger cap than any it was asked before; the nodes visited are bounded by
 the budget (every visited member adds at least one byte to a walk that stops at its
-cap) plus the one-item look-ahead. `work` counts the nodes visited, for tests.
+cap) plus the one-item look-ahead. `work` counts the calls of `whole` and `cut`, for
+tests.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ _SHORT_KEY = 256
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
 _KEY_REPR = 40
+_REPRLIB_TYPES = frozenset({tuple, frozenset, bytes, str, int, float, bool, type(None)})
 
 
 def pointer(parent: str, key: str | int) -> str:
@@ -356,6 +358,7 @@ class EncodeCall:
 
     def whole(self, obj: Any, cap: int, where: Any, depth: int) -> Out | None:
         """The full rendering of *obj* if it fits *cap* bytes, else None."""
+        self.work += 1
         if cap <= 0:
             return None
         t = type(obj)
@@ -368,7 +371,6 @@ class EncodeCall:
             return data, _NONE
         if data == _TOO_BIG:
             return None
-        self.work += 1
         v = self.dispatch(obj, where)
         if isinstance(v, str):
             return self._whole_str(v, cap, where)
@@ -409,7 +411,6 @@ class EncodeCall:
             return self._cycle(cap, where)
         if depth >= self.max_depth:
             return self._marker("depth", _describe(v), cap)
-        self.work += 1
         cycles = self.cycles
         self.active.add(ident)
         try:
@@ -721,7 +722,12 @@ class EncodeCall:
         for i in range(total):
             k, v = pairs[i]
             sep = 1 if i else 0
-            key = self._key(k, avail - used[-1] - sep - 1, pairs, taken, where, whole=False)
+            room = avail - used[-1] - sep - 1
+            if isinstance(k, str) and len(k) + 3 > room - 40 and i + 1 < (n or total + 1):
+                # A key about to be cut leaves room for the member that says how many
+                # keys were left out, or it would take the room and be dropped itself.
+                room -= len(mk.keys(None if n is None else n - i - 1, mkey)) + 1
+            key = self._key(k, room, pairs, taken, where, whole=False)
             if key is None:
                 break
             kb, tok, ktr = key
@@ -1010,7 +1016,9 @@ class EncodeCall:
         if isinstance(k, float):
             return f"{name} {float.__repr__(k)}"
         try:
-            text = _REPR.repr(k)  # reprlib slices containers before it repr()s them
+            # reprlib slices built-in containers before it repr()s them; it would also
+            # hide a user repr's exception behind an address, so those are called here.
+            text = _REPR.repr(k) if type(k) in _REPRLIB_TYPES else repr(k)[:_KEY_REPR]
         except Exception as exc:
             if self.error_on_unencodable:
                 raise EncodeError(

@@ -25,6 +25,7 @@ from .._encode.encoder import (
     MarkerStyle,
     RunSizer,
     Strategy,
+    Stream,
     Truncation,
     dumps_whole,
     pointer,
@@ -130,6 +131,7 @@ _OPTION_SLOTS = (
     "_max_items",
     "_spill_label",
     "_spill_store",
+    "_streams",
     "limits",
     "oversized",
 )
@@ -142,6 +144,10 @@ class PageBuilder:
     envelope, the longest cursor and the reports made so far; it returns False (and
     keeps nothing) once the page is full, so the item that did not fit is the one-item
     look-ahead. An item that cannot fit even an empty page gets the *oversized* outcome.
+
+    What the look-ahead pulled from an iterator inside a refused item is kept, and the
+    next page made from the same builder (`Paginator` makes each page from one) renders
+    the item from it: no pulled value is lost.
     """
 
     __slots__ = (
@@ -162,6 +168,7 @@ class PageBuilder:
         "_reports_bytes",
         "_spill_label",
         "_spill_store",
+        "_streams",
         "_truncations",
         "limits",
         "oversized",
@@ -208,6 +215,9 @@ class PageBuilder:
         self._fixed = len(_dumps({k["items"]: [], **closing}))
         self._cap = limits.max_bytes - self._fixed
         self._max_items = limits.max_items if limits.max_items is not None else 2**62
+        # Iterators inside refused look-ahead items, with what was pulled from them;
+        # shared by the pages made from this builder (see `_blank`).
+        self._streams: dict[int, Stream] = {}
         self._start()
         # The smallest page that can always be built: an empty envelope holding one
         # oversized item's placeholder and its reports. Refused before any work.
@@ -228,7 +238,8 @@ class PageBuilder:
 
     def _start(self) -> None:
         """Set up the state of an empty page."""
-        self._call = EncodeCall(self._encoder)  # per-page state, reused for every item
+        # Per-page state, reused for every item; streams carry over to the next page.
+        self._call = EncodeCall(self._encoder, self._streams)
         self._buf = bytearray()
         self._items: list[Any] = []
         self._count = 0
@@ -282,17 +293,34 @@ class PageBuilder:
                 return True
             if data == UNCLEAN:
                 path = pointer(self._items_path, count)
-                whole = self._encoder.whole(item, room, path=path)
-                if whole is not None:
-                    grow = self._report_growth(whole.truncations, None)
-                    if len(whole.data) + grow <= room:
-                        self._accept(item, whole.data, whole.truncations, None, grow)
+                streams = len(self._streams)
+                out = self._call.whole(item, room, path, 0)
+                if out is not None:
+                    truncations = self._reports(out[1], path)
+                    grow = self._report_growth(truncations, None)
+                    if len(out[0]) + grow <= room:
+                        self._accept(item, out[0], truncations, None, grow)
+                        self._served(streams)
                         return True
         if count:
             self._full_reason = "page_full"
             return False
+        streams = len(self._streams)
         self._add_oversized(item)
+        self._served(streams)
         return True
+
+    def _reports(self, trs: Any, path: str) -> list[Truncation]:
+        truncations: list[Truncation] = []
+        self._call.reports(trs, path, truncations, Truncation)
+        return truncations
+
+    def _served(self, mark: int) -> None:
+        """Forget the streams an item served on this page pulled (those after *mark*)."""
+        streams = self._streams
+        if len(streams) > mark:
+            for key in list(streams)[mark:]:
+                del streams[key]
 
     def fill_from(self, seq: list[Any] | tuple[Any, ...], start: int = 0) -> tuple[bool, int]:
         """Add ``seq[start:]`` until the page is full: (an item was left over, next offset).
@@ -439,14 +467,14 @@ class PageBuilder:
             info = OversizedItem(index, None, "truncated")
             room = self._room() - self._report_growth((), info)
             for _ in range(_REFITS):
-                fitted = self._encoder.fit(item, room, path=path) if room > 0 else None
+                fitted = self._call.fit(item, room, path) if room > 0 else None
                 if fitted is None:
                     break
-                cut = [*fitted.truncations, Truncation(path, "item", None, "bytes")]
+                cut = [*self._reports(fitted[1], path), Truncation(path, "item", None, "bytes")]
                 grow = self._report_growth(cut, info)
-                over = len(fitted.data) + grow - self._room()
+                over = len(fitted[0]) + grow - self._room()
                 if over <= 0:
-                    self._accept(item, fitted.data, cut, info, grow)
+                    self._accept(item, fitted[0], cut, info, grow)
                     return
                 room -= over  # the reports did not fit: leave them more room
         info = OversizedItem(index, None, "placeholder")
