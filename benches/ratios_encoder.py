@@ -8,6 +8,12 @@
   median ms (target <= 0.2 ms) and peak extra memory (target <= 1 MiB), next to
   ``orjson.dumps(rows)[:65536]``, which is also shown to be invalid JSON;
 * 4 KiB out of a cold 1 M-character multibyte string, median us (target <= 10 us);
+* the fitting (the renderer): dataclass trees, shared subtrees, work per output byte,
+  balanced against prefix on botocore service models, big balanced cuts against
+  ``orjson.dumps`` of their output;
+* the one-call path (``bounded_dumps``, ``encode``) and big documents that fit, as ratios
+  to ``orjson.dumps``; a 64 KiB cut of a long escaped string against ``orjson.dumps`` of
+  the slice, with its peak memory against the output;
 * peers where installed (headson, shrinkfit): time, output size, validity.
 
 Run: ``python benches/ratios_encoder.py [--quick]`` (or through ``benches/ratios.py``).
@@ -15,8 +21,12 @@ Run: ``python benches/ratios_encoder.py [--quick]`` (or through ``benches/ratios
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
+import math
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +37,8 @@ import orjson
 from benches import _data
 from benches._timing import Row, calibrate, interleaved, peak_bytes
 
-from jsonbudget import Encoder
+from jsonbudget import Encoder, bounded_dumps, encode
+from jsonbudget._encode.render import EncodeCall
 
 KIB = 1024
 BIG = 1 << 30
@@ -89,6 +100,241 @@ def fits(quick: bool) -> list[Row]:
             ("  Encoder.encode / orjson.dumps", t.ratio("encode", "orjson"), "x", "(info)"),
             ("  orjson.dumps of it (ref)", t.median("orjson") * 1e6, "us", "(ref)"),
         ]
+    return out
+
+
+@dataclasses.dataclass
+class _Node:
+    kids: list[Any]
+
+
+def _tree(depth: int) -> _Node:
+    return _Node([_tree(depth - 1), _tree(depth - 1)] if depth else [])
+
+
+def _shared(depth: int, leaf: Any) -> Any:
+    x = leaf
+    for _ in range(depth):
+        x = [x, x]
+    return x
+
+
+def _best_ms(fn: Callable[[], Any], quick: bool) -> float:
+    t = interleaved({"f": fn}, rounds=3 if quick else 7, inner=calibrate(fn, target_s=0.02))
+    return t.median("f") * 1e3
+
+
+def _botocore_models() -> dict[str, Any]:
+    try:
+        import botocore  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return {}
+    data = Path(botocore.__file__).parent / "data"
+    out = {}
+    for name in ("s3", "dynamodb", "lambda", "ec2"):
+        path = sorted((data / name).glob("*/service-2.json*"))[-1]
+        raw = path.read_bytes()
+        out[name] = orjson.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    return out
+
+
+def fitting(quick: bool) -> list[Row]:
+    """The renderer against the fitting issue's targets."""
+    out: list[Row] = []
+    tree8 = _tree(8)
+    _check_bounded(bounded_dumps(tree8, max_bytes=4 * KIB), 4 * KIB, "a dataclass tree")
+    out.append(
+        (
+            "dataclass tree depth 8 into 4 KiB",
+            _best_ms(lambda: bounded_dumps(tree8, max_bytes=4 * KIB), quick),
+            "ms",
+            "<= 5",
+        )
+    )
+    tree10 = _tree(10)
+    enc64 = Encoder(max_bytes=64 * KIB)
+    if not enc64.encode(tree10).complete:
+        raise AssertionError("a depth-10 dataclass tree fits 64 KiB whole")
+    t = interleaved(
+        {"ours": lambda: enc64.dumps(tree10), "orjson": lambda: orjson.dumps(tree10)},
+        rounds=5 if quick else 9,
+        inner={"ours": 3, "orjson": calibrate(lambda: orjson.dumps(tree10), target_s=0.01)},
+    )
+    out.append(
+        (
+            "dataclass tree depth 10 that fits 64 KiB: Encoder.dumps / orjson.dumps",
+            t.ratio("ours", "orjson"),
+            "x",
+            "<= 3",
+        )
+    )
+    nan20 = _shared(20, [math.nan])
+    out.append(
+        (
+            "NaN-leaf tree of shared subtrees, 20 deep, into 4 KiB",
+            _best_ms(lambda: bounded_dumps(nan20, max_bytes=4 * KIB), quick),
+            "ms",
+            "<= 20",
+        )
+    )
+    per_byte = []
+    for depth in range(4, 17, 2):
+        call = EncodeCall(Encoder(max_bytes=4 * KIB))
+        rendered = call.fit(_tree(depth), 4 * KIB, "")
+        assert rendered is not None
+        per_byte.append(call.work / len(rendered[0]))
+    out.append(
+        (
+            "renderer calls per output byte, dataclass trees depth 4 -> 16: max / min",
+            max(per_byte) / min(per_byte),
+            "x",
+            "<= 2",
+        )
+    )
+    calls = []
+    for depth in (4, 20):
+        call = EncodeCall(Encoder(max_bytes=4 * KIB))
+        call.fit(_shared(depth, _Node([])), 4 * KIB, "")
+        calls.append(call.work)
+    out.append(
+        (
+            f"  shared subtrees 4 -> 20 deep (2**20 paths): {calls[0]} -> {calls[1]} calls",
+            float(calls[1]),
+            "calls",
+            "(info)",
+        )
+    )
+    for name, doc in _botocore_models().items():
+        for budget in (4 * KIB, 64 * KIB):
+            bal = Encoder(max_bytes=budget)
+            pre = Encoder(max_bytes=budget, strategy="prefix")
+            _check_bounded(bal.encode(doc).data, budget, f"botocore {name}")
+            fns = {
+                "balanced": partial(bal.encode, doc),
+                "prefix": partial(pre.encode, doc),
+            }
+            t = interleaved(
+                fns,
+                rounds=3 if quick else 7,
+                inner={"balanced": 2, "prefix": calibrate(fns["prefix"], target_s=0.01)},
+            )
+            out.append(
+                (
+                    f"botocore {name} to {budget // KIB} KiB: balanced / prefix",
+                    t.ratio("balanced", "prefix"),
+                    "x",
+                    "<= 3",
+                )
+            )
+            out.append(("  balanced (ref)", t.median("balanced") * 1e3, "ms", "(ref)"))
+    sizes = (1 << 20,) if quick else (1 << 20, 16 << 20)
+    big = _data.nested_document(8000 if quick else 60_000)
+    for budget in sizes:
+        enc = Encoder(max_bytes=budget)
+        data = enc.encode(big).data
+        _check_bounded(data, budget, "a big balanced cut")
+        doc = orjson.loads(data)
+        t = interleaved(
+            {
+                "ours": partial(enc.encode, big),
+                "orjson": partial(orjson.dumps, doc),
+            },
+            rounds=3 if quick else 5,
+        )
+        out.append(
+            (
+                f"balanced cut of nested data to {budget >> 20} MiB / orjson.dumps of the output",
+                t.ratio("ours", "orjson"),
+                "x",
+                "<= 5",
+            )
+        )
+    return out
+
+
+def one_call(quick: bool) -> list[Row]:
+    """``bounded_dumps`` and ``encode`` with only a budget, against ``orjson.dumps``."""
+    cases: dict[str, Any] = {
+        "rows, 300 B": _data.rows(1),
+        "rows, 1 KiB": _data.rows(4),
+        "a 300 B string": _data.log_text(300),
+    }
+    out: list[Row] = []
+    for name, obj in cases.items():
+        size = len(orjson.dumps(obj))
+
+        def ours(obj: Any = obj) -> bytes:
+            return bounded_dumps(obj, max_bytes=64 * KIB)
+
+        def full(obj: Any = obj) -> bytes:
+            return encode(obj, max_bytes=64 * KIB).data
+
+        def theirs(obj: Any = obj) -> bytes:
+            return orjson.dumps(obj)
+
+        n = calibrate(theirs, target_s=0.01)
+        t = interleaved(
+            {"orjson": theirs, "bounded_dumps": ours, "encode": full},
+            rounds=7 if quick else 11,
+            inner=n,
+            warmup=3,
+        )
+        out.append(
+            (
+                f"bounded_dumps / orjson.dumps, {name} ({size} B)",
+                t.ratio("bounded_dumps", "orjson"),
+                "x",
+                "<= 1.3" if "1 KiB" in name else "<= 1.5",
+            )
+        )
+        out.append(
+            (
+                f"  encode / orjson.dumps, {name}",
+                t.ratio("encode", "orjson"),
+                "x",
+                "<= 1.5" if "1 KiB" in name else "(info)",
+            )
+        )
+    for label, n_rows in (("64 KiB", 240), ("16 MiB", 6_000 if quick else 60_000)):
+        rows = _data.rows(n_rows)
+        enc = Encoder(max_bytes=BIG)
+        pair = {
+            "ours": partial(enc.dumps, rows),
+            "orjson": partial(orjson.dumps, rows),
+        }
+        t = interleaved(
+            pair, rounds=5 if quick else 9, inner=calibrate(pair["orjson"], target_s=0.02)
+        )
+        mb = len(orjson.dumps(rows)) / 1e6
+        out.append(
+            (
+                f"Encoder.dumps / orjson.dumps, {label} of rows ({mb:.2f} MB)",
+                t.ratio("ours", "orjson"),
+                "x",
+                "<= 1.10" if label == "64 KiB" else "<= 1.15",
+            )
+        )
+    text = _data.log_text(2_000_000)
+    enc = Encoder(max_bytes=64 * KIB)
+    cut = enc.encode(text).data
+    _check_bounded(cut, 64 * KIB, "a long escaped string")
+    kept = len(orjson.loads(cut)) - len("…[truncated: 1934464 more chars]")
+    piece = text[:kept]
+    t = interleaved(
+        {"ours": lambda: enc.encode(text), "orjson": lambda: orjson.dumps(piece)},
+        rounds=5 if quick else 9,
+        inner=calibrate(lambda: enc.encode(text), target_s=0.01),
+    )
+    peak, _ = peak_bytes(lambda: enc.encode(text))
+    out += [
+        (
+            "64 KiB cut of a long escaped string / orjson.dumps of the slice",
+            t.ratio("ours", "orjson"),
+            "x",
+            "<= 2",
+        ),
+        ("  its peak memory / the output", peak / len(cut), "x", "<= 2"),
+    ]
     return out
 
 
@@ -289,7 +535,14 @@ def peers(quick: bool) -> list[Row]:
 
 
 def run(quick: bool = False) -> list[Row]:
-    return fits(quick) + rows_64k(quick) + multibyte_4k(quick) + peers(quick)
+    return (
+        fits(quick)
+        + fitting(quick)
+        + one_call(quick)
+        + rows_64k(quick)
+        + multibyte_4k(quick)
+        + peers(quick)
+    )
 
 
 if __name__ == "__main__":

@@ -427,3 +427,40 @@ def test_regression_generators_in_page_items_are_served_whole() -> None:
             break
     assert [row["id"] for row in got] == list(range(60))
     assert all(row["vals"] == list(range(40)) for row in got)
+
+
+# -- values whose own code runs inside orjson --------------------------------------------
+
+
+def test_regression_a_tzinfo_that_raises_cannot_crash_the_encoder() -> None:
+    # orjson.dumps of such a datetime segfaults (orjson 3.13): the encoder asks for the
+    # offset itself and hands orjson a built-in timezone.
+    code = """
+    import datetime as dt, json
+    from jsonbudget import bounded_dumps, encode, EncodeError
+
+    class Raises(dt.tzinfo):
+        def utcoffset(self, when): raise RuntimeError("no offset")
+        def dst(self, when): return None
+        def tzname(self, when): return "R"
+
+    class Empties(dt.tzinfo):
+        def utcoffset(self, when):
+            rows.clear()
+            return dt.timedelta(hours=1)
+        def dst(self, when): return None
+        def tzname(self, when): return "E"
+
+    rows = [dt.datetime(2024, 1, 2, tzinfo=Empties()) for _ in range(20)]
+    print(bounded_dumps({"rows": rows}, max_bytes=200).decode())
+    print(bounded_dumps({"t": dt.datetime(2024, 1, 2, tzinfo=Raises())}, max_bytes=100).decode())
+    try:
+        encode({"t": dt.time(1, tzinfo=Raises())}, max_bytes=100, unencodable="error")
+    except EncodeError as exc:
+        print(exc.path, type(exc.__cause__).__name__)
+    """
+    out = bounded_run(code).splitlines()
+    doc = json.loads(out[0])
+    assert doc["rows"][0] == "2024-01-02T00:00:00+01:00"
+    assert json.loads(out[1]) == {"t": "…[unencodable: datetime]"}
+    assert out[2] == "/t RuntimeError"

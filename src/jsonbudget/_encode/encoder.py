@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._frozen import fast_constructor
-from .._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH, MAX_LIMIT, STRUCTURED_MIN_FIELD_BYTES, Limits
+from .._limits import (
+    DEFAULT_MAX_DEPTH,
+    MAX_DEPTH,
+    MAX_LIMIT,
+    MIN_BYTES,
+    STRUCTURED_MIN_FIELD_BYTES,
+    Limits,
+)
 from ..errors import LimitError
 from . import bound as _bound
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
@@ -84,6 +91,18 @@ _COMPACT_BELOW = 8192
 _STRATEGIES = ("balanced", "prefix")
 _MARKERS = ("text", "structured")
 _UNENCODABLE = ("marker", "error")
+#: The caps of a budget-only call, as `bound.clean_dumps` takes them.
+_DEFAULT_CAPS: _bound.Caps = (DEFAULT_MAX_DEPTH, _BIG, _BIG, _BIG, _BOUNDED_SCALARS)
+
+
+def _valid_modes(strategy: object, markers: object, unencodable: object, default: object) -> bool:
+    """Whether every mode is valid (the slow path raises for the one that is not)."""
+    return (
+        strategy in _STRATEGIES
+        and markers in _MARKERS
+        and unencodable in _UNENCODABLE
+        and (default is None or callable(default))
+    )
 
 
 def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -326,6 +345,19 @@ def encode(
     unencodable: OnUnencodable = "marker",
 ) -> Encoded:
     """Encode *obj* as JSON within *limits*, with the side-band report of every cut."""
+    if (
+        type(max_bytes) is int
+        and limits is None
+        and max_items is None
+        and max_keys is None
+        and max_field_bytes is None
+        and max_depth is None
+        and MIN_BYTES <= max_bytes <= MAX_LIMIT
+        and _valid_modes(strategy, markers, unencodable, default)
+    ):
+        data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
+        if type(data) is bytes:
+            return _complete(data)
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable))
     return enc.encode(obj)
@@ -347,6 +379,21 @@ def bounded_dumps(
     unencodable: OnUnencodable = "marker",
 ) -> bytes:
     """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
+    # A budget alone, and an object that is clean and fits: one compiled walk and one
+    # orjson call, no configuration built (the options are checked as the encoder would).
+    if (
+        type(max_bytes) is int
+        and limits is None
+        and max_items is None
+        and max_keys is None
+        and max_field_bytes is None
+        and max_depth is None
+        and MIN_BYTES <= max_bytes <= MAX_LIMIT
+        and _valid_modes(strategy, markers, unencodable, default)
+    ):
+        data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
+        if type(data) is bytes:
+            return _compact(data) if len(data) < _COMPACT_BELOW else data
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable))
     return enc.dumps(obj)

@@ -31,6 +31,7 @@ tests.
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import enum
 import reprlib
 from collections.abc import Callable, Iterator, Mapping
@@ -74,6 +75,8 @@ _SHORT_KEY = 256
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
 _KEY_REPR = 40
+#: tzinfo types whose offset orjson reads without running Python code.
+_SAFE_TZ = (type(None), _dt.timezone)
 _REPRLIB_TYPES = frozenset({tuple, frozenset, bytes, str, int, float, bool, type(None)})
 
 
@@ -874,6 +877,19 @@ class EncodeCall:
     def _scalar(self, obj: Any, cap: int, where: Any) -> Out | None:
         if isinstance(obj, float) and obj - obj != 0:
             return self._unencodable(float.__repr__(obj), cap, where)
+        if isinstance(obj, _dt.datetime | _dt.time) and type(obj.tzinfo) not in _SAFE_TZ:
+            # orjson would call a Python tzinfo itself, and one that raises crashes it
+            # (plain orjson.dumps too): ask for the offset here and hand orjson a fixed one.
+            try:
+                offset = obj.utcoffset()
+            except Exception as exc:
+                if self.error_on_unencodable:
+                    raise EncodeError(
+                        f"{type(obj).__name__}.utcoffset() raised {type(exc).__name__}",
+                        path=_path(where),
+                    ) from exc
+                return self._marker("unencodable", type(obj).__name__, cap)
+            obj = obj.replace(tzinfo=None if offset is None else _dt.timezone(offset))
         try:
             data = _dumps(obj)
         except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
