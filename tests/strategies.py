@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import uuid
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
@@ -63,3 +65,70 @@ def odd_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
 
 #: Budgets from the smallest valid one upward; larger than most generated inputs too.
 budgets = st.one_of(st.integers(min_value=64, max_value=400), st.integers(64, 20_000))
+
+
+class LyingList(list[Any]):
+    """A list whose ``__len__`` says *claim*, whatever it holds."""
+
+    claim = 0
+
+    def __len__(self) -> int:
+        return self.claim
+
+
+class ClaimsAll(Mapping[str, Any]):
+    """A mapping that answers every key: ``key in m`` is always True."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items.get(key, 0)
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items) + 3
+
+
+@dataclasses.dataclass
+class Box:
+    """A dataclass holding any value: the encoder renders it field by field."""
+
+    value: Any
+    label: str = "box"
+
+
+def _lying(items: list[Any], claim: int) -> LyingList:
+    out = LyingList(items)
+    out.claim = claim
+    return out
+
+
+#: Keys a marker member could be given: a chosen marker key must avoid them.
+marker_like_keys = st.sampled_from(["…", "a", "…1", "$truncated", "$truncated1"])
+
+
+def hostile_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
+    """`odd_values` mixed with containers that lie: lying lengths, mappings that claim
+    every key, dataclasses, generators, shared subtrees."""
+    return st.recursive(
+        odd_values(10),
+        lambda children: st.one_of(
+            st.builds(_lying, st.lists(children, max_size=5), st.integers(0, 1000)),
+            st.builds(
+                ClaimsAll,
+                st.dictionaries(
+                    st.sampled_from(["…", "a", "…1", "$truncated"]), children, max_size=4
+                ),
+            ),
+            st.builds(Box, children),
+            st.lists(children, max_size=4).map(lambda xs: (x for x in xs)),
+            children.map(lambda x: [x, x, {"again": x}]),
+        ),
+        max_leaves=max_leaves,
+    )

@@ -19,12 +19,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jsonbudget import EncodeError, Encoder, LimitError, Limits, bounded_dumps, encode
 from jsonbudget._cursors.scope import Scope
 from jsonbudget._encode.render import EncodeCall
 from jsonbudget._pages.builder import Paginator
 from tests.jsonptr import resolve
+from tests.strategies import budgets, hostile_values
 
 MARK = "…["
 #: The child's address space: the interpreter, the package and a few hundred MB of data.
@@ -464,3 +467,36 @@ def test_regression_a_tzinfo_that_raises_cannot_crash_the_encoder() -> None:
     assert doc["rows"][0] == "2024-01-02T00:00:00+01:00"
     assert json.loads(out[1]) == {"t": "…[unencodable: datetime]"}
     assert out[2] == "/t RuntimeError"
+
+
+# -- properties over hostile values ------------------------------------------------------
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    obj=hostile_values(),
+    budget=budgets,
+    strategy=st.sampled_from(["balanced", "prefix"]),
+    markers=st.sampled_from(["text", "structured"]),
+    max_items=st.none() | st.integers(1, 4),
+    max_keys=st.none() | st.integers(1, 4),
+)
+def test_hostile_values_give_valid_bounded_marked_output(  # noqa: PLR0917 - drawn
+    obj: Any,
+    budget: int,
+    strategy: Any,
+    markers: Any,
+    max_items: int | None,
+    max_keys: int | None,
+) -> None:
+    out = encode(
+        obj,
+        max_bytes=budget,
+        strategy=strategy,
+        markers=markers,
+        max_items=max_items,
+        max_keys=max_keys,
+    )
+    doc = valid(out.data, budget)
+    for t in out.truncations:
+        resolve(doc, t.path)  # every report names a place in the output

@@ -674,3 +674,28 @@ def test_property_every_member_keeps_a_key_of_its_own(value: dict[Any, int], str
     assert len(doc) == len(value)
     for t in out.truncations:
         resolve(doc, t.path)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(st.integers(0, 40), st.none() | st.integers(0, 80)), min_size=1, max_size=8
+    ),
+    extra=st.integers(0, 300),
+)
+def test_the_water_level_is_the_highest_that_fits(
+    pairs: list[tuple[int, int | None]], extra: int
+) -> None:
+    from jsonbudget._encode.render import _water_level
+
+    mins = [m for m, _ in pairs]
+    sizes = [1 << 62 if grow is None else m + grow for m, grow in pairs]
+    space = sum(mins) + extra
+
+    def total(level: int) -> int:
+        return sum(max(m, min(s, level)) for s, m in zip(sizes, mins, strict=True))
+
+    level = _water_level(sizes, mins, space)
+    assert 0 <= level <= space
+    assert total(level) <= space
+    assert level == space or total(level + 1) > space

@@ -205,11 +205,11 @@ class _Seen:
 
 
 def _path(where: Any) -> str:
-    """The JSON Pointer of a ``(parent, token)`` chain ending in a root string."""
+    """The JSON Pointer of a ``(parent, key or index)`` chain ending in a root pointer."""
     parts = []
     while type(where) is tuple:
-        where, tok = where
-        parts.append(tok)
+        where, name = where
+        parts.append(token(name))
     return str(where) + "".join(reversed(parts))
 
 
@@ -447,18 +447,18 @@ class EncodeCall:
                 v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
                 members = v.items[:limit]
                 n = len(v.items) if v.done else None
-            else:  # a Mapping or a sequence of another type: its len may not be the truth
-                it = iter(v.items()) if isinstance(v, Mapping) else iter(v)
-                members = list(islice(it, limit))
+            elif isinstance(v, Mapping):  # its len and its items() may not be the truth
+                members = [(k, x) for k, x in islice(v.items(), limit)]
+                n = len(members) if len(members) < limit else None
+            else:  # a sequence of another type: its len may not be the truth
+                members = list(islice(v, limit))
                 n = len(members) if len(members) < limit else None
         except EncodeError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # chained: the container's own error, with its path
             raise EncodeError(
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
             ) from exc
-        if t is not dict and isinstance(v, Mapping) and any(len(m) != 2 for m in members):
-            raise EncodeError(f"{type(v).__name__}.items() gave no pairs", path=_path(where))
         ent.snap = snap = _Snap(members, n, limit)
         return snap
 
@@ -488,7 +488,7 @@ class EncodeCall:
                     continue
                 runs.missed()
             room = avail - (len(buf) - 1) - (1 if i else 0)
-            out = self.whole(items[i], room, (where, f"/{i}"), depth + 1)
+            out = self.whole(items[i], room, (where, i), depth + 1)
             if out is None:
                 return None
             if i:
@@ -537,7 +537,7 @@ class EncodeCall:
             if ktr:
                 trs.append(ktr[0])
             if out[1]:
-                trs.append((tok, out[1]))
+                trs.append((token(tok), out[1]))
         if capped:
             if shown:
                 buf += b","
@@ -648,7 +648,7 @@ class EncodeCall:
                 runs.missed()
             sep = 1 if i else 0
             room = avail - (len(buf) - 1) - sep - (0 if last else marker_room)
-            here = (where, f"/{i}")
+            here = (where, i)
             out = self.whole(items[i], room, here, depth + 1)
             if out is None and complete and not last:
                 # The room kept for a marker may be all that the rest lacks: a list is
@@ -697,7 +697,7 @@ class EncodeCall:
         for i in range(start, len(items)):
             if i:
                 buf += b","
-            out = self.whole(items[i], space - len(buf), (where, f"/{i}"), depth + 1)
+            out = self.whole(items[i], space - len(buf), (where, i), depth + 1)
             if out is None:
                 return None
             buf += out[0]
@@ -768,7 +768,7 @@ class EncodeCall:
             if ktr:
                 trs.append(ktr[0])
             if tr:
-                trs.append((tok, tr))
+                trs.append((token(tok), tr))
         if reserve:
             if j:
                 buf += b","
@@ -853,7 +853,7 @@ class EncodeCall:
             if ktr:
                 trs.append(ktr[0])
             if out[1]:
-                trs.append((tok, out[1]))
+                trs.append((token(tok), out[1]))
             shown += 1
             if cut:
                 break
@@ -976,7 +976,7 @@ class EncodeCall:
     def _key(
         self, k: Any, room: int, pairs: list[Any], taken: set[str], where: Any, *, whole: bool
     ) -> tuple[bytes, str, Trs] | None:
-        """The encoded key with its colon, its pointer token, and its report if rewritten.
+        """The encoded key with its colon, the key as written, and its report if rewritten.
 
         *room* is for the key and its colon. A key that is not a string, holds lone
         surrogates, or alone passes *room* is rewritten: its text carries a ``…[``
@@ -998,7 +998,7 @@ class EncodeCall:
                     report = ("unencodable", bad, "chars")
                 else:
                     if len(kb) + 1 <= room:
-                        return kb + b":", token(k), _NONE
+                        return kb + b":", k, _NONE
             if n + 3 > room or kb:  # too long for the room: cut like a string
                 if whole:
                     return None
@@ -1019,8 +1019,7 @@ class EncodeCall:
         if len(kb) + 1 > room:
             return None
         taken.add(text)
-        tok = token(text)
-        return kb + b":", tok, ((tok, *report),)
+        return kb + b":", text, ((token(text), *report),)
 
     def _key_text(self, k: Any, where: Any) -> str:
         """A non-string key described at a bounded cost: its type and a short repr."""
@@ -1051,19 +1050,29 @@ def _repeats(text: str, pairs: list[Any]) -> bool:
 
 
 def _water_level(sizes: list[int], mins: list[int], space: int) -> int:
-    """The largest level L with sum(max(min_i, min(size_i, L))) <= space."""
-    lo, hi = 0, max(space, 0)
-    if sum(max(m, min(s, hi)) for s, m in zip(sizes, mins, strict=True)) <= space:
-        return hi  # everything fits at the top: no search (the common case)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        total = 0
-        for s, m in zip(sizes, mins, strict=True):
-            total += max(m, min(s, mid))
-            if total > space:
-                break
-        if total <= space:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """The largest level L <= space with sum(max(min_i, min(size_i, L))) <= space.
+
+    The sum grows piecewise linearly with L: member i grows from L = min_i to size_i.
+    One sweep over those points, sorted, finds where it reaches *space*.
+    """
+    total = 0
+    events: list[tuple[int, int]] = []
+    for s, m in zip(sizes, mins, strict=True):
+        total += m
+        if s > m:
+            events.append((m, 1))
+            events.append((s, -1))
+    if total > space:
+        return 0
+    events.sort()
+    level = slope = 0
+    for at, step in events:
+        pos = min(at, space)
+        if slope and total + slope * (pos - level) > space:
+            return level + (space - total) // slope
+        total += slope * (pos - level)
+        level = pos
+        slope += step
+    if slope:
+        return min(space, level + (space - total) // slope)
+    return space

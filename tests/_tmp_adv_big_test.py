@@ -1,0 +1,502 @@
+"""Hostile inputs: each case a named test; the dangerous ones in a bounded subprocess.
+
+A case that could hang, exhaust memory or crash runs in a child interpreter with an
+address-space limit and a timeout, so a regression fails the test instead of the run.
+Complexity is checked by counting the renderer's calls (`EncodeCall.work`), never by
+wall time.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jsonbudget import EncodeError, Encoder, LimitError, Limits, bounded_dumps, encode
+from jsonbudget._cursors.scope import Scope
+from jsonbudget._encode.render import EncodeCall
+from jsonbudget._pages.builder import Paginator
+from tests.jsonptr import resolve
+from tests.strategies import budgets, hostile_values
+
+MARK = "…["
+#: The child's address space: the interpreter, the package and a few hundred MB of data.
+MEMORY = 1 << 30
+TIMEOUT = 60
+
+
+def bounded_run(code: str, *, memory: int = MEMORY, timeout: float = TIMEOUT) -> str:
+    """Run *code* in a child interpreter with a memory limit and a timeout; its stdout."""
+    prelude = textwrap.dedent(
+        f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def valid(data: bytes, max_bytes: int) -> Any:
+    assert len(data) <= max_bytes
+    return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> None:
+    raise AssertionError(f"non-standard constant {name}")
+
+
+@dataclasses.dataclass
+class Node:
+    kids: list[Any]
+
+
+def tree(depth: int) -> Node:
+    return Node([tree(depth - 1), tree(depth - 1)] if depth else [])
+
+
+def shared(depth: int, leaf: Any) -> Any:
+    x = leaf
+    for _ in range(depth):
+        x = [x, x]
+    return x
+
+
+def work(obj: Any, budget: int, **options: Any) -> tuple[int, int]:
+    """(bytes written, renderer calls) for one encode of *obj* into *budget*."""
+    call = EncodeCall(Encoder(max_bytes=budget, **options))
+    out = call.fit(obj, budget, "")
+    assert out is not None
+    valid(out[0], budget)
+    return len(out[0]), call.work
+
+
+# -- cost: linear in the output, never 2**depth ------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+@pytest.mark.parametrize("budget", [4096, 65536])
+def test_work_per_output_byte_is_flat_in_depth(strategy: str, budget: int) -> None:
+    per_byte = []
+    for depth in range(4, 17, 2):
+        size, calls = work(tree(depth), budget, strategy=strategy)
+        per_byte.append(calls / size)
+    assert max(per_byte) <= 2 * min(per_byte), per_byte
+    assert max(per_byte) < 0.5  # well under one call per output byte
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+@pytest.mark.parametrize("leaf", [Node([]), float("nan")], ids=["dataclass", "nan"])
+def test_shared_subtrees_are_not_rewalked_per_reference(strategy: str, leaf: Any) -> None:
+    # 2**20 paths, 21 distinct nodes: the calls follow the nodes, not the paths.
+    for depth in range(4, 21, 4):
+        size, calls = work(shared(depth, leaf), 4096, strategy=strategy)
+        assert calls <= 0.05 * size + 10 * depth, (depth, size, calls)
+
+
+def test_a_dataclass_tree_that_fits_is_rendered_whole_once() -> None:
+    size, calls = work(tree(10), 65536)
+    nodes = 2 * (2**11 - 1)  # each Node and its list
+    assert size == len(json.dumps(dataclasses.asdict(tree(10)), separators=(",", ":")))
+    assert calls <= nodes + 1
+
+
+def test_an_ordered_dict_tree_is_linear_too() -> None:
+    def otree(depth: int) -> Any:
+        return collections.OrderedDict(kids=[otree(depth - 1), otree(depth - 1)] if depth else [])
+
+    small = work(otree(8), 4096)
+    big = work(otree(14), 4096)
+    assert big[1] / big[0] <= 2 * small[1] / small[0]
+
+
+def test_a_default_hook_that_returns_ever_more_work_ends() -> None:
+    class Self:
+        pass
+
+    out = bounded_dumps(Self(), max_bytes=4096, default=lambda o: [Self(), Self()])
+    doc = valid(out, 4096)
+    assert MARK in json.dumps(doc, ensure_ascii=False)
+
+
+# -- never invalid -----------------------------------------------------------------------
+
+
+def test_regression_a_default_hook_that_empties_the_list_being_encoded() -> None:
+    lst = [object() for _ in range(50)]
+
+    def empty(o: object) -> int:
+        lst.clear()
+        return 1
+
+    doc = valid(bounded_dumps({"a": lst, "b": lst}, max_bytes=200, default=empty), 200)
+    assert doc["a"][-1].startswith(MARK) or doc["a"] == [1] * len(doc["a"])
+
+
+def test_regression_a_default_hook_that_pops_from_the_list_being_encoded() -> None:
+    lst = [object() for _ in range(50)]
+    out = bounded_dumps({"a": lst}, max_bytes=400, default=lambda o: (lst.pop(), 1)[1])
+    assert valid(out, 400) == {"a": [1] * 50}  # the list as it was read
+
+
+def test_regression_a_default_hook_that_adds_keys_to_the_dict_being_encoded() -> None:
+    d: dict[str, Any] = {"a": object(), "b": 2}
+    hook = lambda o: (d.update({f"k{i}": i for i in range(100)}), 1)[1]  # noqa: E731
+    assert valid(bounded_dumps(d, max_bytes=200, default=hook), 200) == {"a": 1, "b": 2}
+
+
+class LongLiar(list[Any]):
+    def __len__(self) -> int:
+        return 1000
+
+
+class ShortLiar(list[Any]):
+    def __len__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("liar", [LongLiar, ShortLiar])
+@pytest.mark.parametrize("tail", [3, float("nan")], ids=["clean", "unclean"])
+def test_regression_a_list_whose_len_lies(liar: type[list[Any]], tail: Any) -> None:
+    obj = {"x": liar([1, 2, tail]), "y": 1}
+    for budget in (64, 100, 200):
+        doc = valid(bounded_dumps(obj, max_bytes=budget), budget)
+        assert doc["y"] == 1 or "…" in doc
+
+
+def test_regression_a_list_shrunk_by_another_thread_is_read_once() -> None:
+    # The renderer reads a container into a snapshot before it writes a comma; a
+    # default hook stands in for the other thread, shrinking the list mid-encode.
+    rows = [[object(), i] for i in range(200)]
+
+    def shrink(o: object) -> int:
+        if rows:
+            rows.pop()
+        return 0
+
+    out = encode(rows, max_bytes=2000, default=shrink)
+    valid(out.data, 2000)
+
+
+# -- hostile mappings and reprs ----------------------------------------------------------
+
+
+class Defaults(Mapping[str, Any]):
+    """Claims every key: ``"…" in m`` is always True."""
+
+    def __getitem__(self, key: str) -> int:
+        return 1
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["…", "a", "…1"])
+
+    def __len__(self) -> int:
+        return 3
+
+
+def test_regression_a_mapping_that_claims_every_key_does_not_hang() -> None:
+    code = """
+    import collections.abc, json
+    from jsonbudget import bounded_dumps
+
+    class Defaults(collections.abc.Mapping):
+        def __getitem__(self, key): return 1
+        def __contains__(self, key): return True
+        def __iter__(self): return iter(["…", "a", "…1"])
+        def __len__(self): return 3
+
+    for budget in (64, 100, 400):
+        for strategy in ("balanced", "prefix"):
+            out = bounded_dumps({"m": Defaults(), "n": [float("nan")] * 30}, max_bytes=budget,
+                                strategy=strategy, max_keys=2)
+            json.loads(out)
+    print("ok")
+    """
+    assert bounded_run(code, timeout=30) == "ok\n"
+
+
+def test_a_mapping_that_claims_every_key_gets_a_unique_marker_key() -> None:
+    out = encode({"m": Defaults()}, max_bytes=200, max_keys=2)
+    doc = valid(out.data, 200)
+    assert len(doc["m"]) == 3  # two members and a marker under a key they do not use
+    marker = next(t for t in out.truncations if t.kind == "keys")
+    # Its len() is not trusted: the count of a user mapping is known only once read.
+    assert resolve(doc, marker.path) == "[omitted: more keys]"
+    assert marker.omitted is None
+
+
+class Endless(Mapping[str, int]):
+    def __getitem__(self, key: str) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(i) for i in iter(int, 1))
+
+    def __len__(self) -> int:
+        return 10
+
+
+def test_a_mapping_that_iterates_forever_is_read_as_far_as_fits() -> None:
+    doc = valid(bounded_dumps({"m": Endless()}, max_bytes=200), 200)
+    assert "…" in doc["m"]
+
+
+class Raising(Mapping[str, int]):
+    def __getitem__(self, key: str) -> int:
+        raise RuntimeError("boom")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["a"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_a_mapping_that_raises_gives_an_encode_error_with_the_cause() -> None:
+    with pytest.raises(EncodeError) as info:
+        encode({"x": Raising()}, max_bytes=200)
+    assert info.value.path == "/x"
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+class BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    def __hash__(self) -> int:
+        return 1
+
+
+def test_regression_a_key_whose_repr_raises() -> None:
+    doc = valid(bounded_dumps({BadRepr(): 1}, max_bytes=100), 100)
+    assert doc == {"…[key: BadRepr]": 1}
+    with pytest.raises(EncodeError) as info:
+        encode({BadRepr(): 1}, max_bytes=100, unencodable="error")
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_regression_a_huge_int_key_is_described_without_str() -> None:
+    doc = valid(bounded_dumps({10**5000: 1}, max_bytes=100), 100)
+    assert doc == {"…[key: int of 16610 bits]": 1}
+
+
+def test_regression_a_huge_tuple_key_costs_what_its_description_costs() -> None:
+    code = """
+    import time, resource
+    from jsonbudget import bounded_dumps
+    key = tuple(range(5_000_000))
+    obj = {key: 1}
+    calls = []
+    import reprlib
+    real = reprlib.Repr.repr1
+    def counted(self, x, level):
+        calls.append(1)
+        return real(self, x, level)
+    reprlib.Repr.repr1 = counted
+    out = bounded_dumps(obj, max_bytes=100)
+    assert len(calls) < 20, len(calls)
+    print(out.decode())
+    """
+    assert bounded_run(code).startswith('{"…[key: tuple (0, 1, 2, 3, 4, 5, ...)]":1}')
+
+
+def test_regression_a_huge_string_key_costs_about_the_output() -> None:
+    # 300 million characters would add hundreds of MB if the key were encoded whole;
+    # the child has room for the key itself and little more.
+    code = """
+    import tracemalloc
+    from jsonbudget import bounded_dumps
+    obj = {"k" * 300_000_000: 1}
+    tracemalloc.start()
+    out = bounded_dumps(obj, max_bytes=64)
+    peak = tracemalloc.get_traced_memory()[1]
+    assert peak < 1_000_000, peak
+    print(out.decode())
+    """
+    out = bounded_run(code, memory=1 << 30)
+    assert out.startswith('{"kkkk')
+    assert "[key truncated: " in out
+
+
+def test_a_cut_key_is_marked_in_the_key_and_reported() -> None:
+    out = encode({"k" * 500: 1, "b": 2}, max_bytes=100)
+    doc = valid(out.data, 100)
+    cut = next(t for t in out.truncations if t.kind == "string")
+    key = next(k for k in doc if k.startswith("k"))
+    assert key.endswith(f"…[key truncated: {cut.omitted} more chars]")
+    assert cut.path == "/" + key
+    assert resolve(doc, cut.path) == 1
+
+
+# -- reports -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_regression_an_unencodable_error_names_its_path(strategy: Any) -> None:
+    for budget in (64, 1000):
+        with pytest.raises(EncodeError) as info:
+            encode({"y": 2**70}, max_bytes=budget, unencodable="error", strategy=strategy)
+        assert info.value.path == "/y"
+
+
+def test_regression_the_lone_surrogate_count_is_of_the_kept_part() -> None:
+    s = "\udc00" * 3 + "x" * 50 + "\udc00" * 5
+    out = encode({"s": s}, max_bytes=64)
+    doc = valid(out.data, 64)
+    replaced = next(t for t in out.truncations if t.kind == "unencodable")
+    assert replaced.omitted == doc["s"].count("\ufffd") == 3
+
+
+def test_regression_a_rewritten_key_is_marked_in_band() -> None:
+    out = encode({"\udfaa": 0}, max_bytes=64)
+    doc = valid(out.data, 64)
+    (key,) = doc
+    assert MARK in key
+    (report,) = out.truncations
+    assert report.path == "/" + key
+    assert report.kind == "unencodable"
+
+
+# -- options that cannot hold their marker --------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [1, 31, 1000, 10**6])
+def test_regression_the_minimum_field_cap_works_on_every_string(length: int) -> None:
+    out = encode({"a": "x" * length}, max_bytes=200, max_field_bytes=32)
+    doc = valid(out.data, 200)
+    assert len(json.dumps(doc["a"], ensure_ascii=False).encode()) <= 32
+
+
+@pytest.mark.parametrize("field", [32, 40, 59, 63])
+def test_regression_structured_markers_refuse_a_field_cap_below_their_size(field: int) -> None:
+    with pytest.raises(LimitError, match=r"max_field_bytes.*structured"):
+        Encoder(max_bytes=200, max_field_bytes=field, markers="structured")
+    out = encode({"a": "x" * 1000}, max_bytes=200, max_field_bytes=64, markers="structured")
+    valid(out.data, 200)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("strategy", "fast"), ("markers", "loud"), ("unencodable", "skip"), ("default", 3)],
+)
+def test_every_invalid_mode_raises_a_limit_error_naming_it(option: str, value: Any) -> None:
+    with pytest.raises(LimitError, match=option):
+        encode({}, max_bytes=64, **{option: value})
+    with pytest.raises(LimitError, match=option):
+        bounded_dumps({}, max_bytes=64, **{option: value})
+
+
+def test_a_float_budget_is_refused_even_after_an_int_one_was_cached() -> None:
+    bounded_dumps({}, max_bytes=64)
+    with pytest.raises(LimitError, match="max_bytes"):
+        bounded_dumps({}, max_bytes=64.0)  # type: ignore[arg-type]
+
+
+# -- look-ahead --------------------------------------------------------------------------
+
+
+def test_regression_generators_in_page_items_are_served_whole() -> None:
+    rows = [{"id": i, "vals": (x for x in range(40))} for i in range(60)]
+    pager = Paginator(Limits(512))
+    cursor = None
+    got: list[Any] = []
+    while True:
+        page = pager.page(rows, scope=Scope("u", {}), cursor=cursor)
+        got += json.loads(page.to_json())["items"]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert [row["id"] for row in got] == list(range(60))
+    assert all(row["vals"] == list(range(40)) for row in got)
+
+
+# -- values whose own code runs inside orjson --------------------------------------------
+
+
+def test_regression_a_tzinfo_that_raises_cannot_crash_the_encoder() -> None:
+    # orjson.dumps of such a datetime segfaults (orjson 3.13): the encoder asks for the
+    # offset itself and hands orjson a built-in timezone.
+    code = """
+    import datetime as dt, json
+    from jsonbudget import bounded_dumps, encode, EncodeError
+
+    class Raises(dt.tzinfo):
+        def utcoffset(self, when): raise RuntimeError("no offset")
+        def dst(self, when): return None
+        def tzname(self, when): return "R"
+
+    class Empties(dt.tzinfo):
+        def utcoffset(self, when):
+            rows.clear()
+            return dt.timedelta(hours=1)
+        def dst(self, when): return None
+        def tzname(self, when): return "E"
+
+    rows = [dt.datetime(2024, 1, 2, tzinfo=Empties()) for _ in range(20)]
+    print(bounded_dumps({"rows": rows}, max_bytes=200).decode())
+    print(bounded_dumps({"t": dt.datetime(2024, 1, 2, tzinfo=Raises())}, max_bytes=100).decode())
+    try:
+        encode({"t": dt.time(1, tzinfo=Raises())}, max_bytes=100, unencodable="error")
+    except EncodeError as exc:
+        print(exc.path, type(exc.__cause__).__name__)
+    """
+    out = bounded_run(code).splitlines()
+    doc = json.loads(out[0])
+    assert doc["rows"][0] == "2024-01-02T00:00:00+01:00"
+    assert json.loads(out[1]) == {"t": "…[unencodable: datetime]"}
+    assert out[2] == "/t RuntimeError"
+
+
+# -- properties over hostile values ------------------------------------------------------
+
+
+@settings(max_examples=6000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    obj=hostile_values(),
+    budget=budgets,
+    strategy=st.sampled_from(["balanced", "prefix"]),
+    markers=st.sampled_from(["text", "structured"]),
+    max_items=st.none() | st.integers(1, 4),
+    max_keys=st.none() | st.integers(1, 4),
+)
+def test_hostile_values_give_valid_bounded_marked_output(  # noqa: PLR0917 - drawn
+    obj: Any,
+    budget: int,
+    strategy: Any,
+    markers: Any,
+    max_items: int | None,
+    max_keys: int | None,
+) -> None:
+    out = encode(
+        obj,
+        max_bytes=budget,
+        strategy=strategy,
+        markers=markers,
+        max_items=max_items,
+        max_keys=max_keys,
+    )
+    doc = valid(out.data, budget)
+    for t in out.truncations:
+        resolve(doc, t.path)  # every report names a place in the output
