@@ -38,7 +38,16 @@ STRATEGIES = ("balanced", "prefix")
 STYLES = ("text", "structured")
 
 
-def check(obj: Any, max_bytes: int, strategy: str, markers: str, max_depth: int) -> None:
+def check(
+    obj: Any,
+    max_bytes: int,
+    strategy: str,
+    markers: str,
+    max_depth: int,
+    *,
+    max_items: int | None = None,
+    max_keys: int | None = None,
+) -> None:
     """Guarantees 1-3 for one input: valid, bounded, every cut marked where reported."""
     out = encode(
         obj,
@@ -46,6 +55,8 @@ def check(obj: Any, max_bytes: int, strategy: str, markers: str, max_depth: int)
         strategy=strategy,  # type: ignore[arg-type]
         markers=markers,  # type: ignore[arg-type]
         max_depth=max_depth,
+        max_items=max_items,
+        max_keys=max_keys,
     )
     assert len(out.data) <= max_bytes, (len(out.data), max_bytes)
     doc = json.loads(out.data.decode("utf-8"), parse_constant=_refuse)
@@ -98,25 +109,33 @@ def atheris_target(data: bytes) -> None:
 def run_hypothesis(seconds: float) -> int:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-    from tests.strategies import json_values
+    from tests.strategies import hostile_values, json_values
 
     deadline = time.monotonic() + seconds
     runs = 0
 
     @settings(max_examples=10**9, deadline=None, suppress_health_check=list(HealthCheck))
     @given(
-        obj=json_values(),
+        obj=st.one_of(json_values(), hostile_values()),
         max_bytes=st.integers(MIN_BYTES, 4096),
         strategy=st.sampled_from(STRATEGIES),
         markers=st.sampled_from(STYLES),
         max_depth=st.integers(1, 8),
+        caps=st.tuples(st.none() | st.integers(1, 6), st.none() | st.integers(1, 6)),
     )
-    def prop(obj: Any, max_bytes: int, strategy: str, markers: str, max_depth: int) -> None:
+    def prop(  # noqa: PLR0917 - one drawn value per option
+        obj: Any,
+        max_bytes: int,
+        strategy: str,
+        markers: str,
+        max_depth: int,
+        caps: tuple[int | None, int | None],
+    ) -> None:
         nonlocal runs
         if time.monotonic() > deadline:
             raise _Done
         runs += 1
-        check(obj, max_bytes, strategy, markers, max_depth)
+        check(obj, max_bytes, strategy, markers, max_depth, max_items=caps[0], max_keys=caps[1])
 
     with contextlib.suppress(_Done):
         prop()

@@ -293,21 +293,19 @@ class PageBuilder:
                 return True
             if data == UNCLEAN:
                 path = pointer(self._items_path, count)
-                streams = len(self._streams)
                 out = self._call.whole(item, room, path, 0)
                 if out is not None:
                     truncations = self._reports(out[1], path)
                     grow = self._report_growth(truncations, None)
                     if len(out[0]) + grow <= room:
                         self._accept(item, out[0], truncations, None, grow)
-                        self._served(streams)
+                        self._served()
                         return True
         if count:
             self._full_reason = "page_full"
             return False
-        streams = len(self._streams)
         self._add_oversized(item)
-        self._served(streams)
+        self._served()
         return True
 
     def _reports(self, trs: Any, path: str) -> list[Truncation]:
@@ -315,12 +313,14 @@ class PageBuilder:
         self._call.reports(trs, path, truncations, Truncation)
         return truncations
 
-    def _served(self, mark: int) -> None:
-        """Forget the streams an item served on this page pulled (those after *mark*)."""
-        streams = self._streams
-        if len(streams) > mark:
-            for key in list(streams)[mark:]:
-                del streams[key]
+    def _served(self) -> None:
+        """An item is on the page: the streams kept for a look-ahead item were its own.
+
+        The only item whose streams outlive a page is the one refused at its end, and
+        it is the first item the next page adds.
+        """
+        if self._streams:
+            self._streams.clear()
 
     def fill_from(self, seq: list[Any] | tuple[Any, ...], start: int = 0) -> tuple[bool, int]:
         """Add ``seq[start:]`` until the page is full: (an item was left over, next offset).
