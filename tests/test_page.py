@@ -20,6 +20,7 @@ from jsonbudget import (
     CursorScopeError,
     IterableSource,
     JsonArrayFileSource,
+    LimitError,
     Limits,
     MemoryCursorStore,
     OversizedItemError,
@@ -322,10 +323,14 @@ def test_a_budget_too_small_for_any_page_is_refused_up_front() -> None:
 
 
 def test_page_builder_refuses_bad_options() -> None:
-    with pytest.raises(ValueError, match="oversized"):
+    with pytest.raises(LimitError, match="oversized"):
         PageBuilder(Limits(400), oversized="drop")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="spill_store"):
+    with pytest.raises(LimitError, match="spill_store"):
         PageBuilder(Limits(400), oversized="spill")
+    with pytest.raises(LimitError, match="keys"):
+        PageBuilder(Limits(400), keys={"itemz": "x"})
+    with pytest.raises(LimitError, match="strategy"):
+        PageBuilder(Limits(400), strategy="fast")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="complete page"):
         PageBuilder(Limits(400)).finish(complete=True, next_cursor="x")
 

@@ -72,6 +72,9 @@ _DEFAULT_CHAIN = 254
 _ROUNDS = 8
 #: Keys longer than this never collide with a marker or a rewritten key's text.
 _SHORT_KEY = 256
+#: The room of an object's smallest rendering, `{` its marker member `}`, at most (a
+#: structured marker under a numbered key with a 13-digit count is about 60 bytes).
+_LEAST_ROOM = 80
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
 _KEY_REPR = 40
@@ -605,10 +608,12 @@ class EncodeCall:
         if depth >= self.max_depth:
             return len(mk.value("depth", _describe(v)))
         if isinstance(v, Mapping):
-            snap = self._snap(self._entry(obj, v, depth), 2, where)
+            # Read as far as `_cut_map` reads for a room this small, so that both choose
+            # the same marker key (it must not repeat a key read).
+            limit = min(self.max_keys, _LEAST_ROOM // 5 + 1) + 1
+            snap = self._snap(self._entry(obj, v, depth), limit, where)
             if not snap.members:
                 return 2
-            # The marker key is "…" unless the object has that key; then one more digit.
             key = mk.key(self._short_keys(snap.members))
             cut = 2 + len(mk.keys(snap.n, key))
         else:

@@ -190,12 +190,11 @@ class PageBuilder:
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
         if oversized not in ("truncate", "placeholder", "spill", "error"):
-            raise ValueError(
-                "oversized must be 'truncate', 'placeholder', 'spill' or 'error', "
-                f"not {oversized!r}"
+            raise LimitError(
+                "oversized", oversized, "must be 'truncate', 'placeholder', 'spill' or 'error'"
             )
         if oversized == "spill" and spill_store is None:
-            raise ValueError("oversized='spill' needs spill_store=")
+            raise LimitError("spill_store", spill_store, "oversized='spill' needs a spill store")
         self.limits = limits
         self.oversized: OversizedPolicy = oversized
         self._spill_store = spill_store
@@ -507,10 +506,10 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
     if keys:
         unknown = set(keys) - set(ENVELOPE_KEYS)
         if unknown:
-            raise ValueError(f"unknown envelope key(s): {', '.join(sorted(unknown))}")
+            raise LimitError("keys", dict(keys), f"unknown key(s): {', '.join(sorted(unknown))}")
         merged.update(keys)
     if len(set(merged.values())) != len(merged):
-        raise ValueError("envelope keys must be distinct")
+        raise LimitError("keys", dict(keys or {}), "envelope keys must be distinct")
     return merged
 
 
