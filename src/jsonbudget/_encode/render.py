@@ -116,9 +116,14 @@ class RunSizer:
         """Items in the next run, given *done* items took *done_bytes* bytes so far."""
         return int(room * self.share * done / max(done_bytes, 1))
 
-    def missed(self) -> None:
-        """The last run did not fit: aim lower."""
-        self.share /= 2
+    def missed(self, over: float = 2.0) -> None:
+        """The last run did not fit: aim lower, by *over* (its size / the room) if known.
+
+        A run whose encoding came out larger than the room (its bound was below the
+        room) was encoded for nothing: aiming just under the room makes the next one fit
+        without halving the run.
+        """
+        self.share /= max(min(over * 1.05, 2.0), 1.05)
 
 
 class Stream:
@@ -251,6 +256,7 @@ class EncodeCall:
         "max_items",
         "max_keys",
         "mk",
+        "over",
         "prefix",
         "seen",
         "streams",
@@ -271,6 +277,7 @@ class EncodeCall:
         self.fields: dict[type, tuple[str, ...]] = {}
         self.streams: dict[int, Stream] = {} if streams is None else streams
         self.work = 0
+        self.over = 2.0  # how far the last bulk run passed its room (see `RunSizer`)
 
     # -- entry points ----------------------------------------------------------------
 
@@ -290,8 +297,10 @@ class EncodeCall:
     def bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
         """orjson's encoding of ``items[start:start + count]`` if all are clean and fit.
 
-        *room* includes a comma before the run; the result keeps orjson's brackets.
+        *room* includes a comma before the run; the result keeps orjson's brackets. When
+        the run was encoded and did not fit, `over` says by how much.
         """
+        self.over = 2.0
         if count < _BULK_MIN:
             return None
         run = items[start : start + count]
@@ -302,7 +311,10 @@ class EncodeCall:
             data = _dumps(run)
         except _JSONError:  # ints beyond 64 bits, lone surrogates
             return None
-        return data if len(data) - 1 <= room else None
+        if len(data) - 1 > room:
+            self.over = (len(data) - 1) / max(room, 1)
+            return None
+        return data
 
     # -- the type dispatch -----------------------------------------------------------
 
@@ -489,7 +501,7 @@ class EncodeCall:
                     buf += memoryview(step)[1:-1]
                     i += k
                     continue
-                runs.missed()
+                runs.missed(self.over)
             room = avail - (len(buf) - 1) - (1 if i else 0)
             out = self.whole(items[i], room, (where, i), depth + 1)
             if out is None:
@@ -650,7 +662,7 @@ class EncodeCall:
                     buf += memoryview(step)[1:-1]
                     i += k
                     continue
-                runs.missed()
+                runs.missed(self.over)
             sep = 1 if i else 0
             room = avail - (len(buf) - 1) - sep - (0 if last else marker_room)
             here = (where, i)

@@ -342,7 +342,7 @@ class PageBuilder:
                     self._count = count + k
                     i += k
                     continue
-                runs.missed()
+                runs.missed(self._call.over)
             if not self.add(seq[i]):
                 return True, i
             i += 1
@@ -377,10 +377,8 @@ class PageBuilder:
         if complete:
             incomplete_reason = None
         k = self._keys
-        out = bytearray(b"{")
-        out += _dumps(k["items"]) + b":["
-        out += self._buf
-        out += b"],"
+        head = b"{" + _dumps(k["items"]) + b":["
+        out = bytearray(b"],")
         out += _dumps(k["complete"]) + b":" + (b"true" if complete else b"false") + b","
         out += _dumps(k["next_cursor"]) + b":" + _dumps(next_cursor)
         if self._truncations:
@@ -392,7 +390,7 @@ class PageBuilder:
         if incomplete_reason is not None:
             out += b"," + _dumps(k["incomplete_reason"]) + b":" + _dumps(incomplete_reason)
         out += b"}"
-        data = bytes(out)
+        data = b"".join((head, self._buf, out))  # the items are copied once
         if len(data) > self.limits.max_bytes:  # pragma: no cover - reserved above
             raise AssertionError(f"page of {len(data)} bytes over {self.limits.max_bytes}")
         return Page(
