@@ -8,6 +8,8 @@ size by ``benches/ratios.py``.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import orjson
@@ -97,3 +99,39 @@ def test_4k_of_multibyte_string_orjson_prefix_reference(benchmark: Any, multibyt
 
     cut = benchmark.pedantic(lambda s: orjson.dumps(s)[: 4 * KIB], setup=fresh, rounds=50)
     assert len(cut) == 4 * KIB
+
+
+@dataclasses.dataclass
+class _Node:
+    kids: list[Any]
+
+
+def _tree(depth: int) -> _Node:
+    return _Node([_tree(depth - 1), _tree(depth - 1)] if depth else [])
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_dataclass_tree_into_4k(benchmark: Any, strategy: str) -> None:
+    enc = Encoder(max_bytes=4 * KIB, strategy=strategy)  # type: ignore[arg-type]
+    out = benchmark(enc.encode, _tree(8))
+    parsed = _within(out.data, 4 * KIB)
+    assert isinstance(parsed, dict)
+    assert not out.complete
+
+
+def test_shared_nan_tree_into_4k(benchmark: Any) -> None:
+    x: Any = [math.nan]
+    for _ in range(20):
+        x = [x, x]  # 2**20 paths, 21 distinct lists
+    enc = Encoder(max_bytes=4 * KIB)
+    out = benchmark(enc.encode, x)
+    _within(out.data, 4 * KIB)
+    assert any(t.kind == "unencodable" for t in out.truncations)
+
+
+def test_balanced_cut_of_a_nested_document(benchmark: Any) -> None:
+    doc = _data.nested_document(400)
+    enc = Encoder(max_bytes=16 * KIB)
+    out = benchmark(enc.encode, doc)
+    parsed = _within(out.data, 16 * KIB)
+    assert set(parsed) == {"data"}  # balanced keeps every key it can

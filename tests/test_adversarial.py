@@ -22,10 +22,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import EncodeError, Encoder, LimitError, Limits, bounded_dumps, encode
-from jsonbudget._cursors.scope import Scope
+from jsonbudget import (
+    EncodeError,
+    Encoder,
+    LimitError,
+    Limits,
+    Paginator,
+    Scope,
+    bounded_dumps,
+    encode,
+)
 from jsonbudget._encode.render import EncodeCall
-from jsonbudget._pages.builder import Paginator
 from tests.jsonptr import resolve
 from tests.strategies import budgets, hostile_values
 

@@ -636,8 +636,8 @@ def test_regression_short_output_holds_no_spare_capacity(call: Any) -> None:
 def test_regression_rewritten_keys_never_repeat_a_key() -> None:
     # Found by the fuzzer: two keys that differ only in lone surrogates both became
     # "\ufffd\ufffd", so the output held one key twice and a truncation's pointer named
-    # the wrong member. A rewritten key now takes "…" until no key of the object (nor
-    # an earlier rewritten one) has its text.
+    # the wrong member. A rewritten key now carries its own "…[" marker and takes a
+    # number until no key of the object (nor an earlier rewritten one) has its text.
     # Built from pairs: a linter takes keys that differ only in surrogates for repeats.
     pairs: list[tuple[Any, Any]] = [
         ("\udede\udede", [1]),

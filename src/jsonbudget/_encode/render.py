@@ -50,7 +50,7 @@ from .strings import SURROGATE, prefix
 if TYPE_CHECKING:
     from .encoder import Encoder
 
-__all__ = ["EncodeCall", "Out", "RunSizer", "Trs", "pointer", "token"]
+__all__ = ["EncodeCall", "Mark", "Out", "RunSizer", "Stream", "Trs", "pointer", "token"]
 
 #: Relative truncation reports: leaves ``(pointer suffix, kind, omitted, unit)`` and
 #: branches ``(pointer suffix, Trs)``; `EncodeCall.reports` joins them into pointers.
@@ -963,14 +963,17 @@ class EncodeCall:
             room = allot - len(head) - len(tail)
             if room < 0:
                 return None
-            content, kept, replaced = prefix(s, room)
-        else:
+            content, kept, replaced = prefix(s, room, head)
+        elif self.mk.structured:  # its head says the count: written once it is known
             content, kept, replaced = prefix(s, room)
             head, tail = self.mk.string(n - kept)
+            content[0:0] = head
+        else:  # the text head is the quote alone
+            content, kept, replaced = prefix(s, room, head)
+            tail = self.mk.string(n - kept)[1]
         trs: Trs = (("", "string", n - kept, "chars"),)
         if replaced:
             trs += (("", "unencodable", replaced, "chars"),)
-        content[0:0] = head
         content += tail
         return bytes(content), trs
 

@@ -23,26 +23,27 @@ _JSONError = orjson.JSONEncodeError
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes 10xxxxxx
 #: Characters encoded per orjson call: orjson reserves several output bytes per input
 #: character, and its bytes keep that capacity, so slices keep the peak near the output.
-_SLICE_CHARS = 8192
+_SLICE_CHARS = 4096
 
 
-def encode_piece(piece: str) -> tuple[bytes, int]:
+def encode_piece(piece: str) -> tuple[memoryview, int]:
     """*piece* encoded as JSON string content (no quotes), and lone surrogates replaced."""
     try:
-        return _dumps(piece)[1:-1], 0
+        return memoryview(_dumps(piece))[1:-1], 0
     except _JSONError:  # lone surrogates: each becomes U+FFFD, and the caller says how many
         clean, replaced = SURROGATE.subn("\ufffd", piece)
-        return _dumps(clean)[1:-1], replaced
+        return memoryview(_dumps(clean))[1:-1], replaced
 
 
-def prefix(s: str, room: int) -> tuple[bytearray, int, int]:
+def prefix(s: str, room: int, head: bytes = b"") -> tuple[bytearray, int, int]:
     """The longest prefix of *s* whose encoded content fits *room* bytes.
 
-    Returns the content (without quotes), the characters kept, and how many lone
-    surrogates the kept characters held (each written as U+FFFD). Costs about *room*
-    bytes of encoding, whatever the length of *s*.
+    Returns *head* followed by the content (without quotes), the characters kept, and
+    how many lone surrogates the kept characters held (each written as U+FFFD). Costs
+    about *room* bytes of encoding, whatever the length of *s*.
     """
-    buf = bytearray()
+    buf = bytearray(head)
+    room += len(head)
     pos = replaced = 0
     n = len(s)
     ascii_ = s.isascii()  # O(1) on CPython
@@ -59,9 +60,10 @@ def prefix(s: str, room: int) -> tuple[bytearray, int, int]:
             pos += take
             replaced += bad
             continue
-        cut = _boundary(data, left)
-        kept = _chars(data, cut)
-        buf += memoryview(data)[:cut]
+        last = bytes(data)  # once a call: the slice that overflows, at most a few KB
+        cut = _boundary(last, left)
+        kept = _chars(last, cut)
+        buf += memoryview(last)[:cut]
         if bad:
             replaced += len(SURROGATE.findall(piece, 0, kept))
         pos += kept
