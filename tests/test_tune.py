@@ -250,3 +250,21 @@ def test_cli_tune_usage_errors(known_jsonl: Path, capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == (
         "jsonbudget: error: max_bytes=10 is invalid: must be at least 64\n"
     )
+
+
+def test_max_keys_caps_members_not_items(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: --max-items once capped object members too, so "1 item per page"
+    # printed one member of each row.
+    data = tmp_path / "rows.json"
+    data.write_text('[{"a": 1, "b": 2, "c": 3}, {"a": 4, "b": 5, "c": 6}]', encoding="utf-8")
+    assert main(["dump", str(data), "--max-items", "1"]) == EXIT_OK
+    out = orjson.loads(capsys.readouterr().out)
+    # The file is read as a stream, so the count of what is left is not known.
+    assert out == [{"a": 1, "b": 2, "c": 3}, "…[omitted: more items]"]
+    assert main(["dump", str(data), "--max-keys", "1"]) == EXIT_OK
+    out = orjson.loads(capsys.readouterr().out)
+    assert out == [{"a": 1, "…": "[omitted: 2 more keys]"}, {"a": 4, "…": "[omitted: 2 more keys]"}]
+    report = Tuner(budgets=[65536], max_keys=2).tune([{"a": 1, "b": 2, "c": 3}])
+    assert report.budgets[0].truncated_items == 1

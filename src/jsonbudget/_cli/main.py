@@ -150,7 +150,13 @@ def _add_limits(p: argparse.ArgumentParser, *, default_bytes: int) -> None:
         metavar="SIZE",
         help=f"budget for the whole output, in bytes (default {default_bytes})",
     )
-    g.add_argument("--max-items", type=int, metavar="N", help="items per list (and per page)")
+    g.add_argument(
+        "--max-items",
+        type=int,
+        metavar="N",
+        help="items per page and per list, not object members",
+    )
+    g.add_argument("--max-keys", type=int, metavar="N", help="members per object")
     g.add_argument(
         "--max-field-bytes", type=parse_size, metavar="SIZE", help="encoded bytes per string"
     )
@@ -309,7 +315,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SHARE",
         help=f"most items that may be truncated or oversized (default {DEFAULT_GOAL})",
     )
-    t.add_argument("--max-items", type=int, metavar="N", help="items per page (and per list)")
+    t.add_argument(
+        "--max-items",
+        type=int,
+        metavar="N",
+        help="items per page and per list, not object members",
+    )
+    t.add_argument("--max-keys", type=int, metavar="N", help="members per object")
     t.add_argument(
         "--max-field-bytes", type=parse_size, metavar="SIZE", help="encoded bytes per string"
     )
@@ -529,6 +541,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     limits = Limits(
         args.max_bytes,
         max_items=args.max_items,
+        max_keys=args.max_keys,
         max_field_bytes=args.max_field_bytes,
         max_depth=args.max_depth,
     )
@@ -651,6 +664,7 @@ def _cmd_page(args: argparse.Namespace) -> int:
     limits = Limits(
         args.max_bytes,
         max_items=args.max_items,
+        max_keys=args.max_keys,
         max_field_bytes=args.max_field_bytes,
         max_depth=args.max_depth,
         max_pages=args.max_pages,
@@ -730,6 +744,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         goal_truncated=args.goal_truncated,
         sample=check_int("sample", args.sample, minimum=1, maximum=MAX_LIMIT),
         max_items=args.max_items,
+        max_keys=args.max_keys,
         max_field_bytes=args.max_field_bytes,
         oversized=args.oversized,
     )

@@ -190,6 +190,7 @@ class Tuner:
         "markers",
         "max_field_bytes",
         "max_items",
+        "max_keys",
         "oversized",
         "sample",
         "strategy",
@@ -202,6 +203,7 @@ class Tuner:
         goal_truncated: float = DEFAULT_GOAL,
         sample: int = DEFAULT_SAMPLE,
         max_items: int | None = None,
+        max_keys: int | None = None,
         max_field_bytes: int | None = None,
         oversized: OversizedPolicy = "truncate",
         strategy: Strategy = "balanced",
@@ -226,6 +228,9 @@ class Tuner:
         if max_items is not None:
             check_int("max_items", max_items, minimum=1)
         self.max_items = max_items
+        if max_keys is not None:
+            check_int("max_keys", max_keys, minimum=1)
+        self.max_keys = max_keys
         if max_field_bytes is not None:
             check_int("max_field_bytes", max_field_bytes, minimum=MIN_FIELD_BYTES)
         self.max_field_bytes = max_field_bytes
@@ -279,7 +284,12 @@ class Tuner:
     def _page_all(
         self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
     ) -> BudgetRow:
-        limits = Limits(budget, max_items=self.max_items, max_field_bytes=self.max_field_bytes)
+        limits = Limits(
+            budget,
+            max_items=self.max_items,
+            max_keys=self.max_keys,
+            max_field_bytes=self.max_field_bytes,
+        )
         encoder = Encoder(limits, strategy=self.strategy, markers=self.markers)
         pages = 0
         truncated = 0
@@ -332,6 +342,7 @@ def tune(
     goal_truncated: float = DEFAULT_GOAL,
     sample: int = DEFAULT_SAMPLE,
     max_items: int | None = None,
+    max_keys: int | None = None,
     max_field_bytes: int | None = None,
     oversized: OversizedPolicy = "truncate",
     progress: Callable[[int], None] | None = None,
@@ -342,6 +353,7 @@ def tune(
         goal_truncated=goal_truncated,
         sample=sample,
         max_items=max_items,
+        max_keys=max_keys,
         max_field_bytes=max_field_bytes,
         oversized=oversized,
     ).tune(items, progress=progress)
