@@ -496,3 +496,25 @@ def test_regression_spill_marker_follows_the_marker_style(tmp_path: Path) -> Non
     assert pages[0].oversized[0].ref in marker["what"]
     with pytest.raises(ValueError, match="at least 622"):
         PageBuilder(Limits(600), oversized="spill", spill_store=store)
+
+
+@pytest.mark.parametrize("one_call", ["paginate", "apaginate"])
+async def test_one_call_paginate_takes_default_and_modes(one_call: str) -> None:
+    # Regression: the one-call verbs took no default=, so a value only the hook could
+    # encode became a marker there while Paginator encoded it.
+    class Point:
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+    from jsonbudget import apaginate
+
+    kwargs: dict[str, Any] = {
+        "scope": ALICE,
+        "store": MemoryCursorStore(),
+        "limits": Limits(1000),
+        "default": lambda o: {"x": o.x},
+        "markers": "structured",
+    }
+    rows = [{"at": Point(3)}]
+    page = paginate(rows, **kwargs) if one_call == "paginate" else await apaginate(rows, **kwargs)
+    assert page.to_json() == b'{"items":[{"at":{"x":3}}],"complete":true,"next_cursor":null}'

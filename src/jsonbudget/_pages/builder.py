@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import hmac
-from collections.abc import AsyncIterable, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -648,10 +648,20 @@ def paginate(
     oversized: OversizedPolicy = "truncate",
     spill_store: Any = None,
     keys: Mapping[str, str] | None = None,
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
 ) -> Page:
     """One call: resolve *cursor*, build the page of *source*, mint the next cursor."""
     return Paginator(
-        limits, store=store, oversized=oversized, spill_store=spill_store, keys=keys
+        limits,
+        store=store,
+        oversized=oversized,
+        spill_store=spill_store,
+        keys=keys,
+        strategy=strategy,
+        markers=markers,
+        default=default,
     ).paginate(source, scope=scope, cursor=cursor)
 
 
@@ -665,8 +675,18 @@ async def apaginate(
     oversized: OversizedPolicy = "truncate",
     spill_store: Any = None,
     keys: Mapping[str, str] | None = None,
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
 ) -> Page:
     """The async twin of `paginate`."""
     return await Paginator(
-        limits, store=store, oversized=oversized, spill_store=spill_store, keys=keys
+        limits,
+        store=store,
+        oversized=oversized,
+        spill_store=spill_store,
+        keys=keys,
+        strategy=strategy,
+        markers=markers,
+        default=default,
     ).apaginate(source, scope=scope, cursor=cursor)
