@@ -18,7 +18,6 @@ Design (see README, "How the encoder works"):
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -30,8 +29,9 @@ import orjson
 
 from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH, MAX_LIMIT, Limits
-from ..errors import EncodeError
+from ..errors import EncodeError, LimitError
 from . import bound as _bound
+from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from .bound import TOO_BIG as _TOO_BIG
 from .bound import UNCLEAN as _UNCLEAN
@@ -136,7 +136,13 @@ class _Stream:
         return index < len(self.items)
 
 
-_NATIVE = (str, int, float, Mapping, list, tuple, _Stream, *_BOUNDED_SCALARS)
+# What the renderer walks as it is: orjson's exact types, the subclasses orjson writes as
+# their base (str, int, dict, list), and the views of native values. Anything else (a
+# float or tuple subclass, a non-dict Mapping) meets `default` first, as in orjson.
+_WALKED = frozenset(
+    {str, int, float, bool, type(None), dict, list, tuple, _Stream, *_BOUNDED_SCALARS}
+)
+_WALKED_BASES = (str, int, dict, list, *_values.WALKABLE)
 
 
 class _Markers:
@@ -191,7 +197,7 @@ def _describe(obj: Any) -> str:
     """Say what stood where a marker now stands, without its content."""
     if isinstance(obj, Mapping):
         return f"object with {len(obj)} keys"
-    if isinstance(obj, list | tuple):
+    if isinstance(obj, list | tuple | _values.SeqView):
         return f"list of {len(obj)} items"
     if isinstance(obj, set | frozenset):
         return f"{type(obj).__name__} of {len(obj)} items"
@@ -214,7 +220,17 @@ class Encoder:
     a value that still cannot be encoded: a marker in place (default) or `EncodeError`.
     """
 
-    __slots__ = ("_caps", "_mk", "default", "limits", "markers", "strategy", "unencodable")
+    __slots__ = (
+        "_caps",
+        "_mk",
+        "_values",
+        "binary",
+        "default",
+        "limits",
+        "markers",
+        "strategy",
+        "unencodable",
+    )
 
     def __init__(
         self,
@@ -228,8 +244,13 @@ class Encoder:
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
         unencodable: OnUnencodable = "marker",
+        binary: _values.Binary = "marker",
     ) -> None:
         self.limits = _resolve_limits(limits, max_bytes, max_items, max_field_bytes, max_depth)
+        if binary not in ("marker", "base64"):
+            raise LimitError("binary", binary, "must be 'marker' or 'base64'")
+        self.binary: _values.Binary = binary
+        self._values = _values.Options(binary, self.limits.max_bytes)
         if strategy not in ("balanced", "prefix"):
             raise ValueError(f"strategy must be 'balanced' or 'prefix', not {strategy!r}")
         if markers not in ("text", "structured"):
@@ -369,6 +390,7 @@ def encode(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
+    binary: _values.Binary = "marker",
 ) -> Encoded:
     """Encode *obj* as JSON within *limits*, with the side-band report of every cut."""
     return Encoder(
@@ -381,6 +403,7 @@ def encode(
         markers=markers,
         default=default,
         unencodable=unencodable,
+        binary=binary,
     ).encode(obj)
 
 
@@ -396,6 +419,7 @@ def bounded_dumps(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
+    binary: _values.Binary = "marker",
 ) -> bytes:
     """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
     return Encoder(
@@ -408,6 +432,7 @@ def bounded_dumps(
         markers=markers,
         default=default,
         unencodable=unencodable,
+        binary=binary,
     ).dumps(obj)
 
 
@@ -453,6 +478,7 @@ class EncodeCall:
         "prefix",
         "sizing",
         "streams",
+        "values",
     )
 
     def __init__(self, enc: Encoder) -> None:
@@ -466,6 +492,7 @@ class EncodeCall:
         self.streams: dict[int, _Stream] = {}
         self.converted: dict[int, tuple[Any, Any]] = {}
         self.sizing = False  # inside `_min_size`'s render of a member
+        self.values = enc._values
 
     # -- the fast path ---------------------------------------------------------------
 
@@ -516,6 +543,12 @@ class EncodeCall:
             return self._string(obj, allot, path, exact=exact)
         if obj is None or isinstance(obj, _SCALARS):
             return self._scalar(obj, allot, path)
+        if type(obj) is _values.Raw:
+            return self._raw(obj, allot, path, exact=exact)
+        # A native value's own library writes it when all of it fits (byte identity).
+        data = _values.whole(obj, allot, depth, self.caps)
+        if data is not None:
+            return data, _NO_TRUNCS
         ident = id(obj)
         if ident in self.active:
             return self._unencodable("cycle", allot, path)
@@ -537,7 +570,7 @@ class EncodeCall:
         Each object is converted once per call, so `default` runs once per object even
         though a value may be sized before it is rendered.
         """
-        if isinstance(obj, _NATIVE) or obj is None:
+        if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
             return obj
         hit = self.converted.get(id(obj))
         if hit is not None and hit[0] is obj:
@@ -547,14 +580,20 @@ class EncodeCall:
         return out
 
     def _convert(self, obj: Any, path: str) -> Any:
-        for _ in range(_DEFAULT_CHAIN):
-            if isinstance(obj, _NATIVE) or obj is None:
+        # orjson calls `default` up to 255 times in a row (its Recursive(254) test).
+        for _ in range(_DEFAULT_CHAIN + 2):
+            if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
                 return obj
             if isinstance(obj, enum.Enum):
                 obj = obj.value
                 continue
-            if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-                return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+            # Native values (models, Structs, attrs, Decimal, NumPy, dataclasses as orjson
+            # selects their fields, Fragment): as their own library writes them.
+            native = _values.adapt(obj, self.values)
+            if native is not _values.UNKNOWN:
+                if type(native) is _values.Unencodable:
+                    return self._unknown(native.what, path)
+                return native
             if isinstance(obj, Iterator):
                 stream = self.streams.get(id(obj))
                 if stream is None:
@@ -570,11 +609,23 @@ class EncodeCall:
                         path=path,
                     ) from exc
                 continue
-            what = _describe(obj)
-            if self.error_on_unencodable:
-                raise EncodeError(f"cannot encode {what}", path=path)
-            return _Marker("unencodable", what)
+            # Where orjson would raise: a subclass as its base, a Mapping or Sequence walked.
+            native = _values.fallback(obj)
+            if native is not _values.UNKNOWN:
+                return native
+            return self._unknown(_describe(obj), path)
         raise EncodeError("default kept returning unencodable values", path=path)
+
+    def _unknown(self, what: str, path: str) -> _Marker:
+        if self.error_on_unencodable:
+            raise EncodeError(f"cannot encode {what}", path=path)
+        return _Marker("unencodable", what)
+
+    def _raw(self, raw: _values.Raw, allot: int, path: str, *, exact: bool) -> _Out | None:
+        """A JSON text written as is; one that does not fit its room becomes a marker."""
+        if len(raw.data) <= allot:
+            return raw.data, _NO_TRUNCS
+        return None if exact else self._marker("unencodable", raw.what, allot, path)
 
     def _scalar(self, obj: Any, allot: int, path: str) -> _Out | None:
         if isinstance(obj, float) and obj - obj != 0:
@@ -671,6 +722,8 @@ class EncodeCall:
         if v is None or isinstance(v, _SCALARS):
             out = self._scalar(v, _BIG, "")
             return len(out[0]) if out is not None else 0
+        if type(v) is _values.Raw:
+            return min(len(v.data), len(self.mk.value("unencodable", v.what)))
         if depth >= self.max_depth:
             return len(self.mk.value("depth", _describe(v)))
         if isinstance(v, _Stream):
