@@ -25,7 +25,7 @@ import dataclasses
 import datetime as _dt
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from functools import lru_cache
 from itertools import islice
 from typing import Any, Final, Literal
@@ -323,6 +323,8 @@ def adapt(obj: Any, opts: Options) -> Any:
     """
     t = type(obj)
     mods = sys.modules
+    if t is Unencodable:
+        return obj  # a view's member that already said so
     if t is orjson.Fragment:
         return _fragment(obj, opts)
     if t.__name__ == "Decimal" and t.__module__ == "decimal":
@@ -550,24 +552,28 @@ class _PydConv:
         self.opts = opts
 
     def conv(self, v: Any) -> Any:
-        t = type(v)
-        if t in _PLAIN:
+        if type(v) in _PLAIN:
             return v
-        if t is list or t is tuple:
-            return SeqView(v, self.conv)
-        if t is dict:
-            return _DictView(v, self.conv, self.key)
-        if t is set or t is frozenset:
-            return SeqView(v, self.conv, indexable=False)
         if isinstance(v, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(v):
             return v  # dispatched again: a nested model is a view of its own
-        return _leaf(v, self.opts, self.to_json)
+        return _container(v, self.conv, self.key) or _leaf(v, self.opts, self.to_json)
 
     def to_json(self, v: Any) -> bytes:
         return sys.modules["pydantic_core"].to_json(v, **self.modes)  # type: ignore[no-any-return]
 
     def key(self, k: Any) -> Any:
         return k if type(k) is str else _key_text(self.to_json, k)
+
+
+def _container(v: Any, conv: Callable[[Any], Any], key: Callable[[Any], Any]) -> Any:
+    """A collection inside a native value as a view, or None: never written whole."""
+    if isinstance(v, Mapping):
+        return _DictView(v, conv, key)
+    if isinstance(v, set | frozenset):
+        return SeqView(v, conv, indexable=False)
+    if isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray | memoryview):
+        return SeqView(v, conv)
+    return None
 
 
 def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
@@ -645,15 +651,9 @@ class _MsgConv:
         if t is float:
             # msgspec writes 1e20 where orjson writes 1e+20: its own bytes for a number.
             return Raw(_msgspec_json(v), "float") if v - v == 0 else v
-        if t is list or t is tuple:
-            return SeqView(v, self.conv)
-        if t is dict:
-            return _DictView(v, self.conv, self.key)
-        if t is set or t is frozenset:
-            return SeqView(v, self.conv, indexable=False)
         if isinstance(v, sys.modules["msgspec"].Struct):
             return v
-        return _leaf(v, self.opts, _msgspec_json)
+        return _container(v, self.conv, self.key) or _leaf(v, self.opts, _msgspec_json)
 
     def key(self, k: Any) -> Any:
         return k if type(k) is str else _key_text(_msgspec_json, k)
@@ -674,7 +674,7 @@ def _attrs(obj: Any) -> Any:
 
 
 def _attrs_conv(v: Any) -> Any:
-    # attrs.asdict makes every set and tuple a list (orjson refuses sets); the rest stays.
+    # attrs.asdict keeps a set a set, which orjson refuses: an array, in its order.
     t = type(v)
     if t is set or t is frozenset:
         return SeqView(v, _attrs_conv, indexable=False)
@@ -718,6 +718,8 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
 
 def _as_fragment(v: Any) -> Any:
     """orjson's ``default`` inside `whole`: each native value written by its library."""
+    if isinstance(v, set | frozenset):
+        return list(v)  # only inside an attrs instance: the walk refuses sets elsewhere
     view = adapt(v, _NO_LIMIT)
     t = type(view)
     if t is Raw:
@@ -766,7 +768,12 @@ class _Walk:
             if view is UNKNOWN or tv is Unencodable:
                 if not inside or max_field < _BIG:
                     return -1
-                return len(v) + 2 if t is bytes or t is bytearray else 1
+                if isinstance(v, Mapping):
+                    return self._members(v.items(), len(v), cap, depth, inside=True)
+                if isinstance(v, Sequence | set | frozenset) and not isinstance(v, str):
+                    return self._items(v, len(v), cap, depth, inside=True)
+                # Its library's business: at least a byte, or a byte a unit of its length.
+                return len(v) + 1 if isinstance(v, Sized) else 1
             self.natives = True  # orjson writes a dataclass; `_as_fragment` the rest
             if tv is Raw:
                 return len(view.data)
