@@ -354,8 +354,12 @@ person = st.builds(
 
 
 def attrs_json(p: Person) -> bytes:
-    # attrs.asdict keeps sets, which orjson refuses: they are arrays, in the set's order.
-    return orjson.dumps(attrs.asdict(p), default=list)
+    # attrs.asdict then orjson, one level at a time so that each set keeps its own order
+    # (asdict copies a set); orjson refuses sets: they are arrays.
+    def default(o: Any) -> Any:
+        return attrs.asdict(o, recurse=False) if attrs.has(type(o)) else list(o)
+
+    return orjson.dumps(attrs.asdict(p, recurse=False), default=default)
 
 
 @props

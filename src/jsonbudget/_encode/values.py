@@ -337,7 +337,7 @@ def adapt(obj: Any, opts: Options) -> Any:
             return out
     if "msgspec" in mods and isinstance(obj, mods["msgspec"].Struct):
         return _struct(obj, opts)
-    if "attr" in mods and "__attrs_attrs__" in dir(t) and not isinstance(obj, type):
+    if "attr" in mods and getattr(t, "__attrs_attrs__", None) is not None:
         return _attrs(obj)
     if "numpy" in mods:
         np = mods["numpy"]
@@ -415,7 +415,10 @@ def _decimal(d: Any) -> Any:
 
 def _fragment(frag: Any, opts: Options) -> Any:
     # orjson offers no way to read a Fragment's length: writing it is reading it.
-    data = _dumps(frag)
+    try:
+        data = _dumps(frag)
+    except _JSONError:  # contents that are not bytes or str, or a str with surrogates
+        return Unencodable("Fragment that is not valid JSON")
     if len(data) > opts.max_bytes:
         return Unencodable(f"Fragment of {len(data)} bytes")
     try:
@@ -667,9 +670,10 @@ def _msgspec_json(v: Any) -> bytes:
 
 
 def _attrs(obj: Any) -> Any:
-    asdict = sys.modules["attr"].asdict
     members = [(a.name, getattr(obj, a.name)) for a in type(obj).__attrs_attrs__]
-    native = lambda: _dumps(asdict(obj), default=_as_fragment, option=_WHOLE_OPT)  # noqa: E731
+    # `attrs.asdict`, then orjson: nested instances go through `_as_fragment`, and a set
+    # is written in its own order (asdict copies it into a new set, of another order).
+    native = lambda: _dumps(dict(members), default=_as_fragment, option=_WHOLE_OPT)  # noqa: E731
     return MapView(members, _attrs_conv, src=obj, native=native)
 
 
