@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as _dt
+import operator
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
@@ -713,6 +714,8 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
     try:
         if native is not None:
             data = native()
+        elif id(obj) in walk.runs:
+            data = _run_json(obj, walk.runs[id(obj)])
         else:
             data = _dumps(obj, default=_as_fragment, option=_WHOLE_OPT)
     except (TypeError, ValueError):  # a library refuses a value: the renderer decides
@@ -720,8 +723,21 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
     return data if len(data) <= cap else None
 
 
+def _run_json(items: list[Any] | tuple[Any, ...], t: Any) -> bytes:
+    """A list of one class's instances, as one call of its library writes it."""
+    if "msgspec" in sys.modules and issubclass(t, sys.modules["msgspec"].Struct):
+        return sys.modules["msgspec"].json.encode(items)  # type: ignore[no-any-return]
+    to_json = t.__pydantic_serializer__.to_json
+    return b"[" + b",".join([to_json(m) for m in items]) + b"]"
+
+
 def _as_fragment(v: Any) -> Any:
     """orjson's ``default`` inside `whole`: each native value written by its library."""
+    mods = sys.modules
+    if "msgspec" in mods and isinstance(v, mods["msgspec"].Struct):
+        return orjson.Fragment(mods["msgspec"].json.encode(v))
+    if "pydantic" in mods and isinstance(v, mods["pydantic"].BaseModel):
+        return orjson.Fragment(type(v).__pydantic_serializer__.to_json(v))
     if isinstance(v, set | frozenset):
         return list(v)  # only inside an attrs instance: the walk refuses sets elsewhere
     view = adapt(v, _NO_LIMIT)
@@ -745,15 +761,16 @@ class _Walk:
     bound from below without writing it.
     """
 
-    __slots__ = ("caps", "natives")
+    __slots__ = ("caps", "natives", "runs")
 
     def __init__(self, caps: _bound.Caps) -> None:
         self.caps = caps
         self.natives = False
+        self.runs: dict[int, type] = {}  # id of a list bounded whole as one class's run
 
     def size(self, v: Any, cap: int, depth: int, *, inside: bool) -> int:
         max_depth, max_items, max_field, scalars = self.caps
-        t = type(v)
+        t: Any = type(v)
         if t in _JSON:
             # JSON: the compiled walk, and by hand only below what it does not know.
             n = _bound.bound(v, cap, depth, max_depth, max_items, max_field, scalars)
@@ -767,6 +784,22 @@ class _Walk:
         if t in _VIEWS:
             view = v
         else:
+            plan = _flat_plan(t) if t.__module__ != "builtins" else None
+            vals = plan[0](v) if plan is not None else None
+            if vals is not None:
+                # Its field values, bounded as a tuple, plus what its keys add.
+                assert plan is not None
+                if depth >= max_depth or len(vals) > max_items:
+                    return -1
+                n = _bound.bound(vals, cap, depth, max_depth, max_items, max_field, scalars)
+                if n < 0 and type(vals) is dict:
+                    n = self._members(vals.items(), len(vals), cap - plan[1], depth, inside=True)
+                elif n < 0:
+                    n = self._items(vals, len(vals), cap - plan[1], depth, inside=True)
+                if n < 0:
+                    return -1
+                self.natives = True
+                return n + plan[1]
             view = adapt(v, _NO_LIMIT)
             tv = type(view)
             if view is UNKNOWN or tv is Unencodable:
@@ -810,7 +843,12 @@ class _Walk:
         size = n + 1
         if size > cap:
             return size
-        for x in items:
+        start = 0
+        if n and (type(items) is list or type(items) is tuple):
+            start, size = self._flat_run(items, n, size, cap, depth)
+            if size > cap:
+                return size
+        for x in islice(items, start, None):
             sub = self.size(x, cap - size, depth + 1, inside=inside)
             if sub < 0:
                 return -1
@@ -818,6 +856,79 @@ class _Walk:
             if size > cap:
                 return size
         return size
+
+    def _flat_run(
+        self, items: list[Any] | tuple[Any, ...], n: int, size: int, cap: int, depth: int
+    ) -> tuple[int, int]:
+        """Bound a list of flat native values of one class in runs, one compiled call each.
+
+        Each value's field values go to the compiled walk as a tuple (a tuple is bounded
+        as an array: commas and brackets), plus what its keys add. Returns how many items
+        were bounded and the size so far; the caller walks the rest one by one.
+        """
+        t: Any = type(items[0])
+        if t in _JSON:
+            return 0, size
+        plan = _flat_plan(t)
+        if plan is None:
+            return 0, size
+        values, extra = plan
+        max_depth, max_items, max_field, scalars = self.caps
+        i = 0
+        while i < n and size <= cap:
+            k = min(n - i, max(8, (cap - size) // (max(extra, 0) + 2) + 1))
+            run = items[i : i + k]
+            if set(map(type, run)) != {t}:
+                return i, size
+            tuples = list(map(values, run))  # in C: `astuple`, or the instance dicts
+            sub = _bound.bound_items(
+                tuples, cap - size, depth + 1, max_depth, max_items, max_field, scalars
+            )
+            if sub < 0:
+                return i, size
+            self.natives = True
+            size += sub - (k - 1) + extra * k  # the caller counted the commas already
+            i += k
+        if i == n:
+            self.runs[id(items)] = t
+        return i, size
+
+
+_Flat = tuple[Callable[[Any], Any], int]
+_INSTANCE_DICT = operator.attrgetter("__dict__")
+
+
+@lru_cache(maxsize=1024)  # a pure function of the class; holds no per-call state
+def _flat_plan(t: Any) -> _Flat | None:
+    """For a class whose instances write one member per field: how to get the members
+    in a form the compiled walk bounds (a tuple of the values, or the instance dict),
+    and the bytes the keys add to that bound. None for classes that need the full walk.
+    """
+    mods = sys.modules
+    if "msgspec" in mods and issubclass(t, mods["msgspec"].Struct):
+        cfg = t.__struct_config__
+        if cfg.omit_defaults:
+            return None  # which fields are written depends on the values
+        extra = (
+            0 if cfg.array_like else sum(len(k.encode()) + 3 for k in t.__struct_encode_fields__)
+        )
+        if cfg.tag_field is not None:
+            extra += len(cfg.tag_field.encode()) + len(_dumps(cfg.tag)) + 4
+        return mods["msgspec"].structs.astuple, extra
+    if "pydantic" in mods and issubclass(t, mods["pydantic"].BaseModel):
+        plan = _model_plan(t)
+        if plan.whole_only or plan.root or plan.computed:
+            return None
+        if any(custom or exclude_if is not None for _, _, custom, exclude_if in plan.fields):
+            return None
+        if len(plan.fields) != len(t.__pydantic_fields__):
+            return None  # excluded fields: the values are not the members
+        # The instance dict holds the members under their names: the compiled walk bounds
+        # it whole, keys included, and the keys' aliases correct it (extras only add).
+        names = sum(len(name.encode()) for name, _, _, _ in plan.fields)
+        keys = sum(len(key.encode()) for _, key, _, _ in plan.fields)
+        return _INSTANCE_DICT, keys - names
+    return None
 
 
 def _array_size(a: Any, cap: int, depth: int, caps: _bound.Caps) -> int:
