@@ -611,3 +611,41 @@ def test_importing_jsonbudget_imports_no_optional_library() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+HOSTILE = r"""
+import collections, resource, sys
+from collections.abc import Sequence
+
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
+import orjson
+from jsonbudget import bounded_dumps
+from jsonbudget.errors import EncodeError
+
+
+class Liar(Sequence):
+    def __len__(self):
+        return 10**9
+
+    def __getitem__(self, i):
+        if i >= 3:
+            raise IndexError(i)
+        return i
+
+
+try:
+    print("out", bounded_dumps(Liar(), max_bytes=200))
+except EncodeError as exc:
+    print("error", type(exc.__cause__).__name__)
+long = bounded_dumps(collections.deque(range(1_000_000)), max_bytes=200)
+assert orjson.loads(long)[-1].startswith("…[omitted:"), long
+print("deque ok")
+"""
+
+
+def test_a_sequence_that_lies_about_its_length_is_refused_not_crashed() -> None:
+    # In a subprocess with a memory cap and a timeout: a hang or a crash fails the test.
+    done = subprocess.run(
+        [sys.executable, "-c", HOSTILE], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["error IndexError", "deque ok"]

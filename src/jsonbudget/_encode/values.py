@@ -33,6 +33,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from ..errors import EncodeError
 from . import bound as _bound
 
 __all__ = [
@@ -262,15 +263,30 @@ class SeqView(Sequence[Any]):
         return self._n
 
     def _raw(self, start: int, stop: int) -> Any:
-        it = self._it
-        if it is None:
-            return self._src[start:stop]
-        pulled = self._pulled
-        pulled.extend(islice(it, max(stop - len(pulled), 0)))
-        if len(pulled) < stop:
-            # The collection shrank while it was encoded: refuse, never write a lie.
-            raise RuntimeError(f"{type(self._src).__name__} changed size during iteration")
-        return pulled[start:stop]
+        """Items *start* to *stop* of the source; `EncodeError` if it has fewer than it said."""
+        src = self._src
+        try:
+            it = self._it
+            if it is None:
+                if isinstance(src, list | tuple | range) or type(self) is _ArrayView:
+                    part = src[start:stop]
+                else:  # a deque, a Sequence of the caller's: indexing is all it promises
+                    part = [src[i] for i in range(start, stop)]
+                if len(part) == stop - start:
+                    return part
+            else:
+                pulled = self._pulled
+                pulled.extend(islice(it, max(stop - len(pulled), 0)))
+                if len(pulled) >= stop:
+                    return pulled[start:stop]
+        except (IndexError, RuntimeError) as exc:  # a lying __len__, a set changed meanwhile
+            raise self._changed() from exc
+        raise self._changed()
+
+    def _changed(self) -> EncodeError:
+        # Refused, never written as a lie: the length was promised in the output already.
+        name = type(self._src).__name__
+        return EncodeError(f"{name} said it held {self._n} items, then changed", path=None)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -279,8 +295,6 @@ class SeqView(Sequence[Any]):
         if not -self._n <= index < self._n:
             raise IndexError(index)
         index %= self._n
-        if self._it is None:
-            return self._conv(self._src[index])
         return self._conv(self._raw(index, index + 1)[0])
 
     def _slice(self, part: Any) -> list[Any]:
@@ -706,7 +720,10 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
     else:
         native = None
     walk = _Walk(caps)
-    n = walk.size(obj, cap, depth, inside=native is not None)
+    try:
+        n = walk.size(obj, cap, depth, inside=native is not None)
+    except (EncodeError, RuntimeError):  # a container that changed: the renderer says so
+        return None
     if n < 0 or n > cap:
         return None
     if native is None and not walk.natives:
