@@ -218,6 +218,9 @@ class Encoder:
     ``default`` works like orjson's: it is called with any object of a type the encoder
     does not know and returns something it does. ``unencodable`` chooses what happens to
     a value that still cannot be encoded: a marker in place (default) or `EncodeError`.
+    ``binary`` writes bytes, bytearray and memoryview as a marker (default) or base64.
+    Native values (pydantic, msgspec, attrs, Decimal, NumPy) are written as their own
+    library writes them (see `values`).
     """
 
     __slots__ = (

@@ -600,8 +600,10 @@ def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
         return Unencodable(f"{type(v).__name__} of {len(v)} bytes")
     try:
         data = to_json(v)
-    except (TypeError, ValueError):  # the library refuses it: the encoder's own rules
-        return v
+    except Exception as exc:
+        if _refusal(exc):  # the library refuses it: the encoder's own rules
+            return v
+        raise
     if data[:1] == b'"':
         return _loads(data)
     return Raw(data, type(v).__name__)
@@ -610,8 +612,10 @@ def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
 def _key_text(to_json: Callable[[Any], bytes], k: Any) -> Any:
     try:
         data = to_json(k)
-    except (TypeError, ValueError):
-        return k  # the encoder marks a key it cannot write
+    except Exception as exc:
+        if _refusal(exc):
+            return k  # the encoder marks a key it cannot write
+        raise
     return _loads(data) if data[:1] == b'"' else data.decode()
 
 
@@ -735,9 +739,19 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
             data = _run_json(obj, walk.runs[id(obj)])
         else:
             data = _dumps(obj, default=_as_fragment, option=_WHOLE_OPT)
-    except (TypeError, ValueError):  # a library refuses a value: the renderer decides
-        return None
+    except Exception as exc:
+        if _refusal(exc):  # a library refuses a value: the renderer decides what it becomes
+            return None
+        raise
     return data if len(data) <= cap else None
+
+
+def _refusal(exc: Exception) -> bool:
+    """Whether *exc* is a library saying it cannot write a value (not a bug to surface)."""
+    if isinstance(exc, TypeError | ValueError | OverflowError):
+        return True
+    ms = sys.modules.get("msgspec")
+    return ms is not None and isinstance(exc, ms.EncodeError)
 
 
 def _run_json(items: list[Any] | tuple[Any, ...], t: Any) -> bytes:
