@@ -649,3 +649,19 @@ def test_a_sequence_that_lies_about_its_length_is_refused_not_crashed() -> None:
         [sys.executable, "-c", HOSTILE], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split("\n")[:2] == ["error IndexError", "deque ok"]
+
+
+@props
+@given(st.one_of(outer, structs.filter(lambda s: not isinstance(s, Pair))), budgets)
+def test_a_cut_model_keeps_its_members_in_their_librarys_order(m: Any, max_bytes: int) -> None:
+    full = orjson.loads(
+        pydantic_json(m) if isinstance(m, pydantic.BaseModel) else msgspec.json.encode(m)
+    )
+    got = valid(bounded_dumps(m, max_bytes=max_bytes), max_bytes)
+    if not isinstance(got, dict):
+        assert got.startswith(MARK)  # the whole model became one marker
+        return
+    shown = [k for k in got if not k.startswith("…")]
+    assert shown == list(full)[: len(shown)]
+    for k in shown:  # each member whole, or cut where a marker says so ("…[", or a "…" key)
+        assert got[k] == full[k] or "…" in orjson.dumps(got[k]).decode()

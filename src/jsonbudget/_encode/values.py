@@ -648,14 +648,13 @@ def _struct(obj: Any, opts: Options) -> Any:
 
 
 def _is_default(v: Any, default: Any) -> bool:
-    """msgspec's ``omit_defaults`` test, for the defaults it can compare cheaply."""
+    """msgspec's ``omit_defaults`` test: the default object itself, or an empty collection
+    made by a collection factory."""
     factory = getattr(default, "factory", None)
     if factory is not None and type(default).__name__ == "Factory":
         # An empty collection made by a collection factory counts as the default.
         return type(v) is factory and factory in (list, dict, set, frozenset, bytearray) and not v
-    if v is default:
-        return True
-    return type(v) is type(default) and type(v) in _PLAIN and v == default
+    return v is default  # msgspec compares by identity: an equal 1.0 or 1000 is written
 
 
 class _MsgConv:
