@@ -63,8 +63,10 @@ _NUMPY_OPT = orjson.OPT_SERIALIZE_NUMPY
 # Inside `whole`, dataclasses go through `_as_fragment` too: a pydantic dataclass is one.
 _WHOLE_OPT = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATACLASS
 _BIG = 1 << 62
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-_JSON = frozenset({str, int, float, bool, type(None), dict, list, tuple, *_bound.BOUNDED_SCALARS})
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_JSON: frozenset[type] = frozenset(
+    {str, int, float, bool, type(None), dict, list, tuple, *_bound.BOUNDED_SCALARS}
+)
 _BOUNDED = _bound.BOUNDED_SCALARS
 
 
@@ -242,7 +244,7 @@ class SeqView(Sequence[Any]):
     anything without indexing) is pulled in order and only as far as it is read.
     """
 
-    __slots__ = ("_conv", "_it", "_n", "_native", "_pulled", "_src")
+    __slots__ = ("_conv", "_it", "_n", "_native", "_plain", "_pulled", "_src")
 
     def __init__(
         self,
@@ -251,10 +253,12 @@ class SeqView(Sequence[Any]):
         *,
         indexable: bool = True,
         native: Callable[[], bytes] | None = None,
+        plain: frozenset[type] = frozenset(),
     ) -> None:
         self._src = seq
         self._n = len(seq)
         self._conv = conv
+        self._plain = plain  # the types *conv* returns unchanged
         self._native = native
         self._it: Iterator[Any] | None = None if indexable else iter(seq)
         self._pulled: list[Any] = []
@@ -299,6 +303,9 @@ class SeqView(Sequence[Any]):
 
     def _slice(self, part: Any) -> list[Any]:
         conv = self._conv
+        # A run of plain items (a list of ints in a model) is taken as is: one C pass.
+        if conv is _identity or (self._plain and set(map(type, part)) <= self._plain):
+            return list(part)
         return [conv(v) for v in part]
 
     def raw_iter(self) -> Iterable[Any]:
@@ -574,7 +581,7 @@ class _PydConv:
             return v
         if isinstance(v, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(v):
             return v  # dispatched again: a nested model is a view of its own
-        return _container(v, self.conv, self.key) or _leaf(v, self.opts, self.to_json)
+        return _container(v, self.conv, self.key, _PLAIN) or _leaf(v, self.opts, self.to_json)
 
     def to_json(self, v: Any) -> bytes:
         return sys.modules["pydantic_core"].to_json(v, **self.modes)  # type: ignore[no-any-return]
@@ -583,14 +590,16 @@ class _PydConv:
         return k if type(k) is str else _key_text(self.to_json, k)
 
 
-def _container(v: Any, conv: Callable[[Any], Any], key: Callable[[Any], Any]) -> Any:
+def _container(
+    v: Any, conv: Callable[[Any], Any], key: Callable[[Any], Any], plain: frozenset[type]
+) -> Any:
     """A collection inside a native value as a view, or None: never written whole."""
     if isinstance(v, Mapping):
         return _DictView(v, conv, key)
     if isinstance(v, set | frozenset):
-        return SeqView(v, conv, indexable=False)
+        return SeqView(v, conv, indexable=False, plain=plain)
     if isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray | memoryview):
-        return SeqView(v, conv)
+        return SeqView(v, conv, plain=plain)
     return None
 
 
@@ -674,10 +683,16 @@ class _MsgConv:
             return Raw(_msgspec_json(v), "float") if v - v == 0 else v
         if isinstance(v, sys.modules["msgspec"].Struct):
             return v
-        return _container(v, self.conv, self.key) or _leaf(v, self.opts, _msgspec_json)
+        found = _container(v, self.conv, self.key, _MSG_PLAIN)
+        return found or _leaf(v, self.opts, _msgspec_json)
 
     def key(self, k: Any) -> Any:
         return k if type(k) is str else _key_text(_msgspec_json, k)
+
+
+_MSG_PLAIN: frozenset[type] = frozenset(
+    {str, int, bool, type(None)}
+)  # not float: msgspec writes 1e20
 
 
 def _msgspec_json(v: Any) -> bytes:
@@ -699,7 +714,7 @@ def _attrs_conv(v: Any) -> Any:
     # attrs.asdict keeps a set a set, which orjson refuses: an array, in its order.
     t = type(v)
     if t is set or t is frozenset:
-        return SeqView(v, _attrs_conv, indexable=False)
+        return SeqView(v, _attrs_conv, indexable=False, plain=_JSON)
     return v
 
 
