@@ -4,6 +4,7 @@ checked over generated values) and walked lazily when it does not (cost counted)
 
 from __future__ import annotations
 
+import base64
 import collections
 import dataclasses
 import datetime as dt
@@ -31,7 +32,7 @@ from hypothesis.extra import numpy as hnp
 from jsonbudget import Limits, bounded_dumps, encode
 from jsonbudget.errors import EncodeError, LimitError
 
-from .strategies import awkward_text, budgets
+from .strategies import awkward_text, budgets, json_values
 
 BIG = 2**20
 NUMPY = orjson.OPT_SERIALIZE_NUMPY
@@ -665,3 +666,43 @@ def test_a_cut_model_keeps_its_members_in_their_librarys_order(m: Any, max_bytes
     assert shown == list(full)[: len(shown)]
     for k in shown:  # each member whole, or cut where a marker says so ("…[", or a "…" key)
         assert got[k] == full[k] or "…" in orjson.dumps(got[k]).decode()
+
+
+@dataclasses.dataclass
+class Record2:
+    name: str
+    size: int
+    _secret: str = "s"
+
+
+scalar_dtypes = st.sampled_from(
+    ["int8", "int64", "uint64", "float16", "float32", "float64", "bool"]
+)
+numpy_scalars = scalar_dtypes.flatmap(
+    lambda d: (
+        hnp.from_dtype(np.dtype(d), allow_nan=False, allow_infinity=False)
+        if "float" in d
+        else hnp.from_dtype(np.dtype(d))
+    )
+)
+
+
+@props
+@given(json_values(20))
+def test_fragments_mappings_and_sequences_that_fit_are_byte_identical(v: Any) -> None:
+    data = orjson.dumps(v)
+    assert bounded_dumps([orjson.Fragment(data)], max_bytes=BIG) == b"[" + data + b"]"
+    assert bounded_dumps(types.MappingProxyType({"v": v}), max_bytes=BIG) == b'{"v":' + data + b"}"
+    assert bounded_dumps(collections.deque([v, v]), max_bytes=BIG) == orjson.dumps([v, v])
+
+
+@props
+@given(st.binary(max_size=64), numpy_scalars, text, ints)
+def test_bytes_numpy_scalars_and_dataclasses_that_fit_are_byte_identical(
+    b: bytes, x: Any, name: str, size: int
+) -> None:
+    expected = orjson.dumps(base64.b64encode(b).decode())
+    assert bounded_dumps(b, max_bytes=BIG, binary="base64") == expected
+    assert bounded_dumps([x], max_bytes=BIG) == orjson.dumps([x], option=NUMPY)
+    r = Record2(name, size)
+    assert bounded_dumps(r, max_bytes=BIG) == orjson.dumps(r)
