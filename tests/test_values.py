@@ -32,7 +32,7 @@ from hypothesis.extra import numpy as hnp
 from jsonbudget import Limits, bounded_dumps, encode
 from jsonbudget.errors import EncodeError, LimitError
 
-from .strategies import awkward_text, budgets, json_values
+from .strategies import awkward_text, budgets, json_values, odd_values
 
 BIG = 2**20
 NUMPY = orjson.OPT_SERIALIZE_NUMPY
@@ -706,3 +706,56 @@ def test_bytes_numpy_scalars_and_dataclasses_that_fit_are_byte_identical(
     assert bounded_dumps([x], max_bytes=BIG) == orjson.dumps([x], option=NUMPY)
     r = Record2(name, size)
     assert bounded_dumps(r, max_bytes=BIG) == orjson.dumps(r)
+
+
+class WithArray(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    x: Any
+
+
+def test_a_nan_inside_a_model_gets_the_marker_whether_or_not_it_fits() -> None:
+    for value in (np.float64("nan"), np.array([1.0, np.nan]), float("nan")):
+        got = orjson.loads(bounded_dumps(WithArray(x=value), max_bytes=1000))
+        assert "…[unencodable: nan]" in orjson.dumps(got).decode()
+
+
+anything = st.recursive(
+    st.one_of(
+        odd_values(10),
+        st.decimals(),
+        hnp.from_dtype(np.dtype("float64")),
+        hnp.from_dtype(np.dtype("float32")),
+        st.binary(max_size=6),
+        st.sets(st.integers(0, 9), max_size=3),
+        st.builds(Point, floats, floats),
+        st.builds(PydanticModel, a=ints, b=text),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(text, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic's, for unvalidated fields
+@props
+@given(anything, budgets, st.sampled_from(["marker", "base64"]))
+def test_any_mix_inside_a_model_is_valid_and_bounded(v: Any, max_bytes: int, binary: Any) -> None:
+    for obj in (WithArray(x=v), {"x": v}, Big.model_construct(title="t", rows=v)):
+        out = encode(obj, max_bytes=max_bytes, binary=binary)
+        valid(out.data, max_bytes)
+
+
+class Failing(pydantic.BaseModel):
+    a: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def broken(self) -> int:
+        raise KeyError("nope")
+
+
+def test_a_computed_field_that_raises_is_an_encode_error_with_its_cause() -> None:
+    with pytest.raises(EncodeError, match="computed field broken raised KeyError") as info:
+        bounded_dumps(Failing(a=1), max_bytes=1000)
+    assert isinstance(info.value.__cause__, KeyError)

@@ -67,7 +67,6 @@ _PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 _JSON: frozenset[type] = frozenset(
     {str, int, float, bool, type(None), dict, list, tuple, *_bound.BOUNDED_SCALARS}
 )
-_BOUNDED = _bound.BOUNDED_SCALARS
 
 
 class Options:
@@ -118,6 +117,14 @@ class _Computed:
         self.obj = obj
         self.name = name
 
+    def value(self) -> Any:
+        try:
+            return getattr(self.obj, self.name)
+        except Exception as exc:  # chained, not swallowed: the caller sees its own error
+            raise EncodeError(
+                f"computed field {self.name} raised {type(exc).__name__}", path=None
+            ) from exc
+
 
 class MapView(Mapping[Any, Any]):
     """A native value's members as a read-only mapping, in its library's order.
@@ -155,7 +162,7 @@ class MapView(Mapping[Any, Any]):
         if v is UNKNOWN:
             raw = self._raw[i]
             if type(raw) is _Computed:
-                raw = getattr(raw.obj, raw.name)
+                raw = raw.value()
             v = self._vals[i] = self._conv(raw)
         return v
 
@@ -176,7 +183,7 @@ class MapView(Mapping[Any, Any]):
     def raw_items(self) -> Iterator[tuple[Any, Any]]:
         """Members before conversion, for the size walk."""
         for k, v in zip(self._keys, self._raw, strict=True):
-            yield k, (getattr(v.obj, v.name) if type(v) is _Computed else v)
+            yield k, (v.value() if type(v) is _Computed else v)
         if self._extra:
             yield from self._extra.items()
 
@@ -514,7 +521,9 @@ def _pydantic(obj: Any, opts: Options) -> Any:
         return root
     members: list[tuple[Any, Any]] = []
     for name, key, custom, exclude_if in plan.fields:
-        v = getattr(obj, name)
+        v = getattr(obj, name, _MISSING)
+        if v is _MISSING:
+            continue  # left unset by `model_construct`: pydantic leaves it out too
         if exclude_if is not None and exclude_if(v):
             continue
         if custom:
@@ -529,6 +538,9 @@ def _pydantic(obj: Any, opts: Options) -> Any:
             extra = None
         members += [(key, _Computed(obj, name)) for name, key in plan.computed]
     return MapView(members, conv, src=obj, extra=extra, native=native)
+
+
+_MISSING = object()
 
 
 class _Plan:
@@ -573,6 +585,8 @@ class _PydConv:
         self.modes = {
             "timedelta_mode": config.get("ser_json_timedelta", "iso8601"),
             "bytes_mode": config.get("ser_json_bytes", "utf8"),
+            # `to_json` writes a NaN inside a leaf as the constant NaN, which is not JSON.
+            "inf_nan_mode": "null",
         }
         self.opts = opts
 
@@ -581,6 +595,8 @@ class _PydConv:
             return v
         if isinstance(v, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(v):
             return v  # dispatched again: a nested model is a view of its own
+        if isinstance(v, float):
+            return float(v)  # np.float64 too: a NaN gets the encoder's marker
         return _container(v, self.conv, self.key, _PLAIN) or _leaf(v, self.opts, self.to_json)
 
     def to_json(self, v: Any) -> bytes:
@@ -847,7 +863,9 @@ class _Walk:
                 return n + plan[1]
             view = adapt(v, _NO_LIMIT)
             tv = type(view)
-            if view is UNKNOWN or tv is Unencodable:
+            if tv is Unencodable:
+                return -1  # a NumPy NaN, say: the marker, never the library's null
+            if view is UNKNOWN:
                 if not inside or max_field < _BIG:
                     return -1
                 if isinstance(v, Mapping):
