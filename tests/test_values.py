@@ -708,6 +708,10 @@ def test_bytes_numpy_scalars_and_dataclasses_that_fit_are_byte_identical(
     assert bounded_dumps(r, max_bytes=BIG) == orjson.dumps(r)
 
 
+class Loose(msgspec.Struct):
+    x: Any
+
+
 class WithArray(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
     x: Any
@@ -741,7 +745,8 @@ anything = st.recursive(
 @props
 @given(anything, budgets, st.sampled_from(["marker", "base64"]))
 def test_any_mix_inside_a_model_is_valid_and_bounded(v: Any, max_bytes: int, binary: Any) -> None:
-    for obj in (WithArray(x=v), {"x": v}, Big.model_construct(title="t", rows=v)):
+    holders = (WithArray(x=v), {"x": v}, Big.model_construct(title="t", rows=v), Loose(v))
+    for obj in (*holders, Person("p", 1, friends=[Person("q", 2)], tags=v)):
         out = encode(obj, max_bytes=max_bytes, binary=binary)
         valid(out.data, max_bytes)
 
