@@ -202,6 +202,9 @@ class MapView(Mapping[Any, Any]):
         return f"<fields of {type(self._src).__name__}>"
 
 
+_KEY_SCAN = 4096
+
+
 class _DictView(MapView):
     """A dict inside a native value: keys and values written as its library writes them."""
 
@@ -237,11 +240,13 @@ class _DictView(MapView):
         raise KeyError(k)
 
     def __contains__(self, k: object) -> bool:
-        # Asked only for the key of the left-out-keys marker: a rewritten non-str key may
-        # spell it too, so look at those (the renderer asks before it takes a prefix).
+        # Asked for the key of the left-out-keys marker ("…"): a non-str key rewritten to
+        # that text is looked for among the first keys only, so that a dict of millions
+        # costs the budget; past them the marker's key could repeat one (never lose one).
         if k in self._src:
             return True
-        return any(type(k2) is not str and self._key(k2) == k for k2 in self._src)
+        head = islice(self._src, _KEY_SCAN)
+        return any(type(k2) is not str and self._key(k2) == k for k2 in head)
 
 
 class SeqView(Sequence[Any]):
