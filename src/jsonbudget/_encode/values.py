@@ -208,13 +208,14 @@ _KEY_SCAN = 4096
 class _DictView(MapView):
     """A dict inside a native value: keys and values written as its library writes them."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_asked", "_key")
 
     def __init__(
         self, d: Mapping[Any, Any], conv: Callable[[Any], Any], key: Callable[[Any], Any]
     ) -> None:
         super().__init__([], conv, src=d)
         self._key = key
+        self._asked: dict[object, bool] = {}  # `__contains__` answers: each render asks
 
     def __len__(self) -> int:
         return len(self._src)
@@ -245,8 +246,14 @@ class _DictView(MapView):
         # costs the budget; past them the marker's key could repeat one (never lose one).
         if k in self._src:
             return True
-        head = islice(self._src, _KEY_SCAN)
-        return any(type(k2) is not str and self._key(k2) == k for k2 in head)
+        found = self._asked.get(k)
+        if found is None:
+            head = islice(self._src, _KEY_SCAN)
+            # A number's or a bool's text is never a marker's key: only other types are asked.
+            found = self._asked[k] = any(
+                type(k2) not in _PLAIN and self._key(k2) == k for k2 in head
+            )
+        return found
 
 
 class SeqView(Sequence[Any]):
