@@ -764,3 +764,15 @@ def test_a_computed_field_that_raises_is_an_encode_error_with_its_cause() -> Non
     with pytest.raises(EncodeError, match="computed field broken raised KeyError") as info:
         bounded_dumps(Failing(a=1), max_bytes=1000)
     assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_a_cycle_inside_a_model_or_struct_gets_the_cycle_marker() -> None:
+    d: dict[str, Any] = {}
+    d["d"] = d
+    items: list[Any] = []
+    items.append(items)
+    for holder in (WithArray.model_construct(x=d), Loose(d)):
+        assert (
+            bounded_dumps(holder, max_bytes=300) == '{"x":{"d":"…[unencodable: cycle]"}}'.encode()
+        )
+    assert bounded_dumps(Loose(items), max_bytes=300) == '{"x":["…[unencodable: cycle]"]}'.encode()

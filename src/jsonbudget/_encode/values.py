@@ -588,19 +588,55 @@ def _model_plan(t: Any) -> _Plan:
     return _Plan(t)
 
 
-class _PydConv:
+class _Conv:
+    """A native value's members converted one level at a time, as its library writes them.
+
+    A collection becomes one view per collection (*views*, by identity), so a list that
+    contains itself is the same view again and the renderer sees the cycle.
+    """
+
+    __slots__ = ("opts", "views")
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.views: dict[int, Any] = {}
+
+    def key(self, k: Any) -> Any:
+        raise NotImplementedError
+
+    def conv(self, v: Any) -> Any:
+        raise NotImplementedError
+
+    def container(self, v: Any, plain: frozenset[type]) -> Any:
+        """*v* as a view if it is a collection (never written whole), else None."""
+        view = self.views.get(id(v))
+        if view is not None and view._src is v:
+            return view
+        if isinstance(v, Mapping):
+            view = _DictView(v, self.conv, self.key)
+        elif isinstance(v, set | frozenset):
+            view = SeqView(v, self.conv, indexable=False, plain=plain)
+        elif isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray | memoryview):
+            view = SeqView(v, self.conv, plain=plain)
+        else:
+            return None
+        self.views[id(v)] = view  # the view holds *v*: its id stays its own
+        return view
+
+
+class _PydConv(_Conv):
     """A value inside a pydantic model as pydantic writes it in JSON, one level at a time."""
 
-    __slots__ = ("modes", "opts")
+    __slots__ = ("modes",)
 
     def __init__(self, config: Mapping[str, Any], opts: Options) -> None:
+        super().__init__(opts)
         self.modes = {
             "timedelta_mode": config.get("ser_json_timedelta", "iso8601"),
             "bytes_mode": config.get("ser_json_bytes", "utf8"),
             # `to_json` writes a NaN inside a leaf as the constant NaN, which is not JSON.
             "inf_nan_mode": "null",
         }
-        self.opts = opts
 
     def conv(self, v: Any) -> Any:
         if type(v) in _PLAIN:
@@ -609,26 +645,14 @@ class _PydConv:
             return v  # dispatched again: a nested model is a view of its own
         if isinstance(v, float):
             return float(v)  # np.float64 too: a NaN gets the encoder's marker
-        return _container(v, self.conv, self.key, _PLAIN) or _leaf(v, self.opts, self.to_json)
+        view = self.container(v, _PLAIN)
+        return _leaf(v, self.opts, self.to_json) if view is None else view
 
     def to_json(self, v: Any) -> bytes:
         return sys.modules["pydantic_core"].to_json(v, **self.modes)  # type: ignore[no-any-return]
 
     def key(self, k: Any) -> Any:
         return k if type(k) is str else _key_text(self.to_json, k)
-
-
-def _container(
-    v: Any, conv: Callable[[Any], Any], key: Callable[[Any], Any], plain: frozenset[type]
-) -> Any:
-    """A collection inside a native value as a view, or None: never written whole."""
-    if isinstance(v, Mapping):
-        return _DictView(v, conv, key)
-    if isinstance(v, set | frozenset):
-        return SeqView(v, conv, indexable=False, plain=plain)
-    if isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray | memoryview):
-        return SeqView(v, conv, plain=plain)
-    return None
 
 
 def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
@@ -694,13 +718,10 @@ def _is_default(v: Any, default: Any) -> bool:
     return v is default  # msgspec compares by identity: an equal 1.0 or 1000 is written
 
 
-class _MsgConv:
+class _MsgConv(_Conv):
     """A value inside a Struct as msgspec writes it in JSON, one level at a time."""
 
-    __slots__ = ("opts",)
-
-    def __init__(self, opts: Options) -> None:
-        self.opts = opts
+    __slots__ = ()
 
     def conv(self, v: Any) -> Any:
         t = type(v)
@@ -711,8 +732,8 @@ class _MsgConv:
             return Raw(_msgspec_json(v), "float") if v - v == 0 else v
         if isinstance(v, sys.modules["msgspec"].Struct):
             return v
-        found = _container(v, self.conv, self.key, _MSG_PLAIN)
-        return found or _leaf(v, self.opts, _msgspec_json)
+        view = self.container(v, _MSG_PLAIN)
+        return _leaf(v, self.opts, _msgspec_json) if view is None else view
 
     def key(self, k: Any) -> Any:
         return k if type(k) is str else _key_text(_msgspec_json, k)
