@@ -21,6 +21,7 @@ from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH, MAX_LIMIT, STRUCTURED_MIN_FIELD_BYTES, Limits
 from ..errors import LimitError
 from . import bound as _bound
+from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from .bound import compact as _compact
 from .markers import Markers, MarkerStyle
@@ -84,6 +85,7 @@ _COMPACT_BELOW = 8192
 _STRATEGIES = ("balanced", "prefix")
 _MARKERS = ("text", "structured")
 _UNENCODABLE = ("marker", "error")
+_BINARY = ("marker", "base64")
 
 
 def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -97,10 +99,23 @@ class Encoder:
     ``default`` works like orjson's: it is called with any object of a type the encoder
     does not know and returns something it does. ``unencodable`` chooses what happens to
     a value that still cannot be encoded: a marker in place (default) or `EncodeError`.
-    Every invalid limit or mode raises `LimitError` naming it.
+    ``binary`` writes bytes, bytearray and memoryview as a marker (default) or base64.
+    Native values (pydantic, msgspec, attrs, Decimal, NumPy) are written as their own
+    library writes them (see docs/values.md). Every invalid limit or mode raises
+    `LimitError` naming it.
     """
 
-    __slots__ = ("_caps", "_mk", "default", "limits", "markers", "strategy", "unencodable")
+    __slots__ = (
+        "_caps",
+        "_mk",
+        "_values",
+        "binary",
+        "default",
+        "limits",
+        "markers",
+        "strategy",
+        "unencodable",
+    )
 
     def __init__(
         self,
@@ -115,10 +130,12 @@ class Encoder:
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
         unencodable: OnUnencodable = "marker",
+        binary: _values.Binary = "marker",
     ) -> None:
         _mode("strategy", strategy, _STRATEGIES)
         _mode("markers", markers, _MARKERS)
         _mode("unencodable", unencodable, _UNENCODABLE)
+        _mode("binary", binary, _BINARY)
         if default is not None and not callable(default):
             raise LimitError("default", default, "must be callable or None")
         lim = self.limits = _resolve_limits(
@@ -137,6 +154,8 @@ class Encoder:
         self._mk = Markers(markers)
         self.default = default
         self.unencodable: OnUnencodable = unencodable
+        self.binary: _values.Binary = binary
+        self._values = _values.Options(binary, lim.max_bytes)
         # As `bound.clean_dumps` takes them.
         self._caps: _bound.Caps = (
             lim.max_depth,
@@ -295,7 +314,19 @@ def _encoder(key: tuple[Any, ...]) -> Encoder:
 
 
 def _make(key: tuple[Any, ...]) -> Encoder:
-    limits, max_bytes, max_items, max_keys, field, depth, strategy, markers, default, unenc = key
+    (
+        limits,
+        max_bytes,
+        max_items,
+        max_keys,
+        field,
+        depth,
+        strategy,
+        markers,
+        default,
+        unenc,
+        binary,
+    ) = key
     return Encoder(
         limits,
         max_bytes=max_bytes,
@@ -307,6 +338,7 @@ def _make(key: tuple[Any, ...]) -> Encoder:
         markers=markers,
         default=default,
         unencodable=unenc,
+        binary=binary,
     )
 
 
@@ -324,10 +356,11 @@ def encode(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
+    binary: _values.Binary = "marker",
 ) -> Encoded:
     """Encode *obj* as JSON within *limits*, with the side-band report of every cut."""
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
-    enc = _encoder((*options, strategy, markers, default, unencodable))
+    enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.encode(obj)
 
 
@@ -345,8 +378,9 @@ def bounded_dumps(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
+    binary: _values.Binary = "marker",
 ) -> bytes:
     """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
-    enc = _encoder((*options, strategy, markers, default, unencodable))
+    enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.dumps(obj)
