@@ -519,8 +519,10 @@ def _clipped(c: Clipped, opts: Options) -> Any:
     head = c.head
     if isinstance(head, str):
         return Clip(head, c.length, c.unit, b64=False)
-    if opts.binary == "base64" and (len(head) + 2) // 3 * 4 + 2 <= opts.max_bytes:
-        return Clip(base64.b64encode(head).decode("ascii"), c.length, "bytes", b64=True)
+    if opts.binary == "base64":
+        # Only what the budget could show is encoded: the rest is cut in any case.
+        part = head[: opts.max_bytes // 4 * 3 + 3]
+        return Clip(base64.b64encode(part).decode("ascii"), c.length, "bytes", b64=True)
     # Not `default`: it would see the head as if it were the whole value.
     return Unencodable(f"{type(head).__name__} of {c.length} bytes")
 
@@ -779,8 +781,8 @@ class _MsgConv(_Conv):
         if t is float:
             # msgspec writes 1e20 where orjson writes 1e+20: its own bytes for a number.
             return Raw(_msgspec_json(v), "float") if v - v == 0 else v
-        if isinstance(v, sys.modules["msgspec"].Struct):
-            return v
+        if isinstance(v, sys.modules["msgspec"].Struct) or t is Clipped:
+            return v  # dispatched again (msgspec would write a Clipped as an object)
         view = self.container(v, _MSG_PLAIN)
         return _leaf(v, self.opts, _msgspec_json) if view is None else view
 
