@@ -778,3 +778,26 @@ def test_a_cycle_inside_a_model_or_struct_gets_the_cycle_marker() -> None:
             bounded_dumps(holder, max_bytes=300) == '{"x":{"d":"…[unencodable: cycle]"}}'.encode()
         )
     assert bounded_dumps(Loose(items), max_bytes=300) == '{"x":["…[unencodable: cycle]"]}'.encode()
+
+
+class _Wide(msgspec.Struct):
+    a: int
+    b: int
+    c: int
+
+
+class _WideModel(pydantic.BaseModel):
+    a: int
+    b: int
+    c: int
+
+
+def test_max_keys_holds_for_a_list_of_structs_and_models_that_would_fit_whole() -> None:
+    # Regression: the run walk bounded a Struct's values as an array, held to max_items
+    # only, so a Struct with more fields than max_keys came out as msgspec wrote it.
+    want = [{"a": 1, "b": 2, "…": "[omitted: 1 more keys]"}] * 2
+    for row in (_Wide(1, 2, 3), _WideModel(a=1, b=2, c=3)):
+        out = encode([row, row], max_bytes=1000, max_keys=2)
+        assert orjson.loads(out.data) == want
+        assert out.complete is False
+        assert encode([row, row], max_bytes=1000, max_items=2).complete is True

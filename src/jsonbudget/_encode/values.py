@@ -4,9 +4,10 @@ The encoder meets a value's type in one place (`adapt`, called before ``default`
 pydantic model, a msgspec Struct or an attrs instance becomes a `MapView` (its members
 in its library's order, under its library's names); a NumPy array, and a sequence
 orjson would not write (a deque, a namedtuple without ``default``), a `SeqView`; a
-`Decimal` or an ``orjson.Fragment`` a `Raw` JSON text. The renderer walks a view as it
-walks a dict or a list, and a view converts a member only when the renderer reaches it,
-so a model with a 1 GB field or a 10-million-item list costs about the budget.
+`Decimal` or an ``orjson.Fragment`` a `Raw` JSON text; a source's `Clipped` cell a
+`Clip`, a cut string whose marker counts from the whole value. The renderer walks a view
+as it walks a dict or a list, and a view converts a member only when the renderer
+reaches it, so a model with a 1 GB field or a 10-million-item list costs about the budget.
 
 Byte identity comes from `whole`: when a lower bound of the value's size fits the room
 (walked the way `bound` walks JSON, stopping once it passes the room) and nothing in it
