@@ -106,9 +106,13 @@ def test_work_per_output_byte_is_flat_in_depth(strategy: str, budget: int) -> No
     per_byte = []
     for depth in range(4, 17, 2):
         size, calls = work(tree(depth), budget, strategy=strategy)
-        per_byte.append(calls / size)
+        assert calls / size < 0.5  # well under one call per output byte
+        if size > budget // 2:
+            # Only trees that are cut are compared: one that fits whole is written by one
+            # library call and costs next to no renderer calls at all.
+            per_byte.append(calls / size)
+    assert len(per_byte) >= 3, per_byte
     assert max(per_byte) <= 2 * min(per_byte), per_byte
-    assert max(per_byte) < 0.5  # well under one call per output byte
 
 
 @pytest.mark.parametrize("strategy", ["balanced", "prefix"])

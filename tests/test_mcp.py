@@ -6,7 +6,6 @@ import importlib.util
 import os
 import sqlite3
 import sys
-from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,6 +44,16 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "mcp_server.py"
 BUDGET = 16384
 INVALID_PARAMS = -32602
+
+
+class Price:
+    """A type only a default hook can encode (Decimal is native now)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def load_example() -> ModuleType:
@@ -379,10 +388,10 @@ def test_pager_options_validated() -> None:
 
 
 def test_pager_default_hook_encodes_what_the_encoder_does_not_know() -> None:
-    rows = [{"id": i, "price": Decimal(f"{i}.10")} for i in range(50)]
+    rows = [{"id": i, "price": Price(f"{i}.10")} for i in range(50)]
     plain = McpPager(max_bytes=4096).paginate(rows, scope=Scope("p", {}))
     hooked = McpPager(max_bytes=4096, default=str).paginate(rows, scope=Scope("p", {}))
-    assert plain.structured_content["items"][1]["price"] == "…[unencodable: Decimal]"
+    assert plain.structured_content["items"][1]["price"] == "…[unencodable: Price]"
     assert hooked.structured_content["items"][1]["price"] == "1.10"
 
 

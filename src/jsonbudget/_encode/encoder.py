@@ -28,6 +28,7 @@ from .._limits import (
 )
 from ..errors import LimitError
 from . import bound as _bound
+from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from .bound import compact as _compact
 from .markers import Markers, MarkerStyle
@@ -91,16 +92,20 @@ _COMPACT_BELOW = 8192
 _STRATEGIES = ("balanced", "prefix")
 _MARKERS = ("text", "structured")
 _UNENCODABLE = ("marker", "error")
+_BINARY = ("marker", "base64")
 #: The caps of a budget-only call, as `bound.clean_dumps` takes them.
 _DEFAULT_CAPS: _bound.Caps = (DEFAULT_MAX_DEPTH, _BIG, _BIG, _BIG, _BOUNDED_SCALARS)
 
 
-def _valid_modes(strategy: object, markers: object, unencodable: object, default: object) -> bool:
+def _valid_modes(
+    strategy: object, markers: object, unencodable: object, default: object, binary: object
+) -> bool:
     """Whether every mode is valid (the slow path raises for the one that is not)."""
     return (
         strategy in _STRATEGIES
         and markers in _MARKERS
         and unencodable in _UNENCODABLE
+        and binary in _BINARY
         and (default is None or callable(default))
     )
 
@@ -116,10 +121,23 @@ class Encoder:
     ``default`` works like orjson's: it is called with any object of a type the encoder
     does not know and returns something it does. ``unencodable`` chooses what happens to
     a value that still cannot be encoded: a marker in place (default) or `EncodeError`.
-    Every invalid limit or mode raises `LimitError` naming it.
+    ``binary`` writes bytes, bytearray and memoryview as a marker (default) or base64.
+    Native values (pydantic, msgspec, attrs, Decimal, NumPy) are written as their own
+    library writes them (see docs/values.md). Every invalid limit or mode raises
+    `LimitError` naming it.
     """
 
-    __slots__ = ("_caps", "_mk", "default", "limits", "markers", "strategy", "unencodable")
+    __slots__ = (
+        "_caps",
+        "_mk",
+        "_values",
+        "binary",
+        "default",
+        "limits",
+        "markers",
+        "strategy",
+        "unencodable",
+    )
 
     def __init__(
         self,
@@ -134,10 +152,12 @@ class Encoder:
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
         unencodable: OnUnencodable = "marker",
+        binary: _values.Binary = "marker",
     ) -> None:
         _mode("strategy", strategy, _STRATEGIES)
         _mode("markers", markers, _MARKERS)
         _mode("unencodable", unencodable, _UNENCODABLE)
+        _mode("binary", binary, _BINARY)
         if default is not None and not callable(default):
             raise LimitError("default", default, "must be callable or None")
         lim = self.limits = _resolve_limits(
@@ -156,6 +176,8 @@ class Encoder:
         self._mk = Markers(markers)
         self.default = default
         self.unencodable: OnUnencodable = unencodable
+        self.binary: _values.Binary = binary
+        self._values = _values.Options(binary, lim.max_bytes)
         # As `bound.clean_dumps` takes them.
         self._caps: _bound.Caps = (
             lim.max_depth,
@@ -314,7 +336,19 @@ def _encoder(key: tuple[Any, ...]) -> Encoder:
 
 
 def _make(key: tuple[Any, ...]) -> Encoder:
-    limits, max_bytes, max_items, max_keys, field, depth, strategy, markers, default, unenc = key
+    (
+        limits,
+        max_bytes,
+        max_items,
+        max_keys,
+        field,
+        depth,
+        strategy,
+        markers,
+        default,
+        unenc,
+        binary,
+    ) = key
     return Encoder(
         limits,
         max_bytes=max_bytes,
@@ -326,6 +360,7 @@ def _make(key: tuple[Any, ...]) -> Encoder:
         markers=markers,
         default=default,
         unencodable=unenc,
+        binary=binary,
     )
 
 
@@ -343,6 +378,7 @@ def encode(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
+    binary: _values.Binary = "marker",
 ) -> Encoded:
     """Encode *obj* as JSON within *limits*, with the side-band report of every cut."""
     if (
@@ -353,13 +389,13 @@ def encode(
         and max_field_bytes is None
         and max_depth is None
         and MIN_BYTES <= max_bytes <= MAX_LIMIT
-        and _valid_modes(strategy, markers, unencodable, default)
+        and _valid_modes(strategy, markers, unencodable, default, binary)
     ):
         data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
         if type(data) is bytes:
             return _complete(data)
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
-    enc = _encoder((*options, strategy, markers, default, unencodable))
+    enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.encode(obj)
 
 
@@ -377,6 +413,7 @@ def bounded_dumps(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
+    binary: _values.Binary = "marker",
 ) -> bytes:
     """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
     # A budget alone, and an object that is clean and fits: one compiled walk and one
@@ -389,11 +426,11 @@ def bounded_dumps(
         and max_field_bytes is None
         and max_depth is None
         and MIN_BYTES <= max_bytes <= MAX_LIMIT
-        and _valid_modes(strategy, markers, unencodable, default)
+        and _valid_modes(strategy, markers, unencodable, default, binary)
     ):
         data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
         if type(data) is bytes:
             return _compact(data) if len(data) < _COMPACT_BELOW else data
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
-    enc = _encoder((*options, strategy, markers, default, unencodable))
+    enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.dumps(obj)

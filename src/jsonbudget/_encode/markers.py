@@ -22,18 +22,21 @@ class Markers:
     def __init__(self, style: MarkerStyle) -> None:
         self.structured = style == "structured"
 
-    def string(self, omitted: int | None) -> tuple[bytes, bytes]:
+    def string(self, omitted: int | None, unit: str = "chars") -> tuple[bytes, bytes]:
         """Bytes before and after a kept prefix's encoded content.
 
         With *omitted* None the marker says ``…[truncated]``: used when the count itself
         does not fit the room, never to hide a known count in the side-band report.
+        *unit* is ``"chars"``, or ``"bytes"`` for a value counted in bytes.
         """
         if self.structured:
             count = b"null" if omitted is None else b"%d" % omitted
-            return b'{"$truncated":{"kind":"string","omitted":%s,"prefix":"' % count, b'"}}'
+            unit_field = b"" if unit == "chars" else b'"unit":"bytes",'
+            head = b'{"$truncated":{"kind":"string","omitted":%s,%s"prefix":"'
+            return head % (count, unit_field), b'"}}'
         if omitted is None:
             return b'"', '…[truncated]"'.encode()
-        return b'"', b'\xe2\x80\xa6[truncated: %d more chars]"' % omitted
+        return b'"', b'\xe2\x80\xa6[truncated: %d more %s]"' % (omitted, unit.encode())
 
     def items(self, omitted: int | None) -> bytes:
         if self.structured:

@@ -30,7 +30,6 @@ tests.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import enum
 import reprlib
@@ -42,6 +41,7 @@ import orjson
 
 from ..errors import EncodeError, JsonBudgetError
 from . import bound as _bound
+from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from .bound import TOO_BIG as _TOO_BIG
 from .markers import Markers
@@ -62,12 +62,10 @@ _JSONError = orjson.JSONEncodeError
 _NONE: Trs = ()
 _BIG = 1 << 62
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
-#: What the dispatch hands on unchanged (None aside).
-_NATIVE = (str, int, float, Mapping, list, tuple, *_BOUNDED_SCALARS)
 #: From this many items on, a run of list items is bounded and encoded at once.
 _BULK_MIN = 2
-#: orjson's own nesting limit; a `default` chain longer than this is a loop.
-_DEFAULT_CHAIN = 254
+#: orjson calls `default` up to 255 times in a row (its Recursive(254) test passes).
+_DEFAULT_CHAIN = 255
 #: Water-filling rounds per object; each costs about the object's room, and a few settle it.
 _ROUNDS = 8
 #: Keys longer than this never collide with a marker or a rewritten key's text.
@@ -172,7 +170,13 @@ def _least_bound(item: Any, cap: int, caps: Any) -> int:
     return n if n > 0 else 1
 
 
-_CONVERTED = (*_NATIVE, Stream)
+#: What the dispatch hands on unchanged: orjson's exact types, the subclasses orjson
+#: writes as their base (str, int, dict, list), and native values' views. Anything else
+#: (a float or tuple subclass, a non-dict Mapping) meets `default` first, as in orjson.
+_WALKED = frozenset(
+    {str, int, float, bool, type(None), dict, list, tuple, Stream, *_BOUNDED_SCALARS}
+)
+_WALKED_BASES = (str, int, dict, list, *_values.WALKABLE)
 
 
 class Mark:
@@ -227,7 +231,7 @@ def _describe(obj: Any) -> str:
     """Say what stood where a marker now stands, at a bounded cost, without its content."""
     if isinstance(obj, Mapping):
         return "object"
-    if isinstance(obj, list | tuple):
+    if isinstance(obj, list | tuple | _values.SeqView):
         return f"list of {len(obj)} items"
     if isinstance(obj, set | frozenset):
         return f"{type(obj).__name__} of {len(obj)} items"
@@ -252,7 +256,6 @@ class EncodeCall:
         "cycles",
         "default",
         "error_on_unencodable",
-        "fields",
         "max_depth",
         "max_field",
         "max_items",
@@ -262,6 +265,7 @@ class EncodeCall:
         "prefix",
         "seen",
         "streams",
+        "values",
         "work",
     )
 
@@ -276,7 +280,7 @@ class EncodeCall:
         self.cycles = 0  # cycle markers written; a rendering holding one is not kept
         self.seen: dict[tuple[int, int], _Seen] = {}
         self.converted: dict[int, tuple[Any, Any]] = {}
-        self.fields: dict[type, tuple[str, ...]] = {}
+        self.values: _values.Options = enc._values
         self.streams: dict[int, Stream] = {} if streams is None else streams
         self.work = 0
         self.over = 2.0  # how far the last bulk run passed its room (see `RunSizer`)
@@ -324,15 +328,13 @@ class EncodeCall:
         """The type dispatch: what *obj* is encoded as.
 
         Returns a str, a scalar (int, float, bool, None, a bounded scalar), a `Mapping`,
-        a list or tuple, a `Stream`, or a `Mark`. Every other type is converted here,
-        once per object per call (so `default` runs once per object): enums by value,
-        dataclasses by field, iterators as streams, then ``default``; what is left is
-        unencodable.
+        a list or tuple, a native value's view, `Raw` or `Clip`, a `Stream`, or a `Mark`.
+        Every other type is converted here, once per object per call (so `default` runs
+        once per object): enums by value, native values (see `values.adapt`), iterators
+        as streams, then ``default``, then `values.fallback`; what is left is unencodable.
         """
-        if isinstance(obj, _NATIVE):
+        if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
             return obj
-        if obj is None:
-            return None
         hit = self.converted.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
@@ -341,18 +343,20 @@ class EncodeCall:
         return out
 
     def _convert(self, obj: Any, where: Any) -> Any:
-        for _ in range(_DEFAULT_CHAIN):
-            if obj is None or isinstance(obj, _CONVERTED):
+        for _ in range(_DEFAULT_CHAIN + 1):  # the last round only checks
+            if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
                 return obj
             if isinstance(obj, enum.Enum):
                 obj = obj.value
                 continue
             t = type(obj)
-            if dataclasses.is_dataclass(t):
-                names = self.fields.get(t)
-                if names is None:
-                    names = self.fields[t] = tuple(f.name for f in dataclasses.fields(t))
-                return {name: getattr(obj, name) for name in names}
+            # Models, Structs, attrs, Decimal, NumPy, Fragment, dataclasses (their fields
+            # as orjson selects them): as their own library writes them.
+            native = _values.adapt(obj, self.values)
+            if native is not _values.UNKNOWN:
+                if type(native) is _values.Unencodable:
+                    return self._unknown(native.what, where)
+                return native
             if isinstance(obj, Iterator):
                 stream = self.streams.get(id(obj))
                 if stream is None or stream.it is not obj:
@@ -368,11 +372,17 @@ class EncodeCall:
                         path=_path(where),
                     ) from exc
                 continue
-            what = _describe(obj)
-            if self.error_on_unencodable:
-                raise EncodeError(f"cannot encode {what}", path=_path(where))
-            return Mark("unencodable", what)
+            # Where orjson would raise: a subclass as its base, a Mapping or Sequence walked.
+            native = _values.fallback(obj)
+            if native is not _values.UNKNOWN:
+                return native
+            return self._unknown(_describe(obj), where)
         raise EncodeError("default kept returning unencodable values", path=_path(where))
+
+    def _unknown(self, what: str, where: Any) -> Mark:
+        if self.error_on_unencodable:
+            raise EncodeError(f"cannot encode {what}", path=_path(where))
+        return Mark("unencodable", what)
 
     # -- whole -----------------------------------------------------------------------
 
@@ -398,6 +408,10 @@ class EncodeCall:
             return self._scalar(v, cap, where)
         if type(v) is Mark:
             return self._marker(v.kind, v.what, cap)
+        if type(v) is _values.Raw:
+            return (v.data, _NONE) if len(v.data) <= cap else None
+        if type(v) is _values.Clip:
+            return self._whole_clip(v, cap)
         return self._whole_container(obj, v, cap, where, depth)
 
     def _entry(self, obj: Any, v: Any, depth: int) -> _Seen:
@@ -424,6 +438,11 @@ class EncodeCall:
             if data == _TOO_BIG:
                 ent.over = cap
                 return None
+            # A native value's own library writes it when all of it fits (byte identity).
+            native = _values.whole(v, cap, depth, self.caps)
+            if native is not None:
+                ent.exact, ent.size = (native, _NONE), len(native)
+                return ent.exact
         if type(v) is Mark:
             return self._marker(v.kind, v.what, cap)
         ident = id(v)
@@ -458,8 +477,8 @@ class EncodeCall:
             if t is dict:
                 members: list[Any] = list(islice(v.items(), limit))
                 n: int | None = len(v)
-            elif t is list or t is tuple:
-                members, n = list(v[:limit]), len(v)
+            elif t is list or t is tuple or isinstance(v, _values.SeqView):
+                members, n = list(v[:limit]), len(v)  # a SeqView refuses a lying len
             elif t is Stream:
                 v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
                 members = v.items[:limit]
@@ -467,6 +486,8 @@ class EncodeCall:
             elif isinstance(v, Mapping):  # its len and its items() may not be the truth
                 members = [(k, x) for k, x in islice(v.items(), limit)]
                 n = len(members) if len(members) < limit else None
+                if n is None and isinstance(v, _values.MapView):
+                    n = len(v)  # a view counts its own members
             else:  # a sequence of another type: its len may not be the truth
                 members = list(islice(v, limit))
                 n = len(members) if len(members) < limit else None
@@ -581,6 +602,12 @@ class EncodeCall:
             return self._scalar(v, allot, where)
         if type(v) is Mark:
             return self._marker(v.kind, v.what, allot)
+        if type(v) is _values.Raw:
+            if len(v.data) <= allot:
+                return v.data, _NONE
+            return self._marker("unencodable", v.what, allot)
+        if type(v) is _values.Clip:
+            return self._cut_clip(v, allot)
         ident = id(v)
         if ident in self.active:
             return self._cycle(allot, where)
@@ -617,6 +644,11 @@ class EncodeCall:
             return len(out[0]) if out is not None else 0
         if type(v) is Mark:
             return len(mk.value(v.kind, v.what))
+        if type(v) is _values.Raw:
+            return min(len(v.data), len(mk.value("unencodable", v.what)))
+        if type(v) is _values.Clip:
+            head, tail = mk.string(v.total, v.unit)  # what `_cut_clip` keeps at least
+            return len(head) + len(tail)
         if id(v) in self.active:
             return len(mk.value("unencodable", "cycle"))
         if depth >= self.max_depth:
@@ -976,6 +1008,47 @@ class EncodeCall:
             trs += (("", "unencodable", replaced, "chars"),)
         content += tail
         return bytes(content), trs
+
+    def _whole_clip(self, c: _values.Clip, cap: int) -> Out | None:
+        """A clipped text's full rendering: all its head (or the field cap's cut) and its
+        marker, if that fits *cap*."""
+        out = self._clip(c, cap)
+        if out is None:
+            return None
+        rendering, whole_head = out
+        return rendering if whole_head or self.max_field <= cap else None
+
+    def _cut_clip(self, c: _values.Clip, allot: int) -> Out | None:
+        out = self._clip(c, allot)
+        return None if out is None else out[0]
+
+    def _clip(self, c: _values.Clip, allot: int) -> tuple[Out, bool] | None:
+        """A clipped text cut to fit *allot* bytes, its marker counting from the whole
+        value's length (never complete); with whether all of its head was kept."""
+        allot = min(allot, self.max_field)
+        text, unit = c.text, c.unit
+        head, tail = self.mk.string(c.total, unit)  # the longest count
+        room = allot - len(head) - len(tail)
+        counted = room >= 0
+        if not counted:
+            head, tail = self.mk.string(None, unit)  # the count does not fit: "…[truncated]"
+            room = allot - len(head) - len(tail)
+            if room < 0:
+                return None
+        content, kept, replaced = prefix(text, room)
+        stand = c.keep(kept)
+        if stand < kept:  # base64 is ASCII: a character a byte
+            del content[stand:]
+            kept = stand
+        omitted = c.omitted(kept)
+        if counted:
+            head, tail = self.mk.string(omitted, unit)
+        trs: Trs = (("", "string", omitted, unit),)
+        if replaced:
+            trs += (("", "unencodable", replaced, "chars"),)
+        content[0:0] = head
+        content += tail
+        return (bytes(content), trs), kept == len(text)
 
     def _scrubbed(self, s: str, cap: int) -> Out | None:
         """A string with lone surrogates: each becomes U+FFFD, and the string says so."""

@@ -1,0 +1,1101 @@
+"""Native values: the types tools return, as their own libraries write them, walked lazily.
+
+The encoder meets a value's type in one place (`adapt`, called before ``default``). A
+pydantic model, a msgspec Struct or an attrs instance becomes a `MapView` (its members
+in its library's order, under its library's names); a NumPy array, and a sequence
+orjson would not write (a deque, a namedtuple without ``default``), a `SeqView`; a
+`Decimal` or an ``orjson.Fragment`` a `Raw` JSON text; a source's `Clipped` cell a
+`Clip`, a cut string whose marker counts from the whole value. The renderer walks a view
+as it walks a dict or a list, and a view converts a member only when the renderer
+reaches it, so a model with a 1 GB field or a 10-million-item list costs about the budget.
+
+Byte identity comes from `whole`: when a lower bound of the value's size fits the room
+(walked the way `bound` walks JSON, stopping once it passes the room) and nothing in it
+needs a marker, the value's own library writes it (``model_dump_json()``,
+``msgspec.json.encode``, orjson with ``OPT_SERIALIZE_NUMPY``), and those bytes are kept
+if they fit.
+
+A library is used only if something already imported it: a value of a type from a module
+that is not in ``sys.modules`` cannot exist, so this module imports none of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import operator
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from functools import lru_cache
+from itertools import islice
+from typing import Any, Final, Literal
+
+import orjson
+
+from .._sources.base import Clipped
+from ..errors import EncodeError
+from . import bound as _bound
+
+__all__ = [
+    "UNKNOWN",
+    "WALKABLE",
+    "Binary",
+    "Clip",
+    "MapView",
+    "Options",
+    "Raw",
+    "SeqView",
+    "Unencodable",
+    "adapt",
+    "dataclass_members",
+    "fallback",
+    "whole",
+]
+
+Binary = Literal["marker", "base64"]
+
+#: What `adapt` and `fallback` return for a value they do not handle.
+UNKNOWN: Final = object()
+
+_dumps = orjson.dumps
+_loads = orjson.loads
+_JSONError = orjson.JSONEncodeError
+_NUMPY_OPT = orjson.OPT_SERIALIZE_NUMPY
+# Inside `whole`, dataclasses go through `_as_fragment` too: a pydantic dataclass is one.
+_WHOLE_OPT = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATACLASS
+_BIG = 1 << 62
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_JSON: frozenset[type] = frozenset(
+    {str, int, float, bool, type(None), dict, list, tuple, *_bound.BOUNDED_SCALARS}
+)
+
+
+class Options:
+    """The encoder options adapters need: the binary mode and the call's whole budget."""
+
+    __slots__ = ("binary", "max_bytes")
+
+    def __init__(self, binary: Binary, max_bytes: int) -> None:
+        self.binary = binary
+        self.max_bytes = max_bytes
+
+
+_NO_LIMIT = Options("marker", _BIG)
+
+
+class Raw:
+    """A JSON text known to be valid (a Decimal's number, a checked Fragment): written as is.
+
+    *what* is what the marker says when the text does not fit its room.
+    """
+
+    __slots__ = ("data", "what")
+
+    def __init__(self, data: bytes, what: str) -> None:
+        self.data = data
+        self.what = what
+
+
+class Clip:
+    """A text a source cut before the encoder saw it (a `Clipped` value): written as a cut
+    string, never whole, whose marker counts from the whole value's length.
+
+    *text* is the head as written (a text head, or a binary head in base64); `omitted`
+    says how much of the whole value a prefix of *text* leaves out, in *unit*.
+    """
+
+    __slots__ = ("b64", "text", "total", "unit")
+
+    def __init__(
+        self, text: str, total: int, unit: Literal["chars", "bytes"], *, b64: bool
+    ) -> None:
+        self.text = text
+        self.total = total
+        self.unit = unit
+        self.b64 = b64
+
+    def keep(self, kept: int) -> int:
+        """The characters of a prefix of *kept* that can stand: whole base64 quanta only."""
+        return kept if not self.b64 or kept == len(self.text) else kept - kept % 4
+
+    def omitted(self, kept: int) -> int:
+        """How much of the whole value the first *kept* characters of *text* leave out."""
+        text = self.text
+        if self.b64:
+            if kept == len(text):
+                return self.total - len(base64.b64decode(text))
+            return self.total - kept // 4 * 3
+        if self.unit == "chars":
+            return self.total - kept
+        return self.total - len(text[:kept].encode("utf-8", "surrogatepass"))
+
+
+class Unencodable:
+    """Said to the encoder: this value gets the unencodable marker saying *what*."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+class _Computed:
+    """A pydantic computed field: evaluated only when the renderer reaches it."""
+
+    __slots__ = ("name", "obj")
+
+    def __init__(self, obj: Any, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def value(self) -> Any:
+        try:
+            return getattr(self.obj, self.name)
+        except Exception as exc:  # chained, not swallowed: the caller sees its own error
+            raise EncodeError(
+                f"computed field {self.name} raised {type(exc).__name__}", path=None
+            ) from exc
+
+
+class MapView(Mapping[Any, Any]):
+    """A native value's members as a read-only mapping, in its library's order.
+
+    *members* holds ``(key, value)`` for the fields (as many as the class declares);
+    *extra* is a mapping taken lazily after them (pydantic's extra fields). Values pass
+    through *conv* once, when first reached, so a library's leaf types are written its
+    way; *native* writes the whole value with its library.
+    """
+
+    __slots__ = ("_conv", "_extra", "_keys", "_native", "_raw", "_src", "_vals")
+
+    def __init__(
+        self,
+        members: list[tuple[Any, Any]],
+        conv: Callable[[Any], Any],
+        *,
+        src: Any,
+        extra: Mapping[Any, Any] | None = None,
+        native: Callable[[], bytes] | None = None,
+    ) -> None:
+        self._keys = [k for k, _ in members]
+        self._raw = [v for _, v in members]
+        self._vals: list[Any] = [UNKNOWN] * len(members)
+        self._conv = conv
+        self._extra = extra or None
+        self._native = native
+        self._src = src
+
+    def __len__(self) -> int:
+        return len(self._keys) + (len(self._extra) if self._extra else 0)
+
+    def _value(self, i: int) -> Any:
+        v = self._vals[i]
+        if v is UNKNOWN:
+            raw = self._raw[i]
+            if type(raw) is _Computed:
+                raw = raw.value()
+            v = self._vals[i] = self._conv(raw)
+        return v
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from self._keys
+        if self._extra:
+            yield from self._extra
+
+    def items(self) -> Iterator[tuple[Any, Any]]:  # type: ignore[override]
+        # A generator, not an ItemsView: the renderer takes a prefix, never all of it.
+        for i, k in enumerate(self._keys):
+            yield k, self._value(i)
+        if self._extra:
+            conv = self._conv
+            for k, v in self._extra.items():
+                yield k, conv(v)
+
+    def raw_items(self) -> Iterator[tuple[Any, Any]]:
+        """Members before conversion, for the size walk."""
+        for k, v in zip(self._keys, self._raw, strict=True):
+            yield k, (v.value() if type(v) is _Computed else v)
+        if self._extra:
+            yield from self._extra.items()
+
+    def __getitem__(self, key: Any) -> Any:
+        for i, k in enumerate(self._keys):
+            if k == key:
+                return self._value(i)
+        if self._extra and key in self._extra:
+            return self._conv(self._extra[key])
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys or bool(self._extra and key in self._extra)
+
+    def __repr__(self) -> str:
+        return f"<fields of {type(self._src).__name__}>"
+
+
+_KEY_SCAN = 4096
+
+
+class _DictView(MapView):
+    """A dict inside a native value: keys and values written as its library writes them."""
+
+    __slots__ = ("_asked", "_key")
+
+    def __init__(
+        self, d: Mapping[Any, Any], conv: Callable[[Any], Any], key: Callable[[Any], Any]
+    ) -> None:
+        super().__init__([], conv, src=d)
+        self._key = key
+        self._asked: dict[object, bool] = {}  # `__contains__` answers: each render asks
+
+    def __len__(self) -> int:
+        return len(self._src)
+
+    def __iter__(self) -> Iterator[Any]:
+        key = self._key
+        return (key(k) for k in self._src)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:  # type: ignore[override]
+        key, conv = self._key, self._conv
+        return ((key(k), conv(v)) for k, v in self._src.items())
+
+    def raw_items(self) -> Iterator[tuple[Any, Any]]:
+        key = self._key
+        return ((key(k), v) for k, v in self._src.items())
+
+    def __getitem__(self, k: Any) -> Any:
+        if type(k) is str and k in self._src:
+            return self._conv(self._src[k])
+        for k2, v in self._src.items():
+            if type(k2) is not str and self._key(k2) == k:
+                return self._conv(v)
+        raise KeyError(k)
+
+    def __contains__(self, k: object) -> bool:
+        # Asked for the key of the left-out-keys marker ("…"): a non-str key rewritten to
+        # that text is looked for among the first keys only, so that a dict of millions
+        # costs the budget; past them the marker's key could repeat one (never lose one).
+        if k in self._src:
+            return True
+        found = self._asked.get(k)
+        if found is None:
+            head = islice(self._src, _KEY_SCAN)
+            # A number's or a bool's text is never a marker's key: only other types are asked.
+            found = self._asked[k] = any(
+                type(k2) not in _PLAIN and self._key(k2) == k for k2 in head
+            )
+        return found
+
+
+class SeqView(Sequence[Any]):
+    """A sequence the renderer can index and slice, items converted as they are reached.
+
+    Over a NumPy array, a deque, a set, a namedtuple, a list inside a model. A set (or
+    anything without indexing) is pulled in order and only as far as it is read.
+    """
+
+    __slots__ = ("_conv", "_it", "_n", "_native", "_plain", "_pulled", "_src")
+
+    def __init__(
+        self,
+        seq: Any,
+        conv: Callable[[Any], Any],
+        *,
+        indexable: bool = True,
+        native: Callable[[], bytes] | None = None,
+        plain: frozenset[type] = frozenset(),
+    ) -> None:
+        self._src = seq
+        self._n = len(seq)
+        self._conv = conv
+        self._plain = plain  # the types *conv* returns unchanged
+        self._native = native
+        self._it: Iterator[Any] | None = None if indexable else iter(seq)
+        self._pulled: list[Any] = []
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _raw(self, start: int, stop: int) -> Any:
+        """Items *start* to *stop* of the source; `EncodeError` if it has fewer than it said."""
+        src = self._src
+        try:
+            it = self._it
+            if it is None:
+                if isinstance(src, list | tuple | range) or type(self) is _ArrayView:
+                    part = src[start:stop]
+                else:  # a deque, a Sequence of the caller's: indexing is all it promises
+                    part = [src[i] for i in range(start, stop)]
+                if len(part) == stop - start:
+                    return part
+            else:
+                pulled = self._pulled
+                pulled.extend(islice(it, max(stop - len(pulled), 0)))
+                if len(pulled) >= stop:
+                    return pulled[start:stop]
+        except (IndexError, RuntimeError) as exc:  # a lying __len__, a set changed meanwhile
+            raise self._changed() from exc
+        raise self._changed()
+
+    def _changed(self) -> EncodeError:
+        # Refused, never written as a lie: the length was promised in the output already.
+        name = type(self._src).__name__
+        return EncodeError(f"{name} said it held {self._n} items, then changed", path=None)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(self._n)
+            return self._slice(self._raw(start, stop))
+        if not -self._n <= index < self._n:
+            raise IndexError(index)
+        index %= self._n
+        return self._conv(self._raw(index, index + 1)[0])
+
+    def _slice(self, part: Any) -> list[Any]:
+        conv = self._conv
+        # A run of plain items (a list of ints in a model) is taken as is: one C pass.
+        if conv is _identity or (self._plain and set(map(type, part)) <= self._plain):
+            return list(part)
+        return [conv(v) for v in part]
+
+    def raw_iter(self) -> Iterable[Any]:
+        """Items before conversion, for the size walk."""
+        if self._it is None or not self._pulled:
+            return self._src  # type: ignore[no-any-return]
+        return self._raw(0, self._n)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<items of {type(self._src).__name__}>"
+
+
+class _ArrayView(SeqView):
+    """One level of a NumPy array: sub-arrays are views, scalars written as orjson does."""
+
+    __slots__ = ()
+
+    def _slice(self, part: Any) -> list[Any]:
+        if part.ndim == 1 and part.dtype.kind in "iub":
+            return part.tolist()  # type: ignore[no-any-return]  # exact ints and bools
+        conv = self._conv
+        return [conv(v) for v in part]
+
+
+#: What the renderer walks as it is (besides the JSON types).
+WALKABLE: Final = (MapView, SeqView, Raw, Clip)
+_VIEWS = frozenset({MapView, _DictView, SeqView, _ArrayView})
+
+
+# -- selection -----------------------------------------------------------------------
+
+
+def adapt(obj: Any, opts: Options) -> Any:
+    """*obj* as something the renderer walks, or `UNKNOWN`. Called before ``default``.
+
+    Returns a view, a `Raw`, an `Unencodable`, or a plain JSON value.
+    """
+    t = type(obj)
+    mods = sys.modules
+    if t is Unencodable:
+        return obj  # a view's member that already said so
+    if t is orjson.Fragment:
+        return _fragment(obj, opts)
+    if t is Clipped:
+        return _clipped(obj, opts)
+    if t.__name__ == "Decimal" and t.__module__ == "decimal":
+        return _decimal(obj)
+    if t is bytes or t is bytearray or t is memoryview:
+        return _binary(obj, opts)
+    if "pydantic" in mods:
+        out = _pydantic(obj, opts)
+        if out is not UNKNOWN:
+            return out
+    if "msgspec" in mods and isinstance(obj, mods["msgspec"].Struct):
+        return _struct(obj, opts)
+    if "attr" in mods and getattr(t, "__attrs_attrs__", None) is not None:
+        return _attrs(obj)
+    if "numpy" in mods:
+        np = mods["numpy"]
+        if isinstance(obj, np.ndarray):
+            return _array(obj)
+        if isinstance(obj, np.generic):
+            return _np_scalar(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclass_members(obj)
+    return UNKNOWN
+
+
+def fallback(obj: Any) -> Any:
+    """What a value orjson refuses becomes when there is no ``default``, or `UNKNOWN`.
+
+    A subclass of a type orjson writes (float, UUID, datetime, date, time) is written as
+    its base type; any other ``Mapping`` as an object; any other sized ``Sequence`` (a
+    namedtuple, a tuple subclass, a deque, a range) as an array.
+    """
+    if isinstance(obj, float):
+        return float(obj)
+    if isinstance(obj, uuid.UUID):
+        return uuid.UUID(int=obj.int)
+    if isinstance(obj, _dt.datetime):
+        return _dt.datetime(
+            obj.year, obj.month, obj.day, obj.hour, obj.minute, obj.second,
+            obj.microsecond, obj.tzinfo, fold=obj.fold,
+        )  # fmt: skip
+    if isinstance(obj, _dt.date):
+        return _dt.date(obj.year, obj.month, obj.day)
+    if isinstance(obj, _dt.time):
+        return _dt.time(
+            obj.hour, obj.minute, obj.second, obj.microsecond, obj.tzinfo, fold=obj.fold
+        )
+    if isinstance(obj, Mapping):
+        return obj
+    if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray | memoryview):
+        return SeqView(obj, _identity)
+    return UNKNOWN
+
+
+def dataclass_members(obj: Any) -> dict[Any, Any]:
+    """A dataclass instance's members exactly as orjson selects them.
+
+    Without ``__slots__``, every entry of the instance ``__dict__`` (attributes set after
+    construction too); with ``__slots__``, the declared fields (not ``ClassVar`` or
+    ``InitVar`` pseudo-fields). Either way a name that starts with ``_`` is left out.
+    """
+    t = type(obj)
+    d = getattr(obj, "__dict__", None)
+    if d is not None and "__slots__" not in t.__dict__:
+        return {k: v for k, v in d.items() if not (type(k) is str and k.startswith("_"))}
+    field_kind = dataclasses._FIELD  # type: ignore[attr-defined]  # what orjson compares with
+    return {
+        name: getattr(obj, name)
+        for name, f in t.__dataclass_fields__.items()
+        if f._field_type is field_kind and not name.startswith("_")
+    }
+
+
+# -- scalars ---------------------------------------------------------------------------
+
+
+def _decimal(d: Any) -> Any:
+    """A finite Decimal is the JSON number ``str(d)``; NaN and the infinities get a marker.
+
+    ``str`` of a finite Decimal always matches JSON's number grammar (``1.10``, ``-0``,
+    ``1E+2``, ``0E-7``: digits, an optional fraction, an optional signed exponent).
+    """
+    if not d.is_finite():
+        return Unencodable(f"Decimal('{d}')")
+    text = str(d)
+    return Raw(text.encode("ascii"), f"Decimal of {len(text)} digits")
+
+
+def _fragment(frag: Any, opts: Options) -> Any:
+    # orjson offers no way to read a Fragment's length: writing it is reading it.
+    try:
+        data = _dumps(frag)
+    except _JSONError:  # contents that are not bytes or str, or a str with surrogates
+        return Unencodable("Fragment that is not valid JSON")
+    if len(data) > opts.max_bytes:
+        return Unencodable(f"Fragment of {len(data)} bytes")
+    try:
+        _loads(data)
+    except orjson.JSONDecodeError:
+        return Unencodable("Fragment that is not valid JSON")
+    return Raw(data, f"Fragment of {len(data)} bytes")
+
+
+def _binary(b: Any, opts: Options) -> Any:
+    n = b.nbytes if type(b) is memoryview else len(b)
+    if opts.binary == "base64" and (n + 2) // 3 * 4 + 2 <= opts.max_bytes:
+        return base64.b64encode(b).decode("ascii")
+    return UNKNOWN  # `default`, then the encoder's marker: "bytes of N bytes"
+
+
+def _clipped(c: Clipped, opts: Options) -> Any:
+    """A source's cut cell: a text as a cut string; binary data as bytes are written."""
+    head = c.head
+    if isinstance(head, str):
+        return Clip(head, c.length, c.unit, b64=False)
+    if opts.binary == "base64":
+        # Only what the budget could show is encoded: the rest is cut in any case.
+        part = head[: opts.max_bytes // 4 * 3 + 3]
+        return Clip(base64.b64encode(part).decode("ascii"), c.length, "bytes", b64=True)
+    # Not `default`: it would see the head as if it were the whole value.
+    return Unencodable(f"{type(head).__name__} of {c.length} bytes")
+
+
+def _np_scalar(x: Any) -> Any:
+    kind = x.dtype.kind
+    if kind in "iub":
+        return x.item()
+    if kind == "f" and not _finite(x):
+        return Unencodable(repr(float(x)))
+    try:
+        data = _dumps(x, option=_NUMPY_OPT)
+    except _JSONError:
+        return UNKNOWN
+    return Raw(data, type(x).__name__)
+
+
+def _finite(x: Any) -> bool:
+    f = float(x)
+    return f - f == 0
+
+
+def _array(a: Any) -> Any:
+    if a.ndim == 0:
+        return _np_scalar(a[()])
+    return _ArrayView(a, _np_item, native=lambda: _dumps(a, option=_NUMPY_OPT))
+
+
+def _np_item(v: Any) -> Any:
+    np = sys.modules["numpy"]
+    if isinstance(v, np.ndarray):
+        return _array(v)
+    if isinstance(v, np.generic):
+        return _np_scalar(v)
+    return v  # an element of an object array: an ordinary value
+
+
+# -- pydantic --------------------------------------------------------------------------
+
+
+def _pydantic(obj: Any, opts: Options) -> Any:
+    t: Any = type(obj)
+    is_model = isinstance(obj, sys.modules["pydantic"].BaseModel)
+    if not is_model and "__pydantic_fields__" not in t.__dict__:
+        return UNKNOWN
+    if not is_model and "__dataclass_fields__" not in t.__dict__:
+        return UNKNOWN
+    plan = _model_plan(t)
+    ser = t.__pydantic_serializer__
+    if plan.whole_only:
+        # A model serializer decides the whole shape: only pydantic can run it.
+        return _loads(ser.to_json(obj))
+    conv = _PydConv(plan.config, opts).conv
+    native = lambda: ser.to_json(obj)  # noqa: E731 - a thunk, run only if it fits
+    if plan.root:
+        root = conv(obj.root)
+        if type(root) in _VIEWS:
+            root._native = native
+        return root
+    members: list[tuple[Any, Any]] = []
+    for name, key, custom, exclude_if in plan.fields:
+        v = getattr(obj, name, _MISSING)
+        if v is _MISSING:
+            continue  # left unset by `model_construct`: pydantic leaves it out too
+        if exclude_if is not None and exclude_if(v):
+            continue
+        if custom:
+            # A field serializer sees the whole field: pydantic runs it, once, here.
+            v = _loads(ser.to_json(obj, include={name}))[key]
+        members.append((key, v))
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if plan.computed:
+        if extra:
+            # Extras come before computed fields: list them to keep that order.
+            members += extra.items()
+            extra = None
+        members += [(key, _Computed(obj, name)) for name, key in plan.computed]
+    return MapView(members, conv, src=obj, extra=extra, native=native)
+
+
+_MISSING = object()
+
+
+class _Plan:
+    """How a pydantic class writes its members: computed once per class."""
+
+    __slots__ = ("computed", "config", "fields", "root", "whole_only")
+
+    def __init__(self, t: Any) -> None:
+        config = getattr(t, "model_config", None) or getattr(t, "__pydantic_config__", None)
+        self.config: Mapping[str, Any] = config or {}
+        by_alias = bool(self.config.get("serialize_by_alias"))
+        decorators = t.__pydantic_decorators__
+        self.whole_only = bool(decorators.model_serializers)
+        self.root = bool(getattr(t, "__pydantic_root_model__", False))
+        custom = {f for d in decorators.field_serializers.values() for f in d.info.fields}
+        self.fields: list[tuple[str, str, bool, Any]] = []
+        for name, info in t.__pydantic_fields__.items():
+            if info.exclude is True:
+                continue
+            key = (info.serialization_alias or name) if by_alias else name
+            own = name in custom or any(
+                type(m).__name__ in ("PlainSerializer", "WrapSerializer") for m in info.metadata
+            )
+            self.fields.append((name, key, own, getattr(info, "exclude_if", None)))
+        self.computed = [
+            (name, (d.info.alias or name) if by_alias else name)
+            for name, d in decorators.computed_fields.items()
+        ]
+
+
+@lru_cache(maxsize=1024)  # a pure function of the class; holds no per-call state
+def _model_plan(t: Any) -> _Plan:
+    return _Plan(t)
+
+
+class _Conv:
+    """A native value's members converted one level at a time, as its library writes them.
+
+    A collection becomes one view per collection (*views*, by identity), so a list that
+    contains itself is the same view again and the renderer sees the cycle.
+    """
+
+    __slots__ = ("opts", "views")
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.views: dict[int, Any] = {}
+
+    def key(self, k: Any) -> Any:
+        raise NotImplementedError
+
+    def conv(self, v: Any) -> Any:
+        raise NotImplementedError
+
+    def container(self, v: Any, plain: frozenset[type]) -> Any:
+        """*v* as a view if it is a collection (never written whole), else None."""
+        view = self.views.get(id(v))
+        if view is not None and view._src is v:
+            return view
+        if isinstance(v, Mapping):
+            view = _DictView(v, self.conv, self.key)
+        elif isinstance(v, set | frozenset):
+            view = SeqView(v, self.conv, indexable=False, plain=plain)
+        elif isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray | memoryview):
+            view = SeqView(v, self.conv, plain=plain)
+        else:
+            return None
+        self.views[id(v)] = view  # the view holds *v*: its id stays its own
+        return view
+
+
+class _PydConv(_Conv):
+    """A value inside a pydantic model as pydantic writes it in JSON, one level at a time."""
+
+    __slots__ = ("modes",)
+
+    def __init__(self, config: Mapping[str, Any], opts: Options) -> None:
+        super().__init__(opts)
+        self.modes = {
+            "timedelta_mode": config.get("ser_json_timedelta", "iso8601"),
+            "bytes_mode": config.get("ser_json_bytes", "utf8"),
+            # `to_json` writes a NaN inside a leaf as the constant NaN, which is not JSON.
+            "inf_nan_mode": "null",
+        }
+
+    def conv(self, v: Any) -> Any:
+        if type(v) in _PLAIN:
+            return v
+        if isinstance(v, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(v):
+            return v  # dispatched again: a nested model is a view of its own
+        if isinstance(v, float):
+            return float(v)  # np.float64 too: a NaN gets the encoder's marker
+        view = self.container(v, _PLAIN)
+        return _leaf(v, self.opts, self.to_json) if view is None else view
+
+    def to_json(self, v: Any) -> bytes:
+        return sys.modules["pydantic_core"].to_json(v, **self.modes)  # type: ignore[no-any-return]
+
+    def key(self, k: Any) -> Any:
+        return k if type(k) is str else _key_text(self.to_json, k)
+
+
+def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
+    """A library's leaf value; one its library writes as a string stays a cuttable str."""
+    if (type(v) is bytes or type(v) is bytearray) and len(v) > opts.max_bytes:
+        return Unencodable(f"{type(v).__name__} of {len(v)} bytes")
+    try:
+        data = to_json(v)
+    except Exception as exc:
+        if _refusal(exc):  # the library refuses it: the encoder's own rules
+            return v
+        raise
+    if data[:1] == b'"':
+        return _loads(data)
+    return Raw(data, type(v).__name__)
+
+
+def _key_text(to_json: Callable[[Any], bytes], k: Any) -> Any:
+    try:
+        data = to_json(k)
+    except Exception as exc:
+        if _refusal(exc):
+            return k  # the encoder marks a key it cannot write
+        raise
+    return _loads(data) if data[:1] == b'"' else data.decode()
+
+
+# -- msgspec ---------------------------------------------------------------------------
+
+
+def _struct(obj: Any, opts: Options) -> Any:
+    ms = sys.modules["msgspec"]
+    t = type(obj)
+    cfg = t.__struct_config__
+    conv = _MsgConv(opts).conv
+    native = lambda: ms.json.encode(obj)  # noqa: E731 - a thunk, run only if it fits
+    names = t.__struct_fields__
+    defaults = t.__struct_defaults__
+    first_default = len(names) - len(defaults)
+    members: list[tuple[Any, Any]] = []
+    if cfg.tag_field is not None:
+        members.append((cfg.tag_field, cfg.tag))
+    unset = ms.UNSET
+    for i, (name, key) in enumerate(zip(names, t.__struct_encode_fields__, strict=True)):
+        v = getattr(obj, name)
+        if v is unset:
+            continue
+        if cfg.omit_defaults and i >= first_default and _is_default(v, defaults[i - first_default]):
+            continue
+        members.append((key, v))
+    if cfg.array_like:
+        return SeqView([v for _, v in members], conv, native=native)
+    return MapView(members, conv, src=obj, native=native)
+
+
+def _is_default(v: Any, default: Any) -> bool:
+    """msgspec's ``omit_defaults`` test: the default object itself, or an empty collection
+    made by a collection factory."""
+    factory = getattr(default, "factory", None)
+    if factory is not None and type(default).__name__ == "Factory":
+        # An empty collection made by a collection factory counts as the default.
+        return type(v) is factory and factory in (list, dict, set, frozenset, bytearray) and not v
+    return v is default  # msgspec compares by identity: an equal 1.0 or 1000 is written
+
+
+class _MsgConv(_Conv):
+    """A value inside a Struct as msgspec writes it in JSON, one level at a time."""
+
+    __slots__ = ()
+
+    def conv(self, v: Any) -> Any:
+        t = type(v)
+        if t is str or t is int or t is bool or v is None:
+            return v
+        if t is float:
+            # msgspec writes 1e20 where orjson writes 1e+20: its own bytes for a number.
+            return Raw(_msgspec_json(v), "float") if v - v == 0 else v
+        if isinstance(v, sys.modules["msgspec"].Struct) or t is Clipped:
+            return v  # dispatched again (msgspec would write a Clipped as an object)
+        view = self.container(v, _MSG_PLAIN)
+        return _leaf(v, self.opts, _msgspec_json) if view is None else view
+
+    def key(self, k: Any) -> Any:
+        return k if type(k) is str else _key_text(_msgspec_json, k)
+
+
+_MSG_PLAIN: frozenset[type] = frozenset(
+    {str, int, bool, type(None)}
+)  # not float: msgspec writes 1e20
+
+
+def _msgspec_json(v: Any) -> bytes:
+    return sys.modules["msgspec"].json.encode(v)  # type: ignore[no-any-return]
+
+
+# -- attrs -----------------------------------------------------------------------------
+
+
+def _attrs(obj: Any) -> Any:
+    members = [(a.name, getattr(obj, a.name)) for a in type(obj).__attrs_attrs__]
+    # `attrs.asdict`, then orjson: nested instances go through `_as_fragment`, and a set
+    # is written in its own order (asdict copies it into a new set, of another order).
+    native = lambda: _dumps(dict(members), default=_as_fragment, option=_WHOLE_OPT)  # noqa: E731
+    return MapView(members, _attrs_conv, src=obj, native=native)
+
+
+def _attrs_conv(v: Any) -> Any:
+    # attrs.asdict keeps a set a set, which orjson refuses: an array, in its order.
+    t = type(v)
+    if t is set or t is frozenset:
+        return SeqView(v, _attrs_conv, indexable=False, plain=_JSON)
+    return v
+
+
+# -- whole values ----------------------------------------------------------------------
+
+
+def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
+    """The native libraries' bytes for *obj* if it needs no marker and they fit *cap*.
+
+    *obj* is what the renderer holds: a view made by `adapt`, or (at the top, *depth*
+    0) a JSON container that may hold native values. Costs about *cap*: a lower bound of
+    the size is walked first, and stops once it passes *cap*.
+    """
+    t = type(obj)
+    if t in _VIEWS:
+        native = obj._native
+        if native is None:
+            return None
+    elif depth or not (t is dict or t is list or t is tuple):
+        return None
+    else:
+        native = None
+    walk = _Walk(caps)
+    try:
+        n = walk.size(obj, cap, depth, inside=native is not None)
+    except (EncodeError, RuntimeError):  # a container that changed: the renderer says so
+        return None
+    if n < 0 or n > cap:
+        return None
+    if native is None and not walk.natives:
+        return None  # plain JSON that the fast path refused: it needs markers
+    try:
+        if native is not None:
+            data = native()
+        elif id(obj) in walk.runs:
+            data = _run_json(obj, walk.runs[id(obj)])
+        else:
+            data = _dumps(obj, default=_as_fragment, option=_WHOLE_OPT)
+    except Exception as exc:
+        if _refusal(exc):  # a library refuses a value: the renderer decides what it becomes
+            return None
+        raise
+    return data if len(data) <= cap else None
+
+
+def _refusal(exc: Exception) -> bool:
+    """Whether *exc* is a library saying it cannot write a value (not a bug to surface)."""
+    if isinstance(exc, TypeError | ValueError | OverflowError):
+        return True
+    ms = sys.modules.get("msgspec")
+    return ms is not None and isinstance(exc, ms.EncodeError)
+
+
+def _run_json(items: list[Any] | tuple[Any, ...], t: Any) -> bytes:
+    """A list of one class's instances, as one call of its library writes it."""
+    if "msgspec" in sys.modules and issubclass(t, sys.modules["msgspec"].Struct):
+        return sys.modules["msgspec"].json.encode(items)  # type: ignore[no-any-return]
+    to_json = t.__pydantic_serializer__.to_json
+    return b"[" + b",".join([to_json(m) for m in items]) + b"]"
+
+
+def _as_fragment(v: Any) -> Any:
+    """orjson's ``default`` inside `whole`: each native value written by its library."""
+    mods = sys.modules
+    if "msgspec" in mods and isinstance(v, mods["msgspec"].Struct):
+        return orjson.Fragment(mods["msgspec"].json.encode(v))
+    if "pydantic" in mods and isinstance(v, mods["pydantic"].BaseModel):
+        return orjson.Fragment(type(v).__pydantic_serializer__.to_json(v))
+    if isinstance(v, set | frozenset):
+        return list(v)  # only inside an attrs instance: the walk refuses sets elsewhere
+    view = adapt(v, _NO_LIMIT)
+    t = type(view)
+    if t is Raw:
+        return orjson.Fragment(view.data)
+    native = view._native if t in _VIEWS else None
+    if native is None:
+        if t in _JSON:
+            return view  # a dataclass's members, a model serializer's JSON
+        raise TypeError(type(v).__name__)
+    return orjson.Fragment(native())
+
+
+class _Walk:
+    """A lower bound of a value's encoded size, or -1 when some part needs a marker.
+
+    Inside a native value (*inside*), a leaf of a type the walk does not know is its
+    library's business and counts one byte (or its length); outside, it needs the
+    renderer, as does anything under a field cap, whose encoded length the walk cannot
+    bound from below without writing it.
+    """
+
+    __slots__ = ("caps", "natives", "runs")
+
+    def __init__(self, caps: _bound.Caps) -> None:
+        self.caps = caps
+        self.natives = False
+        self.runs: dict[int, type] = {}  # id of a list bounded whole as one class's run
+
+    def size(self, v: Any, cap: int, depth: int, *, inside: bool) -> int:
+        max_depth, max_items, max_keys, max_field, scalars = self.caps
+        t: Any = type(v)
+        if t in _JSON:
+            # JSON: the compiled walk, and by hand only below what it does not know.
+            n = _bound.bound(v, cap, depth, max_depth, max_items, max_keys, max_field, scalars)
+            if n >= 0 or not (t is dict or t is list or t is tuple):
+                return n
+            if depth >= max_depth or len(v) > (max_keys if t is dict else max_items):
+                return -1
+            if t is dict:
+                return self._members(v.items(), len(v), cap, depth, inside=inside)
+            return self._items(v, len(v), cap, depth, inside=inside)
+        if t in _VIEWS:
+            view = v
+        else:
+            plan = _flat_plan(t) if t.__module__ != "builtins" else None
+            vals = plan[0](v) if plan is not None else None
+            if vals is not None:
+                # Its field values, bounded as a tuple, plus what its keys add.
+                assert plan is not None
+                # The values stand for an object's members (or an array-like Struct's
+                # items): past either cap, the renderer writes the marker.
+                if depth >= max_depth or len(vals) > min(max_items, max_keys):
+                    return -1
+                n = _bound.bound(
+                    vals, cap, depth, max_depth, max_items, max_keys, max_field, scalars
+                )
+                if n < 0 and type(vals) is dict:
+                    n = self._members(vals.items(), len(vals), cap - plan[1], depth, inside=True)
+                elif n < 0:
+                    n = self._items(vals, len(vals), cap - plan[1], depth, inside=True)
+                if n < 0:
+                    return -1
+                self.natives = True
+                return n + plan[1]
+            view = adapt(v, _NO_LIMIT)
+            tv = type(view)
+            if tv is Unencodable or tv is Clip:
+                return -1  # a NumPy NaN, say: the marker, never the library's null
+            if view is UNKNOWN:
+                if not inside or max_field < _BIG:
+                    return -1
+                if isinstance(v, Mapping):
+                    return self._members(v.items(), len(v), cap, depth, inside=True)
+                if isinstance(v, Sequence | set | frozenset) and not isinstance(v, str):
+                    return self._items(v, len(v), cap, depth, inside=True)
+                # Its library's business: at least a byte, or a byte a unit of its length.
+                return len(v) + 1 if isinstance(v, Sized) else 1
+            self.natives = True  # orjson writes a dataclass; `_as_fragment` the rest
+            if tv is Raw:
+                return len(view.data)
+            if tv not in _VIEWS:
+                return self.size(view, cap, depth, inside=inside)
+        if depth >= max_depth or len(view) > (max_keys if isinstance(view, MapView) else max_items):
+            return -1
+        if type(view) is _ArrayView:
+            return _array_size(view._src, cap, depth, self.caps)
+        if isinstance(view, MapView):
+            return self._members(view.raw_items(), len(view), cap, depth, inside=True)
+        return self._items(view.raw_iter(), len(view), cap, depth, inside=True)
+
+    def _members(
+        self, members: Iterable[tuple[Any, Any]], n: int, cap: int, depth: int, *, inside: bool
+    ) -> int:
+        size = 1 + 4 * n  # braces, quotes, colons and commas
+        for k, x in members:
+            if type(k) is not str:
+                return -1
+            sub = self.size(x, cap - size, depth + 1, inside=inside)
+            if sub < 0:
+                return -1
+            size += len(k) + sub
+            if size > cap:
+                return size
+        return size
+
+    def _items(self, items: Iterable[Any], n: int, cap: int, depth: int, *, inside: bool) -> int:
+        size = n + 1
+        if size > cap:
+            return size
+        start = 0
+        if n and (type(items) is list or type(items) is tuple):
+            start, size = self._flat_run(items, n, size, cap, depth)
+            if size > cap:
+                return size
+        for x in islice(items, start, None):
+            sub = self.size(x, cap - size, depth + 1, inside=inside)
+            if sub < 0:
+                return -1
+            size += sub
+            if size > cap:
+                return size
+        return size
+
+    def _flat_run(
+        self, items: list[Any] | tuple[Any, ...], n: int, size: int, cap: int, depth: int
+    ) -> tuple[int, int]:
+        """Bound a list of flat native values of one class in runs, one compiled call each.
+
+        Each value's field values go to the compiled walk as a tuple (a tuple is bounded
+        as an array: commas and brackets), plus what its keys add. Returns how many items
+        were bounded and the size so far; the caller walks the rest one by one.
+        """
+        t: Any = type(items[0])
+        if t in _JSON:
+            return 0, size
+        plan = _flat_plan(t)
+        if plan is None:
+            return 0, size
+        values, extra = plan
+        max_depth, max_items, max_keys, max_field, scalars = self.caps
+        both = min(max_items, max_keys)
+        i = 0
+        while i < n and size <= cap:
+            k = min(n - i, max(8, (cap - size) // (max(extra, 0) + 2) + 1))
+            run = items[i : i + k]
+            if set(map(type, run)) != {t}:
+                return i, size
+            tuples = list(map(values, run))  # in C: `astuple`, or the instance dicts
+            # A Struct's tuple stands for an object: it passes neither cap (a nested list
+            # held to both is only walked one by one, never let through).
+            sub = _bound.bound_items(
+                tuples, cap - size, depth + 1, max_depth, both, max_keys, max_field, scalars
+            )
+            if sub < 0:
+                return i, size
+            self.natives = True
+            size += sub - (k - 1) + extra * k  # the caller counted the commas already
+            i += k
+        if i == n:
+            self.runs[id(items)] = t
+        return i, size
+
+
+_Flat = tuple[Callable[[Any], Any], int]
+_INSTANCE_DICT = operator.attrgetter("__dict__")
+
+
+@lru_cache(maxsize=1024)  # a pure function of the class; holds no per-call state
+def _flat_plan(t: Any) -> _Flat | None:
+    """For a class whose instances write one member per field: how to get the members
+    in a form the compiled walk bounds (a tuple of the values, or the instance dict),
+    and the bytes the keys add to that bound. None for classes that need the full walk.
+    """
+    mods = sys.modules
+    if "msgspec" in mods and issubclass(t, mods["msgspec"].Struct):
+        cfg = t.__struct_config__
+        if cfg.omit_defaults:
+            return None  # which fields are written depends on the values
+        extra = (
+            0 if cfg.array_like else sum(len(k.encode()) + 3 for k in t.__struct_encode_fields__)
+        )
+        if cfg.tag_field is not None:
+            extra += len(cfg.tag_field.encode()) + len(_dumps(cfg.tag)) + 4
+        return mods["msgspec"].structs.astuple, extra
+    if "pydantic" in mods and issubclass(t, mods["pydantic"].BaseModel):
+        plan = _model_plan(t)
+        if plan.whole_only or plan.root or plan.computed:
+            return None
+        if any(custom or exclude_if is not None for _, _, custom, exclude_if in plan.fields):
+            return None
+        if len(plan.fields) != len(t.__pydantic_fields__):
+            return None  # excluded fields: the values are not the members
+        # The instance dict holds the members under their names: the compiled walk bounds
+        # it whole, keys included, and the keys' aliases correct it (extras only add).
+        names = sum(len(name.encode()) for name, _, _, _ in plan.fields)
+        keys = sum(len(key.encode()) for _, key, _, _ in plan.fields)
+        return _INSTANCE_DICT, keys - names
+    return None
+
+
+def _array_size(a: Any, cap: int, depth: int, caps: _bound.Caps) -> int:
+    max_depth, max_items, _, _, _ = caps
+    low: int = 2 * a.size + 1
+    if low > cap:
+        return low
+    if a.ndim + depth > max_depth or any(d > max_items for d in a.shape):
+        return -1
+    kind = a.dtype.kind
+    if kind not in "iubfmM":
+        return -1  # complex, object, strings: orjson refuses; the view writes them
+    if kind == "f" and not sys.modules["numpy"].isfinite(a).all():
+        return -1  # orjson writes NaN as null; the encoder marks it
+    return low

@@ -1,0 +1,803 @@
+"""Native values: pydantic, msgspec, attrs, Decimal, NumPy, Fragment, bytes, any Mapping
+and Sequence. Each is written as its own library writes it when it fits (byte identity,
+checked over generated values) and walked lazily when it does not (cost counted)."""
+
+from __future__ import annotations
+
+import base64
+import collections
+import dataclasses
+import datetime as dt
+import decimal
+import re
+import subprocess
+import sys
+import types
+import uuid
+from decimal import Decimal
+from typing import Any, ClassVar, NamedTuple
+
+import attrs
+import msgspec
+import numpy as np
+import orjson
+import pydantic
+import pydantic.alias_generators
+import pydantic.dataclasses
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from jsonbudget import Limits, bounded_dumps, encode
+from jsonbudget.errors import EncodeError, LimitError
+
+from .strategies import awkward_text, budgets, json_values, odd_values
+
+BIG = 2**20
+NUMPY = orjson.OPT_SERIALIZE_NUMPY
+MARK = "…["
+
+text = awkward_text
+ints = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+floats = st.floats(allow_nan=False, allow_infinity=False)
+props = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def valid(data: bytes, max_bytes: int) -> Any:
+    assert len(data) <= max_bytes
+    return orjson.loads(data)
+
+
+# -- the three lines of the issue ------------------------------------------------------
+
+
+class PydanticModel(pydantic.BaseModel):
+    a: int
+    b: str
+
+
+class MsgspecStruct(msgspec.Struct):
+    a: int
+    b: str
+
+
+def test_the_issue_lines_print_real_json() -> None:
+    assert bounded_dumps(PydanticModel(a=1, b="x"), max_bytes=200) == b'{"a":1,"b":"x"}'
+    assert bounded_dumps(MsgspecStruct(a=1, b="x"), max_bytes=200) == b'{"a":1,"b":"x"}'
+    assert bounded_dumps({"x": Decimal("1.10")}, max_bytes=200) == b'{"x":1.10}'
+
+
+# -- pydantic --------------------------------------------------------------------------
+
+
+class Inner(pydantic.BaseModel):
+    v: float
+    when: dt.datetime | None = None
+
+
+class Outer(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    n: int
+    s: str
+    tags: list[str]
+    scores: dict[str, float]
+    inner: Inner
+    inners: list[Inner] = []
+    price: Decimal = Decimal("0")
+    ident: uuid.UUID | None = None
+    blob: bytes = b""
+    span: dt.timedelta = dt.timedelta(0)
+    unique: set[int] = set()
+    secret: str = pydantic.Field(default="hidden", exclude=True)
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def count(self) -> int:
+        return len(self.tags)
+
+
+class Aliased(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(
+        serialize_by_alias=True,
+        validate_by_name=True,
+        alias_generator=pydantic.alias_generators.to_camel,
+    )
+    first_name: str
+    last_seen: int | None = None
+
+
+class Serialized(pydantic.BaseModel):
+    items: list[int]
+    label: str
+
+    @pydantic.field_serializer("items")
+    def _count(self, v: list[int]) -> int:
+        return len(v)
+
+
+class Whole(pydantic.BaseModel):
+    a: int
+
+    @pydantic.model_serializer
+    def _ser(self) -> dict[str, Any]:
+        return {"wrapped": self.a}
+
+
+@pydantic.dataclasses.dataclass
+class PydDataclass:
+    x: int
+    name: str
+    _private: int = 0
+
+
+Roots = pydantic.RootModel[list[int]]
+
+inner = st.builds(
+    Inner,
+    v=floats,
+    when=st.none() | st.datetimes(timezones=st.just(dt.UTC) | st.none()),
+)
+outer = st.builds(
+    Outer,
+    n=ints,
+    s=text,
+    tags=st.lists(text, max_size=5),
+    scores=st.dictionaries(text, floats, max_size=4),
+    inner=inner,
+    inners=st.lists(inner, max_size=3),
+    price=st.decimals(allow_nan=False, allow_infinity=False),
+    ident=st.none() | st.uuids(),
+    blob=st.binary(max_size=8).filter(lambda b: b.isascii()),
+    span=st.timedeltas(),
+    unique=st.sets(st.integers(0, 100), max_size=4),
+    zz_extra=st.integers(0, 9),
+)
+pydantic_values = st.one_of(
+    outer,
+    st.builds(Aliased, first_name=text, last_seen=st.none() | ints),
+    st.builds(Serialized, items=st.lists(ints, max_size=5), label=text),
+    st.builds(Whole, a=ints),
+    st.builds(PydDataclass, x=ints, name=text, _private=ints),
+    st.builds(Roots, st.lists(ints, max_size=6)),
+)
+
+
+def pydantic_json(m: Any) -> bytes:
+    return type(m).__pydantic_serializer__.to_json(m)  # type: ignore[no-any-return]
+
+
+@props
+@given(pydantic_values)
+def test_pydantic_that_fits_is_byte_identical(m: Any) -> None:
+    if isinstance(m, pydantic.BaseModel):
+        assert pydantic_json(m) == m.model_dump_json().encode()
+    assert bounded_dumps(m, max_bytes=BIG) == pydantic_json(m)
+
+
+@props
+@given(st.lists(pydantic_values, max_size=4), st.booleans())
+def test_pydantic_inside_plain_containers_is_byte_identical(ms: list[Any], wrap: bool) -> None:
+    obj: Any = {"results": ms, "n": len(ms)} if wrap else ms
+    expected = b"[" + b",".join(pydantic_json(m) for m in ms) + b"]"
+    if wrap:
+        expected = b'{"results":' + expected + b',"n":%d}' % len(ms)
+    assert bounded_dumps(obj, max_bytes=BIG) == expected
+
+
+@props
+@given(pydantic_values, budgets)
+def test_pydantic_cut_is_valid_bounded_and_complete_only_if_whole(m: Any, max_bytes: int) -> None:
+    out = encode(m, max_bytes=max_bytes)
+    valid(out.data, max_bytes)
+    assert out.complete == (out.data == pydantic_json(m))
+
+
+def test_pydantic_field_order_aliases_computed_and_extras_when_cut() -> None:
+    m = Outer(n=1, s="x" * 5000, tags=["a"], scores={}, inner=Inner(v=1.5), zz_extra=3, secret="pw")  # type: ignore[call-arg]
+    got = orjson.loads(bounded_dumps(m, max_bytes=600))
+    # pydantic's order: fields, then extras, then computed fields; `exclude=True` absent.
+    assert list(got) == [*(k for k in Outer.model_fields if k != "secret"), "zz_extra", "count"]
+    assert got["s"].endswith("more chars]")
+    assert got["inner"] == {"v": 1.5, "when": None}
+    assert got["span"] == "PT0S"
+    assert got["price"] == "0"
+    cut = orjson.loads(bounded_dumps(Aliased(first_name="x" * 5000), max_bytes=200))
+    assert list(cut) == ["firstName", "lastSeen"]
+
+
+def test_field_serializer_runs_even_when_the_model_is_cut() -> None:
+    m = Serialized(items=list(range(1000)), label="y" * 5000)
+    got = orjson.loads(bounded_dumps(m, max_bytes=300))
+    assert got["items"] == 1000
+    assert got["label"].startswith("yyy")
+    assert got["label"].endswith("more chars]")
+
+
+class Big(pydantic.BaseModel):
+    title: str
+    rows: list[int]
+
+
+class CountingList(list[int]):
+    """A list that counts the items handed out: the renderer's work on it."""
+
+    taken = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        CountingList.taken += len(got) if isinstance(index, slice) else 1
+        return got
+
+    def __iter__(self) -> Any:
+        raise AssertionError("iterated whole")
+
+
+def test_a_10_million_item_field_costs_the_budget() -> None:
+    rows = CountingList(range(10_000_000))
+    CountingList.taken = 0
+    m = Big.model_construct(title="t", rows=rows)
+    data = bounded_dumps(m, max_bytes=4096)
+    got = valid(data, 4096)
+    assert got["rows"][-1].startswith("…[omitted:")
+    assert got["rows"][:3] == [0, 1, 2]
+    assert CountingList.taken < 2 * 4096  # items handed out, against 10 million
+
+
+def test_a_1_gb_string_field_is_sliced_not_encoded() -> None:
+    s = "é" * 50_000_000
+    m = Big.model_construct(title=s, rows=[1])
+    got = valid(bounded_dumps(m, max_bytes=4096), 4096)
+    assert got["title"].endswith("more chars]")
+    assert got["rows"] == [1]
+
+
+# -- msgspec ---------------------------------------------------------------------------
+
+
+class Point(msgspec.Struct):
+    x: float
+    y: float
+
+
+class Record(msgspec.Struct, omit_defaults=True, rename="camel"):
+    record_id: int
+    display_name: str
+    points: list[Point] = []
+    note: str | None = None
+    ratio: float = 1.0
+    when: dt.datetime | None = None
+    price: Decimal | None = None
+    raw: bytes = b""
+    maybe: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class Pair(msgspec.Struct, array_like=True):
+    a: int
+    b: str
+
+
+class Tagged(msgspec.Struct, tag=True):
+    value: int
+
+
+point = st.builds(Point, floats, floats)
+structs = st.one_of(
+    st.builds(
+        Record,
+        record_id=ints,
+        display_name=text,
+        points=st.lists(point, max_size=4),
+        note=st.none() | text,
+        ratio=floats,
+        when=st.none() | st.datetimes(timezones=st.just(dt.UTC)),
+        price=st.none() | st.decimals(allow_nan=False, allow_infinity=False),
+        raw=st.binary(max_size=8),
+        maybe=st.just(msgspec.UNSET) | ints,
+    ),
+    st.builds(Pair, ints, text),
+    st.builds(Tagged, ints),
+    point,
+)
+
+
+@props
+@given(structs)
+def test_msgspec_that_fits_is_byte_identical(s: Any) -> None:
+    assert bounded_dumps(s, max_bytes=BIG) == msgspec.json.encode(s)
+
+
+@props
+@given(st.lists(structs, max_size=6))
+def test_msgspec_list_that_fits_is_byte_identical(ss: list[Any]) -> None:
+    assert bounded_dumps(ss, max_bytes=BIG) == msgspec.json.encode(ss)
+
+
+@props
+@given(structs, budgets)
+def test_msgspec_cut_is_valid_bounded_and_honest(s: Any, max_bytes: int) -> None:
+    out = encode(s, max_bytes=max_bytes)
+    valid(out.data, max_bytes)
+    assert out.complete == (out.data == msgspec.json.encode(s))
+
+
+def test_msgspec_rename_omit_defaults_and_unset_when_cut() -> None:
+    r = Record(record_id=1, display_name="n" * 5000, ratio=1.0)
+    got = orjson.loads(bounded_dumps(r, max_bytes=300))
+    assert list(got) == ["recordId", "displayName"]  # defaults and UNSET left out
+    assert orjson.loads(bounded_dumps(Pair(1, "z" * 500), max_bytes=100))[0] == 1
+    assert orjson.loads(bounded_dumps([Tagged(1)] * 50, max_bytes=100))[0] == {
+        "type": "Tagged",
+        "value": 1,
+    }
+
+
+# -- attrs -----------------------------------------------------------------------------
+
+
+@attrs.define
+class Person:
+    name: str
+    age: int
+    _token: str = "t"
+    friends: list[Person] = attrs.Factory(list)
+    tags: set[str] = attrs.Factory(set)
+
+
+person = st.builds(
+    Person,
+    name=text,
+    age=ints,
+    token=text,
+    friends=st.lists(st.builds(Person, name=text, age=ints), max_size=3),
+    tags=st.sets(st.text(max_size=3), max_size=3),
+)
+
+
+def attrs_json(p: Person) -> bytes:
+    # attrs.asdict then orjson, one level at a time so that each set keeps its own order
+    # (asdict copies a set); orjson refuses sets: they are arrays.
+    def default(o: Any) -> Any:
+        return attrs.asdict(o, recurse=False) if attrs.has(type(o)) else list(o)
+
+    return orjson.dumps(attrs.asdict(p, recurse=False), default=default)
+
+
+@props
+@given(person)
+def test_attrs_that_fits_is_asdict_then_orjson(p: Person) -> None:
+    assert bounded_dumps(p, max_bytes=BIG) == attrs_json(p)
+
+
+@props
+@given(person, budgets)
+def test_attrs_cut_is_valid_and_bounded(p: Person, max_bytes: int) -> None:
+    out = encode(p, max_bytes=max_bytes)
+    valid(out.data, max_bytes)
+    assert out.complete == (out.data == attrs_json(p))
+
+
+# -- Decimal ---------------------------------------------------------------------------
+
+JSON_NUMBER = re.compile(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
+@props
+@given(st.decimals(allow_nan=False, allow_infinity=False))
+def test_a_finite_decimal_is_its_str_as_a_json_number(d: Decimal) -> None:
+    data = bounded_dumps(d, max_bytes=BIG)
+    assert data == str(d).encode()
+    assert JSON_NUMBER.fullmatch(data)
+    assert Decimal(data.decode()) == d
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (Decimal("1E+2"), b"1E+2"),
+        (Decimal("-0"), b"-0"),
+        (Decimal("0E-7"), b"0E-7"),
+        (Decimal("1.10"), b"1.10"),
+        (Decimal("NaN"), "\"…[unencodable: Decimal('NaN')]\"".encode()),
+        (Decimal("-Infinity"), "\"…[unencodable: Decimal('-Infinity')]\"".encode()),
+        (Decimal("sNaN"), "\"…[unencodable: Decimal('sNaN')]\"".encode()),
+    ],
+)
+def test_decimal_outcomes(value: Decimal, expected: bytes) -> None:
+    assert bounded_dumps(value, max_bytes=100) == expected
+
+
+def test_a_decimal_nan_raises_under_unencodable_error() -> None:
+    with pytest.raises(EncodeError):
+        bounded_dumps([Decimal("NaN")], max_bytes=100, unencodable="error")
+
+
+def test_a_decimal_longer_than_its_room_is_a_marker() -> None:
+    with decimal.localcontext(prec=5000):
+        d = Decimal(10) ** 4000 + 1
+    out = encode({"d": d}, max_bytes=200)
+    assert orjson.loads(out.data) == {"d": "…[unencodable: Decimal of 4001 digits]"}
+    assert out.truncations[0].path == "/d"
+
+
+# -- NumPy -----------------------------------------------------------------------------
+
+dtypes = st.sampled_from(["int64", "int32", "uint8", "float64", "float32", "bool"])
+arrays = dtypes.flatmap(
+    lambda d: hnp.arrays(
+        d,
+        hnp.array_shapes(min_dims=1, max_dims=3, max_side=5),
+        elements={"allow_nan": False, "allow_infinity": False} if "float" in d else None,
+    )
+)
+
+
+@props
+@given(arrays)
+def test_numpy_that_fits_is_orjson_serialize_numpy(a: Any) -> None:
+    assert bounded_dumps(a, max_bytes=BIG) == orjson.dumps(a, option=NUMPY)
+    assert bounded_dumps({"a": a}, max_bytes=BIG) == orjson.dumps({"a": a}, option=NUMPY)
+
+
+@props
+@given(arrays, budgets)
+def test_numpy_cut_is_valid_bounded_and_the_same_numbers(a: Any, max_bytes: int) -> None:
+    out = encode(a, max_bytes=max_bytes)
+    got = valid(out.data, max_bytes)
+    full = orjson.loads(orjson.dumps(a, option=NUMPY))
+    assert out.complete == (got == full)
+
+
+@pytest.mark.parametrize(
+    "x", [np.float32(0.1), np.float16(1.5), np.int8(-3), np.uint64(2**64 - 1), np.bool_(True)]
+)
+def test_numpy_scalars_as_orjson_writes_them(x: Any) -> None:
+    assert bounded_dumps([x], max_bytes=100) == orjson.dumps([x], option=NUMPY)
+
+
+def test_a_numpy_nan_gets_the_marker_not_null() -> None:
+    assert orjson.loads(bounded_dumps(np.array([1.0, np.nan]), max_bytes=100)) == [
+        1.0,
+        "…[unencodable: nan]",
+    ]
+
+
+def test_a_large_array_is_cut_like_a_list_without_tolist() -> None:
+    a = np.arange(50_000_000, dtype=np.int64)
+    got = valid(bounded_dumps(a, max_bytes=4096), 4096)
+    assert got[:3] == [0, 1, 2]
+    assert got[-1].startswith("…[omitted:")
+    non_contiguous = np.arange(12).reshape(3, 4)[:, ::2]
+    assert bounded_dumps(non_contiguous, max_bytes=100) == b"[[0,2],[4,6],[8,10]]"
+
+
+# -- orjson parity: dataclasses, default, subclasses, Fragment -------------------------
+
+
+@dataclasses.dataclass
+class User:
+    user: str
+    _password_hash: str
+    kind: ClassVar[str] = "user"
+
+
+@dataclasses.dataclass(slots=True)
+class Slotted:
+    a: int
+    _b: int
+
+
+def test_dataclass_fields_as_orjson_selects_them() -> None:
+    u = User("bob", "secret")
+    u.added_later = 5  # type: ignore[attr-defined]
+    assert bounded_dumps(u, max_bytes=100) == orjson.dumps(u) == b'{"user":"bob","added_later":5}'
+    assert bounded_dumps(Slotted(1, 2), max_bytes=100) == orjson.dumps(Slotted(1, 2))
+    cut = orjson.loads(bounded_dumps(User("x" * 500, "secret"), max_bytes=100))
+    assert "_password_hash" not in cut
+
+
+class Recursive:
+    def __init__(self, cur: int) -> None:
+        self.cur = cur
+
+
+def default_recursive(obj: Any) -> Any:
+    if obj.cur != 0:
+        obj.cur -= 1
+        return obj
+    return obj.cur
+
+
+def test_the_default_chain_is_as_long_as_orjsons() -> None:
+    assert bounded_dumps(Recursive(254), max_bytes=100, default=default_recursive) == b"0"
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps(Recursive(255), default=default_recursive)
+    with pytest.raises(EncodeError):
+        bounded_dumps(Recursive(255), max_bytes=100, default=default_recursive)
+
+
+class P(NamedTuple):
+    x: int
+    y: int
+
+
+class F(float):
+    pass
+
+
+class U(uuid.UUID):
+    pass
+
+
+class T(tuple[int, ...]):
+    pass
+
+
+def test_default_is_called_where_orjson_calls_it() -> None:
+    assert bounded_dumps(P(1, 2), max_bytes=100, default=lambda o: o._asdict()) == (
+        orjson.dumps(P(1, 2), default=lambda o: o._asdict())
+    )
+    assert bounded_dumps(F(1.5), max_bytes=100, default=str) == b'"1.5"'
+    u = U(int=3)
+    assert bounded_dumps(u, max_bytes=100, default=lambda o: "u") == b'"u"'
+    assert bounded_dumps(T((1,)), max_bytes=100, default=lambda o: "t") == b'"t"'
+    proxy = types.MappingProxyType({"a": 1})
+    assert bounded_dumps(proxy, max_bytes=100, default=lambda o: "m") == b'"m"'
+
+
+def test_without_default_subclasses_are_their_base_and_sequences_arrays() -> None:
+    assert bounded_dumps(P(1, 2), max_bytes=100) == b"[1,2]"
+    assert bounded_dumps(F(1.5), max_bytes=100) == b"1.5"
+    assert bounded_dumps(U(int=3), max_bytes=100) == orjson.dumps(uuid.UUID(int=3))
+    assert bounded_dumps(collections.deque([1, 2]), max_bytes=100) == b"[1,2]"
+    assert bounded_dumps(range(3), max_bytes=100) == b"[0,1,2]"
+    assert bounded_dumps(types.MappingProxyType({"a": 1}), max_bytes=100) == b'{"a":1}'
+    got = orjson.loads(bounded_dumps(range(10**12), max_bytes=100))
+    assert got[0] == 0
+    assert got[-1].startswith("…[omitted:")
+
+
+def test_a_valid_fragment_is_inserted_an_invalid_or_oversized_one_is_a_marker() -> None:
+    assert bounded_dumps([orjson.Fragment(b'{"a":[1]}')], max_bytes=100) == b'[{"a":[1]}]'
+    out = encode([orjson.Fragment(b"[1,")], max_bytes=100)
+    assert orjson.loads(out.data) == ["…[unencodable: Fragment that is not valid JSON]"]
+    big = orjson.Fragment(b"[" + b"1," * 1000 + b"1]")
+    assert orjson.loads(bounded_dumps({"f": big}, max_bytes=200)) == {
+        "f": "…[unencodable: Fragment of 2003 bytes]"
+    }
+
+
+# -- bytes -----------------------------------------------------------------------------
+
+
+def test_bytes_are_a_marker_by_default_and_base64_on_request() -> None:
+    assert orjson.loads(bounded_dumps(b"hi", max_bytes=100)) == "…[unencodable: bytes of 2 bytes]"
+    assert bounded_dumps([b"hi", memoryview(b"yo")], max_bytes=100, binary="base64") == (
+        b'["aGk=","eW8="]'
+    )
+    huge = b"x" * 10_000
+    got = orjson.loads(bounded_dumps(huge, max_bytes=200, binary="base64"))
+    assert got == "…[unencodable: bytes of 10000 bytes]"
+    with pytest.raises(LimitError, match="binary"):
+        bounded_dumps(b"", max_bytes=100, binary="hex")  # type: ignore[arg-type]
+
+
+# -- mixed and import hygiene ----------------------------------------------------------
+
+
+def test_values_from_several_libraries_in_one_document() -> None:
+    doc = {
+        "model": PydanticModel(a=1, b="x"),
+        "struct": MsgspecStruct(a=2, b="y"),
+        "person": Person("p", 3),
+        "price": Decimal("9.99"),
+        "vec": np.array([1, 2]),
+        "when": dt.date(2026, 1, 2),
+    }
+    assert bounded_dumps(doc, max_bytes=1000) == (
+        b'{"model":{"a":1,"b":"x"},"struct":{"a":2,"b":"y"},'
+        b'"person":{"name":"p","age":3,"_token":"t","friends":[],"tags":[]},'
+        b'"price":9.99,"vec":[1,2],"when":"2026-01-02"}'
+    )
+    got = orjson.loads(encode(doc, Limits(120, max_keys=1)).data)
+    assert len(got) == 2  # one member and the marker: max_keys holds for views too
+    assert got["model"] == {"a": 1, "…": "[omitted: 1 more keys]"}
+    got = orjson.loads(encode(doc, Limits(300, max_items=1)).data)
+    assert got["vec"] == [1, "…[omitted: 1 more items]"]  # max_items holds for arrays
+
+
+def test_importing_jsonbudget_imports_no_optional_library() -> None:
+    code = (
+        "import sys, jsonbudget\n"
+        "jsonbudget.bounded_dumps({'a': [1, 2.5, 'x']}, max_bytes=100)\n"
+        "bad = [m for m in ('pydantic', 'msgspec', 'attr', 'attrs', 'numpy') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+HOSTILE = r"""
+import collections, resource, sys
+from collections.abc import Sequence
+
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
+import orjson
+from jsonbudget import bounded_dumps
+from jsonbudget.errors import EncodeError
+
+
+class Liar(Sequence):
+    def __len__(self):
+        return 10**9
+
+    def __getitem__(self, i):
+        if i >= 3:
+            raise IndexError(i)
+        return i
+
+
+try:
+    print("out", bounded_dumps(Liar(), max_bytes=200))
+except EncodeError as exc:
+    print("error", type(exc.__cause__).__name__)
+long = bounded_dumps(collections.deque(range(1_000_000)), max_bytes=200)
+assert orjson.loads(long)[-1].startswith("…[omitted:"), long
+print("deque ok")
+"""
+
+
+def test_a_sequence_that_lies_about_its_length_is_refused_not_crashed() -> None:
+    # In a subprocess with a memory cap and a timeout: a hang or a crash fails the test.
+    done = subprocess.run(
+        [sys.executable, "-c", HOSTILE], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["error IndexError", "deque ok"]
+
+
+@props
+@given(st.one_of(outer, structs.filter(lambda s: not isinstance(s, Pair))), budgets)
+def test_a_cut_model_keeps_its_members_in_their_librarys_order(m: Any, max_bytes: int) -> None:
+    full = orjson.loads(
+        pydantic_json(m) if isinstance(m, pydantic.BaseModel) else msgspec.json.encode(m)
+    )
+    got = valid(bounded_dumps(m, max_bytes=max_bytes), max_bytes)
+    if not isinstance(got, dict):
+        assert got.startswith(MARK)  # the whole model became one marker
+        return
+    shown = [k for k in got if not k.startswith("…")]
+    assert shown == list(full)[: len(shown)]
+    for k in shown:  # each member whole, or cut where a marker says so ("…[", or a "…" key)
+        assert got[k] == full[k] or "…" in orjson.dumps(got[k]).decode()
+
+
+@dataclasses.dataclass
+class Record2:
+    name: str
+    size: int
+    _secret: str = "s"
+
+
+scalar_dtypes = st.sampled_from(
+    ["int8", "int64", "uint64", "float16", "float32", "float64", "bool"]
+)
+numpy_scalars = scalar_dtypes.flatmap(
+    lambda d: (
+        hnp.from_dtype(np.dtype(d), allow_nan=False, allow_infinity=False)
+        if "float" in d
+        else hnp.from_dtype(np.dtype(d))
+    )
+)
+
+
+@props
+@given(json_values(20))
+def test_fragments_mappings_and_sequences_that_fit_are_byte_identical(v: Any) -> None:
+    data = orjson.dumps(v)
+    assert bounded_dumps([orjson.Fragment(data)], max_bytes=BIG) == b"[" + data + b"]"
+    assert bounded_dumps(types.MappingProxyType({"v": v}), max_bytes=BIG) == b'{"v":' + data + b"}"
+    assert bounded_dumps(collections.deque([v, v]), max_bytes=BIG) == orjson.dumps([v, v])
+
+
+@props
+@given(st.binary(max_size=64), numpy_scalars, text, ints)
+def test_bytes_numpy_scalars_and_dataclasses_that_fit_are_byte_identical(
+    b: bytes, x: Any, name: str, size: int
+) -> None:
+    expected = orjson.dumps(base64.b64encode(b).decode())
+    assert bounded_dumps(b, max_bytes=BIG, binary="base64") == expected
+    assert bounded_dumps([x], max_bytes=BIG) == orjson.dumps([x], option=NUMPY)
+    r = Record2(name, size)
+    assert bounded_dumps(r, max_bytes=BIG) == orjson.dumps(r)
+
+
+class Loose(msgspec.Struct):
+    x: Any
+
+
+class WithArray(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    x: Any
+
+
+def test_a_nan_inside_a_model_gets_the_marker_whether_or_not_it_fits() -> None:
+    for value in (np.float64("nan"), np.array([1.0, np.nan]), float("nan")):
+        got = orjson.loads(bounded_dumps(WithArray(x=value), max_bytes=1000))
+        assert "…[unencodable: nan]" in orjson.dumps(got).decode()
+
+
+anything = st.recursive(
+    st.one_of(
+        odd_values(10),
+        st.decimals(),
+        hnp.from_dtype(np.dtype("float64")),
+        hnp.from_dtype(np.dtype("float32")),
+        st.binary(max_size=6),
+        st.sets(st.integers(0, 9), max_size=3),
+        st.builds(Point, floats, floats),
+        st.builds(PydanticModel, a=ints, b=text),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(text, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic's, for unvalidated fields
+@props
+@given(anything, budgets, st.sampled_from(["marker", "base64"]))
+def test_any_mix_inside_a_model_is_valid_and_bounded(v: Any, max_bytes: int, binary: Any) -> None:
+    holders = (WithArray(x=v), {"x": v}, Big.model_construct(title="t", rows=v), Loose(v))
+    for obj in (*holders, Person("p", 1, friends=[Person("q", 2)], tags=v)):
+        out = encode(obj, max_bytes=max_bytes, binary=binary)
+        valid(out.data, max_bytes)
+
+
+class Failing(pydantic.BaseModel):
+    a: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def broken(self) -> int:
+        raise KeyError("nope")
+
+
+def test_a_computed_field_that_raises_is_an_encode_error_with_its_cause() -> None:
+    with pytest.raises(EncodeError, match="computed field broken raised KeyError") as info:
+        bounded_dumps(Failing(a=1), max_bytes=1000)
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_a_cycle_inside_a_model_or_struct_gets_the_cycle_marker() -> None:
+    d: dict[str, Any] = {}
+    d["d"] = d
+    items: list[Any] = []
+    items.append(items)
+    for holder in (WithArray.model_construct(x=d), Loose(d)):
+        assert (
+            bounded_dumps(holder, max_bytes=300) == '{"x":{"d":"…[unencodable: cycle]"}}'.encode()
+        )
+    assert bounded_dumps(Loose(items), max_bytes=300) == '{"x":["…[unencodable: cycle]"]}'.encode()
+
+
+class _Wide(msgspec.Struct):
+    a: int
+    b: int
+    c: int
+
+
+class _WideModel(pydantic.BaseModel):
+    a: int
+    b: int
+    c: int
+
+
+def test_max_keys_holds_for_a_list_of_structs_and_models_that_would_fit_whole() -> None:
+    # Regression: the run walk bounded a Struct's values as an array, held to max_items
+    # only, so a Struct with more fields than max_keys came out as msgspec wrote it.
+    want = [{"a": 1, "b": 2, "…": "[omitted: 1 more keys]"}] * 2
+    for row in (_Wide(1, 2, 3), _WideModel(a=1, b=2, c=3)):
+        out = encode([row, row], max_bytes=1000, max_keys=2)
+        assert orjson.loads(out.data) == want
+        assert out.complete is False
+        assert encode([row, row], max_bytes=1000, max_items=2).complete is True
