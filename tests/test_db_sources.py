@@ -958,3 +958,29 @@ def test_fill_of_a_declared_unique_order_with_a_tie_at_the_boundary_raises(
     source = SQLiteSource(conn, query="SELECT grp, id FROM t", order_by=("grp",), unique=True)
     with pytest.raises(LimitError, match="share the order key"):
         pages_by_fill(source, Limits(1024, max_items=3))
+
+
+def test_paginate_cuts_a_long_cell_in_the_query_by_default(tmp_path: Path) -> None:
+    # Regression: paginate read through open(), which fetched every cell whole; a page
+    # now goes through the source's batch path, which cuts a cell to what a page can show.
+    from jsonbudget import Clipped, Limits, MemoryCursorStore, Scope, paginate
+
+    db = tmp_path / "cells.sqlite3"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO t VALUES (1, ?)", ("é" * 2_000_000,))
+    conn.commit()
+    conn.close()
+    page = paginate(
+        SQLiteSource(db, table="t", order_by=["id"]),
+        scope=Scope("a"),
+        store=MemoryCursorStore(),
+        limits=Limits(4096),
+    )
+    body = page.items[0]["body"]
+    assert isinstance(body, Clipped)  # the database cut it: the row never held 2M chars
+    assert len(body.head) <= 1 << 20
+    shown = orjson.loads(page.to_json())["items"][0]["body"]
+    kept = shown.split("…[")[0]
+    assert shown == f"{kept}…[truncated: {2_000_000 - len(kept)} more chars]"
+    assert page.truncations[0].omitted == 2_000_000 - len(kept)

@@ -602,6 +602,12 @@ class Paginator:
             # position of a sequence is the offset of the next item.
             more, offset = builder.fill_from(seq, position or 0)
             return self._finish(builder, state, more, offset)
+        fill = getattr(src, "fill", None)
+        if fill is not None:
+            # Sources that page in batches (files, SQL) hand runs to the bulk path and cut
+            # long cells where they read them, to what one page could show.
+            more, position = fill(builder, position, limit_hint=self.limits.max_items)
+            return self._finish(builder, state, more, position)
         items = src.open(position, limit_hint=self.limits.max_items)
         try:
             for item, pos in items:
