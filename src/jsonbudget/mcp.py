@@ -26,8 +26,8 @@ from ._cursors.scope import Scope
 from ._encode.encoder import Encoder, MarkerStyle, Strategy
 from ._extras import missing_extra
 from ._limits import MIN_BYTES, Limits
-from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator
-from ._sources.base import Source, as_source
+from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator, SpillTarget
+from ._sources.base import Source, SourceLike, as_source
 from .errors import CursorError, EncodeError, LimitError
 
 try:
@@ -177,7 +177,7 @@ class McpPager:
         limits: Limits | None = None,
         store: Any = None,
         oversized: OversizedPolicy = "truncate",
-        spill_store: Any = None,
+        spill_store: SpillTarget | None = None,
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
@@ -266,7 +266,9 @@ class McpPager:
         growth = max((size - self._fixed) / max(len(page.to_json()), 1), 1.0)
         return None, max(safe, min(budget - 1, int(room / growth * 0.98)))
 
-    def paginate(self, source: Any, *, scope: Scope, cursor: str | None = None) -> CallToolResult:
+    def paginate(
+        self, source: SourceLike, *, scope: Scope, cursor: str | None = None
+    ) -> CallToolResult:
         """The page of *source* at *cursor* as a tool result."""
         src = as_source(source)
         budget = self._first_budget(cursor)
@@ -281,7 +283,7 @@ class McpPager:
         raise AssertionError("unreachable: the last round raises or returns")  # pragma: no cover
 
     async def apaginate(
-        self, source: Any, *, scope: Scope, cursor: str | None = None
+        self, source: SourceLike, *, scope: Scope, cursor: str | None = None
     ) -> CallToolResult:
         """The async twin of `paginate`. A sync source is paged in a worker thread."""
         src = as_source(source)
@@ -441,7 +443,7 @@ def paginated_tool(
     store: Any = None,
     principal: str | Callable[[], str] = "anonymous",
     oversized: OversizedPolicy = "truncate",
-    spill_store: Any = None,
+    spill_store: SpillTarget | None = None,
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,

@@ -20,15 +20,16 @@ from ._agents.spill import SpillBackend
 from ._agents.tokens import TokenCounter
 from ._cursors.store import CursorStore
 from ._encode.encoder import (
+    EncodeOptions,
     MarkerStyle,
     OnUnencodable,
     Strategy,
     TruncationKind,
     TruncationUnit,
 )
-from ._pages.builder import IncompleteReason, OversizedPolicy
+from ._pages.builder import IncompleteReason, OversizedPolicy, SpillTarget
 from ._reader import BinarySource
-from ._sources.base import AsyncSource, JSONValue, Position, Source
+from ._sources.base import AsyncSource, JSONValue, Position, Source, SourceLike
 
 __all__ = [
     "AdmitReason",
@@ -36,6 +37,7 @@ __all__ = [
     "BinarySource",
     "CursorStore",
     "Default",
+    "EncodeOptions",
     "IncompleteReason",
     "JSONValue",
     "MarkerStyle",
@@ -44,7 +46,9 @@ __all__ = [
     "Position",
     "ResultKind",
     "Source",
+    "SourceLike",
     "SpillBackend",
+    "SpillTarget",
     "Strategy",
     "TokenCounter",
     "ToolOutput",

@@ -14,9 +14,9 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, Unpack, runtime_checkable
 
-from .._encode.encoder import Encoded, Truncation, encode
+from .._encode.encoder import Encoded, EncodeOptions, Truncation, encode
 from .._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
 from ..errors import LimitError, TokenizerUnavailable
 
@@ -181,7 +181,7 @@ class TokenFitter:
         max_tokens: int,
         counter: TokenCounter,
         limits: Limits | None = None,
-        **encode_options: Any,
+        **encode_options: Unpack[EncodeOptions],
     ) -> None:
         self.max_tokens = check_int("max_tokens", max_tokens, minimum=1)
         if not callable(getattr(counter, "count", None)):
@@ -203,7 +203,7 @@ class TokenFitter:
 
     def _try(self, obj: Any, budget: int, search: _Search) -> bool:
         search.rounds += 1
-        options = {**self.encode_options, "max_bytes": budget}
+        options: EncodeOptions = {**self.encode_options, "max_bytes": budget}
         out = encode(obj, self.limits, **options)
         tokens = self.counter.count(out.data.decode("utf-8"))
         check_int("token count", tokens, minimum=0)
@@ -275,7 +275,7 @@ def fit_tokens(
     max_tokens: int,
     counter: TokenCounter,
     limits: Limits | None = None,
-    **encode_options: Any,
+    **encode_options: Unpack[EncodeOptions],
 ) -> TokenFitted:
     """One-call form of `TokenFitter.fit`; *encode_options* go to `encode`."""
     fitter = TokenFitter(max_tokens=max_tokens, counter=counter, limits=limits, **encode_options)

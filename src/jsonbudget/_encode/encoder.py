@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from .._frozen import fast_constructor
 from .._limits import (
@@ -36,6 +36,7 @@ from .render import EncodeCall, Out, RunSizer, Stream, pointer
 
 __all__ = [
     "EncodeCall",
+    "EncodeOptions",
     "Encoded",
     "Encoder",
     "MarkerStyle",
@@ -113,6 +114,21 @@ def _valid_modes(
 def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise LimitError(name, value, "must be " + " or ".join(repr(a) for a in allowed))
+
+
+class EncodeOptions(TypedDict, total=False):
+    """The keyword options of `encode` and `bounded_dumps`, for functions that forward them."""
+
+    max_bytes: int
+    max_items: int | None
+    max_keys: int | None
+    max_field_bytes: int | None
+    max_depth: int | None
+    strategy: Strategy
+    markers: MarkerStyle
+    default: Callable[[Any], Any] | None
+    unencodable: OnUnencodable
+    binary: _values.Binary
 
 
 class Encoder:

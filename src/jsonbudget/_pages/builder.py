@@ -11,7 +11,7 @@ import copy
 import hmac
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -31,7 +31,14 @@ from .._encode.encoder import (
     pointer,
 )
 from .._limits import Limits
-from .._sources.base import AsyncSource, Position, SequenceSource, Source, as_source
+from .._sources.base import (
+    AsyncSource,
+    Position,
+    SequenceSource,
+    Source,
+    SourceLike,
+    as_source,
+)
 from ..errors import LimitError, OversizedItemError
 
 __all__ = [
@@ -72,6 +79,18 @@ _REFITS = 6
 _LONGEST_SPILL_REF = 64 + 1 + 64 + 5
 #: From this many items on, `fill_from` tries a run rather than one item.
 _RUN_MIN = 8
+
+
+class _Spilled(Protocol):
+    @property
+    def ref(self) -> str: ...
+
+
+class SpillTarget(Protocol):
+    """What a page builder needs of a spill store: `SpillStore` and `RedisSpillStore` are
+    ones (the agent wing's `SpillBackend` protocol is the whole interface)."""
+
+    def put(self, data: bytes, *, label: str) -> _Spilled: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +198,12 @@ class PageBuilder:
         limits: Limits,
         *,
         oversized: OversizedPolicy = "truncate",
-        spill_store: Any = None,
+        spill_store: SpillTarget | None = None,
         spill_label: str = "item",
         keys: Mapping[str, str] | None = None,
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
-        default: Any = None,
+        default: Callable[[Any], Any] | None = None,
         encoder: Encoder | None = None,
     ) -> None:
         if not isinstance(limits, Limits):
@@ -453,9 +472,10 @@ class PageBuilder:
         policy = self.oversized
         if policy == "error":
             raise OversizedItemError(index=index, encoded_bytes=None, limit=self.limits.max_bytes)
-        if policy == "spill":
+        store = self._spill_store
+        if policy == "spill" and store is not None:  # __init__ refuses "spill" without one
             data = dumps_whole(item, default=self._encoder.default, markers=self._encoder.markers)
-            ref = self._spill_store.put(data, label=self._spill_label)
+            ref = store.put(data, label=self._spill_label)
             info = OversizedItem(index, len(data), "spilled", ref.ref)
             marker = self._spill_marker(ref.ref, len(data))
             self._place(item, marker, path, info)
@@ -527,11 +547,11 @@ class Paginator:
         *,
         store: CursorStore | None = None,
         oversized: OversizedPolicy = "truncate",
-        spill_store: Any = None,
+        spill_store: SpillTarget | None = None,
         keys: Mapping[str, str] | None = None,
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
-        default: Any = None,
+        default: Callable[[Any], Any] | None = None,
     ) -> None:
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
@@ -587,7 +607,7 @@ class Paginator:
         token = self.store.mint(state, position)
         return builder.finish(complete=False, next_cursor=token, position=position)
 
-    def paginate(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
+    def paginate(self, source: SourceLike, *, scope: Scope, cursor: str | None = None) -> Page:
         """The page of *source* that *cursor* points at (the first page without one)."""
         src = as_source(source)
         if not hasattr(src, "open"):  # cheaper than the structural isinstance
@@ -621,7 +641,9 @@ class Paginator:
                 close()
         return self._finish(builder, state, more, position)
 
-    async def apaginate(self, source: Any, *, scope: Scope, cursor: str | None = None) -> Page:
+    async def apaginate(
+        self, source: SourceLike, *, scope: Scope, cursor: str | None = None
+    ) -> Page:
         """The async twin of `paginate`, for async sources (sync ones work too)."""
         src = as_source(source)
         if isinstance(src, Source):
@@ -645,14 +667,14 @@ class Paginator:
 
 
 def paginate(
-    source: Any,
+    source: SourceLike,
     *,
     scope: Scope,
     cursor: str | None = None,
     store: CursorStore,
     limits: Limits,
     oversized: OversizedPolicy = "truncate",
-    spill_store: Any = None,
+    spill_store: SpillTarget | None = None,
     keys: Mapping[str, str] | None = None,
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
@@ -672,14 +694,14 @@ def paginate(
 
 
 async def apaginate(
-    source: Any,
+    source: SourceLike,
     *,
     scope: Scope,
     cursor: str | None = None,
     store: CursorStore,
     limits: Limits,
     oversized: OversizedPolicy = "truncate",
-    spill_store: Any = None,
+    spill_store: SpillTarget | None = None,
     keys: Mapping[str, str] | None = None,
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",

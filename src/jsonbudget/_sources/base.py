@@ -33,6 +33,7 @@ __all__ = [
     "Position",
     "SequenceSource",
     "Source",
+    "SourceLike",
     "as_source",
     "page_budget",
 ]
@@ -303,6 +304,13 @@ _ONE_SHOT = (
     "a one-shot iterator or generator cannot be resumed at a cursor; pass a "
     "re-iterable (a list, or an object whose __iter__ starts afresh) or a factory "
     "such as `lambda: make_rows()` to IterableSource / AsyncIterableSource"
+)
+
+
+#: What `as_source` takes: a source, or a sequence, re-iterable or async re-iterable of
+#: items (a one-shot iterator is refused at run time: it cannot be resumed).
+SourceLike: TypeAlias = (
+    "Source[Any] | AsyncSource[Any] | Sequence[Any] | Iterable[Any] | AsyncIterable[Any]"
 )
 
 
