@@ -98,17 +98,43 @@ _BINARY = ("marker", "base64")
 _DEFAULT_CAPS: _bound.Caps = (DEFAULT_MAX_DEPTH, _BIG, _BIG, _BIG, _BOUNDED_SCALARS)
 
 
-def _valid_modes(
-    strategy: object, markers: object, unencodable: object, default: object, binary: object
-) -> bool:
-    """Whether every mode is valid (the slow path raises for the one that is not)."""
-    return (
-        strategy in _STRATEGIES
+def _clean_fit(  # noqa: PLR0917 - the hot path of encode and bounded_dumps, positional
+    obj: Any,
+    limits: object,
+    max_bytes: object,
+    max_items: object,
+    max_keys: object,
+    max_field_bytes: object,
+    max_depth: object,
+    strategy: object,
+    markers: object,
+    unencodable: object,
+    default: object,
+    binary: object,
+) -> bytes | None:
+    """orjson's bytes for *obj* when the call gives a budget alone and *obj* is clean and
+    fits: one compiled walk and one orjson call, no configuration built. Else None.
+
+    Any cap or an invalid mode sends the call down the slow path, which raises for the
+    option at fault.
+    """
+    if not (
+        type(max_bytes) is int
+        and limits is None
+        and max_items is None
+        and max_keys is None
+        and max_field_bytes is None
+        and max_depth is None
+        and MIN_BYTES <= max_bytes <= MAX_LIMIT
+        and strategy in _STRATEGIES
         and markers in _MARKERS
         and unencodable in _UNENCODABLE
         and binary in _BINARY
         and (default is None or callable(default))
-    )
+    ):
+        return None
+    data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
+    return data if type(data) is bytes else None
 
 
 def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -397,19 +423,12 @@ def encode(
     binary: _values.Binary = "marker",
 ) -> Encoded:
     """Encode *obj* as JSON within *limits*, with the side-band report of every cut."""
-    if (
-        type(max_bytes) is int
-        and limits is None
-        and max_items is None
-        and max_keys is None
-        and max_field_bytes is None
-        and max_depth is None
-        and MIN_BYTES <= max_bytes <= MAX_LIMIT
-        and _valid_modes(strategy, markers, unencodable, default, binary)
-    ):
-        data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
-        if type(data) is bytes:
-            return _complete(data)
+    data = _clean_fit(
+        obj, limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth,
+        strategy, markers, unencodable, default, binary,
+    )  # fmt: skip
+    if data is not None:
+        return _complete(data)
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.encode(obj)
@@ -432,21 +451,12 @@ def bounded_dumps(
     binary: _values.Binary = "marker",
 ) -> bytes:
     """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
-    # A budget alone, and an object that is clean and fits: one compiled walk and one
-    # orjson call, no configuration built (the options are checked as the encoder would).
-    if (
-        type(max_bytes) is int
-        and limits is None
-        and max_items is None
-        and max_keys is None
-        and max_field_bytes is None
-        and max_depth is None
-        and MIN_BYTES <= max_bytes <= MAX_LIMIT
-        and _valid_modes(strategy, markers, unencodable, default, binary)
-    ):
-        data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
-        if type(data) is bytes:
-            return _compact(data) if len(data) < _COMPACT_BELOW else data
+    data = _clean_fit(
+        obj, limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth,
+        strategy, markers, unencodable, default, binary,
+    )  # fmt: skip
+    if data is not None:
+        return _compact(data) if len(data) < _COMPACT_BELOW else data
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.dumps(obj)
