@@ -183,6 +183,26 @@ class _SQLSource(Source[Row]):
         "_table",
         "_unique",
     )
+    # Set by each subclass: the connection it opened itself, and the process that did.
+    _own: Any
+    _pid: int
+
+    def close(self) -> None:
+        """Close the connection this source opened; a passed connection or pool stays open."""
+        own, self._own = self._own, None
+        if own is not None and self._pid == os.getpid():
+            own.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     _kind: str = "sql"
 
@@ -771,23 +791,6 @@ class SQLiteSource(_SQLSource):
             self._pid = os.getpid()
         return self._own
 
-    def close(self) -> None:
-        """Close the connection this source opened (a passed connection stays open)."""
-        own, self._own = self._own, None
-        if own is not None and self._pid == os.getpid():
-            own.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def _iter(
         self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
     ) -> Iterator[tuple[Row, Position]]:
@@ -986,23 +989,6 @@ class PostgresSource(_SQLSource):
             self._own = own = psycopg.connect(self._conninfo, autocommit=True)
             self._pid = os.getpid()
         return own
-
-    def close(self) -> None:
-        """Close the connection this source opened (a passed connection or pool stays open)."""
-        own, self._own = self._own, None
-        if own is not None and self._pid == os.getpid():
-            own.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _iter(
         self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
