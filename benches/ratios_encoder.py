@@ -36,9 +36,9 @@ if __name__ == "__main__":  # run as a script: make `benches` importable
 import orjson
 from benches import _data
 from benches._timing import Row, calibrate, interleaved, peak_bytes
+from tests import workcount
 
 from jsonbudget import Encoder, bounded_dumps, encode
-from jsonbudget._encode.render import EncodeCall
 
 KIB = 1024
 BIG = 1 << 30
@@ -177,30 +177,35 @@ def fitting(quick: bool) -> list[Row]:
             "<= 20",
         )
     )
-    per_byte = []
-    for depth in range(4, 17, 2):
-        call = EncodeCall(Encoder(max_bytes=4 * KIB))
-        rendered = call.fit(_tree(depth), 4 * KIB, "")
-        assert rendered is not None
-        per_byte.append(call.work / len(rendered[0]))
+    # Work counted, not timed: renderer calls plus the values the size walk visits.
+    cut, whole = [], []
+    for depth in range(4, 19, 2):
+        data, count = workcount.work(_tree(depth), 4 * KIB)
+        (cut if len(data) > 2 * KIB else whole).append(count / len(data))
     out.append(
         (
-            "renderer calls per output byte, dataclass trees depth 4 -> 16: max / min",
-            max(per_byte) / min(per_byte),
+            "work per output byte, dataclass trees cut to 4 KiB, depth 8 -> 18: max / min",
+            max(cut) / min(cut),
             "x",
             "<= 2",
         )
     )
-    calls = []
-    for depth in (4, 20):
-        call = EncodeCall(Encoder(max_bytes=4 * KIB))
-        call.fit(_shared(depth, _Node([])), 4 * KIB, "")
-        calls.append(call.work)
     out.append(
         (
-            f"  shared subtrees 4 -> 20 deep (2**20 paths): {calls[0]} -> {calls[1]} calls",
+            "  work per output byte, cut / the trees that fit whole (depth 4, 6)",
+            max(cut) / min(whole),
+            "x",
+            "(info)",
+        )
+    )
+    calls = []
+    for depth in (4, 20):
+        calls.append(workcount.work(_shared(depth, _Node([])), 4 * KIB)[1])
+    out.append(
+        (
+            f"  shared subtrees 4 -> 20 deep (2**20 paths): {calls[0]} -> {calls[1]} counted",
             float(calls[1]),
-            "calls",
+            "work",
             "(info)",
         )
     )

@@ -44,9 +44,32 @@ def json_values(max_leaves: int = 40) -> st.SearchStrategy[Any]:
     )
 
 
+@dataclasses.dataclass
+class Record:
+    """A dataclass as orjson writes it from ``__dict__``: ``_secret`` is left out."""
+
+    name: Any
+    value: Any
+    _secret: Any = "hidden"
+
+
+@dataclasses.dataclass(slots=True)
+class Slotted:
+    """A dataclass with ``__slots__``, which orjson reads field by field."""
+
+    value: Any
+
+
+def with_extra(value: Any) -> Record:
+    """A `Record` with an attribute set after construction, which orjson writes too."""
+    r = Record("extra", None)
+    r.later = value  # type: ignore[attr-defined]
+    return r
+
+
 def odd_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
     """JSON-like values mixed with what needs a marker or orjson treats apart: NaN and
-    infinities, ints beyond 64 bits, dates, UUIDs, tuples, int keys."""
+    infinities, ints beyond 64 bits, dates, UUIDs, tuples, int keys, dataclasses."""
     return st.recursive(
         st.one_of(
             json_values(20),
@@ -58,6 +81,9 @@ def odd_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
             st.dictionaries(
                 st.one_of(st.text(max_size=4), st.integers(0, 9)), children, max_size=5
             ),
+            st.builds(Record, children, children),
+            st.builds(Slotted, children),
+            children.map(with_extra),
         ),
         max_leaves=max_leaves,
     )

@@ -19,7 +19,7 @@ from jsonbudget import Encoder, encode
 from jsonbudget._encode import _speedups as speedups
 from jsonbudget._encode import bound as _bound
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
-from tests.strategies import json_values, odd_values
+from tests.strategies import Record, Slotted, json_values, odd_values, with_extra
 
 BIG = 1 << 62
 SCALARS = (dt.datetime, dt.date, dt.time, uuid.UUID)
@@ -218,7 +218,9 @@ def test_compiled_and_python_walks_give_the_same_numbers(
 ) -> None:
     max_depth, max_items, max_keys, max_field = limits
     args = (cap, min(depth, max_depth), max_depth, max_items, max_keys, max_field, SCALARS)
-    assert speedups.bound(value, *args) == _bound.py_bound(value, *args)
+    spines: tuple[list[Any], list[Any]] = ([], [])
+    assert speedups.bound(value, *args, spines[0]) == _bound.py_bound(value, *args, spines[1])
+    assert [(id(o), d, n) for o, d, n in spines[0]] == [(id(o), d, n) for o, d, n in spines[1]]
     if isinstance(value, list | tuple):
         assert speedups.bound_items(value, *args) == _bound.py_bound_items(value, *args)
 
@@ -237,6 +239,44 @@ def test_compiled_and_python_clean_dumps_agree(
         assert len(got) <= cap
     else:
         assert got in (_bound.TOO_BIG, _bound.UNCLEAN)
+
+
+@settings(max_examples=300)
+@given(odd_values(), st.integers(0, 300))
+def test_the_spine_holds_lower_bounds_of_each_containers_own_size(value: Any, cap: int) -> None:
+    spine: list[Any] = []
+    n = speedups.bound(value, cap, 0, 64, BIG, BIG, BIG, SCALARS, spine)
+    if n < 0 or n <= cap:
+        assert spine == []  # handed out only when the walk stopped at the cap
+        return
+    if not isinstance(value, list | tuple | dict | Record):
+        assert spine == []  # a scalar past the cap: no container to tell of
+        return
+    assert spine[-1][0] is value and spine[-1][1] == 0  # deepest first, the value last
+    for container, depth, size in spine:
+        assert size > 0 and depth >= 0
+        try:
+            assert len(orjson.dumps(container)) >= size
+        except orjson.JSONEncodeError:
+            pass  # past the stop the container may hold what orjson refuses (2**70)
+
+
+def test_a_dataclass_is_walked_as_orjson_writes_it() -> None:
+    for value in (Record("a", [1, 2]), with_extra({"k": "v"}), [Record(1, Record(2, 3))]):
+        assert bound(value) <= len(orjson.dumps(value))
+        args = (BIG, 0, (64, BIG, BIG, BIG, SCALARS))
+        assert speedups.clean_dumps(value, *args) == orjson.dumps(value)
+        assert b"hidden" not in orjson.dumps(value)
+    assert bound(Record("a", 1), max_keys=1) == -1  # name and value: _secret is not counted
+    assert bound(Record("a", 1), max_keys=2) > 0
+    assert bound(Record("a", float("nan"))) == -1
+    assert bound(Slotted(1)) == -1  # orjson reads slots through descriptors: the renderer's
+
+    class Undecorated(Record):
+        pass
+
+    assert bound(Undecorated("a", 1)) == -1  # orjson does not see a dataclass here
+    assert speedups.bound(Record("a", 1), BIG, 0, 64, BIG, BIG, BIG, None) == -1
 
 
 def test_clean_dumps_takes_orjsons_refusal_for_unclean() -> None:

@@ -13,10 +13,14 @@
  *        non-str key, a container at max_depth, a list or tuple over max_items, a dict
  *        over max_keys, an aware datetime or time whose tzinfo is not the built-in
  *        timezone (orjson would call its Python code mid-walk), a string that might
- *        pass max_field, a cycle, a type other than the exact JSON ones or a subclass
- *        of one in the tuple *scalars*);
+ *        pass max_field, a cycle, a type other than the exact JSON ones, a subclass
+ *        of one in the tuple *scalars* or, when *scalars* is given, a dataclass
+ *        instance orjson writes from its __dict__);
  *   n    otherwise, a lower bound of len(orjson.dumps(obj)); once n > cap the walk
  *        stops, so n may be below the true bound but is still above cap.
+ * With a list as the optional last argument *spine*, a walk that stops at the cap
+ * appends (container, depth, bound) for each container it was inside, deepest first: each
+ * bound is a lower bound of that container's own size (see Walk).
  * bound_items(items, ...) does the same for the items of a list or tuple, each at
  * *depth*, joined by commas, without brackets: a run of page or list items.
  *
@@ -44,7 +48,9 @@
 #endif
 
 #define UNCLEAN (-1)
+#define FAILED (-2) /* an exception is set */
 #define MAX_STACK 256 /* above _limits.MAX_DEPTH, so the ancestors always fit */
+#define MAX_SPINE (MAX_STACK + 1)
 
 typedef struct {
     int max_depth;
@@ -54,7 +60,29 @@ typedef struct {
     PyObject *scalars;
     int check_cycles;
     PyObject *ancestors[MAX_STACK];
+    /* The spine: the containers the walk was inside when it stopped at the cap, deepest
+       first, each with the bound it had reached, which is a lower bound of its own
+       size. A renderer that then splits the value learns from it, without a walk, that
+       each of them is too big for any smaller room: it would otherwise re-walk the same
+       prefix once a level. Borrowed: nothing runs Python code until they are handed out. */
+    int record;
+    int nspine;
+    PyObject *spine[MAX_SPINE];
+    int spine_depth[MAX_SPINE];
+    Py_ssize_t spine_size[MAX_SPINE];
 } Walk;
+
+/* Notes that container *obj* at *depth* stopped at *size*, over its cap, when the spine
+   is asked for. */
+static inline void
+note(Walk *w, PyObject *obj, int depth, Py_ssize_t size)
+{
+    if (w->record && w->nspine < MAX_SPINE) {
+        w->spine[w->nspine] = obj;
+        w->spine_depth[w->nspine] = depth;
+        w->spine_size[w->nspine++] = size;
+    }
+}
 
 /* Enters container *obj* at *depth*: 0, or UNCLEAN if it is its own ancestor.
  *
@@ -104,10 +132,29 @@ atomic(const Walk *w, PyObject *obj)
     return NOT_ATOMIC;
 }
 
+/* Whether *k* is a member orjson leaves out of a dataclass: a name that starts with _. */
+static inline int
+private_name(PyObject *k)
+{
+    return PyUnicode_GET_LENGTH(k) > 0 && PyUnicode_READ_CHAR(k, 0) == '_';
+}
+
+/* The members of dict *obj*, an object at *depth*; with *dataclass* set, only those
+   orjson writes for a dataclass instance whose __dict__ this is. */
 static Py_ssize_t
-walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
+walk_members(Walk *w, PyObject *obj, int depth, Py_ssize_t cap, int dataclass)
 {
     Py_ssize_t n = PyDict_GET_SIZE(obj);
+    if (dataclass) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(obj, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k)) {
+                return UNCLEAN;
+            }
+            n -= private_name(k);
+        }
+    }
     if (depth >= w->max_depth || n > w->max_keys || enter(w, depth, obj) < 0) {
         return UNCLEAN;
     }
@@ -120,8 +167,8 @@ walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         Py_ssize_t used = mp->ma_keys->dk_nentries;
         for (Py_ssize_t i = 0; i < used; i++) {
             PyObject *v = entries[i].me_value;
-            if (v == NULL) { /* a deleted entry */
-                continue;
+            if (v == NULL || (dataclass && private_name(entries[i].me_key))) {
+                continue; /* a deleted entry, or a member orjson leaves out */
             }
             Py_ssize_t sub = atomic(w, v);
             if (sub == NOT_ATOMIC) {
@@ -135,6 +182,9 @@ walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
                 break;
             }
         }
+        if (size > cap && !dataclass) {
+            note(w, obj, depth, size);
+        }
         return size;
     }
 #endif
@@ -143,6 +193,9 @@ walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     while (PyDict_Next(obj, &pos, &k, &v)) {
         if (!PyUnicode_CheckExact(k)) {
             return UNCLEAN;
+        }
+        if (dataclass && private_name(k)) {
+            continue;
         }
         Py_ssize_t sub = atomic(w, v);
         if (sub == NOT_ATOMIC) {
@@ -155,6 +208,51 @@ walk_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         if (size > cap) {
             break;
         }
+    }
+    if (size > cap && !dataclass) {
+        note(w, obj, depth, size);
+    }
+    return size;
+}
+
+/* Names looked up in a type's own dict, made when the module is loaded. */
+static PyObject *str_dataclass_fields, *str_slots, *str_pydantic_fields, *str_attrs;
+
+/* A dataclass instance the way orjson writes it natively: the entries of its __dict__
+   whose names do not start with _. Only a class decorated itself (orjson looks in the
+   type's own dict) and without __slots__ (orjson then reads fields one by one, running
+   descriptors); not a pydantic dataclass or an attrs class, which the renderer writes
+   their own way. FAILED with an exception set when the dict cannot be made. */
+static Py_ssize_t
+walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    PyObject *own = t->tp_dict;
+    if (own == NULL || PyDict_GetItemWithError(own, str_dataclass_fields) == NULL ||
+        PyDict_GetItemWithError(own, str_slots) != NULL ||
+        PyDict_GetItemWithError(own, str_pydantic_fields) != NULL ||
+        _PyType_Lookup(t, str_attrs) != NULL) {
+        return PyErr_Occurred() ? FAILED : UNCLEAN;
+    }
+    /* An instance may keep its attributes without a dict until asked: making one
+       allocates, and a collection then could run finalizers (Python code) while the
+       walk holds pointers into containers. orjson makes the same dict right after. */
+    int was_enabled = PyGC_Disable();
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (was_enabled) {
+        PyGC_Enable();
+    }
+    if (dict == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return FAILED;
+        }
+        PyErr_Clear();
+        return UNCLEAN;
+    }
+    Py_ssize_t size = PyDict_CheckExact(dict) ? walk_members(w, dict, depth, cap, 1) : UNCLEAN;
+    Py_DECREF(dict); /* the instance holds it */
+    if (size > cap) {
+        note(w, obj, depth, size);
     }
     return size;
 }
@@ -192,7 +290,7 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     Py_ssize_t size;
     PyTypeObject *t = Py_TYPE(obj);
     if (t == &PyDict_Type) {
-        return walk_dict(w, obj, depth, cap);
+        return walk_members(w, obj, depth, cap, 0);
     }
     if (t == &PyList_Type || t == &PyTuple_Type) {
         Py_ssize_t n = Py_SIZE(obj);
@@ -200,13 +298,20 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
             return UNCLEAN;
         }
         if (n + 1 > cap) {
+            note(w, obj, depth, n + 1);
             return n + 1;
         }
         if (enter(w, depth, obj) < 0) {
             return UNCLEAN;
         }
         size = walk_items(w, items_of(obj), n, depth + 1, cap - 2);
-        return size < 0 ? size : size + 2;
+        if (size < 0) {
+            return size;
+        }
+        if (size + 2 > cap) {
+            note(w, obj, depth, size + 2);
+        }
+        return size + 2;
     }
     if (w->scalars != NULL) {
         /* By type alone: isinstance() may look up __class__, which can run Python code,
@@ -230,6 +335,7 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
                 return 10; /* datetimes, dates, times and UUIDs: at least this long */
             }
         }
+        return walk_dataclass(w, obj, depth, cap);
     }
     return UNCLEAN;
 }
@@ -274,6 +380,39 @@ setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *de
         w->ancestors[i] = NULL;
     }
     w->check_cycles = 0;
+    w->record = 0;
+    return 0;
+}
+
+/* Appends the spine to list *out* as (container, depth, bound) pairs: 0, or -1 on an error. */
+static int
+hand_out(const Walk *w, PyObject *out)
+{
+    for (int i = 0; i < w->nspine; i++) {
+        PyObject *pair = Py_BuildValue("(Oin)", w->spine[i], w->spine_depth[i], w->spine_size[i]);
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            return -1;
+        }
+        Py_DECREF(pair);
+    }
+    return 0;
+}
+
+/* The list the spine goes to: args[i] when given and not None, else NULL (not asked). */
+static int
+spine_arg(Walk *w, const char *name, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i,
+          PyObject **out)
+{
+    *out = NULL;
+    if (nargs > i && args[i] != Py_None) {
+        if (!PyList_CheckExact(args[i])) {
+            PyErr_Format(PyExc_TypeError, "%s(): spine must be a list or None", name);
+            return -1;
+        }
+        *out = args[i];
+        w->record = 1;
+    }
     return 0;
 }
 
@@ -282,6 +421,7 @@ static Py_ssize_t
 bound_of(Walk *w, PyObject *obj, int items, int depth, Py_ssize_t cap)
 {
     for (;;) {
+        w->nspine = 0;
         Py_ssize_t n = items ? walk_items(w, items_of(obj), Py_SIZE(obj), depth, cap)
                              : walk(w, obj, depth, cap);
         if (n <= cap || w->check_cycles) {
@@ -297,14 +437,20 @@ bound(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Walk w;
     Py_ssize_t cap;
     int depth;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "bound() takes exactly 8 arguments");
+    PyObject *spine;
+    if (nargs != 8 && nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "bound() takes 8 or 9 arguments");
         return NULL;
     }
-    if (setup(&w, "bound", args + 1, &cap, &depth) < 0) {
+    if (setup(&w, "bound", args + 1, &cap, &depth) < 0 ||
+        spine_arg(&w, "bound", args, nargs, 8, &spine) < 0) {
         return NULL;
     }
-    return PyLong_FromSsize_t(bound_of(&w, args[0], 0, depth, cap));
+    Py_ssize_t n = bound_of(&w, args[0], 0, depth, cap);
+    if (n == FAILED || (spine != NULL && n > cap && hand_out(&w, spine) < 0)) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(n);
 }
 
 static PyObject *
@@ -324,7 +470,8 @@ bound_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "bound_items() needs a list or a tuple");
         return NULL;
     }
-    return PyLong_FromSsize_t(bound_of(&w, args[0], 1, depth, cap));
+    Py_ssize_t n = bound_of(&w, args[0], 1, depth, cap);
+    return n == FAILED ? NULL : PyLong_FromSsize_t(n);
 }
 
 /* orjson.dumps and orjson.JSONEncodeError, taken when the module is loaded. */
@@ -341,20 +488,26 @@ clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Walk w;
     Py_ssize_t cap;
     int depth;
-    if (nargs != 4 || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != 5) {
+    PyObject *spine;
+    if ((nargs != 4 && nargs != 5) || !PyTuple_CheckExact(args[3]) ||
+        PyTuple_GET_SIZE(args[3]) != 5) {
         PyErr_SetString(PyExc_TypeError,
-                        "clean_dumps() takes obj, cap, depth and a 5-tuple of caps");
+                        "clean_dumps() takes obj, cap, depth, a 5-tuple of caps and a spine");
         return NULL;
     }
     PyObject *a[7] = {args[1], args[2]};
     for (int i = 0; i < 5; i++) {
         a[2 + i] = PyTuple_GET_ITEM(args[3], i);
     }
-    if (setup(&w, "clean_dumps", a, &cap, &depth) < 0) {
+    if (setup(&w, "clean_dumps", a, &cap, &depth) < 0 ||
+        spine_arg(&w, "clean_dumps", args, nargs, 4, &spine) < 0) {
         return NULL;
     }
     PyObject *obj = args[0];
     Py_ssize_t n = bound_of(&w, obj, 0, depth, cap);
+    if (n == FAILED || (spine != NULL && n > cap && hand_out(&w, spine) < 0)) {
+        return NULL;
+    }
     if (n < 0 || n > cap) {
         return PyLong_FromLong(n < 0 ? OUT_UNCLEAN : OUT_TOO_BIG);
     }
@@ -391,16 +544,18 @@ compact(PyObject *module, PyObject *data)
 
 static PyMethodDef methods[] = {
     {"bound", (PyCFunction)(void (*)(void))bound, METH_FASTCALL,
-     "bound(obj, cap, depth, max_depth, max_items, max_keys, max_field, scalars) -> int\n\n"
+     "bound(obj, cap, depth, max_depth, max_items, max_keys, max_field, scalars, spine=None) -> int\n\n"
      "A lower bound of len(orjson.dumps(obj)) for a clean value, -1 otherwise; "
-     "stops early once the bound passes cap."},
+     "stops early once the bound passes cap, and then appends (container, depth, bound) to "
+     "the list spine for each container it stopped in."},
     {"bound_items", (PyCFunction)(void (*)(void))bound_items, METH_FASTCALL,
      "bound_items(items, cap, depth, max_depth, max_items, max_keys, max_field, scalars) -> int\n\n"
      "bound() of the items of a list or tuple, each at *depth*, joined by commas and "
      "without brackets."},
     {"clean_dumps", (PyCFunction)(void (*)(void))clean_dumps, METH_FASTCALL,
-     "clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars)) -> bytes | int\n\n"
-     "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean)."},
+     "clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars), spine=None) -> bytes | int\n\n"
+     "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean); "
+     "spine as for bound()."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more."},
     {NULL, NULL, 0, NULL},
@@ -413,6 +568,13 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    str_dataclass_fields = PyUnicode_InternFromString("__dataclass_fields__");
+    str_slots = PyUnicode_InternFromString("__slots__");
+    str_pydantic_fields = PyUnicode_InternFromString("__pydantic_fields__");
+    str_attrs = PyUnicode_InternFromString("__attrs_attrs__");
+    if (!str_dataclass_fields || !str_slots || !str_pydantic_fields || !str_attrs) {
+        return NULL;
+    }
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL) {
         return NULL;

@@ -9,13 +9,20 @@ it was not built, `py_bound` and `py_bound_items` give the same numbers in Pytho
 when the value is not *clean* (it needs markers or cuts: NaN or an infinity, a non-str
 key, a container at ``max_depth``, a list over ``max_items``, a dict over ``max_keys``, an
 aware datetime or time whose tzinfo is not the built-in `datetime.timezone`, a string
-that might pass ``max_field``, a cycle, a type other than the exact JSON ones or a
-subclass of one in *scalars*), else
+that might pass ``max_field``, a cycle, a type other than the exact JSON ones, a
+subclass of one in *scalars*, or, when *scalars* is given, a dataclass instance orjson
+writes from its ``__dict__``), else
 a lower bound of ``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*,
 so it costs at most the budget.
 
-``clean_dumps(obj, cap, depth, caps)`` is the encoder's fast path: orjson's bytes when
-the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`. ``compact(data)`` copies
+Given a list as *spine*, a walk that stops at the cap appends ``(container, depth, bound)`` for
+each container it was inside, deepest first; each bound is a lower bound of that
+container's own size, so a renderer that splits the value learns without another walk
+that each is too big for any smaller room (it would otherwise re-walk the same prefix
+once a level).
+
+``clean_dumps(obj, cap, depth, caps, spine=None)`` is the encoder's fast path: orjson's
+bytes when the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`. ``compact(data)`` copies
 bytes out of orjson's oversized buffer. Both are compiled too, with Python twins.
 """
 
@@ -63,12 +70,16 @@ def py_bound(  # noqa: PLR0917 - the compiled function's signature
     max_keys: int,
     max_field: int,
     scalars: tuple[type, ...] | None,
+    spine: list[tuple[Any, int, int]] | None = None,
 ) -> int:
     """`bound` in Python: the same walk and the same numbers as the compiled one."""
     # ancestors[d] is the container being walked at depth d; those above *depth* belong
     # to the caller, which checked them already.
-    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars)
-    return _walk(obj, cap, depth, caps, [-1] * depth)
+    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [])
+    n = _walk(obj, cap, depth, caps, [-1] * depth)
+    if spine is not None and n > cap:
+        spine.extend(caps.spine)
+    return n
 
 
 def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
@@ -82,7 +93,7 @@ def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
     scalars: tuple[type, ...] | None,
 ) -> int:
     """`bound` of the items, each at *depth*, joined by commas, without brackets."""
-    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars)
+    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [])
     return _items(items, cap, depth, caps, [-1] * depth)
 
 
@@ -92,6 +103,9 @@ class _Caps(NamedTuple):
     max_keys: int
     max_field: int
     scalars: tuple[type, ...] | None
+    #: (container, depth, bound) for each container a walk stopped in, deepest first: what the
+    #: compiled walk hands out as its *spine*.
+    spine: list[tuple[Any, int, int]]
 
 
 def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> int:
@@ -106,42 +120,84 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
     if t is float:
         return 1 if _isfinite(obj) else -1  # orjson writes NaN as null: needs a marker
     if t is dict:
-        n = len(obj)
-        if depth >= caps.max_depth or n > caps.max_keys:
-            return -1
-        del ancestors[depth:]
-        if id(obj) in ancestors:
-            return -1
-        ancestors.append(id(obj))
-        size = 1 + 4 * n  # braces, quotes, colons and commas
-        for k, v in obj.items():
-            if type(k) is not str:
-                return -1
-            sub = _walk(v, cap - size, depth + 1, caps, ancestors)
-            if sub < 0:
-                return sub
-            size += len(k) + sub
-            if size > cap:
-                break
-        return size
+        return _members(obj, cap, depth, caps, ancestors, dataclass=False)
     if t is list or t is tuple:
         n = len(obj)
         if depth >= caps.max_depth or n > caps.max_items:
             return -1
         if n + 1 > cap:
+            caps.spine.append((obj, depth, n + 1))
             return n + 1
         del ancestors[depth:]
         if id(obj) in ancestors:
             return -1
         ancestors.append(id(obj))
         size = _items(obj, cap - 2, depth + 1, caps, ancestors)
-        return size if size < 0 else size + 2
+        if size < 0:
+            return size
+        if size + 2 > cap:
+            caps.spine.append((obj, depth, size + 2))
+        return size + 2
     # By type, as the compiled walk does: isinstance() may consult a __class__ property.
     if caps.scalars is not None and issubclass(t, caps.scalars):
         # orjson asks an aware value's tzinfo for its offset: Python code mid-walk.
         tz = obj.tzinfo if issubclass(t, _dt.datetime | _dt.time) else None
         return 10 if tz is None or type(tz) is _dt.timezone else -1
+    if caps.scalars is not None and _native_dataclass(t):
+        d = getattr(obj, "__dict__", None)
+        size = _members(d, cap, depth, caps, ancestors, dataclass=True) if type(d) is dict else -1
+        if size > cap:
+            caps.spine.append((obj, depth, size))
+        return size
     return -1
+
+
+def _native_dataclass(t: type) -> bool:
+    """Whether orjson writes instances of *t* from their ``__dict__``, and so do we.
+
+    A class decorated itself (orjson looks in the type's own dict) without ``__slots__``
+    (orjson then reads the fields one by one, running descriptors), and not a pydantic
+    dataclass or an attrs class, which the renderer writes their own way.
+    """
+    own = t.__dict__
+    return (
+        "__dataclass_fields__" in own
+        and "__slots__" not in own
+        and "__pydantic_fields__" not in own
+        and not any("__attrs_attrs__" in c.__dict__ for c in t.__mro__)
+    )
+
+
+def _members(
+    obj: dict[Any, Any], cap: int, depth: int, caps: _Caps, ancestors: list[int], *, dataclass: bool
+) -> int:
+    """The members of *obj*; with *dataclass*, only those orjson writes for an instance."""
+    n = len(obj)
+    if dataclass:
+        if any(type(k) is not str for k in obj):
+            return -1
+        n -= sum(1 for k in obj if k.startswith("_"))
+    if depth >= caps.max_depth or n > caps.max_keys:
+        return -1
+    del ancestors[depth:]
+    if id(obj) in ancestors:
+        return -1
+    ancestors.append(id(obj))
+    size = 1 + 4 * n  # braces, quotes, colons and commas
+    for k, v in obj.items():
+        if type(k) is not str:
+            return -1
+        if dataclass and k.startswith("_"):
+            continue
+        sub = _walk(v, cap - size, depth + 1, caps, ancestors)
+        if sub < 0:
+            return sub
+        size += len(k) + sub
+        if size > cap:
+            break
+    if size > cap and not dataclass:
+        caps.spine.append((obj, depth, size))
+    return size
 
 
 def _items(
@@ -165,9 +221,11 @@ _JSONError = orjson.JSONEncodeError
 Caps: TypeAlias = tuple[int, int, int, int, tuple[type, ...] | None]
 
 
-def py_clean_dumps(obj: Any, cap: int, depth: int, caps: Caps) -> bytes | int:
+def py_clean_dumps(
+    obj: Any, cap: int, depth: int, caps: Caps, spine: list[tuple[Any, int, int]] | None = None
+) -> bytes | int:
     """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`."""
-    n = bound(obj, cap, depth, *caps)
+    n = bound(obj, cap, depth, *caps, spine)
     if n < 0:
         return UNCLEAN
     if n > cap:
@@ -186,7 +244,7 @@ def py_compact(data: bytes) -> bytes:
 
 bound: Callable[..., int]
 bound_items: Callable[..., int]
-clean_dumps: Callable[[Any, int, int, Caps], bytes | int]
+clean_dumps: Callable[..., bytes | int]
 compact: Callable[[bytes], bytes]
 try:
     from ._speedups import bound, bound_items, clean_dumps, compact

@@ -256,6 +256,7 @@ class EncodeCall:
         "cycles",
         "default",
         "error_on_unencodable",
+        "known",
         "max_depth",
         "max_field",
         "max_items",
@@ -264,6 +265,7 @@ class EncodeCall:
         "over",
         "prefix",
         "seen",
+        "spine",
         "streams",
         "values",
         "work",
@@ -279,6 +281,11 @@ class EncodeCall:
         self.active: set[int] = set()  # containers being rendered: a repeat is a cycle
         self.cycles = 0  # cycle markers written; a rendering holding one is not kept
         self.seen: dict[tuple[int, int], _Seen] = {}
+        # (id, depth) of a clean container -> (it, a lower bound of its size), from the
+        # spines of walks that stopped at their cap (see `bound`): splitting a value then
+        # does not re-walk the same prefix once a level.
+        self.known: dict[tuple[int, int], tuple[Any, int]] = {}
+        self.spine: list[tuple[Any, int, int]] = []
         self.converted: dict[int, tuple[Any, Any]] = {}
         self.values: _values.Options = enc._values
         self.streams: dict[int, Stream] = {} if streams is None else streams
@@ -396,7 +403,7 @@ class EncodeCall:
             return self._whole_str(obj, cap, where)
         if t is dict or t is list or t is tuple:
             return self._whole_container(obj, obj, cap, where, depth)
-        data = _bound.clean_dumps(obj, cap, depth, self.caps)
+        data = self._clean_dumps(obj, cap, depth)
         if type(data) is bytes:
             return data, _NONE
         if data == _TOO_BIG:
@@ -413,6 +420,19 @@ class EncodeCall:
         if type(v) is _values.Clip:
             return self._whole_clip(v, cap)
         return self._whole_container(obj, v, cap, where, depth)
+
+    def _clean_dumps(self, obj: Any, cap: int, depth: int) -> bytes | int:
+        """`bound.clean_dumps`, skipped for a container already known too big for *cap*."""
+        known = self.known.get((id(obj), depth))
+        if known is not None and known[0] is obj and known[1] > cap:
+            return _TOO_BIG
+        spine = self.spine
+        data = _bound.clean_dumps(obj, cap, depth, self.caps, spine)
+        if spine:
+            for o, d, size in spine:
+                self.known[id(o), d] = (o, size)
+            spine.clear()
+        return data
 
     def _entry(self, obj: Any, v: Any, depth: int) -> _Seen:
         key = (id(obj), depth)
@@ -431,7 +451,7 @@ class EncodeCall:
         elif ent.over >= cap:
             return None
         if type(v) is not Stream and type(v) is not Mark:
-            data = _bound.clean_dumps(v, cap, depth, self.caps)
+            data = self._clean_dumps(v, cap, depth)
             if type(data) is bytes:
                 ent.size = len(data)
                 return data, _NONE
