@@ -1,7 +1,7 @@
-"""The compiled size bound; everything else is configured in pyproject.toml.
+"""The compiled size bound and constructor; everything else is in pyproject.toml.
 
-The extension is optional: where it cannot be built the encoder uses its Python walk,
-which gives the same results more slowly.
+Both extensions are optional: where they cannot be built the library uses their Python
+twins, which give the same results more slowly.
 """
 
 from setuptools import Extension, setup
@@ -12,6 +12,7 @@ setup(
             "jsonbudget._encode._speedups",
             ["src/jsonbudget/_encode/_speedups.c"],
             optional=True,
-        )
+        ),
+        Extension("jsonbudget._fastnew", ["src/jsonbudget/_fastnew.c"], optional=True),
     ]
 )

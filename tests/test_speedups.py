@@ -1,10 +1,15 @@
-"""The compiled size bound: built, a true lower bound, and the same answers as the Python walk."""
+"""The compiled extensions: the size bound (built, a true lower bound, the same answers as
+the Python walk), the one-call verbs' front door and the frozen-value constructor."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import gc
+import inspect
 import math
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -15,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import Encoder, encode
+import jsonbudget
+from jsonbudget import Encoder, LimitError, _frozen, encode
 from jsonbudget._encode import _speedups as speedups
 from jsonbudget._encode import bound as _bound
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
@@ -56,6 +62,7 @@ def test_the_test_install_builds_the_extension() -> None:
     assert _bound.bound_items is speedups.bound_items
     assert _bound.clean_dumps is speedups.clean_dumps
     assert _bound.compact is speedups.compact
+    assert _bound.front is speedups.front
 
 
 @settings(max_examples=300)
@@ -252,13 +259,14 @@ def test_the_spine_holds_lower_bounds_of_each_containers_own_size(value: Any, ca
     if not isinstance(value, list | tuple | dict | Record):
         assert spine == []  # a scalar past the cap: no container to tell of
         return
-    assert spine[-1][0] is value and spine[-1][1] == 0  # deepest first, the value last
+    assert spine[-1][0] is value  # deepest first, the value last
+    assert spine[-1][1] == 0
     for container, depth, size in spine:
-        assert size > 0 and depth >= 0
-        try:
+        assert size > 0
+        assert depth >= 0
+        # Past the stop the container may hold what orjson refuses (2**70).
+        with contextlib.suppress(orjson.JSONEncodeError):
             assert len(orjson.dumps(container)) >= size
-        except orjson.JSONEncodeError:
-            pass  # past the stop the container may hold what orjson refuses (2**70)
 
 
 def test_a_dataclass_is_walked_as_orjson_writes_it() -> None:
@@ -358,3 +366,111 @@ def test_regression_tuple_inside_a_flat_row_obeys_the_caps(walk: str) -> None:
     assert [(t.path, t.kind) for t in keys.truncations] == [("/…", "keys")]
     assert [(t.path, t.kind) for t in deep.truncations] == [("/t", "depth")]
     assert [(t.path, t.kind) for t in wide.truncations] == [("/t/1", "items")]
+
+
+# -- the front door of the one-call verbs ----------------------------------------------
+
+#: The verbs with a compiled front door (typed loosely: the door's own attributes).
+VERBS: tuple[Any, ...] = (jsonbudget.bounded_dumps, jsonbudget.encode)
+
+
+def test_the_front_door_is_the_python_function_on_the_outside() -> None:
+    for verb in VERBS:
+        assert type(verb) is not type(test_bad_arguments_raise), "the compiled door is in use"
+        inner = verb.__wrapped__
+        assert inspect.signature(verb) == inspect.signature(inner)
+        assert verb.__doc__ == inner.__doc__
+        assert verb.__name__ == inner.__name__
+        assert verb.__module__ == "jsonbudget"
+
+
+@settings(max_examples=500)
+@given(odd_values(), st.integers(0, 700))
+def test_the_front_door_answers_as_the_function_does(value: Any, budget: int) -> None:
+    for verb in VERBS:
+        inner = verb.__wrapped__
+        assert outcome(verb, value, max_bytes=budget) == outcome(inner, value, max_bytes=budget)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ((), {"max_bytes": 100}),  # no value
+        (({"a": 1},), {"max_bytes": True}),  # a bool is not a budget
+        (({"a": 1},), {"max_bytes": 100.0}),
+        (({"a": 1},), {"max_bytes": 2**70}),
+        (({"a": 1},), {"max_bytes": 10}),  # under the minimum
+        (({"a": 1},), {"max_bytes": 100, "strategy": "widest"}),
+        (({"a": 1},), {"max_bytes": 100, "colour": "red"}),
+        (({"a": 1}, None, None), {}),
+    ],
+)
+def test_every_other_call_gets_the_functions_own_answer(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    for verb in VERBS:
+        inner = verb.__wrapped__
+        assert outcome(verb, *args, **kwargs) == outcome(inner, *args, **kwargs)
+
+
+def outcome(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """What a call gives: ("returned", value) or ("raised", its type, its message)."""
+    try:
+        return ("returned", fn(*args, **kwargs))
+    except (TypeError, LimitError) as exc:
+        return ("raised", type(exc), str(exc))
+
+
+def test_the_front_door_copies_short_results_out_of_orjsons_buffer() -> None:
+    small = jsonbudget.bounded_dumps({"a": 1}, max_bytes=100)
+    assert sys.getsizeof(small) < 100  # not orjson's 4 KiB
+    assert jsonbudget.encode({"a": 1}, max_bytes=100) == jsonbudget.Encoded(b'{"a":1}', True, ())
+
+
+# -- the compiled constructor ------------------------------------------------------------
+
+
+def test_the_compiled_constructor_makes_equal_frozen_values() -> None:
+    assert _frozen._maker is not None, "the compiled constructor is in use"
+    make = _frozen.fast_constructor(jsonbudget.Truncation)
+    got = make("/a", "string", 3, "chars")
+    assert got == jsonbudget.Truncation("/a", "string", 3, "chars")
+    assert hash(got) == hash(jsonbudget.Truncation("/a", "string", 3, "chars"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.path = "/b"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="exactly 4 positional"):
+        make("/a")
+    with pytest.raises(TypeError, match="exactly 4 positional"):
+        make("/a", "string", 3, unit="chars")
+    py = _frozen._py_constructor(jsonbudget.Truncation, _slots(jsonbudget.Truncation))
+    assert py("/a", "string", 3, "chars") == got
+
+
+def _slots(cls: type) -> tuple[Any, ...]:
+    return tuple(vars(cls)[f.name] for f in dataclasses.fields(cls))
+
+
+def test_the_compiled_constructor_refuses_what_is_not_an_object_slot() -> None:
+    assert _frozen._maker is not None
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Other:
+        x: Any
+
+    with pytest.raises(TypeError, match="not a writable object slot"):
+        _frozen._maker(jsonbudget.Truncation, _slots(Other))  # another class's slot
+    with pytest.raises(TypeError, match="not a writable object slot"):
+        _frozen._maker(jsonbudget.Truncation, (property(lambda s: 1),))
+    with pytest.raises(TypeError):
+        _frozen._maker(jsonbudget.Truncation, list(_slots(jsonbudget.Truncation)))
+
+
+def test_values_held_by_compiled_instances_are_released() -> None:
+    make = _frozen.fast_constructor(jsonbudget.Encoded)
+    data = b"x" * 100
+    before = sys.getrefcount(data)
+    made = [make(data, True, ()) for _ in range(100)]
+    assert sys.getrefcount(data) == before + 100
+    del made
+    gc.collect()
+    assert sys.getrefcount(data) == before

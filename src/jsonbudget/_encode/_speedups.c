@@ -34,6 +34,7 @@
 #include <Python.h>
 #include <datetime.h>
 #include <math.h>
+#include <stddef.h>
 
 /* PyDict_Next costs more than the rest of the walk together. On the CPython this is
    tested on, a dict whose keys are all exact str keeps them with their values in one
@@ -482,28 +483,25 @@ static PyObject *orjson_error;
 #define OUT_TOO_BIG 1
 #define OUT_UNCLEAN 2
 
+/* clean_dumps() for *obj* at *depth* under the 5-tuple *caps*: bytes, an outcome as an
+   int, or NULL with an exception set. */
 static PyObject *
-clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+dumps_if_clean(PyObject *obj, PyObject *cap_obj, PyObject *depth_obj, PyObject *caps,
+               PyObject *spine_obj)
 {
     Walk w;
     Py_ssize_t cap;
     int depth;
     PyObject *spine;
-    if ((nargs != 4 && nargs != 5) || !PyTuple_CheckExact(args[3]) ||
-        PyTuple_GET_SIZE(args[3]) != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "clean_dumps() takes obj, cap, depth, a 5-tuple of caps and a spine");
-        return NULL;
-    }
-    PyObject *a[7] = {args[1], args[2]};
+    PyObject *a[7] = {cap_obj, depth_obj};
     for (int i = 0; i < 5; i++) {
-        a[2 + i] = PyTuple_GET_ITEM(args[3], i);
+        a[2 + i] = PyTuple_GET_ITEM(caps, i);
     }
+    PyObject *sp[1] = {spine_obj};
     if (setup(&w, "clean_dumps", a, &cap, &depth) < 0 ||
-        spine_arg(&w, "clean_dumps", args, nargs, 4, &spine) < 0) {
+        spine_arg(&w, "clean_dumps", sp, spine_obj == NULL ? 0 : 1, 0, &spine) < 0) {
         return NULL;
     }
-    PyObject *obj = args[0];
     Py_ssize_t n = bound_of(&w, obj, 0, depth, cap);
     if (n == FAILED || (spine != NULL && n > cap && hand_out(&w, spine) < 0)) {
         return NULL;
@@ -533,6 +531,18 @@ clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
+clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if ((nargs != 4 && nargs != 5) || !PyTuple_CheckExact(args[3]) ||
+        PyTuple_GET_SIZE(args[3]) != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "clean_dumps() takes obj, cap, depth, a 5-tuple of caps and a spine");
+        return NULL;
+    }
+    return dumps_if_clean(args[0], args[1], args[2], args[3], nargs == 5 ? args[4] : NULL);
+}
+
+static PyObject *
 compact(PyObject *module, PyObject *data)
 {
     if (!PyBytes_CheckExact(data)) {
@@ -540,6 +550,140 @@ compact(PyObject *module, PyObject *data)
         return NULL;
     }
     return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+}
+
+/* orjson's bytes keep at least 4 KiB of capacity: a shorter result is handed out as a
+   copy that holds only its length. */
+#define COMPACT_BELOW 8192
+
+static PyObject *
+compact_copy(PyObject *data)
+{
+    if (PyBytes_GET_SIZE(data) >= COMPACT_BELOW) {
+        return data;
+    }
+    PyObject *copy = PyBytes_FromStringAndSize(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    Py_DECREF(data);
+    return copy;
+}
+
+/* A front door for a one-call verb: a call that gives the value and max_bytes alone, an
+   int in range, is answered here when the value is clean and fits (one walk, one orjson
+   call, no Python frame); any other call, and any other outcome, goes to the verb's
+   Python function with the same arguments, which decides everything else. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *fallback;
+    PyObject *caps;
+    PyObject *finish; /* applied to the bytes (the verb's result type), or None */
+    PyObject *depth;  /* 0, as clean_dumps takes it */
+    Py_ssize_t min_bytes;
+    Py_ssize_t max_bytes;
+    PyObject *dict;
+} Front;
+
+static PyObject *str_max_bytes;
+
+static PyObject *
+front_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Front *self = (Front *)op;
+    if (PyVectorcall_NARGS(nargsf) == 1 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, 0);
+        PyObject *budget = args[1];
+        if ((name == str_max_bytes || PyUnicode_Compare(name, str_max_bytes) == 0) &&
+            PyLong_CheckExact(budget)) {
+            int overflow;
+            long long cap = PyLong_AsLongLongAndOverflow(budget, &overflow);
+            if (!overflow && cap >= self->min_bytes && cap <= self->max_bytes) {
+                PyObject *data = dumps_if_clean(args[0], budget, self->depth, self->caps, NULL);
+                if (data == NULL) {
+                    return NULL;
+                }
+                if (PyBytes_Check(data)) {
+                    data = compact_copy(data);
+                    if (data == NULL || self->finish == Py_None) {
+                        return data;
+                    }
+                    PyObject *out = PyObject_CallOneArg(self->finish, data);
+                    Py_DECREF(data);
+                    return out;
+                }
+                Py_DECREF(data); /* too big or unclean: the verb renders it */
+            }
+        }
+        else if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static void
+front_dealloc(PyObject *op)
+{
+    Front *self = (Front *)op;
+    Py_XDECREF(self->fallback);
+    Py_XDECREF(self->caps);
+    Py_XDECREF(self->finish);
+    Py_XDECREF(self->depth);
+    Py_XDECREF(self->dict);
+    Py_TYPE(op)->tp_free(op);
+}
+
+static PyGetSetDef front_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyTypeObject FrontType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "jsonbudget._encode._speedups.Front",
+    .tp_basicsize = sizeof(Front),
+    .tp_dealloc = front_dealloc,
+    .tp_vectorcall_offset = offsetof(Front, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A one-call verb's compiled front door (see front()).",
+    .tp_getset = front_getset,
+    .tp_dictoffset = offsetof(Front, dict),
+};
+
+static PyObject *
+front(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyCallable_Check(args[0]) || !PyTuple_CheckExact(args[1]) ||
+        PyTuple_GET_SIZE(args[1]) != 5 || (args[4] != Py_None && !PyCallable_Check(args[4]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "front() takes a function, a 5-tuple of caps, min_bytes, max_bytes "
+                        "and a finish callable or None");
+        return NULL;
+    }
+    Py_ssize_t lo = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t hi = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Front *self = PyObject_New(Front, &FrontType);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = front_call;
+    self->fallback = Py_NewRef(args[0]);
+    self->caps = Py_NewRef(args[1]);
+    self->finish = Py_NewRef(args[4]);
+    self->depth = PyLong_FromLong(0);
+    self->min_bytes = lo;
+    self->max_bytes = hi;
+    self->dict = NULL;
+    if (self->depth == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
 }
 
 static PyMethodDef methods[] = {
@@ -556,6 +700,11 @@ static PyMethodDef methods[] = {
      "clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars), spine=None) -> bytes | int\n\n"
      "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean); "
      "spine as for bound()."},
+    {"front", (PyCFunction)(void (*)(void))front, METH_FASTCALL,
+     "front(fallback, caps, min_bytes, max_bytes, finish) -> callable\n\n"
+     "A callable that answers fallback(obj, max_bytes=n) itself when n is an int in "
+     "[min_bytes, max_bytes] and obj is clean under caps and fits: finish(bytes), or "
+     "the bytes if finish is None; it calls fallback for every other call or outcome."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more."},
     {NULL, NULL, 0, NULL},
@@ -572,6 +721,10 @@ PyInit__speedups(void)
     str_slots = PyUnicode_InternFromString("__slots__");
     str_pydantic_fields = PyUnicode_InternFromString("__pydantic_fields__");
     str_attrs = PyUnicode_InternFromString("__attrs_attrs__");
+    str_max_bytes = PyUnicode_InternFromString("max_bytes");
+    if (str_max_bytes == NULL || PyType_Ready(&FrontType) < 0) {
+        return NULL;
+    }
     if (!str_dataclass_fields || !str_slots || !str_pydantic_fields || !str_attrs) {
         return NULL;
     }

@@ -1,3 +1,9 @@
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_Caps = tuple[int, int, int, int, tuple[type, ...] | None]
+
 def bound(
     obj: object,
     cap: int,
@@ -7,6 +13,7 @@ def bound(
     max_keys: int,
     max_field: int,
     scalars: tuple[type, ...] | None,
+    spine: list[tuple[object, int, int]] | None = None,
     /,
 ) -> int: ...
 def bound_items(
@@ -24,7 +31,16 @@ def clean_dumps(
     obj: object,
     cap: int,
     depth: int,
-    caps: tuple[int, int, int, int, tuple[type, ...] | None],
+    caps: _Caps,
+    spine: list[tuple[object, int, int]] | None = None,
     /,
 ) -> bytes | int: ...
 def compact(data: bytes, /) -> bytes: ...
+def front(
+    fallback: _F,
+    caps: _Caps,
+    min_bytes: int,
+    max_bytes: int,
+    finish: Callable[[bytes], Any] | None,
+    /,
+) -> _F: ...

@@ -23,7 +23,10 @@ once a level).
 
 ``clean_dumps(obj, cap, depth, caps, spine=None)`` is the encoder's fast path: orjson's
 bytes when the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`. ``compact(data)`` copies
-bytes out of orjson's oversized buffer. Both are compiled too, with Python twins.
+bytes out of orjson's oversized buffer. ``front(fallback, caps, min_bytes, max_bytes,
+finish)`` wraps a one-call verb: a call with the value and ``max_bytes`` alone is answered
+in C when the value is clean and fits, every other call goes to *fallback*. All are
+compiled, with Python twins (the twin of `front` is *fallback* itself).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import datetime as _dt
 import math
 import uuid
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 import orjson
 
@@ -45,10 +48,12 @@ __all__ = [
     "bound_items",
     "clean_dumps",
     "compact",
+    "front",
     "py_bound",
     "py_bound_items",
     "py_clean_dumps",
     "py_compact",
+    "py_front",
 ]
 
 #: Types orjson writes in a bounded form, at least 10 bytes long.
@@ -242,12 +247,23 @@ def py_compact(data: bytes) -> bytes:
     return bytes(memoryview(data))
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def py_front(
+    fallback: F, caps: Caps, min_bytes: int, max_bytes: int, finish: Callable[[bytes], Any] | None
+) -> F:
+    """`front` in Python: the verb's own function, whose first step is the same fast path."""
+    return fallback
+
+
 bound: Callable[..., int]
 bound_items: Callable[..., int]
 clean_dumps: Callable[..., bytes | int]
 compact: Callable[[bytes], bytes]
+front: Callable[..., Any]
 try:
-    from ._speedups import bound, bound_items, clean_dumps, compact
+    from ._speedups import bound, bound_items, clean_dumps, compact, front
 except ImportError:  # pragma: no cover - built without a C compiler
     bound, bound_items = py_bound, py_bound_items
-    clean_dumps, compact = py_clean_dumps, py_compact
+    clean_dumps, compact, front = py_clean_dumps, py_compact, py_front

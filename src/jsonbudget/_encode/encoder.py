@@ -13,10 +13,12 @@ Design (see docs/encoder.md, "How the encoder works"):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, TypeVar
 
+from .._configured import Configured
 from .._frozen import fast_constructor
 from .._limits import (
     DEFAULT_MAX_DEPTH,
@@ -339,30 +341,7 @@ def _resolve_limits(  # noqa: PLR0917 - private, called from one place with all 
 
 
 #: Encoders made by the one-call verbs, by their options: a budget-only call makes none.
-#: Bounded, and holding only immutable configuration, so sharing them is thread-safe.
-_CACHE_SIZE = 64
-
-
-class _Configured:
-    """The one-call verbs' encoders, keyed by their options (a bounded dict)."""
-
-    __slots__ = ("by_options",)
-
-    def __init__(self) -> None:
-        self.by_options: dict[tuple[Any, ...], Encoder] = {}
-
-    def get(self, key: tuple[Any, ...], make: Callable[[], Encoder]) -> Encoder:
-        enc = self.by_options.get(key)
-        if enc is None:
-            enc = make()
-            cache = self.by_options
-            if len(cache) >= _CACHE_SIZE:
-                cache.clear()  # atomic, so safe beside other threads; rare: 64 option sets
-            cache[key] = enc
-        return enc
-
-
-_configured = _Configured()
+_configured: Configured[Encoder] = Configured()
 
 
 def _encoder(key: tuple[Any, ...]) -> Encoder:
@@ -370,10 +349,6 @@ def _encoder(key: tuple[Any, ...]) -> Encoder:
     for limit in key[1:6]:
         if limit is not None and type(limit) is not int:
             return _make(key)  # refused there: 64.0 == 64 must not find 64's encoder
-    try:
-        hash(key)
-    except TypeError:  # an unhashable default hook: not cached
-        return _make(key)
     return _configured.get(key, lambda: _make(key))
 
 
@@ -460,3 +435,25 @@ def bounded_dumps(
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.dumps(obj)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _complete_compact(data: bytes) -> Encoded:
+    """`_complete` of bytes the front door has made compact already."""
+    return _new_encoded(data, True, ())
+
+
+# The headline calls, ``bounded_dumps(obj, max_bytes=n)`` and ``encode(obj, max_bytes=n)``,
+# answered in C when *obj* is clean and fits: the Python frame and its checks cost as much
+# as orjson does on a small result. Every other call runs the functions above as written.
+def _front(fn: _F, finish: Callable[[bytes], Any] | None) -> _F:
+    door: _F = _bound.front(fn, _DEFAULT_CAPS, MIN_BYTES, MAX_LIMIT, finish)
+    if door is not fn:  # the Python twin hands back the function itself
+        functools.update_wrapper(door, fn)
+    return door
+
+
+bounded_dumps = _front(bounded_dumps, None)
+encode = _front(encode, _complete_compact)

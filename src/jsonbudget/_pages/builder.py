@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from .._configured import Configured
 from .._cursors.scope import Scope
 from .._cursors.store import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
 from .._encode import bound as _bound
@@ -571,6 +572,14 @@ class Paginator:
             default=default,
         )
 
+    def _fork(self) -> Paginator:
+        """This pager's configuration, with no look-ahead values shared with it."""
+        new = object.__new__(Paginator)
+        new.limits, new.store, new._binding = self.limits, self.store, self._binding
+        new._template = self._template._blank()
+        new._template._streams = {}
+        return new
+
     def _state(
         self, source: Source[Any] | AsyncSource[Any], scope: Scope, cursor: str | None
     ) -> CursorState:
@@ -681,16 +690,12 @@ def paginate(
     default: Callable[[Any], Any] | None = None,
 ) -> Page:
     """One call: resolve *cursor*, build the page of *source*, mint the next cursor."""
-    return Paginator(
-        limits,
-        store=store,
-        oversized=oversized,
-        spill_store=spill_store,
-        keys=keys,
-        strategy=strategy,
-        markers=markers,
-        default=default,
-    ).paginate(source, scope=scope, cursor=cursor)
+    cached = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
+    pager = cached._fork()
+    try:
+        return pager.paginate(source, scope=scope, cursor=cursor)
+    finally:
+        cached._binding = pager._binding
 
 
 async def apaginate(
@@ -708,13 +713,46 @@ async def apaginate(
     default: Callable[[Any], Any] | None = None,
 ) -> Page:
     """The async twin of `paginate`."""
-    return await Paginator(
-        limits,
-        store=store,
-        oversized=oversized,
-        spill_store=spill_store,
-        keys=keys,
-        strategy=strategy,
-        markers=markers,
-        default=default,
-    ).apaginate(source, scope=scope, cursor=cursor)
+    cached = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
+    pager = cached._fork()
+    try:
+        return await pager.apaginate(source, scope=scope, cursor=cursor)
+    finally:
+        cached._binding = pager._binding
+
+
+#: The one-call verbs' pagers, by their options; stores by identity (the cached pager holds
+#: them, so an id is not reused while its entry lives). Each call pages with a `_fork`:
+#: calls from other threads or for other sources never share what a page read ahead.
+_configured: Configured[Paginator] = Configured()
+
+
+def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
+    limits: Limits,
+    store: CursorStore,
+    oversized: OversizedPolicy,
+    spill_store: SpillTarget | None,
+    keys: Mapping[str, str] | None,
+    strategy: Strategy,
+    markers: MarkerStyle,
+    default: Callable[[Any], Any] | None,
+) -> Paginator:
+    """A pager with these options, configured once per distinct options."""
+
+    def make() -> Paginator:
+        return Paginator(
+            limits,
+            store=store,
+            oversized=oversized,
+            spill_store=spill_store,
+            keys=keys,
+            strategy=strategy,
+            markers=markers,
+            default=default,
+        )
+
+    if type(limits) is not Limits:
+        return make()  # refused there, or a subclass whose equality is its own
+    named = None if keys is None else tuple(keys.items())
+    key = (limits, id(store), oversized, id(spill_store), named, strategy, markers, default)
+    return _configured.get(key, make)
