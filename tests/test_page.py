@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import sqlite3
@@ -18,6 +19,7 @@ from jsonbudget import (
     MCP_KEYS,
     BudgetExhausted,
     CursorScopeError,
+    InvalidCursor,
     IterableSource,
     JsonArrayFileSource,
     LimitError,
@@ -518,3 +520,74 @@ async def test_one_call_paginate_takes_default_and_modes(one_call: str) -> None:
     rows = [{"at": Point(3)}]
     page = paginate(rows, **kwargs) if one_call == "paginate" else await apaginate(rows, **kwargs)
     assert page.to_json() == b'{"items":[{"at":{"x":3}}],"complete":true,"next_cursor":null}'
+
+
+# -- the one-call paginate's configured pagers ------------------------------------------
+
+
+def test_one_call_paginate_configures_once_per_option_set() -> None:
+    from jsonbudget._pages import builder
+
+    builder._configured.by_options.clear()
+    source = IterableSource(lambda: iter(range(300)))
+    store, limits = MemoryCursorStore(), Limits(512)
+    first = paginate(source, scope=ALICE, store=store, limits=limits)
+    paginate(source, scope=ALICE, store=store, limits=limits, cursor=first.next_cursor)
+    assert len(builder._configured.by_options) == 1
+    paginate(source, scope=ALICE, store=store, limits=Limits(512), strategy="prefix")
+    assert len(builder._configured.by_options) == 2
+
+
+def test_one_call_paginate_never_shares_a_store_between_stores() -> None:
+    # Stores are told apart by identity: two stores that compare equal stay two.
+    class EqualStore(MemoryCursorStore):
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, EqualStore)
+
+        __hash__ = object.__hash__
+
+    source = IterableSource(lambda: iter(range(300)))
+    a, b = EqualStore(), EqualStore()
+    first = paginate(source, scope=ALICE, store=a, limits=Limits(512))
+    assert first.next_cursor is not None
+    with pytest.raises(InvalidCursor):
+        paginate(source, scope=ALICE, store=b, limits=Limits(512), cursor=first.next_cursor)
+
+
+def _generator_rows(first: int) -> list[dict[str, Any]]:
+    return [{"id": first + i, "vals": (x for x in range(40))} for i in range(20)]
+
+
+def _vals_by_id(pages: list[bytes]) -> dict[int, list[int]]:
+    return {it["id"]: it["vals"] for page in pages for it in orjson.loads(page)["items"]}
+
+
+@pytest.mark.parametrize("how", ["one-call", "one Paginator"])
+def test_regression_interleaved_pagings_keep_every_generator_value(how: str) -> None:
+    # Two pagings of generator-holding rows, page after page in turn, through the same
+    # configured pager: a refused look-ahead item's pulled values are kept by its
+    # next_cursor, so neither paging loses values to the other (they were once kept by
+    # the pager for "the next page", whichever paging that was).
+    store, limits = MemoryCursorStore(), Limits(512)
+    pager = Paginator(limits, store=store)
+
+    def page(source: Any, cursor: str | None) -> Page:
+        if how == "one-call":
+            return paginate(source, scope=ALICE, store=store, limits=limits, cursor=cursor)
+        return pager.paginate(source, scope=ALICE, cursor=cursor)
+
+    rows = [_generator_rows(0), _generator_rows(100)]
+    sources = [IterableSource(functools.partial(iter, r)) for r in rows]
+    cursors: list[str | None] = [None, None]
+    pages: list[list[bytes]] = [[], []]
+    done = [False, False]
+    while not all(done):
+        for k in (0, 1):
+            if not done[k]:
+                got = page(sources[k], cursors[k])
+                pages[k].append(got.data)
+                cursors[k], done[k] = got.next_cursor, got.complete
+    for k, first in ((0, 0), (1, 100)):
+        got = _vals_by_id(pages[k])
+        assert list(got) == list(range(first, first + 20))
+        assert all(vals == list(range(40)) for vals in got.values()), got

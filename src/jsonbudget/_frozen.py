@@ -17,17 +17,19 @@ __all__ = ["fast_constructor"]
 T = TypeVar("T")
 
 
-def fast_constructor(cls: type[T]) -> Callable[..., T]:
-    """A positional constructor for *cls* (a frozen ``slots=True`` dataclass), in field order.
+def fast_constructor(cls: type[T], slots: tuple[str, ...] | None = None) -> Callable[..., T]:
+    """A positional constructor for *cls*: a frozen ``slots=True`` dataclass, in field order,
+    or any class with ``__slots__``, filling the named *slots* in that order.
 
     It does no validation: the caller vouches for every value, as ``__init__`` would not.
     Compiled where `_fastnew` is built (it stores each value in its slot directly);
     otherwise the slot descriptors set them from Python.
     """
-    slots = tuple(vars(cls)[f.name] for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    names = slots or tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    descriptors = tuple(vars(cls)[name] for name in names)
     if _maker is not None:
-        return _maker(cls, slots)  # type: ignore[no-any-return]
-    return _py_constructor(cls, slots)
+        return _maker(cls, descriptors)  # type: ignore[no-any-return]
+    return _py_constructor(cls, descriptors)
 
 
 def _py_constructor(cls: type[T], slots: tuple[Any, ...]) -> Callable[..., T]:

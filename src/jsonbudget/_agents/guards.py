@@ -38,6 +38,7 @@ from .._encode.encoder import (
     encode,
     pointer,
 )
+from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
@@ -96,8 +97,9 @@ class _Record:
     """A small immutable result: fields in read-only slots, equality and repr by value.
 
     Made for every result a guard hands on, so it is built by a plain ``__init__`` (a
-    frozen dataclass's ``__init__`` costs several times that); the fields are read-only
-    properties over the slots.
+    frozen dataclass's ``__init__`` costs several times that), and on the fast paths
+    without one (`_frozen.fast_constructor`); the fields are read-only properties over
+    the slots.
     """
 
     __slots__ = ()
@@ -226,6 +228,15 @@ class Admitted(_Record):
             "over_budget": self._over_budget,
             "spill": None if self._spill is None else self._spill.to_json(),
         }
+
+
+#: The records the fast paths hand on, built without their ``__init__`` (see `_frozen`).
+_new_gate_result: Callable[..., GateResult] = fast_constructor(
+    GateResult, tuple("_" + name for name in GateResult._fields)
+)
+_new_admitted: Callable[..., Admitted] = fast_constructor(
+    Admitted, tuple("_" + name for name in Admitted._fields)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,7 +410,7 @@ class ResultGate:
             if type(data) is bytes:
                 if len(data) < _COMPACT_BELOW:
                     data = compact(data)
-                return GateResult(data, "json", len(data), None)
+                return _new_gate_result(data, "json", len(data), None)
         measured = self._measure(result)
         if measured.data is not None:
             return GateResult(measured.data, measured.kind, len(measured.data), None)
@@ -697,8 +708,8 @@ class TurnBudget:
                     ):
                         self._calls += 1
                         self._used += size
-                        admitted = Admitted(tool, fast, "json", size, size, None, "fits",
-                                                 False)  # fmt: skip
+                        admitted = _new_admitted(tool, fast, "json", size, size, None,
+                                                 "fits", False)  # fmt: skip
                         self._results.append(admitted)
                         return admitted
         measured = gate._measure(result)

@@ -7,8 +7,10 @@ position, fill a builder, and mint the next cursor.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hmac
+from collections import OrderedDict
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -151,7 +153,6 @@ _OPTION_SLOTS = (
     "_max_items",
     "_spill_label",
     "_spill_store",
-    "_streams",
     "limits",
     "oversized",
 )
@@ -234,8 +235,8 @@ class PageBuilder:
         self._fixed = len(_dumps({k["items"]: [], **closing}))
         self._cap = limits.max_bytes - self._fixed
         self._max_items = limits.max_items if limits.max_items is not None else 2**62
-        # Iterators inside refused look-ahead items, with what was pulled from them;
-        # shared by the pages made from this builder (see `_blank`).
+        # Iterators inside a refused look-ahead item, with what was pulled from them: a
+        # `Paginator` hands them to the page that resumes at that item (see `_blank`).
         self._streams: dict[int, Stream] = {}
         self._start()
         # The smallest page that can always be built: an empty envelope holding one
@@ -269,11 +270,13 @@ class PageBuilder:
         self._reports_bytes = 0
         self._full_reason: IncompleteReason | None = None
 
-    def _blank(self) -> PageBuilder:
-        """An empty builder with this one's options, which were validated already."""
+    def _blank(self, streams: dict[int, Stream] | None = None) -> PageBuilder:
+        """An empty builder with this one's options, which were validated already, and
+        the *streams* a previous page's refused look-ahead item left."""
         new = object.__new__(PageBuilder)
         for name in _OPTION_SLOTS:
             setattr(new, name, getattr(self, name))
+        new._streams = {} if streams is None else streams
         new._start()
         return new
 
@@ -532,6 +535,10 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
     return merged
 
 
+#: Refused look-ahead items whose pulled values a `Paginator` keeps for the next page.
+_MAX_CARRIED = 64
+
+
 class Paginator:
     """A configured, reusable pager: a store, limits and page options.
 
@@ -540,7 +547,7 @@ class Paginator:
     and mints the next cursor. ``complete`` is true only when the source ran out.
     """
 
-    __slots__ = ("_binding", "_template", "limits", "store")
+    __slots__ = ("_binding", "_carried", "_template", "limits", "store")
 
     def __init__(
         self,
@@ -561,6 +568,9 @@ class Paginator:
         # The last scope bound to a source, and what it was made from: a loop over the
         # pages of one source binds the same scope each time.
         self._binding: tuple[str, dict[str, Any], Scope] | None = None
+        # next_cursor -> the streams of the look-ahead item that page refused, for the
+        # page that resumes there (bounded: see `_carry`).
+        self._carried: OrderedDict[str, dict[int, Stream]] = OrderedDict()
         # Validated once, here; every page starts as a blank copy of this builder.
         self._template = PageBuilder(
             limits,
@@ -572,13 +582,9 @@ class Paginator:
             default=default,
         )
 
-    def _fork(self) -> Paginator:
-        """This pager's configuration, with no look-ahead values shared with it."""
-        new = object.__new__(Paginator)
-        new.limits, new.store, new._binding = self.limits, self.store, self._binding
-        new._template = self._template._blank()
-        new._template._streams = {}
-        return new
+    def _builder(self, cursor: str | None) -> PageBuilder:
+        """A blank page, holding what the page before *cursor* pulled from generators."""
+        return self._template._blank(None if cursor is None else self._carried.pop(cursor, None))
 
     def _state(
         self, source: Source[Any] | AsyncSource[Any], scope: Scope, cursor: str | None
@@ -614,6 +620,12 @@ class Paginator:
                 complete=False, incomplete_reason="budget_exhausted", position=position
             )
         token = self.store.mint(state, position)
+        if builder._streams:  # a refused look-ahead item pulled from an iterator
+            carried = self._carried
+            if len(carried) >= _MAX_CARRIED:
+                with contextlib.suppress(KeyError):  # another thread took the last one
+                    carried.popitem(last=False)  # the oldest: a cursor left unfollowed
+            carried[token] = builder._streams
         return builder.finish(complete=False, next_cursor=token, position=position)
 
     def paginate(self, source: SourceLike, *, scope: Scope, cursor: str | None = None) -> Page:
@@ -622,7 +634,7 @@ class Paginator:
         if not hasattr(src, "open"):  # cheaper than the structural isinstance
             raise TypeError("an async source needs apage / apaginate")
         state = self._state(src, scope, cursor)
-        builder = self._template._blank()
+        builder = self._builder(cursor)
         position = state.position
         more = False
         seq = src.sequence if isinstance(src, SequenceSource) else None
@@ -658,7 +670,7 @@ class Paginator:
         if isinstance(src, Source):
             return self.paginate(src, scope=scope, cursor=cursor)
         state = self._state(src, scope, cursor)
-        builder = self._template._blank()
+        builder = self._builder(cursor)
         position = state.position
         more = False
         items = src.aopen(position, limit_hint=self.limits.max_items)
@@ -690,12 +702,8 @@ def paginate(
     default: Callable[[Any], Any] | None = None,
 ) -> Page:
     """One call: resolve *cursor*, build the page of *source*, mint the next cursor."""
-    cached = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
-    pager = cached._fork()
-    try:
-        return pager.paginate(source, scope=scope, cursor=cursor)
-    finally:
-        cached._binding = pager._binding
+    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
+    return pager.paginate(source, scope=scope, cursor=cursor)
 
 
 async def apaginate(
@@ -713,17 +721,13 @@ async def apaginate(
     default: Callable[[Any], Any] | None = None,
 ) -> Page:
     """The async twin of `paginate`."""
-    cached = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
-    pager = cached._fork()
-    try:
-        return await pager.apaginate(source, scope=scope, cursor=cursor)
-    finally:
-        cached._binding = pager._binding
+    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
+    return await pager.apaginate(source, scope=scope, cursor=cursor)
 
 
 #: The one-call verbs' pagers, by their options; stores by identity (the cached pager holds
-#: them, so an id is not reused while its entry lives). Each call pages with a `_fork`:
-#: calls from other threads or for other sources never share what a page read ahead.
+#: them, so an id is not reused while its entry lives). What a page read ahead is kept by
+#: its next_cursor, so calls from other threads or for other sources never share it.
 _configured: Configured[Paginator] = Configured()
 
 
