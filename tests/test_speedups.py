@@ -24,6 +24,7 @@ import jsonbudget
 from jsonbudget import Encoder, LimitError, _frozen, encode
 from jsonbudget._encode import _speedups as speedups
 from jsonbudget._encode import bound as _bound
+from jsonbudget._encode import strings
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from tests.strategies import Record, Slotted, json_values, odd_values, with_extra
 
@@ -474,3 +475,43 @@ def test_values_held_by_compiled_instances_are_released() -> None:
     del made
     gc.collect()
     assert sys.getrefcount(data) == before
+
+
+# -- the compiled string cut --------------------------------------------------------------
+
+texts = st.text(
+    st.sampled_from(["a", "\ud800", "\udfff", "é", "€", "😀", '"', "\\", "\x01", "\n", "\x7f"])
+    | st.characters(),
+    max_size=120,
+)
+
+
+@settings(max_examples=1500)
+@given(texts, st.integers(0, 400), st.booleans())
+def test_the_compiled_string_cut_escapes_as_orjson_does(s: str, room: int, wide: bool) -> None:
+    if wide:
+        s = "\u0100" + s  # a 2-byte string (and 4-byte ones come with emoji)
+    mark = lambda kept: (b'"', b'%d more"' % (len(s) - kept))  # noqa: E731
+    got = speedups.cut_string(s, room, mark, 1, 20)
+    assert got == strings.py_cut_string(s, room, mark, 1, 20)
+    data, kept, replaced = got
+    assert len(data) - 1 - len(b'%d more"' % (len(s) - kept)) <= room
+    clean, lone = strings.SURROGATE.subn("\ufffd", s[:kept])
+    assert data.startswith(orjson.dumps(clean)[:-1])  # orjson's own bytes for the prefix
+    assert replaced == lone
+
+
+def test_the_compiled_string_cut_refuses_marks_past_their_room() -> None:
+    for cut in (speedups.cut_string, strings.py_cut_string):
+        with pytest.raises(ValueError, match="within their rooms"):
+            cut("abc", 10, lambda kept: (b'""', b'"'), 1, 1)
+        with pytest.raises(ZeroDivisionError):
+            cut("abc", 10, lambda kept: (1 // 0, b""), 1, 1)
+
+
+def test_the_compiled_string_cut_costs_the_room_not_the_string() -> None:
+    # A 50-million-character string cut to 100 bytes: only the prefix is read.
+    huge = "x" * 50_000_000
+    data, kept, _ = speedups.cut_string(huge, 100, lambda kept: (b'"', b'"'), 1, 1)
+    assert kept == 100
+    assert data == b'"' + b"x" * 100 + b'"'

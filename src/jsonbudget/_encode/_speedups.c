@@ -35,6 +35,7 @@
 #include <datetime.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* PyDict_Next costs more than the rest of the walk together. On the CPython this is
    tested on, a dict whose keys are all exact str keeps them with their values in one
@@ -686,6 +687,276 @@ front(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)self;
 }
 
+/* -- string prefixes ------------------------------------------------------------------
+ *
+ * cut_string(s, room, mark, head_room, tail_room) -> (bytes, kept, replaced): the
+ * longest prefix of str *s* whose JSON string content fits *room* bytes, escaped
+ * exactly as orjson escapes it (" and backslash, the two-character escapes \b \t \n
+ * \f \r, \u00xx for the other control characters, everything else as UTF-8), each
+ * lone surrogate written as U+FFFD and counted in *replaced*. mark(kept) returns the
+ * (head, tail) bytes around the content, at most *head_room* and *tail_room* long: they
+ * may depend on the count. The result is head + content + tail, written once into one
+ * buffer and shrunk to fit: the memory is the output, and the cost follows *room*, not
+ * len(s). orjson escapes in SIMD but reserves several bytes per character for each call
+ * and must be called on slices; this is one pass.
+ */
+
+/* Bytes each ASCII character takes in a JSON string: 1, 2 (\n) or 6 (\u001f); and the
+   letter after the backslash of a two-byte escape. */
+static unsigned char ascii_width[128];
+static char escape_letter[128];
+
+static void
+init_ascii_width(void)
+{
+    for (int c = 0; c < 128; c++) {
+        ascii_width[c] = c < 0x20 ? 6 : 1;
+    }
+    ascii_width['"'] = ascii_width['\\'] = 2;
+    ascii_width['\b'] = ascii_width['\t'] = ascii_width['\n'] = 2;
+    ascii_width['\f'] = ascii_width['\r'] = 2;
+    escape_letter['"'] = '"';
+    escape_letter['\\'] = '\\';
+    escape_letter['\b'] = 'b';
+    escape_letter['\t'] = 't';
+    escape_letter['\n'] = 'n';
+    escape_letter['\f'] = 'f';
+    escape_letter['\r'] = 'r';
+}
+
+static inline Py_ssize_t
+char_width(Py_UCS4 c)
+{
+    if (c < 0x80) {
+        return ascii_width[c];
+    }
+    return c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; /* a surrogate: U+FFFD, 3 bytes */
+}
+
+static inline char *
+write_char(char *p, Py_UCS4 c)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x80) {
+        switch (ascii_width[c]) {
+        case 1:
+            *p++ = (char)c;
+            return p;
+        case 2:
+            p[0] = '\\';
+            p[1] = escape_letter[c];
+            return p + 2;
+        default:
+            memcpy(p, "\\u00", 4);
+            p[4] = hex[c >> 4];
+            p[5] = hex[c & 15];
+            return p + 6;
+        }
+    }
+    if (c >= 0xD800 && c <= 0xDFFF) {
+        c = 0xFFFD;
+    }
+    if (c < 0x800) {
+        *p++ = (char)(0xC0 | (c >> 6));
+    }
+    else if (c < 0x10000) {
+        *p++ = (char)(0xE0 | (c >> 12));
+        *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
+    }
+    else {
+        *p++ = (char)(0xF0 | (c >> 18));
+        *p++ = (char)(0x80 | ((c >> 12) & 0x3F));
+        *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
+    }
+    *p++ = (char)(0x80 | (c & 0x3F));
+    return p;
+}
+
+/* Whether any of the 8 bytes of *x* needs more than itself in a JSON string: below
+   0x20, a quote, a backslash, or not ASCII (the classic "has a zero byte" trick). */
+#define ONES8 0x0101010101010101ULL
+#define HIGH8 0x8080808080808080ULL
+#define HASZERO8(v) (((v) - ONES8) & ~(v) & HIGH8)
+static inline int
+needs8(uint64_t x)
+{
+    return ((x & HIGH8) | HASZERO8(x & 0xE0E0E0E0E0E0E0E0ULL) | HASZERO8(x ^ (ONES8 * '"')) |
+            HASZERO8(x ^ (ONES8 * '\\'))) != 0;
+}
+
+/* The same for 4 UCS-2 characters in 16-bit lanes: any lane of 0x80 or more, below
+   0x20, a quote or a backslash. */
+#define ONES16 0x0001000100010001ULL
+#define HIGH16 0x8000800080008000ULL
+#define HASZERO16(v) (((v) - ONES16) & ~(v) & HIGH16)
+static inline int
+needs4x16(uint64_t x)
+{
+    return ((x & 0xFF80FF80FF80FF80ULL) | HASZERO16(x & 0xFFE0FFE0FFE0FFE0ULL) |
+            HASZERO16(x ^ (ONES16 * '"')) | HASZERO16(x ^ (ONES16 * '\\'))) != 0;
+}
+
+/* Writes s[*i:] from *data* (of kind *kind*) at *p*, until it ends or the next
+   character would pass *end*; advances *i*, counts lone surrogates into *replaced*. Far
+   from *end*, without a bounds check (no character takes over 6 bytes), and runs of
+   plain ASCII 4 or 8 characters at a time. */
+#define WRITE_RUN(T, WIDE)                                                                  \
+    do {                                                                                    \
+        const T *d = (const T *)data;                                                       \
+        while (*i < n) {                                                                    \
+            Py_ssize_t safe = (end - p) / 6;                                                \
+            if (safe > 0) {                                                                 \
+                Py_ssize_t stop = *i + safe < n ? *i + safe : n;                            \
+                Py_ssize_t j = *i;                                                          \
+                while (j < stop) {                                                          \
+                    WIDE                                                                    \
+                    Py_UCS4 c = d[j++];                                                     \
+                    if (c < 0x80 && ascii_width[c] == 1) {                                  \
+                        *p++ = (char)c;                                                     \
+                    }                                                                       \
+                    else {                                                                  \
+                        *replaced += c >= 0xD800 && c <= 0xDFFF;                            \
+                        p = write_char(p, c);                                               \
+                    }                                                                       \
+                }                                                                           \
+                *i = stop;                                                                  \
+                continue;                                                                   \
+            }                                                                               \
+            Py_UCS4 c = d[*i];                                                              \
+            if (char_width(c) > end - p) {                                                  \
+                break;                                                                      \
+            }                                                                               \
+            *replaced += c >= 0xD800 && c <= 0xDFFF;                                        \
+            p = write_char(p, c);                                                           \
+            (*i)++;                                                                         \
+        }                                                                                   \
+    } while (0)
+
+/* 8 plain ASCII characters of a 1-byte string at once. */
+#define WIDE_UCS1                                                                           \
+    while (j + 8 <= stop) {                                                                 \
+        uint64_t x;                                                                         \
+        memcpy(&x, d + j, 8);                                                               \
+        if (needs8(x)) {                                                                    \
+            break;                                                                          \
+        }                                                                                   \
+        memcpy(p, &x, 8);                                                                   \
+        p += 8;                                                                             \
+        j += 8;                                                                             \
+    }                                                                                       \
+    if (j >= stop) {                                                                        \
+        break;                                                                              \
+    }
+
+/* Four 16-bit lanes, each below 0x80, stored as four bytes in order. */
+#if PY_LITTLE_ENDIAN
+#define NARROW4(p, x, src)                                                                  \
+    do {                                                                                    \
+        uint32_t y_ = (uint32_t)(((x) & 0xFF) | (((x) >> 8) & 0xFF00) |                     \
+                                 (((x) >> 16) & 0xFF0000) | (((x) >> 24) & 0xFF000000));    \
+        memcpy((p), &y_, 4);                                                                \
+    } while (0)
+#else
+#define NARROW4(p, x, src)                                                                  \
+    do {                                                                                    \
+        for (int k_ = 0; k_ < 4; k_++) {                                                    \
+            (p)[k_] = (char)(src)[k_];                                                      \
+        }                                                                                   \
+    } while (0)
+#endif
+
+/* 4 plain ASCII characters of a 2-byte string at once, narrowed to bytes. */
+#define WIDE_UCS2                                                                           \
+    while (j + 4 <= stop) {                                                                 \
+        uint64_t x;                                                                         \
+        memcpy(&x, d + j, 8);                                                               \
+        if (needs4x16(x)) {                                                                 \
+            break;                                                                          \
+        }                                                                                   \
+        NARROW4(p, x, d + j);                                                               \
+        p += 4;                                                                             \
+        j += 4;                                                                             \
+    }                                                                                       \
+    if (j >= stop) {                                                                        \
+        break;                                                                              \
+    }
+
+static char *
+write_prefix(char *p, char *end, int kind, const void *data, Py_ssize_t n, Py_ssize_t *i,
+             Py_ssize_t *replaced)
+{
+    if (kind == PyUnicode_1BYTE_KIND) {
+        WRITE_RUN(Py_UCS1, WIDE_UCS1);
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        WRITE_RUN(Py_UCS2, WIDE_UCS2);
+    }
+    else {
+        WRITE_RUN(Py_UCS4, );
+    }
+    return p;
+}
+
+static PyObject *
+cut_string(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "cut_string() takes a str, a room, a mark callable, a head room and "
+                        "a tail room");
+        return NULL;
+    }
+    PyObject *s = args[0];
+    Py_ssize_t room = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t head_room = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t tail_room = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (room < 0 || head_room < 0 || tail_room < 0) {
+        PyErr_SetString(PyExc_ValueError, "cut_string(): a negative room");
+        return NULL;
+    }
+    /* One buffer as large as the longest result: the content is written once, after
+       room for the longest head, then moved up to the real head and shrunk to fit. */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, head_room + room + tail_room);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *base = PyBytes_AS_STRING(out);
+    Py_ssize_t kept = 0, replaced = 0;
+    char *stop = write_prefix(base + head_room, base + head_room + room, PyUnicode_KIND(s),
+                              PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), &kept, &replaced);
+    Py_ssize_t used = stop - (base + head_room);
+    PyObject *marks = PyObject_CallFunction(args[2], "n", kept);
+    if (marks == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *head, *tail;
+    if (!PyTuple_Check(marks) || PyTuple_GET_SIZE(marks) != 2 ||
+        !PyBytes_Check(head = PyTuple_GET_ITEM(marks, 0)) ||
+        !PyBytes_Check(tail = PyTuple_GET_ITEM(marks, 1)) ||
+        PyBytes_GET_SIZE(head) > head_room || PyBytes_GET_SIZE(tail) > tail_room) {
+        Py_DECREF(marks);
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_ValueError,
+                        "cut_string(): mark() must return (head, tail) bytes within their rooms");
+        return NULL;
+    }
+    /* mark() ran Python code, but the buffer is ours alone and *s* is immutable. */
+    Py_ssize_t nh = PyBytes_GET_SIZE(head), nt = PyBytes_GET_SIZE(tail);
+    base = PyBytes_AS_STRING(out);
+    memmove(base + nh, base + head_room, (size_t)used);
+    memcpy(base, PyBytes_AS_STRING(head), (size_t)nh);
+    memcpy(base + nh + used, PyBytes_AS_STRING(tail), (size_t)nt);
+    Py_DECREF(marks);
+    if (_PyBytes_Resize(&out, nh + used + nt) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(Nnn)", out, kept, replaced);
+}
+
 static PyMethodDef methods[] = {
     {"bound", (PyCFunction)(void (*)(void))bound, METH_FASTCALL,
      "bound(obj, cap, depth, max_depth, max_items, max_keys, max_field, scalars, spine=None) -> int\n\n"
@@ -705,6 +976,10 @@ static PyMethodDef methods[] = {
      "A callable that answers fallback(obj, max_bytes=n) itself when n is an int in "
      "[min_bytes, max_bytes] and obj is clean under caps and fits: finish(bytes), or "
      "the bytes if finish is None; it calls fallback for every other call or outcome."},
+    {"cut_string", (PyCFunction)(void (*)(void))cut_string, METH_FASTCALL,
+     "cut_string(s, room, mark, head_room, tail_room) -> (bytes, kept, replaced)\n\n"
+     "head + the escaped content of the longest prefix of s that fits room bytes + tail, "
+     "where (head, tail) = mark(kept); lone surrogates become U+FFFD and are counted."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more."},
     {NULL, NULL, 0, NULL},
@@ -721,6 +996,7 @@ PyInit__speedups(void)
     str_slots = PyUnicode_InternFromString("__slots__");
     str_pydantic_fields = PyUnicode_InternFromString("__pydantic_fields__");
     str_attrs = PyUnicode_InternFromString("__attrs_attrs__");
+    init_ascii_width();
     str_max_bytes = PyUnicode_InternFromString("max_bytes");
     if (str_max_bytes == NULL || PyType_Ready(&FrontType) < 0) {
         return NULL;

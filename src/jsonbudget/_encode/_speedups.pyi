@@ -44,3 +44,11 @@ def front(
     finish: Callable[[bytes], Any] | None,
     /,
 ) -> _F: ...
+def cut_string(
+    s: str,
+    room: int,
+    mark: Callable[[int], tuple[bytes, bytes]],
+    head_room: int,
+    tail_room: int,
+    /,
+) -> tuple[bytes, int, int]: ...

@@ -45,7 +45,7 @@ from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from .bound import TOO_BIG as _TOO_BIG
 from .markers import Markers
-from .strings import SURROGATE, prefix
+from .strings import SURROGATE, cut_string, prefix
 
 if TYPE_CHECKING:
     from .encoder import Encoder
@@ -1008,26 +1008,22 @@ class EncodeCall:
         """*s* cut to fit *allot* bytes with its marker; None if not even the marker fits."""
         allot = min(allot, self.max_field)
         n = len(s)
-        head, tail = self.mk.string(n)  # the longest count: the real one has no more digits
+        mk = self.mk
+        head, tail = mk.string(n)  # the longest count: the real one has no more digits
         room = allot - len(head) - len(tail)
-        if room < 0:
-            head, tail = self.mk.string(None)  # the count does not fit: "…[truncated]"
+        if room >= 0:
+            mark: Callable[[int], tuple[bytes, bytes]] = lambda kept: mk.string(n - kept)  # noqa: E731
+        else:
+            head, tail = mk.string(None)  # the count does not fit: "…[truncated]"
             room = allot - len(head) - len(tail)
             if room < 0:
                 return None
-            content, kept, replaced = prefix(s, room, head)
-        elif self.mk.structured:  # its head says the count: written once it is known
-            content, kept, replaced = prefix(s, room)
-            head, tail = self.mk.string(n - kept)
-            content[0:0] = head
-        else:  # the text head is the quote alone
-            content, kept, replaced = prefix(s, room, head)
-            tail = self.mk.string(n - kept)[1]
+            mark = lambda kept: (head, tail)  # noqa: E731
+        data, kept, replaced = cut_string(s, room, mark, len(head), len(tail))
         trs: Trs = (("", "string", n - kept, "chars"),)
         if replaced:
             trs += (("", "unencodable", replaced, "chars"),)
-        content += tail
-        return bytes(content), trs
+        return data, trs
 
     def _whole_clip(self, c: _values.Clip, cap: int) -> Out | None:
         """A clipped text's full rendering: all its head (or the field cap's cut) and its
