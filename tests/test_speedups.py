@@ -515,3 +515,33 @@ def test_the_compiled_string_cut_costs_the_room_not_the_string() -> None:
     data, kept, _ = speedups.cut_string(huge, 100, lambda kept: (b'"', b'"'), 1, 1)
     assert kept == 100
     assert data == b'"' + b"x" * 100 + b'"'
+
+
+# -- the walk of native models ------------------------------------------------------------
+
+
+class Plain:
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+class HashingMeta(type):
+    def __hash__(cls) -> int:  # Python code a dict lookup of the class would run
+        raise AssertionError("the walk ran Python code")
+
+
+class Hashed(Plain, metaclass=HashingMeta):
+    pass
+
+
+def test_the_native_walk_enters_only_the_classes_it_is_given() -> None:
+    caps = (64, BIG, BIG, BIG, SCALARS)
+    value = {"a": Plain(x=1, name="ab"), "b": [Plain(x=2, name="c")]}
+    assert speedups.bound_native(value, BIG, 0, caps, {}) == (-1, Plain)  # learn it, retry
+    n, missing = speedups.bound_native(value, BIG, 0, caps, {Plain: 5})
+    assert missing is None
+    assert n == bound({"a": {"x": 1, "name": "ab"}, "b": [{"x": 2, "name": "c"}]}) + 2 * 5
+    assert speedups.bound_native(Plain(x=float("nan")), BIG, 0, caps, {Plain: 0}) == (-1, None)
+    # A class whose metaclass hashes in Python is never looked up, so never entered.
+    assert speedups.bound_native(Hashed(x=1), BIG, 0, caps, {}) == (-1, None)
+    assert _bound.py_bound_native(value, BIG, 0, caps, {Plain: 5}) == (-1, None)  # the twin

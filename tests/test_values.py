@@ -801,3 +801,81 @@ def test_max_keys_holds_for_a_list_of_structs_and_models_that_would_fit_whole() 
         assert orjson.loads(out.data) == want
         assert out.complete is False
         assert encode([row, row], max_bytes=1000, max_items=2).complete is True
+
+
+# -- the compiled walk of flat pydantic models --------------------------------------------
+
+
+class FlatRow(pydantic.BaseModel):
+    id: int
+    name: str
+    score: float
+    when: dt.datetime | None = None
+
+
+class FlatPage(pydantic.BaseModel):
+    title: str
+    rows: list[FlatRow]
+    meta: dict[str, Any] = {}
+
+
+class FlatAliased(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(serialize_by_alias=True)
+    long_field_name: int = pydantic.Field(serialization_alias="x")
+
+
+class WithComputed(pydantic.BaseModel):
+    a: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def doubled(self) -> int:
+        return 2 * self.a
+
+
+def test_a_flat_model_that_fits_is_pydantics_bytes_without_a_view() -> None:
+    from jsonbudget._encode import values
+
+    page = FlatPage(
+        title="t",
+        rows=[
+            FlatRow(id=i, name=f"r{i}", score=i / 3, when=dt.datetime(2024, 1, 2))
+            for i in range(30)
+        ],
+        meta={"k": [1, 2]},
+    )
+    for value in (page, FlatAliased(long_field_name=7)):
+        out = bounded_dumps(value, max_bytes=1 << 20)
+        assert out == value.model_dump_json().encode()
+        assert type(value) in values.NATIVE_KEYS  # the compiled walk took it
+    assert values.NATIVE_KEYS[FlatAliased] == len("x") - len("long_field_name")
+
+
+def test_what_the_compiled_walk_cannot_vouch_for_takes_the_full_path() -> None:
+    from jsonbudget._encode import values
+
+    # A NaN inside a flat model: pydantic would write null, the encoder writes its marker.
+    nan = bounded_dumps(FlatRow(id=1, name="n", score=float("nan")), max_bytes=1000)
+    assert orjson.loads(nan)["score"] == "…[unencodable: nan]"
+    # A computed field: not flat, so never walked from its __dict__.
+    got = bounded_dumps(WithComputed(a=2), max_bytes=1000)
+    assert got == WithComputed(a=2).model_dump_json().encode()
+    assert WithComputed not in values.NATIVE_KEYS
+    # Caps still hold: a flat model's list past max_items gets its marker.
+    page = FlatPage(title="t", rows=[FlatRow(id=i, name="r", score=0) for i in range(5)])
+    capped = orjson.loads(bounded_dumps(page, max_bytes=4000, max_items=2))
+    assert len(capped["rows"]) == 3  # two rows and the marker
+    assert "more items" in capped["rows"][-1]
+
+
+def test_a_flat_model_too_big_for_the_budget_is_cut_keeping_its_first_rows() -> None:
+    page = FlatPage(title="t", rows=[FlatRow(id=i, name="x" * 50, score=0) for i in range(20_000)])
+    out = encode(page, max_bytes=4096)
+    assert len(out.data) <= 4096
+    assert not out.complete
+    assert orjson.loads(out.data)["rows"][0] == {
+        "id": 0,
+        "name": "x" * 50,
+        "score": 0.0,
+        "when": None,
+    }

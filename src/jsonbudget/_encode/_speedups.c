@@ -67,6 +67,11 @@ typedef struct {
        size. A renderer that then splits the value learns from it, without a walk, that
        each of them is too big for any smaller room: it would otherwise re-walk the same
        prefix once a level. Borrowed: nothing runs Python code until they are handed out. */
+    /* bound_native(): classes whose instances are walked through their __dict__, each
+       with the bytes its keys add (dict -> int), and the first class met that is not
+       there. NULL otherwise. */
+    PyObject *natives;
+    PyTypeObject *missing;
     int record;
     int nspine;
     PyObject *spine[MAX_SPINE];
@@ -259,6 +264,46 @@ walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     return size;
 }
 
+/* An instance of a class in w->natives: the members of its __dict__, plus the bytes its
+   keys add. A class not there is noted in w->missing (the caller learns it and walks
+   again) and is unclean. Only classes whose metaclass hashes and compares as type does:
+   the lookup then runs no Python code. */
+static Py_ssize_t
+walk_native(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    if (Py_TYPE(t)->tp_hash != PyType_Type.tp_hash ||
+        Py_TYPE(t)->tp_richcompare != PyType_Type.tp_richcompare) {
+        return UNCLEAN;
+    }
+    PyObject *extra = PyDict_GetItemWithError(w->natives, (PyObject *)t);
+    if (extra == NULL) {
+        if (PyErr_Occurred()) {
+            return FAILED;
+        }
+        if (w->missing == NULL) {
+            w->missing = t;
+        }
+        return UNCLEAN;
+    }
+    Py_ssize_t keys = PyLong_AsSsize_t(extra);
+    if (keys == -1 && PyErr_Occurred()) {
+        return FAILED;
+    }
+    int was_enabled = PyGC_Disable(); /* see walk_dataclass */
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (was_enabled) {
+        PyGC_Enable();
+    }
+    if (dict == NULL) {
+        return FAILED;
+    }
+    Py_ssize_t size = PyDict_CheckExact(dict) ? walk_members(w, dict, depth, cap - keys, 0)
+                                              : UNCLEAN;
+    Py_DECREF(dict); /* the instance holds it */
+    return size < 0 ? size : size + keys;
+}
+
 /* The items of a list or tuple joined by commas, without brackets. */
 static Py_ssize_t
 walk_items(Walk *w, PyObject *const *items, Py_ssize_t n, int depth, Py_ssize_t cap)
@@ -337,7 +382,8 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
                 return 10; /* datetimes, dates, times and UUIDs: at least this long */
             }
         }
-        return walk_dataclass(w, obj, depth, cap);
+        return w->natives != NULL ? walk_native(w, obj, depth, cap)
+                                  : walk_dataclass(w, obj, depth, cap);
     }
     return UNCLEAN;
 }
@@ -383,6 +429,8 @@ setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *de
     }
     w->check_cycles = 0;
     w->record = 0;
+    w->natives = NULL;
+    w->missing = NULL;
     return 0;
 }
 
@@ -474,6 +522,42 @@ bound_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t n = bound_of(&w, args[0], 1, depth, cap);
     return n == FAILED ? NULL : PyLong_FromSsize_t(n);
+}
+
+/* bound_native(obj, cap, depth, caps, natives) -> (n, missing): bound() of a value whose
+   parts may be instances of the classes in dict *natives* (walked through their __dict__,
+   plus the int each maps to: the bytes their keys add) instead of dataclasses. *missing*
+   is None, or the first class met that is not in *natives*, when that made n unclean. */
+static PyObject *
+bound_native(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Walk w;
+    Py_ssize_t cap;
+    int depth;
+    if (nargs != 5 || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != 5 ||
+        !PyDict_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "bound_native() takes obj, cap, depth, a 5-tuple of caps and a dict");
+        return NULL;
+    }
+    PyObject *a[7] = {args[1], args[2]};
+    for (int i = 0; i < 5; i++) {
+        a[2 + i] = PyTuple_GET_ITEM(args[3], i);
+    }
+    if (setup(&w, "bound_native", a, &cap, &depth) < 0) {
+        return NULL;
+    }
+    if (w.scalars == NULL) {
+        PyErr_SetString(PyExc_TypeError, "bound_native() needs the scalars");
+        return NULL;
+    }
+    w.natives = args[4];
+    Py_ssize_t n = bound_of(&w, args[0], 0, depth, cap);
+    if (n == FAILED) {
+        return NULL;
+    }
+    PyObject *missing = n == UNCLEAN && w.missing != NULL ? (PyObject *)w.missing : Py_None;
+    return Py_BuildValue("(nO)", n, missing);
 }
 
 /* orjson.dumps and orjson.JSONEncodeError, taken when the module is loaded. */
@@ -976,6 +1060,10 @@ static PyMethodDef methods[] = {
      "A callable that answers fallback(obj, max_bytes=n) itself when n is an int in "
      "[min_bytes, max_bytes] and obj is clean under caps and fits: finish(bytes), or "
      "the bytes if finish is None; it calls fallback for every other call or outcome."},
+    {"bound_native", (PyCFunction)(void (*)(void))bound_native, METH_FASTCALL,
+     "bound_native(obj, cap, depth, caps, natives) -> (int, type | None)\n\n"
+     "bound() where instances of the classes in natives are walked through their "
+     "__dict__ plus natives[cls] bytes; the class that made it unclean, if one did."},
     {"cut_string", (PyCFunction)(void (*)(void))cut_string, METH_FASTCALL,
      "cut_string(s, room, mark, head_room, tail_room) -> (bytes, kept, replaced)\n\n"
      "head + the escaped content of the longest prefix of s that fits room bytes + tail, "

@@ -52,3 +52,11 @@ def cut_string(
     tail_room: int,
     /,
 ) -> tuple[bytes, int, int]: ...
+def bound_native(
+    obj: object,
+    cap: int,
+    depth: int,
+    caps: _Caps,
+    natives: dict[type, int],
+    /,
+) -> tuple[int, type | None]: ...

@@ -27,6 +27,9 @@ bytes out of orjson's oversized buffer. ``front(fallback, caps, min_bytes, max_b
 finish)`` wraps a one-call verb: a call with the value and ``max_bytes`` alone is answered
 in C when the value is clean and fits, every other call goes to *fallback*. All are
 compiled, with Python twins (the twin of `front` is *fallback* itself).
+``bound_native(obj, cap, depth, caps, natives)`` bounds a value holding pydantic models
+(the classes in *natives*, walked through their ``__dict__``); its twin knows none, and
+the caller's Python walk then decides.
 """
 
 from __future__ import annotations
@@ -46,11 +49,13 @@ __all__ = [
     "Caps",
     "bound",
     "bound_items",
+    "bound_native",
     "clean_dumps",
     "compact",
     "front",
     "py_bound",
     "py_bound_items",
+    "py_bound_native",
     "py_clean_dumps",
     "py_compact",
     "py_front",
@@ -250,6 +255,13 @@ def py_compact(data: bytes) -> bytes:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def py_bound_native(
+    obj: Any, cap: int, depth: int, caps: Caps, natives: dict[type, int]
+) -> tuple[int, type | None]:
+    """`bound_native` in Python: never known, so the caller's own (Python) walk decides."""
+    return -1, None
+
+
 def py_front(
     fallback: F, caps: Caps, min_bytes: int, max_bytes: int, finish: Callable[[bytes], Any] | None
 ) -> F:
@@ -259,11 +271,12 @@ def py_front(
 
 bound: Callable[..., int]
 bound_items: Callable[..., int]
+bound_native: Callable[[Any, int, int, Caps, dict[type, int]], tuple[int, type | None]]
 clean_dumps: Callable[..., bytes | int]
 compact: Callable[[bytes], bytes]
 front: Callable[..., Any]
 try:
-    from ._speedups import bound, bound_items, clean_dumps, compact, front
+    from ._speedups import bound, bound_items, bound_native, clean_dumps, compact, front
 except ImportError:  # pragma: no cover - built without a C compiler
-    bound, bound_items = py_bound, py_bound_items
+    bound, bound_items, bound_native = py_bound, py_bound_items, py_bound_native
     clean_dumps, compact, front = py_clean_dumps, py_compact, py_front

@@ -32,9 +32,11 @@ from ..errors import LimitError
 from . import bound as _bound
 from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
+from .bound import UNCLEAN as _UNCLEAN
 from .bound import compact as _compact
 from .markers import Markers, MarkerStyle
 from .render import EncodeCall, Out, RunSizer, Stream, pointer
+from .values import NATIVE_KEYS as _NATIVE_KEYS
 
 __all__ = [
     "EncodeCall",
@@ -136,7 +138,11 @@ def _clean_fit(  # noqa: PLR0917 - the hot path of encode and bounded_dumps, pos
     ):
         return None
     data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
-    return data if type(data) is bytes else None
+    if type(data) is bytes:
+        return data
+    if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat pydantic model
+        return _values.native_whole(obj, max_bytes, 0, _DEFAULT_CAPS)
+    return None
 
 
 def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -240,8 +246,10 @@ class Encoder:
 
     def dumps(self, obj: Any, /) -> bytes:
         """Encode *obj* within the limits and return only the bytes."""
-        data = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
-        if type(data) is bytes:  # a clean object that fits needs no Encoded
+        data: bytes | int | None = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
+        if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat pydantic model
+            data = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps)
+        if type(data) is bytes:  # a value that fits whole needs no Encoded
             return _compact(data) if len(data) < _COMPACT_BELOW else data
         return self.encode(obj).data
 

@@ -839,8 +839,12 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
     else:
         native = None
     walk = _Walk(caps)
+    n = -1 if t is not MapView else native_bound(obj._src, cap, depth, caps)
+    if n > cap:
+        return None
     try:
-        n = walk.size(obj, cap, depth, inside=native is not None)
+        if n < 0:  # not a model the compiled walk knows: the walk in Python
+            n = walk.size(obj, cap, depth, inside=native is not None)
     except (EncodeError, RuntimeError):  # a container that changed: the renderer says so
         return None
     if n < 0 or n > cap:
@@ -856,6 +860,48 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
             data = _dumps(obj, default=_as_fragment, option=_WHOLE_OPT)
     except Exception as exc:
         if _refusal(exc):  # a library refuses a value: the renderer decides what it becomes
+            return None
+        raise
+    return data if len(data) <= cap else None
+
+
+#: pydantic classes the compiled walk enters through the instance ``__dict__``, each with
+#: the bytes its keys add (aliases less names): those `_flat_plan` finds flat. A cache of
+#: a pure function of the class, cleared whole past 1,024 classes.
+NATIVE_KEYS: dict[type, int] = {}
+_NATIVE_CLASSES = 1024
+
+
+def native_bound(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> int:
+    """The compiled walk's bound of a pydantic model's JSON, or -1 when it cannot say.
+
+    Each class it meets and does not know is looked up once (`_flat_plan`); one that is
+    not flat (custom serializers, excluded or computed fields) ends the attempt, and the
+    walk in Python decides.
+    """
+    for _ in range(16):  # the distinct classes one value may introduce before giving up
+        n, missing = _bound.bound_native(obj, cap, depth, caps, NATIVE_KEYS)
+        if missing is None:
+            return n
+        plan = _flat_plan(missing)
+        if plan is None or plan[0] is not _INSTANCE_DICT:
+            return -1
+        if len(NATIVE_KEYS) >= _NATIVE_CLASSES:
+            NATIVE_KEYS.clear()
+        NATIVE_KEYS[missing] = plan[1]
+    return -1
+
+
+def native_whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
+    """pydantic's bytes for model *obj* (of a class in `NATIVE_KEYS`) if the compiled walk
+    shows it needs no marker and they fit *cap*: no view is built. Else None."""
+    n = native_bound(obj, cap, depth, caps)
+    if n < 0 or n > cap:
+        return None
+    try:
+        data: bytes = type(obj).__pydantic_serializer__.to_json(obj)
+    except Exception as exc:
+        if _refusal(exc):  # the renderer decides what the refused value becomes
             return None
         raise
     return data if len(data) <= cap else None
