@@ -178,7 +178,8 @@ def fitting(quick: bool) -> list[Row]:
         )
     )
     # Work counted, not timed: renderer calls plus the values the size walk visits.
-    cut, whole = [], []
+    cut: list[float] = []
+    whole: list[float] = []
     for depth in range(4, 19, 2):
         data, count = workcount.work(_tree(depth), 4 * KIB)
         (cut if len(data) > 2 * KIB else whole).append(count / len(data))

@@ -588,6 +588,6 @@ def test_regression_interleaved_pagings_keep_every_generator_value(how: str) -> 
                 pages[k].append(got.data)
                 cursors[k], done[k] = got.next_cursor, got.complete
     for k, first in ((0, 0), (1, 100)):
-        got = _vals_by_id(pages[k])
-        assert list(got) == list(range(first, first + 20))
-        assert all(vals == list(range(40)) for vals in got.values()), got
+        vals = _vals_by_id(pages[k])
+        assert list(vals) == list(range(first, first + 20))
+        assert all(v == list(range(40)) for v in vals.values()), vals

@@ -506,7 +506,7 @@ def test_the_compiled_string_cut_refuses_marks_past_their_room() -> None:
         with pytest.raises(ValueError, match="within their rooms"):
             cut("abc", 10, lambda kept: (b'""', b'"'), 1, 1)
         with pytest.raises(ZeroDivisionError):
-            cut("abc", 10, lambda kept: (1 // 0, b""), 1, 1)
+            cut("abc", 10, lambda kept: (bytes(1 // 0), b""), 1, 1)
 
 
 def test_the_compiled_string_cut_costs_the_room_not_the_string() -> None:
@@ -537,11 +537,36 @@ class Hashed(Plain, metaclass=HashingMeta):
 def test_the_native_walk_enters_only_the_classes_it_is_given() -> None:
     caps = (64, BIG, BIG, BIG, SCALARS)
     value = {"a": Plain(x=1, name="ab"), "b": [Plain(x=2, name="c")]}
-    assert speedups.bound_native(value, BIG, 0, caps, {}) == (-1, Plain)  # learn it, retry
-    n, missing = speedups.bound_native(value, BIG, 0, caps, {Plain: 5})
+    assert speedups.bound_native(value, BIG, 0, caps, {}) == (-1, Plain, None)  # learn, retry
+    n, missing, run = speedups.bound_native(value, BIG, 0, caps, {Plain: 5})
     assert missing is None
+    assert run is None  # a dict, not a list of one class
     assert n == bound({"a": {"x": 1, "name": "ab"}, "b": [{"x": 2, "name": "c"}]}) + 2 * 5
-    assert speedups.bound_native(Plain(x=float("nan")), BIG, 0, caps, {Plain: 0}) == (-1, None)
+    nan = Plain(x=float("nan"))
+    assert speedups.bound_native(nan, BIG, 0, caps, {Plain: 0}) == (-1, None, None)
     # A class whose metaclass hashes in Python is never looked up, so never entered.
-    assert speedups.bound_native(Hashed(x=1), BIG, 0, caps, {}) == (-1, None)
-    assert _bound.py_bound_native(value, BIG, 0, caps, {Plain: 5}) == (-1, None)  # the twin
+    assert speedups.bound_native(Hashed(x=1), BIG, 0, caps, {}) == (-1, None, None)
+    assert _bound.py_bound_native(value, BIG, 0, caps, {Plain: 5}) == (-1, None, None)  # twin
+
+
+def test_the_native_walk_reads_only_slots_checked_to_be_the_classes_own() -> None:
+    import msgspec
+
+    class P(msgspec.Struct):
+        x: int
+        name: str
+
+    class Q(msgspec.Struct):
+        y: int
+
+    caps = (64, BIG, BIG, BIG, SCALARS)
+    own = (10, (P.x, P.name))
+    assert speedups.bound_native([P(1, "ab")], BIG, 0, caps, {P: own}) == (
+        2 + (2 + 10 + 1 + 1 + 4),  # brackets; braces, keys, comma, 1, "ab"
+        None,
+        P,
+    )
+    with pytest.raises(TypeError, match="not an object slot"):
+        speedups.bound_native(P(1, "a"), BIG, 0, caps, {P: (0, (Q.y,))})
+    with pytest.raises(TypeError, match="not an object slot"):
+        speedups.bound_native(P(1, "a"), BIG, 0, caps, {P: (0, (property(),))})

@@ -879,3 +879,49 @@ def test_a_flat_model_too_big_for_the_budget_is_cut_keeping_its_first_rows() -> 
         "score": 0.0,
         "when": None,
     }
+
+
+class Point3(msgspec.Struct):
+    x: int
+    y: int
+    label: str = ""
+
+
+class TaggedPoint(msgspec.Struct, tag=True, rename="camel"):
+    long_name: int
+    inner: Point3 | None = None
+
+
+class AsArray(msgspec.Struct, array_like=True):
+    a: int
+    b: list[int]
+
+
+class Reading(msgspec.Struct):
+    v: float
+
+
+class Unset(msgspec.Struct, omit_defaults=True):
+    a: int = 0
+
+
+def test_structs_that_fit_are_msgspecs_bytes_from_the_compiled_walk() -> None:
+    from jsonbudget._encode import values
+
+    cases: list[Any] = [
+        [Point3(i, -i, "p") for i in range(50)],
+        TaggedPoint(3, Point3(1, 2)),
+        [AsArray(1, [2, 3]), AsArray(4, [])],
+        {"k": [TaggedPoint(1), TaggedPoint(2)]},
+    ]
+    for value in cases:
+        assert bounded_dumps(value, max_bytes=1 << 16) == msgspec.json.encode(value)
+    assert isinstance(values.NATIVE_KEYS[Point3], tuple)  # walked through its slots
+    # omit_defaults: which fields are written depends on the values, so never from slots.
+    assert bounded_dumps([Unset(), Unset(2)], max_bytes=1000) == b'[{},{"a":2}]'
+    assert Unset not in values.NATIVE_KEYS
+    # What the walk refuses still gets its marker, never msgspec's null.
+    nan = orjson.loads(bounded_dumps([Reading(1.5), Reading(float("nan"))], max_bytes=1000))
+    assert nan == [{"v": 1.5}, {"v": "…[unencodable: nan]"}]
+    marked = orjson.loads(bounded_dumps([AsArray(1, [1] * 10)], max_bytes=1000, max_items=3))
+    assert marked[0][1][-1].endswith("more items]")

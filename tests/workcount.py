@@ -29,7 +29,7 @@ def twin_walk() -> Iterator[list[int]]:
         visits[0] += 1
         return walk(*args)
 
-    _bound._walk = counted  # the twin recurses through this module-level name
+    _bound._walk = counted  # type: ignore[assignment]  # the twin recurses through this name
     _bound.bound, _bound.bound_items = _bound.py_bound, _bound.py_bound_items
     _bound.clean_dumps = _bound.py_clean_dumps
     try:

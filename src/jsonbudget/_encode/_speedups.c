@@ -36,6 +36,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <structmember.h>
 
 /* PyDict_Next costs more than the rest of the walk together. On the CPython this is
    tested on, a dict whose keys are all exact str keeps them with their values in one
@@ -72,6 +73,12 @@ typedef struct {
        there. NULL otherwise. */
     PyObject *natives;
     PyTypeObject *missing;
+    /* The last class entered and its plan (from *natives*, which nothing changes during
+       the walk), checked: a list holds one class's instances, and the lookup and the
+       checks then run once, not once an instance. */
+    PyTypeObject *last_type;
+    Py_ssize_t last_keys;   /* its key bytes */
+    PyObject *last_slots;   /* its slot descriptors, checked to be its own; or NULL */
     int record;
     int nspine;
     PyObject *spine[MAX_SPINE];
@@ -264,6 +271,70 @@ walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     return size;
 }
 
+/* Reads the plan of class *t* into w->last_*: the key bytes, and for a slot plan, (key
+   bytes, slot descriptors in field order), the descriptors checked to be object slots of
+   *t*. 0, or FAILED with an exception set. */
+static int
+learn_plan(Walk *w, PyTypeObject *t, PyObject *plan)
+{
+    PyObject *keys = plan, *slots = NULL;
+    if (PyTuple_CheckExact(plan)) {
+        if (PyTuple_GET_SIZE(plan) != 2 || !PyTuple_CheckExact(PyTuple_GET_ITEM(plan, 1))) {
+            PyErr_SetString(PyExc_TypeError, "bound_native(): a slot plan is (int, slots)");
+            return FAILED;
+        }
+        keys = PyTuple_GET_ITEM(plan, 0);
+        slots = PyTuple_GET_ITEM(plan, 1);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); i++) {
+            PyObject *d = PyTuple_GET_ITEM(slots, i);
+            if (!Py_IS_TYPE(d, &PyMemberDescr_Type) ||
+                ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX ||
+                !PyType_IsSubtype(t, ((PyDescrObject *)d)->d_type)) {
+                PyErr_SetString(PyExc_TypeError, "bound_native(): not an object slot of the class");
+                return FAILED;
+            }
+        }
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(keys);
+    if (n == -1 && PyErr_Occurred()) {
+        return FAILED;
+    }
+    w->last_type = t;
+    w->last_keys = n;
+    w->last_slots = slots;
+    return 0;
+}
+
+/* An instance whose fields are object slots (a msgspec Struct), the descriptors *slots*
+   checked by learn_plan: bounded as the items of an array (brackets and commas, as braces
+   and commas would be), plus *keys* bytes; a field left empty is unclean. */
+static Py_ssize_t
+walk_slots(Walk *w, PyObject *obj, PyObject *slots, Py_ssize_t keys, int depth, Py_ssize_t cap)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(slots);
+    if (depth >= w->max_depth || n > w->max_keys || n > w->max_items ||
+        enter(w, depth, obj) < 0) {
+        return UNCLEAN;
+    }
+    Py_ssize_t size = 2 + keys + (n ? n - 1 : 0); /* brackets, keys, commas */
+    for (Py_ssize_t i = 0; i < n && size <= cap; i++) {
+        PyMemberDescrObject *d = (PyMemberDescrObject *)PyTuple_GET_ITEM(slots, i);
+        PyObject *v = *(PyObject **)((char *)obj + d->d_member->offset);
+        if (v == NULL) {
+            return UNCLEAN; /* a field left empty */
+        }
+        Py_ssize_t sub = atomic(w, v);
+        if (sub == NOT_ATOMIC) {
+            sub = walk_other(w, v, depth + 1, cap - size);
+        }
+        if (sub < 0) {
+            return sub;
+        }
+        size += sub;
+    }
+    return size;
+}
+
 /* An instance of a class in w->natives: the members of its __dict__, plus the bytes its
    keys add. A class not there is noted in w->missing (the caller learns it and walks
    again) and is unclean. Only classes whose metaclass hashes and compares as type does:
@@ -276,19 +347,24 @@ walk_native(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         Py_TYPE(t)->tp_richcompare != PyType_Type.tp_richcompare) {
         return UNCLEAN;
     }
-    PyObject *extra = PyDict_GetItemWithError(w->natives, (PyObject *)t);
-    if (extra == NULL) {
-        if (PyErr_Occurred()) {
+    if (t != w->last_type) {
+        PyObject *plan = PyDict_GetItemWithError(w->natives, (PyObject *)t);
+        if (plan == NULL) {
+            if (PyErr_Occurred()) {
+                return FAILED;
+            }
+            if (w->missing == NULL) {
+                w->missing = t;
+            }
+            return UNCLEAN;
+        }
+        if (learn_plan(w, t, plan) < 0) {
             return FAILED;
         }
-        if (w->missing == NULL) {
-            w->missing = t;
-        }
-        return UNCLEAN;
     }
-    Py_ssize_t keys = PyLong_AsSsize_t(extra);
-    if (keys == -1 && PyErr_Occurred()) {
-        return FAILED;
+    Py_ssize_t keys = w->last_keys;
+    if (w->last_slots != NULL) {
+        return walk_slots(w, obj, w->last_slots, keys, depth, cap);
     }
     int was_enabled = PyGC_Disable(); /* see walk_dataclass */
     PyObject *dict = PyObject_GenericGetDict(obj, NULL);
@@ -431,6 +507,9 @@ setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *de
     w->record = 0;
     w->natives = NULL;
     w->missing = NULL;
+    w->last_type = NULL;
+    w->last_keys = 0;
+    w->last_slots = NULL;
     return 0;
 }
 
@@ -525,9 +604,12 @@ bound_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* bound_native(obj, cap, depth, caps, natives) -> (n, missing): bound() of a value whose
-   parts may be instances of the classes in dict *natives* (walked through their __dict__,
-   plus the int each maps to: the bytes their keys add) instead of dataclasses. *missing*
-   is None, or the first class met that is not in *natives*, when that made n unclean. */
+   parts may be instances of the classes in dict *natives* instead of dataclasses: walked
+   through their __dict__ plus the int a class maps to (the bytes its keys add), or, for
+   a class that maps to (int, slot descriptors), through those slots. *missing* is None,
+   or the first class met that is not in *natives*, when that made n unclean. A third
+   item, *run*, is the class of every item when *obj* is a list of one native class's
+   instances, else None. */
 static PyObject *
 bound_native(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -557,7 +639,24 @@ bound_native(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *missing = n == UNCLEAN && w.missing != NULL ? (PyObject *)w.missing : Py_None;
-    return Py_BuildValue("(nO)", n, missing);
+    /* A list of one native class's instances is written by one call of its library. */
+    PyObject *run = Py_None;
+    PyObject *obj = args[0];
+    if (n >= 0 && PyList_CheckExact(obj) && PyList_GET_SIZE(obj) > 0) {
+        PyTypeObject *t = Py_TYPE(PyList_GET_ITEM(obj, 0));
+        Py_ssize_t i = 1;
+        while (i < PyList_GET_SIZE(obj) && Py_TYPE(PyList_GET_ITEM(obj, i)) == t) {
+            i++;
+        }
+        /* Every item passed the walk, so t hashes as type does (see walk_native). */
+        if (i == PyList_GET_SIZE(obj) && PyDict_GetItemWithError(args[4], (PyObject *)t)) {
+            run = (PyObject *)t;
+        }
+        else if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(nOO)", n, missing, run);
 }
 
 /* orjson.dumps and orjson.JSONEncodeError, taken when the module is loaded. */
@@ -1061,7 +1160,7 @@ static PyMethodDef methods[] = {
      "[min_bytes, max_bytes] and obj is clean under caps and fits: finish(bytes), or "
      "the bytes if finish is None; it calls fallback for every other call or outcome."},
     {"bound_native", (PyCFunction)(void (*)(void))bound_native, METH_FASTCALL,
-     "bound_native(obj, cap, depth, caps, natives) -> (int, type | None)\n\n"
+     "bound_native(obj, cap, depth, caps, natives) -> (int, type | None, type | None)\n\n"
      "bound() where instances of the classes in natives are walked through their "
      "__dict__ plus natives[cls] bytes; the class that made it unclean, if one did."},
     {"cut_string", (PyCFunction)(void (*)(void))cut_string, METH_FASTCALL,

@@ -57,6 +57,6 @@ def bound_native(
     cap: int,
     depth: int,
     caps: _Caps,
-    natives: dict[type, int],
+    natives: dict[type, object],
     /,
-) -> tuple[int, type | None]: ...
+) -> tuple[int, type | None, type | None]: ...

@@ -256,10 +256,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def py_bound_native(
-    obj: Any, cap: int, depth: int, caps: Caps, natives: dict[type, int]
-) -> tuple[int, type | None]:
+    obj: Any, cap: int, depth: int, caps: Caps, natives: dict[type, Any]
+) -> tuple[int, type | None, type | None]:
     """`bound_native` in Python: never known, so the caller's own (Python) walk decides."""
-    return -1, None
+    return -1, None, None
 
 
 def py_front(
@@ -271,7 +271,7 @@ def py_front(
 
 bound: Callable[..., int]
 bound_items: Callable[..., int]
-bound_native: Callable[[Any, int, int, Caps, dict[type, int]], tuple[int, type | None]]
+bound_native: Callable[[Any, int, int, Caps, dict[type, Any]], tuple[int, type | None, type | None]]
 clean_dumps: Callable[..., bytes | int]
 compact: Callable[[bytes], bytes]
 front: Callable[..., Any]

@@ -839,23 +839,26 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
     else:
         native = None
     walk = _Walk(caps)
-    n = -1 if t is not MapView else native_bound(obj._src, cap, depth, caps)
+    # Models and Structs the compiled walk knows: one compiled call bounds all of it.
+    src = obj if native is None else obj._src if t is MapView else None
+    n, run = (-1, None) if src is None else native_bound(src, cap, depth, caps)
     if n > cap:
         return None
     try:
-        if n < 0:  # not a model the compiled walk knows: the walk in Python
+        if n < 0:  # not a value the compiled walk knows: the walk in Python
             n = walk.size(obj, cap, depth, inside=native is not None)
+            if n < 0 or n > cap:
+                return None
+            if native is None and not walk.natives:
+                return None  # plain JSON that the fast path refused: it needs markers
+            run = walk.runs.get(id(obj))
     except (EncodeError, RuntimeError):  # a container that changed: the renderer says so
         return None
-    if n < 0 or n > cap:
-        return None
-    if native is None and not walk.natives:
-        return None  # plain JSON that the fast path refused: it needs markers
     try:
         if native is not None:
             data = native()
-        elif id(obj) in walk.runs:
-            data = _run_json(obj, walk.runs[id(obj)])
+        elif run is not None:
+            data = _run_json(obj, run)
         else:
             data = _dumps(obj, default=_as_fragment, option=_WHOLE_OPT)
     except Exception as exc:
@@ -865,41 +868,64 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
     return data if len(data) <= cap else None
 
 
-#: pydantic classes the compiled walk enters through the instance ``__dict__``, each with
-#: the bytes its keys add (aliases less names): those `_flat_plan` finds flat. A cache of
-#: a pure function of the class, cleared whole past 1,024 classes.
-NATIVE_KEYS: dict[type, int] = {}
+#: Classes the compiled walk enters, with what it needs: for a flat pydantic model the
+#: bytes its keys add (aliases less names; it reads the instance ``__dict__``); for a
+#: msgspec Struct those bytes and its field slots. Those `_flat_plan` finds flat; a cache
+#: of a pure function of the class, cleared whole past 1,024 classes.
+NATIVE_KEYS: dict[type, int | tuple[int, tuple[Any, ...]]] = {}
 _NATIVE_CLASSES = 1024
 
 
-def native_bound(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> int:
-    """The compiled walk's bound of a pydantic model's JSON, or -1 when it cannot say.
+def native_bound(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> tuple[int, type | None]:
+    """The compiled walk's bound of a value holding pydantic models or msgspec Structs, or
+    -1 when it cannot say; and the class of every item when *obj* is a list of one
+    native class's instances (its library writes the list in one call).
 
     Each class it meets and does not know is looked up once (`_flat_plan`); one that is
     not flat (custom serializers, excluded or computed fields) ends the attempt, and the
     walk in Python decides.
     """
     for _ in range(16):  # the distinct classes one value may introduce before giving up
-        n, missing = _bound.bound_native(obj, cap, depth, caps, NATIVE_KEYS)
+        n, missing, run = _bound.bound_native(obj, cap, depth, caps, NATIVE_KEYS)
         if missing is None:
-            return n
-        plan = _flat_plan(missing)
-        if plan is None or plan[0] is not _INSTANCE_DICT:
-            return -1
+            return n, run
+        plan = _native_plan(missing)
+        if plan is None:
+            return -1, None
         if len(NATIVE_KEYS) >= _NATIVE_CLASSES:
             NATIVE_KEYS.clear()
-        NATIVE_KEYS[missing] = plan[1]
-    return -1
+        NATIVE_KEYS[missing] = plan
+    return -1, None
+
+
+def _native_plan(t: type) -> int | tuple[int, tuple[Any, ...]] | None:
+    """What the compiled walk needs to enter instances of *t*, or None if it cannot."""
+    plan = _flat_plan(t)
+    if plan is None:
+        return None
+    if plan[0] is _INSTANCE_DICT:
+        return plan[1]
+    # A msgspec Struct: its fields in order, each a slot of the instance.
+    slots = tuple(getattr(t, name) for name in t.__struct_fields__)  # type: ignore[attr-defined]
+    if any(type(d).__name__ != "member_descriptor" for d in slots):
+        return None
+    return plan[1], slots
 
 
 def native_whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
-    """pydantic's bytes for model *obj* (of a class in `NATIVE_KEYS`) if the compiled walk
+    """The library's bytes for *obj* (of a class in `NATIVE_KEYS`) if the compiled walk
     shows it needs no marker and they fit *cap*: no view is built. Else None."""
-    n = native_bound(obj, cap, depth, caps)
+    n, _ = native_bound(obj, cap, depth, caps)
     if n < 0 or n > cap:
         return None
     try:
-        data: bytes = type(obj).__pydantic_serializer__.to_json(obj)
+        t: Any = type(obj)
+        ms = sys.modules.get("msgspec")
+        data: bytes = (
+            ms.json.encode(obj)
+            if ms is not None and isinstance(obj, ms.Struct)
+            else t.__pydantic_serializer__.to_json(obj)
+        )
     except Exception as exc:
         if _refusal(exc):  # the renderer decides what the refused value becomes
             return None
