@@ -343,11 +343,11 @@ static Py_ssize_t
 walk_native(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 {
     PyTypeObject *t = Py_TYPE(obj);
-    if (Py_TYPE(t)->tp_hash != PyType_Type.tp_hash ||
-        Py_TYPE(t)->tp_richcompare != PyType_Type.tp_richcompare) {
-        return UNCLEAN;
-    }
     if (t != w->last_type) {
+        if (Py_TYPE(t)->tp_hash != PyType_Type.tp_hash ||
+            Py_TYPE(t)->tp_richcompare != PyType_Type.tp_richcompare) {
+            return UNCLEAN;
+        }
         PyObject *plan = PyDict_GetItemWithError(w->natives, (PyObject *)t);
         if (plan == NULL) {
             if (PyErr_Occurred()) {
@@ -414,6 +414,9 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     PyTypeObject *t = Py_TYPE(obj);
     if (t == &PyDict_Type) {
         return walk_members(w, obj, depth, cap, 0);
+    }
+    if (t == w->last_type) {
+        return walk_native(w, obj, depth, cap); /* the class just entered, again */
     }
     if (t == &PyList_Type || t == &PyTuple_Type) {
         Py_ssize_t n = Py_SIZE(obj);
