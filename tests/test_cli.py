@@ -607,3 +607,16 @@ def test_deep_files_page_and_tune_without_a_traceback(
     cp = run(command, str(path), *extra)
     assert cp.returncode == EXIT_OK, cp.stderr
     assert b"Traceback" not in cp.stderr
+
+
+def test_page_binary_flag_writes_blobs_as_base64(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "blobs.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("create table t (id integer primary key, b blob)")
+        conn.execute("insert into t values (1, x'00ff10')")
+    assert main(["page", str(db), "--table", "t", "--binary", "base64"]) == EXIT_OK
+    assert orjson.loads(capsys.readouterr().out)["items"] == [{"id": 1, "b": "AP8Q"}]
+    assert main(["page", str(db), "--table", "t"]) == EXIT_OK
+    assert "unencodable" in orjson.loads(capsys.readouterr().out)["items"][0]["b"]

@@ -591,3 +591,22 @@ def test_regression_interleaved_pagings_keep_every_generator_value(how: str) -> 
         vals = _vals_by_id(pages[k])
         assert list(vals) == list(range(first, first + 20))
         assert all(v == list(range(40)) for v in vals.values()), vals
+
+
+def test_pages_write_bytes_as_the_binary_option_says(tmp_path: Path) -> None:
+    db = tmp_path / "blobs.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("create table t (id integer primary key, b blob)")
+        conn.execute("insert into t values (1, x'00ff10')")
+    source = SQLiteSource(db, table="t")
+    marker = Paginator(Limits(1024)).paginate(source, scope=ALICE)
+    assert orjson.loads(marker.data)["items"][0]["b"].startswith("…[unencodable: bytes")
+    for page in (
+        Paginator(Limits(1024), binary="base64").paginate(source, scope=ALICE),
+        paginate(
+            source, scope=ALICE, store=MemoryCursorStore(), limits=Limits(1024), binary="base64"
+        ),
+    ):
+        assert orjson.loads(page.data)["items"] == [{"id": 1, "b": "AP8Q"}]
+    with pytest.raises(LimitError, match="binary"):
+        Paginator(Limits(1024), binary="hex")  # type: ignore[arg-type]

@@ -242,6 +242,10 @@ def test_compiled_and_python_clean_dumps_agree(
     args = (cap, min(depth, max_depth), (max_depth, max_items, max_keys, max_field, SCALARS))
     got = speedups.clean_dumps(value, *args)
     assert got == _bound.py_clean_dumps(value, *args)
+    compacted = speedups.clean_dumps(value, *args, None, True)
+    assert compacted == got == _bound.py_clean_dumps(value, *args, None, True)
+    if type(compacted) is bytes and len(compacted) < _bound.COMPACT_BELOW:
+        assert sys.getsizeof(compacted) < len(compacted) + 64  # not orjson's 4 KiB
     if type(got) is bytes:
         assert got == orjson.dumps(value)
         assert len(got) <= cap

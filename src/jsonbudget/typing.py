@@ -20,6 +20,7 @@ from ._agents.spill import SpillBackend
 from ._agents.tokens import TokenCounter
 from ._cursors.store import CursorStore
 from ._encode.encoder import (
+    BinaryMode,
     EncodeOptions,
     MarkerStyle,
     OnUnencodable,
@@ -34,6 +35,7 @@ from ._sources.base import AsyncSource, JSONValue, Position, Source, SourceLike
 __all__ = [
     "AdmitReason",
     "AsyncSource",
+    "BinaryMode",
     "BinarySource",
     "CursorStore",
     "Default",

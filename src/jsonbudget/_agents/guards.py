@@ -27,7 +27,7 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 import ijson
 import orjson
 
-from .._encode.bound import BOUNDED_SCALARS, TOO_BIG, Caps, clean_dumps, compact
+from .._encode.bound import BOUNDED_SCALARS, COMPACT_BELOW, TOO_BIG, Caps, clean_dumps, compact
 from .._encode.encoder import (
     EncodeCall,
     Encoded,
@@ -406,10 +406,8 @@ class ResultGate:
         """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
         if type(result) in _FAST_TYPES:
             # A clean value that fits: one compiled walk and one orjson call, nothing else.
-            data = clean_dumps(result, self._max_bytes, 0, _GATE_CAPS)
+            data = clean_dumps(result, self._max_bytes, 0, _GATE_CAPS, None, True)
             if type(data) is bytes:
-                if len(data) < _COMPACT_BELOW:
-                    data = compact(data)
                 return _new_gate_result(data, "json", len(data), None)
         measured = self._measure(result)
         if measured.data is not None:
@@ -441,9 +439,9 @@ class ResultGate:
         if hasattr(result, "read") or _is_iterator(result):
             return self._measure_stream(_stream_chunks(result), limit)
         # Any other value is JSON; the compiled walk costs at most the limit.
-        fast = clean_dumps(result, limit, 0, _GATE_CAPS)
+        fast = clean_dumps(result, limit, 0, _GATE_CAPS, None, True)
         if type(fast) is bytes:
-            return _Measured("json", data=compact(fast) if len(fast) < _COMPACT_BELOW else fast)
+            return _Measured("json", data=fast)
         if fast == TOO_BIG:
             return _Measured("json", obj=result)
         # Not clean: the renderer decides, pulling nested iterators only as far as the
@@ -456,7 +454,7 @@ class ResultGate:
         if out is not None and all(kind == "unencodable" for kind in kinds):
             # Marked unencodable values are the encoder's answer for them at any size.
             data = out[0]
-            return _Measured("json", data=compact(data) if len(data) < _COMPACT_BELOW else data)
+            return _Measured("json", data=compact(data) if len(data) < COMPACT_BELOW else data)
         return _Measured("json", obj=result, call=call)
 
     def _measure_stream(self, chunks: Iterator[memoryview], limit: int) -> _Measured:
@@ -559,7 +557,6 @@ class ResultGate:
 
 
 _FAST_TYPES = frozenset({dict, list, tuple, int, float, bool, type(None)})
-_COMPACT_BELOW = 8192
 
 
 def gate_result(
@@ -589,11 +586,9 @@ def gate_result(
         # A clean value that fits needs no gate. With these options (the defaults, and a
         # limit that holds the default preview) the gate would accept them all.
         check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
-        data = clean_dumps(result, max_bytes, 0, _GATE_CAPS)
+        data = clean_dumps(result, max_bytes, 0, _GATE_CAPS, None, True)
         if type(data) is bytes:
-            if len(data) < _COMPACT_BELOW:
-                data = compact(data)
-            return GateResult(data, "json", len(data), None)
+            return _new_gate_result(data, "json", len(data), None)
     gate = ResultGate(
         max_bytes=max_bytes,
         store=store,
@@ -695,11 +690,9 @@ class TurnBudget:
         gate = self._gate
         if type(result) in _FAST_TYPES:
             # A clean value that fits the result limit: one compiled walk and one orjson call.
-            fast = clean_dumps(result, gate._max_bytes, 0, _GATE_CAPS)
+            fast = clean_dumps(result, gate._max_bytes, 0, _GATE_CAPS, None, True)
             if type(fast) is bytes:
                 size = len(fast)
-                if size < _COMPACT_BELOW:
-                    fast = compact(fast)
                 with self._lock:
                     later = self._max_calls - self._calls - 1
                     if (

@@ -179,6 +179,13 @@ def _add_limits(p: argparse.ArgumentParser, *, default_bytes: int) -> None:
         default="text",
         help="marker style for cuts (default text)",
     )
+    g.add_argument(
+        "--binary",
+        choices=("marker", "base64"),
+        default="marker",
+        help="bytes values (an SQLite BLOB): a marker saying their size, or base64 "
+        "(default marker)",
+    )
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:
@@ -545,7 +552,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         max_field_bytes=args.max_field_bytes,
         max_depth=args.max_depth,
     )
-    encoder = Encoder(limits, strategy=args.strategy, markers=args.markers)
+    encoder = Encoder(limits, strategy=args.strategy, markers=args.markers, binary=args.binary)
     jsonl = args.jsonl or args.file.lower().endswith(_JSONL_EXT)
     with ExitStack() as stack:
         stream = _open_input(args.file, stack)
@@ -681,6 +688,7 @@ def _cmd_page(args: argparse.Namespace) -> int:
             keys=MCP_KEYS if args.mcp_keys else None,
             strategy=args.strategy,
             markers=args.markers,
+            binary=args.binary,
         )
         page = paginator.paginate(source, scope=scope, cursor=args.cursor)
     _write(page.to_json() + b"\n")

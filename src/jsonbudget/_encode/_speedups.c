@@ -662,6 +662,8 @@ bound_native(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nOO)", n, missing, run);
 }
 
+static PyObject *compact_copy(PyObject *data);
+
 /* orjson.dumps and orjson.JSONEncodeError, taken when the module is loaded. */
 static PyObject *orjson_dumps;
 static PyObject *orjson_error;
@@ -720,13 +722,18 @@ dumps_if_clean(PyObject *obj, PyObject *cap_obj, PyObject *depth_obj, PyObject *
 static PyObject *
 clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if ((nargs != 4 && nargs != 5) || !PyTuple_CheckExact(args[3]) ||
+    if (nargs < 4 || nargs > 6 || !PyTuple_CheckExact(args[3]) ||
         PyTuple_GET_SIZE(args[3]) != 5) {
         PyErr_SetString(PyExc_TypeError,
-                        "clean_dumps() takes obj, cap, depth, a 5-tuple of caps and a spine");
+                        "clean_dumps() takes obj, cap, depth, a 5-tuple of caps, a spine and "
+                        "whether to compact");
         return NULL;
     }
-    return dumps_if_clean(args[0], args[1], args[2], args[3], nargs == 5 ? args[4] : NULL);
+    PyObject *data = dumps_if_clean(args[0], args[1], args[2], args[3], nargs >= 5 ? args[4] : NULL);
+    if (data != NULL && nargs == 6 && args[5] == Py_True && PyBytes_Check(data)) {
+        return compact_copy(data); /* a result handed on as it is: see compact_copy */
+    }
+    return data;
 }
 
 static PyObject *
@@ -1154,9 +1161,9 @@ static PyMethodDef methods[] = {
      "bound() of the items of a list or tuple, each at *depth*, joined by commas and "
      "without brackets."},
     {"clean_dumps", (PyCFunction)(void (*)(void))clean_dumps, METH_FASTCALL,
-     "clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars), spine=None) -> bytes | int\n\n"
+     "clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars), spine=None, compact=False) -> bytes | int\n\n"
      "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean); "
-     "spine as for bound()."},
+     "spine as for bound(); with compact, a short result is copied out of orjson's buffer."},
     {"front", (PyCFunction)(void (*)(void))front, METH_FASTCALL,
      "front(fallback, caps, min_bytes, max_bytes, finish) -> callable\n\n"
      "A callable that answers fallback(obj, max_bytes=n) itself when n is an int in "

@@ -33,6 +33,7 @@ def clean_dumps(
     depth: int,
     caps: _Caps,
     spine: list[tuple[object, int, int]] | None = None,
+    compact: bool = False,
     /,
 ) -> bytes | int: ...
 def compact(data: bytes, /) -> bytes: ...

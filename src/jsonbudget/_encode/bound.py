@@ -44,6 +44,7 @@ import orjson
 
 __all__ = [
     "BOUNDED_SCALARS",
+    "COMPACT_BELOW",
     "TOO_BIG",
     "UNCLEAN",
     "Caps",
@@ -63,6 +64,9 @@ __all__ = [
 
 #: Types orjson writes in a bounded form, at least 10 bytes long.
 BOUNDED_SCALARS = (_dt.datetime, _dt.date, _dt.time, uuid.UUID)
+
+#: orjson output shorter than this is copied out of its buffer, which keeps 4 KiB.
+COMPACT_BELOW = 8192
 
 #: `clean_dumps` outcomes besides bytes.
 TOO_BIG = 1  # a lower bound of the encoding already exceeds the cap
@@ -231,10 +235,16 @@ _JSONError = orjson.JSONEncodeError
 Caps: TypeAlias = tuple[int, int, int, int, tuple[type, ...] | None]
 
 
-def py_clean_dumps(
-    obj: Any, cap: int, depth: int, caps: Caps, spine: list[tuple[Any, int, int]] | None = None
+def py_clean_dumps(  # noqa: PLR0917 - the compiled function's signature
+    obj: Any,
+    cap: int,
+    depth: int,
+    caps: Caps,
+    spine: list[tuple[Any, int, int]] | None = None,
+    compact: bool = False,
 ) -> bytes | int:
-    """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`."""
+    """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`;
+    with *compact*, a short result copied out of orjson's oversized buffer."""
     n = bound(obj, cap, depth, *caps, spine)
     if n < 0:
         return UNCLEAN
@@ -244,7 +254,9 @@ def py_clean_dumps(
         data = _dumps(obj)
     except _JSONError:  # ints beyond 64 bits, lone surrogates
         return UNCLEAN
-    return data if len(data) <= cap else TOO_BIG
+    if len(data) > cap:
+        return TOO_BIG
+    return py_compact(data) if compact and len(data) < COMPACT_BELOW else data
 
 
 def py_compact(data: bytes) -> bytes:

@@ -61,6 +61,8 @@ TruncationKind = Literal["string", "items", "keys", "depth", "item", "unencodabl
 TruncationUnit = Literal["chars", "bytes", "items", "keys"]
 Strategy = Literal["balanced", "prefix"]
 OnUnencodable = Literal["marker", "error"]
+#: How bytes, bytearray and memoryview are written: a marker, or a base64 string.
+BinaryMode = _values.Binary
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +94,6 @@ _truncation: Callable[[str, TruncationKind, int | None, TruncationUnit], Truncat
 _new_encoded: Callable[[bytes, bool, tuple[Truncation, ...]], Encoded] = fast_constructor(Encoded)
 
 _BIG = 1 << 62
-#: orjson output shorter than this is copied out of its oversized buffer (see `_complete`).
-_COMPACT_BELOW = 8192
 _STRATEGIES = ("balanced", "prefix")
 _MARKERS = ("text", "structured")
 _UNENCODABLE = ("marker", "error")
@@ -162,7 +162,7 @@ class EncodeOptions(TypedDict, total=False):
     markers: MarkerStyle
     default: Callable[[Any], Any] | None
     unencodable: OnUnencodable
-    binary: _values.Binary
+    binary: BinaryMode
 
 
 class Encoder:
@@ -202,7 +202,7 @@ class Encoder:
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
         unencodable: OnUnencodable = "marker",
-        binary: _values.Binary = "marker",
+        binary: BinaryMode = "marker",
     ) -> None:
         _mode("strategy", strategy, _STRATEGIES)
         _mode("markers", markers, _MARKERS)
@@ -226,7 +226,7 @@ class Encoder:
         self._mk = Markers(markers)
         self.default = default
         self.unencodable: OnUnencodable = unencodable
-        self.binary: _values.Binary = binary
+        self.binary: BinaryMode = binary
         self._values = _values.Options(binary, lim.max_bytes)
         # As `bound.clean_dumps` takes them.
         self._caps: _bound.Caps = (
@@ -250,7 +250,7 @@ class Encoder:
         if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat pydantic model
             data = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps)
         if type(data) is bytes:  # a value that fits whole needs no Encoded
-            return _compact(data) if len(data) < _COMPACT_BELOW else data
+            return _compact(data) if len(data) < _bound.COMPACT_BELOW else data
         return self.encode(obj).data
 
     def whole(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
@@ -293,7 +293,7 @@ def _encoded(call: EncodeCall, out: Out | None, path: str) -> Encoded | None:
 
 def _complete(data: bytes) -> Encoded:
     """``Encoded(data, True, ())``, made faster, with *data* as it may come from orjson."""
-    if len(data) < _COMPACT_BELOW:
+    if len(data) < _bound.COMPACT_BELOW:
         # orjson's bytes keep at least 4 KiB of capacity: hand out a compact copy of a
         # short one. A long one wastes little, and copying it would not.
         data = _compact(data)
@@ -403,7 +403,7 @@ def encode(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
-    binary: _values.Binary = "marker",
+    binary: BinaryMode = "marker",
 ) -> Encoded:
     """Encode *obj* as JSON within *limits*, with the side-band report of every cut."""
     data = _clean_fit(
@@ -431,7 +431,7 @@ def bounded_dumps(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     unencodable: OnUnencodable = "marker",
-    binary: _values.Binary = "marker",
+    binary: BinaryMode = "marker",
 ) -> bytes:
     """Like ``orjson.dumps(obj)``, but the result always fits ``max_bytes``."""
     data = _clean_fit(
@@ -439,7 +439,7 @@ def bounded_dumps(
         strategy, markers, unencodable, default, binary,
     )  # fmt: skip
     if data is not None:
-        return _compact(data) if len(data) < _COMPACT_BELOW else data
+        return _compact(data) if len(data) < _bound.COMPACT_BELOW else data
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.dumps(obj)

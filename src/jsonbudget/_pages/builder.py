@@ -23,6 +23,7 @@ from .._cursors.store import TOKEN_CHARS, CursorState, CursorStore, MemoryCursor
 from .._encode import bound as _bound
 from .._encode.bound import UNCLEAN
 from .._encode.encoder import (
+    BinaryMode,
     EncodeCall,
     Encoder,
     MarkerStyle,
@@ -206,6 +207,7 @@ class PageBuilder:
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
+        binary: BinaryMode = "marker",
         encoder: Encoder | None = None,
     ) -> None:
         if not isinstance(limits, Limits):
@@ -223,7 +225,7 @@ class PageBuilder:
         self._keys = _envelope_keys(keys)
         self._items_path = pointer("", self._keys["items"])
         self._encoder = encoder or Encoder(
-            limits, strategy=strategy, markers=markers, default=default
+            limits, strategy=strategy, markers=markers, default=default, binary=binary
         )
         k = self._keys
         # Everything but the items and the reports, at its longest.
@@ -560,6 +562,7 @@ class Paginator:
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
+        binary: BinaryMode = "marker",
     ) -> None:
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
@@ -580,6 +583,7 @@ class Paginator:
             strategy=strategy,
             markers=markers,
             default=default,
+            binary=binary,
         )
 
     def _builder(self, cursor: str | None) -> PageBuilder:
@@ -700,9 +704,10 @@ def paginate(
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
+    binary: BinaryMode = "marker",
 ) -> Page:
     """One call: resolve *cursor*, build the page of *source*, mint the next cursor."""
-    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
+    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default, binary)
     return pager.paginate(source, scope=scope, cursor=cursor)
 
 
@@ -719,9 +724,10 @@ async def apaginate(
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
+    binary: BinaryMode = "marker",
 ) -> Page:
     """The async twin of `paginate`."""
-    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default)
+    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default, binary)
     return await pager.apaginate(source, scope=scope, cursor=cursor)
 
 
@@ -740,6 +746,7 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
     strategy: Strategy,
     markers: MarkerStyle,
     default: Callable[[Any], Any] | None,
+    binary: BinaryMode,
 ) -> Paginator:
     """A pager with these options, configured once per distinct options."""
 
@@ -753,10 +760,11 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
             strategy=strategy,
             markers=markers,
             default=default,
+            binary=binary,
         )
 
     if type(limits) is not Limits:
         return make()  # refused there, or a subclass whose equality is its own
     named = None if keys is None else tuple(keys.items())
-    key = (limits, id(store), oversized, id(spill_store), named, strategy, markers, default)
+    key = (limits, id(store), oversized, id(spill_store), named, strategy, markers, default, binary)
     return _configured.get(key, make)
