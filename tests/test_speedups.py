@@ -4,11 +4,13 @@ the Python walk), the one-call verbs' front door and the frozen-value constructo
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import datetime as dt
 import gc
 import inspect
 import math
+import pickle
 import sys
 import uuid
 from collections.abc import Iterator
@@ -424,6 +426,13 @@ def outcome(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         return ("returned", fn(*args, **kwargs))
     except (TypeError, LimitError) as exc:
         return ("raised", type(exc), str(exc))
+
+
+def test_the_front_door_pickles_by_name_as_a_function_does() -> None:
+    # A process pool pickles the function it is handed.
+    for verb in VERBS:
+        assert pickle.loads(pickle.dumps(verb)) is verb
+        assert copy.deepcopy(verb) is verb
 
 
 def test_the_front_door_copies_short_results_out_of_orjsons_buffer() -> None:

@@ -826,6 +826,18 @@ front_dealloc(PyObject *op)
     Py_TYPE(op)->tp_free(op);
 }
 
+/* Pickled by name, as the function it stands for is: pickle finds it in its module. */
+static PyObject *
+front_reduce(PyObject *op, PyObject *unused)
+{
+    return PyObject_GetAttrString(op, "__qualname__");
+}
+
+static PyMethodDef front_methods[] = {
+    {"__reduce__", front_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef front_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL},
@@ -843,6 +855,7 @@ static PyTypeObject FrontType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A one-call verb's compiled front door (see front()).",
     .tp_getset = front_getset,
+    .tp_methods = front_methods,
     .tp_dictoffset = offsetof(Front, dict),
 };
 

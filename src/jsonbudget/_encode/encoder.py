@@ -140,7 +140,7 @@ def _clean_fit(  # noqa: PLR0917 - the hot path of encode and bounded_dumps, pos
     data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
     if type(data) is bytes:
         return data
-    if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat pydantic model
+    if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
         return _values.native_whole(obj, max_bytes, 0, _DEFAULT_CAPS)
     return None
 
@@ -247,7 +247,7 @@ class Encoder:
     def dumps(self, obj: Any, /) -> bytes:
         """Encode *obj* within the limits and return only the bytes."""
         data: bytes | int | None = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
-        if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat pydantic model
+        if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
             data = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps)
         if type(data) is bytes:  # a value that fits whole needs no Encoded
             return _compact(data) if len(data) < _bound.COMPACT_BELOW else data

@@ -408,7 +408,7 @@ class EncodeCall:
             return data, _NONE
         if data == _TOO_BIG:
             return None
-        if t in _values.NATIVE_KEYS:  # a flat pydantic model that fits needs no view
+        if t in _values.NATIVE_KEYS:  # a flat model or Struct that fits needs no view
             native = _values.native_whole(obj, cap, depth, self.caps)
             if native is not None:
                 return native, _NONE

@@ -572,7 +572,7 @@ class Paginator:
         # pages of one source binds the same scope each time.
         self._binding: tuple[str, dict[str, Any], Scope] | None = None
         # next_cursor -> the streams of the look-ahead item that page refused, for the
-        # page that resumes there (bounded: see `_carry`).
+        # page that resumes there (at most `_MAX_CARRIED`: see `_finish`).
         self._carried: OrderedDict[str, dict[int, Stream]] = OrderedDict()
         # Validated once, here; every page starts as a blank copy of this builder.
         self._template = PageBuilder(
