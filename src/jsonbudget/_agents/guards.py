@@ -27,7 +27,7 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 import ijson
 import orjson
 
-from .._encode.bound import BOUNDED_SCALARS, COMPACT_BELOW, TOO_BIG, Caps, clean_dumps, compact
+from .._encode.bound import BOUNDED_SCALARS, TOO_BIG, Caps, clean_dumps, compact
 from .._encode.encoder import (
     EncodeCall,
     Encoded,
@@ -454,7 +454,7 @@ class ResultGate:
         if out is not None and all(kind == "unencodable" for kind in kinds):
             # Marked unencodable values are the encoder's answer for them at any size.
             data = out[0]
-            return _Measured("json", data=compact(data) if len(data) < COMPACT_BELOW else data)
+            return _Measured("json", data=compact(data))
         return _Measured("json", obj=result, call=call)
 
     def _measure_stream(self, chunks: Iterator[memoryview], limit: int) -> _Measured:

@@ -27,8 +27,8 @@
  * clean_dumps(obj, cap, depth, (max_depth, max_items, max_keys, max_field, scalars)) is the
  * encoder's fast path in one call: orjson.dumps(obj) when the bound shows a clean value
  * that may fit and the bytes do fit, else 1 (too big) or 2 (unclean). compact(data)
- * copies bytes out of orjson's oversized buffer. A small object's whole encode used to
- * spend as much in the Python around these as in orjson.
+ * copies short bytes out of orjson's oversized buffer. A small object's whole encode
+ * used to spend as much in the Python around these as in orjson.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -232,6 +232,32 @@ walk_members(Walk *w, PyObject *obj, int depth, Py_ssize_t cap, int dataclass)
 /* Names looked up in a type's own dict, made when the module is loaded. */
 static PyObject *str_dataclass_fields, *str_slots, *str_pydantic_fields, *str_attrs;
 
+/* The members of instance *obj*'s __dict__ (with *dataclass*, those orjson writes for a
+   dataclass): UNCLEAN if it has no dict, FAILED with an exception set on another error.
+   An instance may keep its attributes without a dict until asked: making one allocates,
+   and a collection then could run finalizers (Python code) while the walk holds
+   pointers into containers, so the collector is paused. orjson makes the same dict. */
+static Py_ssize_t
+walk_instance_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap, int dataclass)
+{
+    int was_enabled = PyGC_Disable();
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (was_enabled) {
+        PyGC_Enable();
+    }
+    if (dict == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return FAILED;
+        }
+        PyErr_Clear();
+        return UNCLEAN;
+    }
+    Py_ssize_t size =
+        PyDict_CheckExact(dict) ? walk_members(w, dict, depth, cap, dataclass) : UNCLEAN;
+    Py_DECREF(dict); /* the instance holds it */
+    return size;
+}
+
 /* A dataclass instance the way orjson writes it natively: the entries of its __dict__
    whose names do not start with _. Only a class decorated itself (orjson looks in the
    type's own dict) and without __slots__ (orjson then reads fields one by one, running
@@ -248,23 +274,7 @@ walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         _PyType_Lookup(t, str_attrs) != NULL) {
         return PyErr_Occurred() ? FAILED : UNCLEAN;
     }
-    /* An instance may keep its attributes without a dict until asked: making one
-       allocates, and a collection then could run finalizers (Python code) while the
-       walk holds pointers into containers. orjson makes the same dict right after. */
-    int was_enabled = PyGC_Disable();
-    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
-    if (was_enabled) {
-        PyGC_Enable();
-    }
-    if (dict == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            return FAILED;
-        }
-        PyErr_Clear();
-        return UNCLEAN;
-    }
-    Py_ssize_t size = PyDict_CheckExact(dict) ? walk_members(w, dict, depth, cap, 1) : UNCLEAN;
-    Py_DECREF(dict); /* the instance holds it */
+    Py_ssize_t size = walk_instance_dict(w, obj, depth, cap, 1);
     if (size > cap) {
         note(w, obj, depth, size);
     }
@@ -366,17 +376,7 @@ walk_native(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     if (w->last_slots != NULL) {
         return walk_slots(w, obj, w->last_slots, keys, depth, cap);
     }
-    int was_enabled = PyGC_Disable(); /* see walk_dataclass */
-    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
-    if (was_enabled) {
-        PyGC_Enable();
-    }
-    if (dict == NULL) {
-        return FAILED;
-    }
-    Py_ssize_t size = PyDict_CheckExact(dict) ? walk_members(w, dict, depth, cap - keys, 0)
-                                              : UNCLEAN;
-    Py_DECREF(dict); /* the instance holds it */
+    Py_ssize_t size = walk_instance_dict(w, obj, depth, cap - keys, 0);
     return size < 0 ? size : size + keys;
 }
 
@@ -662,6 +662,10 @@ bound_native(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nOO)", n, missing, run);
 }
 
+/* orjson's bytes keep at least 4 KiB of capacity: a shorter result is handed out as a
+   copy that holds only its length (a longer one wastes little, and copying it would
+   not). compact_copy() takes the caller's reference to *data*. */
+#define COMPACT_BELOW 8192
 static PyObject *compact_copy(PyObject *data);
 
 /* orjson.dumps and orjson.JSONEncodeError, taken when the module is loaded. */
@@ -743,12 +747,8 @@ compact(PyObject *module, PyObject *data)
         PyErr_SetString(PyExc_TypeError, "compact() needs bytes");
         return NULL;
     }
-    return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+    return compact_copy(Py_NewRef(data));
 }
-
-/* orjson's bytes keep at least 4 KiB of capacity: a shorter result is handed out as a
-   copy that holds only its length. */
-#define COMPACT_BELOW 8192
 
 static PyObject *
 compact_copy(PyObject *data)
@@ -1191,7 +1191,8 @@ static PyMethodDef methods[] = {
      "head + the escaped content of the longest prefix of s that fits room bytes + tail, "
      "where (head, tail) = mark(kept); lone surrogates become U+FFFD and are counted."},
     {"compact", compact, METH_O,
-     "compact(data) -> bytes\n\nA copy of data that holds its length and no more."},
+     "compact(data) -> bytes\n\nA copy of data that holds its length and no more, if data "
+     "is shorter than 8 KiB; else data itself."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,15 +21,15 @@ container's own size, so a renderer that splits the value learns without another
 that each is too big for any smaller room (it would otherwise re-walk the same prefix
 once a level).
 
-``clean_dumps(obj, cap, depth, caps, spine=None)`` is the encoder's fast path: orjson's
-bytes when the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`. ``compact(data)`` copies
-bytes out of orjson's oversized buffer. ``front(fallback, caps, min_bytes, max_bytes,
-finish)`` wraps a one-call verb: a call with the value and ``max_bytes`` alone is answered
-in C when the value is clean and fits, every other call goes to *fallback*. All are
-compiled, with Python twins (the twin of `front` is *fallback* itself).
-``bound_native(obj, cap, depth, caps, natives)`` bounds a value holding pydantic models
-(the classes in *natives*, walked through their ``__dict__``); its twin knows none, and
-the caller's Python walk then decides.
+``clean_dumps(obj, cap, depth, caps, spine=None, compact=False)`` is the encoder's fast
+path: orjson's bytes when the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`.
+``compact(data)`` copies short bytes out of orjson's oversized buffer.
+``front(fallback, caps, min_bytes, max_bytes, finish)`` wraps a one-call verb: a call
+with the value and ``max_bytes`` alone is answered in C when the value is clean and
+fits, every other call goes to *fallback*. ``bound_native(obj, cap, depth, caps,
+natives)`` bounds a value holding pydantic models and msgspec Structs (the classes in
+*natives*). All are compiled, with Python twins: the twin of `front` is *fallback*
+itself, and that of `bound_native` knows no class, so the caller's Python walk decides.
 """
 
 from __future__ import annotations
@@ -256,12 +256,13 @@ def py_clean_dumps(  # noqa: PLR0917 - the compiled function's signature
         return UNCLEAN
     if len(data) > cap:
         return TOO_BIG
-    return py_compact(data) if compact and len(data) < COMPACT_BELOW else data
+    return py_compact(data) if compact else data
 
 
 def py_compact(data: bytes) -> bytes:
-    """A copy of *data* that holds its length and no more (orjson's keep 4 KiB)."""
-    return bytes(memoryview(data))
+    """A copy of *data* that holds its length and no more (orjson's keep 4 KiB), if it is
+    shorter than `COMPACT_BELOW`; else *data* itself (a long one wastes little)."""
+    return bytes(memoryview(data)) if len(data) < COMPACT_BELOW else data
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -250,7 +250,7 @@ class Encoder:
         if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
             data = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps)
         if type(data) is bytes:  # a value that fits whole needs no Encoded
-            return _compact(data) if len(data) < _bound.COMPACT_BELOW else data
+            return _compact(data)
         return self.encode(obj).data
 
     def whole(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
@@ -293,11 +293,7 @@ def _encoded(call: EncodeCall, out: Out | None, path: str) -> Encoded | None:
 
 def _complete(data: bytes) -> Encoded:
     """``Encoded(data, True, ())``, made faster, with *data* as it may come from orjson."""
-    if len(data) < _bound.COMPACT_BELOW:
-        # orjson's bytes keep at least 4 KiB of capacity: hand out a compact copy of a
-        # short one. A long one wastes little, and copying it would not.
-        data = _compact(data)
-    return _new_encoded(data, True, ())
+    return _new_encoded(_compact(data), True, ())
 
 
 def dumps_whole(
@@ -439,7 +435,7 @@ def bounded_dumps(
         strategy, markers, unencodable, default, binary,
     )  # fmt: skip
     if data is not None:
-        return _compact(data) if len(data) < _bound.COMPACT_BELOW else data
+        return _compact(data)
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
     return enc.dumps(obj)

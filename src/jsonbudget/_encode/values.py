@@ -838,7 +838,6 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
         return None
     else:
         native = None
-    walk = _Walk(caps)
     # Models and Structs the compiled walk knows: one compiled call bounds all of it.
     src = obj if native is None else obj._src if t is MapView else None
     n, run = (-1, None) if src is None else native_bound(src, cap, depth, caps)
@@ -846,6 +845,7 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
         return None
     try:
         if n < 0:  # not a value the compiled walk knows: the walk in Python
+            walk = _Walk(caps)
             n = walk.size(obj, cap, depth, inside=native is not None)
             if n < 0 or n > cap:
                 return None
@@ -919,13 +919,8 @@ def native_whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | N
     if n < 0 or n > cap:
         return None
     try:
-        t: Any = type(obj)
-        ms = sys.modules.get("msgspec")
-        data: bytes = (
-            ms.json.encode(obj)
-            if ms is not None and isinstance(obj, ms.Struct)
-            else t.__pydantic_serializer__.to_json(obj)
-        )
+        data = _library_json(obj)
+        assert data is not None  # `NATIVE_KEYS` holds only models and Structs
     except Exception as exc:
         if _refusal(exc):  # the renderer decides what the refused value becomes
             return None
@@ -949,13 +944,21 @@ def _run_json(items: list[Any] | tuple[Any, ...], t: Any) -> bytes:
     return b"[" + b",".join([to_json(m) for m in items]) + b"]"
 
 
-def _as_fragment(v: Any) -> Any:
-    """orjson's ``default`` inside `whole`: each native value written by its library."""
+def _library_json(v: Any) -> bytes | None:
+    """A msgspec Struct or a pydantic model as its library writes it, else None."""
     mods = sys.modules
     if "msgspec" in mods and isinstance(v, mods["msgspec"].Struct):
-        return orjson.Fragment(mods["msgspec"].json.encode(v))
+        return mods["msgspec"].json.encode(v)  # type: ignore[no-any-return]
     if "pydantic" in mods and isinstance(v, mods["pydantic"].BaseModel):
-        return orjson.Fragment(type(v).__pydantic_serializer__.to_json(v))
+        return type(v).__pydantic_serializer__.to_json(v)  # type: ignore[no-any-return]
+    return None
+
+
+def _as_fragment(v: Any) -> Any:
+    """orjson's ``default`` inside `whole`: each native value written by its library."""
+    data = _library_json(v)
+    if data is not None:
+        return orjson.Fragment(data)
     if isinstance(v, set | frozenset):
         return list(v)  # only inside an attrs instance: the walk refuses sets elsewhere
     view = adapt(v, _NO_LIMIT)
