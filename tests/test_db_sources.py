@@ -984,3 +984,354 @@ def test_paginate_cuts_a_long_cell_in_the_query_by_default(tmp_path: Path) -> No
     kept = shown.split("…[")[0]
     assert shown == f"{kept}…[truncated: {2_000_000 - len(kept)} more chars]"
     assert page.truncations[0].omitted == 2_000_000 - len(kept)
+
+
+# --- the look-ahead row is fetched once -------------------------------------------------
+#
+# A page ends with the first row that did not fit; the next page starts with it. The
+# source keeps that row and uses it when it can prove it unchanged, so no row crosses
+# the wire twice, and a change between pages still shows.
+
+
+def follow(source: Any, limits: Limits, between: Any = None) -> list[dict[str, Any]]:
+    """Page through *source* with cursors; call ``between(last_id)`` after each page."""
+    store, scope = MemoryCursorStore(), Scope("t", {})
+    got: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(10_000):
+        page = paginate(source, scope=scope, cursor=cursor, store=store, limits=limits)
+        got.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return got
+        if between is not None:
+            between(page.items[-1]["id"])
+    raise AssertionError("did not terminate")
+
+
+@pytest.fixture
+def counted(tmp_path: Path) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connection, list[int]]]:
+    """A writer, a reader whose query records every row id it fetches, and the record."""
+    path = tmp_path / "rows.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    writer.executemany(
+        "INSERT INTO t VALUES (?, ?)", [(i, f"r{i}-" + "x" * 150) for i in range(1, 61)]
+    )
+    reader = sqlite3.connect(path, isolation_level=None)
+    fetched: list[int] = []
+
+    def seen(row_id: int, body: str) -> str:
+        fetched.append(row_id)
+        return body
+
+    reader.create_function("seen", 2, seen)
+    yield writer, reader, fetched
+    reader.close()
+    writer.close()
+
+
+def counted_source(reader: sqlite3.Connection) -> SQLiteSource:
+    # The wrapped query names the cell several times: seen() may run more than once per
+    # row and query, so what counts is in which pages' queries a row appears.
+    return SQLiteSource(
+        reader, query="SELECT id, seen(id, body) AS body FROM t", order_by=("id",), unique=True
+    )
+
+
+def test_sqlite_look_ahead_row_is_fetched_by_one_page_only(
+    counted: tuple[sqlite3.Connection, sqlite3.Connection, list[int]],
+) -> None:
+    _, reader, fetched = counted
+    pages: list[set[int]] = []
+
+    def mark(_: int) -> None:
+        pages.append(set(fetched))
+        fetched.clear()
+
+    got = follow(counted_source(reader), Limits(1024), mark)
+    pages.append(set(fetched))
+    assert [r["id"] for r in got] == list(range(1, 61))
+    assert len(pages) > 5
+    everywhere = [i for page in pages for i in page]
+    assert sorted(everywhere) == list(range(1, 61))  # each row in one page's fetch
+
+
+@pytest.mark.parametrize("writer_is_reader", [False, True])
+@pytest.mark.parametrize("change", ["delete", "update", "insert-before"])
+def test_sqlite_carried_row_follows_changes_between_pages(
+    counted: tuple[sqlite3.Connection, sqlite3.Connection, list[int]],
+    change: str,
+    writer_is_reader: bool,
+) -> None:
+    writer, reader, _ = counted
+    if writer_is_reader:
+        writer = reader  # its own writes: total_changes, not data_version
+    writer.execute("DELETE FROM t WHERE id % 2 = 0")  # room for inserts between rows
+    expected = {i: f"r{i}-" + "x" * 150 for i in range(1, 61, 2)}
+
+    def mutate(last: int) -> None:
+        ahead = last + 2  # the row the page left over
+        if ahead not in expected:
+            return
+        if change == "delete":
+            writer.execute("DELETE FROM t WHERE id = ?", (ahead,))
+            del expected[ahead]
+        elif change == "update":
+            writer.execute("UPDATE t SET body = 'new' WHERE id = ?", (ahead,))
+            expected[ahead] = "new"
+        else:
+            writer.execute("INSERT INTO t VALUES (?, 'between')", (last + 1,))
+            expected[last + 1] = "between"
+
+    got = follow(counted_source(reader), Limits(1024), mutate)
+    assert {r["id"]: r["body"] for r in got} == expected
+    assert [r["id"] for r in got] == sorted(expected)
+
+
+def test_sqlite_keeps_a_bounded_number_of_look_ahead_runs(
+    counted: tuple[sqlite3.Connection, sqlite3.Connection, list[int]],
+) -> None:
+    # AHEAD_ROWS + 1 conversations, each at its own position (its own budget): the next
+    # page of a kept one fetches nothing twice; the oldest was pushed out and refetches.
+    from jsonbudget._sources.sql import AHEAD_ROWS
+
+    _, reader, fetched = counted
+    source = counted_source(reader)
+    store = MemoryCursorStore()
+    limits = [Limits(1024 + 16 * n) for n in range(AHEAD_ROWS + 1)]
+    firsts = [
+        paginate(source, scope=Scope("t", {"n": n}), store=store, limits=limits[n])
+        for n in range(AHEAD_ROWS + 1)
+    ]
+    # (Each next page keeps a run of its own, pushing out the least recently used.)
+    for n, kept in ((1, True), (AHEAD_ROWS, True), (0, False)):
+        fetched.clear()
+        page = paginate(
+            source,
+            scope=Scope("t", {"n": n}),
+            cursor=firsts[n].next_cursor,
+            store=store,
+            limits=limits[n],
+        )
+        ahead = firsts[n].items[-1]["id"] + 1
+        assert page.items[0]["id"] == ahead
+        assert (ahead not in fetched) is kept
+
+
+@pytest.fixture
+def pg_traced(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path]]:
+    """A writer, and a reader whose protocol traffic libpq writes to a file."""
+    with (
+        psycopg.connect(postgres_server.dsn, autocommit=True) as writer,
+        psycopg.connect(postgres_server.dsn, autocommit=True) as reader,
+    ):
+        writer.execute("DROP TABLE IF EXISTS la")
+        writer.execute("CREATE TABLE la (id int PRIMARY KEY, body text)")
+        with writer.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO la VALUES (%s, %s)",
+                [(i, f"r{i}-" + "x" * 150) for i in range(1, 61, 2)],
+            )
+        trace = tmp_path / "libpq.trace"
+        with trace.open("w") as f:
+            reader.pgconn.trace(f.fileno())
+            reader.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            yield writer, reader, trace
+            reader.pgconn.untrace()
+        writer.execute("DROP TABLE la")
+
+
+def rows_on_the_wire(trace: Path) -> list[int]:
+    """The ids of every row whose body crossed the wire, as often as it did."""
+    import re
+
+    return [
+        int(m)
+        for line in trace.read_text().splitlines()
+        if "DataRow" in line
+        for m in re.findall(r"'r(\d+)-x", line)
+    ]
+
+
+@pytest.mark.postgres
+def test_pg_look_ahead_row_crosses_the_wire_once(
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+) -> None:
+    _, reader, trace = pg_traced
+    got = follow(PostgresSource(reader, table="la"), Limits(1024))
+    assert [r["id"] for r in got] == list(range(1, 61, 2))
+    assert sorted(rows_on_the_wire(trace)) == list(range(1, 61, 2))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("writer_is_reader", [False, True])
+@pytest.mark.parametrize("change", ["delete", "update", "insert-before", "delete-and-insert"])
+def test_pg_carried_row_follows_changes_between_pages(
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    change: str,
+    writer_is_reader: bool,
+) -> None:
+    writer, reader, _ = pg_traced
+    if writer_is_reader:
+        writer = reader
+    expected = {i: f"r{i}-" + "x" * 150 for i in range(1, 61, 2)}
+
+    def mutate(last: int) -> None:
+        ahead = last + 2
+        if ahead not in expected:
+            return
+        if change == "delete":
+            writer.execute("DELETE FROM la WHERE id = %s", (ahead,))
+            del expected[ahead]
+        elif change == "update":
+            writer.execute("UPDATE la SET body = 'new' WHERE id = %s", (ahead,))
+            expected[ahead] = "new"
+        elif change == "insert-before":
+            writer.execute("INSERT INTO la VALUES (%s, 'between')", (last + 1,))
+            expected[last + 1] = "between"
+        else:
+            with writer.transaction():
+                writer.execute("DELETE FROM la WHERE id = %s", (ahead,))
+                writer.execute("INSERT INTO la VALUES (%s, 'again')", (ahead,))
+            expected[ahead] = "again"
+
+    got = follow(PostgresSource(reader, table="la"), Limits(1024), mutate)
+    assert {r["id"]: r["body"] for r in got} == expected
+    assert [r["id"] for r in got] == sorted(expected)
+
+
+@pytest.mark.postgres
+def test_pg_query_source_look_ahead_crosses_the_wire_once(
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+) -> None:
+    _, reader, trace = pg_traced
+    source = PostgresSource(reader, query="SELECT * FROM la", order_by=("id",), unique=True)
+    got = follow(source, Limits(1024))
+    assert [r["id"] for r in got] == list(range(1, 61, 2))
+    assert sorted(rows_on_the_wire(trace)) == list(range(1, 61, 2))
+
+
+@pytest.mark.postgres
+def test_pg_inside_the_callers_transaction_nothing_is_kept(
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+) -> None:
+    # The caller's own writes inside its transaction leave the snapshot unchanged, so
+    # there the look-ahead is fetched again rather than trusted.
+    _, reader, trace = pg_traced
+    source = PostgresSource(reader, table="la")
+    expected = {i: f"r{i}-" + "x" * 150 for i in range(1, 61, 2)}
+
+    def mutate(last: int) -> None:
+        if last + 2 in expected:
+            reader.execute("UPDATE la SET body = 'mine' WHERE id = %s", (last + 2,))
+            expected[last + 2] = "mine"
+
+    with reader.transaction():
+        got = follow(source, Limits(1024), mutate)
+    assert {r["id"]: r["body"] for r in got} == expected
+    wire = rows_on_the_wire(trace)
+    assert len(wire) > len(set(wire))
+
+
+def one_page(source: Any, limits: Limits, position: Position | None) -> tuple[list[Any], Any]:
+    from jsonbudget import PageBuilder
+
+    builder = PageBuilder(limits)
+    more, after = source.fill(builder, position, limit_hint=limits.max_items)
+    page = builder.finish(complete=not more, next_cursor="x" if more else None)
+    return list(page.items), roundtrip(after) if more else None
+
+
+_changes = st.lists(
+    st.tuples(
+        st.sampled_from(["delete", "update", "insert"]),
+        st.integers(min_value=-3, max_value=6),  # relative to the page's last row
+    ),
+    max_size=3,
+)
+
+
+def _mutate(conn: Any, last: int, changes: list[tuple[str, int]], mark: str) -> None:
+    for kind, offset in changes:
+        row_id = last + offset
+        if kind == "delete":
+            conn.execute(f"DELETE FROM t WHERE id = {mark}", (row_id,))
+        elif kind == "update":
+            conn.execute(f"UPDATE t SET body = {mark} WHERE id = {mark}", (f"u{row_id}", row_id))
+        else:
+            conn.execute(
+                f"INSERT INTO t VALUES ({mark}, {mark}) ON CONFLICT (id) DO NOTHING",
+                (100 + row_id, f"i{row_id}"),  # ids ahead, and finitely many
+            )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    budget=st.integers(min_value=400, max_value=1500),
+    max_items=st.none() | st.integers(min_value=1, max_value=5),
+    changes=st.lists(_changes, min_size=1, max_size=8),
+    offset_mode=st.booleans(),
+)
+def test_property_sqlite_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
+    budget: int, max_items: int | None, changes: list[list[tuple[str, int]]], offset_mode: bool
+) -> None:
+    # Whatever changes between pages, each page equals what a source with nothing kept
+    # reads at that position at that moment.
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, "b" * (i % 7 * 30)) for i in range(40)])
+    mode = "offset" if offset_mode else "keyset"
+    kept = SQLiteSource(conn, table="t", mode=mode)
+    limits = Limits(budget, max_items=max_items)
+    position: Any = None
+    for step in range(1000):
+        fresh = one_page(SQLiteSource(conn, table="t", mode=mode), limits, position)
+        page = one_page(kept, limits, position)
+        assert page == fresh
+        items, position = page
+        if position is None:
+            return
+        _mutate(conn, items[-1]["id"] if items else 0, changes[step % len(changes)], "?")
+    raise AssertionError("did not terminate")
+
+
+@pytest.mark.postgres
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    budget=st.integers(min_value=400, max_value=1500),
+    changes=st.lists(_changes, min_size=1, max_size=8),
+    offset_mode=st.booleans(),
+)
+def test_property_pg_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    budget: int,
+    changes: list[list[tuple[str, int]]],
+    offset_mode: bool,
+) -> None:
+    writer, reader, _ = pg_traced
+    writer.execute("DROP TABLE IF EXISTS t")
+    writer.execute("CREATE TABLE t (id int PRIMARY KEY, body text)")
+    with writer.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO t VALUES (%s, %s)", [(i, "b" * (i % 7 * 30)) for i in range(40)]
+        )
+    mode = "offset" if offset_mode else "keyset"
+    kept = PostgresSource(reader, table="t", mode=mode)  # type: ignore[arg-type]
+    limits = Limits(budget)
+    position: Any = None
+    for step in range(1000):
+        fresh = one_page(PostgresSource(reader, table="t", mode=mode), limits, position)  # type: ignore[arg-type]
+        page = one_page(kept, limits, position)
+        assert page == fresh
+        items, position = page
+        if position is None:
+            break
+        _mutate(writer, items[-1]["id"] if items else 0, changes[step % len(changes)], "%s")
+    else:
+        raise AssertionError("did not terminate")
+    writer.execute("DROP TABLE t")

@@ -7,8 +7,9 @@ primary key (SQLite's ``rowid`` when it has none) is appended when the given col
 not known to be unique, and a query whose order cannot be proven unique is refused
 unless the caller declares it unique. ``mode="offset"`` is the fallback for results
 without a unique order. Long text and binary cells are cut in the query itself
-(`Clipped`), so a 1 GB cell costs about a page. Identifiers are quoted;
-values only ever travel as query parameters.
+(`Clipped`), so a 1 GB cell costs about a page, and the rows a page fetched but did not
+serve are kept for the next one while the database is unchanged (`_Ahead`), so no row
+is fetched twice. Identifiers are quoted; values only ever travel as query parameters.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ import math
 import os
 import secrets
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
+
+import orjson
 
 from .._limits import check_int
 from ..errors import EncodeError, InvalidCursor, LimitError
@@ -65,6 +70,10 @@ _Cut = tuple[str, str, str, str | None, Literal["chars", "bytes"] | None]
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
 _ROWID: Final = "_jb_rowid"
+#: Runs of fetched, unserved rows a source keeps for the pages after (one per cursor
+#: being followed), and the most text and binary data they may hold together.
+AHEAD_ROWS: Final = 16
+AHEAD_BYTES: Final = 16 << 20
 
 
 def quote_ident(name: object, what: str = "identifier") -> str:
@@ -165,10 +174,68 @@ class _Plan:
         self.key_index = [names.index(name) for name, _, _ in keys]
 
 
+class _Ahead:
+    """Rows a page fetched but did not serve, kept so that no row is fetched twice.
+
+    A page's last fetch ends with the first row that did not fit (the look-ahead) and
+    whatever else that fetch returned; the next page starts with them. Those raw rows
+    are kept by the position they follow, with a *token* read before the page's first
+    fetch that changes whenever the database does (SQLite: its change counters;
+    PostgreSQL: the transaction snapshot). The next page reads its own token first and
+    uses the rows only if the two are equal: then nothing was written in between, and
+    the rows are what a new fetch would return. The least recently used go first beyond
+    `AHEAD_ROWS` runs or `AHEAD_BYTES` of their text and binary values, and a run is cut
+    to its first rows that fit in `AHEAD_BYTES`.
+    """
+
+    __slots__ = ("_lock", "_runs", "_size")
+
+    def __init__(self) -> None:
+        self._runs: OrderedDict[Hashable, tuple[list[tuple[Any, ...]], Hashable, int]] = (
+            OrderedDict()
+        )
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> tuple[list[tuple[Any, ...]], Hashable]:
+        """The run kept after *key* and its token (no rows and None: nothing kept)."""
+        with self._lock:
+            entry = self._runs.get(key)
+            if entry is None:
+                return [], None
+            self._runs.move_to_end(key)  # kept for another page starting here: a retry
+            return entry[0], entry[1]
+
+    def put(self, key: Hashable, rows: list[tuple[Any, ...]], token: Hashable) -> None:
+        size = 0
+        for n, row in enumerate(rows):
+            size_row = sum(len(v) for v in row if isinstance(v, str | bytes | memoryview))
+            if size + size_row > AHEAD_BYTES:
+                rows = rows[:n]
+                break
+            size += size_row
+        if not rows:
+            return
+        with self._lock:
+            old = self._runs.pop(key, None)
+            if old is not None:
+                self._size -= old[2]
+            self._runs[key] = (rows, token, size)
+            self._size += size
+            while len(self._runs) > AHEAD_ROWS or self._size > AHEAD_BYTES:
+                self._size -= self._runs.popitem(last=False)[1][2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._runs.clear()
+            self._size = 0
+
+
 class _SQLSource(Source[Row]):
     """What SQLite and PostgreSQL share: the order, the query plan and the row loop."""
 
     __slots__ = (
+        "_ahead",
         "_batch",
         "_fill_start",
         "_inner",
@@ -190,6 +257,7 @@ class _SQLSource(Source[Row]):
     def close(self) -> None:
         """Close the connection this source opened; a passed connection or pool stays open."""
         own, self._own = self._own, None
+        self._ahead.clear()
         if own is not None and self._pid == os.getpid():
             own.close()
 
@@ -266,6 +334,7 @@ class _SQLSource(Source[Row]):
         # Rows the last filled page held: the next page's first fetch asks for about as
         # many, so a page costs one or two round trips, not a doubling series.
         self._rows_hint = 0
+        self._ahead = _Ahead()
 
     # -- dialect hooks ------------------------------------------------------------------
 
@@ -402,9 +471,11 @@ class _SQLSource(Source[Row]):
 
         Returns whether a row was left over (the look-ahead) and the position after the
         last row on the page (*position* itself when none fit). Rows are fetched
-        ``min(batch_size, limit_hint + 1)`` at a time (without a hint: 16, doubling up to
-        ``batch_size``), turned into dicts per batch and handed to the builder's bulk
-        path; the position is computed once, for the page's last row.
+        ``min(batch_size, limit_hint + 1)`` at a time (without a hint: about as many as
+        the last page held, doubling up to ``batch_size``), turned into dicts per batch
+        and handed to the builder's bulk path; the position is computed once, for the
+        page's last row. The rows fetched but not served are kept for the page that
+        starts where this one ended (`_Ahead`).
         """
         limit_hint = check_limit_hint(limit_hint)
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
@@ -413,9 +484,13 @@ class _SQLSource(Source[Row]):
             # No cell longer than the whole page can be shown whole: fetch no more of one.
             cut = max(MIN_CELL_BYTES, page_budget(builder, 1 << 20))
         plan = self._plan_for(cut)
-        sql, params = self._sql(plan, position, limit_hint)
         more, after = self._fill(
-            builder, plan, sql, params, position=position, limit_hint=limit_hint, start=start
+            builder,
+            plan,
+            key=(cut, _position_key(position)),
+            position=position,
+            limit_hint=limit_hint,
+            start=start,
         )
         return more, position if after is None else after
 
@@ -423,13 +498,13 @@ class _SQLSource(Source[Row]):
         self,
         builder: Filler,
         plan: _Plan,
-        sql: str,
-        params: Params,
         *,
+        key: tuple[int, bytes],
         position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
+        """Fill one page; *key* finds the row the page before kept (see `_Ahead`)."""
         raise NotImplementedError
 
     def _fill_rows(
@@ -440,8 +515,12 @@ class _SQLSource(Source[Row]):
         *,
         limit_hint: int | None,
         start: int,
-    ) -> tuple[bool, Position | None]:
-        """The batch loop of `fill`; *cursor* already executed."""
+    ) -> tuple[bool, Position | None, list[tuple[Any, ...]]]:
+        """The batch loop of `fill`, reading `_Chunks`.
+
+        Returns whether a row was left over, the position after the page's last row,
+        and the raw rows fetched but not served (the look-ahead first).
+        """
         columns = plan.columns
         first_len = len(columns) + (1 if plan.hidden else 0)
         n_cuts = len(plan.cut_index)
@@ -474,12 +553,12 @@ class _SQLSource(Source[Row]):
                     if here == ahead:
                         raise self._tie(here)
                 self._rows_hint = served
-                return True, self._position_after(plan, last_row, start + served)
+                return True, self._position_after(plan, last_row, start + served), rows[n:]
             if len(rows) < batch:
                 break
             if limit_hint is None:
                 batch = min(self._batch, batch * 2)
-        return False, self._position_after(plan, last_row, start + served)
+        return False, self._position_after(plan, last_row, start + served), []
 
     def _position_after(self, plan: _Plan, row: Any, served: int) -> Position | None:
         """The position after *row*, the page's last (None in keyset mode when none fit)."""
@@ -524,7 +603,10 @@ class _SQLSource(Source[Row]):
         raise NotImplementedError
 
     def _sql(
-        self, plan: _Plan, position: Position | None, limit_hint: int | None
+        self,
+        plan: _Plan,
+        position: Position | None,
+        limit_hint: int | None,
     ) -> tuple[str, Params]:
         """The wrapped query and its parameters for one page."""
         names: list[str] = []
@@ -673,6 +755,13 @@ class _SQLSource(Source[Row]):
         return self._describe()
 
 
+def _position_key(position: Position | None) -> bytes:
+    try:
+        return orjson.dumps(position)
+    except orjson.JSONEncodeError:
+        raise InvalidCursor("the position is not a JSON value") from None
+
+
 def _plain(head: Any) -> str | bytes:
     if isinstance(head, memoryview | bytearray):
         return bytes(head)
@@ -691,36 +780,55 @@ class _Chunks:
     """What `_SQLSource._fill_rows` reads rows from, as bounded queries.
 
     Each ``fetchmany(n)`` runs the page's query with ``LIMIT n`` from the position after
-    the rows fetched so far: one round trip, and no server-side cursor or transaction
-    held across the page.
+    the rows fetched so far: one round trip, no server-side cursor or transaction held
+    across the page, and no row fetched beyond those returned. *carried* are the rows
+    the page before fetched but did not serve, known unchanged (see `_Ahead`): they
+    come first, and the queries go on after them.
     """
 
-    __slots__ = ("_cur", "_done", "_plan", "_position", "_source")
+    __slots__ = ("_carried", "_cur", "_done", "_plan", "_position", "_source")
 
     def __init__(
-        self, source: _SQLSource, plan: _Plan, cur: Any, position: Position | None, start: int
+        self,
+        source: _SQLSource,
+        plan: _Plan,
+        cur: Any,
+        position: Position | None,
+        start: int,
+        *,
+        carried: list[tuple[Any, ...]],
     ) -> None:
         self._source = source
         self._plan = plan
         self._cur = cur
         self._position: Position | None = position if source._mode == "keyset" else start
         self._done = False
+        self._carried = carried
 
     def fetchmany(self, n: int) -> list[Any]:
         if self._done:
             return []
-        source, plan = self._source, self._plan
-        sql, params = source._sql(plan, self._position, n - 1)
-        self._cur.execute(sql, params)
-        rows: list[Any] = self._cur.fetchall()
-        self._done = len(rows) < n
+        rows: list[Any]
+        rows, self._carried = self._carried, []
+        if len(rows) < n:
+            want = n - len(rows)
+            sql, params = self._source._sql(self._plan, self._after(rows), want - 1)
+            self._cur.execute(sql, params)
+            got: list[Any] = self._cur.fetchall()
+            self._done = len(got) < want
+            rows = rows + got if rows else got
         if rows:
-            if source._mode == "keyset":
-                last = rows[-1]
-                self._position = [source._key(last[i], i, plan) for i in plan.key_index]
-            else:
-                self._position = cast(int, self._position) + len(rows)
+            self._position = self._after(rows)
         return rows
+
+    def _after(self, rows: list[Any]) -> Position | None:
+        """The position after *rows*, which follow the current one."""
+        if not rows:
+            return self._position
+        source, plan = self._source, self._plan
+        if source._mode == "keyset":
+            return [source._key(rows[-1][i], i, plan) for i in plan.key_index]
+        return cast(int, self._position) + len(rows)
 
 
 class SQLiteSource(_SQLSource):
@@ -789,6 +897,7 @@ class SQLiteSource(_SQLSource):
             uri = "file:" + _uri_path(self._path) + "?mode=ro"
             self._own = sqlite3.connect(uri, uri=True, check_same_thread=False)
             self._pid = os.getpid()
+            self._ahead.clear()  # their tokens are another connection's counters
         return self._own
 
     def _iter(
@@ -807,20 +916,46 @@ class SQLiteSource(_SQLSource):
         self,
         builder: Filler,
         plan: _Plan,
-        sql: str,
-        params: Params,
         *,
+        key: tuple[int, bytes],
         position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
-        cur = self._connection().cursor()
+        conn = self._connection()
+        cur = conn.cursor()
         try:
             cur.row_factory = None
-            cur.execute(sql, params)
-            return self._fill_rows(builder, plan, cur, limit_hint=limit_hint, start=start)
+            # Read before the fetch: equal counters at the next page prove that nothing
+            # was written in between, so the row left over is still the next one.
+            token = self._changes(conn, cur)
+            carried, kept = self._ahead.get(key)
+            if kept != token:
+                carried = []
+            chunks = _Chunks(self, plan, cur, position, start, carried=carried)
+            more, after, ahead = self._fill_rows(
+                builder, plan, chunks, limit_hint=limit_hint, start=start
+            )
         finally:
             cur.close()
+        if ahead:
+            self._ahead.put(
+                (key[0], _position_key(position if after is None else after)), ahead, token
+            )
+        return more, after
+
+    @staticmethod
+    def _changes(conn: sqlite3.Connection, cur: sqlite3.Cursor) -> Hashable:
+        """What changes whenever the database does: its commits by any other connection
+        (``PRAGMA data_version`` of each attached database) and this connection's own
+        writes (``total_changes``)."""
+        schemas = [row[1] for row in cur.execute("PRAGMA database_list").fetchall()]
+        versions = tuple(
+            cur.execute(f"PRAGMA {quote_ident(name)}.data_version").fetchone()[0]
+            for name in schemas
+            if name != "temp"  # private to this connection: its writes are total_changes
+        )
+        return conn.total_changes, versions
 
     def _make_plan(self, cut: int | None) -> _Plan:
         conn = self._connection()
@@ -1025,9 +1160,8 @@ class PostgresSource(_SQLSource):
         self,
         builder: Filler,
         plan: _Plan,
-        sql: str,
-        params: Params,
         *,
+        key: tuple[int, bytes],
         position: Position | None,
         limit_hint: int | None,
         start: int,
@@ -1043,8 +1177,34 @@ class PostgresSource(_SQLSource):
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
             cur = stack.enter_context(conn.cursor())
-            chunks = _Chunks(self, plan, cur, position, start)
-            return self._fill_rows(builder, plan, chunks, limit_hint=limit_hint, start=start)
+            # Inside the caller's transaction its own writes leave the snapshot as it
+            # is: keep nothing there.
+            token = self._snapshot(cur) if idle else None
+            carried, kept = self._ahead.get(key)
+            if token is None or kept != token:
+                carried = []
+            chunks = _Chunks(self, plan, cur, position, start, carried=carried)
+            more, after, ahead = self._fill_rows(
+                builder, plan, chunks, limit_hint=limit_hint, start=start
+            )
+        if ahead and token is not None:
+            self._ahead.put(
+                (key[0], _position_key(position if after is None else after)), ahead, token
+            )
+        return more, after
+
+    @staticmethod
+    def _snapshot(cur: Any) -> Hashable:
+        """The cluster's transaction snapshot: which transactions are done.
+
+        A transaction that writes gets an id, and when it ends (commit or rollback) the
+        snapshot changes: the id leaves the list of running ones, or moves the first id
+        not yet done. So between two equal snapshots nothing was committed, and a query
+        returns what it returned before. One round trip (PostgreSQL 13 or later).
+        """
+        cur.execute("SELECT pg_current_snapshot()::text")
+        row = cur.fetchone()
+        return None if row is None else row[0]
 
     def _make_plan(self, cut: int | None) -> _Plan:
         if self._pool is not None:
