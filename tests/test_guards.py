@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import inspect
 import io
+import json
 import os
 import re
 import resource
@@ -634,12 +635,23 @@ async def test_bounded_tool_async_exceptions_pass_through_unchanged() -> None:
         {"max_bytes": 2**62},
         {"max_bytes": 100, "output": "xml"},
         {"limits": Limits(100), "max_bytes": 100},
+        {"limits": Limits(100), "max_keys": 3},
+        {"max_bytes": 100, "max_keys": 0},
         {"max_bytes": 100, "strategy": "greedy"},
     ],
 )
 def test_bounded_tool_options_validated_when_decorating(kwargs: dict[str, Any]) -> None:
     with pytest.raises(LimitError):
         bounded_tool(**kwargs)
+
+
+def test_bounded_tool_forwards_max_keys() -> None:
+    # Regression: bounded_tool took every Limits option but max_keys.
+    @bounded_tool(max_bytes=4096, max_keys=2)
+    def tool() -> dict[str, int]:
+        return {"a": 1, "b": 2, "c": 3, "d": 4}
+
+    assert json.loads(tool()) == {"a": 1, "b": 2, "…": "[omitted: 2 more keys]"}
 
 
 def test_bare_bounded_tool_is_a_clear_type_error() -> None:

@@ -104,7 +104,7 @@ def test_explicit_defaults_and_none_equal_absence() -> None:
 def test_custom_page_size_keys() -> None:
     assert fp({"q": 1, "n": 5}, page_size_keys={"n"}) == fp({"q": 1}, page_size_keys={"n"})
     assert fp({"q": 1, "limit": 5}, page_size_keys={"n"}) != fp({"q": 1}, page_size_keys={"n"})
-    with pytest.raises(EncodeError):
+    with pytest.raises(TypeError):
         Scope("p", {}, page_size_keys="limit")
 
 
@@ -180,10 +180,19 @@ def test_colliding_keys_after_normalization_are_refused() -> None:
 
 @pytest.mark.parametrize("principal", ["", None, 5, b"alice"])
 def test_bad_principals_are_refused(principal: Any) -> None:
-    with pytest.raises((LimitError, EncodeError)):
+    with pytest.raises((LimitError, TypeError)):
         Scope(principal)
 
 
 def test_query_must_be_a_mapping() -> None:
-    with pytest.raises(EncodeError):
+    with pytest.raises(TypeError):
         Scope("p", [("a", 1)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("principal", "query"), [(123, {}), ("p", 5), ("p", ["a"])])
+def test_argument_types_are_plain_type_errors(principal: Any, query: Any) -> None:
+    # Regression: a wrong argument type raised EncodeError, which says a value in the
+    # data cannot be encoded; it is the call that is wrong.
+    with pytest.raises(TypeError) as info:
+        Scope(principal, query)
+    assert not isinstance(info.value, EncodeError)

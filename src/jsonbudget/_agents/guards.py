@@ -782,6 +782,7 @@ def bounded_tool(
     limits: Limits | None = None,
     output: Literal["str"] = "str",
     max_items: int | None = None,
+    max_keys: int | None = None,
     max_field_bytes: int | None = None,
     max_depth: int | None = None,
     strategy: Strategy = "balanced",
@@ -795,6 +796,7 @@ def bounded_tool(
     limits: Limits | None = None,
     output: Literal["json"],
     max_items: int | None = None,
+    max_keys: int | None = None,
     max_field_bytes: int | None = None,
     max_depth: int | None = None,
     strategy: Strategy = "balanced",
@@ -808,6 +810,7 @@ def bounded_tool(
     limits: Limits | None = None,
     output: Literal["bytes"],
     max_items: int | None = None,
+    max_keys: int | None = None,
     max_field_bytes: int | None = None,
     max_depth: int | None = None,
     strategy: Strategy = "balanced",
@@ -820,6 +823,7 @@ def bounded_tool(
     limits: Limits | None = None,
     output: ToolOutput = "str",
     max_items: int | None = None,
+    max_keys: int | None = None,
     max_field_bytes: int | None = None,
     max_depth: int | None = None,
     strategy: Strategy = "balanced",
@@ -841,12 +845,13 @@ def bounded_tool(
         limits = Limits(
             max_bytes,
             max_items=max_items,
+            max_keys=max_keys,
             max_field_bytes=max_field_bytes,
             **({} if max_depth is None else {"max_depth": max_depth}),
         )
     elif not isinstance(limits, Limits):
         raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
-    elif any(v is not None for v in (max_bytes, max_items, max_field_bytes, max_depth)):
+    elif any(v is not None for v in (max_bytes, max_items, max_keys, max_field_bytes, max_depth)):
         raise LimitError("limits", limits, "give limits or max_bytes and its options, not both")
     if output not in _RETURNS:
         raise LimitError("output", output, "must be 'str', 'json' or 'bytes'")

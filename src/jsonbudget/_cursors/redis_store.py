@@ -11,7 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import BudgetExhausted, CursorScopeError, EncodeError, LimitError
+from ..errors import BudgetExhausted, CursorScopeError, LimitError
 from .scope import Scope
 from .store import (
     DEFAULT_TTL,
@@ -125,7 +125,7 @@ class RedisCursorStore(KeyedStore):
 
         self.ttl = check_ttl(ttl)
         if not isinstance(prefix, str):
-            raise EncodeError(f"prefix must be a str, not {type(prefix).__name__}", path=None)
+            raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
         if "{" in prefix or "}" in prefix or len(prefix) > 256:
             # braces in the prefix would become the hash tag and pin every key to one slot
             raise LimitError("prefix", prefix, "must be at most 256 chars without { or }")
@@ -135,10 +135,9 @@ class RedisCursorStore(KeyedStore):
         elif isinstance(url_or_client, redis.Redis | redis.RedisCluster):
             self._client = url_or_client
         else:
-            raise EncodeError(
+            raise TypeError(
                 "url_or_client must be a redis URL or a redis.Redis client, not "
-                f"{type(url_or_client).__name__}",
-                path="",
+                f"{type(url_or_client).__name__}"
             )
         client = self._client
         # register_script hashes once; each call is one EVALSHA (plus a reload after a restart)

@@ -151,9 +151,9 @@ def canonical_query(
     if query is None:
         query = {}
     if not isinstance(query, Mapping):
-        raise EncodeError(f"query must be a mapping, not {type(query).__name__}", path=None)
+        raise TypeError(f"query must be a mapping, not {type(query).__name__}")
     if isinstance(page_size_keys, str):
-        raise EncodeError("page_size_keys must be a collection of strings, not a string", path=None)
+        raise TypeError("page_size_keys must be a collection of strings, not a string")
     skip = frozenset(unicodedata.normalize("NFC", k) for k in page_size_keys)
     canon = _canon_mapping(query, "", 0)
     canon_defaults = _canon_mapping(defaults, "", 0) if defaults else {}
@@ -205,7 +205,7 @@ class Scope:
         page_size_keys: Collection[str] = DEFAULT_PAGE_SIZE_KEYS,
     ) -> None:
         if not isinstance(principal, str):
-            raise EncodeError(f"principal must be a str, not {type(principal).__name__}", path=None)
+            raise TypeError(f"principal must be a str, not {type(principal).__name__}")
         if not principal:
             raise LimitError("principal", principal, "must be a non-empty string")
         canon = canonical_query(query, defaults=defaults, page_size_keys=page_size_keys)

@@ -106,7 +106,7 @@ class CursorKey:
     def __post_init__(self) -> None:
         check_int("kid", self.kid, minimum=0, maximum=255)
         if not isinstance(self.secret, bytes):
-            raise EncodeError(f"secret must be bytes, not {type(self.secret).__name__}", path=None)
+            raise TypeError(f"secret must be bytes, not {type(self.secret).__name__}")
         if len(self.secret) < MIN_SECRET_BYTES:
             # the value is a secret: report its length only
             raise LimitError(
@@ -145,9 +145,7 @@ class Keyring:
 
     def __init__(self, current: CursorKey, previous: Iterable[CursorKey] = ()) -> None:
         if not isinstance(current, CursorKey):
-            raise EncodeError(
-                f"current must be a CursorKey, not {type(current).__name__}", path=None
-            )
+            raise TypeError(f"current must be a CursorKey, not {type(current).__name__}")
         keys = {k.kid: k for k in previous}
         keys[current.kid] = current
         object.__setattr__(self, "current", current)
@@ -203,7 +201,7 @@ def as_keyring(keys: Keyring | bytes | None) -> Keyring | None:
         return keys
     if isinstance(keys, bytes):
         return Keyring.from_secret(keys)
-    raise EncodeError(f"keys must be a Keyring or bytes, not {type(keys).__name__}", path=None)
+    raise TypeError(f"keys must be a Keyring or bytes, not {type(keys).__name__}")
 
 
 class KeyedStore:
@@ -221,7 +219,7 @@ class KeyedStore:
     @keyring.setter
     def keyring(self, keyring: Keyring) -> None:
         if not isinstance(keyring, Keyring):
-            raise EncodeError(f"keyring must be a Keyring, not {type(keyring).__name__}", path=None)
+            raise TypeError(f"keyring must be a Keyring, not {type(keyring).__name__}")
         self._set_keyring(keyring)
 
     def _set_keyring(self, keyring: Keyring) -> None:
@@ -427,7 +425,7 @@ def unknown() -> InvalidCursor:
 def state_op_id(state: object) -> bytes:
     """The operation id of a `CursorState` this library made."""
     if not isinstance(state, CursorState):
-        raise EncodeError(f"state must be a CursorState, not {type(state).__name__}", path=None)
+        raise TypeError(f"state must be a CursorState, not {type(state).__name__}")
     op_id = state.operation_id
     if not isinstance(op_id, str) or _OP_ID_RE.fullmatch(op_id) is None:
         raise EncodeError("state.operation_id is not an operation id from a store", path=None)
@@ -436,7 +434,7 @@ def state_op_id(state: object) -> bytes:
 
 def check_scope_arg(scope: object) -> Scope:
     if not isinstance(scope, Scope):
-        raise EncodeError(f"scope must be a Scope, not {type(scope).__name__}", path=None)
+        raise TypeError(f"scope must be a Scope, not {type(scope).__name__}")
     return scope
 
 
