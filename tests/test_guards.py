@@ -996,6 +996,80 @@ def test_property_reads_reassemble_within_their_budget(
             assert joined(follow_read(reader, ref, f"/{i}", "p")) == items[i]
 
 
+def _bytes_read() -> int:
+    """What this process has read through read(2) so far (Linux)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def test_reading_a_spilled_list_page_by_page_reads_the_file_about_once(
+    store: SpillStore,
+) -> None:
+    # Regression: every page parsed the result again from its first byte, so reading a
+    # spilled list through read n**2 / 2 bytes; the reader now keeps the read open.
+    rows = [{"i": i, "body": f"row {i} " * 8} for i in range(40_000)]
+    data = orjson.dumps(rows)
+    reader = ResultReader(spill=store, max_bytes=16384)
+    ref = reader.reference(store.put(data, label="rows"), principal="p")
+    before = _bytes_read()
+    pages = follow_read(reader, ref, "", "p")
+    read = _bytes_read() - before
+    assert [it for env in pages for it in env["items"]] == rows
+    assert len(pages) > 100
+    assert read < 2 * len(data), (read, len(data))
+
+
+def test_kept_reads_give_the_pages_a_fresh_reader_gives(store: SpillStore) -> None:
+    rows = [{"i": i, "s": "é" * (i % 50)} for i in range(3000)]
+    doc = {"a": rows, "b": {f"k{i}": i for i in range(2000)}}
+    keeps = ResultReader(spill=store, max_bytes=1500)
+    ref = keeps.reference(store.put(orjson.dumps(doc), label="doc"), principal="p")
+    cursors = {"/a": None, "/b": None}
+    done: set[str] = set()
+    while len(done) < 2:
+        for pointer, cursor in list(cursors.items()):  # two reads interleaved on one reader
+            if pointer in done:
+                continue
+            fresh = ResultReader(spill=store, cursors=keeps.cursors, max_bytes=1500)
+            want = fresh.read(ref, pointer, cursor, principal="p")
+            got = keeps.read(ref, pointer, cursor, principal="p")
+            assert orjson.loads(got.data)["items"] == orjson.loads(want.data)["items"]
+            assert got.complete is want.complete
+            cursors[pointer] = got.next_cursor
+            if got.next_cursor is None:
+                done.add(pointer)
+    # A retried cursor (its kept read already used) is read again from the start.
+    first = keeps.read(ref, "/a", principal="p")
+    again = [keeps.read(ref, "/a", first.next_cursor, principal="p") for _ in range(2)]
+    assert again[0].data.split(b'"next_cursor"')[0] == again[1].data.split(b'"next_cursor"')[0]
+
+
+def test_reads_kept_open_are_bounded_and_closed(store: SpillStore) -> None:
+    from jsonbudget._agents.reader import KEPT_READS
+
+    def open_files() -> int:
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    reader = ResultReader(spill=store, max_bytes=1000)
+    refs = [
+        reader.reference(
+            store.put(orjson.dumps(list(range(n, n + 2000))), label="n"), principal="p"
+        )
+        for n in range(KEPT_READS + 5)
+    ]
+    before = open_files()
+    firsts = [reader.read(ref, principal="p") for ref in refs]
+    assert open_files() - before == KEPT_READS  # the oldest were closed
+    # The oldest read was let go: its next page is read again, and right.
+    page = reader.read(refs[0], "", firsts[0].next_cursor, principal="p")
+    first_items = orjson.loads(firsts[0].data)["items"]
+    assert orjson.loads(page.data)["items"][0] == first_items[-1] + 1
+    reader.close()
+    assert open_files() == before
+
+
 def _with_iterators(value: Any, make_iter: bool) -> Any:
     """*value* with every other list turned into an iterator over its (converted) items."""
     if isinstance(value, list):

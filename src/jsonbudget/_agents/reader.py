@@ -10,9 +10,13 @@ oversized item is never lost, only further away.
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from itertools import chain
+from typing import IO, Any, Final, Literal
 
 import ijson
 import orjson
@@ -36,6 +40,9 @@ _IJSON_PY = ijson.get_backend("python")
 _ValueKind = Literal["array", "object", "string", "text", "value"]
 # Room kept in a string page for its envelope; the cut string gets the rest.
 _STRING_ENVELOPE = 300
+#: Reads of a list or object kept open between pages (one per conversation reading), so
+#: the next page goes on where the last stopped instead of parsing from the start.
+KEPT_READS: Final = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +73,7 @@ class ResultReader:
     `RedisCursorStore` for several workers). Each page is at most ``max_bytes``.
     """
 
-    __slots__ = ("_cursors", "_limits", "_spill")
+    __slots__ = ("_cursors", "_kept", "_limits", "_lock", "_spill")
 
     def __init__(
         self,
@@ -81,6 +88,16 @@ class ResultReader:
         self._cursors: CursorStore = cursors if cursors is not None else MemoryCursorStore()
         self._limits = Limits(max_bytes)
         PageBuilder(self._limits)  # a budget too small for a page fails here
+        self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the reads kept open for a next page (a later page parses from the start)."""
+        with self._lock:
+            kept = list(self._kept.values())
+            self._kept.clear()
+        for read in kept:
+            read.close()
 
     @property
     def max_bytes(self) -> int:
@@ -148,36 +165,83 @@ class ResultReader:
     # -- the kinds of value ----------------------------------------------------------------
 
     def _json(self, call: _Read, tokens: list[str], backend: Any) -> ReadPage:
-        with self._spill.open(call.name) as file:
-            # basic_parse: no prefix paths, which ijson builds per nesting level (a
-            # result nested 50,000 deep would hold gigabytes of them).
-            events = backend.basic_parse(file, use_float=True)
-            event, value = _locate(events, tokens, call.pointer)
-            # The items already read are skipped by their events, never built.
-            if event == "start_array":
-                ended = not _skip_items(events, call.at)
-                return self._children(call, iter(()) if ended else _array_items(events), "array")
-            if event == "start_map":
-                ended = not _skip_members(events, call.at)
-                return self._children(call, iter(()) if ended else _members(events), "object")
-            if event == "string":
-                return self._string(call, value)
-            return self._finish(call, [value], "value", None)
+        kept = self._take((call.name, call.pointer, call.at))
+        kind: _ValueKind
+        if kept is not None:
+            # The page before stopped here: go on with its parser and the child it left.
+            file, kind = kept.file, kept.kind
+            children: Iterator[Any] = chain((kept.pending,), kept.children)
+        else:
+            file = self._spill.open(call.name)
+            try:
+                # basic_parse: no prefix paths, which ijson builds per nesting level (a
+                # result nested 50,000 deep would hold gigabytes of them).
+                events = backend.basic_parse(file, use_float=True)
+                event, value = _locate(events, tokens, call.pointer)
+                # The items already read are skipped by their events, never built.
+                if event == "start_array":
+                    kind = "array"
+                    ended = not _skip_items(events, call.at)
+                    children = iter(()) if ended else _array_items(events)
+                elif event == "start_map":
+                    kind = "object"
+                    ended = not _skip_members(events, call.at)
+                    children = iter(()) if ended else _members(events)
+                else:
+                    file.close()
+                    if event == "string":
+                        return self._string(call, value)
+                    return self._finish(call, [value], "value", None)
+            except BaseException:
+                file.close()
+                raise
+        try:
+            page, left, added = self._children(call, children, kind)
+        except BaseException:
+            file.close()
+            raise
+        if left is _NOTHING:
+            file.close()
+        else:
+            read = _Kept(file, children, left, kind)
+            self._keep((call.name, call.pointer, call.at + added), read)
+        return page
 
-    def _children(self, call: _Read, children: Iterator[Any], kind: _ValueKind) -> ReadPage:
+    def _take(self, key: tuple[str, str, int]) -> _Kept | None:
+        with self._lock:
+            read = self._kept.pop(key, None)
+        if read is not None and read.pid != os.getpid():
+            return None  # a file inherited through fork shares its offset: never read it
+        return read
+
+    def _keep(self, key: tuple[str, str, int], read: _Kept) -> None:
+        with self._lock:
+            stale = [self._kept.pop(key)] if key in self._kept else []
+            self._kept[key] = read
+            while len(self._kept) > KEPT_READS:
+                stale.append(self._kept.popitem(last=False)[1])
+        for old in stale:
+            old.close()
+
+    def _children(
+        self, call: _Read, children: Iterator[Any], kind: _ValueKind
+    ) -> tuple[ReadPage, Any, int]:
+        """The page of *children*, the child that did not fit (else `_NOTHING`), and how
+        many did."""
         room = self._limits.max_bytes - _extra(call.pointer, kind)
         builder = PageBuilder(self._limits.replace(max_bytes=room))
         added = 0
-        more = False
+        left: Any = _NOTHING
         for child in children:
             if not builder.add(child):
-                more = True
+                left = child
                 break
             added += 1
+        more = left is not _NOTHING
         token = self._continue(call, call.at + added) if more else None
         envelope = builder.finish(complete=not more, next_cursor=token).to_json()
         tail = b',"pointer":' + orjson.dumps(call.pointer) + b',"kind":"' + kind.encode() + b'"}'
-        return ReadPage(envelope[:-1] + tail, kind, not more, token)
+        return ReadPage(envelope[:-1] + tail, kind, not more, token), left, added
 
     def _string(self, call: _Read, value: str) -> ReadPage:
         budget = self._limits.max_bytes - _STRING_ENVELOPE - _extra(call.pointer, "string")
@@ -209,6 +273,27 @@ class ResultReader:
         if len(data) > self._limits.max_bytes:  # pragma: no cover - sized above
             raise LimitError("max_bytes", self._limits.max_bytes, "a read page did not fit")
         return ReadPage(data, kind, token is None, token)
+
+
+_NOTHING: Final = object()
+
+
+class _Kept:
+    """A read kept for its next page: the open file, its parser, the child left over."""
+
+    __slots__ = ("children", "file", "kind", "pending", "pid")
+
+    def __init__(
+        self, file: IO[bytes], children: Iterator[Any], pending: Any, kind: _ValueKind
+    ) -> None:
+        self.file = file
+        self.children = children
+        self.pending = pending
+        self.kind = kind
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        self.file.close()
 
 
 class _Read:
