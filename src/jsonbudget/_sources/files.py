@@ -18,7 +18,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
 
@@ -648,9 +648,14 @@ class JsonLinesSource(Source[Any]):
                         pieces.pop()
                     if max(map(len, pieces), default=0) >= limit:
                         _check_lengths(pieces, base, limit, ends_with_newline=ends_with_newline)
-                    keep = [i for i, p in enumerate(pieces) if p and not p.isspace()]
-                    lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
-                    values = _parse_lines(lines, keep, pieces, base)
+                    values = _parse_all(chunk, pieces)
+                    keep: Sequence[int]
+                    if values is None:  # a blank line, a long number or a line refused
+                        keep = [i for i, p in enumerate(pieces) if p and not p.isspace()]
+                        lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
+                        values = _parse_lines(lines, keep, pieces, base)
+                    else:
+                        keep = range(len(pieces))
                     more, n = builder.fill_from(values)
                     if n:
                         j = keep[n - 1]
@@ -681,6 +686,20 @@ def _check_lengths(pieces: list[bytes], base: int, limit: int, *, ends_with_newl
         if size > limit:
             raise DecodeError(f"a line is longer than max_item_bytes={limit}", offset=at)
         at += size
+
+
+def _parse_all(chunk: bytes, pieces: list[bytes]) -> list[Any] | None:
+    """The values of every piece of *chunk*, when orjson reads each exactly; else None.
+
+    The common case: no blank line (orjson refuses an empty or all-space piece) and no
+    19-digit number anywhere in the chunk.
+    """
+    if has_long_number(chunk):
+        return None
+    try:
+        return list(map(orjson.loads, pieces))
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base: int) -> list[Any]:
