@@ -507,6 +507,18 @@ class _SQLSource(Source[Row]):
         """Fill one page; *key* finds the row the page before kept (see `_Ahead`)."""
         raise NotImplementedError
 
+    def _kept(self, key: tuple[int, bytes], token: Hashable) -> list[tuple[Any, ...]]:
+        """The rows the page before left at *key*, if the database still has *token*."""
+        rows, kept = self._ahead.get(key)
+        return rows if token is not None and kept == token else []
+
+    def _keep(
+        self, key: tuple[int, bytes], after: Position | None, rows: list[Any], token: Hashable
+    ) -> None:
+        """Keep *rows*, fetched with *token*, for the page that starts at *after*."""
+        if rows and token is not None:
+            self._ahead.put((key[0], _position_key(after)), rows, token)
+
     def _fill_rows(
         self,
         builder: Filler,
@@ -603,10 +615,7 @@ class _SQLSource(Source[Row]):
         raise NotImplementedError
 
     def _sql(
-        self,
-        plan: _Plan,
-        position: Position | None,
-        limit_hint: int | None,
+        self, plan: _Plan, position: Position | None, limit_hint: int | None
     ) -> tuple[str, Params]:
         """The wrapped query and its parameters for one page."""
         names: list[str] = []
@@ -929,19 +938,14 @@ class SQLiteSource(_SQLSource):
             # Read before the fetch: equal counters at the next page prove that nothing
             # was written in between, so the row left over is still the next one.
             token = self._changes(conn, cur)
-            carried, kept = self._ahead.get(key)
-            if kept != token:
-                carried = []
+            carried = self._kept(key, token)
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
             more, after, ahead = self._fill_rows(
                 builder, plan, chunks, limit_hint=limit_hint, start=start
             )
         finally:
             cur.close()
-        if ahead:
-            self._ahead.put(
-                (key[0], _position_key(position if after is None else after)), ahead, token
-            )
+        self._keep(key, position if after is None else after, ahead, token)
         return more, after
 
     @staticmethod
@@ -1180,17 +1184,12 @@ class PostgresSource(_SQLSource):
             # Inside the caller's transaction its own writes leave the snapshot as it
             # is: keep nothing there.
             token = self._snapshot(cur) if idle else None
-            carried, kept = self._ahead.get(key)
-            if token is None or kept != token:
-                carried = []
+            carried = self._kept(key, token)
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
             more, after, ahead = self._fill_rows(
                 builder, plan, chunks, limit_hint=limit_hint, start=start
             )
-        if ahead and token is not None:
-            self._ahead.put(
-                (key[0], _position_key(position if after is None else after)), ahead, token
-            )
+        self._keep(key, position if after is None else after, ahead, token)
         return more, after
 
     @staticmethod
