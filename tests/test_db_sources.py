@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import psycopg
@@ -1283,7 +1283,7 @@ def test_property_sqlite_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
     conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, "b" * (i % 7 * 30)) for i in range(40)])
-    mode = "offset" if offset_mode else "keyset"
+    mode: Literal["keyset", "offset"] = "offset" if offset_mode else "keyset"
     kept = SQLiteSource(conn, table="t", mode=mode)
     limits = Limits(budget, max_items=max_items)
     position: Any = None
@@ -1320,12 +1320,12 @@ def test_property_pg_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
         cur.executemany(
             "INSERT INTO t VALUES (%s, %s)", [(i, "b" * (i % 7 * 30)) for i in range(40)]
         )
-    mode = "offset" if offset_mode else "keyset"
-    kept = PostgresSource(reader, table="t", mode=mode)  # type: ignore[arg-type]
+    mode: Literal["keyset", "offset"] = "offset" if offset_mode else "keyset"
+    kept = PostgresSource(reader, table="t", mode=mode)
     limits = Limits(budget)
     position: Any = None
     for step in range(1000):
-        fresh = one_page(PostgresSource(reader, table="t", mode=mode), limits, position)  # type: ignore[arg-type]
+        fresh = one_page(PostgresSource(reader, table="t", mode=mode), limits, position)
         page = one_page(kept, limits, position)
         assert page == fresh
         items, position = page

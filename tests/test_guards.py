@@ -1026,7 +1026,7 @@ def test_kept_reads_give_the_pages_a_fresh_reader_gives(store: SpillStore) -> No
     doc = {"a": rows, "b": {f"k{i}": i for i in range(2000)}}
     keeps = ResultReader(spill=store, max_bytes=1500)
     ref = keeps.reference(store.put(orjson.dumps(doc), label="doc"), principal="p")
-    cursors = {"/a": None, "/b": None}
+    cursors: dict[str, str | None] = {"/a": None, "/b": None}
     done: set[str] = set()
     while len(done) < 2:
         for pointer, cursor in list(cursors.items()):  # two reads interleaved on one reader
