@@ -1021,6 +1021,32 @@ def test_reading_a_spilled_list_page_by_page_reads_the_file_about_once(
     assert read < 2 * len(data), (read, len(data))
 
 
+def test_reading_a_long_spilled_string_page_by_page_reads_it_once(
+    store: SpillStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: each page of a string value parsed the file up to it, built the whole
+    # string and copied its rest; the string is now kept for the next page.
+    import jsonbudget._agents.reader as reader_module
+
+    note = "".join(f"line {i}: naïve — café\n" for i in range(60_000))
+    data = orjson.dumps({"meta": {"note": note}})
+    reader = ResultReader(spill=store, max_bytes=16384)
+    ref = reader.reference(store.put(data, label="note"), principal="p")
+    before = _bytes_read()
+    pages = follow_read(reader, ref, "/meta/note", "p")
+    read = _bytes_read() - before
+    assert joined(pages) == note
+    assert len(pages) > 50
+    assert read < 2 * len(data), (read, len(data))
+    # Past KEPT_CHARS the string is not kept: each page reads the file again, and the
+    # pages are the same.
+    monkeypatch.setattr(reader_module, "KEPT_CHARS", 1000)
+    before = _bytes_read()
+    again = follow_read(reader, ref, "/meta/note", "p")
+    assert _bytes_read() - before > 20 * len(data)
+    assert [env["items"] for env in again] == [env["items"] for env in pages]
+
+
 def test_kept_reads_give_the_pages_a_fresh_reader_gives(store: SpillStore) -> None:
     rows = [{"i": i, "s": "é" * (i % 50)} for i in range(3000)]
     doc = {"a": rows, "b": {f"k{i}": i for i in range(2000)}}

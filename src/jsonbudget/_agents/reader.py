@@ -27,6 +27,7 @@ from .._encode.encoder import encode
 from .._limits import Limits
 from .._pages.builder import PageBuilder
 from .._reader import read_bounded_text
+from .._sources.base import Clipped
 from ..errors import DecodeError, InvalidCursor, LimitError, SpillError
 from .spill import SpillBackend, SpillRef
 
@@ -40,9 +41,11 @@ _IJSON_PY = ijson.get_backend("python")
 _ValueKind = Literal["array", "object", "string", "text", "value"]
 # Room kept in a string page for its envelope; the cut string gets the rest.
 _STRING_ENVELOPE = 300
-#: Reads of a list or object kept open between pages (one per conversation reading), so
-#: the next page goes on where the last stopped instead of parsing from the start.
+#: Reads kept between pages (one per conversation reading), so the next page goes on
+#: where the last stopped instead of parsing from the start: a list's or an object's
+#: open parser, or a string value, of at most `KEPT_CHARS` characters in all.
 KEPT_READS: Final = 16
+KEPT_CHARS: Final = 32 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +170,11 @@ class ResultReader:
     def _json(self, call: _Read, tokens: list[str], backend: Any) -> ReadPage:
         kept = self._take((call.name, call.pointer, call.at))
         kind: _ValueKind
+        if kept is not None and kept.file is None:
+            return self._string(call, kept.pending)  # a string value the page before read
         if kept is not None:
             # The page before stopped here: go on with its parser and the child it left.
+            assert kept.file is not None
             file, kind = kept.file, kept.kind
             children: Iterator[Any] = chain((kept.pending,), kept.children)
         else:
@@ -215,11 +221,16 @@ class ResultReader:
         return read
 
     def _keep(self, key: tuple[str, str, int], read: _Kept) -> None:
+        if read.chars > KEPT_CHARS:
+            read.close()
+            return
         with self._lock:
             stale = [self._kept.pop(key)] if key in self._kept else []
             self._kept[key] = read
-            while len(self._kept) > KEPT_READS:
+            chars = sum(kept.chars for kept in self._kept.values())
+            while len(self._kept) > KEPT_READS or chars > KEPT_CHARS:
                 stale.append(self._kept.popitem(last=False)[1])
+                chars -= stale[-1].chars
         for old in stale:
             old.close()
 
@@ -245,9 +256,21 @@ class ResultReader:
 
     def _string(self, call: _Read, value: str) -> ReadPage:
         budget = self._limits.max_bytes - _STRING_ENVELOPE - _extra(call.pointer, "string")
-        shown = encode(value[call.at :], max_bytes=budget)
+        rest = len(value) - call.at
+        if rest <= budget:
+            shown = encode(value[call.at :], max_bytes=budget)
+        else:
+            # No more than *budget* characters can show: copy only those, and say how
+            # many the whole rest holds.
+            shown = encode(
+                Clipped(value[call.at : call.at + budget], rest, "chars"), max_bytes=budget
+            )
         left = sum(t.omitted or 0 for t in shown.truncations if t.kind == "string")
-        token = self._continue(call, len(value) - left) if left else None
+        token = None
+        if left:
+            at = len(value) - left
+            token = self._continue(call, at)
+            self._keep((call.name, call.pointer, at), _Kept(None, iter(()), value, "string"))
         return self._finish(call, [orjson.Fragment(shown.data)], "string", token)
 
     def _text(self, call: _Read) -> ReadPage:
@@ -279,21 +302,28 @@ _NOTHING: Final = object()
 
 
 class _Kept:
-    """A read kept for its next page: the open file, its parser, the child left over."""
+    """A read kept for its next page: the open file, its parser and the child left over;
+    or, for a string value (no file), the string."""
 
-    __slots__ = ("children", "file", "kind", "pending", "pid")
+    __slots__ = ("chars", "children", "file", "kind", "pending", "pid")
 
     def __init__(
-        self, file: IO[bytes], children: Iterator[Any], pending: Any, kind: _ValueKind
+        self,
+        file: IO[bytes] | None,
+        children: Iterator[Any],
+        pending: Any,
+        kind: _ValueKind,
     ) -> None:
         self.file = file
         self.children = children
         self.pending = pending
         self.kind = kind
+        self.chars = len(pending) if file is None else 0
         self.pid = os.getpid()
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
 
 
 class _Read:
