@@ -986,11 +986,12 @@ def test_paginate_cuts_a_long_cell_in_the_query_by_default(tmp_path: Path) -> No
     assert page.truncations[0].omitted == 2_000_000 - len(kept)
 
 
-# --- the look-ahead row is fetched once -------------------------------------------------
+# --- no row is fetched twice -------------------------------------------------------------
 #
-# A page ends with the first row that did not fit; the next page starts with it. The
-# source keeps that row and uses it when it can prove it unchanged, so no row crosses
-# the wire twice, and a change between pages still shows.
+# A page ends with the first row that did not fit and whatever else its last fetch
+# returned; the next page starts with them. The source keeps those rows and uses them
+# when it can prove the database unchanged, so no row crosses the wire twice, and a
+# change between pages still shows.
 
 
 def follow(source: Any, limits: Limits, between: Any = None) -> list[dict[str, Any]]:
