@@ -1336,3 +1336,37 @@ def test_property_pg_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
     else:
         raise AssertionError("did not terminate")
     writer.execute("DROP TABLE t")
+
+
+def test_rows_past_the_kept_bytes_are_fetched_again(
+    counted: tuple[sqlite3.Connection, sqlite3.Connection, list[int]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A run is kept only as far as AHEAD_BYTES of its text and binary values allow; what
+    # is past that is fetched again, and the pages are the same.
+    import jsonbudget._sources.sql as sql_module
+
+    _, reader, fetched = counted
+    whole = follow(counted_source(reader), Limits(1024))
+    monkeypatch.setattr(sql_module, "AHEAD_BYTES", 100)  # less than one row's body
+    fetched.clear()
+    pages: list[set[int]] = []
+
+    def mark(_: int) -> None:
+        pages.append(set(fetched))
+        fetched.clear()
+
+    assert follow(counted_source(reader), Limits(1024), mark) == whole
+    pages.append(set(fetched))
+    everywhere = [i for page in pages for i in page]
+    assert len(everywhere) > len(set(everywhere))  # look-ahead rows fetched twice
+
+
+def test_fill_refuses_a_position_that_is_not_json(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    from jsonbudget import PageBuilder
+
+    _, conn = sqlite_db
+    with pytest.raises(InvalidCursor):
+        SQLiteSource(conn, table="t").fill(PageBuilder(Limits(1024)), {1, 2})  # type: ignore[arg-type]
