@@ -1255,6 +1255,24 @@ _changes = st.lists(
 )
 
 
+def compare_with_fresh(make: Any, limits: Limits, mutate: Any) -> None:
+    """Page one source of *make*; each page must equal a fresh source's at that moment.
+
+    ``mutate(step, last_id)`` writes between pages.
+    """
+    kept = make()
+    position: Any = None
+    for step in range(1000):
+        fresh = one_page(make(), limits, position)
+        page = one_page(kept, limits, position)
+        assert page == fresh
+        items, position = page
+        if position is None:
+            return
+        mutate(step, items[-1]["id"] if items else 0)
+    raise AssertionError("did not terminate")
+
+
 def _mutate(conn: Any, last: int, changes: list[tuple[str, int]], mark: str) -> None:
     for kind, offset in changes:
         row_id = last + offset
@@ -1285,18 +1303,11 @@ def test_property_sqlite_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
     conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, "b" * (i % 7 * 30)) for i in range(40)])
     mode: Literal["keyset", "offset"] = "offset" if offset_mode else "keyset"
-    kept = SQLiteSource(conn, table="t", mode=mode)
-    limits = Limits(budget, max_items=max_items)
-    position: Any = None
-    for step in range(1000):
-        fresh = one_page(SQLiteSource(conn, table="t", mode=mode), limits, position)
-        page = one_page(kept, limits, position)
-        assert page == fresh
-        items, position = page
-        if position is None:
-            return
-        _mutate(conn, items[-1]["id"] if items else 0, changes[step % len(changes)], "?")
-    raise AssertionError("did not terminate")
+    compare_with_fresh(
+        lambda: SQLiteSource(conn, table="t", mode=mode),
+        Limits(budget, max_items=max_items),
+        lambda step, last: _mutate(conn, last, changes[step % len(changes)], "?"),
+    )
 
 
 @pytest.mark.postgres
@@ -1322,19 +1333,11 @@ def test_property_pg_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
             "INSERT INTO t VALUES (%s, %s)", [(i, "b" * (i % 7 * 30)) for i in range(40)]
         )
     mode: Literal["keyset", "offset"] = "offset" if offset_mode else "keyset"
-    kept = PostgresSource(reader, table="t", mode=mode)
-    limits = Limits(budget)
-    position: Any = None
-    for step in range(1000):
-        fresh = one_page(PostgresSource(reader, table="t", mode=mode), limits, position)
-        page = one_page(kept, limits, position)
-        assert page == fresh
-        items, position = page
-        if position is None:
-            break
-        _mutate(writer, items[-1]["id"] if items else 0, changes[step % len(changes)], "%s")
-    else:
-        raise AssertionError("did not terminate")
+    compare_with_fresh(
+        lambda: PostgresSource(reader, table="t", mode=mode),
+        Limits(budget),
+        lambda step, last: _mutate(writer, last, changes[step % len(changes)], "%s"),
+    )
     writer.execute("DROP TABLE t")
 
 
