@@ -15,7 +15,7 @@ from typing import Any, Literal
 import orjson
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Json, Jsonb
 
@@ -1283,11 +1283,15 @@ def _mutate(conn: Any, last: int, changes: list[tuple[str, int]], mark: str) -> 
         else:
             conn.execute(
                 f"INSERT INTO t VALUES ({mark}, {mark}) ON CONFLICT (id) DO NOTHING",
-                (100 + row_id, f"i{row_id}"),  # ids ahead, and finitely many
+                # Ids 100 to 199, ahead of the first rows: finitely many, so paging ends
+                # even when every page inserts one ahead of itself.
+                (100 + row_id % 100, f"i{row_id}"),
             )
 
 
 @settings(max_examples=40, deadline=None)
+# Regression: each page inserted a row ahead of itself, and paging never ended.
+@example(budget=400, max_items=1, changes=[[("insert", 0)]], offset_mode=False)
 @given(
     budget=st.integers(min_value=400, max_value=1500),
     max_items=st.none() | st.integers(min_value=1, max_value=5),
