@@ -10,6 +10,7 @@ oversized item is never lost, only further away.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import OrderedDict
@@ -172,14 +173,14 @@ class ResultReader:
         kind: _ValueKind
         if kept is not None and kept.file is None:
             return self._string(call, kept.pending)  # a string value the page before read
-        if kept is not None:
-            # The page before stopped here: go on with its parser and the child it left.
-            assert kept.file is not None
-            file, kind = kept.file, kept.kind
-            children: Iterator[Any] = chain((kept.pending,), kept.children)
-        else:
-            file = self._spill.open(call.name)
-            try:
+        with contextlib.ExitStack() as owned:  # the file closes unless the read is kept
+            if kept is not None:
+                # The page before stopped here: go on with its parser and the child it left.
+                assert kept.file is not None
+                file, kind = owned.enter_context(kept.file), kept.kind
+                children: Iterator[Any] = chain((kept.pending,), kept.children)
+            else:
+                file = owned.enter_context(self._spill.open(call.name))
                 # basic_parse: no prefix paths, which ijson builds per nesting level (a
                 # result nested 50,000 deep would hold gigabytes of them).
                 events = backend.basic_parse(file, use_float=True)
@@ -193,24 +194,15 @@ class ResultReader:
                     kind = "object"
                     ended = not _skip_members(events, call.at)
                     children = iter(()) if ended else _members(events)
+                elif event == "string":
+                    return self._string(call, value)
                 else:
-                    file.close()
-                    if event == "string":
-                        return self._string(call, value)
                     return self._finish(call, [value], "value", None)
-            except BaseException:
-                file.close()
-                raise
-        try:
             page, left, added = self._children(call, children, kind)
-        except BaseException:
-            file.close()
-            raise
-        if left is _NOTHING:
-            file.close()
-        else:
-            read = _Kept(file, children, left, kind)
-            self._keep((call.name, call.pointer, call.at + added), read)
+            if left is not _NOTHING:
+                owned.pop_all()
+                read = _Kept(file, children, left, kind)
+                self._keep((call.name, call.pointer, call.at + added), read)
         return page
 
     def _take(self, key: tuple[str, str, int]) -> _Kept | None:
