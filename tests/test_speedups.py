@@ -115,6 +115,44 @@ def test_a_cycle_is_refused(walk: Any, cap: int) -> None:
     assert speedups.bound_items([1, a], cap, 0, MAX_DEPTH, BIG, BIG, BIG, SCALARS) == -1
 
 
+@dataclasses.dataclass
+class _Linked:
+    text: str
+    next: Any = None
+
+
+def _cycles_that_pass_the_cap_first() -> list[Any]:
+    # Each nests far enough around its cycle to pass a 300-byte cap long before
+    # MAX_DEPTH: the compiled walk then stops inside the cycle, and only the path it
+    # stopped on tells it that it counted one.
+    node = _Linked("x" * 40)
+    node.next = node
+    ring = _Linked("a" * 40, _Linked("b" * 40))
+    ring.next.next = ring
+    via_list = _Linked("y" * 40)
+    via_list.next = [via_list]
+    wide: list[Any] = ["z" * 40]
+    wide.append(wide)
+    shared = ["s" * 40]  # the same list at two depths, on no cycle
+    late: dict[str, Any] = {"first": shared, "then": [shared, wide]}
+    return [node, ring, via_list, wide, late]
+
+
+@pytest.mark.parametrize("value", _cycles_that_pass_the_cap_first())
+def test_a_cycle_that_passes_the_cap_is_refused_by_both_walks(value: Any) -> None:
+    for walk in (speedups.bound, _bound.py_bound):
+        assert walk(value, 300, 0, MAX_DEPTH, BIG, BIG, BIG, SCALARS) == -1
+
+
+def test_a_value_on_no_cycle_keeps_its_bound_when_it_passes_the_cap() -> None:
+    # The same subtree twice, at two depths, is not a cycle: the answer is the bound.
+    shared = ["s" * 40]
+    value = {"first": shared, "then": [shared, ["t" * 400]]}
+    compiled = speedups.bound(value, 300, 0, MAX_DEPTH, BIG, BIG, BIG, SCALARS)
+    assert compiled > 300
+    assert compiled == _bound.py_bound(value, 300, 0, MAX_DEPTH, BIG, BIG, BIG, SCALARS)
+
+
 def test_a_cycle_behind_its_own_prefix_is_still_measured_up_to_the_cap() -> None:
     # Too big before the cycle comes: the answer is the bound, as for any value.
     a: list[Any] = ["x" * 100]

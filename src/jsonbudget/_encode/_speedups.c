@@ -62,7 +62,10 @@ typedef struct {
     Py_ssize_t max_chars; /* the longest string that fits max_field even as \u0000s */
     PyObject *scalars;
     int check_cycles;
+    /* ancestors[d]: the container last entered at depth d. Where the walk stopped at the
+       cap, ancestors[0..stop_depth] is the path it stopped on (see enter()). */
     PyObject *ancestors[MAX_STACK];
+    int stop_depth;
     /* The spine: the containers the walk was inside when it stopped at the cap, deepest
        first, each with the bound it had reached, which is a lower bound of its own
        size. A renderer that then splits the value learns from it, without a walk, that
@@ -86,11 +89,15 @@ typedef struct {
     Py_ssize_t spine_size[MAX_SPINE];
 } Walk;
 
-/* Notes that container *obj* at *depth* stopped at *size*, over its cap, when the spine
-   is asked for. */
+/* Notes that container *obj* at *depth* stopped at *size*, over its cap: the first one
+   noted is the deepest container of the path the walk stopped on; each is kept in the
+   spine when the spine is asked for. */
 static inline void
 note(Walk *w, PyObject *obj, int depth, Py_ssize_t size)
 {
+    if (w->stop_depth < 0) {
+        w->stop_depth = depth;
+    }
     if (w->record && w->nspine < MAX_SPINE) {
         w->spine[w->nspine] = obj;
         w->spine_depth[w->nspine] = depth;
@@ -102,10 +109,12 @@ note(Walk *w, PyObject *obj, int depth, Py_ssize_t size)
  *
  * A cycle is unclean (orjson refuses it, the renderer marks it), and counting its
  * repeats would overstate its size. Scanning the ancestors of every container cost a
- * quarter of the walk, so the first walk skips it: a cycle then nests until max_depth
- * (UNCLEAN, right) or until the bound passes the cap, and only that answer is checked
- * by a second walk with the scan. Both walks stop at the cap, so the cost stays in
- * proportion to it. */
+ * quarter of the walk, so the first walk only writes them down: a cycle then nests
+ * until max_depth (UNCLEAN, right) or until the bound passes the cap, inside the cycle.
+ * So a walk that stopped at the cap counted a cycle only if the path it stopped on
+ * holds a container twice (`stopped_in_cycle`), and only then a second walk with the
+ * scan gives the answer. Both walks stop at the cap, so the cost stays in proportion
+ * to it. */
 static inline int
 enter(Walk *w, int depth, PyObject *obj)
 {
@@ -115,7 +124,23 @@ enter(Walk *w, int depth, PyObject *obj)
                 return UNCLEAN;
             }
         }
-        w->ancestors[depth] = obj;
+    }
+    w->ancestors[depth] = obj;
+    return 0;
+}
+
+/* Whether the path the walk stopped on holds a container twice. After the stop the
+   walk only unwinds (nothing is entered), so ancestors[0..stop_depth] is that path. */
+static int
+stopped_in_cycle(const Walk *w)
+{
+    for (int i = 1; i <= w->stop_depth; i++) {
+        PyObject *obj = w->ancestors[i];
+        for (int j = 0; j < i; j++) {
+            if (obj != NULL && w->ancestors[j] == obj) {
+                return 1;
+            }
+        }
     }
     return 0;
 }
@@ -342,6 +367,9 @@ walk_slots(Walk *w, PyObject *obj, PyObject *slots, Py_ssize_t keys, int depth, 
         }
         size += sub;
     }
+    if (size > cap && w->stop_depth < 0) {
+        w->stop_depth = depth; /* as note() would: a Struct is never in the spine */
+    }
     return size;
 }
 
@@ -424,6 +452,7 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
             return UNCLEAN;
         }
         if (n + 1 > cap) {
+            w->ancestors[depth] = obj; /* on the path, not entered */
             note(w, obj, depth, n + 1);
             return n + 1;
         }
@@ -554,9 +583,10 @@ bound_of(Walk *w, PyObject *obj, int items, int depth, Py_ssize_t cap)
 {
     for (;;) {
         w->nspine = 0;
+        w->stop_depth = -1;
         Py_ssize_t n = items ? walk_items(w, items_of(obj), Py_SIZE(obj), depth, cap)
                              : walk(w, obj, depth, cap);
-        if (n <= cap || w->check_cycles) {
+        if (n <= cap || w->check_cycles || !stopped_in_cycle(w)) {
             return n;
         }
         w->check_cycles = 1; /* a cycle may have been counted: see enter() */

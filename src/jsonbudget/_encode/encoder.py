@@ -32,6 +32,7 @@ from ..errors import LimitError
 from . import bound as _bound
 from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
+from .bound import TOO_BIG as _TOO_BIG
 from .bound import UNCLEAN as _UNCLEAN
 from .bound import compact as _compact
 from .markers import Markers, MarkerStyle
@@ -115,9 +116,10 @@ def _clean_fit(  # noqa: PLR0917 - the hot path of encode and bounded_dumps, pos
     unencodable: object,
     default: object,
     binary: object,
-) -> bytes | None:
+) -> bytes | int | None:
     """orjson's bytes for *obj* when the call gives a budget alone and *obj* is clean and
-    fits: one compiled walk and one orjson call, no configuration built. Else None.
+    fits: one compiled walk and one orjson call, no configuration built. Else what the
+    walk said (`TOO_BIG` or `UNCLEAN`, for the renderer), or None when it did not run.
 
     Any cap or an invalid mode sends the call down the slow path, which raises for the
     option at fault.
@@ -138,11 +140,9 @@ def _clean_fit(  # noqa: PLR0917 - the hot path of encode and bounded_dumps, pos
     ):
         return None
     data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
-    if type(data) is bytes:
-        return data
     if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
-        return _values.native_whole(obj, max_bytes, 0, _DEFAULT_CAPS)
-    return None
+        return _values.native_whole(obj, max_bytes, 0, _DEFAULT_CAPS) or _UNCLEAN
+    return data
 
 
 def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -239,19 +239,29 @@ class Encoder:
 
     def encode(self, obj: Any, /) -> Encoded:
         """Encode *obj* within the limits; report every cut."""
-        out = self.fit(obj, self.limits.max_bytes)
-        if out is None:  # pragma: no cover - MIN_BYTES is chosen so every marker fits
-            raise AssertionError("a marker did not fit the minimum budget")
-        return out
+        data = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
+        if isinstance(data, bytes):
+            return _complete(data)
+        return self._fitting(obj, data)
 
     def dumps(self, obj: Any, /) -> bytes:
         """Encode *obj* within the limits and return only the bytes."""
-        data: bytes | int | None = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
+        data = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
         if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
-            data = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps)
-        if type(data) is bytes:  # a value that fits whole needs no Encoded
+            data = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps) or _UNCLEAN
+        if isinstance(data, bytes):  # a value that fits whole needs no Encoded
             return _compact(data)
-        return self.encode(obj).data
+        return self._fitting(obj, data).data
+
+    def _fitting(self, obj: Any, walked: int | None) -> Encoded:
+        """`encode` of *obj* that the size walk under these caps did not take: it said
+        *walked* (`TOO_BIG` or `UNCLEAN`), or None when it did not run."""
+        if walked is None:
+            return self.encode(obj)
+        out = self._render(obj, self.limits.max_bytes, "", walked)
+        if out is None:  # pragma: no cover - MIN_BYTES is chosen so every marker fits
+            raise AssertionError("a marker did not fit the minimum budget")
+        return out
 
     def whole(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
         """*obj* encoded without any budget cut if that fits *budget* bytes, else None.
@@ -273,9 +283,15 @@ class Encoder:
         vouches for *budget*; `encode` passes ``limits.max_bytes``.
         """
         data = _bound.clean_dumps(obj, budget, 0, self._caps)
-        if type(data) is bytes:
+        if isinstance(data, bytes):
             return _complete(data)
+        return self._render(obj, budget, path, data)
+
+    def _render(self, obj: Any, budget: int, path: str, walked: int) -> Encoded | None:
+        """The renderer's fitting of *obj*, which `clean_dumps` answered with *walked*."""
         call = EncodeCall(self)
+        if walked == _TOO_BIG:
+            call.too_big(obj, budget)  # the renderer's first question, answered: no re-walk
         return _encoded(call, call.fit(obj, budget, path), path)
 
 
@@ -406,11 +422,11 @@ def encode(
         obj, limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth,
         strategy, markers, unencodable, default, binary,
     )  # fmt: skip
-    if data is not None:
+    if isinstance(data, bytes):
         return _complete(data)
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
-    return enc.encode(obj)
+    return enc._fitting(obj, data)
 
 
 def bounded_dumps(
@@ -434,11 +450,11 @@ def bounded_dumps(
         obj, limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth,
         strategy, markers, unencodable, default, binary,
     )  # fmt: skip
-    if data is not None:
+    if isinstance(data, bytes):
         return _compact(data)
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
-    return enc.dumps(obj)
+    return enc._fitting(obj, data).data
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

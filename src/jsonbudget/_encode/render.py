@@ -294,6 +294,10 @@ class EncodeCall:
 
     # -- entry points ----------------------------------------------------------------
 
+    def too_big(self, obj: Any, cap: int) -> None:
+        """Note that the size walk found *obj* (at depth 0) too big for *cap*."""
+        self.known[id(obj), 0] = (obj, cap + 1)
+
     def fit(self, obj: Any, budget: int, where: Any) -> Out | None:
         """*obj* whole if it fits *budget*, else cut to fit; None if not even a marker does."""
         out = self.whole(obj, budget, where, 0)
@@ -501,7 +505,9 @@ class EncodeCall:
             if t is dict:
                 members: list[Any] = list(islice(v.items(), limit))
                 n: int | None = len(v)
-            elif t is list or t is tuple or isinstance(v, _values.SeqView):
+            elif t is list:
+                members, n = v[:limit], len(v)  # a slice is a new list: one copy
+            elif t is tuple or isinstance(v, _values.SeqView):
                 members, n = list(v[:limit]), len(v)  # a SeqView refuses a lying len
             elif t is Stream:
                 v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
@@ -833,24 +839,26 @@ class EncodeCall:
         kept = chosen[:j]
         space = avail - reserve - sum((1 if i else 0) + len(c[0]) for i, c in enumerate(kept))
         outs = self._share(kept, space, where, depth)
-        buf = bytearray(b"{")
+        # Joined once: a member may be most of the output, and each level copies it.
+        parts = [b"{"]
         trs: list[Any] = []
         for i, ((kb, tok, ktr, _, _), (data, tr)) in enumerate(zip(kept, outs, strict=True)):
             if i:
-                buf += b","
-            buf += kb
-            buf += data
+                parts.append(b",")
+            parts.append(kb)
+            parts.append(data)
             if ktr:
                 trs.append(ktr[0])
             if tr:
                 trs.append((token(tok), tr))
         if reserve:
             if j:
-                buf += b","
-            buf += mk.keys(omitted, mkey)
+                parts.append(b",")
+            parts.append(mk.keys(omitted, mkey))
             trs.append((token(mkey), "keys", omitted, "keys"))
-        buf += b"}"
-        return (bytes(buf), tuple(trs)) if len(buf) <= allot else None
+        parts.append(b"}")
+        out = b"".join(parts)
+        return (out, tuple(trs)) if len(out) <= allot else None
 
     def _share(
         self, kept: list[tuple[bytes, str, Trs, Any, int]], space: int, where: Any, depth: int
