@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import datetime
 import enum
@@ -301,6 +302,36 @@ def test_many_small_rows_keep_whole_rows_and_count_the_rest() -> None:
     assert out.truncations == (
         Truncation(f"/{len(shown)}", "items", 100_000 - len(shown), "items"),
     )
+
+
+class _CountedRows(collections.abc.Sequence[Any]):
+    """A million rows that count how many of them are read."""
+
+    def __init__(self, row_bytes: int) -> None:
+        self.reads = 0
+        self.row_bytes = row_bytes
+
+    def __len__(self) -> int:
+        return 1_000_000
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            raise TypeError("read one at a time")
+        self.reads += 1
+        return {"id": i, "text": "x" * self.row_bytes}
+
+
+@pytest.mark.parametrize("row_bytes", [0, 40, 400])
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_a_cut_list_reads_about_what_it_shows(row_bytes: int, strategy: Strategy) -> None:
+    # It read every item that could show at two bytes each (2,050 of them for 4 KiB),
+    # however large the items: a 64 KiB cut of 200,000 rows touched 32,769 to show 249.
+    rows = _CountedRows(row_bytes)
+    out = encode({"rows": rows}, max_bytes=4096, strategy=strategy)
+    shown = json.loads(out.data)["rows"][:-1]
+    assert [row["id"] for row in shown] == list(range(len(shown)))  # "prefix" cuts the last
+    assert len(shown) > 4096 // (row_bytes + 30) // 2
+    assert rows.reads <= 4 * len(shown) + 64
 
 
 def test_one_oversized_row_is_fitted_not_dropped() -> None:

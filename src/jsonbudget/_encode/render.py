@@ -64,6 +64,8 @@ _BIG = 1 << 62
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
 #: From this many items on, a run of list items is bounded and encoded at once.
 _BULK_MIN = 2
+#: Items a cut list reads before it knows how many fit; it reads four times more at a time.
+_FIRST_READ = 64
 #: orjson calls `default` up to 255 times in a row (its Recursive(254) test passes).
 _DEFAULT_CHAIN = 255
 #: Water-filling rounds per object; each costs about the object's room, and a few settle it.
@@ -202,6 +204,11 @@ class _Snap:
         self.members = members
         self.n = n
         self.limit = limit
+
+    @property
+    def whole(self) -> bool:
+        """Whether every member the container holds is here."""
+        return self.n is not None and len(self.members) >= self.n
 
 
 class _Seen:
@@ -497,7 +504,7 @@ class EncodeCall:
     def _snap(self, ent: _Seen, limit: int, where: Any) -> _Snap:
         """*ent*'s container read once, at least *limit* members of it where it has them."""
         snap = ent.snap
-        if snap is not None and (snap.limit >= limit or len(snap.members) < snap.limit):
+        if snap is not None and (snap.limit >= limit or snap.whole):
             return snap
         v = ent.value
         t = type(v)
@@ -505,10 +512,15 @@ class EncodeCall:
             if t is dict:
                 members: list[Any] = list(islice(v.items(), limit))
                 n: int | None = len(v)
-            elif t is list:
-                members, n = v[:limit], len(v)  # a slice is a new list: one copy
-            elif t is tuple or isinstance(v, _values.SeqView):
-                members, n = list(v[:limit]), len(v)  # a SeqView refuses a lying len
+            elif t is list or t is tuple or isinstance(v, _values.SeqView):
+                # A SeqView refuses a lying len. Read on from where the last read stopped:
+                # a cut list reads a few items first and more as they fit.
+                if snap is None:
+                    members = v[:limit] if t is list else list(v[:limit])
+                else:
+                    members = snap.members
+                    members += v[len(members) : limit]
+                n = len(v)
             elif t is Stream:
                 v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
                 members = v.items[:limit]
@@ -533,45 +545,58 @@ class EncodeCall:
     def _whole_list(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
         mk = self.mk
         limit = self.max_items
-        snap = self._snap(ent, min(limit, cap // 2 + 1) + 1, where)
+        most = min(limit, cap // 2 + 1) + 1
+        # A container that knows its count is read a few items first, and on as they fit.
+        snap = self._snap(ent, min(most, _FIRST_READ) if _counted(ent.value) else most, where)
         items, n = snap.members, snap.n
-        shown = min(len(items), limit)
+        held = len(items) if n is None else min(n, most)  # what a read of `most` holds
+        shown = min(held, limit)
         capped = n is None or n > limit
-        if capped and len(items) <= limit:
+        if capped and held <= limit:
             return None  # the snapshot stopped at the cap: that many items overflow it
         omitted = None if n is None else n - limit
         avail = cap - 2 - (len(mk.items(omitted)) + (1 if shown else 0) if capped else 0)
-        buf = bytearray(b"[")
+        parts: list[Any] = [b"["]
+        size = 1  # bytes in parts
         trs: list[Any] = []
         i = 0
         runs = RunSizer()
         while i < shown:
-            if i and runs.live and shown - i >= _BULK_MIN:
-                k = min(runs.size(avail - len(buf) + 1, i, len(buf)), shown - i)
-                step = self.bulk_step(items, i, k, avail - len(buf) + 1, depth + 1)
+            bulk = i and runs.live and shown - i >= _BULK_MIN
+            k = min(runs.size(avail - size + 1, i, size), shown - i) if bulk else 1
+            if i + k > len(items):
+                snap = self._snap(ent, min(most, max(4 * snap.limit, i + k)), where)
+                items = snap.members
+                if i + k > len(items):
+                    return None  # read on, it holds fewer items than it said
+            if bulk:
+                step = self.bulk_step(items, i, k, avail - size + 1, depth + 1)
                 if step is not None:
-                    buf += b","
-                    buf += memoryview(step)[1:-1]
+                    parts.append(b",")
+                    parts.append(memoryview(step)[1:-1])
+                    size += len(step) - 1
                     i += k
                     continue
                 runs.missed(self.over)
-            room = avail - (len(buf) - 1) - (1 if i else 0)
-            out = self.whole(items[i], room, (where, i), depth + 1)
+            sep = 1 if i else 0
+            out = self.whole(items[i], avail - (size - 1) - sep, (where, i), depth + 1)
             if out is None:
                 return None
-            if i:
-                buf += b","
-            buf += out[0]
+            if sep:
+                parts.append(b",")
+            parts.append(out[0])
+            size += sep + len(out[0])
             if out[1]:
                 trs.append((f"/{i}", out[1]))
             i += 1
         if capped:
             if shown:
-                buf += b","
-            buf += mk.items(omitted)
+                parts.append(b",")
+            parts.append(mk.items(omitted))
             trs.append((f"/{shown}", "items", omitted, "items"))
-        buf += b"]"
-        return (bytes(buf), tuple(trs)) if len(buf) <= cap else None
+        parts.append(b"]")
+        data = b"".join(parts)
+        return (data, tuple(trs)) if len(data) <= cap else None
 
     def _whole_map(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
         limit = self.max_keys
@@ -706,37 +731,53 @@ class EncodeCall:
         mk = self.mk
         avail = allot - 2
         limit = self.max_items
-        snap = self._snap(ent, min(limit, max(avail, 0) // 2 + 1) + 1, where)
+        # Read a few items first and more as they fit: a long list's snapshot would
+        # otherwise touch every item that could show at two bytes each (a 64 KiB cut of
+        # 200,000 rows shows 249 of 32,769 read).
+        most = min(limit, max(avail, 0) // 2 + 1) + 1
+        snap = self._snap(ent, min(most, _FIRST_READ), where)
         items, n = snap.members, snap.n
         total = min(len(items), limit)
         complete = n is not None and n <= limit and len(items) == n  # every item is here
         marker_room = len(mk.items(n)) + 1
-        buf = bytearray(b"[")
+        parts: list[Any] = [b"["]
+        size = 1  # bytes in parts
         trs: list[Any] = []
         i = 0
         runs = RunSizer()
         while i < total:
+            k = runs.size(avail - size + 1 - marker_room, i, size) if i and runs.live else 1
+            if i + k + 1 > len(items) and snap.limit < most and not snap.whole:
+                snap = self._snap(ent, min(most, max(4 * snap.limit, i + k + 1)), where)
+                items, n = snap.members, snap.n
+                total = min(len(items), limit)
+                complete = n is not None and n <= limit and len(items) == n
+                marker_room = len(mk.items(n)) + 1
+                if i >= total:
+                    break  # read again, the container holds fewer items than were shown
             last = complete and i == total - 1
             if i and runs.live and total - i >= _BULK_MIN:
-                room = avail - len(buf) + 1 - marker_room
-                k = min(runs.size(room, i, len(buf)), total - i - (1 if complete else 0))
+                room = avail - size + 1 - marker_room
+                k = min(k, total - i - (1 if complete else 0))
                 step = self.bulk_step(items, i, k, room, depth + 1)
                 if step is not None:
-                    buf += b","
-                    buf += memoryview(step)[1:-1]
+                    parts.append(b",")
+                    parts.append(memoryview(step)[1:-1])
+                    size += len(step) - 1
                     i += k
                     continue
                 runs.missed(self.over)
             sep = 1 if i else 0
-            room = avail - (len(buf) - 1) - sep - (0 if last else marker_room)
+            room = avail - (size - 1) - sep - (0 if last else marker_room)
             here = (where, i)
             out = self.whole(items[i], room, here, depth + 1)
             if out is None and complete and not last:
                 # The room kept for a marker may be all that the rest lacks: a list is
                 # cut only when its whole rest does not fit.
-                tail = self._tail(items, i, avail - (len(buf) - 1), where, depth)
+                tail = self._tail(items, i, avail - (size - 1), where, depth)
                 if tail is not None:
-                    buf += tail[0]
+                    parts.append(tail[0])
+                    size += len(tail[0])
                     trs += tail[1]
                     i = total
                     break
@@ -751,8 +792,9 @@ class EncodeCall:
                     break
                 partial = True
             if sep:
-                buf += b","
-            buf += out[0]
+                parts.append(b",")
+            parts.append(out[0])
+            size += sep + len(out[0])
             if out[1]:
                 trs.append((f"/{i}", out[1]))
             i += 1
@@ -762,14 +804,15 @@ class EncodeCall:
             omitted = None if n is None else n - i
             marker = mk.items(omitted)
             fallback = mk.items(None)
-            if len(buf) + (1 if i else 0) + len(marker) + 1 > allot and len(fallback) < len(marker):
+            if size + (1 if i else 0) + len(marker) + 1 > allot and len(fallback) < len(marker):
                 marker, omitted = fallback, None  # a long exact count; "more" is shorter
             if i:
-                buf += b","
-            buf += marker
+                parts.append(b",")
+            parts.append(marker)
             trs.append((f"/{i}", "items", omitted, "items"))
-        buf += b"]"
-        return (bytes(buf), tuple(trs)) if len(buf) <= allot else None
+        parts.append(b"]")
+        data = b"".join(parts)
+        return (data, tuple(trs)) if len(data) <= allot else None
 
     def _tail(self, items: list[Any], start: int, space: int, where: Any, depth: int) -> Out | None:
         """Items *start* to the end, whole, comma-led, if they fit *space* bytes."""
@@ -1164,6 +1207,11 @@ class EncodeCall:
                 ) from exc
             return name
         return f"{name} {SURROGATE.sub(chr(0xFFFD), text[:_KEY_REPR])}"
+
+
+def _counted(v: Any) -> bool:
+    """Whether a snapshot of *v* knows how many items *v* holds before it reads them all."""
+    return type(v) is list or type(v) is tuple or isinstance(v, _values.SeqView)
 
 
 def _repeats(text: str, pairs: list[Any]) -> bool:
