@@ -68,6 +68,22 @@ def test_the_test_install_builds_the_extension() -> None:
     assert _bound.front is speedups.front
 
 
+def test_the_front_door_reads_its_caps_once_when_made() -> None:
+    # The caps are read into the door when it is made (per call they cost a tenth of a
+    # small call), so a bad one is refused then, and the door uses the ones it read.
+    def fallback(obj: Any, *, max_bytes: int) -> Any:
+        return "fallback"
+
+    with pytest.raises(ValueError, match="depth"):
+        speedups.front(fallback, (MAX_DEPTH + 10**6, BIG, BIG, BIG, SCALARS), 32, BIG, None)
+    with pytest.raises(TypeError, match="scalars"):
+        speedups.front(fallback, (8, BIG, BIG, BIG, "dates"), 32, BIG, None)  # type: ignore[arg-type]
+    door = speedups.front(fallback, (2, 3, BIG, BIG, SCALARS), 32, BIG, None)
+    assert door([[1]], max_bytes=64) == b"[[1]]"
+    assert door([[[1]]], max_bytes=64) == "fallback"  # deeper than max_depth 2
+    assert door([1, 2, 3, 4], max_bytes=64) == "fallback"  # over max_items 3
+
+
 @settings(max_examples=300)
 @given(json_values(60))
 def test_bound_is_a_lower_bound_of_the_encoded_size(value: Any) -> None:

@@ -503,36 +503,53 @@ walk(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     return size == NOT_ATOMIC ? walk_other(w, obj, depth, cap) : size;
 }
 
-/* Reads cap, depth and the caps into *w*; -1 with an exception set on bad ones. */
+/* The caps of a walk, as read from (max_depth, max_items, max_keys, max_field, scalars). */
+typedef struct {
+    int max_depth;
+    Py_ssize_t max_items;
+    Py_ssize_t max_keys;
+    Py_ssize_t max_chars;
+    PyObject *scalars; /* borrowed from the caller's arguments, or NULL */
+} Caps;
+
+/* Reads the five caps at *args* into *c*; -1 with an exception set on bad ones. */
 static int
-setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *depth)
+read_caps(Caps *c, const char *name, PyObject *const *args)
 {
-    /* args: cap, depth, max_depth, max_items, max_keys, max_field, scalars */
-    *cap = PyLong_AsSsize_t(args[0]);
-    Py_ssize_t d = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t max_depth = PyLong_AsSsize_t(args[2]);
-    w->max_items = PyLong_AsSsize_t(args[3]);
-    w->max_keys = PyLong_AsSsize_t(args[4]);
-    Py_ssize_t max_field = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t max_depth = PyLong_AsSsize_t(args[0]);
+    c->max_items = PyLong_AsSsize_t(args[1]);
+    c->max_keys = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t max_field = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred()) {
         return -1;
     }
-    if (d < 0 || max_depth < 0 || max_depth >= MAX_STACK || d > max_depth) {
+    if (max_depth < 0 || max_depth >= MAX_STACK) {
         PyErr_Format(PyExc_ValueError, "%s(): depth out of range", name);
         return -1;
     }
-    *depth = (int)d;
-    w->max_depth = (int)max_depth;
+    c->max_depth = (int)max_depth;
     /* A character encodes to at most 6 bytes (\u0000): under a field cap only a string
        that fits even then is clean without encoding it. */
-    w->max_chars = max_field < 2 ? -1 : (max_field - 2) / 6;
-    if (args[6] != Py_None && !PyTuple_Check(args[6])) {
+    c->max_chars = max_field < 2 ? -1 : (max_field - 2) / 6;
+    if (args[4] != Py_None && !PyTuple_Check(args[4])) {
         PyErr_Format(PyExc_TypeError, "%s(): scalars must be a tuple of types or None", name);
         return -1;
     }
-    w->scalars = args[6] == Py_None ? NULL : args[6];
+    c->scalars = args[4] == Py_None ? NULL : args[4];
+    return 0;
+}
+
+/* Makes *w* a fresh walk from *depth* under caps *c*. */
+static void
+start(Walk *w, const Caps *c, int depth)
+{
+    w->max_depth = c->max_depth;
+    w->max_items = c->max_items;
+    w->max_keys = c->max_keys;
+    w->max_chars = c->max_chars;
+    w->scalars = c->scalars;
     /* Ancestors above *depth* belong to the caller, which checked them already. */
-    for (int i = 0; i < *depth; i++) {
+    for (int i = 0; i < depth; i++) {
         w->ancestors[i] = NULL;
     }
     w->check_cycles = 0;
@@ -542,6 +559,25 @@ setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *de
     w->last_type = NULL;
     w->last_keys = 0;
     w->last_slots = NULL;
+}
+
+/* Reads cap, depth and the caps into *w*; -1 with an exception set on bad ones. */
+static int
+setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *depth)
+{
+    /* args: cap, depth, max_depth, max_items, max_keys, max_field, scalars */
+    Caps c;
+    *cap = PyLong_AsSsize_t(args[0]);
+    Py_ssize_t d = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred() || read_caps(&c, name, args + 2) < 0) {
+        return -1;
+    }
+    if (d < 0 || d > c.max_depth) {
+        PyErr_Format(PyExc_ValueError, "%s(): depth out of range", name);
+        return -1;
+    }
+    *depth = (int)d;
+    start(w, &c, *depth);
     return 0;
 }
 
@@ -706,6 +742,9 @@ static PyObject *orjson_error;
 #define OUT_TOO_BIG 1
 #define OUT_UNCLEAN 2
 
+static PyObject *walked_dumps(Walk *w, PyObject *obj, Py_ssize_t cap, int depth,
+                              PyObject *spine);
+
 /* clean_dumps() for *obj* at *depth* under the 5-tuple *caps*: bytes, an outcome as an
    int, or NULL with an exception set. */
 static PyObject *
@@ -725,8 +764,15 @@ dumps_if_clean(PyObject *obj, PyObject *cap_obj, PyObject *depth_obj, PyObject *
         spine_arg(&w, "clean_dumps", sp, spine_obj == NULL ? 0 : 1, 0, &spine) < 0) {
         return NULL;
     }
-    Py_ssize_t n = bound_of(&w, obj, 0, depth, cap);
-    if (n == FAILED || (spine != NULL && n > cap && hand_out(&w, spine) < 0)) {
+    return walked_dumps(&w, obj, cap, depth, spine);
+}
+
+/* The rest of dumps_if_clean() once *w* is set up: the walk, then orjson. */
+static PyObject *
+walked_dumps(Walk *w, PyObject *obj, Py_ssize_t cap, int depth, PyObject *spine)
+{
+    Py_ssize_t n = bound_of(w, obj, 0, depth, cap);
+    if (n == FAILED || (spine != NULL && n > cap && hand_out(w, spine) < 0)) {
         return NULL;
     }
     if (n < 0 || n > cap) {
@@ -801,7 +847,7 @@ typedef struct {
     PyObject *fallback;
     PyObject *caps;
     PyObject *finish; /* applied to the bytes (the verb's result type), or None */
-    PyObject *depth;  /* 0, as clean_dumps takes it */
+    Caps walk_caps;   /* *caps* read once: reading them cost a tenth of a small call */
     Py_ssize_t min_bytes;
     Py_ssize_t max_bytes;
     PyObject *dict;
@@ -821,7 +867,9 @@ front_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames
             int overflow;
             long long cap = PyLong_AsLongLongAndOverflow(budget, &overflow);
             if (!overflow && cap >= self->min_bytes && cap <= self->max_bytes) {
-                PyObject *data = dumps_if_clean(args[0], budget, self->depth, self->caps, NULL);
+                Walk w;
+                start(&w, &self->walk_caps, 0);
+                PyObject *data = walked_dumps(&w, args[0], (Py_ssize_t)cap, 0, NULL);
                 if (data == NULL) {
                     return NULL;
                 }
@@ -851,7 +899,6 @@ front_dealloc(PyObject *op)
     Py_XDECREF(self->fallback);
     Py_XDECREF(self->caps);
     Py_XDECREF(self->finish);
-    Py_XDECREF(self->depth);
     Py_XDECREF(self->dict);
     Py_TYPE(op)->tp_free(op);
 }
@@ -912,11 +959,15 @@ front(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     self->fallback = Py_NewRef(args[0]);
     self->caps = Py_NewRef(args[1]);
     self->finish = Py_NewRef(args[4]);
-    self->depth = PyLong_FromLong(0);
     self->min_bytes = lo;
     self->max_bytes = hi;
     self->dict = NULL;
-    if (self->depth == NULL) {
+    PyObject *caps[5];
+    for (int i = 0; i < 5; i++) {
+        caps[i] = PyTuple_GET_ITEM(args[1], i);
+    }
+    /* The scalars stay borrowed from self->caps, which the door holds. */
+    if (read_caps(&self->walk_caps, "front", caps) < 0) {
         Py_DECREF(self);
         return NULL;
     }

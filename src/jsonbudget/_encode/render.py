@@ -16,8 +16,9 @@ Two questions are asked of a value, and each answer is kept for the rest of the 
 
 Every container is read into a snapshot bounded by the room it could fill (at most
 ``room // 2 + 2`` items or ``room // 5 + 2`` members; a list 64 items first and on as
-they fit), and every comma and bracket is written from that snapshot: a container that changes while it is encoded (a ``default``
-hook, a lying ``__len__``, another thread) cannot make the output invalid. Truncation
+they fit), and every comma and bracket is written from that snapshot: a container that
+changes while it is encoded (a ``default`` hook, a lying ``__len__``, another thread)
+cannot make the output invalid. Truncation
 reports are kept relative to their node and joined into pointers once, at the end, so a
 shared subtree's rendering is reused wherever it appears.
 
