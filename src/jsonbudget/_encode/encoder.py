@@ -280,7 +280,7 @@ class Encoder:
         """Encode *obj* into at most *budget* bytes, or None if not even a marker fits.
 
         *path* prefixes every truncation's pointer (pages use ``/items/3``). The caller
-        vouches for *budget*; `encode` passes ``limits.max_bytes``.
+        vouches for *budget*: it is not checked against the limits.
         """
         data = _bound.clean_dumps(obj, budget, 0, self._caps)
         if isinstance(data, bytes):

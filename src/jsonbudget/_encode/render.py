@@ -18,9 +18,9 @@ Every container is read into a snapshot bounded by the room it could fill (at mo
 ``room // 2 + 2`` items or ``room // 5 + 2`` members; a list 64 items first and on as
 they fit), and every comma and bracket is written from that snapshot: a container that
 changes while it is encoded (a ``default`` hook, a lying ``__len__``, another thread)
-cannot make the output invalid. Truncation
-reports are kept relative to their node and joined into pointers once, at the end, so a
-shared subtree's rendering is reused wherever it appears.
+cannot make the output invalid. Truncation reports are kept relative to their node and
+joined into pointers once, at the end, so a shared subtree's rendering is reused
+wherever it appears.
 
 Work: each node is rendered by `cut` at most once, and `whole` re-walks a node only when
 asked with a larger cap than any it was asked before; the nodes visited are bounded by
