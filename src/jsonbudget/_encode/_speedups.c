@@ -89,15 +89,22 @@ typedef struct {
     Py_ssize_t spine_size[MAX_SPINE];
 } Walk;
 
-/* Notes that container *obj* at *depth* stopped at *size*, over its cap: the first one
-   noted is the deepest container of the path the walk stopped on; each is kept in the
-   spine when the spine is asked for. */
+/* Notes that a container at *depth* ended over its cap: the first one is the deepest
+   container of the path the walk stopped on. */
 static inline void
-note(Walk *w, PyObject *obj, int depth, Py_ssize_t size)
+stopped(Walk *w, int depth)
 {
     if (w->stop_depth < 0) {
         w->stop_depth = depth;
     }
+}
+
+/* Notes that container *obj* at *depth* stopped at *size*, over its cap (see stopped());
+   each is kept in the spine when the spine is asked for. */
+static inline void
+note(Walk *w, PyObject *obj, int depth, Py_ssize_t size)
+{
+    stopped(w, depth);
     if (w->record && w->nspine < MAX_SPINE) {
         w->spine[w->nspine] = obj;
         w->spine_depth[w->nspine] = depth;
@@ -367,8 +374,8 @@ walk_slots(Walk *w, PyObject *obj, PyObject *slots, Py_ssize_t keys, int depth, 
         }
         size += sub;
     }
-    if (size > cap && w->stop_depth < 0) {
-        w->stop_depth = depth; /* as note() would: a Struct is never in the spine */
+    if (size > cap) {
+        stopped(w, depth); /* a Struct is never in the spine */
     }
     return size;
 }

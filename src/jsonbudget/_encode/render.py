@@ -513,7 +513,7 @@ class EncodeCall:
             if t is dict:
                 members: list[Any] = list(islice(v.items(), limit))
                 n: int | None = len(v)
-            elif t is list or t is tuple or isinstance(v, _values.SeqView):
+            elif _counted(v):
                 # A SeqView refuses a lying len. Read on from where the last read stopped:
                 # a cut list reads a few items first and more as they fit.
                 if snap is None:
@@ -543,6 +543,10 @@ class EncodeCall:
         ent.snap = snap = _Snap(members, n, limit)
         return snap
 
+    def _read_on(self, ent: _Seen, snap: _Snap, need: int, most: int, where: Any) -> _Snap:
+        """*snap* read on to hold *need* items or four times as many, at most *most*."""
+        return self._snap(ent, min(most, max(4 * snap.limit, need)), where)
+
     def _whole_list(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
         mk = self.mk
         limit = self.max_items
@@ -566,7 +570,7 @@ class EncodeCall:
             bulk = i and runs.live and shown - i >= _BULK_MIN
             k = min(runs.size(avail - size + 1, i, size), shown - i) if bulk else 1
             if i + k > len(items):
-                snap = self._snap(ent, min(most, max(4 * snap.limit, i + k)), where)
+                snap = self._read_on(ent, snap, i + k, most, where)
                 items = snap.members
                 if i + k > len(items):
                     return None  # read on, it holds fewer items than it said
@@ -749,7 +753,7 @@ class EncodeCall:
         while i < total:
             k = runs.size(avail - size + 1 - marker_room, i, size) if i and runs.live else 1
             if i + k + 1 > len(items) and snap.limit < most and not snap.whole:
-                snap = self._snap(ent, min(most, max(4 * snap.limit, i + k + 1)), where)
+                snap = self._read_on(ent, snap, i + k + 1, most, where)
                 items, n = snap.members, snap.n
                 total = min(len(items), limit)
                 complete = n is not None and n <= limit and len(items) == n
