@@ -1,6 +1,6 @@
-"""The compiled size bound and constructor; everything else is in pyproject.toml.
+"""The compiled size bound, constructor and number check; the rest is in pyproject.toml.
 
-Both extensions are optional: where they cannot be built the library uses their Python
+The extensions are optional: where they cannot be built the library uses their Python
 twins, which give the same results more slowly.
 """
 
@@ -14,5 +14,8 @@ setup(
             optional=True,
         ),
         Extension("jsonbudget._fastnew", ["src/jsonbudget/_fastnew.c"], optional=True),
+        Extension(
+            "jsonbudget._sources._numbers", ["src/jsonbudget/_sources/_numbers.c"], optional=True
+        ),
     ]
 )

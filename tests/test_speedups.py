@@ -1,5 +1,6 @@
 """The compiled extensions: the size bound (built, a true lower bound, the same answers as
-the Python walk), the one-call verbs' front door and the frozen-value constructor."""
+the Python walk), the one-call verbs' front door, the frozen-value constructor and the
+sources' check of what orjson read."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -28,6 +30,8 @@ from jsonbudget._encode import _speedups as speedups
 from jsonbudget._encode import bound as _bound
 from jsonbudget._encode import strings
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
+from jsonbudget._sources import _numbers as numbers
+from jsonbudget._sources import files, jsonread
 from tests.strategies import Record, Slotted, json_values, odd_values, with_extra
 
 BIG = 1 << 62
@@ -66,6 +70,7 @@ def test_the_test_install_builds_the_extension() -> None:
     assert _bound.clean_dumps is speedups.clean_dumps
     assert _bound.compact is speedups.compact
     assert _bound.front is speedups.front
+    assert jsonread._rounded is numbers.rounded
 
 
 def test_the_front_door_reads_its_caps_once_when_made() -> None:
@@ -637,3 +642,82 @@ def test_the_native_walk_reads_only_slots_checked_to_be_the_classes_own() -> Non
         speedups.bound_native(P(1, "a"), BIG, 0, caps, {P: (0, (Q.y,))})
     with pytest.raises(TypeError, match="not an object slot"):
         speedups.bound_native(P(1, "a"), BIG, 0, caps, {P: (0, (property(),))})
+
+
+# --- the sources' check of what orjson read (_sources/_numbers.c) -----------------------
+
+
+def _holds_rounded(value: Any) -> bool:
+    if type(value) is float:
+        return abs(value) >= 2.0**63
+    if type(value) is list:
+        return any(map(_holds_rounded, value))
+    if type(value) is dict:
+        return any(map(_holds_rounded, value.values()))
+    return False
+
+
+_edge_floats = st.sampled_from([2.0**63, -(2.0**63), 1.8446744073709552e19, 9.2e18, 1e300])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.recursive(st.one_of(json_values(), _edge_floats), lambda c: st.lists(c, max_size=4))
+)
+def test_rounded_finds_exactly_the_floats_beyond_2_63(value: Any) -> None:
+    assert numbers.rounded(value) is _holds_rounded(value)
+    assert jsonread.exact(b"", value) is not _holds_rounded(value)
+
+
+@pytest.mark.parametrize(
+    ("literal", "rounded"),
+    [
+        ("9223372036854775807", False),
+        ("-9223372036854775808", False),
+        ("18446744073709551615", False),  # orjson's largest exact integer: 2**64 - 1
+        ("18446744073709551616", True),
+        ("-9223372036854775809", True),
+        ("123456789012345678901234567890", True),
+        ('"12345678901234567890123"', False),  # digits in a string are no number
+        ("1e19", True),  # a float that large goes to the exact parser too: only slower
+    ],
+)
+def test_rounded_at_orjsons_integer_limits(literal: str, rounded: bool) -> None:
+    value = orjson.loads(f'[{{"n": {literal}}}]')
+    assert numbers.rounded(value) is rounded
+
+
+def test_rounded_checks_as_deep_as_a_batch_of_orjsons_values() -> None:
+    small = orjson.loads("[" * 1024 + "1.5" + "]" * 1024)  # as deep as orjson reads
+    big = orjson.loads("[" * 1024 + "1e300" + "]" * 1024)
+    assert numbers.rounded([small]) is False  # a batch of lines adds a level
+    assert numbers.rounded([big]) is True
+    assert numbers.rounded([[small]]) is True  # deeper than orjson nests: not looked into
+
+
+def test_a_digit_string_in_every_line_is_read_by_orjson(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a run of 19 digits anywhere in a line (a nanosecond timestamp in a
+    string) sent every such line through the pure-Python parser, about 40x slower."""
+    calls: list[bytes] = []
+
+    def counted(data: Any, **kwargs: Any) -> Any:
+        calls.append(data)
+        return jsonread.load_json(data, **kwargs)
+
+    monkeypatch.setattr(files, "load_json", counted)
+    rows = [{"id": i, "ts": str(1_700_000_000_000_000_000 + i)} for i in range(3000)]
+    path = tmp_path / "ts.jsonl"
+    path.write_bytes(b"\n".join(map(orjson.dumps, rows)) + b"\n")
+    source = jsonbudget.JsonLinesSource(path)
+    assert [row for row, _ in source.open(None)] == rows  # line by line
+    builder = jsonbudget.PageBuilder(jsonbudget.Limits(1 << 20))
+    more, _ = source.fill(builder, None)
+    assert not more
+    assert list(builder.finish(complete=True, next_cursor=None).items) == rows  # in batches
+    assert calls == []
+    # A number beyond 64 bits still goes to the exact parser, which keeps it an int.
+    path.write_bytes(b'{"id": 1, "n": 18446744073709551616}\n')
+    assert [row for row, _ in source.open(None)] == [{"id": 1, "n": 2**64}]
+    assert len(calls) == 1

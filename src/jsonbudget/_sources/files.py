@@ -27,7 +27,7 @@ import orjson
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
 from .base import Filler, JSONValue, Position, Source, check_limit_hint, page_budget
-from .jsonread import has_long_number, load_json, scan_json
+from .jsonread import exact, load_json, scan_json
 
 __all__ = [
     "BOM",
@@ -607,8 +607,8 @@ class JsonLinesSource(Source[Any]):
         """Fill *builder* with the values of the lines after *position*, in runs.
 
         Lines are read about a page's worth of bytes at a time, parsed with orjson on
-        their bytes (a line orjson refuses, or a batch with a 19-digit number, goes
-        through `load_json`) and handed to the builder's bulk path; the position is
+        their bytes (a line orjson refuses, or a batch with an integer beyond 64 bits,
+        goes through `load_json`) and handed to the builder's bulk path; the position is
         built once, for the page's last line.
         """
         pos = _file_position(position)
@@ -646,7 +646,7 @@ class JsonLinesSource(Source[Any]):
                     ends_with_newline = not pieces[-1]
                     if ends_with_newline:
                         pieces.pop()
-                    if max(map(len, pieces), default=0) >= limit:
+                    if len(chunk) >= limit and max(map(len, pieces), default=0) >= limit:
                         _check_lengths(pieces, base, limit, ends_with_newline=ends_with_newline)
                     values = _parse_all(chunk, pieces)
                     keep: Sequence[int]
@@ -692,28 +692,29 @@ def _parse_all(chunk: bytes, pieces: list[bytes]) -> list[Any] | None:
     """The values of every piece of *chunk*, when orjson reads each exactly; else None.
 
     The common case: no blank line (orjson refuses an empty or all-space piece) and no
-    19-digit number anywhere in the chunk.
+    integer beyond 64 bits anywhere in the chunk (see `exact`).
     """
-    if has_long_number(chunk):
-        return None
     try:
-        return list(map(orjson.loads, pieces))
+        values = list(map(orjson.loads, pieces))
     except orjson.JSONDecodeError:
         return None
+    return values if exact(chunk, values) else None
 
 
 def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base: int) -> list[Any]:
     """The values of *lines* (``pieces[i]`` for i in *keep*, the chunk at byte *base*).
 
-    orjson reads the batch when it can read it exactly (no 19-digit number; it keeps
-    nesting up to its own limit of 1,024 levels); otherwise each line goes through
+    orjson reads the batch when it can read it exactly (no integer beyond 64 bits; it
+    keeps nesting up to its own limit of 1,024 levels); otherwise each line goes through
     `parse_line`, which names the line's offset in an error.
     """
-    if not has_long_number(b"\n".join(lines)):
-        try:
-            return list(map(orjson.loads, lines))
-        except orjson.JSONDecodeError:
-            pass  # a line orjson refuses: each line says for itself, below
+    try:
+        values = list(map(orjson.loads, lines))
+    except orjson.JSONDecodeError:
+        pass  # a line orjson refuses: each line says for itself, below
+    else:
+        if exact(b"\n".join(lines), values):
+            return values
     starts = [base + sum(map(len, pieces[:i])) + i for i in keep]  # errors only: rare
     return [parse_line(line, start) for line, start in zip(lines, starts, strict=True)]
 
@@ -721,15 +722,17 @@ def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base:
 def parse_line(line: bytes, offset: int) -> Any:
     """The value of one JSON Lines line (its bytes, newline included) at byte *offset*.
 
-    orjson reads it when it can read it exactly (no 19-digit number; nesting up to its
-    own limit of 1,024 levels), else `jsonread.load_json`; a `DecodeError`'s offset
-    counts from the file's start.
+    orjson reads it when it can read it exactly (no integer beyond 64 bits; nesting up
+    to its own limit of 1,024 levels), else `jsonread.load_json`; a `DecodeError`'s
+    offset counts from the file's start.
     """
-    if not has_long_number(line):
-        try:
-            return orjson.loads(line)
-        except orjson.JSONDecodeError:
-            pass  # refused: load_json says why, or reads what orjson cannot
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        pass  # refused: load_json says why, or reads what orjson cannot
+    else:
+        if exact(line, value):
+            return value
     try:
         return load_json(line)
     except DecodeError as exc:

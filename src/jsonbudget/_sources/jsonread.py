@@ -1,8 +1,8 @@
 """Reading JSON without recursion, with nesting bounded while it is parsed.
 
-`load_json` parses one document: orjson when it can read the document exactly and within
-the depth bound (no 19-digit number, fewer brackets than ``max_depth``), else, or when
-orjson refuses it (lone surrogate escapes...), an iterative parser. `scan_json`
+`load_json` parses one document: orjson when the document has fewer brackets than
+``max_depth`` and orjson reads it exactly (no integer beyond 64 bits, see `exact`), else,
+or when orjson refuses it (lone surrogate escapes...), an iterative parser. `scan_json`
 is that parser on its own, with the calling convention of the stdlib's scanner (a value
 at an index of a str, and the index where it ends), for sources that need the end.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from decimal import Decimal
 from json import JSONDecodeError
 from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
@@ -28,7 +29,7 @@ import orjson
 from .._limits import MAX_DEPTH, check_int
 from ..errors import DecodeError
 
-__all__ = ["has_long_number", "load_json", "may_use_orjson", "scan_json"]
+__all__ = ["exact", "load_json", "scan_json"]
 
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*((\[+)|(\]+)|([{}:,])|(\")|"
@@ -37,26 +38,24 @@ _TOKEN: Final = re.compile(
 _WS: Final = re.compile(rb"[ \t\n\r]*")
 _WS_STR: Final = re.compile(r"[ \t\n\r]*")
 #: Digits map to "0", every other byte to " ": a run of 19 zeros is a run of 19 digits,
-#: which `bytes.__contains__` finds at C speed. A number that long is where orjson would
-#: turn an integer into a float (or refuse it), so such documents take the exact parser.
-#: Digits inside strings can match too; they only cost the slower path.
+#: which `bytes.__contains__` finds at C speed. A number that long is where orjson may
+#: turn an integer into a float (see `exact`). Digits inside strings match too.
 _DIGITS: Final = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
 _LONG_RUN: Final = b"0" * 19
 
 
-def has_long_number(raw: bytes) -> bool:
-    """Whether *raw* holds a run of 19 or more digits (a possible integer beyond 64 bits)."""
-    return _LONG_RUN in raw.translate(_DIGITS)
+def exact(raw: bytes, value: Any) -> bool:
+    """Whether *value*, orjson's reading of *raw*, is what the JSON says.
 
-
-def may_use_orjson(raw: bytes, max_depth: int) -> bool:
-    """Whether orjson reads *raw* exactly and within *max_depth*.
-
-    True when *raw* has no run of 19 digits (no integer beyond 64 bits, which orjson
-    would make a float) and fewer brackets than *max_depth* (so nothing in it can nest
-    deeper). Both checks run at C speed; a false answer only costs the exact parser.
+    orjson reads an integer literal outside [-2**63, 2**64 - 1] as the nearest float,
+    and every float it makes that way is at least 2**63 in magnitude. Compiled, the check
+    looks for such a float among the values (about 1.5 ns a value; a float literal that
+    large also sends the text to the exact parser). Without the compiled module it looks
+    for a run of 19 digits in *raw*, which digits inside strings match too.
     """
-    return raw.count(b"[") + raw.count(b"{") <= max_depth and not has_long_number(raw)
+    if _rounded is not None:
+        return not _rounded(value)
+    return _LONG_RUN not in raw.translate(_DIGITS)
 
 
 _CONSTANT: Final = re.compile(r"NaN|-?Infinity")
@@ -83,11 +82,15 @@ def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MA
         text = data
     else:
         raw = bytes(data) if not isinstance(data, bytes) else data
-        if may_use_orjson(raw, max_depth):
+        # Fewer brackets than max_depth: nothing in it can nest deeper.
+        if raw.count(b"[") + raw.count(b"{") <= max_depth:
             try:
-                return orjson.loads(raw)
+                value = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 pass  # refused: the exact parser below says why, or reads what orjson cannot
+            else:
+                if exact(raw, value):
+                    return value
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -273,3 +276,10 @@ def _expected(want: int) -> str:
         _COLON: "Expecting ':' delimiter",
         _NEXT: "Expecting ',' delimiter or a closing bracket",
     }[want]
+
+
+_rounded: Callable[[Any], bool] | None
+try:
+    from ._numbers import rounded as _rounded
+except ImportError:  # pragma: no cover - built without a C compiler
+    _rounded = None
