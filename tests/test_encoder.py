@@ -166,6 +166,23 @@ def test_generators_keep_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:
         assert out.data == orjson.dumps(obj)
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    obj=st.one_of(json_values(), odd_values()),
+    max_bytes=budgets,
+    strategy=st.sampled_from(["balanced", "prefix"]),
+    markers=st.sampled_from(["text", "structured"]),
+)
+def test_the_bytes_only_verbs_write_what_encode_writes(
+    obj: Any, max_bytes: int, strategy: Strategy, markers: MarkerStyle
+) -> None:
+    # They skip joining the reports, so nothing else may differ.
+    enc = Encoder(max_bytes=max_bytes, strategy=strategy, markers=markers)
+    data = enc.encode(obj).data
+    assert enc.dumps(obj) == data
+    assert bounded_dumps(obj, max_bytes=max_bytes, strategy=strategy, markers=markers) == data
+
+
 @PROPERTY
 @given(obj=json_values(), max_bytes=budgets)
 def test_prefix_keeps_guarantees_1_to_4(obj: Any, max_bytes: int) -> None:

@@ -246,22 +246,29 @@ class Encoder:
 
     def dumps(self, obj: Any, /) -> bytes:
         """Encode *obj* within the limits and return only the bytes."""
-        data = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps)
-        if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
-            data = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps) or _UNCLEAN
+        data = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps, None, True)
         if isinstance(data, bytes):  # a value that fits whole needs no Encoded
-            return _compact(data)
-        return self._fitting(obj, data).data
+            return data
+        if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
+            native = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps)
+            if native is not None:
+                return _compact(native)
+        return self._fitting_data(obj, data)
 
     def _fitting(self, obj: Any, walked: int | None) -> Encoded:
         """`encode` of *obj* that the size walk under these caps did not take: it said
         *walked* (`TOO_BIG` or `UNCLEAN`), or None when it did not run."""
         if walked is None:
             return self.encode(obj)
-        out = self._render(obj, self.limits.max_bytes, "", walked)
-        if out is None:  # pragma: no cover - MIN_BYTES is chosen so every marker fits
-            raise AssertionError("a marker did not fit the minimum budget")
-        return out
+        call, out = self._rendered(obj, self.limits.max_bytes, "", walked)
+        return _encoded(call, _rendering(out), "")
+
+    def _fitting_data(self, obj: Any, walked: int | None) -> bytes:
+        """`_fitting(obj, walked).data`, without joining reports that nobody reads."""
+        if walked is None:
+            return self.dumps(obj)
+        _, out = self._rendered(obj, self.limits.max_bytes, "", walked)
+        return _compact(_rendering(out)[0])
 
     def whole(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
         """*obj* encoded without any budget cut if that fits *budget* bytes, else None.
@@ -270,7 +277,8 @@ class Encoder:
         key and field caps) still apply. Costs about *budget*, however large *obj* is.
         """
         call = EncodeCall(self)
-        return _encoded(call, call.whole(obj, budget, path, 0), path)
+        out = call.whole(obj, budget, path, 0)
+        return None if out is None else _encoded(call, out, path)
 
     def marker(self, kind: str, what: str) -> bytes:
         """A marker in this encoder's style that stands for a whole value."""
@@ -289,16 +297,28 @@ class Encoder:
 
     def _render(self, obj: Any, budget: int, path: str, walked: int) -> Encoded | None:
         """The renderer's fitting of *obj*, which `clean_dumps` answered with *walked*."""
+        call, out = self._rendered(obj, budget, path, walked)
+        return None if out is None else _encoded(call, out, path)
+
+    def _rendered(
+        self, obj: Any, budget: int, path: str, walked: int
+    ) -> tuple[EncodeCall, Out | None]:
+        """The call that fitted *obj* to *budget*, and its output with relative reports."""
         call = EncodeCall(self)
         if walked == _TOO_BIG:
             call.too_big(obj, budget)  # the renderer's first question, answered: no re-walk
-        return _encoded(call, call.fit(obj, budget, path), path)
+        return call, call.fit(obj, budget, path)
 
 
-def _encoded(call: EncodeCall, out: Out | None, path: str) -> Encoded | None:
+def _rendering(out: Out | None) -> Out:
+    """*out*, which a call given at least `MIN_BYTES` always renders."""
+    if out is None:  # pragma: no cover - MIN_BYTES is chosen so every marker fits
+        raise AssertionError("a marker did not fit the minimum budget")
+    return out
+
+
+def _encoded(call: EncodeCall, out: Out, path: str) -> Encoded:
     """The renderer's output with its reports joined into pointers under *path*."""
-    if out is None:
-        return None
     data, trs = out
     if not trs:
         return _complete(data)
@@ -454,7 +474,7 @@ def bounded_dumps(
         return _compact(data)
     options = (limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
     enc = _encoder((*options, strategy, markers, default, unencodable, binary))
-    return enc._fitting(obj, data).data
+    return enc._fitting_data(obj, data)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
