@@ -549,6 +549,40 @@ def test_values_held_by_compiled_instances_are_released() -> None:
     assert sys.getrefcount(data) == before
 
 
+def test_records_of_atomic_values_are_kept_out_of_the_cycle_collector() -> None:
+    """Regression: a turn keeping thousands of admitted results had every collection
+    walk all of them again; keeping a result cost three times making it."""
+    make = _frozen.fast_constructor(jsonbudget.Truncation)
+    assert not gc.is_tracked(make("/a", "string", 3, "chars"))
+    assert not gc.is_tracked(make("/a", "items", None, "items"))
+    held = make("/a", "string", [3], "chars")  # not a record's value, but it may cycle
+    assert gc.is_tracked(held)
+    turn = jsonbudget.TurnBudget(max_bytes=10**7, max_calls=1000)
+    before = len(gc.get_objects())
+    admitted = [turn.admit({"i": i}) for i in range(1000)]
+    assert len(gc.get_objects()) - before < 50  # the list, not its thousand records
+    assert all(a.reason == "fits" for a in admitted)
+
+
+def test_records_with_slots_the_constructor_does_not_fill_stay_tracked() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Two:
+        x: Any
+        y: Any
+
+    class Base:
+        __slots__ = ("x",)
+
+    class Open(Base):  # its __dict__ could later hold anything, a cycle included
+        pass
+
+    assert _frozen._maker is not None
+    assert not gc.is_tracked(_frozen.fast_constructor(Two)(1, 2))
+    assert gc.is_tracked(_frozen.fast_constructor(Two, ("x",))(1))  # y is left empty
+    assert not gc.is_tracked(_frozen._maker(Base, (vars(Base)["x"],))(1))
+    assert gc.is_tracked(_frozen._maker(Open, (vars(Base)["x"],))(1))
+
+
 # -- the compiled string cut --------------------------------------------------------------
 
 texts = st.text(

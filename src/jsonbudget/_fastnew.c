@@ -7,6 +7,14 @@
  * order, and returns a callable that allocates an instance of cls and stores its
  * positional arguments where the descriptors would. _frozen.py keeps a Python twin for
  * when this module is not built.
+ *
+ * An instance whose values are all atomic (str, bytes, int, None: nothing the cycle
+ * collector tracks) cannot be part of a reference cycle, so it is taken out of the
+ * collector's sight, as CPython does for tuples and dicts of atomic values. A turn that
+ * keeps thousands of results otherwise had each collection walk all of them again:
+ * keeping a result cost three times making it. Only where the slots filled are all the
+ * class has and it has no __dict__: nothing can later be stored in it except through
+ * object.__setattr__ on a frozen value, which the records refuse.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,6 +28,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyTypeObject *cls;
     Py_ssize_t n;
+    int untrack; /* the slots filled are every slot of cls, and it has no __dict__ */
     Py_ssize_t offsets[MAX_FIELDS];
 } Maker;
 
@@ -37,11 +46,31 @@ maker_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames
     if (obj == NULL) {
         return NULL;
     }
+    int atomic = self->untrack;
     for (Py_ssize_t i = 0; i < nargs; i++) {
         /* A fresh instance: every slot is NULL, nothing to release. */
         *(PyObject **)((char *)obj + self->offsets[i]) = Py_NewRef(args[i]);
+        atomic = atomic && !PyObject_GC_IsTracked(args[i]);
+    }
+    if (atomic && PyObject_GC_IsTracked(obj)) {
+        PyObject_GC_UnTrack(obj);
     }
     return obj;
+}
+
+/* How many object slots *cls* and its bases declare. */
+static Py_ssize_t
+object_slots(PyTypeObject *cls)
+{
+    Py_ssize_t count = 0;
+    PyObject *mro = cls->tp_mro;
+    for (Py_ssize_t i = 0; mro != NULL && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        for (PyMemberDef *m = t->tp_members; m != NULL && m->name != NULL; m++) {
+            count += m->type == T_OBJECT_EX;
+        }
+    }
+    return count;
 }
 
 static void
@@ -93,6 +122,7 @@ maker(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     self->vectorcall = maker_call;
     self->cls = (PyTypeObject *)Py_NewRef(cls);
     self->n = n;
+    self->untrack = cls->tp_dictoffset == 0 && object_slots(cls) == n;
     memcpy(self->offsets, offsets, sizeof(Py_ssize_t) * (size_t)n);
     return (PyObject *)self;
 }

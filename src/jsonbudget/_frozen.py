@@ -3,7 +3,10 @@
 A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, about
 800 ns for three fields; the compiled `_fastnew.maker` stores them in their slots in a
 tenth of that. Results and cursor states are made on every call, so the hot paths use
-this; the objects are the same frozen values.
+this; the objects are the same frozen values. Compiled, a value whose fields are all
+atomic (str, bytes, int, None) is also kept out of the cycle collector, which cannot
+find a cycle through it: a turn that keeps thousands of results no longer has each
+collection walk them all.
 """
 
 from __future__ import annotations
