@@ -230,6 +230,22 @@ def test_binary_result_preview_stops_at_the_first_invalid_byte(store: SpillStore
     assert spilled_file(store, out) == blob
 
 
+@pytest.mark.parametrize("blob", [b"\xff\xfe\x00", b"ok\n\xc3", bytearray(b"[1, \xff]")])
+def test_a_small_result_that_is_not_utf8_is_spilled_never_passed(
+    store: SpillStore, blob: bytes
+) -> None:
+    """Regression: a binary result that fitted passed through, and its .text raised."""
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=700).gate(blob)
+    assert out.spill is not None
+    assert spilled_file(store, out) == blob
+    out.data.decode("utf-8")  # what reaches the model is text
+    admitted = TurnBudget(max_bytes=4096, store=store).admit(blob)
+    assert admitted.reason == "result_limit"
+    assert admitted.spill is not None
+    admitted.data.decode("utf-8")
+    assert ResultGate(max_bytes=1000, store=store).gate(b"ok \xc3\xa9").spill is None
+
+
 def test_streamed_result_is_written_whole_without_joining(store: SpillStore) -> None:
     chunks = [bytes([65 + i % 26]) * 10_000 for i in range(100)]
     out = ResultGate(max_bytes=5000, store=store, preview_bytes=1000).gate(

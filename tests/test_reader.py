@@ -373,3 +373,14 @@ def test_a_strided_memoryview_is_read() -> None:
     for source in sources:
         out = read_bounded_text(source, 3)
         assert (out.text, out.complete) == ("abc", False)
+
+
+@pytest.mark.parametrize("data", [b"h\x00i\x00", b"h\x00i"])
+def test_utf16_without_a_byte_order_mark_is_a_decode_error(data: bytes) -> None:
+    """Regression: the utf-16 decoder's plain UnicodeError (no BOM) escaped as itself."""
+    from jsonbudget import DecodeError
+
+    with pytest.raises(DecodeError, match="does not start with BOM") as info:
+        read_bounded_text(data, 100, encoding="utf-16")
+    assert info.value.offset == 0
+    assert read_bounded_text(b"\xff\xfeh\x00i\x00", 100, encoding="utf-16").text == "hi"

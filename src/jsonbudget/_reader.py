@@ -300,3 +300,7 @@ def _decode(
         # The error's start counts from the decoder's buffered bytes plus this input.
         at = max(0, offset - buffered + exc.start)
         raise DecodeError(f"invalid {exc.encoding} text: {exc.reason}", offset=at) from None
+    except UnicodeError as exc:
+        # Not about a byte: the utf-16 and utf-32 decoders raise this when the text does
+        # not start with a byte-order mark (name the order: utf-16-le, utf-16-be).
+        raise DecodeError(f"undecodable text: {exc}", offset=max(0, offset - buffered)) from None

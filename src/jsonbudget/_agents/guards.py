@@ -10,6 +10,7 @@ Every guard takes its budget the same way: the keyword ``max_bytes`` (an int), o
 from __future__ import annotations
 
 import asyncio
+import codecs
 import collections.abc
 import contextlib
 import dataclasses
@@ -425,8 +426,10 @@ class ResultGate:
         if isinstance(result, bytes | bytearray | memoryview):
             view = memoryview(result).cast("B")
             kind = self._sniff(view[:4096])
-            if len(view) <= limit:
+            if len(view) <= limit and _is_utf8(view):
                 return _Measured(kind, data=result if isinstance(result, bytes) else bytes(view))
+            # Too big, or not UTF-8 (binary data): spilled, and the preview shows the
+            # valid text before the first bad byte, as for a big result.
             return _Measured(kind, chunks=(view,))
         if isinstance(result, str):
             kind = self._sniff(result[:4096].encode("utf-8", "replace"))
@@ -991,6 +994,15 @@ def _text_footer(ref: SpillRef, shown: int, hint: str) -> bytes:
         f"…[spilled: the first {shown} of {ref.size} bytes are shown; the whole result is "
         f"{ref.ref} (sha256 {ref.sha256}); {hint}, from offset {shown}]"
     ).encode()
+
+
+def _is_utf8(view: memoryview) -> bool:
+    """Whether *view* is valid UTF-8 (what a model is handed must be text)."""
+    try:
+        codecs.decode(view, "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _is_iterator(value: object) -> bool:

@@ -243,7 +243,9 @@ def _describe(obj: Any) -> str:
         return f"list of {len(obj)} items"
     if isinstance(obj, set | frozenset):
         return f"{type(obj).__name__} of {len(obj)} items"
-    if isinstance(obj, bytes | bytearray | memoryview):
+    if isinstance(obj, memoryview):
+        return f"memoryview of {obj.nbytes} bytes"  # len() counts only its first dimension
+    if isinstance(obj, bytes | bytearray):
         return f"{type(obj).__name__} of {len(obj)} bytes"
     if isinstance(obj, float):
         return float.__repr__(obj)

@@ -26,6 +26,7 @@ import dataclasses
 import datetime as _dt
 import operator
 import sys
+import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from functools import lru_cache
@@ -455,6 +456,10 @@ def fallback(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return obj
     if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray | memoryview):
+        if isinstance(getattr(type(obj), "__len__", None), types.FunctionType):
+            # A __len__ written in Python may lie, too short or too long: the renderer
+            # iterates such a sequence, and counts the rest only once it reached the end.
+            return obj
         return SeqView(obj, _identity)
     return UNKNOWN
 
@@ -511,6 +516,8 @@ def _fragment(frag: Any, opts: Options) -> Any:
 def _binary(b: Any, opts: Options) -> Any:
     n = b.nbytes if type(b) is memoryview else len(b)
     if opts.binary == "base64" and (n + 2) // 3 * 4 + 2 <= opts.max_bytes:
+        if type(b) is memoryview and not b.c_contiguous:
+            b = b.tobytes()  # b64encode takes contiguous buffers only; this is at most n bytes
         return base64.b64encode(b).decode("ascii")
     return UNKNOWN  # `default`, then the encoder's marker: "bytes of N bytes"
 
