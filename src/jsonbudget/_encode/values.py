@@ -26,7 +26,6 @@ import dataclasses
 import datetime as _dt
 import operator
 import sys
-import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from functools import lru_cache
@@ -456,10 +455,6 @@ def fallback(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return obj
     if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray | memoryview):
-        if isinstance(getattr(type(obj), "__len__", None), types.FunctionType):
-            # A __len__ written in Python may lie, too short or too long: the renderer
-            # iterates such a sequence, and counts the rest only once it reached the end.
-            return obj
         return SeqView(obj, _identity)
     return UNKNOWN
 
