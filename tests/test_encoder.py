@@ -472,6 +472,32 @@ def test_lone_surrogates_are_replaced_and_said() -> None:
     assert out.truncations == (Truncation("/s", "unencodable", 1, "chars"),)
 
 
+@given(
+    st.lists(st.sampled_from(["a", "é", "\udc00", "\ud83d"]), min_size=1, max_size=40).map("".join),
+    st.integers(MIN_BYTES, 160),
+)
+def test_a_cut_surrogate_string_says_how_many_chars_it_dropped(s: str, max_bytes: int) -> None:
+    # Ten lone surrogates at 64 bytes were all kept but the "replaced" note was not:
+    # the output said "…[truncated: 0 more chars]" and reported omitted=0.
+    out = encode(s, max_bytes=max_bytes)
+    text = json.loads(out.data)
+    head, marker, tail = text.partition(MARK)
+    cuts = [t for t in out.truncations if t.kind == "string"]
+    if tail.startswith("truncated: "):
+        assert len(cuts) == 1
+        assert cuts[0].omitted == len(s) - len(head) >= 1
+        assert tail == f"truncated: {cuts[0].omitted} more chars]"
+    elif marker:
+        lone = s.count("\udc00") + s.count("\ud83d")
+        assert not cuts
+        assert tail == f"replaced: {lone} lone surrogates]"
+    else:
+        assert text == s
+        assert not out.truncations
+    replaced = [t.omitted for t in out.truncations if t.kind == "unencodable"]
+    assert replaced == [head.count("\ufffd")] * bool(head.count("\ufffd"))
+
+
 def test_non_string_keys_become_marker_keys() -> None:
     out = encode({1: "a", None: "b"}, max_bytes=200)
     doc = json.loads(out.data)
@@ -747,3 +773,20 @@ def test_the_water_level_is_the_highest_that_fits(
     assert 0 <= level <= space
     assert total(level) <= space
     assert level == space or total(level + 1) > space
+
+
+def test_a_marker_counts_a_subclass_by_its_real_length() -> None:
+    # A depth or set marker asked the subclass's own __len__, which may raise or lie.
+    class Lying(list[int]):
+        def __len__(self) -> int:
+            raise RuntimeError("no")
+
+    class LyingSet(set[int]):
+        def __len__(self) -> int:
+            return 99
+
+    out = encode({"d": [Lying([1, 2])], "s": LyingSet({1})}, max_bytes=200, max_depth=2)
+    assert json.loads(out.data) == {
+        "d": [f"{MARK}depth: list of 2 items]"],
+        "s": f"{MARK}unencodable: LyingSet of 1 items]",
+    }

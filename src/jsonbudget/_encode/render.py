@@ -199,12 +199,15 @@ class _Snap:
     ended, a sequence whose ``__len__`` disagrees with what iterating it gave).
     """
 
-    __slots__ = ("limit", "members", "n")
+    __slots__ = ("it", "limit", "members", "n")
 
-    def __init__(self, members: list[Any], n: int | None, limit: int) -> None:
+    def __init__(
+        self, members: list[Any], n: int | None, limit: int, it: Iterator[Any] | None = None
+    ) -> None:
         self.members = members
         self.n = n
         self.limit = limit
+        self.it = it  # where a container read by iteration goes on, so no item is read twice
 
     @property
     def whole(self) -> bool:
@@ -239,10 +242,17 @@ def _describe(obj: Any) -> str:
     """Say what stood where a marker now stands, at a bounded cost, without its content."""
     if isinstance(obj, Mapping):
         return "object"
-    if isinstance(obj, list | tuple | _values.SeqView):
+    # The compiled counts: a subclass's own __len__ may lie or raise.
+    if isinstance(obj, list):
+        return f"list of {list.__len__(obj)} items"
+    if isinstance(obj, tuple):
+        return f"list of {tuple.__len__(obj)} items"
+    if isinstance(obj, _values.SeqView):
         return f"list of {len(obj)} items"
-    if isinstance(obj, set | frozenset):
-        return f"{type(obj).__name__} of {len(obj)} items"
+    if isinstance(obj, set):
+        return f"{type(obj).__name__} of {set.__len__(obj)} items"
+    if isinstance(obj, frozenset):
+        return f"{type(obj).__name__} of {frozenset.__len__(obj)} items"
     if isinstance(obj, memoryview):
         return f"memoryview of {obj.nbytes} bytes"  # len() counts only its first dimension
     if isinstance(obj, bytes | bytearray):
@@ -511,6 +521,7 @@ class EncodeCall:
             return snap
         v = ent.value
         t = type(v)
+        it: Iterator[Any] | None = None
         try:
             if t is dict:
                 members: list[Any] = list(islice(v.items(), limit))
@@ -528,21 +539,23 @@ class EncodeCall:
                 v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
                 members = v.items[:limit]
                 n = len(v.items) if v.done else None
-            elif isinstance(v, Mapping):  # its len and its items() may not be the truth
-                members = [(k, x) for k, x in islice(v.items(), limit)]
+            else:  # its len (or its items()) may not be the truth: it is iterated
+                mapping = isinstance(v, Mapping)
+                if snap is None:
+                    members, it = [], iter(v.items() if mapping else v)
+                else:
+                    members, it = snap.members, snap.it
+                members += islice(it, limit - len(members))  # type: ignore[arg-type]
                 n = len(members) if len(members) < limit else None
                 if n is None and isinstance(v, _values.MapView):
                     n = len(v)  # a view counts its own members
-            else:  # a sequence of another type: its len may not be the truth
-                members = list(islice(v, limit))
-                n = len(members) if len(members) < limit else None
         except JsonBudgetError:
             raise  # ours already says what failed and where (a source's DecodeError)
         except Exception as exc:  # chained: the container's own error, with its path
             raise EncodeError(
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
             ) from exc
-        ent.snap = snap = _Snap(members, n, limit)
+        ent.snap = snap = _Snap(members, n, limit, it)
         return snap
 
     def _read_on(self, ent: _Seen, snap: _Snap, need: int, most: int, where: Any) -> _Snap:
@@ -552,30 +565,32 @@ class EncodeCall:
     def _whole_list(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
         mk = self.mk
         limit = self.max_items
-        most = min(limit, cap // 2 + 1) + 1
-        # A container that knows its count is read a few items first, and on as they fit.
-        snap = self._snap(ent, min(most, _FIRST_READ) if _counted(ent.value) else most, where)
+        most = min(limit, cap // 2 + 1) + 1  # more items than this cannot fit at two bytes
+        # Read a few items first, and on as they fit: a long list's snapshot would
+        # otherwise touch every item that could show at two bytes each.
+        snap = self._snap(ent, min(most, _FIRST_READ), where)
         items, n = snap.members, snap.n
-        held = len(items) if n is None else min(n, most)  # what a read of `most` holds
-        shown = min(held, limit)
-        capped = n is None or n > limit
-        if capped and held <= limit:
-            return None  # the snapshot stopped at the cap: that many items overflow it
-        omitted = None if n is None else n - limit
-        avail = cap - 2 - (len(mk.items(omitted)) + (1 if shown else 0) if capped else 0)
+        if n is not None and n > limit and most <= limit:
+            return None  # its first `limit` items overflow the cap at two bytes each
+        # Room for the marker is kept only where the count is known to pass the cap; a
+        # container read by iteration is written first and measured whole at the end.
+        known_capped = n is not None and n > limit
+        avail = cap - 2 - (len(mk.items(n - limit)) + 1 if known_capped else 0)  # type: ignore[operator]
         parts: list[Any] = [b"["]
         size = 1  # bytes in parts
         trs: list[Any] = []
         i = 0
         runs = RunSizer()
-        while i < shown:
-            bulk = i and runs.live and shown - i >= _BULK_MIN
-            k = min(runs.size(avail - size + 1, i, size), shown - i) if bulk else 1
-            if i + k > len(items):
-                snap = self._read_on(ent, snap, i + k, most, where)
-                items = snap.members
-                if i + k > len(items):
-                    return None  # read on, it holds fewer items than it said
+        while i < limit:
+            upto = limit if n is None else min(n, limit)
+            bulk = i and runs.live and upto - i >= _BULK_MIN
+            k = min(runs.size(avail - size + 1, i, size), upto - i) if bulk else 1
+            if i + max(k, 1) > len(items) and not snap.whole:
+                snap = self._read_on(ent, snap, i + max(k, 1), most, where)
+                items, n = snap.members, snap.n
+            if i >= len(items):
+                break  # read on, it holds no more items
+            k = min(k, len(items) - i)
             if bulk:
                 step = self.bulk_step(items, i, k, avail - size + 1, depth + 1)
                 if step is not None:
@@ -596,6 +611,17 @@ class EncodeCall:
             if out[1]:
                 trs.append((f"/{i}", out[1]))
             i += 1
+        shown = i
+        if shown < limit:
+            if not snap.whole:
+                return None  # read on, it holds fewer items than it said
+            capped = False
+        else:
+            if len(items) <= limit and not snap.whole:
+                snap = self._read_on(ent, snap, limit + 1, limit + 1, where)  # is there more?
+                items, n = snap.members, snap.n
+            capped = len(items) > limit or (n is not None and n > limit)
+        omitted = None if n is None else n - limit
         if capped:
             if shown:
                 parts.append(b",")
@@ -1082,6 +1108,10 @@ class EncodeCall:
                 return None
             mark = lambda kept: (head, tail)  # noqa: E731
         data, kept, replaced = cut_string(s, room, mark, len(head), len(tail))
+        if kept == n and n:
+            # All of it fit in the room, so only its "replaced" note did not: a cut that
+            # kept everything would say "0 more chars". It drops the last character.
+            data, kept, replaced = cut_string(s[: n - 1], room, mark, len(head), len(tail))
         trs: Trs = (("", "string", n - kept, "chars"),)
         if replaced:
             trs += (("", "unencodable", replaced, "chars"),)

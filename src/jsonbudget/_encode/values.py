@@ -26,6 +26,7 @@ import dataclasses
 import datetime as _dt
 import operator
 import sys
+import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from functools import lru_cache
@@ -455,8 +456,18 @@ def fallback(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return obj
     if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray | memoryview):
-        return SeqView(obj, _identity)
+        # A count from Python code may not be the truth: such a sequence is iterated.
+        return SeqView(obj, _identity) if counts_in_c(type(obj)) else obj
     return UNKNOWN
+
+
+def counts_in_c(t: type) -> bool:
+    """Whether *t*'s ``__len__`` is compiled (a deque, a range): a count no Python code
+    can make disagree with the items."""
+    return isinstance(getattr(t, "__len__", None), _C_METHODS)
+
+
+_C_METHODS: Final = (types.WrapperDescriptorType, types.MethodDescriptorType)
 
 
 def dataclass_members(obj: Any) -> dict[Any, Any]:
@@ -662,7 +673,8 @@ class _Conv:
         raise NotImplementedError
 
     def container(self, v: Any, plain: frozenset[type]) -> Any:
-        """*v* as a view if it is a collection (never written whole), else None."""
+        """*v* as a view if it is a collection (never written whole), else None; a
+        sequence that counts in Python code as a generator of its converted items."""
         view = self.views.get(id(v))
         if view is not None and view._src is v:
             return view
@@ -671,6 +683,9 @@ class _Conv:
         elif isinstance(v, set | frozenset):
             view = SeqView(v, self.conv, indexable=False, plain=plain)
         elif isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray | memoryview):
+            if not counts_in_c(type(v)):
+                conv = self.conv
+                return (conv(x) for x in v)  # iterated, as `fallback` says: a stream
             view = SeqView(v, self.conv, plain=plain)
         else:
             return None
