@@ -29,7 +29,7 @@ from jsonbudget import (
     paginate,
 )
 from jsonbudget._sources.base import Clipped, Position
-from jsonbudget._sources.sql import MIN_CELL_BYTES
+from jsonbudget._sources.sql import KEY_POSITION_BYTES, MIN_CELL_BYTES
 from jsonbudget.errors import InvalidCursor, LimitError
 from tests.fixtures_postgres import PostgresServer
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
@@ -1377,3 +1377,67 @@ def test_fill_refuses_a_position_that_is_not_json(
     _, conn = sqlite_db
     with pytest.raises(InvalidCursor):
         SQLiteSource(conn, table="t").fill(PageBuilder(Limits(1024)), {1, 2})  # type: ignore[arg-type]
+
+
+# --- keys too long to store ----------------------------------------------------------------
+
+# Names that sort around long ones: a long key first, two in a row, one last.
+_LONG_NAMES = ["a" + "x" * 9000, "b1", "b2", "c" + "y" * 9000, "c" + "z" * 9000, "d1"]
+_LONG_NAMES += [f"e{i:02d}" for i in range(12)] + ["f" + "é" * 5000]
+
+
+def _long_key_rows() -> list[tuple[int, str]]:
+    return [(i, name) for i, name in enumerate(_LONG_NAMES)]  # ids in name order
+
+
+def _check_long_keys(source: Any, *, descending: bool = False) -> None:
+    want = list(range(len(_LONG_NAMES)))[:: -1 if descending else 1]
+    assert [row["id"] for row in follow(source, Limits(4096))] == want
+    for size in (1, 2, 3):
+        assert page_through(source, size) == want
+    for _row, position in source.open(None):
+        assert len(orjson.dumps(position)) <= KEY_POSITION_BYTES  # what a store must hold
+
+
+def test_sqlite_a_key_too_long_to_store_is_paged_past(tmp_path: Path) -> None:
+    # A 100 KB order key made the page's position too big for the cursor store
+    # (LimitError), and every row after it was out of reach.
+    conn = sqlite3.connect(tmp_path / "long.db")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", _long_key_rows())
+    conn.commit()
+    _check_long_keys(SQLiteSource(conn, table="t", order_by=("name",)))
+    _check_long_keys(
+        SQLiteSource(conn, table="t", order_by=("-name",), unique=True), descending=True
+    )
+    conn.close()
+
+
+@pytest.mark.postgres
+def test_pg_a_key_too_long_to_store_is_paged_past(pg: psycopg.Connection[Any]) -> None:
+    pg.execute("DROP TABLE IF EXISTS longkeys")
+    pg.execute('CREATE TABLE longkeys (id int PRIMARY KEY, name text COLLATE "C" NOT NULL)')
+    with pg.cursor() as cur:
+        cur.executemany("INSERT INTO longkeys VALUES (%s, %s)", _long_key_rows())
+    try:
+        _check_long_keys(PostgresSource(pg, table="longkeys", order_by=("name",)))
+    finally:
+        pg.execute("DROP TABLE longkeys")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"after": None, "skip": 0},
+        {"after": None, "skip": True},
+        {"after": "b1", "skip": 1},
+        {"after": ["b1"], "skip": 1, "x": 1},
+        {"skip": 1},
+    ],
+)
+def test_malformed_skip_positions_are_invalid_cursors(
+    sqlite_db: tuple[Path, sqlite3.Connection], bad: Any
+) -> None:
+    _, conn = sqlite_db
+    with pytest.raises(InvalidCursor):
+        list(SQLiteSource(conn, table="t").open(bad))

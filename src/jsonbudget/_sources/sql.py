@@ -133,6 +133,47 @@ def _key_value(value: JSONValue) -> object:
     raise InvalidCursor("the position is not a valid keyset position")
 
 
+#: A keyset position longer than this (a long text key) is not stored: the page ends at
+#: the rows it served since its own start instead (`_bounded`).
+KEY_POSITION_BYTES: Final = 4096
+
+
+def _bounded(pos: Position, start: Position | None, served: int) -> Position:
+    """*pos*, or ``{"after": ..., "skip": n}`` where *pos* encodes to more than
+    `KEY_POSITION_BYTES`: the page's own start and the rows served since it. A position
+    holds only keys the source wrote, each checked against this bound, so the start is
+    always short."""
+    assert isinstance(pos, list)
+    chars = 0
+    for v in pos:
+        if type(v) is str:
+            chars += len(v)
+        elif v is not None and type(v) is not int:
+            chars = KEY_POSITION_BYTES  # a tagged or float key: measured exactly below
+    # A character encodes to at most six bytes (an escape), a short key far fewer.
+    if 6 * chars + 32 * len(pos) <= KEY_POSITION_BYTES:
+        return pos
+    if len(orjson.dumps(pos)) <= KEY_POSITION_BYTES:
+        return pos
+    after, skip = _split(start)
+    return {"after": after, "skip": skip + served}
+
+
+def _split(position: Position | None) -> tuple[list[JSONValue] | None, int]:
+    """A keyset position as (the key the rows follow, or None; how many to skip)."""
+    if position is None or isinstance(position, list):
+        return position, 0
+    if (
+        isinstance(position, dict)
+        and position.keys() == {"after", "skip"}
+        and (position["after"] is None or isinstance(position["after"], list))
+        and type(position["skip"]) is int
+        and position["skip"] > 0
+    ):
+        return position["after"], position["skip"]
+    raise InvalidCursor("the position is not a valid keyset position")
+
+
 class _Plan:
     """What the first open learns about the result: columns, the total order, the cuts.
 
@@ -456,7 +497,8 @@ class _SQLSource(Source[Row]):
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
         plan = self._plan_for(self._max_cell)
         sql, params = self._sql(plan, position, limit_hint)
-        return self._iter(plan, sql, params, limit_hint, start)
+        rows = self._iter(plan, sql, params, limit_hint, start)
+        return _bounded_rows(rows, position) if self._mode == "keyset" else rows
 
     def _plan_for(self, cut: int | None) -> _Plan:
         plan = self._plans.get(cut)
@@ -527,6 +569,7 @@ class _SQLSource(Source[Row]):
         *,
         limit_hint: int | None,
         start: int,
+        position: Position | None,
     ) -> tuple[bool, Position | None, list[tuple[Any, ...]]]:
         """The batch loop of `fill`, reading `_Chunks`.
 
@@ -565,20 +608,27 @@ class _SQLSource(Source[Row]):
                     if here == ahead:
                         raise self._tie(here)
                 self._rows_hint = served
-                return True, self._position_after(plan, last_row, start + served), rows[n:]
+                return (
+                    True,
+                    self._position_after(plan, last_row, start + served, position),
+                    rows[n:],
+                )
             if len(rows) < batch:
                 break
             if limit_hint is None:
                 batch = min(self._batch, batch * 2)
-        return False, self._position_after(plan, last_row, start + served), []
+        return False, self._position_after(plan, last_row, start + served, position), []
 
-    def _position_after(self, plan: _Plan, row: Any, served: int) -> Position | None:
-        """The position after *row*, the page's last (None in keyset mode when none fit)."""
+    def _position_after(
+        self, plan: _Plan, row: Any, served: int, start: Position | None
+    ) -> Position | None:
+        """The position after *row*, the page's last, *served* rows after *start* (None
+        in keyset mode when none fit)."""
         if self._mode != "keyset":
             return served
         if row is None:
             return None  # nothing fit: fill() answers the position it started at
-        return [self._key(row[i], i, plan) for i in plan.key_index]
+        return _bounded([self._key(row[i], i, plan) for i in plan.key_index], start, served)
 
     def _cut_row(self, plan: _Plan, row: Any) -> Row:
         item = dict(zip(plan.columns, row, strict=False))
@@ -630,8 +680,9 @@ class _SQLSource(Source[Row]):
         sql = f"SELECT {plan.select} FROM (\n{self._inner_sql(plan)}\n) AS _jb_q"
         offset = 0
         if self._mode == "keyset":
-            if position is not None:
-                sql += " WHERE " + self._predicate(plan, position, bind)
+            after, offset = _split(position)
+            if after is not None:
+                sql += " WHERE " + self._predicate(plan, after, bind)
         else:
             offset = offset_position(position, "row")
         if plan.keys:
@@ -776,6 +827,13 @@ def _plain(head: Any) -> str | bytes:
         return bytes(head)
     assert isinstance(head, str | bytes)
     return head
+
+
+def _bounded_rows(
+    rows: Iterator[tuple[Row, Position]], start: Position | None
+) -> Iterator[tuple[Row, Position]]:
+    for served, (row, pos) in enumerate(rows, 1):
+        yield row, _bounded(pos, start, served)
 
 
 def _offset_rows(
@@ -941,7 +999,7 @@ class SQLiteSource(_SQLSource):
             carried = self._kept(key, token)
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
             more, after, ahead = self._fill_rows(
-                builder, plan, chunks, limit_hint=limit_hint, start=start
+                builder, plan, chunks, limit_hint=limit_hint, start=start, position=position
             )
         finally:
             cur.close()
@@ -1187,7 +1245,7 @@ class PostgresSource(_SQLSource):
             carried = self._kept(key, token)
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
             more, after, ahead = self._fill_rows(
-                builder, plan, chunks, limit_hint=limit_hint, start=start
+                builder, plan, chunks, limit_hint=limit_hint, start=start, position=position
             )
         self._keep(key, position if after is None else after, ahead, token)
         return more, after
