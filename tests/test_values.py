@@ -679,6 +679,79 @@ def test_a_sequence_whose_len_lies_is_iterated_not_trusted() -> None:
     assert done.stdout.split("\n")[:2] == ["out b'[0,1,2]'", "deque ok"]
 
 
+IN_MODELS = r"""
+import collections, resource
+from collections.abc import Sequence
+
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
+import attrs, msgspec, orjson, pydantic
+from jsonbudget import encode
+from jsonbudget.errors import EncodeError
+
+
+@attrs.define
+class A:
+    x: object
+
+
+class P(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    x: object
+
+
+class M(msgspec.Struct):
+    x: object
+
+
+class Says(Sequence):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return [1][i]
+
+
+class Breaks(Sequence):
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        raise IndexError(i)
+
+    def __iter__(self):
+        yield 1
+        raise KeyError("midway")
+
+
+for n in (-1, 2**70, 0, 5):
+    assert orjson.loads(encode(A(Says(n)), max_bytes=200).data) == {"x": [1]}, n
+try:
+    encode(A(Breaks()), max_bytes=200)
+except EncodeError as exc:
+    assert exc.path == "/x" and type(exc.__cause__) is KeyError, exc
+else:
+    raise AssertionError("no EncodeError")
+for model in (A, P, M):
+    for inner in (collections.deque([1]), range(3)):
+        out = orjson.loads(encode(model(x=inner), max_bytes=200, max_depth=1).data)
+        assert out["x"].startswith("…[depth: list of "), (model, out)
+print("ok")
+"""
+
+
+def test_a_containers_count_in_a_model_is_not_trusted_or_walked_past_depth() -> None:
+    # Inside an attrs class, the size walk asked len() of a Python Sequence (ValueError,
+    # OverflowError, its own exceptions unwrapped) and walked a deque at the depth limit
+    # into the compiled walk ("depth out of range"), in attrs, pydantic and msgspec alike.
+    done = subprocess.run(
+        [sys.executable, "-c", IN_MODELS], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "ok"
+
+
 @props
 @given(st.one_of(outer, structs.filter(lambda s: not isinstance(s, Pair))), budgets)
 def test_a_cut_model_keeps_its_members_in_their_librarys_order(m: Any, max_bytes: int) -> None:

@@ -540,12 +540,12 @@ class EncodeCall:
                 members = v.items[:limit]
                 n = len(v.items) if v.done else None
             else:  # its len (or its items()) may not be the truth: it is iterated
-                mapping = isinstance(v, Mapping)
                 if snap is None:
-                    members, it = [], iter(v.items() if mapping else v)
+                    members, it = [], iter(v.items() if isinstance(v, Mapping) else v)
                 else:
                     members, it = snap.members, snap.it
-                members += islice(it, limit - len(members))  # type: ignore[arg-type]
+                assert it is not None  # kept by this branch's first read
+                members += islice(it, limit - len(members))
                 n = len(members) if len(members) < limit else None
                 if n is None and isinstance(v, _values.MapView):
                     n = len(v)  # a view counts its own members
@@ -574,8 +574,8 @@ class EncodeCall:
             return None  # its first `limit` items overflow the cap at two bytes each
         # Room for the marker is kept only where the count is known to pass the cap; a
         # container read by iteration is written first and measured whole at the end.
-        known_capped = n is not None and n > limit
-        avail = cap - 2 - (len(mk.items(n - limit)) + 1 if known_capped else 0)  # type: ignore[operator]
+        reserve = len(mk.items(n - limit)) + 1 if n is not None and n > limit else 0
+        avail = cap - 2 - reserve
         parts: list[Any] = [b"["]
         size = 1  # bytes in parts
         trs: list[Any] = []

@@ -1049,6 +1049,11 @@ class _Walk:
             if view is UNKNOWN:
                 if not inside or max_field < _BIG:
                     return -1
+                container = isinstance(v, Mapping | Sequence | set | frozenset)
+                if container and (depth >= max_depth or not counts_in_c(t)):
+                    # The renderer writes the depth marker, or reads by iteration a
+                    # container whose count is Python code (it may lie or raise).
+                    return -1
                 if isinstance(v, Mapping):
                     return self._members(v.items(), len(v), cap, depth, inside=True)
                 if isinstance(v, Sequence | set | frozenset) and not isinstance(v, str):

@@ -18,7 +18,7 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .._limits import check_int
 from ..errors import InvalidCursor
@@ -134,11 +134,15 @@ def check_limit_hint(limit_hint: int | None) -> int | None:
     return check_int("limit_hint", limit_hint, minimum=0)
 
 
+#: The largest offset a position holds: a database's 64-bit integer.
+MAX_OFFSET: Final = 2**63 - 1
+
+
 def offset_position(position: Position | None, kind: str) -> int:
     """Return the offset stored in an offset *position* (``None`` is 0)."""
     if position is None:
         return 0
-    if type(position) is not int or position < 0:
+    if type(position) is not int or not 0 <= position <= MAX_OFFSET:
         raise InvalidCursor(f"the position is not a valid {kind} offset")
     return position
 

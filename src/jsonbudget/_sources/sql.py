@@ -31,6 +31,7 @@ import orjson
 from .._limits import check_int
 from ..errors import EncodeError, InvalidCursor, LimitError
 from .base import (
+    MAX_OFFSET,
     Clipped,
     Filler,
     JSONValue,
@@ -134,16 +135,12 @@ def _key_value(value: JSONValue) -> object:
 
 
 #: A keyset position longer than this (a long text key) is not stored: the page ends at
-#: the rows it served since its own start instead (`_bounded`).
+#: an offset from the last short key instead (`_skip_from`).
 KEY_POSITION_BYTES: Final = 4096
 
 
-def _bounded(pos: Position, start: Position | None, served: int) -> Position:
-    """*pos*, or ``{"after": ..., "skip": n}`` where *pos* encodes to more than
-    `KEY_POSITION_BYTES`: the page's own start and the rows served since it. A position
-    holds only keys the source wrote, each checked against this bound, so the start is
-    always short."""
-    assert isinstance(pos, list)
+def _short(pos: list[JSONValue]) -> bool:
+    """Whether *pos* encodes to at most `KEY_POSITION_BYTES` (cheaply, for short keys)."""
     chars = 0
     for v in pos:
         if type(v) is str:
@@ -151,10 +148,14 @@ def _bounded(pos: Position, start: Position | None, served: int) -> Position:
         elif v is not None and type(v) is not int:
             chars = KEY_POSITION_BYTES  # a tagged or float key: measured exactly below
     # A character encodes to at most six bytes (an escape), a short key far fewer.
-    if 6 * chars + 32 * len(pos) <= KEY_POSITION_BYTES:
-        return pos
-    if len(orjson.dumps(pos)) <= KEY_POSITION_BYTES:
-        return pos
+    return 6 * chars + 32 * len(pos) <= KEY_POSITION_BYTES or (
+        len(orjson.dumps(pos)) <= KEY_POSITION_BYTES
+    )
+
+
+def _skip_from(start: Position | None, served: int) -> Position:
+    """``{"after": ..., "skip": n}``: *served* rows past *start*, a short position (every
+    position a source writes is short, or this form)."""
     after, skip = _split(start)
     return {"after": after, "skip": skip + served}
 
@@ -168,7 +169,7 @@ def _split(position: Position | None) -> tuple[list[JSONValue] | None, int]:
         and position.keys() == {"after", "skip"}
         and (position["after"] is None or isinstance(position["after"], list))
         and type(position["skip"]) is int
-        and position["skip"] > 0
+        and 0 < position["skip"] <= MAX_OFFSET
     ):
         return position["after"], position["skip"]
     raise InvalidCursor("the position is not a valid keyset position")
@@ -586,6 +587,7 @@ class _SQLSource(Source[Row]):
             batch = min(self._batch, max(FIRST_FETCH, self._rows_hint + 2))
         served = 0
         last_row: Any = None
+        last: tuple[list[Any], int] = ([], 0)  # the last batch that served rows, and how many
         fetchmany = cursor.fetchmany
         while rows := fetchmany(batch):
             if n_cuts:
@@ -601,6 +603,7 @@ class _SQLSource(Source[Row]):
             served += n
             if n:
                 last_row = rows[n - 1]
+                last = (rows, n)
             if more:
                 if self._unique and self._mode == "keyset" and last_row is not None:
                     here = [self._key(last_row[i], i, plan) for i in plan.key_index]
@@ -610,25 +613,31 @@ class _SQLSource(Source[Row]):
                 self._rows_hint = served
                 return (
                     True,
-                    self._position_after(plan, last_row, start + served, position),
+                    self._position_after(plan, last[0][: last[1]], start + served, position),
                     rows[n:],
                 )
             if len(rows) < batch:
                 break
             if limit_hint is None:
                 batch = min(self._batch, batch * 2)
-        return False, self._position_after(plan, last_row, start + served, position), []
+        return False, self._position_after(plan, last[0][: last[1]], start + served, position), []
 
     def _position_after(
-        self, plan: _Plan, row: Any, served: int, start: Position | None
+        self, plan: _Plan, rows: list[Any], served: int, start: Position | None
     ) -> Position | None:
-        """The position after *row*, the page's last, *served* rows after *start* (None
-        in keyset mode when none fit)."""
+        """The position after the page's last row, the last of *rows* (the page's last
+        batch), *served* rows after *start* (None in keyset mode when none fit)."""
         if self._mode != "keyset":
             return served
-        if row is None:
+        if not rows:
             return None  # nothing fit: fill() answers the position it started at
-        return _bounded([self._key(row[i], i, plan) for i in plan.key_index], start, served)
+        # A long key is not stored: the rows after the batch's last short key are
+        # skipped by offset from it (from *start* when the batch has none).
+        for back, row in enumerate(reversed(rows)):
+            pos = [self._key(row[i], i, plan) for i in plan.key_index]
+            if _short(pos):
+                return pos if back == 0 else _skip_from(pos, back)
+        return _skip_from(start, served)
 
     def _cut_row(self, plan: _Plan, row: Any) -> Row:
         item = dict(zip(plan.columns, row, strict=False))
@@ -832,8 +841,16 @@ def _plain(head: Any) -> str | bytes:
 def _bounded_rows(
     rows: Iterator[tuple[Row, Position]], start: Position | None
 ) -> Iterator[tuple[Row, Position]]:
-    for served, (row, pos) in enumerate(rows, 1):
-        yield row, _bounded(pos, start, served)
+    """*rows* with each long position replaced by an offset from the last short one."""
+    since = 0
+    for row, pos in rows:
+        assert isinstance(pos, list)
+        if _short(pos):
+            start, since = pos, 0
+            yield row, pos
+        else:
+            since += 1
+            yield row, _skip_from(start, since)
 
 
 def _offset_rows(
