@@ -119,6 +119,26 @@ def test_the_extra_byte_is_validated_too() -> None:
     assert info.value.offset == 11
 
 
+@pytest.mark.parametrize(
+    "held", [b"\xed\xa0", b"\xed\xbf", b"\xf4\x90", b"\xe0\x80", b"\xf0\x80\x80"]
+)
+def test_bytes_held_at_the_cut_that_nothing_completes_are_refused(held: bytes) -> None:
+    # CPython's incremental decoder holds a surrogate's first two bytes (ED A0) as if a
+    # continuation might complete them; the reader returned the text before them.
+    with pytest.raises(DecodeError) as info:
+        read_bounded_text(b"ab" + held + b"\x80\x80", 1 + len(held))
+    assert info.value.offset == 2
+    with pytest.raises(DecodeError):
+        read_bounded_text([b"ab", held], 100, max_source_bytes=2 + len(held))
+
+
+@pytest.mark.parametrize("held", [b"\xe2\x82", b"\xed\x9f", b"\xf0\x9f\x98", b"\xf4\x8f"])
+def test_a_character_cut_at_the_limit_that_could_complete_is_not_refused(held: bytes) -> None:
+    out = read_bounded_text(b"ab" + held + b"\xbf\xbf", 1 + len(held))
+    assert out.text == "ab"
+    assert not out.complete
+
+
 def test_other_encodings_cut_on_their_boundaries() -> None:
     data = "日本語テキスト".encode("shift_jis")  # 2 bytes per character
     out = read_bounded_text(data, 5, encoding="shift_jis")

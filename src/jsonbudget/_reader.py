@@ -281,13 +281,33 @@ def _decode_bounded(
         parts.append(_decode(decoder, head, taken, final=False))
         returned = max_bytes - len(decoder.getstate()[0])
         _decode(decoder, view[len(head) :], max_bytes, final=False)
+        _check_pending(decoder, encoding, max_bytes + 1)
         return BoundedText("".join(parts), False, max_bytes + 1, returned, raw.taken)
     if not raw.ended:
         # Stopped by max_source_bytes: nothing more was seen, so nothing is claimed.
         returned = taken - len(decoder.getstate()[0])
+        _check_pending(decoder, encoding, taken)
         return BoundedText("".join(parts), False, taken, returned, raw.taken)
     parts.append(_decode(decoder, b"", taken, final=True))
     return BoundedText("".join(parts), True, taken, taken, raw.taken)
+
+
+def _check_pending(decoder: codecs.IncrementalDecoder, encoding: str, end: int) -> None:
+    """Refuse UTF-8 bytes held at the cut that no continuation could make valid.
+
+    CPython's incremental decoder holds ``ED A0`` (a surrogate's first two bytes) or
+    ``F4 90`` as if they might complete; with any continuation byte they cannot.
+    """
+    pending = decoder.getstate()[0]
+    if len(pending) < 2 or codecs.lookup(encoding).name != "utf-8":
+        return
+    lead = pending[0]
+    length = 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2
+    try:
+        (pending + b"\x80" * (length - len(pending))).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = end - len(pending)
+        raise DecodeError(f"invalid utf-8 text: {exc.reason}", offset=at) from None
 
 
 def _decode(
