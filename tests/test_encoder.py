@@ -405,6 +405,30 @@ def test_finite_generator_that_fits_is_a_list() -> None:
     assert bounded_dumps((i for i in range(3)), max_bytes=64) == b"[0,1,2]"
 
 
+@given(
+    st.lists(json_values(max_leaves=10), max_size=6),
+    st.integers(1, 4),
+    st.sampled_from(STRATEGIES),
+    st.booleans(),
+)
+def test_a_generator_that_fits_shows_what_a_list_shows(
+    items: list[Any], max_items: int, strategy: Strategy, nested: bool
+) -> None:
+    # A stream was pulled as far as two bytes a member of its count could show: with
+    # max_items=3, a generator of three 40-byte rows showed one and "more items" in
+    # 4 KiB, and one of a single row said "more items" too (found by the CLI's tests).
+    def wrap(x: Any) -> Any:
+        return {"g": x} if nested else x
+
+    options: dict[str, Any] = {"max_items": max_items, "strategy": strategy}
+    as_list = json.loads(encode(wrap(items), max_bytes=1 << 20, **options).data)
+    as_gen = encode(wrap(iter(items)), max_bytes=1 << 20, **options)
+    want = as_list["g"] if nested else as_list
+    if len(items) > max_items:  # the count of the rest is the list's alone
+        want[-1] = f"{MARK}omitted: more items]"
+    assert (json.loads(as_gen.data)["g"] if nested else json.loads(as_gen.data)) == want
+
+
 @pytest.mark.parametrize(
     "make",
     [lambda: iter([]), lambda: iter([1]), lambda: {"rows": (i for i in range(3))}],

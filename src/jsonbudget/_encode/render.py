@@ -152,19 +152,29 @@ class Stream:
         for x in items:
             size += _least_bound(x, room - size, caps) + 1
         while len(items) < count and not self.done and size <= room:
-            try:
-                item = next(self.it)
-            except StopIteration:
-                self.done = True
-                break
-            except JsonBudgetError:
-                raise  # ours already says what failed and where (a source's DecodeError)
-            except Exception as exc:
-                raise EncodeError(
-                    f"iterator raised {type(exc).__name__}", path=_path(where)
-                ) from exc
-            items.append(item)
-            size += _least_bound(item, room - size, caps) + 1
+            if self._next(where):
+                size += _least_bound(items[-1], room - size, caps) + 1
+
+    def _next(self, where: Any) -> bool:
+        """Pull one item into `items`; False (and `done`) where the iterator ended."""
+        try:
+            self.items.append(next(self.it))
+        except StopIteration:
+            self.done = True
+            return False
+        except JsonBudgetError:
+            raise  # ours already says what failed and where (a source's DecodeError)
+        except Exception as exc:
+            raise EncodeError(f"iterator raised {type(exc).__name__}", path=_path(where)) from exc
+        return True
+
+    def more(self, count: int, where: Any) -> bool:
+        """Whether it holds more than *count* items; pulls at most one to learn it."""
+        if len(self.items) > count:
+            return True
+        if not self.done and len(self.items) == count:
+            self._next(where)
+        return len(self.items) > count
 
 
 def _least_bound(item: Any, cap: int, caps: Any) -> int:
@@ -514,8 +524,9 @@ class EncodeCall:
                 ent.exact, ent.size = out, len(out[0])
         return out
 
-    def _snap(self, ent: _Seen, limit: int, where: Any) -> _Snap:
-        """*ent*'s container read once, at least *limit* members of it where it has them."""
+    def _snap(self, ent: _Seen, limit: int, where: Any, *, room: int = 0) -> _Snap:
+        """*ent*'s container read once, at least *limit* members of it where it has them;
+        a stream only as far as its items could show in *room* bytes (0: two a member)."""
         snap = ent.snap
         if snap is not None and (snap.limit >= limit or snap.whole):
             return snap
@@ -536,7 +547,7 @@ class EncodeCall:
                     members += v[len(members) : limit]
                 n = len(v)
             elif t is Stream:
-                v.pull(limit, 2 * limit, self.caps, where)  # *limit* is about half the room
+                v.pull(limit, room or 2 * limit, self.caps, where)
                 members = v.items[:limit]
                 n = len(v.items) if v.done else None
             else:  # its len (or its items()) may not be the truth: it is iterated
@@ -558,9 +569,11 @@ class EncodeCall:
         ent.snap = snap = _Snap(members, n, limit, it)
         return snap
 
-    def _read_on(self, ent: _Seen, snap: _Snap, need: int, most: int, where: Any) -> _Snap:
+    def _read_on(
+        self, ent: _Seen, snap: _Snap, need: int, most: int, where: Any, *, room: int
+    ) -> _Snap:
         """*snap* read on to hold *need* items or four times as many, at most *most*."""
-        return self._snap(ent, min(most, max(4 * snap.limit, need)), where)
+        return self._snap(ent, min(most, max(4 * snap.limit, need)), where, room=room)
 
     def _whole_list(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
         mk = self.mk
@@ -568,7 +581,7 @@ class EncodeCall:
         most = min(limit, cap // 2 + 1) + 1  # more items than this cannot fit at two bytes
         # Read a few items first, and on as they fit: a long list's snapshot would
         # otherwise touch every item that could show at two bytes each.
-        snap = self._snap(ent, min(most, _FIRST_READ), where)
+        snap = self._snap(ent, min(most, _FIRST_READ), where, room=cap)
         items, n = snap.members, snap.n
         if n is not None and n > limit and most <= limit:
             return None  # its first `limit` items overflow the cap at two bytes each
@@ -586,7 +599,7 @@ class EncodeCall:
             bulk = i and runs.live and upto - i >= _BULK_MIN
             k = min(runs.size(avail - size + 1, i, size), upto - i) if bulk else 1
             if i + max(k, 1) > len(items) and not snap.whole:
-                snap = self._read_on(ent, snap, i + max(k, 1), most, where)
+                snap = self._read_on(ent, snap, i + max(k, 1), most, where, room=cap)
                 items, n = snap.members, snap.n
             if i >= len(items):
                 break  # read on, it holds no more items
@@ -618,9 +631,14 @@ class EncodeCall:
             capped = False
         else:
             if len(items) <= limit and not snap.whole:
-                snap = self._read_on(ent, snap, limit + 1, limit + 1, where)  # is there more?
+                snap = self._read_on(ent, snap, limit + 1, limit + 1, where, room=cap)
                 items, n = snap.members, snap.n
-            capped = len(items) > limit or (n is not None and n > limit)
+            if n is None and len(items) <= limit and type(ent.value) is Stream:
+                # A stream pulls by size, so that read may not have asked for one more.
+                capped = ent.value.more(limit, where)
+                n = None if capped else limit
+            else:
+                capped = len(items) > limit or n is None or n > limit
         omitted = None if n is None else n - limit
         if capped:
             if shown:
@@ -768,7 +786,7 @@ class EncodeCall:
         # otherwise touch every item that could show at two bytes each (a 64 KiB cut of
         # 200,000 rows shows 249 of 32,769 read).
         most = min(limit, max(avail, 0) // 2 + 1) + 1
-        snap = self._snap(ent, min(most, _FIRST_READ), where)
+        snap = self._snap(ent, min(most, _FIRST_READ), where, room=max(avail, 0))
         items, n = snap.members, snap.n
         total = min(len(items), limit)
         complete = n is not None and n <= limit and len(items) == n  # every item is here
@@ -781,7 +799,7 @@ class EncodeCall:
         while i < total:
             k = runs.size(avail - size + 1 - marker_room, i, size) if i and runs.live else 1
             if i + k + 1 > len(items) and snap.limit < most and not snap.whole:
-                snap = self._read_on(ent, snap, i + k + 1, most, where)
+                snap = self._read_on(ent, snap, i + k + 1, most, where, room=max(avail, 0))
                 items, n = snap.members, snap.n
                 total = min(len(items), limit)
                 complete = n is not None and n <= limit and len(items) == n
