@@ -586,7 +586,6 @@ class _SQLSource(Source[Row]):
         else:
             batch = min(self._batch, max(FIRST_FETCH, self._rows_hint + 2))
         served = 0
-        last_row: Any = None
         last: tuple[list[Any], int] = ([], 0)  # the last batch that served rows, and how many
         fetchmany = cursor.fetchmany
         while rows := fetchmany(batch):
@@ -602,10 +601,10 @@ class _SQLSource(Source[Row]):
             more, n = builder.fill_from(items)
             served += n
             if n:
-                last_row = rows[n - 1]
                 last = (rows, n)
             if more:
-                if self._unique and self._mode == "keyset" and last_row is not None:
+                if self._unique and self._mode == "keyset" and last[1]:
+                    last_row = last[0][last[1] - 1]
                     here = [self._key(last_row[i], i, plan) for i in plan.key_index]
                     ahead = [self._key(rows[n][i], i, plan) for i in plan.key_index]
                     if here == ahead:
