@@ -399,6 +399,18 @@ _RULES: Final[tuple[_Rule, ...]] = (
         lambda m, c: _output_ceiling(_g(m, 1), c.requested, c.provider),
     ),
     _rule(
+        "output_between",
+        # An OpenAI-compatible gateway: "max_tokens (current value: C) must be between 0 and M".
+        r"max_(?:completion_)?tokens \(current value: ?"
+        + _N
+        + r"\) must be between "
+        + _N
+        + r" and "
+        + _N,
+        None,
+        lambda m, c: _output_ceiling(_g(m, 3), _g(m, 1), c.provider),
+    ),
+    _rule(
         "output_less_or_equal",
         # Groq, also when it goes on to mention the context window.
         r"max_(?:completion_)?tokens`?(?: for `[^`]{1,100}`)? must be less than or equal to `?"
@@ -579,6 +591,14 @@ _RULES: Final[tuple[_Rule, ...]] = (
         # A schema check of a string's length in characters: only text, the prompt, has one.
         r"expected maxLength: ?" + _N + r", actual: ?" + _N,
         "bedrock",
+        lambda m, c: PromptTooLong(prompt_tokens=None, limit=None, provider=c.provider),
+    ),
+    _rule(
+        "json_string_length",
+        # Jackson's limit on one JSON string of the request body (Qwen's API says it so).
+        # It counts characters of a string in the request, so the string is prompt text.
+        r"String value length \(" + _N + r"\) exceeds the maximum allowed \(" + _N,
+        None,
         lambda m, c: PromptTooLong(prompt_tokens=None, limit=None, provider=c.provider),
     ),
     _rule(
