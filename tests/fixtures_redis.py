@@ -28,11 +28,18 @@ def free_port() -> int:
         return port
 
 
-def _ping(port: int) -> bool:
+def _answers(port: int, pid: int) -> bool:
+    """Whether the server on *port* is process *pid*: another worker's may hold the port."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(64).startswith(b"+PONG")
+            s.sendall(b"INFO server\r\n")
+            reply = b""
+            while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+            return f"process_id:{pid}\r\n".encode() in reply
     except OSError:
         return False
 
@@ -46,14 +53,32 @@ class RedisServer:
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+        self._started = False
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        # Tests run in several processes, each with its own server: a port taken between
+        # the probe and the bind is tried again with another, but a restart keeps its port.
+        for _attempt in range(5):
+            if self._start_once():
+                return
+            if self.restarts or self._started:
+                break
+            self.port = free_port()
+        raise RuntimeError(f"redis-server could not bind a port:\n{self._log_tail()}")
+
+    def _log_tail(self) -> str:
         log = self.directory / "redis.log"
-        self.proc = subprocess.Popen(
+        return log.read_text(errors="replace")[-2000:] if log.exists() else ""
+
+    def _start_once(self) -> bool:
+        """Start on ``self.port``: True once it answers, False if the port was taken."""
+        log = self.directory / "redis.log"
+        seen = log.stat().st_size if log.exists() else 0
+        self.proc = proc = subprocess.Popen(
             [
                 self.binary,
                 "--port", str(self.port),
@@ -68,18 +93,22 @@ class RedisServer:
         )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                tail = log.read_bytes()[seen:].decode(errors="replace") if log.exists() else ""
+                self.proc = None
+                if "Address already in use" in err + tail:
+                    return False
                 raise RuntimeError(
-                    f"redis-server exited with status {self.proc.returncode} on port "
+                    f"redis-server exited with status {proc.returncode} on port "
                     f"{self.port}: {err.strip()} {tail.strip()}"
                 )
-            if _ping(self.port):
-                return
+            if _answers(self.port, proc.pid):
+                self._started = True
+                return True
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"redis-server did not answer PING within {START_TIMEOUT} s")
+        raise RuntimeError(f"redis-server did not answer within {START_TIMEOUT} s")
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
