@@ -540,6 +540,96 @@ def test_a_unique_not_null_index_is_enough(tmp_path: Path) -> None:
     assert 'ORDER BY _jb_q."email" ASC LIMIT' in statements[-1]  # nothing appended
 
 
+# Each table below has 40 rows sharing keys in the order, and a unique-looking key that
+# SQLite does not enforce in the order's own terms. Found by probing with real schemas.
+_NOT_UNIQUE_IN_THE_ORDER = {
+    "a partial unique index": (
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER NOT NULL);"
+        " CREATE UNIQUE INDEX u ON t (a) WHERE a > 100",
+        "INSERT INTO t (a) VALUES (1)",
+        ("a",),
+    ),
+    "a text primary key holding NULLs": (
+        "CREATE TABLE t (k TEXT PRIMARY KEY, a INTEGER)",
+        "INSERT INTO t VALUES (NULL, 1)",
+        ("k",),
+    ),
+    "a nullable primary key as the tiebreaker": (
+        "CREATE TABLE t (k TEXT PRIMARY KEY, a INTEGER)",
+        "INSERT INTO t VALUES (NULL, 1)",
+        ("a",),
+    ),
+    "a unique index under another collation": (
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT NOT NULL COLLATE NOCASE);"
+        " CREATE UNIQUE INDEX u ON t (a COLLATE BINARY)",
+        "INSERT INTO t (a) SELECT CASE WHEN n % 2 THEN 'x' ELSE 'X' END || (n / 2)"
+        " FROM (SELECT count(*) AS n FROM t)",
+        ("a",),
+    ),
+    "a column named rowid": (
+        "CREATE TABLE t (rowid TEXT, a INTEGER)",
+        "INSERT INTO t VALUES ('x', 0)",
+        ("a",),
+    ),
+    "a column named rowid and one named oid": (
+        "CREATE TABLE t (rowid TEXT, oid TEXT, a INTEGER)",
+        "INSERT INTO t VALUES ('x', 'y', 0)",
+        ("a",),
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_NOT_UNIQUE_IN_THE_ORDER))
+def test_sqlite_keys_count_only_where_sqlite_enforces_them_in_the_order(shape: str) -> None:
+    """Regression: each of these served 16 of 30 rows, or 75 of 80, with complete=True."""
+    schema, insert, order = _NOT_UNIQUE_IN_THE_ORDER[shape]
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(schema)
+    for _ in range(40):
+        conn.execute(insert)
+    expected = sorted(conn.execute("SELECT a FROM t").fetchall())
+    source = SQLiteSource(conn, table="t", order_by=order)
+    got = read_in_pages(source, [3, 7])
+    assert len(got) == 40
+    assert sorted((row["a"],) for row in got) == expected
+    assert all("_jb_rowid" not in row for row in got)
+
+
+def test_a_unique_index_under_the_columns_own_collation_is_enough() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a TEXT NOT NULL COLLATE NOCASE UNIQUE);"
+        " CREATE TABLE w (k TEXT NOT NULL COLLATE NOCASE PRIMARY KEY, v) WITHOUT ROWID"
+    )
+    conn.executemany("INSERT INTO t (a) VALUES (?)", [(f"x{i:02}",) for i in range(30)])
+    conn.executemany("INSERT INTO w VALUES (?, 1)", [(f"K{i:02}",) for i in range(30)])
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    assert len(read_in_pages(SQLiteSource(conn, table="t", order_by=("a",)), [7])) == 30
+    assert 'ORDER BY _jb_q."a" ASC LIMIT' in statements[-1]  # nothing appended
+    assert len(read_in_pages(SQLiteSource(conn, table="w", order_by=("k",)), [7])) == 30
+
+
+def test_sqlite_kept_rows_are_fetched_again_after_a_schema_change() -> None:
+    """Regression: a table dropped and another renamed to its name between two pages
+    changes no row count, and the rows kept from the first page were served stale."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, 'old')", [(i,) for i in range(1, 41)])
+    conn.execute("CREATE TABLE t2 (id INTEGER PRIMARY KEY, v TEXT)")
+    conn.executemany("INSERT INTO t2 VALUES (?, 'new')", [(i,) for i in range(1, 41)])
+    source, store, scope = SQLiteSource(conn, table="t"), MemoryCursorStore(), Scope("u")
+    first = paginate(source, scope=scope, store=store, limits=Limits(400))
+    assert first.next_cursor is not None
+    conn.execute("DROP TABLE t")
+    conn.execute("ALTER TABLE t2 RENAME TO t")
+    second = paginate(
+        source, scope=scope, cursor=first.next_cursor, store=store, limits=Limits(400)
+    )
+    assert second.items
+    assert {row["v"] for row in second.items} == {"new"}
+
+
 # The property: random tables with duplicate keys and NULLs, random orders, random pages.
 
 _key_values = st.one_of(st.none(), st.integers(-3, 3))
@@ -621,6 +711,64 @@ def test_pg_table_keys_come_from_the_catalog(pg: psycopg.Connection[Any]) -> Non
         ]
     finally:
         pg.execute("DROP TABLE nokey")
+
+
+@pytest.mark.postgres
+def test_pg_real_keys_page_once_each(pg: psycopg.Connection[Any]) -> None:
+    """Regression: a real key came back as the float its text reads as (0.1), compared as
+    float8 below the stored 0.100000001, so the row at the position was served again; a
+    column of equal reals paged forever."""
+    pg.execute("DROP TABLE IF EXISTS fr")
+    pg.execute("CREATE TABLE fr (id int PRIMARY KEY, a real)")
+    try:
+        pg.execute("INSERT INTO fr SELECT g, (g % 7) * 0.1 FROM generate_series(1, 60) g")
+        pg.execute("INSERT INTO fr VALUES (61, 'nan'), (62, 'infinity'), (63, NULL)")
+        for order in (("a",), ("-a",)):
+            got = read_in_pages(PostgresSource(pg, table="fr", order_by=order), [4, 9])
+            assert sorted(row["id"] for row in got) == list(range(1, 64))
+    finally:
+        pg.execute("DROP TABLE fr")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("kind", "value"), [("jsonb", "jsonb_build_object('k', g)"), ("int[]", "ARRAY[g, 0]")]
+)
+def test_pg_keys_that_do_not_come_back_from_a_position_are_refused_first(
+    pg: psycopg.Connection[Any], kind: str, value: str
+) -> None:
+    """Regression: page 1 was served, then page 2 raised psycopg's own error."""
+    pg.execute("DROP TABLE IF EXISTS tk")
+    pg.execute(f"CREATE TABLE tk (id int PRIMARY KEY, a {kind})")
+    try:
+        pg.execute(f"INSERT INTO tk SELECT g, {value} FROM generate_series(1, 20) g")
+        with pytest.raises(LimitError, match="order by scalar columns"):
+            PostgresSource(pg, table="tk", order_by=("a",)).open(None)
+        assert len(all_ids(PostgresSource(pg, table="tk", order_by=("a",), mode="offset"))) == 20
+    finally:
+        pg.execute("DROP TABLE tk")
+
+
+@pytest.mark.postgres
+def test_pg_a_unique_index_under_another_collation_is_not_enough(
+    pg: psycopg.Connection[Any],
+) -> None:
+    pg.execute("DROP TABLE IF EXISTS tc")
+    pg.execute(
+        "CREATE COLLATION IF NOT EXISTS jb_ci"
+        " (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
+    )
+    pg.execute("CREATE TABLE tc (id int PRIMARY KEY, name text COLLATE jb_ci NOT NULL)")
+    try:
+        pg.execute('CREATE UNIQUE INDEX tcu ON tc (name COLLATE "C")')
+        pg.execute(
+            "INSERT INTO tc SELECT g, CASE WHEN g % 2 = 0 THEN 'n' ELSE 'N' END"
+            " || (g / 2)::text FROM generate_series(1, 80) g"
+        )
+        got = read_in_pages(PostgresSource(pg, table="tc", order_by=("name",)), [7])
+        assert sorted(row["id"] for row in got) == list(range(1, 81))
+    finally:
+        pg.execute("DROP TABLE tc")
 
 
 @pytest.mark.postgres

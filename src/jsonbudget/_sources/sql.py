@@ -18,6 +18,7 @@ import base64
 import contextlib
 import math
 import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -191,6 +192,7 @@ class _Plan:
         "key_index",
         "keys",
         "select",
+        "text_keys",
         "units",
     )
 
@@ -204,6 +206,7 @@ class _Plan:
         heads: list[int | None],
         units: list[Literal["chars", "bytes"] | None],
         hidden: bool,
+        text_keys: frozenset[str] = frozenset(),
     ) -> None:
         self.columns = columns
         self.keys = keys
@@ -214,6 +217,8 @@ class _Plan:
         self.hidden = hidden
         names = [*columns, _ROWID] if hidden else columns
         self.key_index = [names.index(name) for name, _, _ in keys]
+        # Row indexes of keys kept as their text, which the database casts back exactly.
+        self.text_keys = frozenset(names.index(name) for name in text_keys)
 
 
 class _Ahead:
@@ -400,6 +405,7 @@ class _SQLSource(Source[Row]):
         columns: list[str],
         table_keys: tuple[list[list[str]], list[str], set[str]] | None,
         cuts: list[_Cut],
+        text_keys: frozenset[str] = frozenset(),
     ) -> _Plan:
         """Make the order total and write the select list.
 
@@ -408,6 +414,7 @@ class _SQLSource(Source[Row]):
         there is none) and its NOT NULL columns. *cuts* is, per column to bound, the
         column, the SQL of its cut value, of its full length when cut (else NULL), of
         its head when that is not the cut value itself, and the length's unit.
+        *text_keys* are the columns whose float keys a position keeps as text.
         """
         if len(set(columns)) != len(columns):
             dupes = sorted({c for c in columns if columns.count(c) > 1})
@@ -481,6 +488,7 @@ class _SQLSource(Source[Row]):
             heads=heads,
             units=units,
             hidden=hidden,
+            text_keys=text_keys,
         )
 
     # -- one page -----------------------------------------------------------------------
@@ -710,8 +718,6 @@ class _SQLSource(Source[Row]):
         return sql, (*self._params, *values)
 
     def _inner_sql(self, plan: _Plan) -> str:
-        if plan.hidden:
-            return self._inner.replace("SELECT *", f"SELECT *, rowid AS {quote_ident(_ROWID)}", 1)
         return self._inner
 
     def _predicate(self, plan: _Plan, position: Position, bind: Callable[[object], str]) -> str:
@@ -798,6 +804,8 @@ class _SQLSource(Source[Row]):
     def _key(value: object, i: int, plan: _Plan) -> JSONValue:
         if value is None or type(value) in (int, str):
             return value  # type: ignore[return-value]
+        if type(value) is float and i in plan.text_keys:
+            return {"text": repr(value)}
         names = [*plan.columns, _ROWID] if plan.hidden else plan.columns
         return json_safe(value, what=f"order_by column {names[i]!r}")
 
@@ -914,6 +922,42 @@ class _Chunks:
         return cast(int, self._position) + len(rows)
 
 
+def _sqlite_collations(cur: sqlite3.Cursor, table: str, columns: list[str]) -> dict[str, str]:
+    """The collation each column sorts by, upper case, as SQLite's plan of an ORDER BY
+    names it; empty where it cannot be read (then no index is trusted on the column)."""
+    if not columns:
+        return {}
+    # random() first: no scan order (the rowid's, a WITHOUT ROWID key's) spares the sort.
+    order = ", ".join(["random()", *(quote_ident(c) for c in columns)])
+    try:
+        plan = cur.execute(f"EXPLAIN SELECT 1 FROM {table} NOT INDEXED ORDER BY {order}")
+        # The sorter's key: "k(N,COLL,-COLL,N.COLL,...)", BINARY written "B".
+        found = [row[5] for row in plan.fetchall() if row[1] in _SORTERS]
+    except sqlite3.Error:
+        return {}
+    if not found or not isinstance(found[0], str):
+        return {}
+    match = re.fullmatch(r"k\((\d+)((?:,[^,()]*)*)\)", found[0])
+    if match is None or int(match[1]) != len(columns) + 1:
+        return {}
+    names = [part.lstrip("-").removeprefix("N.").upper() for part in match[2].split(",")[2:]]
+    return {c: "BINARY" if n == "B" else n for c, n in zip(columns, names, strict=True)}
+
+
+_SORTERS: Final = frozenset({"SorterOpen", "OpenEphemeral"})
+
+
+def _same_ties(sorts_by: str | None, index: str | None) -> bool:
+    """Whether a unique index under collation *index* rules out ties in *sorts_by*.
+
+    Values BINARY calls equal are equal under every collation, so an index under any
+    collation proves BINARY ties impossible; otherwise only the same collation does.
+    """
+    if not sorts_by or index is None:
+        return False
+    return sorts_by == "BINARY" or sorts_by == index.upper()
+
+
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -921,7 +965,7 @@ class SQLiteSource(_SQLSource):
     database file path, opened read-only on the first page and kept until `close()`.
     """
 
-    __slots__ = ("_conn", "_own", "_path", "_pid")
+    __slots__ = ("_conn", "_own", "_path", "_pid", "_rowid")
     _kind = "sqlite"
 
     def __init__(
@@ -949,6 +993,7 @@ class SQLiteSource(_SQLSource):
         )
         self._own: sqlite3.Connection | None = None
         self._pid = 0
+        self._rowid = "rowid"  # the rowid's name where no column takes it (`_table_keys`)
         if isinstance(connection_or_path, sqlite3.Connection):
             self._conn: sqlite3.Connection | None = connection_or_path
             self._path: str | None = None
@@ -963,6 +1008,12 @@ class SQLiteSource(_SQLSource):
 
     def _placeholder(self, name: str) -> str:
         return f":{name}" if self._named else "?"
+
+    def _inner_sql(self, plan: _Plan) -> str:
+        if plan.hidden:
+            rowid = f"SELECT *, {self._rowid} AS {quote_ident(_ROWID)}"
+            return self._inner.replace("SELECT *", rowid, 1)
+        return self._inner
 
     def _no_limit(self) -> str:
         return " LIMIT -1"  # SQLite accepts OFFSET only after a LIMIT
@@ -1025,15 +1076,21 @@ class SQLiteSource(_SQLSource):
     @staticmethod
     def _changes(conn: sqlite3.Connection, cur: sqlite3.Cursor) -> Hashable:
         """What changes whenever the database does: its commits by any other connection
-        (``PRAGMA data_version`` of each attached database) and this connection's own
-        writes (``total_changes``)."""
+        (``PRAGMA data_version`` of each attached database), this connection's own
+        writes (``total_changes``) and its schema changes (``schema_version``, which
+        ``total_changes`` does not count: a table dropped and another renamed to its
+        name)."""
         schemas = [row[1] for row in cur.execute("PRAGMA database_list").fetchall()]
         versions = tuple(
             cur.execute(f"PRAGMA {quote_ident(name)}.data_version").fetchone()[0]
             for name in schemas
             if name != "temp"  # private to this connection: its writes are total_changes
         )
-        return conn.total_changes, versions
+        layouts = tuple(
+            cur.execute(f"PRAGMA {quote_ident(name)}.schema_version").fetchone()[0]
+            for name in schemas
+        )
+        return conn.total_changes, versions, layouts
 
     def _make_plan(self, cut: int | None) -> _Plan:
         conn = self._connection()
@@ -1067,9 +1124,17 @@ class SQLiteSource(_SQLSource):
         return self._resolve(columns, table_keys, cuts)
 
     def _table_keys(self, conn: sqlite3.Connection) -> tuple[list[list[str]], list[str], set[str]]:
+        """Unique NOT NULL column sets, the key to append, and the NOT NULL columns.
+
+        A set counts only where SQLite enforces it in the order's own terms: a unique
+        index that is not partial, on NOT NULL columns (a rowid table's PRIMARY KEY allows
+        NULL unless it is the INTEGER one), compared by the collations the columns sort
+        by (unique under BINARY is not unique under NOCASE).
+        """
         assert self._table is not None
         *schema, name = self._table
         prefix = quote_ident(schema[0]) + "." if schema else ""
+        table = prefix + quote_ident(name)
         cur = conn.cursor()
         try:
             cur.row_factory = None
@@ -1078,32 +1143,47 @@ class SQLiteSource(_SQLSource):
             kind = cur.execute(
                 f"SELECT type, sql FROM {master} WHERE name = ? COLLATE NOCASE", (name,)
             ).fetchone()
+            is_table = kind is not None and kind[0] == "table"
+            without_rowid = is_table and "WITHOUT ROWID" in (kind[1] or "").upper()
             notnull = {row[1] for row in info if row[3]}
             pk = [row[1] for row in sorted((r for r in info if r[5]), key=lambda r: r[5])]
             integer_pk = len(pk) == 1 and any(
                 r[1] == pk[0] and r[2].upper() == "INTEGER" for r in info
             )
-            if integer_pk:
-                notnull.add(pk[0])  # the rowid itself
-            sets = [pk] if pk else []
+            if integer_pk or without_rowid:
+                notnull.update(pk)  # the rowid itself; WITHOUT ROWID enforces NOT NULL
+            sorts_by = _sqlite_collations(cur, table, [row[1] for row in info])
+            sets: list[list[str]] = []
+            pk_holds = bool(pk) and all(c in notnull for c in pk)
             for idx in cur.execute(f"PRAGMA {prefix}index_list({quote_ident(name)})").fetchall():
-                if idx[2]:  # unique
-                    cols = [
-                        r[2]
-                        for r in cur.execute(
-                            f"PRAGMA {prefix}index_info({quote_ident(idx[1])})"
-                        ).fetchall()
-                    ]
-                    if cols and None not in cols and all(c in notnull for c in cols):
-                        sets.append(cols)
+                # (seq, name, unique, origin, partial)
+                if not idx[2] or idx[4]:
+                    continue
+                keys = [
+                    (r[2], r[4])
+                    for r in cur.execute(
+                        f"PRAGMA {prefix}index_xinfo({quote_ident(idx[1])})"
+                    ).fetchall()
+                    if r[5]  # a key column, not the rowid or a covered one
+                ]
+                holds = bool(keys) and all(
+                    col is not None and col in notnull and _same_ties(sorts_by.get(col), coll)
+                    for col, coll in keys
+                )
+                if idx[3] == "pk":
+                    pk_holds = pk_holds and holds
+                elif holds:
+                    sets.append([col for col, _ in keys])
         finally:
             cur.close()
-        is_table = kind is not None and kind[0] == "table"
-        without_rowid = is_table and "WITHOUT ROWID" in (kind[1] or "").upper()
-        if pk:
+        if pk_holds:
+            sets.insert(0, pk)
             append = pk
         elif is_table and not without_rowid:
-            append = [_ROWID]
+            taken = {row[1].lower() for row in info}
+            free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
+            self._rowid = free[0] if free else ""
+            append = [_ROWID] if free else []
         else:
             append = []
         return sets, append, notnull
@@ -1125,6 +1205,7 @@ def _uri_path(path: str) -> str:
 #: PostgreSQL types cut as text (category S), as bytes, or through their text (json...).
 _PG_BYTEA: Final = 17
 _PG_AS_TEXT: Final = frozenset({114, 142, 3802})  # json, xml, jsonb
+_PG_FLOAT4: Final = 700
 
 
 class PostgresSource(_SQLSource):
@@ -1341,7 +1422,25 @@ class PostgresSource(_SQLSource):
                         "chars",
                     )
                 )
-        return self._resolve(columns, table_keys, cuts)
+        # A real arrives as the float its text reads as, not the float it is: compared
+        # as float8, 0.1 would sort after itself. Kept as text, it is cast back exactly.
+        float4 = frozenset(
+            name for name, oid in zip(columns, oids, strict=True) if oid == _PG_FLOAT4
+        )
+        plan = self._resolve(columns, table_keys, cuts, float4)
+        if self._mode == "keyset":
+            type_of = dict(zip(columns, oids, strict=True))
+            for name, _, _ in plan.keys:
+                oid = type_of[name]
+                if oid in _PG_AS_TEXT or category.get(oid) in ("A", "C", "R"):
+                    raise LimitError(
+                        "order_by",
+                        name,
+                        "is a JSON, XML, array, composite or range column, whose values do "
+                        "not come back from a cursor position as they were: order by scalar "
+                        "columns (in a query, a cast such as tags::text AS tags_key)",
+                    )
+        return plan
 
     def _table_keys(self, cur: Any) -> tuple[list[list[str]], list[str], set[str]]:
         assert self._table is not None
@@ -1352,8 +1451,11 @@ class PostgresSource(_SQLSource):
             (regclass,),
         )
         notnull = {row[0] for row in cur.fetchall()}
+        # An index counts only under the collations its columns sort by: unique under
+        # "C" is not unique under a case-insensitive (nondeterministic) collation.
         cur.execute(
-            "SELECT i.indisprimary, array_agg(a.attname ORDER BY k.ord)"
+            "SELECT i.indisprimary, array_agg(a.attname ORDER BY k.ord),"
+            " bool_and(i.indcollation[k.ord - 1] = a.attcollation)"
             " FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
             " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
             " WHERE i.indrelid = %s::regclass AND i.indisunique AND i.indpred IS NULL"
@@ -1363,10 +1465,9 @@ class PostgresSource(_SQLSource):
         )
         sets: list[list[str]] = []
         append: list[str] = []
-        for primary, cols in cur.fetchall():
+        for primary, cols, same_collation in cur.fetchall():
             if primary:
                 append = list(cols)
-                sets.append(list(cols))
-            elif all(c in notnull for c in cols):
+            if same_collation and all(c in notnull for c in cols):
                 sets.append(list(cols))
         return sets, append, notnull
