@@ -8,7 +8,7 @@ import base64
 import collections
 import dataclasses
 import datetime as dt
-import decimal
+import math
 import re
 import subprocess
 import sys
@@ -386,9 +386,30 @@ JSON_NUMBER = re.compile(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 @given(st.decimals(allow_nan=False, allow_infinity=False))
 def test_a_finite_decimal_is_its_str_as_a_json_number(d: Decimal) -> None:
     data = bounded_dumps(d, max_bytes=BIG)
+    if math.isinf(float(d)):
+        assert data == '"…[unencodable: Decimal beyond the float range]"'.encode()
+        return
     assert data == str(d).encode()
     assert JSON_NUMBER.fullmatch(data)
     assert Decimal(data.decode()) == d
+    orjson.loads(data)  # a parser reading doubles accepts it
+
+
+def test_a_decimal_beyond_the_float_range_is_a_marker_a_strict_parser_accepts() -> None:
+    """Regression: {"amount": Decimal("1E+400")} wrote 1E+400, which orjson refuses, and
+    bounded_tool and the MCP helpers then raised orjson's error on their own output."""
+    out = encode({"amount": Decimal("1E+400"), "low": Decimal("-1.8E+308")}, max_bytes=200)
+    assert orjson.loads(out.data) == {
+        "amount": "…[unencodable: Decimal beyond the float range]",
+        "low": "…[unencodable: Decimal beyond the float range]",
+    }
+    assert [t.path for t in out.truncations] == ["/amount", "/low"]
+    # The largest finite double, and a number that underflows to 0.0, stay numbers.
+    assert bounded_dumps([Decimal("1.7976931348623157E+308"), Decimal("1E-400")], max_bytes=99) == (
+        b"[1.7976931348623157E+308,1E-400]"
+    )
+    with pytest.raises(EncodeError, match="beyond the float range"):
+        bounded_dumps({"a": Decimal("1E+400")}, max_bytes=100, unencodable="error")
 
 
 @pytest.mark.parametrize(
@@ -413,10 +434,9 @@ def test_a_decimal_nan_raises_under_unencodable_error() -> None:
 
 
 def test_a_decimal_longer_than_its_room_is_a_marker() -> None:
-    with decimal.localcontext(prec=5000):
-        d = Decimal(10) ** 4000 + 1
+    d = Decimal("1." + "0" * 3999 + "1")
     out = encode({"d": d}, max_bytes=200)
-    assert orjson.loads(out.data) == {"d": "…[unencodable: Decimal of 4001 digits]"}
+    assert orjson.loads(out.data) == {"d": "…[unencodable: Decimal of 4002 digits]"}
     assert out.truncations[0].path == "/d"
 
 

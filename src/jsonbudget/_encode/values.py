@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as _dt
+import math
 import operator
 import sys
 import types
@@ -492,6 +493,10 @@ def dataclass_members(obj: Any) -> dict[Any, Any]:
 # -- scalars ---------------------------------------------------------------------------
 
 
+#: A Decimal's adjusted exponent from which it may round to an infinite double.
+_FLOAT_EXPONENT: Final = 308
+
+
 def _decimal(d: Any) -> Any:
     """A finite Decimal is the JSON number ``str(d)``; NaN and the infinities get a marker.
 
@@ -500,6 +505,10 @@ def _decimal(d: Any) -> Any:
     """
     if not d.is_finite():
         return Unencodable(f"Decimal('{d}')")
+    # 1E+400 is JSON's grammar, but every parser reading numbers as doubles (orjson, a
+    # browser) refuses it or reads infinity: like an int beyond 64 bits, it gets a marker.
+    if d.adjusted() >= _FLOAT_EXPONENT and math.isinf(float(d)):
+        return Unencodable("Decimal beyond the float range")
     text = str(d)
     return Raw(text.encode("ascii"), f"Decimal of {len(text)} digits")
 
