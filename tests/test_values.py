@@ -1052,3 +1052,91 @@ def test_structs_that_fit_are_msgspecs_bytes_from_the_compiled_walk() -> None:
     assert nan == [{"v": 1.5}, {"v": "…[unencodable: nan]"}]
     marked = orjson.loads(bounded_dumps([AsArray(1, [1] * 10)], max_bytes=1000, max_items=3))
     assert marked[0][1][-1].endswith("more items]")
+
+
+# -- pydantic writes a value as its field declares it ------------------------------------
+
+
+class _User(pydantic.BaseModel):
+    name: str
+
+
+class _UserWithSecret(_User):
+    password_hash: str = "SECRET-HASH"
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+    _private: int = 0
+    derived: int = dataclasses.field(default=5, init=False)
+
+
+@dataclasses.dataclass
+class _PointWithSecret(_Point):
+    hidden: str = "SECRET-HASH"
+
+
+class _Declared(pydantic.BaseModel):
+    user: _User
+    users: list[_User]
+    by_id: dict[str, _User]
+    maybe: _User | None = None
+    either: int | _User = 0
+    many: tuple[_User, ...] = ()
+    nested: list[dict[str, list[_User]]] = []
+    point: _Point = _Point(0)
+    note: str = ""
+
+
+def _declared_value(note: str) -> _Declared:
+    s = _UserWithSecret
+    return _Declared(
+        user=s(name="a"),
+        users=[s(name="b"), _User(name="c")],
+        by_id={"k": s(name="d")},
+        maybe=s(name="e"),
+        either=s(name="f"),
+        many=(s(name="g"),),
+        nested=[{"n": [s(name="h")]}],
+        point=_PointWithSecret(1, 2),
+        note=note,
+    )
+
+
+@props
+@given(st.integers(min_value=64, max_value=900), st.integers(min_value=0, max_value=3000))
+def test_a_subclass_is_written_as_its_declared_base_at_every_budget(
+    max_bytes: int, note_len: int
+) -> None:
+    """Regression: a `User` field holding a `UserWithSecret` showed its password hash
+    whenever the model was cut or walked; pydantic writes the declared fields only."""
+    value = _declared_value("x" * note_len)
+    out = encode(value, max_bytes=max_bytes)
+    valid(out.data, max_bytes)
+    assert b"SECRET-HASH" not in out.data
+    if out.complete:
+        assert out.data == value.model_dump_json().encode()
+
+
+def test_a_dataclass_in_a_model_keeps_the_fields_pydantic_writes() -> None:
+    """Regression: the walked path dropped a dataclass's `_private` field, as orjson
+    does, so the members shown depended on the budget."""
+    value = _declared_value("x" * 5000)
+    whole = orjson.loads(value.model_dump_json())
+    assert whole["point"] == {"x": 1, "_private": 2, "derived": 5}
+    out = orjson.loads(encode(value, max_bytes=900).data)
+    assert out["point"] == whole["point"]
+
+
+def test_serialize_as_any_writes_what_the_value_is() -> None:
+    class Loose(pydantic.BaseModel):
+        user: pydantic.SerializeAsAny[_User]
+        note: str = ""
+
+    value = Loose(user=_UserWithSecret(name="a"), note="x" * 3000)
+    assert b"SECRET-HASH" in value.model_dump_json().encode()
+    assert orjson.loads(encode(value, max_bytes=300).data)["user"] == {
+        "name": "a",
+        "password_hash": "SECRET-HASH",
+    }

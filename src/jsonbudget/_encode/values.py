@@ -22,12 +22,14 @@ that is not in ``sys.modules`` cannot exist, so this module imports none of them
 from __future__ import annotations
 
 import base64
+import collections
 import dataclasses
 import datetime as _dt
 import math
 import operator
 import sys
 import types
+import typing
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from functools import lru_cache
@@ -165,6 +167,16 @@ class _Computed:
             ) from exc
 
 
+class _Typed:
+    """A model's member with a declared type: converted by the converter for that type."""
+
+    __slots__ = ("pconv", "value")
+
+    def __init__(self, value: Any, pconv: Any) -> None:
+        self.value = value
+        self.pconv = pconv
+
+
 class MapView(Mapping[Any, Any]):
     """A native value's members as a read-only mapping, in its library's order.
 
@@ -200,6 +212,9 @@ class MapView(Mapping[Any, Any]):
         v = self._vals[i]
         if v is UNKNOWN:
             raw = self._raw[i]
+            if type(raw) is _Typed:
+                v = self._vals[i] = raw.pconv.conv(raw.value)
+                return v
             if type(raw) is _Computed:
                 raw = raw.value()
             v = self._vals[i] = self._conv(raw)
@@ -222,7 +237,8 @@ class MapView(Mapping[Any, Any]):
     def raw_items(self) -> Iterator[tuple[Any, Any]]:
         """Members before conversion, for the size walk."""
         for k, v in zip(self._keys, self._raw, strict=True):
-            yield k, (v.value() if type(v) is _Computed else v)
+            t = type(v)
+            yield k, (v.value() if t is _Computed else v.value if t is _Typed else v)
         if self._extra:
             yield from self._extra.items()
 
@@ -586,8 +602,11 @@ def _np_item(v: Any) -> Any:
 # -- pydantic --------------------------------------------------------------------------
 
 
-def _pydantic(obj: Any, opts: Options) -> Any:
-    t: Any = type(obj)
+def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
+    """*obj* as pydantic writes it; as class *t* (a base of its own) where a field
+    declares *t*: pydantic then writes the declared fields only, never a subclass's."""
+    if t is None:
+        t = type(obj)
     is_model = isinstance(obj, sys.modules["pydantic"].BaseModel)
     if not is_model and "__pydantic_fields__" not in t.__dict__:
         return UNKNOWN
@@ -598,15 +617,17 @@ def _pydantic(obj: Any, opts: Options) -> Any:
     if plan.whole_only:
         # A model serializer decides the whole shape: only pydantic can run it.
         return _loads(ser.to_json(obj))
-    conv = _PydConv(plan.config, opts).conv
+    pconv = _PydConv(plan.config, opts)
+    conv = pconv.conv
     native = lambda: ser.to_json(obj)  # noqa: E731 - a thunk, run only if it fits
     if plan.root:
-        root = conv(obj.root)
+        spec = plan.fields[0][4] if plan.fields else None
+        root = (conv if spec is None else pconv.typed(spec).conv)(obj.root)
         if type(root) in _VIEWS:
             root._native = native
         return root
     members: list[tuple[Any, Any]] = []
-    for name, key, custom, exclude_if in plan.fields:
+    for name, key, custom, exclude_if, spec in plan.fields:
         v = getattr(obj, name, _MISSING)
         if v is _MISSING:
             continue  # left unset by `model_construct`: pydantic leaves it out too
@@ -615,6 +636,8 @@ def _pydantic(obj: Any, opts: Options) -> Any:
         if custom:
             # A field serializer sees the whole field: pydantic runs it, once, here.
             v = _loads(ser.to_json(obj, include={name}))[key]
+        elif spec is not None:
+            v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
     extra = getattr(obj, "__pydantic_extra__", None)
     if plan.computed:
@@ -642,15 +665,16 @@ class _Plan:
         self.whole_only = bool(decorators.model_serializers)
         self.root = bool(getattr(t, "__pydantic_root_model__", False))
         custom = {f for d in decorators.field_serializers.values() for f in d.info.fields}
-        self.fields: list[tuple[str, str, bool, Any]] = []
+        self.fields: list[tuple[str, str, bool, Any, _Spec | None]] = []
         for name, info in t.__pydantic_fields__.items():
             if info.exclude is True:
                 continue
             key = (info.serialization_alias or name) if by_alias else name
-            own = name in custom or any(
-                type(m).__name__ in ("PlainSerializer", "WrapSerializer") for m in info.metadata
-            )
-            self.fields.append((name, key, own, getattr(info, "exclude_if", None)))
+            marks = {type(m).__name__ for m in info.metadata}
+            own = name in custom or bool(marks & {"PlainSerializer", "WrapSerializer"})
+            # SerializeAsAny: pydantic writes what the value is, not what is declared.
+            spec = None if "SerializeAsAny" in marks else _declared(info.annotation)
+            self.fields.append((name, key, own, getattr(info, "exclude_if", None), spec))
         self.computed = [
             (name, (d.info.alias or name) if by_alias else name)
             for name, d in decorators.computed_fields.items()
@@ -660,6 +684,66 @@ class _Plan:
 @lru_cache(maxsize=1024)  # a pure function of the class; holds no per-call state
 def _model_plan(t: Any) -> _Plan:
     return _Plan(t)
+
+
+class _Spec:
+    """What an annotation declares that changes how pydantic writes a value: the model
+    and dataclass classes it names (a subclass value is written as one of them), and
+    the spec of a container's items (a mapping's values)."""
+
+    __slots__ = ("items", "models")
+
+    def __init__(self, models: tuple[type, ...], items: _Spec | None) -> None:
+        self.models = models
+        self.items = items
+
+
+_SEQUENCES: Final = frozenset(
+    {
+        list,
+        tuple,
+        set,
+        frozenset,
+        collections.deque,
+        collections.abc.Sequence,
+        collections.abc.MutableSequence,
+        collections.abc.Set,
+    }
+)
+_MAPPINGS: Final = frozenset({dict, collections.abc.Mapping, collections.abc.MutableMapping})
+
+
+def _declared(ann: Any, depth: int = 0) -> _Spec | None:
+    """*ann* as a `_Spec`; None where it names no model or dataclass (most fields)."""
+    if depth > 16:  # a recursive alias: past this, values are written as they are
+        return None
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin is typing.Annotated:
+        if any(type(m).__name__ == "SerializeAsAny" for m in args[1:]):
+            return None
+        return _declared(args[0], depth + 1)
+    if origin is typing.Union or origin is types.UnionType:
+        parts = [p for p in (_declared(a, depth + 1) for a in args) if p is not None]
+        if not parts:
+            return None
+        items = next((p.items for p in parts if p.items is not None), None)
+        return _Spec(tuple(m for p in parts for m in p.models), items)
+    if isinstance(ann, type) and (
+        issubclass(ann, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(ann)
+    ):
+        return _Spec((ann,), None)
+    if origin is None or not args:
+        return None
+    if origin in _SEQUENCES:
+        parts = [p for p in (_declared(a, depth + 1) for a in args if a is not ...) if p]
+        if not parts:
+            return None
+        return _Spec((), _Spec(tuple(m for p in parts for m in p.models), parts[0].items))
+    if origin in _MAPPINGS and len(args) == 2:
+        inner = _declared(args[1], depth + 1)
+        return None if inner is None else _Spec((), inner)
+    return None
 
 
 class _Conv:
@@ -681,21 +765,26 @@ class _Conv:
     def conv(self, v: Any) -> Any:
         raise NotImplementedError
 
+    def items(self) -> _Conv:
+        """The converter of a collection's items (and a mapping's values and keys)."""
+        return self
+
     def container(self, v: Any, plain: frozenset[type]) -> Any:
         """*v* as a view if it is a collection (never written whole), else None; a
         sequence that counts in Python code as a generator of its converted items."""
         view = self.views.get(id(v))
         if view is not None and view._src is v:
             return view
+        items = self.items()
+        conv = items.conv
         if isinstance(v, Mapping):
-            view = _DictView(v, self.conv, self.key)
+            view = _DictView(v, conv, items.key)
         elif isinstance(v, set | frozenset):
-            view = SeqView(v, self.conv, indexable=False, plain=plain)
+            view = SeqView(v, conv, indexable=False, plain=plain)
         elif isinstance(v, Sequence) and not isinstance(v, str | bytes | bytearray | memoryview):
             if not counts_in_c(type(v)):
-                conv = self.conv
                 return (conv(x) for x in v)  # iterated, as `fallback` says: a stream
-            view = SeqView(v, self.conv, plain=plain)
+            view = SeqView(v, conv, plain=plain)
         else:
             return None
         self.views[id(v)] = view  # the view holds *v*: its id stays its own
@@ -703,12 +792,20 @@ class _Conv:
 
 
 class _PydConv(_Conv):
-    """A value inside a pydantic model as pydantic writes it in JSON, one level at a time."""
+    """A value inside a pydantic model as pydantic writes it in JSON, one level at a time.
 
-    __slots__ = ("modes",)
+    *spec* is what the field declares here (None: nothing that changes how it is
+    written): a model or dataclass declared as a base class is written as that class,
+    and a container's items by what it declares for them, as pydantic does.
+    """
 
-    def __init__(self, config: Mapping[str, Any], opts: Options) -> None:
+    __slots__ = ("_items", "config", "modes", "spec")
+
+    def __init__(self, config: Mapping[str, Any], opts: Options, spec: _Spec | None = None) -> None:
         super().__init__(opts)
+        self.config = config
+        self.spec = spec
+        self._items: _PydConv | None = None
         self.modes = {
             "timedelta_mode": config.get("ser_json_timedelta", "iso8601"),
             "bytes_mode": config.get("ser_json_bytes", "utf8"),
@@ -716,15 +813,52 @@ class _PydConv(_Conv):
             "inf_nan_mode": "null",
         }
 
+    def typed(self, spec: _Spec | None) -> _PydConv:
+        """A converter for values declared as *spec*."""
+        return self if spec is self.spec else _PydConv(self.config, self.opts, spec)
+
     def conv(self, v: Any) -> Any:
         if type(v) in _PLAIN:
             return v
-        if isinstance(v, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(v):
-            return v  # dispatched again: a nested model is a view of its own
+        if isinstance(v, sys.modules["pydantic"].BaseModel) or (
+            dataclasses.is_dataclass(v) and not isinstance(v, type)
+        ):
+            t = type(v)
+            spec = self.spec
+            if spec is not None and t not in spec.models:
+                for declared in spec.models:
+                    if isinstance(v, declared):
+                        t = declared  # a subclass is written as its declared base
+                        break
+            if "__pydantic_fields__" in t.__dict__:
+                return v if t is type(v) else _pydantic(v, self.opts, t)
+            if isinstance(v, sys.modules["pydantic"].BaseModel):
+                return v  # dispatched again: a nested model is a view of its own
+            return self._dataclass(v, t)
         if isinstance(v, float):
             return float(v)  # np.float64 too: a NaN gets the encoder's marker
         view = self.container(v, _PLAIN)
         return _leaf(v, self.opts, self.to_json) if view is None else view
+
+    def items(self) -> _PydConv:
+        items = self._items
+        if items is None:
+            spec = self.spec
+            items = self._items = self if spec is None else self.typed(spec.items)
+        return items
+
+    def _dataclass(self, v: Any, t: Any) -> MapView:
+        """A standard dataclass inside a model: every field of *t*, as pydantic writes
+        it (``_private`` ones and ``init=False`` ones too, unlike orjson)."""
+        members = []
+        for f in dataclasses.fields(t):
+            try:
+                members.append((f.name, getattr(v, f.name)))
+            except AttributeError as exc:
+                raise EncodeError(
+                    f"dataclass {t.__name__} has no value for field {f.name}", path=None
+                ) from exc
+        return MapView(members, self.typed(None).conv, src=v)
 
     def to_json(self, v: Any) -> bytes:
         return sys.modules["pydantic_core"].to_json(v, **self.modes)  # type: ignore[no-any-return]
@@ -1180,14 +1314,16 @@ def _flat_plan(t: Any) -> _Flat | None:
         plan = _model_plan(t)
         if plan.whole_only or plan.root or plan.computed:
             return None
-        if any(custom or exclude_if is not None for _, _, custom, exclude_if in plan.fields):
+        # A declared model may hold a subclass, which pydantic writes as declared: the
+        # bound then counts more than is written, and the renderer (typed) decides.
+        if any(f[2] or f[3] is not None for f in plan.fields):
             return None
         if len(plan.fields) != len(t.__pydantic_fields__):
             return None  # excluded fields: the values are not the members
         # The instance dict holds the members under their names: the compiled walk bounds
         # it whole, keys included, and the keys' aliases correct it (extras only add).
-        names = sum(len(name.encode()) for name, _, _, _ in plan.fields)
-        keys = sum(len(key.encode()) for _, key, _, _ in plan.fields)
+        names = sum(len(f[0].encode()) for f in plan.fields)
+        keys = sum(len(f[1].encode()) for f in plan.fields)
         return _INSTANCE_DICT, keys - names
     return None
 
