@@ -814,3 +814,23 @@ def test_a_marker_counts_a_subclass_by_its_real_length() -> None:
         "d": [f"{MARK}depth: list of 2 items]"],
         "s": f"{MARK}unencodable: LyingSet of 1 items]",
     }
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_a_key_of_lone_surrogates_shows_at_every_budget_that_can_hold_it(
+    strategy: Strategy,
+) -> None:
+    """Regression: {"\\ud800" * 300: 1} showed (cut) at 300 bytes and whole at 950, but
+    was dropped as "[omitted: 1 more keys]" at every budget between: its replaced text
+    (3 bytes a character) did not fit, and the key was not cut instead."""
+    key = "\ud800" * 300
+    for max_bytes in range(200, 1001, 25):
+        out = encode({key: 1, "b": 2}, max_bytes=max_bytes, strategy=strategy)
+        parsed = orjson.loads(out.data)
+        assert len(out.data) <= max_bytes
+        first = next(iter(parsed))
+        assert first.startswith("\ufffd"), (max_bytes, out.data[:80])
+        assert "…[key" in first
+        kinds = {t.kind for t in out.truncations if t.path == "/" + first}
+        assert kinds, "a rewritten key is reported"
+        assert kinds <= {"string", "unencodable"}

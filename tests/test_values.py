@@ -1140,3 +1140,30 @@ def test_serialize_as_any_writes_what_the_value_is() -> None:
         "name": "a",
         "password_hash": "SECRET-HASH",
     }
+
+
+class _Positional(msgspec.Struct, array_like=True, omit_defaults=True):
+    a: int = 1
+    b: int = 2
+    c: str = ""
+
+
+class _PositionalUnset(msgspec.Struct, array_like=True):
+    a: int = 1
+    b: int | msgspec.UnsetType = msgspec.UNSET
+
+
+@pytest.mark.parametrize("max_bytes", [64, 100, 400, 4000])
+def test_an_array_like_struct_keeps_every_position(max_bytes: int) -> None:
+    """Regression: with omit_defaults, the cut wrote ["xxx…"] for msgspec's [1,2,"xxx"]:
+    the default fields were left out and field c moved to position 0, unmarked."""
+    out = orjson.loads(encode(_Positional(c="x" * 3000), max_bytes=max_bytes).data)
+    assert out[:2] == [1, 2]
+    assert out[2].startswith(("xxx", "…[omitted: 1 more items]"))
+    assert bounded_dumps(_Positional(), max_bytes=100) == msgspec.json.encode(_Positional())
+
+
+def test_unset_in_an_array_like_struct_is_marked_in_its_place() -> None:
+    out = encode(_PositionalUnset(), max_bytes=100)
+    assert orjson.loads(out.data) == [1, "…[unencodable: msgspec.UNSET in an array_like Struct]"]
+    assert [t.path for t in out.truncations] == ["/1"]

@@ -901,7 +901,15 @@ class EncodeCall:
             k, v = pairs[i]
             sep = 1 if i else 0
             room = avail - used[-1] - sep - 1
-            if isinstance(k, str) and len(k) + 3 > room - 40 and i + 1 < (n or total + 1):
+            if (
+                isinstance(k, str)
+                and i + 1 < (n or total + 1)
+                and (
+                    len(k) + 3 > room - 40
+                    # Lone surrogates are written as U+FFFD: 3 bytes each.
+                    or (3 * len(k) + 3 > room - 40 and SURROGATE.search(k) is not None)
+                )
+            ):
                 # A key about to be cut leaves room for the member that says how many
                 # keys were left out, or it would take the room and be dropped itself.
                 room -= len(mk.keys(None if n is None else n - i - 1, mkey)) + 1
@@ -1209,18 +1217,22 @@ class EncodeCall:
         report: tuple[str, int | None, str]
         if isinstance(k, str):
             n = len(k)
-            kb = b""
-            if n + 3 <= room:
+            cut = n + 3 > room
+            if not cut:
                 try:
                     kb = _dumps(k)
                 except _JSONError:
                     clean, bad = SURROGATE.subn("\ufffd", k)
                     text = clean + f"…[key: {bad} lone surrogates replaced]"
                     report = ("unencodable", bad, "chars")
+                    # Each replacement is 3 bytes, the note more: where they do not fit,
+                    # the key is cut like any other, never dropped.
+                    cut = len(_dumps(text)) + 1 > room
                 else:
                     if len(kb) + 1 <= room:
                         return kb + b":", k, _NONE
-            if n + 3 > room or kb:  # too long for the room: cut like a string
+                    cut = True
+            if cut:  # too long for the room: cut like a string
                 if whole:
                     return None
                 longest = len(f"…[key truncated: {n} more chars]".encode())

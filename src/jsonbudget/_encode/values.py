@@ -908,11 +908,16 @@ def _struct(obj: Any, opts: Options) -> Any:
     if cfg.tag_field is not None:
         members.append((cfg.tag_field, cfg.tag))
     unset = ms.UNSET
+    # An array's items are its fields by position: msgspec leaves none out there (it
+    # writes defaults, and refuses UNSET), so neither does this, or positions would shift.
+    omit = cfg.omit_defaults and not cfg.array_like
     for i, (name, key) in enumerate(zip(names, t.__struct_encode_fields__, strict=True)):
         v = getattr(obj, name)
         if v is unset:
+            if cfg.array_like:
+                members.append((key, Unencodable("msgspec.UNSET in an array_like Struct")))
             continue
-        if cfg.omit_defaults and i >= first_default and _is_default(v, defaults[i - first_default]):
+        if omit and i >= first_default and _is_default(v, defaults[i - first_default]):
             continue
         members.append((key, v))
     if cfg.array_like:
