@@ -24,6 +24,7 @@ import orjson
 import pydantic
 import pydantic.alias_generators
 import pydantic.dataclasses
+import pydantic_core
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -1167,3 +1168,40 @@ def test_unset_in_an_array_like_struct_is_marked_in_its_place() -> None:
     out = encode(_PositionalUnset(), max_bytes=100)
     assert orjson.loads(out.data) == [1, "…[unencodable: msgspec.UNSET in an array_like Struct]"]
     assert [t.path for t in out.truncations] == ["/1"]
+
+
+class _ExcludeIfRaises(pydantic.BaseModel):
+    x: int | None = pydantic.Field(None, exclude_if=lambda v: 1 / 0)
+
+
+class _SerializerRaises(pydantic.BaseModel):
+    x: int = 1
+
+    @pydantic.field_serializer("x")
+    def _x(self, v: int) -> int:
+        raise ValueError("boom")
+
+
+@attrs.define
+class _NeverSet:
+    y: int = attrs.field(init=False)
+
+
+@pytest.mark.parametrize(
+    ("value", "cause"),
+    [
+        (_ExcludeIfRaises(), ZeroDivisionError),
+        (_SerializerRaises(), pydantic_core.PydanticSerializationError),
+        (_NeverSet(), AttributeError),
+    ],
+)
+def test_a_library_hook_that_raises_is_an_encode_error_with_a_path(
+    value: Any, cause: type[BaseException]
+) -> None:
+    """Regression: these escaped as the library's own ZeroDivisionError,
+    PydanticSerializationError and AttributeError instead of EncodeError."""
+    for obj in (value, {"wrapped": [value]}):
+        with pytest.raises(EncodeError) as caught:
+            encode(obj, max_bytes=200)
+        assert caught.value.path is not None
+        assert isinstance(caught.value.__cause__, cause)

@@ -393,7 +393,11 @@ class EncodeCall:
             t = type(obj)
             # Models, Structs, attrs, Decimal, NumPy, Fragment, dataclasses (their fields
             # as orjson selects them): as their own library writes them.
-            native = _values.adapt(obj, self.values)
+            try:
+                native = _values.adapt(obj, self.values)
+            except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
+                err = _library_error(exc, obj, where)
+                raise err from err.__cause__
             if native is not _values.UNKNOWN:
                 if type(native) is _values.Unencodable:
                     return self._unknown(native.what, where)
@@ -497,7 +501,11 @@ class EncodeCall:
                 ent.over = cap
                 return None
             # A native value's own library writes it when all of it fits (byte identity).
-            native = _values.whole(v, cap, depth, self.caps)
+            try:
+                native = _values.whole(v, cap, depth, self.caps)
+            except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
+                err = _library_error(exc, obj, where)
+                raise err from err.__cause__
             if native is not None:
                 ent.exact, ent.size = (native, _NONE), len(native)
                 return ent.exact
@@ -560,8 +568,11 @@ class EncodeCall:
                 n = len(members) if len(members) < limit else None
                 if n is None and isinstance(v, _values.MapView):
                     n = len(v)  # a view counts its own members
-        except JsonBudgetError:
-            raise  # ours already says what failed and where (a source's DecodeError)
+        except JsonBudgetError as exc:
+            # Ours already says what failed (a source's DecodeError); one that could not
+            # know where (a computed field) gets the container's path.
+            err = _placed(exc, where)
+            raise err from err.__cause__
         except Exception as exc:  # chained: the container's own error, with its path
             raise EncodeError(
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
@@ -1274,6 +1285,29 @@ class EncodeCall:
                 ) from exc
             return name
         return f"{name} {SURROGATE.sub(chr(0xFFFD), text[:_KEY_REPR])}"
+
+
+def _library_error(exc: Exception, obj: Any, where: Any) -> Exception:
+    """What to raise for *exc*, raised by a value's library as it wrote or converted *obj*
+    (a pydantic serializer or ``exclude_if``, an attrs attribute never set): an
+    `EncodeError` at *where*, its ``__cause__`` the library's own exception."""
+    if isinstance(exc, JsonBudgetError):
+        return _placed(exc, where)
+    err = EncodeError(
+        f"{type(obj).__name__} raised {type(exc).__name__} while converted", path=_path(where)
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _placed(exc: JsonBudgetError, where: Any) -> JsonBudgetError:
+    """*exc* itself, or, for an `EncodeError` raised without a path, one naming *where*
+    with the same ``__cause__``."""
+    if type(exc) is EncodeError and exc.path is None:
+        placed = EncodeError(str(exc), path=_path(where))
+        placed.__cause__ = exc.__cause__
+        return placed
+    return exc
 
 
 def _counted(v: Any) -> bool:

@@ -832,7 +832,7 @@ class _PydConv(_Conv):
                         break
             if "__pydantic_fields__" in t.__dict__:
                 return v if t is type(v) else _pydantic(v, self.opts, t)
-            if isinstance(v, sys.modules["pydantic"].BaseModel):
+            if isinstance(v, sys.modules["pydantic"].BaseModel) or t is Clipped:
                 return v  # dispatched again: a nested model is a view of its own
             return self._dataclass(v, t)
         if isinstance(v, float):
