@@ -834,3 +834,17 @@ def test_a_key_of_lone_surrogates_shows_at_every_budget_that_can_hold_it(
         kinds = {t.kind for t in out.truncations if t.path == "/" + first}
         assert kinds, "a rewritten key is reported"
         assert kinds <= {"string", "unencodable"}
+
+
+def test_depth_markers_count_an_object_and_name_an_iterator() -> None:
+    """Regression: an object at the depth limit read "…[depth: object]" (the docs promise
+    its count) and a generator "…[depth: Stream]", the name of an internal class."""
+
+    def rows() -> Any:
+        yield 1
+
+    out = encode({"a": {"b": {"c": 1, "d": 2}}, "g": [rows()]}, max_bytes=200, max_depth=2)
+    assert orjson.loads(out.data) == {
+        "a": {"b": "…[depth: object with 2 keys]"},
+        "g": ["…[depth: iterator]"],
+    }

@@ -250,9 +250,13 @@ def _path(where: Any) -> str:
 
 def _describe(obj: Any) -> str:
     """Say what stood where a marker now stands, at a bounded cost, without its content."""
-    if isinstance(obj, Mapping):
-        return "object"
     # The compiled counts: a subclass's own __len__ may lie or raise.
+    if isinstance(obj, dict):
+        return f"object with {dict.__len__(obj)} keys"
+    if isinstance(obj, _values.MapView):
+        return f"object with {len(obj)} keys"  # a view counts its own members
+    if isinstance(obj, Mapping):
+        return "object"  # a Mapping's own __len__ may lie or raise
     if isinstance(obj, list):
         return f"list of {list.__len__(obj)} items"
     if isinstance(obj, tuple):
@@ -271,7 +275,7 @@ def _describe(obj: Any) -> str:
         return float.__repr__(obj)
     if isinstance(obj, int):
         return "int beyond 64 bits"
-    if isinstance(obj, Iterator):
+    if isinstance(obj, Iterator | Stream):
         return "iterator"
     return type(obj).__name__[:40]
 
