@@ -10,6 +10,7 @@ import orjson
 import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.server.middleware.response_limiting import ResponseLimitingMiddleware
+from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
@@ -27,7 +28,9 @@ ROWS = [
 def wire_bytes(result: Any) -> int:
     """The response line's length for what the client received (the same fields)."""
     return message_bytes(
-        CallToolResult(content=result.content, structured_content=result.structured_content)
+        CallToolResult(
+            content=result.content, structured_content=result.structured_content, _meta=result.meta
+        )
     )
 
 
@@ -160,3 +163,44 @@ async def test_bounded_results_with_a_reader_loses_nothing(tmp_path: Path) -> No
         got = await client.call_tool("read_result", {"ref": ref, "pointer": "/result/70000/title"})
         assert wire_bytes(got) <= 8192
         assert got.structured_content["items"] == ["cats 70000"]
+
+
+async def test_meta_counts_against_the_budget_and_too_much_meta_is_dropped() -> None:
+    """result.meta (FastMCP's own wrap_result, the serverInfo stamp, a tool's _meta) went
+    uncounted: 3,098 bytes at a budget of 3,000, 5,089 with a tool's 5 KB _meta."""
+    budget = 3000
+    app = FastMCP("probe")
+    app.add_middleware(BoundedResults(max_bytes=budget, content="structured"))
+
+    @app.tool()
+    def search() -> list[dict[str, Any]]:
+        return [{"id": i, "title": f"item {i}"} for i in range(5000)]
+
+    @app.tool()
+    def traced() -> ToolResult:
+        return ToolResult(content=[TextContent(type="text", text="x" * 5000)],
+                          meta={"trace": "t" * 1000})  # fmt: skip
+
+    @app.tool()
+    def heavy() -> ToolResult:
+        return ToolResult(content=[TextContent(type="text", text="x" * 5000)],
+                          meta={"trace": "t" * 5000, "span": "s"})  # fmt: skip
+
+    async with Client(app) as client:
+        found = await client.call_tool("search", {})
+        assert found.meta is not None
+        assert found.meta["fastmcp"] == {"wrap_result": True}
+        assert "io.modelcontextprotocol/serverInfo" in found.meta
+        assert found.data[-1].startswith("…[omitted:")  # FastMCP still unwraps the result
+        traced_result = await client.call_tool("traced", {})
+        assert traced_result.meta is not None
+        assert traced_result.meta["trace"] == "t" * 1000
+        heavy_result = await client.call_tool("heavy", {})
+        assert heavy_result.meta is not None
+        assert heavy_result.meta["jsonbudget/omittedMetaKeys"] == 2
+        assert "trace" not in heavy_result.meta
+        assert heavy_result.content[0].text.startswith("xxx")
+        for result in (found, traced_result, heavy_result):
+            wire = CallToolResult(content=result.content, _meta=result.meta,
+                                  structured_content=result.structured_content)  # fmt: skip
+            assert budget - 600 < message_bytes(wire) <= budget

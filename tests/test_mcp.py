@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sqlite3
@@ -12,10 +13,13 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, Implementation
+from pydantic import BaseModel
 
 from jsonbudget import (
     MCP_KEYS,
@@ -33,6 +37,7 @@ from jsonbudget.errors import InvalidCursor, LimitError
 from jsonbudget.mcp import (
     SUMMARY_TEXT,
     McpPager,
+    bounded_result,
     cursor_error,
     message_bytes,
     page_result,
@@ -288,11 +293,14 @@ for spec in sys.argv[1:]:
 server.run("stdio")
 """
 
-SPECS = [("both", 1174), ("both", 2000), ("both", 16384), ("structured", 556),
-         ("structured", 4096), ("text", 813), ("text", 4096)]  # fmt: skip
+SPECS = [("both", 1374), ("both", 2000), ("both", 16384), ("structured", 756),
+         ("structured", 4096), ("text", 1013), ("text", 4096)]  # fmt: skip
 
 
-async def test_every_response_line_fits_its_budget_on_the_wire(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_every_response_line_fits_its_budget_on_the_wire(
+    tmp_path: Path, protocol: str
+) -> None:
     """A page of Limits(N) once made a 32,935-byte line for N = 16,384 (the envelope sent
     twice, the text copy escaped again); every line is now at most its budget, for every
     content mode, from the smallest budget up, and the pages still reassemble."""
@@ -305,7 +313,8 @@ async def test_every_response_line_fits_its_budget_on_the_wire(tmp_path: Path) -
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )
     calls: dict[str, int] = {}
-    async with Client(params, mode="legacy") as client:
+    # "auto" negotiates protocol 2026-07-28: the server adds resultType and its serverInfo.
+    async with Client(params, mode=protocol) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         for mode, budget in SPECS:
             name = f"rows_{mode}_{budget}"
@@ -359,6 +368,8 @@ async def test_every_response_line_fits_its_budget_on_the_wire(tmp_path: Path) -
         if response.get("id") in budget_of:
             seen += 1
             assert len(line) <= budget_of[response["id"]]
+            stamped = "io.modelcontextprotocol/serverInfo" in response["result"].get("_meta", {})
+            assert stamped is (protocol == "auto")
     assert seen == sum(calls.values()) > len(SPECS) * 4
 
 
@@ -379,7 +390,7 @@ def test_page_result_content_modes() -> None:
 def test_pager_options_validated() -> None:
     with pytest.raises(LimitError, match="content"):
         McpPager(max_bytes=4096, content="both-ways")  # type: ignore[arg-type]
-    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1174"):
+    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1374"):
         McpPager(max_bytes=1000)
     with pytest.raises(LimitError, match="limits"):
         McpPager(max_bytes=4096, limits=Limits(4096))
@@ -477,3 +488,165 @@ async def test_read_result_tool_reads_a_spill_back_for_its_principal_only(tmp_pa
             await client.call_tool("read_result", {"ref": ref})
         assert info.value.code == INVALID_PARAMS
         assert info.value.data == {"reason": "scope_principal"}
+
+
+# -- bounded_result: every value shape, every mode, every budget --------------------------
+
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False),
+    lambda inner: st.lists(inner, max_size=30) | st.dictionaries(st.text(), inner, max_size=10),
+    max_leaves=200,
+)
+
+
+@given(
+    value=VALUES | st.lists(st.text('"\\\x01a', max_size=40), min_size=50, max_size=400),
+    budget=st.integers(min_value=600, max_value=6000),
+    content=st.sampled_from(["both", "structured", "text"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_bounded_result_fits_every_value_shape(value: Any, budget: int, content: Any) -> None:
+    """Non-object values go as {"result": ...}: the wrapper once went uncounted (a list at
+    1,100 bytes made 1,108) and fit() raised EncodeError."""
+    try:
+        result = bounded_result(value, max_bytes=budget, content=content)
+    except LimitError:
+        assert budget < 1000  # only below the mode's documented minimum
+        return
+    assert message_bytes(result, server=DEFAULT_SIZED_SERVER) <= budget
+    if content != "text" and not isinstance(value, str):
+        assert isinstance(result.structured_content, dict)
+
+
+# A server whose serverInfo stamp is as large as the default reservation (128 bytes).
+DEFAULT_SIZED_SERVER = Implementation(name="n" * 96, version="v" * 32)
+
+
+# -- protocol 2026-07-28: resultType and the serverInfo stamp ------------------------------
+
+
+def big_server(budget: int, info: dict[str, Any]) -> MCPServer:
+    server = MCPServer(**info)
+    rows = [{"id": i, "p": 'C:\\"x"'} for i in range(3000)]
+
+    @server.tool()
+    def big() -> CallToolResult:
+        return bounded_result(rows, max_bytes=budget, content="structured", server=server)
+
+    @server.tool()
+    def default_big() -> CallToolResult:
+        return bounded_result(rows, max_bytes=budget, content="both")
+
+    @server.tool()
+    @paginated_tool(max_bytes=budget, content="structured", server=server)
+    def pages() -> list[dict[str, Any]]:
+        return rows
+
+    return server
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_modern_protocol_stamps_count_against_the_budget(protocol: str) -> None:
+    """Under mode="auto" the server adds "resultType" and _meta serverInfo to every result;
+    they went uncounted (budget 2000, 2065-byte lines). The stamp of a server with a long
+    identity is counted exactly when the server is given, the default reservation covers
+    a name and version; a legacy result carries neither."""
+    budget = 2000
+    info = {"name": "inventory-server", "version": "1.2.3", "title": "Inventory " * 20,
+            "description": "Every item in stock. " * 10}  # fmt: skip
+    small = {"name": "inventory-server", "version": "1.2.3"}
+    for identity, tools in ((info, ("big", "pages")), (small, ("big", "default_big", "pages"))):
+        server = big_server(budget, identity)
+        async with Client(server, mode=protocol) as client:
+            for name in tools:
+                result = await client.call_tool(name, {})
+                assert result.is_error is False
+                stamp = (result.meta or {}).get("io.modelcontextprotocol/serverInfo")
+                assert (stamp is not None) is (protocol == "auto"), name
+                if stamp is not None:
+                    assert stamp["name"] == "inventory-server"
+                # The client's model holds exactly what came on the wire.
+                wire = CallToolResult(content=result.content, _meta=result.meta,
+                                      structured_content=result.structured_content)  # fmt: skip
+                assert message_bytes(wire) <= budget, (identity, name)
+                assert message_bytes(wire) > budget // 2  # the room is used, not wasted
+
+
+def test_message_bytes_counts_the_stamp_of_a_server() -> None:
+    server = MCPServer("x" * 300, version="9")
+    result = bounded_result({"a": 1}, max_bytes=2000)
+    assert message_bytes(result, server=server) - message_bytes(result) > 300
+    assert message_bytes(result, server=server) == message_bytes(
+        result, server=server._lowlevel_server
+    )
+
+
+# -- paginated_tool: injected Context and model arguments ----------------------------------
+
+
+class Filter(BaseModel):
+    status: str = "open"
+    tags: list[str] = []
+
+
+@dataclasses.dataclass
+class Window:
+    start: int
+    end: int
+
+
+async def test_paginated_tool_leaves_context_out_of_the_scope_and_dumps_models() -> None:
+    """An injected ctx: Context and pydantic arguments once went into the cursor's scope
+    and every call failed ("query value of type Context has no JSON form")."""
+    server = MCPServer("ctx")
+    seen: list[Any] = []
+
+    @server.tool()
+    @paginated_tool(max_bytes=2000)
+    def with_ctx(ctx: Context, status: str = "open") -> list[dict[str, Any]]:
+        """Rows."""
+        seen.append(ctx)
+        return [{"id": i, "status": status} for i in range(300)]
+
+    @server.tool()
+    @paginated_tool(max_bytes=2000)
+    async def with_model(f: Filter, ctx: Context | None = None) -> list[dict[str, Any]]:
+        """Rows."""
+        return [{"id": i, "status": f.status} for i in range(300)]
+
+    tools = {t.name: t for t in (await MCPServer.list_tools(server))}
+    assert "ctx" not in tools["with_ctx"].input_schema["properties"]
+    async with Client(server, mode="legacy") as client:
+        calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+            ("with_ctx", {"status": "open"}, {"status": "closed"}),
+            ("with_model", {"f": {"status": "open", "tags": ["a"]}},
+             {"f": {"status": "open", "tags": ["b"]}}),
+        ]  # fmt: skip
+        for name, args, other in calls:
+            first = await client.call_tool(name, args)
+            assert first.is_error is False, first.content
+            assert first.structured_content is not None
+            cursor = first.structured_content["nextCursor"]
+            ids = [r["id"] for r in first.structured_content["items"]]
+            second = await client.call_tool(name, {**args, "cursor": cursor})
+            assert second.is_error is False
+            assert second.structured_content is not None
+            assert second.structured_content["items"][0]["id"] == ids[-1] + 1
+            # The model's fields are in the scope: other fields refuse the cursor.
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(name, {**other, "cursor": cursor})
+            assert refused.value.error.code == INVALID_PARAMS
+    assert isinstance(seen[0], Context)
+
+
+def test_scope_takes_the_json_form_of_models_and_dataclasses() -> None:
+    @paginated_tool(max_bytes=2000)
+    def rows(f: Filter, w: Window, many: list[Window]) -> list[int]:
+        return list(range(500))
+
+    first = rows(Filter(tags=["x"]), Window(1, 2), [Window(3, 4)])
+    cursor = first.structured_content["nextCursor"]
+    again = rows(Filter(tags=["x"]), Window(1, 2), [Window(3, 4)], cursor=cursor)
+    assert again.structured_content["items"][0] == len(first.structured_content["items"])
+    with pytest.raises(MCPError):
+        rows(Filter(tags=["x"]), Window(1, 2), [Window(3, 5)], cursor=cursor)

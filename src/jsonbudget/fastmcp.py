@@ -19,6 +19,7 @@ import orjson
 from ._agents.guards import ResultGate
 from ._agents.reader import ResultReader
 from ._extras import missing_extra
+from .errors import LimitError
 from .mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
 
 try:
@@ -66,6 +67,10 @@ class BoundedResults(Middleware):
         principal: str | Callable[[], str] = "anonymous",
     ) -> None:
         self._fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=default)
+        self._options: dict[str, Any] = {"max_bytes": max_bytes, "content": content,
+                                         "default": default}  # fmt: skip
+        # One fitter per server identity (its serverInfo stamp is part of every message).
+        self._fitters: dict[int, McpResultFitter] = {}
         self._gate: ResultGate | None = None
         if reader is not None:
             # The preview gets what the message leaves at worst (its text copy may double).
@@ -110,16 +115,51 @@ class BoundedResults(Middleware):
             return result  # an input-required or task result carries no tool content
         if result.is_error:
             return result
-        wire = CallToolResult(content=result.content, structured_content=result.structured_content)
-        if message_bytes(wire) <= self._fitter.max_bytes:
+        server = _server_of(context)
+        wire = CallToolResult(content=result.content, structured_content=result.structured_content,
+                              _meta=result.meta)  # fmt: skip
+        if message_bytes(wire, server=server) <= self._fitter.max_bytes:
             return result
         value = _value_of(result)
         if self._gate is not None:
             gated = await self._gate.agate(value, label=context.message.name)
             value = orjson.loads(gated.data) if gated.kind == "json" else gated.text
-        fitted = self._fitter.fit(value)
+        fitter = self._fitter_for(server)
+        try:
+            fitted = fitter.fit(value, meta=result.meta)
+        except LimitError:
+            # The tool's _meta leaves no room for the value: it is dropped, and said so.
+            fitted = fitter.fit(value, meta=_omitted_meta(result.meta))
         return ToolResult(content=fitted.content, structured_content=fitted.structured_content,
-                          meta=result.meta)  # fmt: skip
+                          meta=fitted.meta)  # fmt: skip
+
+    def _fitter_for(self, server: Any) -> McpResultFitter:
+        if server is None:
+            return self._fitter
+        fitter = self._fitters.get(id(server))
+        if fitter is None:
+            fitter = McpResultFitter(**self._options, server=server)
+            self._fitters = {id(server): fitter}  # a middleware serves one server
+        return fitter
+
+
+def _server_of(context: MiddlewareContext[Any]) -> Any:
+    """The low-level server whose runner stamps its serverInfo on the result, if known.
+
+    FastMCP keeps it as ``_mcp_server``: its ``server_info`` is the identity the SDK
+    stamps (FastMCP's own version when the app gives none).
+    """
+    if context.fastmcp_context is None:
+        return None
+    return context.fastmcp_context.fastmcp._mcp_server
+
+
+def _omitted_meta(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """*meta* too large to send: FastMCP's own key kept (its client unwraps results with
+    it), the rest replaced by how many keys were left out (a count: always small)."""
+    meta = meta or {}
+    kept = {"fastmcp": meta["fastmcp"]} if "fastmcp" in meta else {}
+    return {**kept, "jsonbudget/omittedMetaKeys": sum(k != "fastmcp" for k in meta)}
 
 
 def _cuttable_schema(schema: dict[str, Any] | None) -> bool:

@@ -13,9 +13,11 @@ This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` nev
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import sys
+import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
@@ -32,9 +34,11 @@ from .errors import CursorError, EncodeError, LimitError
 
 try:
     import anyio.to_thread
+    from mcp.server.mcpserver import Context as McpContext
     from mcp.shared.exceptions import MCPError
-    from mcp.types import CallToolResult, JSONRPCResponse, TextContent
-    from pydantic import TypeAdapter
+    from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
+    from mcp_types import SERVER_INFO_META_KEY
+    from pydantic import BaseModel, TypeAdapter
 
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
     from typing_extensions import NotRequired, TypedDict  # noqa: UP035
@@ -81,6 +85,9 @@ _WORST_GROWTH = {"both": 3, "text": 2, "structured": 1}
 # The first try's guess for ordinary data (keys' quotes escaped once more in the text).
 _FIRST_GROWTH = {"both": 2.3, "text": 1.3, "structured": 1.0}
 _ROUNDS = 3
+# What a server without a known identity is assumed to stamp on a 2026-era result:
+# a name and a version of up to 128 bytes together (see `_stamp_of`).
+_DEFAULT_INFO = Implementation(name="n" * 96, version="v" * 32)
 
 
 class McpPageEnvelope(TypedDict):
@@ -121,14 +128,46 @@ def page_result(page: Page, *, content: ContentMode = "both") -> CallToolResult:
     )
 
 
-def message_bytes(result: CallToolResult, *, request_id: int | str = _WORST_ID) -> int:
+def message_bytes(
+    result: CallToolResult, *, request_id: int | str = _WORST_ID, server: Any = None
+) -> int:
     """The exact length in bytes of the JSON-RPC response line that carries *result*.
 
     Serialized as the SDK serializes it (its stdio transport writes this line, newline
     included; an HTTP response body is the same JSON without the newline), for a request
-    id of *request_id* (default: the longest 64-bit integer id).
+    id of *request_id* (default: the longest 64-bit integer id), on a protocol 2026-07-28
+    connection: ``"resultType":"complete"`` counted and, given *server* (the server or
+    its ``Implementation``), the ``serverInfo`` stamp the SDK adds to ``_meta``. A legacy
+    connection gets neither, so its line is shorter.
     """
+    return _line_bytes(result, None if server is None else _stamp_of(server), request_id)
+
+
+def _stamp_of(server: Any) -> dict[str, Any]:
+    """The ``_meta`` serverInfo stamp *server* puts on every 2026-era result.
+
+    The SDK's runner dumps the server's ``Implementation`` (``server_info``): a low-level
+    ``Server`` has it; an ``MCPServer`` has the same identity fields as attributes.
+    """
+    info = server if isinstance(server, Implementation) else getattr(server, "server_info", None)
+    if not isinstance(info, Implementation):
+        info = Implementation(name=server.name, version=server.version or "", title=server.title,
+                              description=server.description, website_url=server.website_url,
+                              icons=server.icons)  # fmt: skip
+    stamp: dict[str, Any] = info.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return stamp
+
+
+def _line_bytes(
+    result: CallToolResult, stamp: dict[str, Any] | None, request_id: int | str = _WORST_ID
+) -> int:
     dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    # What the SDK's runner adds on a 2026-07-28 connection (mcp.server.runner._serialize):
+    # the required resultType, and the serverInfo stamp unless the handler set one.
+    dumped.setdefault("resultType", "complete")
+    meta = dumped.get("_meta")
+    if stamp is not None and (meta is None or meta.get(SERVER_INFO_META_KEY) is None):
+        dumped["_meta"] = {**(meta or {}), SERVER_INFO_META_KEY: stamp}
     line = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped).model_dump_json(
         by_alias=True, exclude_unset=True
     )
@@ -168,7 +207,7 @@ class McpPager:
     `cursor_error` for a refused cursor.
     """
 
-    __slots__ = ("_base", "_content", "_fixed", "_options", "_pagers", "limits")
+    __slots__ = ("_base", "_content", "_fixed", "_options", "_pagers", "_stamp", "limits")
 
     def __init__(
         self,
@@ -182,11 +221,13 @@ class McpPager:
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
         content: ContentMode = "both",
+        server: Any = None,
     ) -> None:
         self.limits = _limits_of(limits, max_bytes)
         if content not in _MODES:
             raise LimitError("content", content, "must be 'both', 'structured' or 'text'")
         self._content: ContentMode = content
+        self._stamp = _stamp_of(_DEFAULT_INFO if server is None else server)
         self._options: dict[str, Any] = {
             "oversized": oversized, "spill_store": spill_store, "keys": MCP_KEYS,
             "strategy": strategy, "markers": markers, "default": default,
@@ -198,7 +239,7 @@ class McpPager:
             ],
             structured_content=None if content == "text" else {},
         )
-        self._fixed = message_bytes(empty) - (0 if content == "text" else 2)
+        self._fixed = _line_bytes(empty, self._stamp) - (0 if content == "text" else 2)
         room = self.limits.max_bytes - self._fixed
         safe = room // _WORST_GROWTH[content]
         least = _least_page_bytes(self.limits, self._options)
@@ -249,7 +290,7 @@ class McpPager:
     def _check(self, page: Page, budget: int, tried: int) -> tuple[CallToolResult | None, int]:
         """*page*'s result if its message fits, else None and the page budget to try next."""
         result = page_result(page, content=self._content)
-        size = message_bytes(result)
+        size = _line_bytes(result, self._stamp)
         if size <= self.limits.max_bytes:
             return result, budget
         safe = self._safe_budget()
@@ -306,7 +347,7 @@ class McpResultFitter:
     """Fits any tool result value into one ``CallToolResult`` whose message is at most
     ``max_bytes`` (see `bounded_result`). Built once, used for every call."""
 
-    __slots__ = ("_content", "_fixed", "_limits", "_options")
+    __slots__ = ("_content", "_fixed", "_limits", "_options", "_stamp")
 
     def __init__(
         self,
@@ -317,6 +358,7 @@ class McpResultFitter:
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
+        server: Any = None,
     ) -> None:
         self._limits = _limits_of(limits, max_bytes)
         if content not in _MODES:
@@ -325,10 +367,8 @@ class McpResultFitter:
         self._options: dict[str, Any] = {"strategy": strategy, "markers": markers,
                                          "default": default}  # fmt: skip
         Encoder(self._limits, **self._options)  # the options fail here, not on a call
-        self._fixed = {
-            mode: message_bytes(_value_result(b"{}", {}, mode)) - (0 if mode == "text" else 2)
-            for mode in _MODES
-        }
+        self._stamp = _stamp_of(_DEFAULT_INFO if server is None else server)
+        self._fixed = {mode: self._fixed_of(mode, None) for mode in _MODES}
         least = max(self._fixed.values()) + MIN_BYTES * _WORST_GROWTH[content]
         if self._limits.max_bytes < least:
             raise LimitError(
@@ -341,29 +381,44 @@ class McpResultFitter:
     def max_bytes(self) -> int:
         return self._limits.max_bytes
 
-    def fit(self, value: Any) -> CallToolResult:
+    def _fixed_of(self, mode: ContentMode, meta: dict[str, Any] | None) -> int:
+        # The message without the value. A value that is not an object goes wrapped as
+        # {"result": ...}: its fixed part is the larger, so it is the one counted. "[]"
+        # stands for the value: 2 bytes in each copy the mode carries.
+        empty = _value_result(b"[]", [], mode)
+        empty.meta = meta
+        return _line_bytes(empty, self._stamp) - (4 if mode == "both" else 2)
+
+    def fit(self, value: Any, *, meta: dict[str, Any] | None = None) -> CallToolResult:
         """*value* bounded so that the whole response carrying it is at most ``max_bytes``.
 
         A ``str`` is text: it is cut (and marked) as text and sent as text content only.
         Anything else is JSON: sent as *content* says; structured content must be an
         object, so a value that is not one is wrapped as ``{"result": value}``, as the
-        SDK wraps such outputs.
+        SDK wraps such outputs. *meta* is sent as the result's ``_meta``, whole: it is
+        counted, and if it leaves too little room for the value, `LimitError` is raised.
         """
         mode: ContentMode = "text" if isinstance(value, str) else self._content
-        room = self._limits.max_bytes - self._fixed[mode]
+        fixed = self._fixed[mode] if meta is None else self._fixed_of(mode, meta)
+        room = self._limits.max_bytes - fixed
         worst = 1 if isinstance(value, str) else _WORST_GROWTH[mode]
         safe = room // worst
+        if safe < MIN_BYTES:
+            raise LimitError("meta", f"{fixed - self._fixed[mode]} bytes",
+                             f"leaves {room} bytes of max_bytes={self.max_bytes} for the "
+                             f"value, under the least {MIN_BYTES * worst}")  # fmt: skip
         budget = min(room, max(safe, int(room / (1.0 if worst == 1 else _FIRST_GROWTH[mode]))))
         for tried in range(_ROUNDS):
-            data = Encoder(self._limits.replace(max_bytes=max(budget, MIN_BYTES)),
+            data = Encoder(self._limits.replace(max_bytes=budget),
                            **self._options).dumps(value)  # fmt: skip
             result = _value_result(data, value, mode)
-            size = message_bytes(result)
+            result.meta = meta
+            size = _line_bytes(result, self._stamp)
             if size <= self._limits.max_bytes:
                 return result
             if budget <= safe or tried >= _ROUNDS - 1:
                 break
-            growth = max((size - self._fixed[mode]) / len(data), 1.0)
+            growth = max((size - fixed) / len(data), 1.0)
             nxt = safe if tried == _ROUNDS - 2 else int(room / growth * 0.98)
             budget = max(safe, min(budget - 1, nxt))
         raise EncodeError(  # pragma: no cover - the safe budget fits by construction
@@ -392,13 +447,14 @@ def bounded_result(
     content: ContentMode = "both",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
+    server: Any = None,
 ) -> CallToolResult:
     """One call: *value* as a tool result whose whole response is at most *max_bytes*.
 
     See `McpResultFitter.fit`; build a fitter once for a tool called many times.
     """
     fitter = McpResultFitter(max_bytes=max_bytes, content=content, markers=markers,
-                             default=default)  # fmt: skip
+                             default=default, server=server)  # fmt: skip
     return fitter.fit(value)
 
 
@@ -436,6 +492,31 @@ def _resolve(annotation: Any, fn: Callable[..., Any]) -> Any:
         ) from exc
 
 
+def _is_context(annotation: Any) -> bool:
+    """Whether a parameter so annotated receives the server's Context (as the SDKs find it:
+    the class, or one of a generic's arguments such as ``Context | None``)."""
+    classes: list[type] = [McpContext]
+    fastmcp_context = sys.modules.get("fastmcp.server.context")  # imported if annotated so
+    if fastmcp_context is not None:
+        classes.append(fastmcp_context.Context)
+    candidates = [annotation, *typing.get_args(annotation)]
+    return any(isinstance(c, type) and issubclass(c, tuple(classes)) for c in candidates)
+
+
+def _json_form(value: Any) -> Any:
+    """An argument as the client sent it: pydantic models and dataclasses the SDK built
+    from the JSON arguments are turned back into JSON values for the cursor's scope."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _json_form(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {k: _json_form(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_form(v) for v in value]
+    return value
+
+
 def paginated_tool(
     *,
     max_bytes: int | None = None,
@@ -448,6 +529,7 @@ def paginated_tool(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     content: ContentMode = "both",
+    server: Any = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a function that returns a source into a paginated MCP tool.
 
@@ -475,6 +557,7 @@ def paginated_tool(
         markers=markers,
         default=default,
         content=content,
+        server=server,
     )
     # The SDK validates structured content against the declared schema and publishes
     # it as the tool's outputSchema; a text-only result declares none.
@@ -499,9 +582,12 @@ def paginated_tool(
         params.insert(at, extra)
         new_sig = sig.replace(parameters=params, return_annotation=returns)
         name = getattr(fn, "__name__", type(fn).__name__)
+        # The SDK injects a Context per request: it is not what the client asked for.
+        contexts = {p.name for p in params if _is_context(p.annotation)}
 
         def scope_of(arguments: Mapping[str, Any]) -> Scope:
-            return Scope(_principal_of(principal), {**arguments, TOOL_KEY: name})
+            query = {k: _json_form(v) for k, v in arguments.items() if k not in contexts}
+            return Scope(_principal_of(principal), {**query, TOOL_KEY: name})
 
         wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(fn):
@@ -547,6 +633,7 @@ def read_result_tool(
     reader: ResultReader,
     max_bytes: int = 16384,
     principal: str | Callable[[], str] = "anonymous",
+    server: Any = None,
 ) -> Callable[..., CallToolResult]:
     """A ``read_result(ref, pointer="", cursor=None)`` function to register as an MCP tool.
 
@@ -560,7 +647,7 @@ def read_result_tool(
     if not isinstance(reader, ResultReader):
         raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
     empty = CallToolResult(content=[TextContent(type="text", text="")], structured_content={})
-    fixed = message_bytes(empty) - 2
+    fixed = _line_bytes(empty, _stamp_of(_DEFAULT_INFO if server is None else server)) - 2
     page_bytes = (_limits_of(None, max_bytes).max_bytes - fixed) // _WORST_GROWTH["both"]
     pages = ResultReader(spill=reader.spill, cursors=reader.cursors, max_bytes=page_bytes)
 
