@@ -1228,3 +1228,227 @@ def test_a_gate_with_a_reader_spills_to_the_readers_store(tmp_path: Path) -> Non
     assert ResultGate(max_bytes=1000, reader=reader).store is reader.spill
     with pytest.raises(LimitError, match="the reader's spill store"):
         ResultGate(max_bytes=1000, reader=reader, store=SpillStore(tmp_path / "other"))
+
+
+# --- regressions: bad bytes, parser errors, empty chunks, exact numbers, long keys --------
+
+NOT_UTF8 = re.compile(r"…\[not UTF-8: (\d+) bytes, hex ([0-9a-f]+)\]")
+
+
+def test_read_back_text_with_invalid_utf8_terminates_and_covers_every_byte() -> None:
+    """A spilled text result with a bad byte gave an empty page with the same cursor
+    forever. Now each run of bad bytes is a marker with their hex, in place, and the
+    pages rebuild the file byte for byte (in a subprocess: a loop here would hang)."""
+    code = """
+        import re, tempfile
+        from jsonbudget import ResultGate, ResultReader, SpillStore, read_result
+        MARK = re.compile(r"…\\[not UTF-8: (\\d+) bytes, hex ([0-9a-f]+)\\]")
+        reader = ResultReader(spill=SpillStore(tempfile.mkdtemp()), max_bytes=2000)
+        gate = ResultGate(max_bytes=1000, reader=reader, principal="alice")
+        blobs = [
+            b"log line\\n" * 50 + b"\\xff" + b"tail " * 1000,
+            b"\\xff\\xfe" * 3000,                      # all bad: hex only
+            bytes(range(256)) * 40,                    # binary, bad and good mixed
+            b"caf\\xc3\\xa9 " * 900 + b"\\xe2\\x82",   # a character cut at the end
+        ]
+        for blob in blobs:
+            out = gate.gate(blob, label="blob")
+            ref = out.text.split("the whole result is ")[1].split(" ")[0]
+            cursor, text, pages = None, "", 0
+            while True:
+                page = read_result(ref, "", cursor, reader=reader, principal="alice")
+                assert len(page.data) <= 2000
+                (item,) = __import__("orjson").loads(page.data)["items"]
+                assert item, "an empty page"
+                text += item
+                pages += 1
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert page.complete
+            parts = MARK.split(text)
+            rebuilt = parts[0].encode()
+            for n, hexed, after in zip(parts[1::3], parts[2::3], parts[3::3]):
+                assert len(bytes.fromhex(hexed)) == int(n)
+                rebuilt += bytes.fromhex(hexed) + after.encode()
+            assert rebuilt == blob, (len(rebuilt), len(blob))
+            print(pages, end=" ")
+    """
+    done = run_limited(code, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pages = [int(n) for n in done.stdout.split()]
+    assert len(pages) == 4
+    assert all(n > 1 for n in pages)
+
+
+def test_read_back_text_marks_bad_bytes_in_place(store: SpillStore, reader: ResultReader) -> None:
+    blob = b"ok \xff\xfe then more\n" * 200
+    out = ResultGate(max_bytes=1000, store=store, reader=reader, principal="bob").gate(blob)
+    ref = out.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+    first = orjson.loads(reader.read(ref, principal="bob").data)["items"][0]
+    assert first.startswith("ok …[not UTF-8: 2 bytes, hex fffe] then more\nok ")
+    text = "".join(env["items"][0] for env in follow_read(reader, ref, "", "bob"))
+    assert NOT_UTF8.sub(lambda m: bytes.fromhex(m[2]).decode("latin-1"), text) == blob.decode(
+        "latin-1"
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"log": "' + b"col1\tcol2\t" * 400 + b'"}',  # whole file parsed: not JSON
+        b'{"log": "' + b"col1\tcol2\t" * 40_000 + b'"}',  # a prefix parsed
+        b'{"a": 1, "b": "x\ny"}' + b" " * 5000,
+    ],
+    ids=["whole", "prefix", "newline"],
+)
+def test_gate_and_turn_on_raw_control_characters_give_a_preview(
+    store: SpillStore, body: bytes
+) -> None:
+    """ijson's Python backend raised json.JSONDecodeError through the gate."""
+    out = ResultGate(max_bytes=1000, store=store).gate(body, label="logs")
+    assert out.spilled
+    assert len(out.data) <= 1000
+    assert spilled_file(store, out) == body
+    if out.kind == "json":
+        orjson.loads(out.data)
+    admitted = TurnBudget(max_bytes=2000, store=store).admit(body, tool="logs")
+    assert admitted.spill is not None
+    assert admitted.reason == "result_limit"
+    assert len(admitted.data) <= 2000
+
+
+def test_gate_reads_an_invalid_json_file_back_as_spill_error(
+    store: SpillStore, reader: ResultReader
+) -> None:
+    body = b'{"log": "' + b"a\tb" * 2000 + b'"}'
+    out = ResultGate(max_bytes=1000, store=store, reader=reader, principal="a", kind="json")
+    gated = out.gate(body)
+    assert gated.kind == "text"  # not JSON after all: a text preview says what it is
+    ref = gated.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+    with pytest.raises(SpillError, match="not valid JSON"):
+        reader.read(ref, "/log", principal="a")
+
+
+def test_gate_skips_empty_chunks_when_sniffing(store: SpillStore) -> None:
+    body = orjson.dumps({"rows": [{"i": i} for i in range(500)]})
+    gate = ResultGate(max_bytes=1000, store=store)
+    plain = gate.gate(iter([body]), label="a")
+    for chunks in ([b"", body], [b"", b"", body[:1], b"", body[1:]], [bytearray(), body]):
+        out = gate.gate(iter(chunks), label="b")
+        assert out.kind == plain.kind == "json"
+        assert out.data.split(b'"spilled"')[0] == plain.data.split(b'"spilled"')[0]
+        assert spilled_file(store, out) == body
+    small = gate.gate(iter([b"", b'{"a": 1}', b""]))
+    assert small.kind == "json"
+    assert small.data == b'{"a": 1}'
+
+
+def test_gate_refuses_an_endless_run_of_empty_chunks() -> None:
+    """gate(iter(lambda: b"", None)) hung; MAX_EMPTY_CHUNKS in a row is a SpillError."""
+    code = """
+        import os, tempfile
+        from jsonbudget import ResultGate, SpillStore, TurnBudget
+        from jsonbudget._reader import MAX_EMPTY_CHUNKS
+        from jsonbudget.errors import SpillError
+        where = tempfile.mkdtemp()
+        gate = ResultGate(max_bytes=1000, store=SpillStore(where))
+        for source in (iter(lambda: b"", None),
+                       __import__("itertools").chain([b"[1," * 400], iter(lambda: b"", None))):
+            try:
+                gate.gate(source)
+            except SpillError as exc:
+                assert str(MAX_EMPTY_CHUNKS) in str(exc)
+            else:
+                raise AssertionError("no error")
+        assert os.listdir(where) == [], os.listdir(where)
+        # Fewer empty chunks than the bound are only skipped.
+        out = gate.gate(iter([b""] * (MAX_EMPTY_CHUNKS - 1) + [b"[1]"]))
+        assert out.data == b"[1]" and out.kind == "json"
+        print("ok")
+    """
+    done = run_limited(code, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_numbers_come_back_as_written(store: SpillStore, reader: ResultReader) -> None:
+    """The reader and the preview parsed with floats: 19.90 came back 19.9."""
+    from decimal import Decimal
+
+    rows = [{"id": 12345678901234567, "price": Decimal("19.90"), "f": 2.5,
+             "rate": Decimal("0.1000000000000000055511151231257827"), "pad": "x" * 40}
+            for _ in range(100)]  # fmt: skip
+    out = ResultGate(max_bytes=1024, store=store, reader=reader, principal="a").gate({"rows": rows})
+    preview = out.data.split(b'"spilled"')[0]
+    assert b'"price":19.90' in preview
+    assert b'"rate":0.1000000000000000055511151231257827' in preview
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    page = reader.read(ref, "/rows/7", principal="a").data
+    assert b'{"key":"price","value":19.90}' in page
+    assert b'{"key":"rate","value":0.1000000000000000055511151231257827}' in page
+    assert b'{"key":"f","value":2.5}' in page
+    assert b'{"key":"id","value":12345678901234567}' in page
+    # JSON bytes spilled as they are: the reader reads them back as they are written.
+    body = b'{"v": [' + b",".join(b"1.10, 1e-7, -0.0, 3" for _ in range(300)) + b"]}"
+    spilled = ResultGate(max_bytes=1000, store=store, reader=reader, principal="a").gate(body)
+    ref = orjson.loads(spilled.data)["spilled"]["ref"]
+    first = reader.read(ref, "/v", principal="a").data
+    assert first.startswith(b'{"items":[1.10,1E-7,-0.0,3,1.10,')
+    items = [i for env in follow_read(reader, ref, "/v", "a") for i in env["items"]]
+    assert len(items) == 1200
+
+
+@pytest.mark.parametrize("escape", [b"\\ud800", b"\\udc00", b"\\uDBFF"])
+def test_preview_marks_lone_surrogates_as_the_encoder_does(
+    store: SpillStore, escape: bytes
+) -> None:
+    """yajl wrote a lone high surrogate as "?" (and raised UnicodeDecodeError for a low
+    one); the preview now marks it as the encoder marks a str."""
+    rows = b",".join(b'"%d"' % i for i in range(2000))
+    data = b'{"name": "caf' + escape + b'e", "rows": [' + rows + b"]}"
+    out = ResultGate(max_bytes=1000, store=store).gate(data, label="r")
+    assert out.kind == "json"
+    name = orjson.loads(out.data)["preview"]["name"]
+    assert name == "caf\ufffde…[replaced: 1 lone surrogates]"
+    # A valid pair is a character, not a marker.
+    pair = b'{"name": "\\ud83d\\ude00", "rows": [' + rows + b"]}"
+    assert (
+        orjson.loads(ResultGate(max_bytes=1000, store=store).gate(pair).data)["preview"]["name"]
+        == "\U0001f600"
+    )
+
+
+def test_a_value_under_a_long_key_is_read_by_its_pointer(
+    store: SpillStore, reader: ResultReader
+) -> None:
+    """The page echoed the whole 2,129-character pointer and raised LimitError."""
+    url = "https://example.com/search?q=" + "x" * 2100
+    value = {"hits": {url: {"n": 42, "s": "é" * 3000}, "short": 1}, "pad": "p" * 5000}
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="a").gate(value)
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    ptr = "/hits/" + url.replace("~", "~0").replace("/", "~1")
+    members = [m for env in follow_read_long(reader, ref, ptr) for m in env["items"]]
+    assert members[0] == {"key": "n", "value": 42}
+    text = joined(follow_read_long(reader, ref, ptr + "/s"))
+    assert text == "é" * 3000
+    (n,) = orjson.loads(reader.read(ref, ptr + "/n", principal="a").data)["items"]
+    assert n == 42
+
+
+def follow_read_long(reader: ResultReader, ref: str, pointer: str) -> list[Any]:
+    """`follow_read` for a pointer too long to echo: the echo is its start, marked."""
+    pages: list[Any] = []
+    cursor = None
+    for _ in range(10_000):
+        page = reader.read(ref, pointer, cursor, principal="a")
+        assert len(page.data) <= reader.max_bytes
+        env = orjson.loads(page.data)
+        echo = MARKER.sub("", env["pointer"])
+        assert env["pointer"] != echo
+        assert pointer.startswith(echo)
+        pages.append(env)
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+    raise AssertionError("the read did not end")

@@ -19,6 +19,7 @@ import inspect
 import io
 import itertools
 import operator
+import re
 import threading
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -41,9 +42,9 @@ from .._encode.encoder import (
 )
 from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
-from .._reader import read_bounded_text
+from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
-from .reader import ResultReader
+from .reader import PARSE_ERRORS, ResultReader
 from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
 
 __all__ = [
@@ -89,6 +90,10 @@ _MEDIA = {"json": "application/json", "text": "text/plain"}
 _TEXT_PREVIEW_MIN = 16
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
 _IJSON_PY = ijson.get_backend("python")
+# A \uD800-\uDFFF escape: yajl writes a lone high surrogate as "?" and raises
+# UnicodeDecodeError for a lone low one, so a prefix holding one is read by the Python
+# backend, whose str keeps it for the encoder to mark ("…[replaced: N lone surrogates]").
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 # The compiled walk's caps for a gate's pass-through check: its encoder's (a byte budget
 # and the default depth; no item, key or field caps).
 _GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
@@ -464,6 +469,8 @@ class ResultGate:
         head: list[memoryview] = []
         held = 0
         for chunk in chunks:
+            if not chunk:
+                continue  # an empty chunk says nothing about the kind (nor the size)
             head.append(chunk)
             held += len(chunk)
             if held > limit:
@@ -1016,8 +1023,18 @@ def _stream_chunks(source: Any) -> Iterator[memoryview]:
             if not block:
                 return
             yield _checked_view(block)
+    empty = 0
     for chunk in source:
-        yield _checked_view(chunk)
+        view = _checked_view(chunk)
+        # Bounded as the bounded reader bounds them: an endless run of b"" is stuck, not
+        # ended, and spilling it as if whole would claim what was never seen.
+        empty = empty + 1 if not view else 0
+        if empty >= MAX_EMPTY_CHUNKS:
+            raise SpillError(
+                f"the streamed result yielded {MAX_EMPTY_CHUNKS} empty chunks in a row: "
+                "taken to be stuck, nothing kept"
+            )
+        yield view
 
 
 def _checked_view(chunk: object) -> memoryview:
@@ -1215,7 +1232,9 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
     integers beyond 64 bits, which are valid JSON: the Python backend, slower but exact,
     reads the prefix again when the C backend gives up.
     """
-    parsed = _parse_with(ijson, prefix, whole)
+    parsed = None
+    if _SURROGATE_ESCAPE.search(prefix) is None:
+        parsed = _parse_with(ijson, prefix, whole)
     if parsed is None:
         parsed = _parse_with(_IJSON_PY, prefix, whole)
     return parsed
@@ -1245,7 +1264,8 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
         return pointer(where, keys[-1])
 
     # basic_parse: no prefix paths, which ijson builds per nesting level.
-    events = backend.basic_parse(io.BytesIO(prefix), use_float=True)
+    # Numbers as written (Decimal, not float): a preview never respells 19.90 as 19.9.
+    events = backend.basic_parse(io.BytesIO(prefix), use_float=False)
     try:
         for event, value in events:
             if event in ("start_map", "start_array"):
@@ -1259,7 +1279,7 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
                 keys[-1] = value
             else:
                 add(value)
-    except ijson.JSONError:
+    except PARSE_ERRORS:
         if whole or root is _NO_OBJECT:
             return None
     if root is _NO_OBJECT:

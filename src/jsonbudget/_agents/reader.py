@@ -10,7 +10,9 @@ oversized item is never lost, only further away.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -25,11 +27,10 @@ import orjson
 from .._cursors.scope import Scope
 from .._cursors.store import CursorStore, MemoryCursorStore
 from .._encode.encoder import encode
-from .._limits import Limits
+from .._limits import MIN_BYTES, Limits
 from .._pages.builder import PageBuilder
-from .._reader import read_bounded_text
 from .._sources.base import Clipped
-from ..errors import DecodeError, InvalidCursor, LimitError, SpillError
+from ..errors import InvalidCursor, LimitError, SpillError
 from .spill import SpillBackend, SpillRef
 
 __all__ = ["READ_TOOL", "ReadPage", "ResultReader", "read_result"]
@@ -39,6 +40,10 @@ READ_TOOL = "read_result"
 _SCOPE_QUERY = {"$tool": READ_TOOL}
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
 _IJSON_PY = ijson.get_backend("python")
+#: What ijson's parsers raise for bytes they cannot read: its own `JSONError`, the Python
+#: backend's `json.JSONDecodeError` (a raw control character in a string), and yajl's
+#: `UnicodeDecodeError` (a lone low surrogate escape such as ``\\udc00``).
+PARSE_ERRORS: Final = (ijson.JSONError, json.JSONDecodeError, UnicodeDecodeError)
 _ValueKind = Literal["array", "object", "string", "text", "value"]
 # Room kept in a string page for its envelope; the cut string gets the rest.
 _STRING_ENVELOPE = 300
@@ -152,7 +157,7 @@ class ResultReader:
                     and pos.get("pointer") == pointer and type(pos.get("at")) is int):  # fmt: skip
                 raise InvalidCursor("the cursor continues another read")
             at = pos["at"]  # type: ignore[assignment]  # checked to be an int just above
-        call = _Read(spilled, pointer, at, state)
+        call = _Read(spilled, pointer, at, state, _echo(pointer, self._limits.max_bytes))
         info = self._spill.get(spilled)
         if info.media_type != "application/json":
             if tokens:
@@ -162,7 +167,7 @@ class ResultReader:
         for backend in (ijson, _IJSON_PY):
             try:
                 return self._json(call, tokens, backend)
-            except ijson.JSONError as exc:
+            except PARSE_ERRORS as exc:
                 error = exc
         raise SpillError(f"the spilled result is not valid JSON: {error}") from error
 
@@ -183,7 +188,9 @@ class ResultReader:
                 file = owned.enter_context(self._spill.open(call.name))
                 # basic_parse: no prefix paths, which ijson builds per nesting level (a
                 # result nested 50,000 deep would hold gigabytes of them).
-                events = backend.basic_parse(file, use_float=True)
+                # Numbers as written: integers as int, others as Decimal (a float would
+                # read 19.90 as 19.9 and round 0.1000000000000000055511151231257827).
+                events = backend.basic_parse(file, use_float=False)
                 event, value = _locate(events, tokens, call.pointer)
                 # The items already read are skipped by their events, never built.
                 if event == "start_array":
@@ -231,7 +238,7 @@ class ResultReader:
     ) -> tuple[ReadPage, Any, int]:
         """The page of *children*, the child that did not fit (else `_NOTHING`), and how
         many did."""
-        room = self._limits.max_bytes - _extra(call.pointer, kind)
+        room = self._limits.max_bytes - _extra(call.echo, kind)
         builder = PageBuilder(self._limits.replace(max_bytes=room))
         added = 0
         left: Any = _NOTHING
@@ -243,11 +250,11 @@ class ResultReader:
         more = left is not _NOTHING
         token = self._continue(call, call.at + added) if more else None
         envelope = builder.finish(complete=not more, next_cursor=token).to_json()
-        tail = b',"pointer":' + orjson.dumps(call.pointer) + b',"kind":"' + kind.encode() + b'"}'
+        tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
         return ReadPage(envelope[:-1] + tail, kind, not more, token), left, added
 
     def _string(self, call: _Read, value: str) -> ReadPage:
-        budget = self._limits.max_bytes - _STRING_ENVELOPE - _extra(call.pointer, "string")
+        budget = self._limits.max_bytes - _STRING_ENVELOPE - _extra(call.echo, "string")
         rest = len(value) - call.at
         if rest <= budget:
             shown = encode(value[call.at :], max_bytes=budget)
@@ -267,15 +274,12 @@ class ResultReader:
 
     def _text(self, call: _Read) -> ReadPage:
         budget = self._limits.max_bytes - _STRING_ENVELOPE
-        # At most 6 bytes of JSON for one byte of text: read only what can be shown.
+        size = self._spill.get(call.name).size
         raw = self._spill.read(call.name, call.at, budget + 1)
-        try:
-            text = read_bounded_text(raw, budget // 6 or 1).text
-        except DecodeError as exc:
-            text = raw[: exc.offset].decode("utf-8")
-        end = call.at + len(text.encode("utf-8"))
-        more = end < self._spill.get(call.name).size
-        return self._finish(call, [text], "text", self._continue(call, end) if more else None)
+        shown, used = _text_page(raw, budget, call.at + len(raw) >= size)
+        end = call.at + used
+        more = end < size
+        return self._finish(call, [shown], "text", self._continue(call, end) if more else None)
 
     def _continue(self, call: _Read, at: int) -> str:
         return self._cursors.mint(call.state, {"ref": call.name, "pointer": call.pointer, "at": at})
@@ -284,7 +288,7 @@ class ResultReader:
         self, call: _Read, items: list[Any], kind: _ValueKind, token: str | None
     ) -> ReadPage:
         data = orjson.dumps({"items": items, "complete": token is None, "next_cursor": token,
-                             "pointer": call.pointer, "kind": kind})  # fmt: skip
+                             "pointer": orjson.Fragment(call.echo), "kind": kind})  # fmt: skip
         if len(data) > self._limits.max_bytes:  # pragma: no cover - sized above
             raise LimitError("max_bytes", self._limits.max_bytes, "a read page did not fit")
         return ReadPage(data, kind, token is None, token)
@@ -319,15 +323,17 @@ class _Kept:
 
 
 class _Read:
-    """One read: the spilled result, the pointer, where it starts, the operation's state."""
+    """One read: the spilled result, the pointer, where it starts, the operation's state,
+    and the pointer as the envelope echoes it (JSON)."""
 
-    __slots__ = ("at", "name", "pointer", "state")
+    __slots__ = ("at", "echo", "name", "pointer", "state")
 
-    def __init__(self, name: str, pointer: str, at: int, state: Any) -> None:
+    def __init__(self, name: str, pointer: str, at: int, state: Any, echo: bytes) -> None:
         self.name = name
         self.pointer = pointer
         self.at = at
         self.state = state
+        self.echo = echo
 
 
 def read_result(
@@ -342,15 +348,76 @@ def read_result(
     return reader.read(ref, pointer, cursor, principal=principal)
 
 
+def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:
+    """The text of a page of at most *budget* JSON bytes from *raw*, and the bytes it covers.
+
+    Bytes that are not UTF-8 (a text result may be binary) are shown in place as a marker
+    with their hex, ``…[not UTF-8: 2 bytes, hex fffe]``, and reading goes on after them:
+    a page never stops at a bad byte, so following cursors always ends and reaches every
+    byte. *ends* says *raw* runs to the end of the result (an incomplete character there
+    is bad bytes, not a character cut by the read).
+    """
+    pieces: list[str] = []
+    pos = 0
+    room = budget
+    while pos < len(raw):
+        # At most 6 bytes of JSON for one byte of text: decode only what can be shown;
+        # the first piece takes at least one character (4 bytes), whatever the room.
+        chunk = raw[pos : pos + max(room // 6, 0 if pieces else 4)]
+        if not chunk:
+            break
+        try:
+            text, used = codecs.utf_8_decode(chunk, "strict", ends and pos + len(chunk) == len(raw))
+        except UnicodeDecodeError as exc:
+            text, used = chunk[: exc.start].decode("utf-8"), exc.start
+        cost = 6 * used
+        if not used:
+            bad = _not_utf8(raw[pos:], ends, max(1, (room - 40) // 2))
+            if not bad:
+                break  # a character the read cut: the next page starts with it
+            text = f"…[not UTF-8: {bad} bytes, hex {raw[pos : pos + bad].hex()}]"
+            used, cost = bad, len(text.encode())
+            if pieces and cost > room:
+                break
+        pieces.append(text)
+        pos += used
+        room -= cost
+    return "".join(pieces), pos
+
+
+def _not_utf8(raw: bytes, ends: bool, most: int) -> int:
+    """How many bytes at the start of *raw* are not UTF-8, at most *most*."""
+    bad = 0
+    while bad < min(len(raw), most):
+        window = raw[bad : bad + 4]  # the longest UTF-8 character
+        try:
+            codecs.utf_8_decode(window, "strict", ends or len(window) == 4)
+        except UnicodeDecodeError as exc:
+            if exc.start:
+                break  # a character starts here
+            bad += exc.end
+            continue
+        break  # a character starts here (or the read cut it: the next page has it)
+    return bad
+
+
 def _scope(principal: str) -> Scope:
     if not isinstance(principal, str):
         raise TypeError(f"principal must be a str, not {type(principal).__name__}")
     return Scope(principal, _SCOPE_QUERY)
 
 
-def _extra(pointer: str, kind: str) -> int:
+def _extra(echo: bytes, kind: str) -> int:
     # What the "pointer" and "kind" members add to a page's envelope.
-    return len(b',"pointer":,"kind":""') + len(orjson.dumps(pointer)) + len(kind)
+    return len(b',"pointer":,"kind":""') + len(echo) + len(kind)
+
+
+def _echo(pointer: str, max_bytes: int) -> bytes:
+    """*pointer* as a page's envelope echoes it: whole when it takes at most a quarter of
+    the page, else cut and marked (``…[truncated: N more chars]``), so a value under a
+    long key (a URL, a sentence) still has room for its page. The cursor binds the whole
+    pointer; only the echo is cut."""
+    return encode(pointer, max_bytes=max(MIN_BYTES, max_bytes // 4)).data
 
 
 def _tokens(pointer: object) -> list[str]:
