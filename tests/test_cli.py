@@ -620,3 +620,24 @@ def test_page_binary_flag_writes_blobs_as_base64(
     assert orjson.loads(capsys.readouterr().out)["items"] == [{"id": 1, "b": "AP8Q"}]
     assert main(["page", str(db), "--table", "t"]) == EXIT_OK
     assert "unencodable" in orjson.loads(capsys.readouterr().out)["items"][0]["b"]
+
+
+@pytest.mark.parametrize("command", ["dump", "page", "tune", "demo"])
+def test_every_command_reports_a_closed_output_the_same_way(command: str, items_file: Path) -> None:
+    """`| head` that closed early: one line on stderr and exit 1, whoever writes stdout."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes a byte
+    args = [command] if command == "demo" else [command, str(items_file)]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "jsonbudget", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=ENV,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == EXIT_ERROR
+    assert proc.stderr.decode() == "jsonbudget: error: output closed early (broken pipe)\n"

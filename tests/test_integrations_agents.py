@@ -9,18 +9,27 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, RunConfig, Runner, ToolOutputImage, ToolOutputText, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolCallId, tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai import BinaryContent, ToolReturn
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from jsonbudget import SpillStore, TurnBudget
@@ -151,3 +160,141 @@ async def test_langchain_parallel_calls_stay_within_the_turn(turn: TurnBudget) -
     check_turn([str(m.content) for m in received], turn, budget.reports)
     assert bounded.name == "search"
     assert set(bounded.args) == {"q"}
+
+
+def test_langchain_model_inside_a_tool_does_not_start_a_turn(turn: TurnBudget) -> None:
+    """A tool that asks a model is still in the turn that called it; a top model starts one."""
+    inner = GenericFakeChatModel(messages=iter([AIMessage("summary")] * CALLS))
+
+    @tool
+    def summarize(q: str) -> str:
+        """Summarize with a model."""
+        inner.invoke([HumanMessage(q)])  # inherits the tool run's callbacks
+        return "r" * 4000
+
+    budget = TurnBudgetCallback(turn)
+    config: Any = {"callbacks": [budget]}
+    outer = GenericFakeChatModel(messages=iter([AIMessage("go"), AIMessage("done")]))
+    outer.invoke([HumanMessage("start")], config=config)
+    bounded = budget_tool(summarize, turn)
+    outputs = [bounded.invoke({"q": f"q{i}"}, config=config) for i in range(CALLS)]
+    assert sum(len(o.encode()) for o in outputs) <= TURN
+    assert budget.reports == []  # the six inner models started no turn
+    assert len(turn.report().results) == CALLS
+    outer.invoke([HumanMessage("next")], config=config)  # the next turn
+    (report,) = budget.reports
+    assert len(report.results) == CALLS
+    assert turn.report().results == ()
+
+
+async def test_langchain_budget_tool_is_the_tool(turn: TurnBudget) -> None:
+    """Injected arguments, return_direct and artifacts survive; only the content is admitted."""
+
+    @tool(return_direct=True)
+    def with_id(q: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Needs the call id."""
+        return f"{q} from {tool_call_id}"
+
+    bounded = budget_tool(with_id, turn)
+    call: Any = {"name": "with_id", "args": {"q": "x"}, "id": "call-7", "type": "tool_call"}
+    message = bounded.invoke(call)
+    assert isinstance(message, ToolMessage)
+    assert (message.content, message.tool_call_id) == ("x from call-7", "call-7")
+    assert (await bounded.ainvoke(call)).content == "x from call-7"
+    assert bounded.return_direct is True
+    assert set(bounded.args) == {"q"}  # the injected argument stays hidden from the model
+    assert convert_to_openai_tool(bounded) == convert_to_openai_tool(with_id)  # what models see
+
+    @tool(response_format="content_and_artifact")
+    def rows(q: str) -> tuple[str, dict[str, Any]]:
+        """Rows and their ids."""
+        return "x" * 20_000, {"ids": [1, 2, 3]}
+
+    call = {"name": "rows", "args": {"q": "x"}, "id": "c2", "type": "tool_call"}
+    message = budget_tool(rows, turn).invoke(call)
+    assert message.artifact == {"ids": [1, 2, 3]}
+    assert len(message.content.encode()) < 10_000  # the content was spilled: a preview
+    (admitted,) = [r for r in turn.report().results if r.tool == "rows"]
+    assert admitted.spill is not None
+    assert admitted.spill.size == 20_000
+
+
+def test_langchain_image_blocks_pass_and_text_blocks_are_admitted(turn: TurnBudget) -> None:
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+
+    @tool
+    def shot(q: str) -> list[dict[str, Any]]:
+        """A screenshot and its caption."""
+        return [{"type": "text", "text": "c" * 20_000}, image]
+
+    call: Any = {"name": "shot", "args": {"q": "x"}, "id": "c3", "type": "tool_call"}
+    text, block = budget_tool(shot, turn).invoke(call).content
+    assert block == image
+    assert text["type"] == "text"
+    assert "spilled" in text["text"]
+    assert len(text["text"].encode()) < TURN
+    assert turn.report().used_bytes == len(text["text"].encode())
+
+
+def test_pydantic_ai_tool_return_keeps_content_metadata_and_files(turn: TurnBudget) -> None:
+    png = BinaryContent(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40, media_type="image/png")
+    seen: list[ModelMessage] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("ret", {}, tool_call_id="r"),
+                                        ToolCallPart("img", {}, tool_call_id="i")])  # fmt: skip
+        seen.extend(messages)
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability])
+
+    @agent.tool_plain
+    def ret() -> ToolReturn:
+        return ToolReturn(return_value="ok", content=["look at this"], metadata={"ids": [1, 2]})
+
+    @agent.tool_plain
+    def img() -> list[Any]:
+        return ["a chart", png]
+
+    agent.run_sync("go")
+    parts = [p for m in seen for p in getattr(m, "parts", [])]
+    returns = {p.tool_name: p for p in parts if isinstance(p, ToolReturnPart)}
+    assert returns["ret"].content == "ok"
+    assert returns["ret"].metadata == {"ids": [1, 2]}
+    prompts = [p.content for p in parts if isinstance(p, UserPromptPart)]
+    assert ["look at this"] in prompts
+    assert returns["img"].content == ["a chart", png]  # the image is still an image
+    assert returns["img"].files == [png]
+    # Only text counted: "ok" and the caption.
+    assert turn.report().used_bytes == 0  # the turn was reset before the last request
+    (report,) = capability.reports
+    assert report.used_bytes == len(b"ok") + len(b"a chart")
+
+
+async def test_openai_agents_images_reach_the_model_as_images(turn: TurnBudget) -> None:
+    image = ToolOutputImage(image_url="data:image/png;base64,iVBORw0KGgo=")
+
+    @function_tool
+    def shot() -> list[ToolOutputText | ToolOutputImage]:
+        """A screenshot and its caption."""
+        return [ToolOutputText(text="c" * 20_000), image]
+
+    model = ScriptedModel([
+        ModelStep(output=[function_call("shot", {}, call_id="c1")]),
+        ModelStep(output=[assistant_message("done")]),
+    ])  # fmt: skip
+    agent = Agent(name="a", model=model, tools=budget_tools([shot], turn))
+    await Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True))
+    (output,) = [
+        i["output"] for i in model.calls[1].input if i.get("type") == "function_call_output"
+    ]
+    text, picture = output
+    assert picture == {"type": "input_image", "image_url": image.image_url}
+    assert text["type"] == "input_text"
+    assert "spilled" in text["text"]
+    assert len(text["text"].encode()) < TURN
+    (admitted,) = turn.report().results
+    assert admitted.spill is not None
+    assert admitted.spill.size == 20_000

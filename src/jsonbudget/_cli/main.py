@@ -367,6 +367,15 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+class _StdoutConsole(Console):
+    """A console for stdout whose broken pipe reaches `main`, as for every command."""
+
+    def on_broken_pipe(self) -> None:
+        # rich's default exits 1 with nothing said; `main` reports it like `_write` does.
+        self.quiet = True  # nothing more to write to a closed pipe
+        raise BrokenPipeError
+
+
 def _progress(enabled: bool) -> Progress:
     return Progress(
         SpinnerColumn(),
@@ -721,7 +730,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         data["kept"] = args.dir is not None
         _write(orjson.dumps(data) + b"\n")
         return EXIT_OK if report.every_row_once_in_order else EXIT_ERROR
-    out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = _StdoutConsole(file=sys.stdout, highlight=False, soft_wrap=True)
     for line in report_lines(report, args.huge_bytes):
         out.print(line, markup=False)
     if args.dir is not None:
@@ -790,7 +799,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _print_tune(report: TuneReport, chart: str | None) -> None:
-    out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = _StdoutConsole(file=sys.stdout, highlight=False, soft_wrap=True)
     scope = "all items" if report.sample_complete else "a sample: the first items"
     out.print(f"Measured {report.items:,} items ({scope}).")
     sizes = Table(title="encoded sizes (bytes)")

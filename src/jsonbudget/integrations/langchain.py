@@ -9,14 +9,20 @@ Needs ``langchain-core``; ``import jsonbudget`` never imports it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+from uuid import UUID
 
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler
-    from langchain_core.tools import BaseTool, StructuredTool
+    from langchain_core.messages import ToolMessage
+    from langchain_core.messages.tool import ToolOutputMixin
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+    from langchain_core.utils.pydantic import TypeBaseModel
 except ImportError as exc:  # pragma: no cover - exercised only without langchain-core
     raise missing_extra("langchain", "langchain_core", "jsonbudget's LangChain adapter") from exc
 
@@ -24,39 +30,200 @@ __all__ = ["TurnBudgetCallback", "budget_tool"]
 
 
 class TurnBudgetCallback(BaseCallbackHandler):
-    """Starts a new turn of *turn* whenever a chat model starts; keeps the ended reports."""
+    """Starts a new turn of *turn* when a chat model starts a turn; keeps the ended reports.
+
+    A chat model run inside a tool run (a tool that asks a model) is part of the turn
+    that called the tool, so it does not start one: callbacks are passed down to child
+    runs, and without this check such a model would reset the turn mid-turn.
+    """
 
     def __init__(self, turn: TurnBudget) -> None:
         if not isinstance(turn, TurnBudget):
             raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
         self.turn = turn
         self.reports: list[TurnReport] = []
+        # Every live run this handler has seen: run id -> (parent run id, is a tool run).
+        self._runs: dict[UUID, tuple[UUID | None, bool]] = {}
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+    def _start(self, run_id: UUID, parent_run_id: UUID | None, *, tool: bool = False) -> None:
+        self._runs[run_id] = (parent_run_id, tool)
+
+    def _end(self, run_id: UUID) -> None:
+        self._runs.pop(run_id, None)  # a run started before this handler was attached
+
+    def _inside_tool(self, parent_run_id: UUID | None) -> bool:
+        run = parent_run_id
+        while run is not None and run in self._runs:
+            run, tool = self._runs[run]
+            if tool:
+                return True
+        return False
+
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id)
+        if self._inside_tool(parent_run_id):
+            return
         ended = self.turn.reset()
         if ended.results:
             self.reports.append(ended)
 
+    # The other runs are recorded only to tell whether a model runs inside a tool.
+
+    def on_tool_start(
+        self,
+        serialized: Any,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id, tool=True)
+
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id)
+
+    def on_llm_start(
+        self,
+        serialized: Any,
+        prompts: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id)
+
+    def on_retriever_start(
+        self,
+        serialized: Any,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, parent_run_id)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id)
+
 
 def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool:
-    """*tool* with its output admitted to *turn*: same name, description and arguments.
+    """*tool* with the content the model sees admitted to *turn*.
 
-    The tool returns the admitted text (the output when it fits what is left of the turn,
-    else a preview and its spill reference), sync and async alike.
+    The wrapped tool runs *tool* itself, so its name, description, schema, injected
+    arguments, ``return_direct``, ``response_format`` (and artifact), error handling and
+    callbacks are unchanged, sync and async alike. Only the content is budgeted: the
+    admitted text (the content when it fits what is left of the turn, else a preview
+    and its spill reference). In a list of content blocks, strings and text blocks are
+    admitted; other blocks (images, files) reach the model unchanged and do not count
+    against the turn. A returned ``Command`` (LangGraph) passes unchanged.
     """
     if not isinstance(turn, TurnBudget):
         raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
-
-    def run(**kwargs: Any) -> str:
-        return turn.admit(tool.invoke(kwargs), tool=tool.name).text
-
-    async def arun(**kwargs: Any) -> str:
-        return (await turn.aadmit(await tool.ainvoke(kwargs), tool=tool.name)).text
-
-    return StructuredTool.from_function(
-        func=run,
-        coroutine=arun,
+    return _BudgetedTool(
+        wrapped=tool,
+        turn=turn,
         name=tool.name,
         description=tool.description,
         args_schema=tool.args_schema,
+        return_direct=tool.return_direct,
+        response_format=tool.response_format,
+        extras=tool.extras,
     )
+
+
+class _BudgetedTool(BaseTool):
+    """Delegates every run to *wrapped* and admits what it returns to *turn*."""
+
+    wrapped: BaseTool
+    turn: TurnBudget
+
+    # The schema is the wrapped tool's, also when it comes from its ``_run`` signature.
+    @property
+    def args(self) -> dict[str, Any]:
+        return self.wrapped.args
+
+    @property
+    def tool_call_schema(self) -> Any:
+        return self.wrapped.tool_call_schema
+
+    def get_input_schema(self, config: RunnableConfig | None = None) -> TypeBaseModel:
+        return self.wrapped.get_input_schema(config)
+
+    def run(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        return self._admit(self.wrapped.run(tool_input, *args, **kwargs))
+
+    async def arun(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        output = await self.wrapped.arun(tool_input, *args, **kwargs)
+        # A spill writes a file: off the event loop, as `TurnBudget.aadmit` does.
+        return await asyncio.to_thread(self._admit, output)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        # Required by BaseTool, never reached: run and arun hand the call to the wrapped tool.
+        raise NotImplementedError
+
+    def _admit(self, output: Any) -> Any:
+        if isinstance(output, ToolMessage):
+            return output.model_copy(update={"content": self._content(output.content)})
+        commands = (
+            isinstance(output, list)
+            and output
+            and all(isinstance(item, ToolOutputMixin) for item in output)
+        )
+        if isinstance(output, ToolOutputMixin) or commands:
+            return output  # a Command carries its own messages; LangChain passes it as is
+        # Called without a tool call: the tool's own return value, admitted whole.
+        return self.turn.admit(output, tool=self.name).text
+
+    def _content(self, content: Any) -> Any:
+        # A ToolMessage's content is a string (LangChain turned any other value into its
+        # JSON text) or a list of strings and content blocks, which LangChain checked.
+        if isinstance(content, list):
+            return [self._block(block) for block in content]
+        return self.turn.admit(content, tool=self.name).text
+
+    def _block(self, block: str | dict[str, Any]) -> str | dict[str, Any]:
+        if isinstance(block, str):
+            return self.turn.admit(block, tool=self.name).text
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            return {**block, "text": self.turn.admit(block["text"], tool=self.name).text}
+        return block  # an image, a file...: the model gets it as it is

@@ -17,7 +17,17 @@ from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
 
 try:
-    from agents import FunctionTool, RunContextWrapper, RunHooks, Tool
+    import pydantic
+    from agents import (
+        FunctionTool,
+        RunContextWrapper,
+        RunHooks,
+        Tool,
+        ToolOutputFileContent,
+        ToolOutputImage,
+        ToolOutputText,
+    )
+    from agents.tool import ValidToolOutputPydanticModels, ValidToolOutputPydanticModelsTypeAdapter
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised only without the SDK
     raise missing_extra("openai-agents", "agents", "jsonbudget's OpenAI Agents adapter") from exc
@@ -49,7 +59,10 @@ def budget_tools(tools: Sequence[Tool], turn: TurnBudget) -> list[Tool]:
     """*tools* with every function tool's output admitted to *turn* (others unchanged).
 
     The model gets the admitted text: the output itself when it fits what is left of the
-    turn, else a preview and its spill reference.
+    turn, else a preview and its spill reference. Of a structured output (`ToolOutputText`,
+    `ToolOutputImage`, `ToolOutputFileContent`, their dict forms, or a list of them) each
+    text part is admitted; images and files reach the model as they are and do not count
+    against the turn.
     """
     if not isinstance(turn, TurnBudget):
         raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
@@ -59,8 +72,36 @@ def budget_tools(tools: Sequence[Tool], turn: TurnBudget) -> list[Tool]:
 def _budgeted(tool: FunctionTool, turn: TurnBudget) -> FunctionTool:
     invoke = tool.on_invoke_tool
 
-    async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> str:
+    async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
         output = await invoke(context, arguments)
-        return (await turn.aadmit(output, tool=tool.name)).text
+        parts = _structured(output)
+        if parts is None:
+            return (await turn.aadmit(output, tool=tool.name)).text
+        return [
+            ToolOutputText(text=(await turn.aadmit(part.text, tool=tool.name)).text)
+            if isinstance(part, ToolOutputText)
+            else part
+            for part in parts
+        ]
 
     return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+
+
+def _structured(output: Any) -> list[ValidToolOutputPydanticModels] | None:
+    """*output* as the SDK's structured parts, or None when the SDK would send it as text."""
+    items = output if isinstance(output, list | tuple) else [output]
+    parts = [_part(item) for item in items]
+    if not parts or any(part is None for part in parts):
+        return None  # the SDK stringifies a list unless every item is a part
+    return [part for part in parts if part is not None]
+
+
+def _part(item: Any) -> ValidToolOutputPydanticModels | None:
+    if isinstance(item, ToolOutputText | ToolOutputImage | ToolOutputFileContent):
+        return item
+    if isinstance(item, dict) and "type" in item:
+        try:
+            return ValidToolOutputPydanticModelsTypeAdapter.validate_python(item)
+        except pydantic.ValidationError:
+            return None  # as for the SDK: a dict that is not a part is plain output
+    return None

@@ -8,6 +8,7 @@ Needs ``pydantic-ai-slim``; ``import jsonbudget`` never imports it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,9 +16,9 @@ from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
 
 try:
-    from pydantic_ai import RunContext
+    from pydantic_ai import RunContext, ToolReturn
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.messages import ToolCallPart, is_multi_modal_content
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
 except ImportError as exc:  # pragma: no cover - exercised only without pydantic-ai
@@ -31,8 +32,12 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     """Every tool result is admitted to *turn*; a new turn starts before each model request.
 
     The model gets the admitted text (the result when it fits what is left of the turn,
-    else a preview and its spill reference). The report of each turn that ended with
-    results is kept in ``reports``.
+    else a preview and its spill reference). Of a `ToolReturn` only ``return_value`` is
+    the tool result and admitted; its ``content`` (sent as a user prompt) and ``metadata``
+    (never sent) are kept as they are. Files (``BinaryContent``, ``ImageUrl``...) reach the
+    model as files and do not count against the turn; the rest of a list holding files is
+    admitted as one result, its text first, then the files. The report of each turn that
+    ended with results is kept in ``reports``.
     """
 
     turn: TurnBudget
@@ -59,4 +64,22 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         args: Any,
         result: Any,
     ) -> Any:
-        return (await self.turn.aadmit(result, tool=call.tool_name)).text
+        if isinstance(result, ToolReturn):
+            value = await self._admit(result.return_value, call.tool_name)
+            return dataclasses.replace(result, return_value=value)
+        return await self._admit(result, call.tool_name)
+
+    async def _admit(self, value: Any, tool: str) -> Any:
+        # pydantic-ai sends files natively and the other items as text: only text is
+        # admitted, so an image stays an image (not base64 inside JSON).
+        if is_multi_modal_content(value):
+            return value
+        if isinstance(value, list):
+            files = [item for item in value if is_multi_modal_content(item)]
+            data = [item for item in value if not is_multi_modal_content(item)]
+            if files and not data:
+                return value
+            if files:
+                one = data[0] if len(data) == 1 else data
+                return [(await self.turn.aadmit(one, tool=tool)).text, *files]
+        return (await self.turn.aadmit(value, tool=tool)).text
