@@ -1209,3 +1209,15 @@ def test_a_library_hook_that_raises_is_an_encode_error_with_a_path(
             encode(obj, max_bytes=200)
         assert caught.value.path is not None
         assert isinstance(caught.value.__cause__, cause)
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_numpy_array_subclasses_are_written_as_their_data() -> None:
+    """Regression: a matrix's row is a matrix again, so the walk never reached the values:
+    64 nested arrays ending in a false depth marker."""
+    matrix = np.matrix([[1, 2], [3, 4]])
+    assert orjson.loads(encode({"m": matrix}, max_bytes=1000).data) == {"m": [[1, 2], [3, 4]]}
+    cut = orjson.loads(encode({"m": matrix, "pad": "x" * 2000}, max_bytes=100).data)
+    assert cut["m"] == [[1, 2], [3, 4]]
+    masked = np.ma.masked_array([[1, 2], [3, 4]], mask=[[False, True], [False, False]])
+    assert orjson.loads(encode(masked, max_bytes=1000).data) == [[1, None], [3, 4]]

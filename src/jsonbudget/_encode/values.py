@@ -585,6 +585,17 @@ def _finite(x: Any) -> bool:
 
 
 def _array(a: Any) -> Any:
+    np = sys.modules["numpy"]
+    if type(a) is not np.ndarray:
+        if isinstance(a, np.ma.MaskedArray):
+            # A masked value is null, never the data under the mask.
+            mask = np.ma.getmaskarray(a)
+            a = np.asarray(a.data).astype(object)
+            a[mask] = None
+        else:
+            # A subclass indexes its own way: a matrix's row is a matrix again, so it
+            # would never reach its values. Its data is an ordinary array's.
+            a = a.view(np.ndarray)
     if a.ndim == 0:
         return _np_scalar(a[()])
     return _ArrayView(a, _np_item, native=lambda: _dumps(a, option=_NUMPY_OPT))
