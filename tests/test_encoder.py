@@ -22,6 +22,7 @@ from jsonbudget import (
     EncodeError,
     Encoder,
     JsonBudgetError,
+    LimitError,
     Limits,
     Truncation,
     bounded_dumps,
@@ -848,3 +849,13 @@ def test_depth_markers_count_an_object_and_name_an_iterator() -> None:
         "a": {"b": "…[depth: object with 2 keys]"},
         "g": ["…[depth: iterator]"],
     }
+
+
+@pytest.mark.parametrize("budget", [2**70, 1.5, None, "10", True])
+def test_the_building_blocks_refuse_a_budget_that_is_not_an_int(budget: Any) -> None:
+    """Regression: Encoder.fit and Encoder.whole raised OverflowError or TypeError."""
+    enc = Encoder(max_bytes=100)
+    for verb in (enc.fit, enc.whole):
+        with pytest.raises(LimitError, match="budget"):
+            verb({"a": 1}, budget)
+    assert enc.fit({"a": 1}, -1) is None

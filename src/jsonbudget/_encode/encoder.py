@@ -276,6 +276,7 @@ class Encoder:
         Markers that do not depend on the budget (unencodable values, the depth, item,
         key and field caps) still apply. Costs about *budget*, however large *obj* is.
         """
+        _check_budget(budget)
         call = EncodeCall(self)
         out = call.whole(obj, budget, path, 0)
         return None if out is None else _encoded(call, out, path)
@@ -287,9 +288,11 @@ class Encoder:
     def fit(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
         """Encode *obj* into at most *budget* bytes, or None if not even a marker fits.
 
-        *path* prefixes every truncation's pointer (pages use ``/items/3``). The caller
-        vouches for *budget*: it is not checked against the limits.
+        *path* prefixes every truncation's pointer (pages use ``/items/3``). *budget* is
+        not checked against the limits, only for being an int of at most `MAX_LIMIT`
+        (`LimitError` otherwise): a caller fitting parts of a page vouches for it.
         """
+        _check_budget(budget)
         data = _bound.clean_dumps(obj, budget, 0, self._caps)
         if isinstance(data, bytes):
             return _complete(data)
@@ -344,6 +347,11 @@ def dumps_whole(
     return Encoder(
         max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH, markers=markers, default=default
     ).dumps(obj)
+
+
+def _check_budget(budget: object) -> None:
+    if type(budget) is not int or budget > MAX_LIMIT:
+        raise LimitError("budget", budget, f"must be an int of at most {MAX_LIMIT}")
 
 
 def _resolve_limits(  # noqa: PLR0917 - private, called from one place with all six
