@@ -1235,7 +1235,9 @@ def test_a_gate_with_a_reader_spills_to_the_readers_store(tmp_path: Path) -> Non
 NOT_UTF8 = re.compile(r"…\[not UTF-8: (\d+) bytes, hex ([0-9a-f]+)\]")
 
 
-def test_read_back_text_with_invalid_utf8_terminates_and_covers_every_byte() -> None:
+def test_read_back_text_with_invalid_utf8_terminates_and_covers_every_byte(
+    tmp_path: Path,
+) -> None:
     """A spilled text result with a bad byte gave an empty page with the same cursor
     forever. Now each run of bad bytes is a marker with their hex, in place, and the
     pages rebuild the file byte for byte (in a subprocess: a loop here would hang)."""
@@ -1274,7 +1276,8 @@ def test_read_back_text_with_invalid_utf8_terminates_and_covers_every_byte() -> 
             assert rebuilt == blob, (len(rebuilt), len(blob))
             print(pages, end=" ")
     """
-    done = run_limited(code, timeout=60)
+    # The spill directory is the test's own, so the run leaves nothing behind.
+    done = run_limited(code.replace("tempfile.mkdtemp()", repr(str(tmp_path))), timeout=60)
     assert done.returncode == 0, done.stderr
     pages = [int(n) for n in done.stdout.split()]
     assert len(pages) == 4
@@ -1344,7 +1347,7 @@ def test_gate_skips_empty_chunks_when_sniffing(store: SpillStore) -> None:
     assert small.data == b'{"a": 1}'
 
 
-def test_gate_refuses_an_endless_run_of_empty_chunks() -> None:
+def test_gate_refuses_an_endless_run_of_empty_chunks(tmp_path: Path) -> None:
     """gate(iter(lambda: b"", None)) hung; MAX_EMPTY_CHUNKS in a row is a SpillError."""
     code = """
         import os, tempfile
@@ -1367,7 +1370,8 @@ def test_gate_refuses_an_endless_run_of_empty_chunks() -> None:
         assert out.data == b"[1]" and out.kind == "json"
         print("ok")
     """
-    done = run_limited(code, timeout=60)
+    # The spill directory is the test's own, so the run leaves nothing behind.
+    done = run_limited(code.replace("tempfile.mkdtemp()", repr(str(tmp_path))), timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
