@@ -1423,6 +1423,22 @@ def test_preview_marks_lone_surrogates_as_the_encoder_does(
     )
 
 
+@pytest.mark.parametrize("escape", [b"\\ud800", b"\\udc00", b"\\uDBFF"])
+def test_read_back_marks_lone_surrogates_as_the_encoder_does(
+    store: SpillStore, reader: ResultReader, escape: bytes
+) -> None:
+    """Regression: reading a spilled result back wrote a lone high surrogate as "?"
+    (yajl's way), unmarked, and raised for a low one. A result holding a surrogate
+    escape is now read by the Python backend, and the encoder marks the surrogate."""
+    rows = b",".join(b'"%d"' % i for i in range(2000))
+    data = b'{"name": "caf' + escape + b'e", "rows": [' + rows + b"]}"
+    out = ResultGate(max_bytes=1000, store=store, reader=reader, principal="a").gate(data)
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    page = orjson.loads(reader.read(ref, "/name", principal="a").data)
+    assert page["items"] == ["caf\ufffde…[replaced: 1 lone surrogates]"]
+    assert [int(x) for x in follow_read(reader, ref, "/rows", "a")[0]["items"][:3]] == [0, 1, 2]
+
+
 def test_a_value_under_a_long_key_is_read_by_its_pointer(
     store: SpillStore, reader: ResultReader
 ) -> None:

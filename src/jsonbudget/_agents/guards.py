@@ -19,7 +19,6 @@ import inspect
 import io
 import itertools
 import operator
-import re
 import threading
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -44,7 +43,7 @@ from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
-from .reader import PARSE_ERRORS, ResultReader
+from .reader import PARSE_ERRORS, SURROGATE_ESCAPE, ResultReader
 from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
 
 __all__ = [
@@ -90,10 +89,6 @@ _MEDIA = {"json": "application/json", "text": "text/plain"}
 _TEXT_PREVIEW_MIN = 16
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
 _IJSON_PY = ijson.get_backend("python")
-# A \uD800-\uDFFF escape: yajl writes a lone high surrogate as "?" and raises
-# UnicodeDecodeError for a lone low one, so a prefix holding one is read by the Python
-# backend, whose str keeps it for the encoder to mark ("…[replaced: N lone surrogates]").
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 # The compiled walk's caps for a gate's pass-through check: its encoder's (a byte budget
 # and the default depth; no item, key or field caps).
 _GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
@@ -1233,7 +1228,9 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
     reads the prefix again when the C backend gives up.
     """
     parsed = None
-    if _SURROGATE_ESCAPE.search(prefix) is None:
+    # yajl loses a lone surrogate (see SURROGATE_ESCAPE): the Python backend keeps it for
+    # the encoder to mark ("…[replaced: N lone surrogates]").
+    if SURROGATE_ESCAPE.search(prefix) is None:
         parsed = _parse_with(ijson, prefix, whole)
     if parsed is None:
         parsed = _parse_with(_IJSON_PY, prefix, whole)

@@ -14,6 +14,7 @@ import codecs
 import contextlib
 import json
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -82,7 +83,7 @@ class ResultReader:
     `RedisCursorStore` for several workers). Each page is at most ``max_bytes``.
     """
 
-    __slots__ = ("_cursors", "_kept", "_limits", "_lock", "_spill")
+    __slots__ = ("_cursors", "_kept", "_limits", "_lock", "_spill", "_surrogates")
 
     def __init__(
         self,
@@ -98,6 +99,8 @@ class ResultReader:
         self._limits = Limits(max_bytes)
         PageBuilder(self._limits)  # a budget too small for a page fails here
         self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
+        # Per spilled result: whether it holds a surrogate escape (see `_backends`).
+        self._surrogates: dict[str, bool] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -164,12 +167,26 @@ class ResultReader:
                 raise SpillError("a text result has no JSON Pointer inside it")
             return self._text(call)
         # Integers beyond 64 bits: the Python backend reads what yajl refuses.
-        for backend in (ijson, _IJSON_PY):
+        error: Exception | None = None
+        for backend in self._backends(spilled):
             try:
                 return self._json(call, tokens, backend)
+            except _SurrogateSeen:
+                self._surrogates[spilled] = True  # the next backend is the Python one
             except PARSE_ERRORS as exc:
                 error = exc
         raise SpillError(f"the spilled result is not valid JSON: {error}") from error
+
+    def _backends(self, name: str) -> tuple[Any, ...]:
+        """The parsers to try on *name*, in order. yajl writes a lone high surrogate
+        escape (``\\ud800``) as "?", unmarked: the bytes it reads are watched for one
+        (`_Watched`), and a result found to hold one is read by the Python backend,
+        whose str keeps it for the encoder to mark."""
+        if self._surrogates.get(name):
+            return (_IJSON_PY,)
+        if len(self._surrogates) >= _SURROGATE_MEMO:
+            self._surrogates.clear()
+        return (ijson, _IJSON_PY)
 
     # -- the kinds of value ----------------------------------------------------------------
 
@@ -190,7 +207,8 @@ class ResultReader:
                 # result nested 50,000 deep would hold gigabytes of them).
                 # Numbers as written: integers as int, others as Decimal (a float would
                 # read 19.90 as 19.9 and round 0.1000000000000000055511151231257827).
-                events = backend.basic_parse(file, use_float=False)
+                source = file if backend is _IJSON_PY else _Watched(file)
+                events = backend.basic_parse(source, use_float=False)
                 event, value = _locate(events, tokens, call.pointer)
                 # The items already read are skipped by their events, never built.
                 if event == "start_array":
@@ -346,6 +364,35 @@ def read_result(
 ) -> ReadPage:
     """One call: ``reader.read(ref, pointer, cursor, principal=principal)``."""
     return reader.read(ref, pointer, cursor, principal=principal)
+
+
+#: Spilled results whose surrogate scan a reader remembers (cleared whole past it).
+_SURROGATE_MEMO: Final = 4096
+#: A ``\\uD800``-``\\uDFFF`` escape: yajl (ijson's C backend) writes a lone high
+#: surrogate as "?" and raises UnicodeDecodeError for a lone low one.
+SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+class _SurrogateSeen(Exception):
+    """yajl was about to read a surrogate escape, which it would write as "?"."""
+
+
+class _Watched:
+    """A spilled file as yajl reads it, stopping it before a surrogate escape."""
+
+    __slots__ = ("_file", "_tail")
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self._tail = b""
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(size)
+        # An escape may straddle two reads: the last 3 bytes are searched again.
+        if SURROGATE_ESCAPE.search(self._tail + data[:8]) or SURROGATE_ESCAPE.search(data):
+            raise _SurrogateSeen
+        self._tail = data[-3:]
+        return data
 
 
 def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:
