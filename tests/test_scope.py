@@ -196,3 +196,25 @@ def test_argument_types_are_plain_type_errors(principal: Any, query: Any) -> Non
     with pytest.raises(TypeError) as info:
         Scope(principal, query)
     assert not isinstance(info.value, EncodeError)
+
+
+def test_a_model_or_dataclass_in_a_query_is_its_json_form() -> None:
+    """An SDK builds models and dataclasses from a tool's JSON arguments: the query is
+    what the client sent."""
+    import dataclasses
+
+    import pydantic
+
+    class Filter(pydantic.BaseModel):
+        status: str
+        tags: list[str]
+
+    @dataclasses.dataclass
+    class Window:
+        start: int
+        end: int
+
+    built = Scope("p", {"f": Filter(status="open", tags=["x"]), "w": [Window(1, 2)]})
+    sent = Scope("p", {"f": {"status": "open", "tags": ["x"]}, "w": [{"start": 1, "end": 2}]})
+    assert built == sent
+    assert built != Scope("p", {"f": Filter(status="open", tags=["y"]), "w": [Window(1, 2)]})

@@ -13,7 +13,6 @@ This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` nev
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import sys
@@ -38,7 +37,7 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
     from mcp_types import SERVER_INFO_META_KEY
-    from pydantic import BaseModel, TypeAdapter
+    from pydantic import TypeAdapter
 
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
     from typing_extensions import NotRequired, TypedDict  # noqa: UP035
@@ -503,20 +502,6 @@ def _is_context(annotation: Any) -> bool:
     return any(isinstance(c, type) and issubclass(c, tuple(classes)) for c in candidates)
 
 
-def _json_form(value: Any) -> Any:
-    """An argument as the client sent it: pydantic models and dataclasses the SDK built
-    from the JSON arguments are turned back into JSON values for the cursor's scope."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _json_form(dataclasses.asdict(value))
-    if isinstance(value, Mapping):
-        return {k: _json_form(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_form(v) for v in value]
-    return value
-
-
 def paginated_tool(
     *,
     max_bytes: int | None = None,
@@ -586,7 +571,7 @@ def paginated_tool(
         contexts = {p.name for p in params if _is_context(p.annotation)}
 
         def scope_of(arguments: Mapping[str, Any]) -> Scope:
-            query = {k: _json_form(v) for k, v in arguments.items() if k not in contexts}
+            query = {k: v for k, v in arguments.items() if k not in contexts}
             return Scope(_principal_of(principal), {**query, TOOL_KEY: name})
 
         wrapper: Callable[..., Any]

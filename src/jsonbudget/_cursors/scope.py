@@ -8,12 +8,14 @@ between pages and nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import decimal
 import enum
 import hashlib
 import hmac
 import math
+import sys
 import unicodedata
 import uuid
 from collections.abc import Collection, Mapping, Set
@@ -105,6 +107,13 @@ def _canon(value: object, path: str, depth: int) -> object:
         return value.isoformat()
     if isinstance(value, uuid.UUID):
         return str(value)
+    # A tool's arguments as the client sent them: an SDK builds models and dataclasses
+    # from the JSON arguments, and their JSON form is what was asked.
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(value, pydantic.BaseModel):
+        return _canon(value.model_dump(mode="json"), path, depth)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _canon(dataclasses.asdict(value), path, depth)
     raise EncodeError(f"query value of type {type(value).__name__} has no JSON form", path=path)
 
 
