@@ -25,7 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import orjson
 
@@ -176,17 +176,33 @@ def _split(position: Position | None) -> tuple[list[JSONValue] | None, int]:
     raise InvalidCursor("the position is not a valid keyset position")
 
 
+class _TableKeys(NamedTuple):
+    """What a table's catalog says makes an order total (read once, by `_table_keys`)."""
+
+    unique: list[list[str]]  # column sets the database keeps unique, each NOT NULL
+    append: list[str]  # the key to append when none is covered ([_ROWID]: the rowid)
+    notnull: set[str]  # the NOT NULL columns
+    # Column sets kept unique among rows with no NULL in them (a UNIQUE on nullable
+    # columns, a rowid table's non-INTEGER PRIMARY KEY): they need the tiebreaker only
+    # where a position holds a NULL in them.
+    unique_non_null: list[list[str]]
+
+
 class _Plan:
     """What the first open learns about the result: columns, the total order, the cuts.
 
     ``keys`` is the order made total: (column, descending, known NOT NULL). ``select`` is
     the select list of the wrapped query: the result's columns (long text and binary
     cells cut), then the hidden key column if any, then one length per cut column.
+    ``distinct_at`` is, per unique column set the order covers, ``(k, indexes)``: a
+    position whose keys at *indexes* are not NULL is the only row with its first *k*
+    keys, so rows after it need no comparison of the keys after those.
     """
 
     __slots__ = (
         "columns",
         "cut_index",
+        "distinct_at",
         "heads",
         "hidden",
         "key_index",
@@ -207,6 +223,7 @@ class _Plan:
         units: list[Literal["chars", "bytes"] | None],
         hidden: bool,
         text_keys: frozenset[str] = frozenset(),
+        distinct_at: list[tuple[int, list[int]]] | None = None,
     ) -> None:
         self.columns = columns
         self.keys = keys
@@ -219,6 +236,7 @@ class _Plan:
         self.key_index = [names.index(name) for name, _, _ in keys]
         # Row indexes of keys kept as their text, which the database casts back exactly.
         self.text_keys = frozenset(names.index(name) for name in text_keys)
+        self.distinct_at = distinct_at or []
 
 
 class _Ahead:
@@ -403,17 +421,16 @@ class _SQLSource(Source[Row]):
     def _resolve(
         self,
         columns: list[str],
-        table_keys: tuple[list[list[str]], list[str], set[str]] | None,
+        table_keys: _TableKeys | None,
         cuts: list[_Cut],
         text_keys: frozenset[str] = frozenset(),
     ) -> _Plan:
         """Make the order total and write the select list.
 
-        *table_keys* is, for a table: its unique column sets (each NOT NULL), the key to
-        append when none is covered (``[_ROWID]`` for SQLite's hidden rowid, ``[]`` when
-        there is none) and its NOT NULL columns. *cuts* is, per column to bound, the
-        column, the SQL of its cut value, of its full length when cut (else NULL), of
-        its head when that is not the cut value itself, and the length's unit.
+        *table_keys* is what a table's catalog says (None for a query). *cuts* is, per
+        column to bound, the column, the SQL of its cut value, of its full length when
+        cut (else NULL), of its head when that is not the cut value itself, and the
+        length's unit.
         *text_keys* are the columns whose float keys a position keeps as text.
         """
         if len(set(columns)) != len(columns):
@@ -424,7 +441,7 @@ class _SQLSource(Source[Row]):
                 raise LimitError(
                     "order_by", name, f"is not a column of the result (columns: {list(columns)})"
                 )
-        notnull: set[str] = table_keys[2] if table_keys is not None else set()
+        notnull: set[str] = table_keys.notnull if table_keys is not None else set()
         keys = [(name, desc, name in notnull) for name, desc in self._keys]
         hidden = False
         if self._mode == "keyset" and not self._unique:
@@ -439,8 +456,8 @@ class _SQLSource(Source[Row]):
                     f"(such as the primary key) after {last!r}, or pass unique=True if the "
                     "order already is unique",
                 )
-            unique_sets, append, _ = table_keys
-            if not any(set(cols) <= given for cols in unique_sets):
+            append = table_keys.append
+            if not any(set(cols) <= given for cols in table_keys.unique):
                 if not append:
                     raise LimitError(
                         "order_by",
@@ -480,6 +497,15 @@ class _SQLSource(Source[Row]):
             select.append("_jb_q." + quote_ident(_ROWID))
         first_head = len(columns) + (1 if hidden else 0) + len(lengths)
         heads = [None if h is None else first_head + h for h in head_at]
+        distinct_at: list[tuple[int, list[int]]] = []
+        if table_keys is not None:
+            at = {name: i for i, (name, _, _) in enumerate(keys)}
+            for cols in (*table_keys.unique, *table_keys.unique_non_null):
+                if all(c in at for c in cols):
+                    indexes = sorted(at[c] for c in cols)
+                    if indexes[-1] + 1 < len(keys):
+                        distinct_at.append((indexes[-1] + 1, indexes))
+            distinct_at.sort()
         return _Plan(
             columns,
             keys,
@@ -489,6 +515,7 @@ class _SQLSource(Source[Row]):
             units=units,
             hidden=hidden,
             text_keys=text_keys,
+            distinct_at=distinct_at,
         )
 
     # -- one page -----------------------------------------------------------------------
@@ -725,9 +752,15 @@ class _SQLSource(Source[Row]):
         if not isinstance(position, list) or len(position) != len(plan.keys):
             raise InvalidCursor("the position is not a valid keyset position")
         values = [_key_value(v) for v in position]
-        cols = [_col(n) for n, _, _ in plan.keys]
-        directions = {d for _, d, _ in plan.keys}
-        if len(directions) == 1 and all(nn for _, _, nn in plan.keys) and None not in values:
+        keys = plan.keys
+        for k, indexes in plan.distinct_at:
+            if all(values[i] is not None for i in indexes):
+                # No other row shares the first k keys: the keys after them never decide.
+                keys, values = keys[:k], values[:k]
+                break
+        cols = [_col(n) for n, _, _ in keys]
+        directions = {d for _, d, _ in keys}
+        if len(directions) == 1 and all(nn for _, _, nn in keys) and None not in values:
             # NOT NULL columns in one direction: a row value, which an index serves.
             op = "<" if directions.pop() else ">"
             if len(cols) == 1:
@@ -736,7 +769,7 @@ class _SQLSource(Source[Row]):
             return f"({', '.join(cols)}) {op} ({marks})"
         # (a after ?) OR (a = ? AND b after ?) OR ..., with NULLs placed as sorted.
         terms = []
-        for i, (_, desc, notnull) in enumerate(plan.keys):
+        for i, (_, desc, notnull) in enumerate(keys):
             if values[i] is None and not self._nulls_first(desc):
                 continue  # NULLs sort last here: nothing sorts after one in this column
             # Bound in the order the marks appear in the SQL (positional placeholders).
@@ -1123,8 +1156,8 @@ class SQLiteSource(_SQLSource):
             )
         return self._resolve(columns, table_keys, cuts)
 
-    def _table_keys(self, conn: sqlite3.Connection) -> tuple[list[list[str]], list[str], set[str]]:
-        """Unique NOT NULL column sets, the key to append, and the NOT NULL columns.
+    def _table_keys(self, conn: sqlite3.Connection) -> _TableKeys:
+        """What makes an order total here: unique column sets, the key to append.
 
         A set counts only where SQLite enforces it in the order's own terms: a unique
         index that is not partial, on NOT NULL columns (a rowid table's PRIMARY KEY allows
@@ -1154,6 +1187,7 @@ class SQLiteSource(_SQLSource):
                 notnull.update(pk)  # the rowid itself; WITHOUT ROWID enforces NOT NULL
             sorts_by = _sqlite_collations(cur, table, [row[1] for row in info])
             sets: list[list[str]] = []
+            nullable: list[list[str]] = []
             pk_holds = bool(pk) and all(c in notnull for c in pk)
             for idx in cur.execute(f"PRAGMA {prefix}index_list({quote_ident(name)})").fetchall():
                 # (seq, name, unique, origin, partial)
@@ -1166,14 +1200,17 @@ class SQLiteSource(_SQLSource):
                     ).fetchall()
                     if r[5]  # a key column, not the rowid or a covered one
                 ]
-                holds = bool(keys) and all(
-                    col is not None and col in notnull and _same_ties(sorts_by.get(col), coll)
-                    for col, coll in keys
+                enforced = bool(keys) and all(
+                    col is not None and _same_ties(sorts_by.get(col), coll) for col, coll in keys
                 )
+                cols = [col for col, _ in keys]
+                holds = enforced and all(col in notnull for col in cols)
                 if idx[3] == "pk":
                     pk_holds = pk_holds and holds
-                elif holds:
-                    sets.append([col for col, _ in keys])
+                if holds and idx[3] != "pk":
+                    sets.append(cols)
+                elif enforced and not holds:
+                    nullable.append(cols)
         finally:
             cur.close()
         if pk_holds:
@@ -1186,7 +1223,7 @@ class SQLiteSource(_SQLSource):
             append = [_ROWID] if free else []
         else:
             append = []
-        return sets, append, notnull
+        return _TableKeys(sets, append, notnull, nullable)
 
     def describe(self) -> dict[str, JSONValue]:
         """As `_SQLSource.describe`, plus the database path when one was given."""
@@ -1442,7 +1479,7 @@ class PostgresSource(_SQLSource):
                     )
         return plan
 
-    def _table_keys(self, cur: Any) -> tuple[list[list[str]], list[str], set[str]]:
+    def _table_keys(self, cur: Any) -> _TableKeys:
         assert self._table is not None
         regclass = ".".join(quote_ident(p) for p in self._table)
         cur.execute(
@@ -1464,10 +1501,11 @@ class PostgresSource(_SQLSource):
             (regclass,),
         )
         sets: list[list[str]] = []
+        nullable: list[list[str]] = []
         append: list[str] = []
         for primary, cols, same_collation in cur.fetchall():
             if primary:
                 append = list(cols)
-            if same_collation and all(c in notnull for c in cols):
-                sets.append(list(cols))
-        return sets, append, notnull
+            if same_collation:
+                (sets if all(c in notnull for c in cols) else nullable).append(list(cols))
+        return _TableKeys(sets, append, notnull, nullable)
