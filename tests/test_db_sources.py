@@ -738,11 +738,13 @@ def test_sqlite_a_nullable_primary_key_compares_the_rowid_only_after_a_null() ->
     conn.set_trace_callback(statements.append)
     source = SQLiteSource(conn, table="t", order_by=("id",))
     after_null = [pos for row, pos in take(source, None, 2)][-1]
-    assert isinstance(after_null, list) and after_null[0] is None
+    assert isinstance(after_null, list)
+    assert after_null[0] is None
     list(take(source, after_null, 1))
     assert "_jb_rowid" in statements[-1].split("WHERE", 1)[1].split("ORDER BY")[0]
     after_key = [pos for row, pos in take(source, None, 5)][-1]
-    assert isinstance(after_key, list) and after_key[0] == 1
+    assert isinstance(after_key, list)
+    assert after_key[0] == 1
     statements.clear()
     got = [row["id"] for row, _ in take(source, after_key, 20)]
     assert got == list(range(2, 9))

@@ -277,6 +277,17 @@ class SubUUID(uuid.UUID):
     pass
 
 
+def _moved() -> collections.OrderedDict[str, int]:
+    moved = collections.OrderedDict(a=1, b=2)
+    moved.move_to_end("a")
+    return moved
+
+
+class _Reversed(list[int]):
+    def __iter__(self) -> Any:
+        return reversed(list(super().__iter__()))
+
+
 def _circular() -> dict[str, Any]:
     d: dict[str, Any] = {}
     d["obj"] = d
@@ -418,6 +429,20 @@ CLASS_DIFFERENCES: list[tuple[str, Any, Callable[[Any], Any] | None, bytes, str]
         None,
         '["…[unencodable: nan]"]'.encode(),
         "orjson writes null; the encoder marks it, as for a float NaN",
+    ),
+    (
+        "ordered_dict_moved",
+        _moved(),
+        None,
+        b'{"b":2,"a":1}',
+        "orjson writes a dict subclass's storage order; the encoder the order it iterates in",
+    ),
+    (
+        "list_subclass_iterating_its_own_way",
+        _Reversed([1, 2, 3]),
+        None,
+        b"[3,2,1]",
+        "orjson writes a list subclass's storage; the encoder what iterating it gives",
     ),
     (
         "numpy_non_contiguous",
