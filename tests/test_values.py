@@ -8,6 +8,7 @@ import base64
 import collections
 import dataclasses
 import datetime as dt
+import json
 import math
 import re
 import subprocess
@@ -331,6 +332,52 @@ def test_msgspec_rename_omit_defaults_and_unset_when_cut() -> None:
         "type": "Tagged",
         "value": 1,
     }
+
+
+class WideInts(pydantic.BaseModel):
+    x: int
+    note: str
+    many: list[int]
+    by_name: dict[str, int]
+
+
+class WideStruct(msgspec.Struct):
+    x: int
+    note: str
+    many: list[int]
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_ints_beyond_64_bits_are_numbers_in_models_when_cut_too(strategy: Any) -> None:
+    """Regression: a model's int beyond 64 bits was a number when the model fitted and
+    the marker for ints orjson refuses once the model was cut, though its library
+    writes it as a number either way."""
+    wide = [2**70, -(2**64), 2**64, -(2**63) - 1]
+    values: list[Any] = [
+        WideInts(x=2**70, note="n" * 80, many=[1, *wide] * 5, by_name={"k": -(2**64)}),
+        WideStruct(x=2**70, note="n" * 80, many=[1, *wide] * 5),
+    ]
+    for v in values:
+        cut = bounded_dumps(v, max_bytes=300, strategy=strategy)
+        valid(cut, 300)
+        assert b"unencodable" not in cut
+        got = json.loads(cut)
+        assert got["x"] == 2**70
+        assert got["many"][:3] == [1, *wide[:2]]
+    whole = values[0]
+    assert bounded_dumps(whole, max_bytes=10_000) == whole.model_dump_json().encode()
+    assert bounded_dumps({"plain": 2**70}, max_bytes=100) == (
+        '{"plain":"…[unencodable: int beyond 64 bits]"}'.encode()
+    )  # orjson refuses it outside a model: the encoder's own rule
+    # A number has no cut: a list counts it with the rest, an object member names it.
+    squeezed = WideStruct(x=1, note="", many=[1, 2**200])
+    assert json.loads(bounded_dumps(squeezed, max_bytes=64, strategy="prefix"))["many"] == [
+        1,
+        "…[omitted: 1 more items]",
+    ]
+    assert bounded_dumps(WideInts(x=10**300, note="", many=[], by_name={}), max_bytes=200) == (
+        '{"x":"…[unencodable: int of 301 digits]","note":"","many":[],"by_name":{}}'.encode()
+    )
 
 
 # -- attrs -----------------------------------------------------------------------------

@@ -745,6 +745,11 @@ class EncodeCall:
         finally:
             self.active.discard(ident)
 
+    def _uncut(self, obj: Any, where: Any) -> bool:
+        """Whether *obj* has no cut but a marker (a number its library writes): a list
+        counts it with the items left out instead of naming it unencodable."""
+        return type(self.dispatch(obj, where)) is _values.Raw
+
     def least(self, obj: Any, where: Any, depth: int) -> int:
         """Bytes of the smallest honest rendering of *obj*: a marker, or *obj* whole.
 
@@ -851,7 +856,7 @@ class EncodeCall:
             if out is None:
                 # Only the first item may be cut to fit ("prefix" cuts any): a list of
                 # whole items followed by a count reads better than a ragged last item.
-                if room <= 0 or (i and not self.prefix):
+                if room <= 0 or (i and not self.prefix) or self._uncut(items[i], here):
                     break
                 out = self.cut(items[i], room, here, depth + 1)
                 if out is None:

@@ -377,9 +377,15 @@ class SeqView(Sequence[Any]):
 
     def _slice(self, part: Any) -> list[Any]:
         conv = self._conv
-        # A run of plain items (a list of ints in a model) is taken as is: one C pass.
-        if conv is _identity or (self._plain and set(map(type, part)) <= self._plain):
+        if conv is _identity:
             return list(part)
+        # A run of plain items (a list of ints in a model) is taken as is: one C pass,
+        # unless it holds an int its library writes and orjson refuses.
+        types = set(map(type, part))
+        if self._plain and types <= self._plain:
+            ints = part if len(types) == 1 else [v for v in part if type(v) is int]
+            if int not in types or not (_wide(min(ints)) or _wide(max(ints))):
+                return list(part)
         return [conv(v) for v in part]
 
     def raw_iter(self) -> Iterable[Any]:
@@ -829,8 +835,9 @@ class _PydConv(_Conv):
         return self if spec is self.spec else _PydConv(self.config, self.opts, spec)
 
     def conv(self, v: Any) -> Any:
-        if type(v) in _PLAIN:
-            return v
+        t = type(v)
+        if t in _PLAIN:
+            return _leaf(v, self.opts, self.to_json) if t is int and _wide(v) else v
         if isinstance(v, sys.modules["pydantic"].BaseModel) or (
             dataclasses.is_dataclass(v) and not isinstance(v, type)
         ):
@@ -878,6 +885,11 @@ class _PydConv(_Conv):
         return k if type(k) is str else _key_text(self.to_json, k)
 
 
+def _wide(n: int) -> bool:
+    """Whether orjson refuses *n* (beyond 64 bits), which pydantic and msgspec write."""
+    return not -(1 << 63) <= n < 1 << 64
+
+
 def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
     """A library's leaf value; one its library writes as a string stays a cuttable str."""
     if (type(v) is bytes or type(v) is bytearray) and len(v) > opts.max_bytes:
@@ -890,6 +902,8 @@ def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
         raise
     if data[:1] == b'"':
         return _loads(data)
+    if type(v) is int:  # a wide int: a marker names its size, as a long Decimal's does
+        return Raw(data, f"int of {len(data.lstrip(b'-'))} digits")
     return Raw(data, type(v).__name__)
 
 
@@ -953,7 +967,9 @@ class _MsgConv(_Conv):
 
     def conv(self, v: Any) -> Any:
         t = type(v)
-        if t is str or t is int or t is bool or v is None:
+        if t is int:
+            return _leaf(v, self.opts, _msgspec_json) if _wide(v) else v
+        if t is str or t is bool or v is None:
             return v
         if t is float:
             # msgspec writes 1e20 where orjson writes 1e+20: its own bytes for a number.
