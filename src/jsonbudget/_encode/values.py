@@ -1352,8 +1352,10 @@ def _flat_plan(t: Any) -> _Flat | None:
             return None
         if len(plan.fields) != len(t.__pydantic_fields__):
             return None  # excluded fields: the values are not the members
+        if t.model_config.get("extra") == "allow":
+            return None  # extras are members the instance dict does not hold: capped too
         # The instance dict holds the members under their names: the compiled walk bounds
-        # it whole, keys included, and the keys' aliases correct it (extras only add).
+        # it whole, keys included, and the keys' aliases correct it.
         names = sum(len(f[0].encode()) for f in plan.fields)
         keys = sum(len(f[1].encode()) for f in plan.fields)
         return _INSTANCE_DICT, keys - names
