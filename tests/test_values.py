@@ -343,8 +343,10 @@ def test_caps_and_markers_hold_for_a_models_extra_fields() -> None:
     """Regression: a model with extra="allow" was bounded by its instance dict alone, so
     its extras were written whole by pydantic: past max_items, max_keys and
     max_field_bytes, and a NaN as null, with complete=True."""
-    m = Open(a=1, lst=list(range(20)), s="y" * 100, d={str(i): i for i in range(10)})
-    nan = Open(a=1, nn=float("nan"))
+    m = Open.model_validate(
+        {"lst": list(range(20)), "s": "y" * 100, "d": dict.fromkeys("abcdefghij", 0)}
+    )
+    nan = Open.model_validate({"nn": float("nan")})
     for wrap in (lambda v: v, lambda v: {"m": v}, lambda v: [v, v]):
         out = encode(wrap(m), max_bytes=1000, max_items=3, max_keys=4, max_field_bytes=40)
         assert not out.complete
@@ -354,7 +356,11 @@ def test_caps_and_markers_hold_for_a_models_extra_fields() -> None:
         marked = encode(wrap(nan), max_bytes=1000)
         assert b"null" not in marked.data
         assert "…[unencodable: nan]".encode() in marked.data
-    few = encode(Open(a=1, b=2, c=3, d=4, e=5), max_bytes=1000, max_keys=2)
+    few = encode(
+        Open.model_validate(dict(zip("abcde", range(1, 6), strict=True))),
+        max_bytes=1000,
+        max_keys=2,
+    )
     assert few.data == '{"a":1,"b":2,"…":"[omitted: 3 more keys]"}'.encode()
 
 
