@@ -1393,6 +1393,10 @@ def test_numbers_come_back_as_written(store: SpillStore, reader: ResultReader) -
     assert b'{"key":"rate","value":0.1000000000000000055511151231257827}' in page
     assert b'{"key":"f","value":2.5}' in page
     assert b'{"key":"id","value":12345678901234567}' in page
+    # Regression: a pointer to one number that is not an int raised orjson's TypeError.
+    price = reader.read(ref, "/rows/7/price", principal="a")
+    assert orjson.loads(price.data)["items"] == [19.9]
+    assert b'"items":[19.90]' in price.data
     # JSON bytes spilled as they are: the reader reads them back as they are written.
     body = b'{"v": [' + b",".join(b"1.10, 1e-7, -0.0, 3" for _ in range(300)) + b"]}"
     spilled = ResultGate(max_bytes=1000, store=store, reader=reader, principal="a").gate(body)

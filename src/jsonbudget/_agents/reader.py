@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from itertools import chain
 from typing import IO, Any, Final, Literal
 
@@ -222,7 +223,9 @@ class ResultReader:
                 elif event == "string":
                     return self._string(call, value)
                 else:
-                    return self._finish(call, [value], "value", None)
+                    # A number as written (a Decimal, as in arrays and objects).
+                    item = orjson.Fragment(str(value)) if type(value) is Decimal else value
+                    return self._finish(call, [item], "value", None)
             page, left, added = self._children(call, children, kind)
             if left is not _NOTHING:
                 owned.pop_all()
