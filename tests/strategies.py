@@ -121,6 +121,51 @@ class ClaimsAll(Mapping[str, Any]):
         return len(self._items) + 3
 
 
+class LyingStr(str):
+    """A str whose own methods lie or raise: orjson writes its text and calls none of
+    them, so the encoder must not either."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return 0
+
+    def __getitem__(self, index: Any) -> str:
+        return "Z" * 1000
+
+    def __str__(self) -> str:
+        raise RuntimeError("LyingStr.__str__")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("LyingStr.__repr__")
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        raise RuntimeError("LyingStr.encode")
+
+    def replace(self, *args: Any, **kwargs: Any) -> str:
+        raise RuntimeError("LyingStr.replace")
+
+    def isascii(self) -> bool:
+        raise RuntimeError("LyingStr.isascii")
+
+
+def lying_str(value: Any) -> Any:
+    """*value* with every str in it (keys included) a `LyingStr`; anything else as is."""
+    if isinstance(value, str):
+        return LyingStr(str.__str__(value))  # its own __str__ raises
+    if isinstance(value, list):
+        return [lying_str(x) for x in value]
+    if isinstance(value, dict):
+        return {lying_str(k): lying_str(v) for k, v in value.items()}
+    return value
+
+
 @dataclasses.dataclass
 class Box:
     """A dataclass holding any value: the encoder renders it field by field."""
@@ -155,6 +200,7 @@ def hostile_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
             st.builds(Box, children),
             st.lists(children, max_size=4).map(lambda xs: (x for x in xs)),
             children.map(lambda x: [x, x, {"again": x}]),
+            children.map(lying_str),
         ),
         max_leaves=max_leaves,
     )

@@ -34,7 +34,7 @@ from jsonbudget import (
 )
 from tests import workcount
 from tests.jsonptr import resolve
-from tests.strategies import budgets, hostile_values
+from tests.strategies import budgets, hostile_values, lying_str
 
 MARK = "…["
 #: The child's address space: the interpreter, the package and a few hundred MB of data.
@@ -309,6 +309,107 @@ def test_regression_a_key_whose_repr_raises() -> None:
 def test_regression_a_huge_int_key_is_described_without_str() -> None:
     doc = valid(bounded_dumps({10**5000: 1}, max_bytes=100), 100)
     assert doc == {"…[key: int of 16610 bits]": 1}
+
+
+class HostileInt(int):
+    """An int whose own methods raise: orjson writes it as an int without calling them."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("HostileInt.__repr__")
+
+    def bit_length(self) -> int:
+        raise RuntimeError("HostileInt.bit_length")
+
+    def __index__(self) -> int:
+        raise RuntimeError("HostileInt.__index__")
+
+    def __hash__(self) -> int:
+        return int.__hash__(self)
+
+
+STR_CASES = {
+    "long value": {"a": "é" * 5000},
+    "long key with ~ and /": {"k/~" * 5000: 1},
+    "short key, cut value": {"k/~": "v" * 1000, "b": [1] * 100},
+    "lone surrogates": {"a": "\ud800" * 100, "\udfff": 1},
+    "list of long strings": ["x" * 300] * 10,
+    "beside a NaN": {"k": float("nan"), "x": "y" * 500},
+    "top-level string": "q" * 1000,
+    "two long keys alike": {"a" * 300: 1, "a" * 300 + "b": 2},
+}
+
+
+@pytest.mark.parametrize("case", sorted(STR_CASES))
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"markers": "structured"}, {"strategy": "prefix"}, {"max_field_bytes": 40}],
+)
+def test_regression_a_str_subclass_is_written_as_its_text_never_through_its_methods(
+    case: str, options: dict[str, Any]
+) -> None:
+    # Its __len__ said 0 and its __str__ raised: cuts raised ValueError or RuntimeError.
+    plain = STR_CASES[case]
+    hostile = lying_str(plain)
+    for budget in (64, 200, 1000):
+        expected = bounded_dumps(plain, max_bytes=budget, **options)
+        assert bounded_dumps(hostile, max_bytes=budget, **options) == expected
+
+
+def test_a_long_str_subclass_is_copied_no_further_than_the_budget() -> None:
+    code = """
+    import tracemalloc
+    from jsonbudget import bounded_dumps
+    from tests.strategies import LyingStr
+    x, k = "x" * 50_000_000, "k" * 50_000_000
+    plain = bounded_dumps({"a": x, k: 1}, max_bytes=200)
+    obj = {"a": LyingStr(x), LyingStr(k): 1}
+    tracemalloc.start()
+    out = bounded_dumps(obj, max_bytes=200)
+    print(tracemalloc.get_traced_memory()[1], out == plain)
+    """
+    peak, same = bounded_run(code).split()
+    assert int(peak) < 1 << 20
+    assert same == "True"
+
+
+def test_regression_an_int_subclass_key_whose_methods_raise() -> None:
+    obj = {HostileInt(3): 1, HostileInt(2**200): "x" * 500}
+    doc = valid(bounded_dumps(obj, max_bytes=200), 200)
+    assert list(doc)[:2] == ["…[key: HostileInt 3]", "…[key: HostileInt of 201 bits]"]
+
+
+class PairsLie(dict[str, Any]):
+    """A dict whose items() yields what *shape* says instead of (key, value) pairs."""
+
+    shape: Any = None
+
+    def items(self) -> Any:
+        return iter(self.shape)
+
+
+@pytest.mark.parametrize(
+    ("shape", "what"),
+    [([1, 2], "a int"), ([("a", 1, 2)], "a tuple of 3"), ([("a",)], "a tuple of 1")],
+)
+def test_regression_items_that_are_not_pairs_give_an_encode_error(shape: Any, what: str) -> None:
+    # Unpacking them raised a bare TypeError or ValueError.
+    liar = PairsLie(a=1)
+    liar.shape = shape
+    with pytest.raises(EncodeError, match=f"yielded {what}, not a") as info:
+        encode({"x": liar}, max_bytes=200)
+    assert info.value.path == "/x"
+
+
+def test_items_that_are_a_tuple_subclass_are_read_as_tuples() -> None:
+    class Pair(tuple[Any, ...]):
+        def __iter__(self) -> Iterator[Any]:
+            raise RuntimeError("Pair.__iter__")
+
+    liar = PairsLie(a=1)
+    liar.shape = [Pair(("a", 1)), Pair(("b", "x" * 400))]
+    doc = valid(bounded_dumps(liar, max_bytes=100), 100)
+    assert doc["a"] == 1
+    assert doc["b"].startswith("xxx")
 
 
 def test_regression_a_huge_tuple_key_costs_what_its_description_costs() -> None:

@@ -93,7 +93,8 @@ def token(key: str | int) -> str:
     """One RFC 6901 reference token with its leading slash."""
     if type(key) is int:
         return f"/{key}"
-    return "/" + str(key).replace("~", "~0").replace("/", "~1")
+    # str's own __str__: a subclass's may lie or raise, and the token is the key's text.
+    return "/" + str.__str__(key).replace("~", "~0").replace("/", "~1")
 
 
 class RunSizer:
@@ -190,6 +191,36 @@ _WALKED = frozenset(
     {str, int, float, bool, type(None), dict, list, tuple, Stream, *_BOUNDED_SCALARS}
 )
 _WALKED_BASES = (str, int, dict, list, *_values.WALKABLE)
+
+
+def exact_text(s: str, most: int) -> str | _values.Clip:
+    """A str subclass's text as an exact str, or as a `Clip` of its first *most*
+    characters when it holds more (it cannot show whole; the copy stays bounded).
+
+    Only str's own methods read it: a subclass's ``__len__``, ``__getitem__`` or
+    ``__str__`` may lie or raise, and orjson, which writes its text, calls none of them.
+    """
+    n = str.__len__(s)
+    if n <= most:
+        return str.__str__(s)
+    return _values.Clip(str.__getitem__(s, slice(0, most)), n, "chars", b64=False)
+
+
+class LongKey(str):
+    """The first characters of a str subclass's key too long to show whole, with the
+    key's length (`total`): it is cut like any long key, its marker counting from it."""
+
+    total: int
+
+
+def exact_key(k: str, most: int) -> str:
+    """A str subclass's key as an exact str (or a `LongKey` past *most* characters)."""
+    n = str.__len__(k)
+    if n <= most:
+        return str.__str__(k)
+    key = LongKey(str.__getitem__(k, slice(0, most)))
+    key.total = n
+    return key
 
 
 class Mark:
@@ -296,6 +327,7 @@ class EncodeCall:
         "max_items",
         "max_keys",
         "mk",
+        "most",
         "over",
         "prefix",
         "seen",
@@ -324,6 +356,8 @@ class EncodeCall:
         self.values: _values.Options = enc._values
         self.streams: dict[int, Stream] = {} if streams is None else streams
         self.work = 0
+        # No text longer than the budget shows whole: a str subclass is copied no further.
+        self.most = enc.limits.max_bytes
         self.over = 2.0  # how far the last bulk run passed its room (see `RunSizer`)
 
     # -- entry points ----------------------------------------------------------------
@@ -378,7 +412,7 @@ class EncodeCall:
         once per object): enums by value, native values (see `values.adapt`), iterators
         as streams, then ``default``, then `values.fallback`; what is left is unencodable.
         """
-        if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
+        if type(obj) in _WALKED or (isinstance(obj, _WALKED_BASES) and not isinstance(obj, str)):
             return obj
         hit = self.converted.get(id(obj))
         if hit is not None and hit[0] is obj:
@@ -389,6 +423,8 @@ class EncodeCall:
 
     def _convert(self, obj: Any, where: Any) -> Any:
         for _ in range(_DEFAULT_CHAIN + 1):  # the last round only checks
+            if isinstance(obj, str):
+                return exact_text(obj, self.most) if type(obj) is not str else obj
             if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
                 return obj
             if isinstance(obj, enum.Enum):
@@ -545,9 +581,11 @@ class EncodeCall:
         v = ent.value
         t = type(v)
         it: Iterator[Any] | None = None
+        fresh = -1  # where the pairs read by this call start; -1: not pairs
         try:
             if t is dict:
                 members: list[Any] = list(islice(v.items(), limit))
+                fresh = 0
                 n: int | None = len(v)
             elif _counted(v):
                 # A SeqView refuses a lying len. Read on from where the last read stopped:
@@ -568,6 +606,7 @@ class EncodeCall:
                 else:
                     members, it = snap.members, snap.it
                 assert it is not None  # kept by this branch's first read
+                fresh = len(members) if isinstance(v, Mapping) else -1
                 members += islice(it, limit - len(members))
                 n = len(members) if len(members) < limit else None
                 if n is None and isinstance(v, _values.MapView):
@@ -581,8 +620,31 @@ class EncodeCall:
             raise EncodeError(
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
             ) from exc
+        if fresh >= 0:
+            members[fresh:] = self._pairs(v, members[fresh:], where)
         ent.snap = snap = _Snap(members, n, limit, it)
         return snap
+
+    def _pairs(self, v: Any, pairs: list[Any], where: Any) -> list[Any]:
+        """*pairs* as read from mapping *v*, each an exact ``(key, value)`` tuple, a key
+        that subclasses str made exact (`exact_key`): what the renderer reads after."""
+        if type(v) is dict and all(type(k) is str or not isinstance(k, str) for k, _ in pairs):
+            return pairs  # a dict's items are tuples
+        out = list(pairs)
+        for i, p in enumerate(pairs):
+            # A user's items() may yield anything; a tuple subclass is read as a tuple.
+            n = tuple.__len__(p) if isinstance(p, tuple) else -1
+            if n != 2:
+                what = f"tuple of {n}" if n >= 0 else type(p).__name__
+                raise EncodeError(
+                    f"{type(v).__name__}.items() yielded a {what}, not a (key, value) pair",
+                    path=_path(where),
+                )
+            k, x = tuple.__getitem__(p, 0), tuple.__getitem__(p, 1)
+            if type(k) is not str and isinstance(k, str):
+                k = exact_key(k, self.most)
+            out[i] = (k, x)
+        return out
 
     def _read_on(
         self, ent: _Seen, snap: _Snap, need: int, most: int, where: Any, *, room: int
@@ -1236,7 +1298,7 @@ class EncodeCall:
         """
         report: tuple[str, int | None, str]
         if isinstance(k, str):
-            n = len(k)
+            n = k.total if type(k) is LongKey else len(k)
             cut = n + 3 > room
             if not cut:
                 try:
@@ -1278,8 +1340,9 @@ class EncodeCall:
         """A non-string key described at a bounded cost: its type and a short repr."""
         name = type(k).__name__[:40]
         if isinstance(k, int) and not isinstance(k, bool):
-            if k.bit_length() > 128:  # no str() of thousands of digits
-                return f"{name} of {k.bit_length()} bits"
+            bits = int.bit_length(k)  # int's own: a subclass's methods may raise
+            if bits > 128:  # no str() of thousands of digits
+                return f"{name} of {bits} bits"
             return f"{name} {int.__repr__(k)}"
         if isinstance(k, float):
             return f"{name} {float.__repr__(k)}"
