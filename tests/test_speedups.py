@@ -31,7 +31,7 @@ from jsonbudget._encode import bound as _bound
 from jsonbudget._encode import strings
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from jsonbudget._sources import _numbers as numbers
-from jsonbudget._sources import files, jsonread
+from jsonbudget._sources import files, jsonread, sql
 from tests.strategies import Record, Slotted, json_values, odd_values, with_extra
 
 BIG = 1 << 62
@@ -755,3 +755,38 @@ def test_a_digit_string_in_every_line_is_read_by_orjson(
     path.write_bytes(b'{"id": 1, "n": 18446744073709551616}\n')
     assert [row for row, _ in source.open(None)] == [{"id": 1, "n": 2**64}]
     assert len(calls) == 1
+
+
+# --- the SQL sources' row dicts (_sources/_numbers.c rows_to_dicts) ---------------------
+
+_cells = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.floats(allow_nan=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    width=st.integers(1, 4),
+    n_flags=st.integers(0, 2),
+    data=st.data(),
+)
+def test_rows_to_dicts_compiled_and_python_agree(width: int, n_flags: int, data: Any) -> None:
+    columns = tuple(f"c{i}" for i in range(width))
+    flags_at = width + data.draw(st.integers(0, 1))  # a hidden key column may come first
+    row = st.tuples(*[_cells] * (flags_at + n_flags))
+    rows: list[Any] = data.draw(st.lists(st.one_of(row, row.map(list)), max_size=6))
+    start = data.draw(st.integers(0, len(rows) + 1))
+    compiled = numbers.rows_to_dicts(columns, rows, start, flags_at, n_flags)
+    assert compiled == sql.rows_to_dicts_py(columns, rows, start, flags_at, n_flags)
+    made, stop = compiled
+    # Every row before the stop is a dict of the first columns; the stop is the first
+    # row that is not a tuple or has a flag set.
+    assert made == [dict(zip(columns, r, strict=False)) for r in rows[start:stop]]
+    if stop < len(rows):
+        r = rows[stop]
+        assert type(r) is not tuple or any(x is not None for x in r[flags_at:])
+
+
+def test_rows_to_dicts_refuses_what_is_not_its_arguments() -> None:
+    with pytest.raises(TypeError, match="rows_to_dicts"):
+        numbers.rows_to_dicts(["a"], [], 0, 1, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="out of range"):
+        numbers.rows_to_dicts(("a", "b"), [], 0, 1, 0)

@@ -188,6 +188,32 @@ class _TableKeys(NamedTuple):
     unique_non_null: list[list[str]]
 
 
+def rows_to_dicts_py(
+    columns: tuple[str, ...], rows: list[Any], start: int, flags_at: int, n_flags: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The rows from *start* as dicts, up to the first that is not a tuple or has one of
+    its *n_flags* columns from *flags_at* set (a cut cell's length); and where it stopped.
+
+    The pure-Python twin of the compiled ``_numbers.rows_to_dicts``.
+    """
+    out: list[dict[str, Any]] = []
+    end = flags_at + n_flags
+    unset = (None,) * n_flags
+    for i in range(start, len(rows)):
+        row = rows[i]
+        if type(row) is not tuple or len(row) < end or row[flags_at:end] != unset:
+            return out, i
+        out.append(dict(zip(columns, row, strict=False)))
+    return out, max(start, len(rows))
+
+
+rows_to_dicts: Callable[..., tuple[list[dict[str, Any]], int]]
+try:
+    from ._numbers import rows_to_dicts
+except ImportError:  # pragma: no cover - built without a C compiler
+    rows_to_dicts = rows_to_dicts_py
+
+
 class _Plan:
     """What the first open learns about the result: columns, the total order, the cuts.
 
@@ -612,10 +638,9 @@ class _SQLSource(Source[Row]):
         Returns whether a row was left over, the position after the page's last row,
         and the raw rows fetched but not served (the look-ahead first).
         """
-        columns = plan.columns
+        columns = tuple(plan.columns)
         first_len = len(columns) + (1 if plan.hidden else 0)
         n_cuts = len(plan.cut_index)
-        no_cuts = (None,) * n_cuts
         if limit_hint is not None:
             batch = min(self._batch, limit_hint + 1)
         else:
@@ -624,15 +649,13 @@ class _SQLSource(Source[Row]):
         last: tuple[list[Any], int] = ([], 0)  # the last batch that served rows, and how many
         fetchmany = cursor.fetchmany
         while rows := fetchmany(batch):
-            if n_cuts:
-                items = [
-                    dict(zip(columns, r, strict=False))
-                    if r[first_len : first_len + n_cuts] == no_cuts
-                    else self._cut_row(plan, r)
-                    for r in rows
-                ]
-            else:
-                items = [dict(zip(columns, r, strict=False)) for r in rows]
+            if type(rows) is not list:
+                rows = list(rows)
+            items, i = rows_to_dicts(columns, rows, 0, first_len, n_cuts)
+            while i < len(rows):  # a row with a cut cell, and the rows after it
+                items.append(self._cut_row(plan, rows[i]))
+                more_items, i = rows_to_dicts(columns, rows, i + 1, first_len, n_cuts)
+                items += more_items
             more, n = builder.fill_from(items)
             served += n
             if n:
