@@ -813,3 +813,80 @@ def test_docs_policy_table_matches_the_code() -> None:
         for part in filter(None, (m.group("fields") or "").split(", ")):
             field, _, value = part.partition("=")
             assert getattr(verdict, field) == ast.literal_eval(value), (example, field)
+
+
+# -- regressions: a quota sent as 413, OpenAI's integer above maximum ----------------------
+
+GROQ_TPM_BODY = {
+    "error": {
+        "message": "Request too large for model `llama3-70b-8192` in organization "
+        "`org_01hw8f0aa0ekmrn70ffm2zkdv1` on tokens per minute (TPM): Limit 6000, Requested "
+        "7000, please reduce your message size and try again. Visit "
+        "https://console.groq.com/docs/rate-limits for more information.",
+        "type": "tokens",
+        "code": "rate_limit_exceeded",
+    }
+}
+
+
+def _groq_413(body: dict[str, Any]) -> openai.APIStatusError:
+    # Groq's API is OpenAI-compatible; its 413 through openai's client, as agents meet it.
+    request = httpx2.Request("POST", "https://api.groq.com/openai/v1/chat/completions")
+    response = httpx2.Response(413, request=request, json=body)
+    return openai.APIStatusError(f"Error code: 413 - {body!r}", response=response, body=body)
+
+
+def test_groq_tokens_per_minute_413_is_not_prompt_too_long() -> None:
+    """Regression: the 413 fallback had no rate-limit check: a quota became PromptTooLong."""
+    error = _groq_413(GROQ_TPM_BODY)
+    assert error.status_code == 413
+    assert classify_size_error(error) is None
+    assert classify_size_error(error, requested=4000) is None
+    assert _decide(error, None, None) == (None, None)
+
+    # The code alone marks the rate limit too, whatever the message says.
+    coded = {"error": {"message": "Request too large", "code": "rate_limit_exceeded"}}
+    assert classify_size_error(_groq_413(coded)) is None
+
+    def call(cap: int) -> str:
+        raise error
+
+    # Not a size error: re-raised unchanged, the prompt never compressed.
+    compressed: list[PromptTooLong] = []
+    with pytest.raises(openai.APIStatusError) as info:
+        call_with_output_cap(call, max_output_tokens=4000, compress_prompt=compressed.append)
+    assert info.value is error
+    assert compressed == []
+
+
+def test_413_without_rate_limit_words_is_still_the_prompt() -> None:
+    body = {"error": {"message": "Request Entity Too Large", "type": "invalid_request_error"}}
+    assert classify_size_error(_groq_413(body)) == PromptTooLong(None, None, "openai")
+
+
+@pytest.mark.parametrize("param", ["max_completion_tokens", "max_tokens"])
+def test_openai_integer_above_maximum_value_is_an_output_cap(param: str) -> None:
+    """Regression: the "." after "maximum value" stopped the rule; this was not matched."""
+    message = (
+        f"Invalid '{param}': integer above maximum value. Expected a value <= 100000, "
+        "but got 200000 instead."
+    )
+    expected = OutputCapTooLarge(requested=200000, available=100000, window=None)
+    assert classify_size_error(message) == expected
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": "integer_above_max_value",
+        }
+    }
+    assert _decide(body, None, None) == ("param_above_max", expected)
+    request = httpx2.Request("POST", "https://api.openai.com/v1/chat/completions")
+    error = openai.BadRequestError(
+        "Error code: 400", response=httpx2.Response(400, request=request), body=body["error"]
+    )
+    assert classify_size_error(error) == OutputCapTooLarge(
+        requested=200000, available=100000, window=None, provider="openai"
+    )
+    assert next_output_cap(200000, error) == 100000

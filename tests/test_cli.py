@@ -10,8 +10,9 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, SupportsIndex, overload
 
 import orjson
 import pytest
@@ -641,3 +642,143 @@ def test_every_command_reports_a_closed_output_the_same_way(command: str, items_
         os.close(write_end)
     assert proc.returncode == EXIT_ERROR
     assert proc.stderr.decode() == "jsonbudget: error: output closed early (broken pipe)\n"
+
+
+# -- linear input work, whole output, closed streams ---------------------------------
+
+
+class _CountingBytes(bytes):
+    """bytes whose slices (and the slices of those) add the bytes they copy to ``copied``."""
+
+    copied: ClassVar[list[int]] = [0]
+
+    @overload
+    def __getitem__(self, key: SupportsIndex, /) -> int: ...
+    @overload
+    def __getitem__(self, key: slice, /) -> bytes: ...
+    def __getitem__(self, key: SupportsIndex | slice, /) -> int | bytes:
+        part = bytes.__getitem__(self, key)
+        if isinstance(part, int):
+            return part
+        _CountingBytes.copied[0] += len(part)
+        return _CountingBytes(part)
+
+
+class _CountingStream:
+    """A binary stream whose chunks are `_CountingBytes`, so slicing them is counted."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.at = 0
+
+    def read(self, size: int = -1, /) -> bytes:
+        end = len(self.data) if size < 0 else self.at + size
+        chunk = self.data[self.at : end]
+        self.at += len(chunk)
+        return _CountingBytes(chunk)
+
+
+def test_dump_long_first_line_is_copied_once_not_once_per_read(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a 4 MiB first line replayed 64 KiB at a time was re-sliced per read."""
+    import jsonbudget._cli.main as cli
+
+    class Counting(cli._Prepended):
+        __slots__ = ()
+
+        def __init__(self, head: bytes, stream: Any, cap: int | None) -> None:
+            super().__init__(_CountingBytes(head), stream, cap)
+
+    monkeypatch.setattr(cli, "_Prepended", Counting)
+    line = b'{"a": "' + b"x" * (4 << 20) + b'",'  # not a whole value: the object is read whole
+    path = tmp_path / "long.json"
+    path.write_bytes(line + b'\n"b": 1}')
+    _CountingBytes.copied[0] = 0
+    assert main(["dump", str(path), "--max-bytes", "200"]) == EXIT_OK
+    assert set(orjson.loads(capsysbinary.readouterr().out)) == {"a", "b"}
+    # Each held byte is copied out once (the line is held whole while it is replayed);
+    # slicing off what was read copied the rest again per 64 KiB read: 32 times the line.
+    assert _CountingBytes.copied[0] <= 2 * len(line)
+
+
+def test_json_lines_of_short_lines_are_sliced_in_linear_work() -> None:
+    """Regression: every short line re-sliced the rest of its 64 KiB chunk (1 GB here)."""
+    import jsonbudget._cli.main as cli
+
+    data = b"1234567\n" * (128 * 1024 // 8)
+    _CountingBytes.copied[0] = 0
+    values = list(cli._lines(cli._Prepended(b"", _CountingStream(data), None)))
+    assert values == [1234567] * (128 * 1024 // 8)
+    assert _CountingBytes.copied[0] <= 2 * len(data)
+
+
+def test_unbuffered_stdout_on_a_slow_non_blocking_pipe_gets_every_byte(tmp_path: Path) -> None:
+    """Regression: with PYTHONUNBUFFERED=1 a short write was ignored: 64 KiB out, exit 0."""
+    value = [f"{i:04d}" + "x" * 1000 for i in range(600)]
+    path = tmp_path / "big.json"
+    path.write_bytes(orjson.dumps(value))
+    read_end, write_end = os.pipe()
+    # A pipe shared with a non-blocking reader takes only what fits, then EAGAIN.
+    os.set_blocking(write_end, False)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jsonbudget", "dump", str(path), "--max-bytes", "1M"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env={**ENV, "PYTHONUNBUFFERED": "1"},
+        )
+    finally:
+        os.close(write_end)
+    chunks: list[bytes] = []
+    try:
+        with os.fdopen(read_end, "rb", buffering=0) as reader:
+            while chunk := reader.read(4096):  # a slow reader: the pipe fills up
+                chunks.append(chunk)
+                time.sleep(0.0005)
+        assert proc.wait(timeout=120) == EXIT_OK
+    finally:
+        proc.kill()
+    assert proc.stderr is not None
+    assert proc.stderr.read() == b""
+    assert b"".join(chunks) == orjson.dumps(value) + b"\n"
+
+
+def _in_shell(redirect: str, *args: str) -> Any:
+    """Run the command with a shell redirection such as ``<&-`` (close stdin)."""
+    return subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "jsonbudget", *args],
+        stdout=subprocess.PIPE,
+        stderr=None if "2>" in redirect else subprocess.PIPE,
+        env=ENV,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_closed_stdin_is_one_line_and_exit_1() -> None:
+    """Regression: `jsonbudget dump <&-` was an AttributeError traceback (stdin is None)."""
+    proc = _in_shell("<&-", "dump")
+    assert proc.returncode == EXIT_ERROR
+    assert proc.stdout == b""
+    assert proc.stderr == (
+        b"jsonbudget: error: stdin is closed (give a FILE, or feed it with < or |)\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["dump", "page", "tune", "demo"])
+def test_closed_stdout_is_one_line_and_exit_1(command: str, items_file: Path) -> None:
+    """Regression: `jsonbudget dump FILE >&-` was an AttributeError traceback."""
+    args = [command] if command == "demo" else [command, str(items_file)]
+    proc = _in_shell(">&-", *args)
+    assert proc.returncode == EXIT_ERROR
+    assert proc.stderr == b"jsonbudget: error: stdout is closed\n"
+
+
+def test_closed_stderr_still_gives_the_output_and_the_exit_code(items_file: Path) -> None:
+    proc = _in_shell("2>&-", "dump", str(items_file), "--max-bytes", "300", "--report")
+    assert proc.returncode == EXIT_OK
+    assert len(orjson.loads(proc.stdout)) >= 1
+    proc = _in_shell("<&- 2>&-", "dump")
+    assert proc.returncode == EXIT_ERROR
+    assert proc.stdout == b""

@@ -1476,3 +1476,77 @@ def follow_read_long(reader: ResultReader, ref: str, pointer: str) -> list[Any]:
         if cursor is None:
             return pages
     raise AssertionError("the read did not end")
+
+
+# --- integers past int()'s digit limit, numbers no Decimal holds -------------------------
+
+DIGITS_MARKER = "…[unencodable: Decimal beyond the float range]"
+
+
+def test_regression_20000_digit_integer_keeps_a_json_preview(store: SpillStore) -> None:
+    """Past `sys.get_int_max_str_digits()` (4,300) ijson's int() raised a bare ValueError
+    out of `gate`; the integer is now read as the exact Decimal `load_json` makes of it."""
+    whole = b'{"n": ' + b"9" * 20_000 + b', "x": 1}'
+    out = ResultGate(max_bytes=4096, store=store).gate(whole)
+    assert out.kind == "json"
+    assert orjson.loads(out.data)["preview"] == {"n": DIGITS_MARKER, "x": 1}
+    assert out.spill is not None
+    assert store.read(out.spill.ref, 0, len(whole) + 1) == whole  # the file is the result
+
+
+def test_long_integers_in_a_cut_prefix_are_marked_and_digits_in_strings_kept(
+    store: SpillStore,
+) -> None:
+    digits = "7" * 5000  # a run past the limit inside a string: text, left as it is
+    big = b"[" + b",".join(
+        [orjson.dumps(digits), b"-" + b"9" * 20_000] + [b"%d" % i for i in range(100_000)]
+    ) + b"]"  # fmt: skip
+    out = ResultGate(max_bytes=40_000, store=store, preview_bytes=36_000).gate(big)
+    assert out.kind == "json"
+    preview = orjson.loads(out.data)["preview"]
+    assert preview[:5] == [digits, DIGITS_MARKER, 0, 1, 2]
+    assert preview[-1] == "…[omitted: more items]"  # the prefix was cut: no count
+
+
+def test_regression_number_no_decimal_holds_is_a_text_preview(store: SpillStore) -> None:
+    """yajl raised decimal.InvalidOperation out of `gate` for an exponent past Decimal's."""
+    for number in (b"1E99999999999999999999", b"1e" + b"9" * 20_000, b"1E-" + b"9" * 5000):
+        whole = b"[" + number + b", 2]" + b" " * 5000
+        out = ResultGate(max_bytes=1000, store=store).gate(whole)
+        assert out.kind == "text"
+        assert out.text.startswith("[" + number[:40].decode())
+
+
+def test_hostile_four_mib_of_long_integers_previews_in_bounded_memory() -> None:
+    code = """
+        import orjson, tempfile
+        from jsonbudget import ResultGate, SpillStore
+        huge = b"[" + b",".join([b"9" * 4301] * 1000) + b"]"  # past the 4 MiB prefix
+        gate = ResultGate(max_bytes=600_000, preview_bytes=600_000,
+                          store=SpillStore(tempfile.mkdtemp()))
+        out = gate.gate(huge)
+        preview = orjson.loads(out.data)["preview"]
+        assert out.kind == "json" and len(huge) > 4 << 20, out.kind
+        assert preview[0] == "…[unencodable: Decimal beyond the float range]", preview[0]
+        print("ok")
+    """
+    proc = run_limited(code, memory=1 << 30, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "ok\n"
+
+
+@pytest.mark.parametrize("tail", [b"1234567890123", b"-12.5e+30", b"0.000001"])
+def test_regression_a_number_cut_by_the_preview_prefix_is_not_shown_shortened(
+    store: SpillStore, tail: bytes
+) -> None:
+    """The preview parses the first max(64 KiB, 8 x preview) bytes; a number that reached
+    that cut was shown as the digits before it (12345 of 1234567890123)."""
+    window = 64 * 1024
+    head = b'{"a":['
+    fill = window - len(head) - len(b'0],"n":') - 5  # the cut falls 5 bytes into the number
+    whole = head + b"0," * (fill // 2) + b"0" * (fill % 2) + b'0],"n":' + tail + b"}"
+    assert whole.index(tail) + 5 == window
+    out = ResultGate(max_bytes=1000, store=store, preview_bytes=1000).gate(whole)
+    preview = orjson.loads(out.data)["preview"]
+    assert "n" not in preview  # the number was never read whole: not shown at all
+    assert any(k.startswith("…") for k in preview)  # and the object says it has more

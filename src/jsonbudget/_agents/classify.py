@@ -481,10 +481,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "param_above_max",
-        r"max_(?:completion_|new_|output_)?tokens[^.]{0,80}?expected a value <= "
-        + _N
-        + r", but got "
-        + _N,
+        # Volcengine; OpenAI: "Invalid 'max_completion_tokens': integer above maximum value.
+        # Expected a value <= M, but got C instead." (the same for 'max_tokens').
+        r"max_(?:completion_|new_|output_)?tokens[^.]{0,80}?(?:above maximum value\. ?)?"
+        r"expected a value <= " + _N + r", but got " + _N,
         None,
         lambda m, c: _output_ceiling(_g(m, 1), _g(m, 2), c.provider),
     ),
@@ -673,6 +673,7 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
 )
 
 _RATE_LIMIT = re.compile(r"rate[_ ]limit|tokens per min|per-minute", _I)
+_RATE_LIMIT_CODE: Final = "rate_limit_exceeded"
 # llama.cpp's server gives the counts as fields; in a logged body they are text.
 _LLAMA_CPP_FIELDS = re.compile(
     r"\"?n_prompt_tokens\"? ?: ?(\d{1,12}).{0,40}?\"?n_ctx\"? ?: ?(\d{1,12})", _I
@@ -966,6 +967,10 @@ def _decide(
     if scan.codes & _CODE_HINTS:
         return "error_code", AmbiguousSizeError(provider=provider)
     if not _is(error, (str, bytes, bytearray, Mapping)) and _status_of(error) == 413:
+        if _RATE_LIMIT.search(text) or _RATE_LIMIT_CODE in scan.codes:
+            # Groq sends its tokens-per-minute quota as a 413 ("Request too large ... on
+            # tokens per minute (TPM)"): a quota, not a body or window size, as without it.
+            return None, None
         # 413 is a request body too large in bytes; the cap is one number, so it is the prompt.
         return "http_413", PromptTooLong(prompt_tokens=None, limit=None, provider=provider)
     return None, None

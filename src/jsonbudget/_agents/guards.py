@@ -19,11 +19,13 @@ import inspect
 import io
 import itertools
 import operator
+import re
+import sys
 import threading
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, overload
+from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 
 import ijson
 import orjson
@@ -1227,6 +1229,12 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
     integers beyond 64 bits, which are valid JSON: the Python backend, slower but exact,
     reads the prefix again when the C backend gives up.
     """
+    if not whole:
+        # A number that reaches the cut may go on past it (123 of 12345): it is not
+        # shown, the container it is in is marked "more" instead. (A literal that ends
+        # in "e" goes with it; a string the cut reaches is never shown anyway.)
+        prefix = prefix.rstrip(b"0123456789+-.eE")
+    prefix = _long_ints_as_decimals(prefix)
     parsed = None
     # yajl loses a lone surrogate (see SURROGATE_ESCAPE): the Python backend keeps it for
     # the encoder to mark ("…[replaced: N lone surrogates]").
@@ -1235,6 +1243,43 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
     if parsed is None:
         parsed = _parse_with(_IJSON_PY, prefix, whole)
     return parsed
+
+
+#: What a backend raises for bytes it cannot read as JSON. Beyond the reader's errors:
+#: yajl makes a number with an exponent no Decimal holds (``1E99999999999999999999``) a
+#: ``decimal.InvalidOperation``, and either backend's ``int()`` may refuse digits.
+_PREFIX_ERRORS: Final = (*PARSE_ERRORS, ValueError, ArithmeticError)
+#: Digits map to "0", every other byte to " ": one search finds a run of N digits.
+_DIGIT_RUNS = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+
+
+def _long_ints_as_decimals(prefix: bytes) -> bytes:
+    """*prefix* with every integer literal too long for ``int()`` given an ``E0`` exponent.
+
+    Both ijson backends convert an integer with ``int()``, which refuses more digits than
+    ``sys.get_int_max_str_digits()`` (4,300 by default) with a ValueError. A number with
+    an exponent they read as a ``Decimal``, which has no such limit and keeps every digit:
+    the integer becomes the exact ``Decimal`` that ``load_json`` makes of it, which the
+    encoder then marks. Strings are left as they are, a string the prefix cut included.
+    """
+    limit = sys.get_int_max_str_digits()
+    if not limit or b"0" * (limit + 1) not in prefix.translate(_DIGIT_RUNS):
+        return prefix  # the usual case: no run of digits that long, not even in a string
+    return _long_int_pattern(limit).sub(_with_exponent, prefix)
+
+
+@functools.lru_cache(maxsize=4)
+def _long_int_pattern(limit: int) -> re.Pattern[bytes]:
+    # A string is matched whole so its digits are skipped; a number is an integer when
+    # nothing of a number (".", "e", a digit) is next to it. Possessive runs: linear.
+    return re.compile(
+        rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\Z)|(?<![\w.+-])-?\d{%d,}+(?![\w.])' % (limit + 1)
+    )
+
+
+def _with_exponent(match: re.Match[bytes]) -> bytes:
+    token = match[0]
+    return token if token[:1] == b'"' else token + b"E0"
 
 
 def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:
@@ -1276,7 +1321,7 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
                 keys[-1] = value
             else:
                 add(value)
-    except PARSE_ERRORS:
+    except _PREFIX_ERRORS:
         if whole or root is _NO_OBJECT:
             return None
     if root is _NO_OBJECT:

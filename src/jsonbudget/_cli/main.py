@@ -9,17 +9,19 @@ real data, recommend limits). Exit codes: 0 ok, 1 runtime or data error, 2 usage
 from __future__ import annotations
 
 import argparse
+import errno
 import getpass
 import gzip
 import os
 import re
+import select
 import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from itertools import islice
-from typing import IO, Any, Final, Protocol, cast
+from typing import IO, Any, Final, Protocol, TextIO, cast
 
 import orjson
 from rich.console import Console
@@ -92,7 +94,7 @@ _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _JSONL_EXT: Final = (".jsonl", ".ndjson")
 #: Stands for "no value yet" where None is a value.
 _NOTHING: Final = object()
-_WS: Final = b" \t\r\n"
+_NON_WS: Final = re.compile(rb"[^ \t\r\n]")
 _READ: Final = 64 * 1024
 _SIZE = re.compile(r"\s*(\d+)\s*(b|k|kib|m|mib|g|gib)?\s*", re.IGNORECASE)
 _UNITS: Final = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
@@ -347,17 +349,63 @@ def _parser() -> argparse.ArgumentParser:
 # -- output helpers ---------------------------------------------------------------------
 
 
+class _Closed(Exception):
+    """stdin or stdout is closed (``<&-``, ``>&-``): exit code 1."""
+
+
 def _write(data: bytes) -> None:
-    """Write bytes to stdout exactly (no re-encoding), followed by nothing."""
+    """Write all of *data* to stdout, exactly (no re-encoding), followed by nothing."""
     out = sys.stdout
-    out.flush()
-    buffer = getattr(out, "buffer", None)
-    if buffer is not None:
-        buffer.write(data)
-        buffer.flush()
-    else:
-        out.write(data.decode("utf-8"))
-        out.flush()
+    if out is None:
+        raise _Closed("stdout is closed")
+    _write_all(out, data)
+
+
+def _say(text: str) -> None:
+    """Write *text* whole to stderr; nothing when stderr is closed (``2>&-``)."""
+    err = sys.stderr
+    if err is not None:
+        _write_all(err, text.encode(err.encoding or "utf-8", err.errors or "strict"))
+
+
+def _write_all(stream: TextIO, data: bytes) -> None:
+    """Write all of *data* to *stream*'s binary layer, or raise `OSError`.
+
+    Unbuffered streams (``PYTHONUNBUFFERED=1``, ``python -u``) pass each write to the OS
+    as it is, and a pipe, a non-blocking one above all, may take only part of it; the
+    rest is written until all is, waiting while a non-blocking pipe is full.
+    """
+    stream.flush()
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # a text-only stream (a StringIO in place of stdout) takes str whole
+        stream.write(data.decode("utf-8"))
+        stream.flush()
+        return
+    view = memoryview(data)
+    while view:
+        try:
+            written = buffer.write(view)
+        except BlockingIOError as exc:  # a buffered writer on a full non-blocking pipe
+            written = exc.characters_written  # what it took before the pipe filled
+            _wait_writable(buffer)
+        else:
+            if written is None:  # a raw (unbuffered) file on a full non-blocking pipe
+                _wait_writable(buffer)
+                continue
+            if written == 0:  # never from a file; a loop forever from a broken writer
+                raise OSError(errno.EIO, "the output accepted no bytes")
+        view = view[written:]
+    while True:
+        try:
+            buffer.flush()
+            return
+        except BlockingIOError:
+            _wait_writable(buffer)
+
+
+def _wait_writable(buffer: IO[bytes]) -> None:
+    """Block until the non-blocking file under *buffer* can take more bytes."""
+    select.select([], [buffer.fileno()], [])
 
 
 def _one_line(exc: BaseException) -> str:
@@ -367,8 +415,45 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+class _StdoutText:
+    """stdout for rich: each text written whole through `_write`, as the JSON output is.
+
+    A text stream on an unbuffered binary one drops what a short write left over.
+    """
+
+    __slots__ = ("_stream",)
+
+    def __init__(self) -> None:
+        out = sys.stdout
+        if out is None:
+            raise _Closed("stdout is closed")
+        self._stream: TextIO = out
+
+    @property
+    def encoding(self) -> str:
+        return self._stream.encoding or "utf-8"
+
+    def write(self, text: str) -> int:
+        stream = self._stream
+        _write_all(stream, text.encode(self.encoding, getattr(stream, "errors", None) or "strict"))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+
 class _StdoutConsole(Console):
     """A console for stdout whose broken pipe reaches `main`, as for every command."""
+
+    def __init__(self) -> None:
+        # rich wants a text file; this one writes through `_write_all`.
+        super().__init__(file=cast(IO[str], _StdoutText()), highlight=False, soft_wrap=True)
 
     def on_broken_pipe(self) -> None:
         # rich's default exits 1 with nothing said; `main` reports it like `_write` does.
@@ -383,14 +468,15 @@ def _progress(enabled: bool) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(file=sys.stderr),
+        console=Console(file=sys.stderr, quiet=sys.stderr is None),
         transient=True,
         disable=not enabled,
     )
 
 
 def _show_progress(args: argparse.Namespace) -> bool:
-    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+    err = sys.stderr
+    return not getattr(args, "quiet", False) and err is not None and err.isatty()
 
 
 # -- the input layer (dump, page, tune) -------------------------------------------------
@@ -401,20 +487,36 @@ class _Reader(Protocol):
 
 
 class _Prepended:
-    """A binary reader that replays *head* before the rest of *stream*, counting bytes."""
+    """A binary reader that replays *head* before the rest of *stream*, counting bytes.
 
-    __slots__ = ("cap", "head", "read_bytes", "stream")
+    What is held is read by moving ``pos`` through it, never by slicing off the part
+    read: each held byte is copied out once, so a 200 MB first line replayed 64 KiB at a
+    time, or a chunk of a million short lines, costs linear work.
+    """
+
+    __slots__ = ("cap", "head", "pos", "read_bytes", "stream")
 
     def __init__(self, head: bytes, stream: _Reader, cap: int | None) -> None:
         self.head = head
+        self.pos = 0
         self.stream = stream
         self.cap = cap
         self.read_bytes = 0
 
+    def _refill(self) -> bool:
+        """Hold the next chunk of *stream* when all held bytes are read; False at the end."""
+        if self.pos < len(self.head):
+            return True
+        self.head = self.stream.read(_READ)
+        self.pos = 0
+        return bool(self.head)
+
     def read(self, size: int = -1) -> bytes:
-        if self.head:
-            chunk = self.head if size < 0 else self.head[:size]
-            self.head = self.head[len(chunk) :]
+        head, pos = self.head, self.pos
+        if pos < len(head):
+            end = len(head) if size < 0 else min(len(head), pos + size)
+            chunk = head[pos:end]
+            self.pos = end
         else:
             chunk = self.stream.read(size if size >= 0 else _READ)
         self.read_bytes += len(chunk)
@@ -429,26 +531,35 @@ class _Prepended:
     def readline(self, size: int = -1) -> bytes:
         parts: list[bytes] = []
         taken = 0
-        while size < 0 or taken < size:
-            if not self.head:
-                self.head = self.stream.read(_READ)
-                if not self.head:
-                    break
-            want = len(self.head) if size < 0 else min(len(self.head), size - taken)
-            end = self.head.find(b"\n", 0, want)
-            cut = want if end < 0 else end + 1
-            parts.append(self.head[:cut])
-            self.head = self.head[cut:]
-            taken += cut
+        while (size < 0 or taken < size) and self._refill():
+            head, pos = self.head, self.pos
+            stop = len(head) if size < 0 else min(len(head), pos + size - taken)
+            end = head.find(b"\n", pos, stop)
+            cut = stop if end < 0 else end + 1
+            parts.append(head[pos:cut])
+            taken += cut - pos
+            self.pos = cut
             if end >= 0:
                 break
         line = b"".join(parts)
         self.read_bytes += len(line)
         return line
 
+    def first_byte(self) -> bytes:
+        """Skip whitespace; the next byte, left unread (b"" at the end)."""
+        while self._refill():
+            found = _NON_WS.search(self.head, self.pos)
+            start = len(self.head) if found is None else found.start()
+            self.read_bytes += start - self.pos
+            self.pos = start
+            if found is not None:
+                return self.head[start : start + 1]
+        return b""
+
     def read_all(self) -> bytes:
         """The rest of the stream (refused past *cap*)."""
-        parts: list[bytes] = []
+        # What is held comes out in one piece, then the stream in chunks.
+        parts = [self.read()] if self.pos < len(self.head) else []
         while chunk := self.read(_READ):
             parts.append(chunk)
         return b"".join(parts)
@@ -457,6 +568,8 @@ class _Prepended:
 def _open_input(name: str, stack: ExitStack) -> _Prepended:
     """The decoded bytes of a file (or ``-``, stdin): gzip undone, a UTF-8 BOM skipped."""
     if name == "-":
+        if sys.stdin is None:
+            raise _Closed("stdin is closed (give a FILE, or feed it with < or |)")
         raw: IO[bytes] = sys.stdin.buffer
     else:
         raw = stack.enter_context(open(name, "rb"))  # noqa: SIM115  # the stack closes it
@@ -477,15 +590,7 @@ def _open_input(name: str, stack: ExitStack) -> _Prepended:
 def _first_char(stream: _Prepended, at: Callable[[], int]) -> bytes:
     """Skip leading whitespace; return the first byte of the value (b"" at the end)."""
     with file_errors(at):
-        while True:
-            chunk = stream.read(_READ)
-            if not chunk:
-                return b""
-            rest = chunk.lstrip(_WS)
-            if rest:
-                stream.head = rest + stream.head
-                stream.read_bytes -= len(rest)
-                return rest[:1]
+        return stream.first_byte()
 
 
 def _lines(stream: _Prepended, first: Any = _NOTHING, offset: int = 0) -> Iterator[Any]:
@@ -575,16 +680,17 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                 "complete": result.complete,
                 "truncations": [t.to_dict() for t in result.truncations],
             }
-            sys.stderr.write(orjson.dumps(report).decode() + "\n")
+            _say(orjson.dumps(report).decode() + "\n")
         else:
             cuts = len(result.truncations)
-            sys.stderr.write(
+            lines = [
                 f"{_PROG}: {len(result.data)} bytes, "
                 f"{'complete' if result.complete else f'{cuts} cut' + ('' if cuts == 1 else 's')}\n"
-            )
+            ]
             for t in result.truncations:
                 omitted = "more" if t.omitted is None else str(t.omitted)
-                sys.stderr.write(f"  {t.path or '/'}\t{t.kind}\t{omitted} {t.unit}\n")
+                lines.append(f"  {t.path or '/'}\t{t.kind}\t{omitted} {t.unit}\n")
+            _say("".join(lines))
     return EXIT_OK
 
 
@@ -730,7 +836,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         data["kept"] = args.dir is not None
         _write(orjson.dumps(data) + b"\n")
         return EXIT_OK if report.every_row_once_in_order else EXIT_ERROR
-    out = _StdoutConsole(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = _StdoutConsole()
     for line in report_lines(report, args.huge_bytes):
         out.print(line, markup=False)
     if args.dir is not None:
@@ -799,7 +905,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _print_tune(report: TuneReport, chart: str | None) -> None:
-    out = _StdoutConsole(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = _StdoutConsole()
     scope = "all items" if report.sample_complete else "a sample: the first items"
     out.print(f"Measured {report.items:,} items ({scope}).")
     sizes = Table(title="encoded sizes (bytes)")
@@ -871,9 +977,15 @@ def _data_errors() -> tuple[type[BaseException], ...]:
 
 
 def _fail(message: str, code: int) -> int:
-    sys.stdout.flush()
-    sys.stderr.write(f"{_PROG}: {message}\n")
-    sys.stderr.flush()
+    """Say *message* on stderr (when it is open) and return *code*."""
+    out = sys.stdout
+    try:
+        if out is not None:
+            out.flush()  # what was written comes before the message on a terminal
+        _say(f"{_PROG}: {message}\n")
+    except OSError:
+        # stderr (or stdout) cannot be written either: the exit code is all that is left.
+        _silence_stdout()
     return code
 
 
@@ -884,8 +996,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if sys.stdout is None:
+        # Every command writes stdout: refuse before reading input or changing a store.
+        return _fail("error: stdout is closed", EXIT_ERROR)
     try:
         return _COMMANDS[args.command](args)
+    except _Closed as exc:
+        return _fail(f"error: {exc}", EXIT_ERROR)
     except CursorError as exc:
         return _fail(f"cursor refused ({exc.reason}): {_one_line(exc)}", EXIT_CURSOR)
     except (LimitError, _Usage) as exc:
