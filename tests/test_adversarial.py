@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import inspect
 import json
+import math
 import os
 import subprocess
 import sys
@@ -610,3 +612,22 @@ def test_hostile_values_give_valid_bounded_marked_output(  # noqa: PLR0917 - dra
     doc = valid(out.data, budget)
     for t in out.truncations:
         resolve(doc, t.path)  # every report names a place in the output
+
+
+def _nested_call(depth: int, fn: Any) -> Any:
+    return _nested_call(depth - 1, fn) if depth else fn()
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_regression_a_caller_deep_in_the_stack_gets_an_encode_error(strategy: Any) -> None:
+    # The renderer recurses in Python; called with little stack left it raised a bare
+    # RecursionError. A value that needs the renderer, 64 levels deep (max_depth):
+    value: Any = None
+    for _ in range(100):
+        value = {"a": [value, math.nan], "b": "x" * 10}
+    assert valid(_nested_call(100, lambda: bounded_dumps(value, max_bytes=4000)), 4000)
+    left = sys.getrecursionlimit() - len(inspect.stack()) - 50
+    with pytest.raises(EncodeError, match="stack ran out") as info:
+        _nested_call(left, lambda: encode(value, max_bytes=4000, strategy=strategy))
+    assert isinstance(info.value.__cause__, RecursionError)
+    assert info.value.path == ""

@@ -452,7 +452,7 @@ class ResultGate:
         # Not clean: the renderer decides, pulling nested iterators only as far as the
         # limit needs. What it pulled is kept, so the spill replays it.
         call = EncodeCall(self._encoder)
-        out = call.whole(result, limit, "", 0)
+        out = call.render_whole(result, limit, "")
         kinds: list[str] = []
         if out is not None:
             call.reports(out[1], "", kinds, lambda _path, kind, _omitted, _unit: kind)

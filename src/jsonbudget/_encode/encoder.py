@@ -278,7 +278,7 @@ class Encoder:
         """
         _check_budget(budget)
         call = EncodeCall(self)
-        out = call.whole(obj, budget, path, 0)
+        out = call.render_whole(obj, budget, path)
         return None if out is None else _encoded(call, out, path)
 
     def marker(self, kind: str, what: str) -> bytes:

@@ -368,8 +368,18 @@ class EncodeCall:
 
     def fit(self, obj: Any, budget: int, where: Any) -> Out | None:
         """*obj* whole if it fits *budget*, else cut to fit; None if not even a marker does."""
-        out = self.whole(obj, budget, where, 0)
-        return out if out is not None else self.cut(obj, budget, where, 0)
+        try:
+            out = self.whole(obj, budget, where, 0)
+            return out if out is not None else self.cut(obj, budget, where, 0)
+        except RecursionError as exc:
+            raise _stack_error(where) from exc
+
+    def render_whole(self, obj: Any, cap: int, where: Any) -> Out | None:
+        """`whole` at the top: the full rendering of *obj* if it fits *cap*, else None."""
+        try:
+            return self.whole(obj, cap, where, 0)
+        except RecursionError as exc:
+            raise _stack_error(where) from exc
 
     def reports(self, trs: Trs, base: str, into: list[Any], make: Callable[..., Any]) -> None:
         """Join relative reports into ``make(pointer, kind, omitted, unit)``, appended to *into*."""
@@ -1357,6 +1367,22 @@ class EncodeCall:
                 ) from exc
             return name
         return f"{name} {SURROGATE.sub(chr(0xFFFD), text[:_KEY_REPR])}"
+
+
+#: Python frames the renderer takes per level of the value it renders, about.
+FRAMES_PER_LEVEL = 3
+
+
+def _stack_error(where: Any) -> EncodeError:
+    # The renderer recurses in Python, about FRAMES_PER_LEVEL frames a level up to
+    # max_depth: a caller already near the recursion limit leaves it too little. A deep
+    # value never gets here (max_depth stops it); the caller's own depth can.
+    return EncodeError(
+        "the Python stack ran out while rendering: the caller is nested too deep (the "
+        f"renderer needs about {FRAMES_PER_LEVEL} frames a level of the value, up to "
+        "max_depth, under sys.getrecursionlimit())",
+        path=_path(where),
+    )
 
 
 def _library_error(exc: Exception, obj: Any, where: Any) -> Exception:
