@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import multiprocessing
 import pickle
 import re
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -19,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,8 +31,11 @@ from jsonbudget import (
     CursorKey,
     CursorState,
     CursorStore,
+    IterableSource,
     Keyring,
+    Limits,
     MemoryCursorStore,
+    Paginator,
     RedisCursorStore,
     Scope,
     SQLiteCursorStore,
@@ -711,6 +718,47 @@ def test_another_process_continues_what_one_process_started(shared_backend: Back
     assert (state.position, state.pages_served) == (41, 3)
     with pytest.raises(CursorScopeError):
         store.resume(next_token, scope())
+
+
+_GENERATOR_PAGE = """
+import functools, sys
+from jsonbudget import IterableSource, Limits, Paginator, Scope
+from tests.cursor_workers import PRINCIPAL, QUERY, open_store
+rows = [{"id": i, "vals": (x for x in range(40))} for i in range(20)]
+source = IterableSource(functools.partial(iter, rows))
+store = open_store((sys.argv[1], sys.argv[2], sys.argv[3]))
+page = Paginator(Limits(512), store=store).paginate(source, scope=Scope(PRINCIPAL, QUERY))
+print(len(page.items), page.next_cursor)
+"""
+
+
+def test_a_cursor_whose_look_ahead_pulled_in_another_process_resumes_here(
+    shared_backend: Backend,
+) -> None:
+    # The look-ahead pulled from the other process's generators, not ours: this process
+    # serves the item whole from its own objects, and does not refuse the cursor as one
+    # whose pulled values it dropped (as it does for its own; see tests/test_page.py).
+    b = shared_backend
+    done = subprocess.run(
+        [sys.executable, "-c", _GENERATOR_PAGE, *b.where],
+        capture_output=True, text=True, timeout=120, check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    served, first_cursor = done.stdout.split()
+    cursor: str | None = first_cursor
+    rows = [{"id": i, "vals": (x for x in range(40))} for i in range(20)]
+    source = IterableSource(functools.partial(iter, rows))
+    pager = Paginator(Limits(600), store=b.make())
+    got: list[Any] = []
+    for _ in range(50):
+        page = pager.paginate(source, scope=Scope(cursor_workers.PRINCIPAL, cursor_workers.QUERY),
+                              cursor=cursor)  # fmt: skip
+        got.extend(orjson.loads(page.data)["items"])
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert [it["id"] for it in got] == list(range(int(served), 20))
+    assert all(it["vals"] == list(range(40)) for it in got)
 
 
 def test_sqlite_cursors_survive_a_process_restart(tmp_path: Path) -> None:

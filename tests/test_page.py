@@ -19,6 +19,7 @@ from jsonbudget import (
     MCP_KEYS,
     BudgetExhausted,
     CursorScopeError,
+    ExpiredCursor,
     InvalidCursor,
     IterableSource,
     JsonArrayFileSource,
@@ -35,6 +36,7 @@ from jsonbudget import (
     apaginate,
     paginate,
 )
+from jsonbudget._pages.builder import _MAX_PULLED_PAGES
 from tests.jsonptr import resolve
 from tests.strategies import json_values
 
@@ -591,6 +593,186 @@ def test_regression_interleaved_pagings_keep_every_generator_value(how: str) -> 
         vals = _vals_by_id(pages[k])
         assert list(vals) == list(range(first, first + 20))
         assert all(v == list(range(40)) for v in vals.values()), vals
+
+
+def _follow_vals(
+    pager_for: Any, source: Any, *, first: str | None = None, max_pages: int = 200
+) -> dict[int, list[int]]:
+    """Follow *source* from cursor *first*, page k through ``pager_for(k)``."""
+    pages: list[bytes] = []
+    cursor = first
+    for k in range(max_pages):
+        page = pager_for(k).paginate(source, scope=ALICE, cursor=cursor)
+        pages.append(page.data)
+        if page.complete:
+            return _vals_by_id(pages)
+        cursor = page.next_cursor
+    raise AssertionError("pagination did not terminate")
+
+
+def test_regression_resuming_at_another_page_size_keeps_generator_values_pulled_ahead() -> None:
+    # The values a refused look-ahead item pulled from its generator were kept by the
+    # pager, and the one-call verb keeps one pager per Limits: the next page at another
+    # size met an emptied generator and wrote "vals": [] with nothing marked.
+    store = MemoryCursorStore()
+    rows = _generator_rows(0)
+    source = IterableSource(functools.partial(iter, rows))
+    sizes = [Limits(512), Limits(640), Limits(560), Limits(900)]
+    pages: list[bytes] = []
+    cursor = None
+    for k in itertools.count():
+        page = paginate(source, scope=ALICE, store=store, limits=sizes[k % 4], cursor=cursor)
+        pages.append(page.data)
+        if page.complete:
+            break
+        cursor = page.next_cursor
+    vals = _vals_by_id(pages)
+    assert list(vals) == list(range(20))
+    assert all(v == list(range(40)) for v in vals.values()), vals
+
+
+def test_regression_another_paginator_on_the_store_keeps_generator_values_pulled_ahead() -> None:
+    store = MemoryCursorStore()
+    source = IterableSource(functools.partial(iter, _generator_rows(0)))
+    vals = _follow_vals(lambda k: Paginator(Limits(512), store=store), source)
+    assert list(vals) == list(range(20))
+    assert all(v == list(range(40)) for v in vals.values()), vals
+
+
+async def test_regression_async_pages_at_other_sizes_keep_generator_values() -> None:
+    rows = _generator_rows(0)
+
+    class Rows:
+        def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+            return self.gen()
+
+        async def gen(self) -> AsyncIterator[dict[str, Any]]:
+            for row in rows:
+                yield row
+
+    store = MemoryCursorStore()
+    pages: list[bytes] = []
+    cursor = None
+    for k in itertools.count():
+        limits = Limits(512 + 64 * (k % 3))
+        page = await apaginate(Rows(), scope=ALICE, store=store, limits=limits, cursor=cursor)
+        pages.append(page.data)
+        if page.complete:
+            break
+        cursor = page.next_cursor
+    vals = _vals_by_id(pages)
+    assert list(vals) == list(range(20))
+    assert all(v == list(range(40)) for v in vals.values()), vals
+
+
+def test_regression_a_page_read_again_keeps_generator_values() -> None:
+    # A retried cursor, or the same page read again at a smaller budget (what an MCP
+    # refit does): the first read pulled the generators of every item it met.
+    store = MemoryCursorStore()
+    source = IterableSource(functools.partial(iter, _generator_rows(0)))
+    first = Paginator(Limits(600), store=store).paginate(source, scope=ALICE)
+    again = Paginator(Limits(560), store=store)
+    for _ in range(2):
+        again.paginate(source, scope=ALICE, cursor=first.next_cursor)  # a read thrown away
+    vals = _follow_vals(lambda k: again, source, first=first.next_cursor)
+    vals |= _vals_by_id([first.data])
+    assert sorted(vals) == list(range(20))
+    assert all(v == list(range(40)) for v in vals.values()), vals
+
+
+def test_regression_mcp_refit_keeps_generator_values_of_items_read_twice() -> None:
+    # McpPager reads a page again at a smaller budget when the message came out too
+    # large; every item the first read served had its generator emptied, and the page
+    # that was sent wrote "vals": [] for each.
+    from jsonbudget.mcp import McpPager
+
+    rows = [{"id": i, "t": '"' * 150, "vals": (x for x in range(40))} for i in range(12)]
+    source = IterableSource(functools.partial(iter, rows))
+    pager = McpPager(max_bytes=3000, content="text")
+    seen: dict[int, list[int]] = {}
+    cursor = None
+    for _ in range(100):
+        result = pager.paginate(source, scope=ALICE, cursor=cursor)
+        env = orjson.loads(result.content[0].text)  # type: ignore[union-attr]
+        seen |= {it["id"]: it["vals"] for it in env["items"]}
+        cursor = env["nextCursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == list(range(12))
+    assert all(v == list(range(40)) for v in seen.values()), seen
+
+
+def test_a_cursor_whose_pulled_values_were_dropped_raises_expired_not_short() -> None:
+    # The pulls of the last 64 pulling pages are kept; a cursor past that, resumed in
+    # the process that pulled, is refused rather than served without the pulled values.
+    store = MemoryCursorStore()
+    rows = _generator_rows(0)
+    source = IterableSource(functools.partial(iter, rows))
+    pager = Paginator(Limits(512), store=store)
+    first = pager.paginate(source, scope=ALICE)
+    assert first.next_cursor is not None
+    for k in range(_MAX_PULLED_PAGES):
+        other = _generator_rows(1000 * (k + 1))
+        pager.paginate(IterableSource(functools.partial(iter, other)), scope=ALICE)
+    with pytest.raises(ExpiredCursor, match="read ahead"):
+        pager.paginate(source, scope=ALICE, cursor=first.next_cursor)
+
+
+def test_a_source_position_holding_the_look_ahead_key_comes_back_as_given() -> None:
+    class Keyed:
+        def open(self, position: Any, *, limit_hint: int | None = None) -> Iterator[Any]:
+            start = 0 if position is None else position["…look-ahead"][0]
+            for i in range(start, 30):
+                yield {"id": i, "vals": iter(range(30))}, {"…look-ahead": [i + 1, None]}
+
+        def describe(self) -> dict[str, Any]:
+            return {"kind": "keyed"}
+
+    store = MemoryCursorStore()
+    vals = _follow_vals(lambda k: Paginator(Limits(420 + 50 * (k % 2)), store=store), Keyed())
+    assert list(vals) == list(range(30))
+    assert all(v == list(range(30)) for v in vals.values()), vals
+
+
+def test_regression_a_cursor_for_x_1_is_refused_for_x_true() -> None:
+    # The pager's bound-scope shortcut compared describe() with ==, and True == 1: a
+    # cursor minted for {"x": 1} went on for {"x": True} through the same pager.
+    class Filtered:
+        def __init__(self, x: object) -> None:
+            self.x = x
+
+        def open(self, position: Any, *, limit_hint: int | None = None) -> Iterator[Any]:
+            for i in range(position or 0, 100):
+                yield {"i": i}, i + 1
+
+        def describe(self) -> dict[str, Any]:
+            return {"kind": "filtered", "x": self.x, "in": [self.x]}
+
+    for was, now in ((1, True), (0, False), (True, 1), (1, 1.5)):
+        pager = Paginator(Limits(400, max_items=3))
+        first = pager.paginate(Filtered(was), scope=ALICE)
+        with pytest.raises(CursorScopeError):
+            pager.paginate(Filtered(now), scope=ALICE, cursor=first.next_cursor)
+    pager = Paginator(Limits(400, max_items=3))
+    first = pager.paginate(Filtered(1), scope=ALICE)  # 1.0 spells 1 in a fingerprint
+    assert pager.paginate(Filtered(1.0), scope=ALICE, cursor=first.next_cursor).items[0] == {"i": 3}
+
+
+@pytest.mark.parametrize(
+    ("keys", "path"), [(None, "/items/0"), ({"items": "rows"}, "/rows/0"), (MCP_KEYS, "/items/0")]
+)
+def test_regression_oversized_error_path_names_the_renamed_items_key(keys: Any, path: str) -> None:
+    # The error spelled "/items/N" whatever the envelope called its items.
+    rows = [{"id": 0, "body": "x" * 10_000}]
+    with pytest.raises(OversizedItemError) as info:
+        Paginator(Limits(400), oversized="error", keys=keys).paginate(rows, scope=ALICE)
+    assert info.value.path == path
+    with pytest.raises(OversizedItemError) as info:
+        PageBuilder(Limits(400), oversized="error", keys=keys).add(rows[0])
+    assert info.value.path == path
+    # The same place holds the item's cut form under the default policy.
+    data = orjson.loads(Paginator(Limits(400), keys=keys).paginate(rows, scope=ALICE).data)
+    assert resolve(data, path)["id"] == 0
 
 
 def test_pages_write_bytes_as_the_binary_option_says(tmp_path: Path) -> None:

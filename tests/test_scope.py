@@ -151,18 +151,34 @@ def test_scope_is_immutable() -> None:
         ({"a": b"bytes"}, "/a"),
         ({"a": object()}, "/a"),
         ({"a/b": {"c~": decimal.Decimal("NaN")}}, "/a~1b/c~0"),
-        # orjson refuses the whole query and does not say where: no path is claimed
-        ({"x": "\ud800"}, None),
+        ({"x": "\ud800"}, "/x"),
+        ({"x": ["ok", {"k\udc80": 1}]}, "/x/1"),  # a key: the object holding it
         ({"big": 2**64}, "/big"),
         ({"big": [-(2**63) - 1]}, "/big/0"),
     ],
 )
-def test_unencodable_queries_are_refused_with_a_path(
-    query: dict[str, Any], path: str | None
-) -> None:
+def test_unencodable_queries_are_refused_with_a_path(query: dict[str, Any], path: str) -> None:
     with pytest.raises(EncodeError) as info:
         Scope("p", query)
     assert info.value.path == path
+
+
+def test_lone_surrogate_in_query_is_refused_with_its_path() -> None:
+    # It once reached orjson, which refused the whole query without saying where (path
+    # None). Refused rather than written as U+FFFD (the encoder's outcome): "\udc80" and
+    # "\udc81" would then be one query and share cursors.
+    for query, path in (
+        ({"q": "\udc80"}, "/q"),
+        ({"q": ["é", "caf\ud800é"]}, "/q/1"),
+        ({"q": {"\udc80"}}, "/q/-"),
+    ):
+        with pytest.raises(EncodeError, match="lone surrogate") as info:
+            Scope("u", query)
+        assert info.value.path == path
+    with pytest.raises(EncodeError) as info:
+        canonical_query({}, defaults={"d": "\udfff"})
+    assert info.value.path == "/d"
+    assert Scope("\udc80", {"q": "ok"}).principal == "\udc80"  # a principal is not JSON
 
 
 def test_deep_queries_are_refused_not_crashed() -> None:

@@ -90,7 +90,7 @@ def _canon(value: object, path: str, depth: int) -> object:
         # 10.0 and 10 are one spelling; -0.0 is 0. Huge floats stay floats (JSON can hold them).
         return int(value) if value.is_integer() and _INT_MIN <= value <= _INT_MAX else value
     if isinstance(value, str):
-        return unicodedata.normalize("NFC", value)
+        return _text(value, "value", path)
     if isinstance(value, Mapping):
         return _canon_mapping(value, path, depth)
     if isinstance(value, list | tuple):
@@ -117,6 +117,20 @@ def _canon(value: object, path: str, depth: int) -> object:
     raise EncodeError(f"query value of type {type(value).__name__} has no JSON form", path=path)
 
 
+def _text(value: str, what: str, path: str) -> str:
+    """*value* in NFC; `EncodeError` naming *path* if it holds a lone surrogate.
+
+    The encoder writes a lone surrogate as U+FFFD and marks it; a fingerprint cannot:
+    two queries that differ only there would become one query and share cursors.
+    """
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise EncodeError(f"query {what} holds a lone surrogate", path=path) from None
+    return unicodedata.normalize("NFC", value)
+
+
 def _canon_decimal(value: decimal.Decimal, path: str) -> object:
     if not value.is_finite():
         raise EncodeError("query holds a non-finite number", path=path)
@@ -131,7 +145,7 @@ def _canon_mapping(value: Mapping[Any, Any], path: str, depth: int) -> dict[str,
     for key, item in value.items():
         if not isinstance(key, str):
             raise EncodeError(f"query key of type {type(key).__name__} is not a string", path=path)
-        nkey = unicodedata.normalize("NFC", key)
+        nkey = _text(key, "key", path)
         if nkey in out:
             raise EncodeError("two query keys are one key after NFC normalization", path=path)
         out[nkey] = _canon(item, f"{path}/{_escape(key)}", depth + 1)
@@ -141,8 +155,7 @@ def _canon_mapping(value: Mapping[Any, Any], path: str, depth: int) -> dict[str,
 def _dump(value: object) -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError as exc:
-        # lone surrogates survive NFC; orjson refuses them
+    except orjson.JSONEncodeError as exc:  # pragma: no cover - `_canon` makes JSON only
         raise EncodeError(f"query cannot be encoded: {exc}", path=None) from None
 
 

@@ -379,7 +379,7 @@ def encode_position(position: JSONValue) -> bytes:
     except orjson.JSONEncodeError as exc:
         raise EncodeError(f"cursor position cannot be encoded: {exc}", path=None) from None
     # orjson writes NaN and Infinity as null; only then is a walk needed to tell them apart
-    if b"null" in data and _has_non_finite(position, 0):
+    if b"null" in data and has_non_finite(position, 0):
         raise EncodeError("cursor position holds a non-finite number", path=None)
     if len(data) > MAX_POSITION_BYTES:
         raise LimitError(
@@ -389,15 +389,16 @@ def encode_position(position: JSONValue) -> bytes:
     return bytes(memoryview(data))
 
 
-def _has_non_finite(value: object, depth: int) -> bool:
+def has_non_finite(value: object, depth: int) -> bool:
+    """Whether *value* holds NaN or an infinity, which orjson writes as ``null``."""
     if isinstance(value, float):
         return not math.isfinite(value)
     if depth > _MAX_POSITION_DEPTH:
         return False  # orjson already refused anything this deep
     if isinstance(value, dict):
-        return any(_has_non_finite(v, depth + 1) for v in value.values())
+        return any(has_non_finite(v, depth + 1) for v in value.values())
     if isinstance(value, list | tuple):
-        return any(_has_non_finite(v, depth + 1) for v in value)
+        return any(has_non_finite(v, depth + 1) for v in value)
     return False
 
 

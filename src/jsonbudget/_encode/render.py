@@ -131,8 +131,9 @@ class RunSizer:
 class Stream:
     """A lazily consumed iterator, pulled only as far as the budget needs.
 
-    What it pulled stays here: a page that reads an item ahead and then refuses it hands
-    its streams to the next page (see `EncodeCall`), so no pulled value is lost.
+    What it pulled stays here: the pages a `Paginator` builds keep their streams for
+    whichever page meets the same iterator again (see `_pages.builder._Pulled`), so no
+    pulled value is lost.
     """
 
     __slots__ = ("done", "it", "items")

@@ -7,19 +7,27 @@ position, fill a builder, and mint the next cursor.
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import hmac
+import itertools
+import os
+import secrets
+import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import orjson
 
 from .._configured import Configured
 from .._cursors.scope import Scope
-from .._cursors.store import TOKEN_CHARS, CursorState, CursorStore, MemoryCursorStore
+from .._cursors.store import (
+    TOKEN_CHARS,
+    CursorState,
+    CursorStore,
+    MemoryCursorStore,
+    has_non_finite,
+)
 from .._encode import bound as _bound
 from .._encode.bound import UNCLEAN
 from .._encode.encoder import (
@@ -43,7 +51,7 @@ from .._sources.base import (
     SourceLike,
     as_source,
 )
-from ..errors import LimitError, OversizedItemError
+from ..errors import ExpiredCursor, InvalidCursor, LimitError, OversizedItemError
 
 __all__ = [
     "ENVELOPE_KEYS",
@@ -167,9 +175,9 @@ class PageBuilder:
     keeps nothing) once the page is full, so the item that did not fit is the one-item
     look-ahead. An item that cannot fit even an empty page gets the *oversized* outcome.
 
-    What the look-ahead pulled from an iterator inside a refused item is kept, and the
-    next page made from the same builder (`Paginator` makes each page from one) renders
-    the item from it: no pulled value is lost.
+    A builder used alone carries nothing over; the pages a `Paginator` builds keep what
+    they pulled from iterators inside items for the pages that meet those iterators
+    again (see `_Pulled`), so no pulled value is lost.
     """
 
     __slots__ = (
@@ -187,6 +195,7 @@ class PageBuilder:
         "_keys",
         "_max_items",
         "_oversized",
+        "_pulled_ahead",
         "_reports_bytes",
         "_spill_label",
         "_spill_store",
@@ -237,8 +246,8 @@ class PageBuilder:
         self._fixed = len(_dumps({k["items"]: [], **closing}))
         self._cap = limits.max_bytes - self._fixed
         self._max_items = limits.max_items if limits.max_items is not None else 2**62
-        # Iterators inside a refused look-ahead item, with what was pulled from them: a
-        # `Paginator` hands them to the page that resumes at that item (see `_blank`).
+        # The iterators this page met inside items, with what was pulled from them: a
+        # `Paginator` keeps them for the pages that meet those iterators again (`_Pulled`).
         self._streams: dict[int, Stream] = {}
         self._start()
         # The smallest page that can always be built: an empty envelope holding one
@@ -260,7 +269,7 @@ class PageBuilder:
 
     def _start(self) -> None:
         """Set up the state of an empty page."""
-        # Per-page state, reused for every item; streams carry over to the next page.
+        # Per-page state, reused for every item.
         self._call = EncodeCall(self._encoder, self._streams)
         self._buf = bytearray()
         self._items: list[Any] = []
@@ -271,10 +280,12 @@ class PageBuilder:
         self._has_oversized = False
         self._reports_bytes = 0
         self._full_reason: IncompleteReason | None = None
+        # Whether the item refused at the end of the page pulled from an iterator.
+        self._pulled_ahead = False
 
     def _blank(self, streams: dict[int, Stream] | None = None) -> PageBuilder:
-        """An empty builder with this one's options, which were validated already, and
-        the *streams* a previous page's refused look-ahead item left."""
+        """An empty builder with this one's options, which were validated already, whose
+        iterators' pulled values go to (and are looked up in) *streams*."""
         new = object.__new__(PageBuilder)
         for name in _OPTION_SLOTS:
             setattr(new, name, getattr(self, name))
@@ -305,6 +316,7 @@ class PageBuilder:
             return False
         buf = self._buf
         room = self._cap - len(buf) - self._reports_bytes - (1 if count else 0)
+        ahead = False
         if room > 0:
             # The common case first: a clean item, encoded once by orjson, no reports.
             data = _bound.clean_dumps(item, room, 0, self._call.caps)
@@ -316,35 +328,27 @@ class PageBuilder:
                 self._count = count + 1
                 return True
             if data == UNCLEAN:
+                met = len(self._streams)
                 path = pointer(self._items_path, count)
-                out = self._call.whole(item, room, path, 0)
+                out = self._call.render_whole(item, room, path)
                 if out is not None:
                     truncations = self._reports(out[1], path)
                     grow = self._report_growth(truncations, None)
                     if len(out[0]) + grow <= room:
                         self._accept(item, out[0], truncations, None, grow)
-                        self._served()
                         return True
+                ahead = len(self._streams) > met
         if count:
             self._full_reason = "page_full"
+            self._pulled_ahead = ahead
             return False
         self._add_oversized(item)
-        self._served()
         return True
 
     def _reports(self, trs: Any, path: str) -> list[Truncation]:
         truncations: list[Truncation] = []
         self._call.reports(trs, path, truncations, Truncation)
         return truncations
-
-    def _served(self) -> None:
-        """An item is on the page: the streams kept for a look-ahead item were its own.
-
-        The only item whose streams outlive a page is the one refused at its end, and
-        it is the first item the next page adds.
-        """
-        if self._streams:
-            self._streams.clear()
 
     def fill_from(self, seq: list[Any] | tuple[Any, ...], start: int = 0) -> tuple[bool, int]:
         """Add ``seq[start:]`` until the page is full: (an item was left over, next offset).
@@ -477,7 +481,7 @@ class PageBuilder:
         path = pointer(self._items_path, index)
         policy = self.oversized
         if policy == "error":
-            raise OversizedItemError(index=index, encoded_bytes=None, limit=self.limits.max_bytes)
+            raise _oversized_error(path, index, None, self.limits.max_bytes)
         store = self._spill_store
         if policy == "spill" and store is not None:  # __init__ refuses "spill" without one
             data = dumps_whole(item, default=self._encoder.default, markers=self._encoder.markers)
@@ -515,14 +519,21 @@ class PageBuilder:
         if len(marker) + grow > self._room():
             # The builder's own minimum (checked in __init__) leaves room for this marker on
             # an empty page; a longer spill reference than the longest one could get here.
-            raise OversizedItemError(
-                index=info.index, encoded_bytes=info.encoded_bytes, limit=self.limits.max_bytes
-            )
+            raise _oversized_error(path, info.index, info.encoded_bytes, self.limits.max_bytes)
         self._accept(item, marker, cut, info, grow)
 
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def _oversized_error(path: str, index: int, size: int | None, limit: int) -> OversizedItemError:
+    """`OversizedItemError` whose ``path`` is the item's place in this page's envelope."""
+    err = OversizedItemError(index=index, encoded_bytes=size, limit=limit)
+    # The error spells the default envelope; a page with renamed keys (MCP's, or a
+    # caller's ``keys=``) has the item elsewhere, at the pointer its truncations use.
+    err.path = path
+    return err
 
 
 def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
@@ -537,8 +548,107 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
     return merged
 
 
-#: Refused look-ahead items whose pulled values a `Paginator` keeps for the next page.
-_MAX_CARRIED = 64
+#: Pages whose pulls from iterators inside items this process keeps (see `_Pulled`).
+_MAX_PULLED_PAGES = 64
+#: The key a stored position is wrapped under (see `_stored_position`); no source
+#: position is stored unwrapped with this key, so the wrapper is never mistaken.
+_AHEAD_KEY = "…look-ahead"
+
+
+class _Pulled:
+    """What pages pulled from iterators inside items, kept by iterator, for this process.
+
+    The values an iterator gave cannot be asked of it again, and the item holding it may
+    be met again by another page: the page that resumes after a refused look-ahead item
+    (under any page size, through any pager on the store), the same page read again (a
+    retried cursor, an MCP refit at a smaller budget), or another paging of the same
+    objects. Whichever page meets an iterator renders it from what was pulled plus the
+    rest. The pulls of the last `_MAX_PULLED_PAGES` pages that pulled anything are kept;
+    a cursor whose look-ahead item pulled names its page, so that resuming it here after
+    those pulls were dropped raises `ExpiredCursor` instead of serving the item short.
+    A cursor minted in another process met that process's objects, not ours: nothing of
+    ours was pulled for it.
+    """
+
+    __slots__ = ("_counts", "_lock", "_nonce", "_pages", "_serial", "streams")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nonce = secrets.token_hex(8)
+        self._serial = itertools.count()
+        # page id -> the streams that page met; the index below holds each stream once.
+        self._pages: OrderedDict[str, dict[int, Stream]] = OrderedDict()
+        self._counts: dict[int, int] = {}
+        #: id(iterator) -> its stream; the stream holds the iterator, so the id is not reused.
+        self.streams: dict[int, Stream] = {}
+
+    def _origin(self) -> str:
+        # The pid too: a forked worker shares the nonce but not the parent's later pulls.
+        return f"{self._nonce}.{os.getpid()}."
+
+    def keep(self, streams: dict[int, Stream]) -> str:
+        """Keep the *streams* one page met; returns the page's id."""
+        page_id = f"{self._origin()}{next(self._serial)}"
+        met = dict(streams)
+        with self._lock:
+            pages, counts, index = self._pages, self._counts, self.streams
+            while len(pages) >= _MAX_PULLED_PAGES:
+                for key in pages.popitem(last=False)[1]:
+                    left = counts[key] - 1
+                    if left:
+                        counts[key] = left
+                    else:
+                        del counts[key], index[key]
+            pages[page_id] = met
+            for key, stream in met.items():
+                counts[key] = counts.get(key, 0) + 1
+                index[key] = stream
+        return page_id
+
+    def resume(self, stored: object) -> Position:
+        """The source position in a wrapped stored position; `ExpiredCursor` where the
+        page it names pulled here and its pulls are no longer kept."""
+        if not (type(stored) is list and len(stored) == 2):
+            raise InvalidCursor("the cursor's stored position is not one this library wrote")
+        page_id, position = stored
+        if page_id is None:  # a source position that only needed the wrapper
+            return position  # type: ignore[no-any-return]
+        with self._lock:
+            if page_id in self._pages:
+                self._pages.move_to_end(page_id)  # about to be met: keep it longest
+                return position  # type: ignore[no-any-return]
+        if isinstance(page_id, str) and page_id.startswith(self._origin()):
+            raise ExpiredCursor(
+                "the values the page before this cursor read ahead from an iterator are no "
+                f"longer held (this process keeps the last {_MAX_PULLED_PAGES} pages' pulls); "
+                "start the paging again"
+            )
+        return position  # type: ignore[no-any-return]
+
+
+_PULLED = _Pulled()
+
+
+class _PageStreams(dict[int, Stream]):
+    """A page's streams; an iterator not met on this page is looked up among the kept."""
+
+    __slots__ = ()
+
+    def get(self, key: int, default: Any = None) -> Any:
+        found = dict.get(self, key)
+        if found is None:
+            found = _PULLED.streams.get(key)
+            if found is None:
+                return default
+            self[key] = found  # this page met it too: kept with this page's pulls
+        return found
+
+
+def _stored_position(position: Position, page_id: str | None) -> Position:
+    """What the store holds for *position*: wrapped when its look-ahead item pulled."""
+    if page_id is None and not (type(position) is dict and _AHEAD_KEY in position):
+        return position
+    return {_AHEAD_KEY: [page_id, position]}
 
 
 class Paginator:
@@ -549,7 +659,7 @@ class Paginator:
     and mints the next cursor. ``complete`` is true only when the source ran out.
     """
 
-    __slots__ = ("_binding", "_carried", "_template", "limits", "store")
+    __slots__ = ("_binding", "_template", "limits", "store")
 
     def __init__(
         self,
@@ -570,10 +680,7 @@ class Paginator:
         self.store: CursorStore = store if store is not None else MemoryCursorStore()
         # The last scope bound to a source, and what it was made from: a loop over the
         # pages of one source binds the same scope each time.
-        self._binding: tuple[str, dict[str, Any], Scope] | None = None
-        # next_cursor -> the streams of the look-ahead item that page refused, for the
-        # page that resumes there (at most `_MAX_CARRIED`: see `_finish`).
-        self._carried: OrderedDict[str, dict[int, Stream]] = OrderedDict()
+        self._binding: tuple[str, bytes, Scope] | None = None
         # Validated once, here; every page starts as a blank copy of this builder.
         self._template = PageBuilder(
             limits,
@@ -586,50 +693,50 @@ class Paginator:
             binary=binary,
         )
 
-    def _builder(self, cursor: str | None) -> PageBuilder:
-        """A blank page, holding what the page before *cursor* pulled from generators."""
-        return self._template._blank(None if cursor is None else self._carried.pop(cursor, None))
-
-    def _state(
+    def _open(
         self, source: Source[Any] | AsyncSource[Any], scope: Scope, cursor: str | None
-    ) -> CursorState:
+    ) -> tuple[CursorState, Position, PageBuilder]:
+        """The operation's state, the source position to read from, and a blank page."""
         bound = self._bind(scope, source)
+        builder = self._template._blank(_PageStreams())
         if cursor is None:
-            return self.store.start(bound, max_pages=self.limits.max_pages)
-        return self.store.resume(cursor, bound)
+            return self.store.start(bound, max_pages=self.limits.max_pages), None, builder
+        state = self.store.resume(cursor, bound)
+        position = state.position
+        if type(position) is dict and _AHEAD_KEY in position:
+            position = _PULLED.resume(position[_AHEAD_KEY])
+        return state, position, builder
 
     def _bind(self, scope: Scope, source: Source[Any] | AsyncSource[Any]) -> Scope:
         """The scope a cursor is bound to: the caller's, plus what the source reads."""
         if not isinstance(scope, Scope):
             raise TypeError(f"scope must be a Scope, not {type(scope).__name__}")
         described = source.describe()
+        text = _json_text(described)
         last = self._binding
         if (
-            last is not None
+            text is not None
+            and last is not None
             and hmac.compare_digest(last[0], scope.fingerprint)
-            and last[1] == described
+            and last[1] == text
         ):
             return last[2]
         bound = Scope(scope.principal, {"query": scope.query_fingerprint, "source": described})
-        self._binding = (scope.fingerprint, copy.deepcopy(described), bound)
+        self._binding = None if text is None else (scope.fingerprint, text, bound)
         return bound
 
     def _finish(
         self, builder: PageBuilder, state: CursorState, more: bool, position: Position
     ) -> Page:
+        page_id = _PULLED.keep(builder._streams) if builder._streams else None
         if not more:
             return builder.finish(complete=True, position=position)
         if state.max_pages is not None and state.pages_served >= state.max_pages:
             return builder.finish(
                 complete=False, incomplete_reason="budget_exhausted", position=position
             )
-        token = self.store.mint(state, position)
-        if builder._streams:  # a refused look-ahead item pulled from an iterator
-            carried = self._carried
-            if len(carried) >= _MAX_CARRIED:
-                with contextlib.suppress(KeyError):  # another thread took the last one
-                    carried.popitem(last=False)  # the oldest: a cursor left unfollowed
-            carried[token] = builder._streams
+        ahead = page_id if builder._pulled_ahead else None
+        token = self.store.mint(state, _stored_position(position, ahead))
         return builder.finish(complete=False, next_cursor=token, position=position)
 
     def paginate(self, source: SourceLike, *, scope: Scope, cursor: str | None = None) -> Page:
@@ -637,22 +744,32 @@ class Paginator:
         src = as_source(source)
         if not hasattr(src, "open"):  # cheaper than the structural isinstance
             raise TypeError("an async source needs apage / apaginate")
-        state = self._state(src, scope, cursor)
-        builder = self._builder(cursor)
-        position = state.position
-        more = False
+        state, position, builder = self._open(src, scope, cursor)
+        try:
+            # checked above: a sync source (the structural check costs more than hasattr)
+            more, position = self._fill(cast("Source[Any]", src), builder, position)
+        except BaseException:
+            if builder._streams:  # a page that raised may be asked for again
+                _PULLED.keep(builder._streams)
+            raise
+        return self._finish(builder, state, more, position)
+
+    def _fill(
+        self, src: Source[Any], builder: PageBuilder, position: Position
+    ) -> tuple[bool, Position]:
+        """Fill *builder* from *src* at *position*: (an item was left over, where it ended)."""
         seq = src.sequence if isinstance(src, SequenceSource) else None
         if isinstance(seq, list | tuple) and (position is None or type(position) is int):
             # In memory: fill in runs (one orjson call per run of clean items); the
             # position of a sequence is the offset of the next item.
-            more, offset = builder.fill_from(seq, position or 0)
-            return self._finish(builder, state, more, offset)
+            return builder.fill_from(seq, position or 0)
         fill = getattr(src, "fill", None)
         if fill is not None:
             # Sources that page in batches (files, SQL) hand runs to the bulk path and cut
             # long cells where they read them, to what one page could show.
             more, position = fill(builder, position, limit_hint=self.limits.max_items)
-            return self._finish(builder, state, more, position)
+            return more, position
+        more = False
         items = src.open(position, limit_hint=self.limits.max_items)
         try:
             for item, pos in items:
@@ -664,7 +781,7 @@ class Paginator:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
-        return self._finish(builder, state, more, position)
+        return more, position
 
     async def apaginate(
         self, source: SourceLike, *, scope: Scope, cursor: str | None = None
@@ -673,22 +790,41 @@ class Paginator:
         src = as_source(source)
         if isinstance(src, Source):
             return self.paginate(src, scope=scope, cursor=cursor)
-        state = self._state(src, scope, cursor)
-        builder = self._builder(cursor)
-        position = state.position
+        state, position, builder = self._open(src, scope, cursor)
         more = False
-        items = src.aopen(position, limit_hint=self.limits.max_items)
         try:
-            async for item, pos in items:
-                if not builder.add(item):
-                    more = True
-                    break
-                position = pos
-        finally:
-            aclose = getattr(items, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            items = src.aopen(position, limit_hint=self.limits.max_items)
+            try:
+                async for item, pos in items:
+                    if not builder.add(item):
+                        more = True
+                        break
+                    position = pos
+            finally:
+                aclose = getattr(items, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+        except BaseException:
+            if builder._streams:  # a page that raised may be asked for again
+                _PULLED.keep(builder._streams)
+            raise
         return self._finish(builder, state, more, position)
+
+
+def _json_text(described: object) -> bytes | None:
+    """*described* as JSON text that keeps every value's JSON type, or None if it has none.
+
+    ``==`` holds ``True == 1`` and ``1.0 == 1``; their texts differ, as their
+    fingerprints do (``True`` vs ``1``). orjson writes NaN as ``null``: a text that may
+    hold one is not one text (the scope refuses NaN).
+    """
+    try:
+        text = orjson.dumps(described, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None  # not plain JSON: the scope canonicalizes (or refuses) it
+    if b"null" in text and has_non_finite(described, 0):
+        return None
+    return text
 
 
 def paginate(
@@ -732,8 +868,8 @@ async def apaginate(
 
 
 #: The one-call verbs' pagers, by their options; stores by identity (the cached pager holds
-#: them, so an id is not reused while its entry lives). What a page read ahead is kept by
-#: its next_cursor, so calls from other threads or for other sources never share it.
+#: them, so an id is not reused while its entry lives). What pages pulled from iterators
+#: is kept for the process (`_Pulled`), not by a pager, so no option set owns it.
 _configured: Configured[Paginator] = Configured()
 
 
