@@ -36,7 +36,7 @@ from jsonbudget import (
     gate_result,
 )
 from jsonbudget._agents.guards import READ_RESULT_HINT
-from jsonbudget._agents.reader import ResultReader, read_result
+from jsonbudget._agents.reader import LEAST_READ_BYTES, ResultReader, read_result
 from jsonbudget._encode.encoder import dumps_whole
 from jsonbudget.errors import (
     CursorScopeError,
@@ -994,7 +994,11 @@ def test_read_refuses_other_principals_and_other_reads(
         reader.reference("result." + "0" * 64 + ".json", principal="alice")
 
 
-@given(st.lists(st.text(max_size=300), max_size=60), st.integers(min_value=400, max_value=3000))
+# From the least budget a reader takes (LEAST_READ_BYTES): below it one is refused.
+@given(
+    st.lists(st.text(max_size=300), max_size=60),
+    st.integers(min_value=LEAST_READ_BYTES, max_value=3000),
+)
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import InjectedToolCallId, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import BinaryContent, ToolReturn
+from pydantic_ai import BinaryContent, ModelRetry, ToolFailed, ToolReturn
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -298,3 +298,62 @@ async def test_openai_agents_images_reach_the_model_as_images(turn: TurnBudget) 
     (admitted,) = turn.report().results
     assert admitted.spill is not None
     assert admitted.spill.size == 20_000
+
+
+def test_regression_langchain_json_blocks_count_against_the_turn(turn: TurnBudget) -> None:
+    """Only "text" blocks were admitted: a json (or search_result) block of 50 KB
+    reached the model whole and uncounted, past the 10,000-byte turn."""
+    rows = [{"row": i, "text": "lorem ipsum " * 4} for i in range(800)]
+    small = {"type": "json", "json": {"ok": True}}
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+
+    @tool
+    def export(q: str) -> list[dict[str, Any]]:
+        """Rows as a JSON block."""
+        return [{"type": "json", "json": rows}, small, image]
+
+    call: Any = {"name": "export", "args": {"q": "x"}, "id": "c4", "type": "tool_call"}
+    big, kept, media = budget_tool(export, turn).invoke(call).content
+    assert kept == small  # fits: unchanged, and counted
+    assert media == image  # media: unchanged, not counted
+    assert big["type"] == "text"
+    preview = orjson.loads(big["text"])
+    assert preview["spilled"]["size"] == len(orjson.dumps({"type": "json", "json": rows}))
+    used = turn.report().used_bytes
+    assert used == len(big["text"].encode()) + len(orjson.dumps(small))
+    assert used <= TURN
+
+
+def test_regression_pydantic_ai_model_retry_messages_count_against_the_turn(
+    turn: TurnBudget,
+) -> None:
+    """A tool's ModelRetry message went to the model whole (50 KB in a 10,000-byte
+    turn): only returned values were admitted."""
+    retried: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if last:
+            retried.append(last[0].model_response_str())
+        if len(messages) < 4:
+            call = ToolCallPart("lookup", {"q": "x"}, tool_call_id=f"r{len(messages)}")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability])
+    calls = {"n": 0}
+
+    @agent.tool_plain(retries=3)
+    def lookup(q: str) -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ModelRetry("no such id; the ids are: " + ", ".join(map(str, range(10_000))))
+        raise ToolFailed("gone for good: " + "x" * 50_000)
+
+    assert agent.run_sync("go").output == "done"
+    assert len(retried) == 2
+    for text in retried:
+        assert len(text.encode()) < TURN
+        assert "spilled" in text
+    assert [r.used_bytes <= TURN for r in capability.reports] == [True, True]

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from fastmcp import Client, FastMCP
+from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware.response_limiting import ResponseLimitingMiddleware
 from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ImageContent, TextContent
 
 from jsonbudget import MemoryCursorStore, SpillStore
 from jsonbudget._agents.reader import ResultReader
@@ -204,3 +207,129 @@ async def test_meta_counts_against_the_budget_and_too_much_meta_is_dropped() -> 
             wire = CallToolResult(content=result.content, _meta=result.meta,
                                   structured_content=result.structured_content)  # fmt: skip
             assert budget - 600 < message_bytes(wire) <= budget
+
+
+# -- what a cut result carries beside its value --------------------------------------------
+
+
+def wire_of(result: Any) -> CallToolResult:
+    return CallToolResult(content=result.content, structured_content=result.structured_content,
+                          _meta=result.meta, is_error=result.is_error)  # fmt: skip
+
+
+async def test_regression_ints_beyond_64_bits_in_a_json_text_are_never_floats() -> None:
+    """A JSON text result was parsed with orjson: an integer beyond 64 bits became the
+    nearest float (silently another number) or, past the float range, the whole JSON was
+    cut as plain text. It is now parsed exactly and marked by the encoder."""
+    app = FastMCP("ids")
+    app.add_middleware(BoundedResults(max_bytes=3000))
+    big = 123456789012345678901234567890
+
+    @app.tool()
+    def ids() -> ToolResult:
+        rows = [{"id": big, "huge": 10**400, "n": i} for i in range(500)]
+        return ToolResult(content=[TextContent(type="text", text=json.dumps(rows))])
+
+    async with Client(app) as client:
+        got = await client.call_tool("ids", {})
+    assert message_bytes(wire_of(got)) <= 3000
+    rows = got.structured_content["result"]
+    assert rows[0] == {"id": "…[unencodable: int beyond 64 bits]",
+                       "huge": "…[unencodable: int beyond 64 bits]", "n": 0}  # fmt: skip
+    assert rows[-1].startswith("…[omitted: ")
+
+
+async def test_regression_blocks_beside_structured_content_are_counted_not_dropped() -> None:
+    """With structured content, an image block (and any text that was not the JSON copy)
+    was dropped from a cut result without a word."""
+    app = FastMCP("shots")
+    app.add_middleware(BoundedResults(max_bytes=3000))
+    image = ImageContent(type="image", data="iVBORw0KGgo=" * 10, mime_type="image/png")
+
+    @app.tool()
+    def shot() -> ToolResult:
+        rows = {"rows": [{"i": i} for i in range(2000)]}
+        return ToolResult(content=[TextContent(type="text", text=json.dumps(rows)), image,
+                                   TextContent(type="text", text="a caption")],
+                          structured_content=rows)  # fmt: skip
+
+    async with Client(app) as client:
+        got = await client.call_tool("shot", {})
+    assert message_bytes(wire_of(got)) <= 3000
+    texts = [b.text for b in got.content if isinstance(b, TextContent)]
+    assert len(got.content) == len(texts) == 2
+    assert orjson.loads(texts[0]) == got.structured_content
+    assert texts[1] == "…[omitted: 2 content blocks]"  # the image and the caption
+
+
+async def test_regression_a_spilled_text_of_control_characters_keeps_its_reference(
+    tmp_path: Path,
+) -> None:
+    """The preview of a text result was sized in raw bytes: control characters take 6
+    bytes each escaped, the fitter cut the preview's end, and with it the reference."""
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    app = FastMCP("logs")
+    budget = 6000
+    app.add_middleware(BoundedResults(max_bytes=budget, reader=reader, principal="agent"))
+    app.tool()(read_result_tool(reader=reader, max_bytes=budget, principal="agent"))
+    log = "\x01\x02\x1b[0m" * 50_000
+
+    @app.tool()
+    def tail() -> ToolResult:
+        return ToolResult(content=[TextContent(type="text", text=log)])  # text, not JSON
+
+    async with Client(app) as client:
+        got = await client.call_tool("tail", {})
+        assert got.structured_content is None
+        assert message_bytes(wire_of(got)) <= budget
+        text = text_of(got)
+        assert text.startswith("\x01\x02\x1b[0m")
+        assert "…[truncated" not in text
+        found = re.search(r"the whole result is (\S+)", text)
+        assert found is not None
+        back = await client.call_tool("read_result", {"ref": found.group(1)})
+    assert back.structured_content["kind"] == "text"
+    assert back.structured_content["items"][0].startswith("\x01\x02\x1b[0m")
+
+
+async def test_regression_a_page_over_the_middleware_budget_is_refused_not_cut() -> None:
+    """A paginated tool whose pages were larger than the middleware's max_bytes had its
+    items cut: the rows between the cut and the nextCursor were lost for good."""
+    server = paged_server(8192)
+    server.add_middleware(BoundedResults(max_bytes=4096))
+    async with Client(server) as client:
+        got = await client.call_tool("rows", {}, raise_on_error=False)
+    assert got.is_error
+    assert message_bytes(wire_of(got)) <= 4096
+    assert "give the paginated tool a max_bytes of at most 4096" in text_of(got)
+
+
+async def test_regression_a_tool_errors_message_is_bounded() -> None:
+    """A tool that failed with a 1 MB message sent it whole as its isError text."""
+    app = FastMCP("fails")
+    app.add_middleware(BoundedResults(max_bytes=2000))
+
+    @app.tool()
+    def refuse() -> str:
+        raise ToolError("e" * 1_000_000)
+
+    # Not 1 MB here: FastMCP's traceback log of a long message takes minutes by itself.
+    @app.tool()
+    def fail() -> str:
+        raise ValueError("f" * 5000)
+
+    @app.tool()
+    def short() -> str:
+        raise ValueError("no such row")
+
+    async with Client(app) as client:
+        refused = await client.call_tool("refuse", {}, raise_on_error=False)
+        failed = await client.call_tool("fail", {}, raise_on_error=False)
+        small = await client.call_tool("short", {}, raise_on_error=False)
+    for got, head in ((refused, "eee"), (failed, "Error calling tool 'fail': fff")):
+        assert got.is_error
+        assert 1500 < message_bytes(wire_of(got)) <= 2000
+        assert text_of(got).startswith(head)
+        assert text_of(got).endswith(" more chars]")
+    assert small.is_error
+    assert text_of(small) == "Error calling tool 'short': no such row"

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sqlite3
 import sys
+from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,10 +34,12 @@ from jsonbudget import (
 )
 from jsonbudget._agents.reader import ResultReader
 from jsonbudget._cli.demo import make_demo_database
+from jsonbudget._sources.jsonread import load_json
 from jsonbudget.errors import InvalidCursor, LimitError
 from jsonbudget.mcp import (
     SUMMARY_TEXT,
     McpPager,
+    McpResultFitter,
     bounded_result,
     cursor_error,
     message_bytes,
@@ -293,7 +296,7 @@ for spec in sys.argv[1:]:
 server.run("stdio")
 """
 
-SPECS = [("both", 1374), ("both", 2000), ("both", 16384), ("structured", 756),
+SPECS = [("both", 1544), ("both", 2000), ("both", 16384), ("structured", 926),
          ("structured", 4096), ("text", 1013), ("text", 4096)]  # fmt: skip
 
 
@@ -390,7 +393,7 @@ def test_page_result_content_modes() -> None:
 def test_pager_options_validated() -> None:
     with pytest.raises(LimitError, match="content"):
         McpPager(max_bytes=4096, content="both-ways")  # type: ignore[arg-type]
-    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1374"):
+    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1544"):
         McpPager(max_bytes=1000)
     with pytest.raises(LimitError, match="limits"):
         McpPager(max_bytes=4096, limits=Limits(4096))
@@ -650,3 +653,115 @@ def test_scope_takes_the_json_form_of_models_and_dataclasses() -> None:
     assert again.structured_content["items"][0] == len(first.structured_content["items"])
     with pytest.raises(MCPError):
         rows(Filter(tags=["x"]), Window(1, 2), [Window(3, 5)], cursor=cursor)
+
+
+# -- numbers the SDK would write back otherwise --------------------------------------------
+
+
+def same_value_in_both_copies(result: CallToolResult) -> Any:
+    """The text copy parsed exactly (integers of any size, no float rounding) is the
+    structured copy; returns it."""
+    (block,) = result.content
+    text = load_json(block.text)  # type: ignore[union-attr]
+    structured = result.structured_content
+    assert structured is not None
+    assert structured in (text, {"result": text})
+    return structured
+
+
+def test_regression_decimal_1e15_does_not_grow_past_max_bytes(tmp_path: Path) -> None:
+    """Decimal("1E+15") went as 1E+15 (5 bytes) in the text copy and came back from the
+    structured copy as 1000000000000000.0 (18): bounded_result, McpResultFitter.fit and
+    paginated_tool raised EncodeError "over max_bytes", read_result_tool sent more than
+    max_bytes. Such a number now goes as the string of its exact text in both copies."""
+    budget = 4096
+    values = [Decimal("1E+15")] * 3000
+    for content in ("both", "structured"):
+        fitted = McpResultFitter(max_bytes=budget, content=content).fit(values)
+        assert message_bytes(fitted) <= budget
+        assert fitted.structured_content is not None
+        assert fitted.structured_content["result"][0] == "1E+15"
+        one = bounded_result({"rows": values}, max_bytes=budget, content=content)
+        assert message_bytes(one) <= budget
+    assert same_value_in_both_copies(bounded_result(values, max_bytes=budget))["result"][1] == (
+        "1E+15"
+    )
+
+    @paginated_tool(max_bytes=budget)
+    def prices() -> list[Decimal]:
+        return values
+
+    page = prices()
+    assert message_bytes(page) <= budget
+    envelope = same_value_in_both_copies(page)
+    assert envelope["items"][:2] == ["1E+15", "1E+15"]
+    assert envelope["nextCursor"] is not None
+
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    gate = ResultGate(max_bytes=4096, reader=reader, principal="p")
+    ref = orjson.loads(gate.gate(b"[" + b",".join([b"1E+15"] * 5000) + b"]").data)["spilled"]
+    read = read_result_tool(reader=reader, max_bytes=budget, principal="p")(ref["ref"])
+    assert message_bytes(read) <= budget
+    assert same_value_in_both_copies(read)["items"][0] == "1E+15"
+
+
+def test_regression_long_decimals_are_the_same_value_in_text_and_structured_copies() -> None:
+    """The structured copy held a 30-digit Decimal as the nearest double
+    (1.2345678901234568), the text copy all 30 digits."""
+    exact = "1.23456789012345678901234567891"
+    value = {"price": Decimal(exact), "tiny": Decimal("1E-400"), "plain": Decimal("19.90"),
+             "float": 0.1, "e16": 1e16}  # fmt: skip
+    for content in ("both", "structured"):
+        result = bounded_result(value, max_bytes=2000, content=content)
+        structured = result.structured_content
+        assert structured is not None
+        # What the SDK cannot write back as it stands is its exact text, as a string.
+        assert structured["price"] == exact
+        assert structured["tiny"] == "1E-400"
+        # The rest stays a number: written back the same (19.90 as 19.9, fewer bytes).
+        assert structured["plain"] == 19.9
+        assert structured["float"] == 0.1
+        assert structured["e16"] == 1e16
+        if content == "both":
+            assert same_value_in_both_copies(result) == structured
+
+
+async def test_regression_decimals_reach_the_client_as_sent() -> None:
+    server = MCPServer("prices")
+
+    @server.tool()
+    def quote() -> CallToolResult:
+        """Prices, many."""
+        return bounded_result([Decimal("1E+15"), Decimal("1.23456789012345678901234567891")]
+                              * 500, max_bytes=3000)  # fmt: skip
+
+    async with Client(server, mode="legacy") as client:
+        got = await client.call_tool("quote", {})
+    wire = CallToolResult(content=got.content, structured_content=got.structured_content)
+    assert message_bytes(wire) <= 3000
+    assert same_value_in_both_copies(wire)["result"][:2] == [
+        "1E+15", "1.23456789012345678901234567891"
+    ]  # fmt: skip
+
+
+def test_regression_paginated_tool_binds_cursors_to_the_registered_name() -> None:
+    """Cursors were bound to fn.__name__: two tools made from functions of one name (a
+    factory) accepted each other's cursors and paged the other's rows."""
+    store = MemoryCursorStore()
+
+    def make(name: str, rows: list[int]) -> Any:
+        @paginated_tool(max_bytes=2000, store=store, name=name)
+        def rows_tool() -> list[int]:
+            return rows
+
+        return rows_tool
+
+    evens, odds = make("evens", list(range(0, 2000, 2))), make("odds", list(range(1, 2000, 2)))
+    cursor = evens().structured_content["nextCursor"]
+    assert evens(cursor=cursor).structured_content["items"][0] % 2 == 0
+    with pytest.raises(MCPError) as refused:
+        odds(cursor=cursor)
+    assert refused.value.error.code == INVALID_PARAMS
+    assert refused.value.error.data == {"reason": "scope_query"}
+    with pytest.raises(TypeError, match="name"):
+        paginated_tool(max_bytes=2000, name="")

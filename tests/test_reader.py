@@ -8,15 +8,19 @@ import itertools
 import tracemalloc
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import BoundedReader, BoundedText, read_bounded_text
+from jsonbudget import BoundedReader, BoundedText, SpillStore, read_bounded_text
+from jsonbudget._agents.reader import LEAST_READ_BYTES, ResultReader
 from jsonbudget._reader import MAX_EMPTY_CHUNKS
-from jsonbudget.errors import DecodeError, LimitError
+from jsonbudget.errors import DecodeError, LimitError, SpillError
+from tests.test_adversarial import bounded_run
 
 
 class CountingEndless:
@@ -404,3 +408,98 @@ def test_utf16_without_a_byte_order_mark_is_a_decode_error(data: bytes) -> None:
         read_bounded_text(data, 100, encoding="utf-16")
     assert info.value.offset == 0
     assert read_bounded_text(b"\xff\xfeh\x00i\x00", 100, encoding="utf-16").text == "hi"
+
+
+# -- ResultReader: its least budget, and numbers Python or orjson cannot take --------------
+
+
+def spilled(tmp_path: Path, data: bytes, *, max_bytes: int = 2000) -> tuple[ResultReader, str]:
+    store = SpillStore(tmp_path / "spill")
+    reader = ResultReader(spill=store, max_bytes=max_bytes)
+    return reader, reader.reference(store.put(data, label="r"), principal="p")
+
+
+def test_regression_reader_budgets_below_a_string_page_are_refused(tmp_path: Path) -> None:
+    """ResultReader took max_bytes 342-394 (the page builder's least), then a string read
+    raised an internal LimitError: a string page needs its 64 bytes beside the envelope
+    and the echo of a pointer a quarter of the page long."""
+    assert LEAST_READ_BYTES == 521
+    with pytest.raises(LimitError, match=r"max_bytes=520 is invalid: must be at least 521"):
+        ResultReader(spill=SpillStore(tmp_path / "s"), max_bytes=LEAST_READ_BYTES - 1)
+    key = "k" * 400  # a pointer longer than a quarter of the page: echoed cut
+    value = {key: "s" * 5000, "rows": list(range(300)), "obj": {f"m{i}": i for i in range(99)}}
+    kinds = {f"/{key}": "string", "/rows": "array", "/obj": "object", "/rows/7": "value"}
+    for budget in (LEAST_READ_BYTES, LEAST_READ_BYTES + 1, LEAST_READ_BYTES + 3, 700):
+        reader, ref = spilled(tmp_path / str(budget), orjson.dumps(value), max_bytes=budget)
+        for pointer, kind in kinds.items():
+            page = reader.read(ref, pointer, principal="p")
+            assert len(page.data) <= budget
+            assert orjson.loads(page.data)["kind"] == kind
+            assert page.kind == kind
+
+
+def test_regression_a_scalar_int_beyond_64_bits_reads_as_the_encoders_marker(
+    tmp_path: Path,
+) -> None:
+    """A pointer to a scalar integer beyond 64 bits raised TypeError (orjson cannot write
+    it); a scalar now goes through the encoder, as a list's items do."""
+    raw = b'{"big": 123456789012345678901234567890, "dec": 19.90, "e": 1E+15, "list": [1]}'
+    reader, ref = spilled(tmp_path, raw)
+    assert orjson.loads(reader.read(ref, "/big", principal="p").data)["items"] == [
+        "…[unencodable: int beyond 64 bits]"
+    ]
+    assert b'"items":[19.90]' in reader.read(ref, "/dec", principal="p").data
+    assert b'"items":[1E+15]' in reader.read(ref, "/e", principal="p").data
+    # A Decimal longer than the page is marked; the page still fits.
+    reader, ref = spilled(tmp_path / "long", b'{"d": 1.' + b"2" * 3000 + b"}", max_bytes=600)
+    page = reader.read(ref, "/d", principal="p")
+    assert len(page.data) <= 600
+    (marker,) = orjson.loads(page.data)["items"]
+    assert marker.startswith("…[unencodable: Decimal of 30")
+
+
+def test_regression_an_int_longer_than_python_reads_is_a_spill_error_not_a_crash() -> None:
+    """A spilled result holding a 20,000-digit integer made read raise a bare ValueError
+    from ijson's C backend, which then left an exception set: later reads raised
+    SystemError and the process crashed. yajl never sees such a number now; a read that
+    must pass it raises SpillError saying why, one that stops before it reads on."""
+    out = bounded_run(
+        """
+        import tempfile, pathlib
+        from jsonbudget import SpillStore
+        from jsonbudget._agents.reader import ResultReader
+        from jsonbudget.errors import SpillError
+
+        store = SpillStore(pathlib.Path(tempfile.mkdtemp()))
+        reader = ResultReader(spill=store, max_bytes=2000)
+        raw = b'{"a": 19.90, "n": null, "g": [1, ' + b"7" * 20000 + b'], "h": "s"}'
+        ref = reader.reference(store.put(raw, label="big"), principal="p")
+        for pointer in ["/a", "/n", "/g", "/g/1", "/h", "", "/a"]:
+            try:
+                print(pointer, reader.read(ref, pointer, principal="p").data.decode())
+            except SpillError as exc:
+                print(pointer, "SpillError", exc)
+        other = reader.reference(store.put(b'[1, 2, 3]', label="ok"), principal="p")
+        print("other", reader.read(other, "", principal="p").data.decode())
+        """
+    )
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert lines["/a"].startswith('{"items":[19.90]')
+    assert lines["/n"].startswith('{"items":[null]')
+    too_long = (
+        "SpillError the spilled result holds, on the way to the page, an integer of more "
+        "than 4300 digits, which Python does not read (sys.set_int_max_str_digits)"
+    )
+    for pointer in ("/g", "/g/1", "/h", ""):
+        assert lines[pointer] == too_long
+    assert lines["other"].startswith('{"items":[1,2,3],"complete":true')
+
+
+def test_a_digit_run_inside_a_string_is_read_whole(tmp_path: Path) -> None:
+    # The C backend is kept off results with a long digit run, strings included: the
+    # Python backend reads those exactly.
+    reader, ref = spilled(tmp_path, orjson.dumps({"s": "9" * 9000, "n": 5}))
+    assert orjson.loads(reader.read(ref, "/n", principal="p").data)["items"] == [5]
+    broken, bad = spilled(tmp_path / "bad", b'{"s": "' + b"9" * 9000 + b'", "n": 5,]')
+    with pytest.raises(SpillError, match="not valid JSON"):
+        broken.read(bad, "/x", principal="p")

@@ -12,18 +12,18 @@ Needs ``fastmcp`` (4.x) and the ``mcp`` extra; ``import jsonbudget`` never impor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import orjson
+from typing import Any, Final
 
 from ._agents.guards import ResultGate
 from ._agents.reader import ResultReader
 from ._extras import missing_extra
-from .errors import LimitError
+from ._limits import MIN_BYTES
+from ._sources.jsonread import load_json
+from .errors import DecodeError, LimitError
 from .mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
 
 try:
-    from fastmcp.exceptions import FastMCPError
+    from fastmcp.exceptions import FastMCPError, ToolError
     from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
     from fastmcp.tools.base import Tool, ToolResult
     from mcp.shared.exceptions import MCPError
@@ -48,7 +48,11 @@ class BoundedResults(Middleware):
     A result that already fits passes unchanged. A larger one is rebuilt from its
     structured content (or, without it, from its text parsed as JSON, or as plain text)
     with `McpResultFitter`: valid JSON, each cut marked in place, the text and structured
-    content the same value (``content="both"``, the default). With a *reader*, the larger
+    content the same value (``content="both"``, the default); the content blocks the
+    value does not carry are left out and a text block after it says how many. A tool
+    error's message is cut as a text result is. A
+    paginated tool's page over the budget is refused with a `ToolError` (cutting its
+    items would lose the rows its ``nextCursor`` skips). With a *reader*, the larger
     result is first spilled whole (a `ResultGate` with that reader) and the client gets
     its preview and a reference that *principal* can read back with the ``read_result``
     tool: nothing is lost. *tools* limits it to those tool names. Because a cut value
@@ -69,14 +73,34 @@ class BoundedResults(Middleware):
         self._fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=default)
         self._options: dict[str, Any] = {"max_bytes": max_bytes, "content": content,
                                          "default": default}  # fmt: skip
+        # A result over the budget may carry, beside its value, FastMCP's own _meta and the
+        # line saying how many blocks were left out: the value must still have room then.
+        meta, notes = _omitted_meta(_WORST_META), [_omitted_note(_WORST_COUNT)]
+        probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
+        least = max(self._fitter._least_bytes(p, meta=meta, notes=notes) for p in probes)
+        if max_bytes < least:
+            raise LimitError("max_bytes", max_bytes,
+                             f"must be at least {least} for content={content!r}: a cut "
+                             f"result keeps FastMCP's _meta key and a line saying how many "
+                             f"content blocks were left out")  # fmt: skip
         # One fitter per server identity (its serverInfo stamp is part of every message).
         self._fitters: dict[int, McpResultFitter] = {}
-        self._gate: ResultGate | None = None
+        # With a reader, one gate for JSON values and one for text. Each preview is as
+        # large as always fits whole, so the reference at its end always arrives: a JSON
+        # preview's bytes grow at worst as the fitter's worst case, a text preview's up to
+        # 6 bytes a byte once escaped (a control character's \u001f).
+        self._gates: dict[bool, ResultGate] = {}
         if reader is not None:
-            # The preview gets what the message leaves at worst (its text copy may double).
-            preview = (max_bytes - 300) // 3
-            self._gate = ResultGate(max_bytes=preview, preview_bytes=preview, default=default,
-                                    reader=reader, principal=principal)  # fmt: skip
+            for text in (False, True):
+                room = self._fitter._room("" if text else [], meta=meta, notes=notes)
+                preview = room // 6 if text else room
+                try:
+                    self._gates[text] = ResultGate(max_bytes=preview, preview_bytes=preview,
+                                                   default=default, reader=reader,
+                                                   principal=principal)  # fmt: skip
+                except LimitError as exc:
+                    reason = f"too small with a reader: a preview gets {preview} bytes ({exc})"
+                    raise LimitError("max_bytes", max_bytes, reason) from exc
         if tools is not None and (
             isinstance(tools, str) or not all(isinstance(t, str) for t in tools)
         ):
@@ -104,6 +128,7 @@ class BoundedResults(Middleware):
     async def on_call_tool(
         self, context: MiddlewareContext[Any], call_next: CallNext[Any, Any]
     ) -> Any:
+        name = context.message.name
         try:
             result = await call_next(context)
         except QuietCursorError as exc:
@@ -111,27 +136,56 @@ class BoundedResults(Middleware):
             raise MCPError(
                 code=exc.error.code, message=exc.error.message, data=exc.error.data
             ) from None
-        if not isinstance(result, ToolResult) or not self._bounds(context.message.name):
+        except FastMCPError as exc:
+            # FastMCP sends a tool's failure (already masked if the server masks) as an
+            # isError result whose text is str(exc): that text is bounded like a result.
+            cut = self._cut_error(str(exc), _server_of(context)) if self._bounds(name) else None
+            if cut is None:
+                raise
+            raise ToolError(cut) from exc
+        if not isinstance(result, ToolResult) or not self._bounds(name):
             return result  # an input-required or task result carries no tool content
-        if result.is_error:
-            return result
         server = _server_of(context)
         wire = CallToolResult(content=result.content, structured_content=result.structured_content,
-                              _meta=result.meta)  # fmt: skip
-        if message_bytes(wire, server=server) <= self._fitter.max_bytes:
+                              _meta=result.meta, is_error=result.is_error)  # fmt: skip
+        size = message_bytes(wire, server=server)
+        if size <= self._fitter.max_bytes:
             return result
-        value = _value_of(result)
-        if self._gate is not None:
-            gated = await self._gate.agate(value, label=context.message.name)
-            value = orjson.loads(gated.data) if gated.kind == "json" else gated.text
+        if _is_page(result.structured_content):
+            # Cut, the page's items would end before the row its nextCursor resumes at.
+            raise ToolError(
+                f"the page of {name!r} is {size} bytes, over this server's max_bytes="
+                f"{self._fitter.max_bytes}; cutting its items would lose the rows its "
+                f"nextCursor skips: give the paginated tool a max_bytes of at most "
+                f"{self._fitter.max_bytes}"
+            )
         fitter = self._fitter_for(server)
-        try:
-            fitted = fitter.fit(value, meta=result.meta)
-        except LimitError:
-            # The tool's _meta leaves no room for the value: it is dropped, and said so.
-            fitted = fitter.fit(value, meta=_omitted_meta(result.meta))
+        value, left_out = _value_of(result)
+        notes = [_omitted_note(left_out)] if left_out else []
+        text = isinstance(value, str)
+        gate = None if result.is_error else self._gates.get(text)
+        need = MIN_BYTES
+        if gate is not None:
+            gated = await gate.agate(value, label=name)
+            value = load_json(gated.data) if gated.kind == "json" else gated.text
+            need = gate.preview_bytes * (6 if text else 1)  # see __init__
+        meta = result.meta
+        if fitter._room(value, meta=meta, notes=notes) < need:
+            # The tool's _meta leaves no room for the value (or for the preview, which
+            # must arrive whole with its reference): it is dropped, and said so.
+            meta = _omitted_meta(meta)
+        fitted = fitter.fit(value, meta=meta, notes=notes)
         return ToolResult(content=fitted.content, structured_content=fitted.structured_content,
-                          meta=fitted.meta)  # fmt: skip
+                          meta=fitted.meta, is_error=result.is_error)  # fmt: skip
+
+    def _cut_error(self, message: str, server: Any) -> str | None:
+        """*message* cut so the isError result FastMCP makes of it fits; None if it fits."""
+        wire = CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+        if message_bytes(wire, server=server) <= self._fitter.max_bytes:
+            return None
+        block = self._fitter_for(server).fit(message).content[0]
+        assert isinstance(block, TextContent)  # a str value is one text block
+        return block.text
 
     def _fitter_for(self, server: Any) -> McpResultFitter:
         if server is None:
@@ -141,6 +195,21 @@ class BoundedResults(Middleware):
             fitter = McpResultFitter(**self._options, server=server)
             self._fitters = {id(server): fitter}  # a middleware serves one server
         return fitter
+
+
+# The reserve a cut result always keeps room for: FastMCP's own _meta key with a count
+# of dropped keys, and the line saying how many blocks were left out, at their longest.
+_WORST_META: Final = {"fastmcp": {"wrap_result": True}, **{str(i): 0 for i in range(10)}}
+_WORST_COUNT: Final = 10**9
+_PAGE_KEYS: Final = frozenset(McpPageEnvelope.__annotations__)
+
+
+def _is_page(structured: dict[str, Any] | None) -> bool:
+    """Whether *structured* is a paginated tool's page: cut, it would lose rows."""
+    return (
+        structured is not None
+        and {"items", "complete", "nextCursor"} <= structured.keys() <= _PAGE_KEYS
+    )
 
 
 def _server_of(context: MiddlewareContext[Any]) -> Any:
@@ -167,21 +236,39 @@ def _cuttable_schema(schema: dict[str, Any] | None) -> bool:
     return schema is not None and schema.get("title") != McpPageEnvelope.__name__
 
 
-def _value_of(result: ToolResult) -> Any:
-    """The value a result stands for: its structured content, else its text.
+def _value_of(result: ToolResult) -> tuple[Any, int]:
+    """The value a result stands for, and how many of its blocks the value leaves out.
 
-    Blocks that are not text (images, audio, resources) cannot be cut; they are left out
-    and a marker line says how many.
+    The value is its structured content (a text block that is FastMCP's JSON copy of it
+    is not left out: the cut value gets a new one), else its single text block parsed as
+    JSON (integers beyond 64 bits kept exact), else its texts joined. Blocks that are not
+    text (images, audio, resources) cannot be cut: they are left out and counted.
     """
-    if result.structured_content is not None:
-        return result.structured_content
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
     others = len(result.content) - len(texts)
+    structured = result.structured_content
+    if structured is not None:
+        return structured, others + sum(not _copy_of(t, structured) for t in texts)
     if len(texts) == 1 and not others:
         try:
-            return orjson.loads(texts[0])
-        except orjson.JSONDecodeError:
-            return texts[0]  # not JSON: bounded as text
-    if others:
-        texts.append(f"…[omitted: {others} content blocks that are not text]")
-    return "\n\n".join(texts)
+            return load_json(texts[0]), 0
+        except DecodeError:
+            return texts[0], 0  # not JSON: bounded as text
+    return "\n\n".join(texts), others
+
+
+def _copy_of(text: str, structured: dict[str, Any]) -> bool:
+    """Whether *text* is FastMCP's JSON copy of *structured* (or of the value it wraps)."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return False
+    try:
+        parsed = load_json(text)
+    except DecodeError:
+        return False  # prose that starts like JSON: a text of its own
+    wrapped = structured.get("result", structured) if len(structured) == 1 else structured
+    return bool(parsed in (structured, wrapped))
+
+
+def _omitted_note(count: int) -> str:
+    """The text block after a cut value that says how many blocks it left out."""
+    return f"…[omitted: {count} content blocks]"

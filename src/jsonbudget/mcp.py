@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import re
 import sys
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 import orjson
 
-from ._agents.reader import ResultReader
+from ._agents.reader import LEAST_READ_BYTES, ResultReader
 from ._cursors.scope import Scope
 from ._encode.encoder import Encoder, MarkerStyle, Strategy
 from ._extras import missing_extra
 from ._limits import MIN_BYTES, Limits
 from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator, SpillTarget
 from ._sources.base import Source, SourceLike, as_source
+from ._sources.jsonread import load_json
 from .errors import CursorError, EncodeError, LimitError
 
 try:
@@ -38,6 +43,7 @@ try:
     from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
     from mcp_types import SERVER_INFO_META_KEY
     from pydantic import TypeAdapter
+    from pydantic_core import to_json
 
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
     from typing_extensions import NotRequired, TypedDict  # noqa: UP035
@@ -78,9 +84,13 @@ _WORST_ID = -(2**63)
 SUMMARY_TEXT = "The page is in structuredContent: items, complete, nextCursor."
 #: The same for any other result (`bounded_result`).
 RESULT_SUMMARY_TEXT = "The result is in structuredContent."
-# Bytes of the message per envelope byte in the worst case: the text copy's escaping at
-# most doubles it (every byte a quote or a backslash), and "both" carries it twice.
-_WORST_GROWTH = {"both": 3, "text": 2, "structured": 1}
+# Bytes of the message per envelope byte in the worst case. The text copy's escaping at
+# most doubles a byte (a quote or a backslash), and "both" carries the envelope twice:
+# 3. A number the SDK cannot write back as it stands goes as a string in both copies
+# (`_wire_copy`): the shortest such number with its comma, `1e5,`, takes 4 bytes and
+# becomes 6 in the structured copy (`"1e5",`) and 8 in the escaped text copy, 14 for 4
+# (3.5; 1.5 for the structured copy alone). The text-only copy is the envelope escaped: 2.
+_WORST_GROWTH = {"both": Fraction(7, 2), "text": Fraction(2), "structured": Fraction(3, 2)}
 # The first try's guess for ordinary data (keys' quotes escaped once more in the text).
 _FIRST_GROWTH = {"both": 2.3, "text": 1.3, "structured": 1.0}
 _ROUNDS = 3
@@ -121,9 +131,53 @@ def page_result(page: Page, *, content: ContentMode = "both") -> CallToolResult:
     data = page.to_json()
     if content == "text":
         return CallToolResult(content=[TextContent(type="text", text=data.decode("utf-8"))])
+    data, structured = _wire_copy(data)
     text = SUMMARY_TEXT if content == "structured" else data.decode("utf-8")
     return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=orjson.loads(data)
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+# A JSON string (skipped whole: its digits are text) or a number, in the encoder's output.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9][0-9.eE+-]*')
+
+
+def _wire_copy(data: bytes) -> tuple[bytes, Any]:
+    """*data* as both copies of a result carry it, and its value for the structured copy.
+
+    The SDK writes structured content with pydantic, which keeps an integer of any size
+    but holds every other number as a double. A number it would write back with another
+    value (more digits than a double keeps, ``1E-400``) or in more bytes (``1E+15`` comes
+    back as ``1000000000000000.0``) goes as a string of its exact text in both copies: they
+    carry the same values, and the message measured is the one sent.
+    """
+    pieces: list[bytes] = []
+    last = 0
+    for match in _TOKEN.finditer(data):
+        token = match.group()
+        if token[:1] == b'"' or _as_written(token):
+            continue
+        pieces += (data[last : match.start()], b'"', token, b'"')
+        last = match.end()
+    if pieces:
+        data = b"".join((*pieces, data[last:]))
+    return data, load_json(data)
+
+
+def _as_written(number: bytes) -> bool:
+    """Whether the SDK writes the JSON number *number* back with its value, in no more bytes."""
+    digits = number.lstrip(b"-")
+    if digits.isdigit():
+        # Integers stay exact, but one longer than int() takes is read as a Decimal,
+        # which pydantic writes as a string.
+        limit = sys.get_int_max_str_digits()
+        return not limit or len(digits) <= limit
+    value = float(number)
+    if not math.isfinite(value):
+        return False
+    written: bytes = to_json(value)
+    return written == number or (
+        len(written) <= len(number) and Decimal(written.decode()) == Decimal(number.decode())
     )
 
 
@@ -243,7 +297,7 @@ class McpPager:
         safe = room // _WORST_GROWTH[content]
         least = _least_page_bytes(self.limits, self._options)
         if safe < least:
-            need = self._fixed + least * _WORST_GROWTH[content]
+            need = self._fixed + math.ceil(least * _WORST_GROWTH[content])
             raise LimitError(
                 "max_bytes",
                 self.limits.max_bytes,
@@ -368,7 +422,7 @@ class McpResultFitter:
         Encoder(self._limits, **self._options)  # the options fail here, not on a call
         self._stamp = _stamp_of(_DEFAULT_INFO if server is None else server)
         self._fixed = {mode: self._fixed_of(mode, None) for mode in _MODES}
-        least = max(self._fixed.values()) + MIN_BYTES * _WORST_GROWTH[content]
+        least = max(self._fixed.values()) + math.ceil(MIN_BYTES * _WORST_GROWTH[content])
         if self._limits.max_bytes < least:
             raise LimitError(
                 "max_bytes",
@@ -380,37 +434,61 @@ class McpResultFitter:
     def max_bytes(self) -> int:
         return self._limits.max_bytes
 
-    def _fixed_of(self, mode: ContentMode, meta: dict[str, Any] | None) -> int:
+    def _fixed_of(
+        self, mode: ContentMode, meta: dict[str, Any] | None, notes: Sequence[str] = ()
+    ) -> int:
         # The message without the value. A value that is not an object goes wrapped as
         # {"result": ...}: its fixed part is the larger, so it is the one counted. "[]"
         # stands for the value: 2 bytes in each copy the mode carries.
-        empty = _value_result(b"[]", [], mode)
+        empty = _value_result(b"[]", [], mode, notes)
         empty.meta = meta
         return _line_bytes(empty, self._stamp) - (4 if mode == "both" else 2)
 
-    def fit(self, value: Any, *, meta: dict[str, Any] | None = None) -> CallToolResult:
+    def _room(
+        self, value: Any, *, meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
+    ) -> int:
+        """The most bytes *value*'s encoding can take and always fit beside *meta* and
+        *notes*, whatever it holds (what the message leaves over the worst growth)."""
+        mode: ContentMode = "text" if isinstance(value, str) else self._content
+        return int(
+            (self._limits.max_bytes - self._fixed_of(mode, meta, notes)) // _worst(value, mode)
+        )
+
+    def _least_bytes(
+        self, value: Any, *, meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
+    ) -> int:
+        """The smallest ``max_bytes`` at which a value of *value*'s kind and of the least
+        size fits beside *meta* and *notes*."""
+        mode: ContentMode = "text" if isinstance(value, str) else self._content
+        return self._fixed_of(mode, meta, notes) + math.ceil(MIN_BYTES * _worst(value, mode))
+
+    def fit(
+        self, value: Any, *, meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
+    ) -> CallToolResult:
         """*value* bounded so that the whole response carrying it is at most ``max_bytes``.
 
         A ``str`` is text: it is cut (and marked) as text and sent as text content only.
         Anything else is JSON: sent as *content* says; structured content must be an
         object, so a value that is not one is wrapped as ``{"result": value}``, as the
-        SDK wraps such outputs. *meta* is sent as the result's ``_meta``, whole: it is
-        counted, and if it leaves too little room for the value, `LimitError` is raised.
+        SDK wraps such outputs. *meta* is sent as the result's ``_meta`` and each of
+        *notes* as a text block after the value's, whole: they are counted, and if they
+        leave too little room for the value, `LimitError` is raised.
         """
         mode: ContentMode = "text" if isinstance(value, str) else self._content
-        fixed = self._fixed[mode] if meta is None else self._fixed_of(mode, meta)
+        plain = meta is None and not notes
+        fixed = self._fixed[mode] if plain else self._fixed_of(mode, meta, notes)
         room = self._limits.max_bytes - fixed
-        worst = 1 if isinstance(value, str) else _WORST_GROWTH[mode]
-        safe = room // worst
+        worst = _worst(value, mode)
+        safe = int(room // worst)
         if safe < MIN_BYTES:
             raise LimitError("meta", f"{fixed - self._fixed[mode]} bytes",
                              f"leaves {room} bytes of max_bytes={self.max_bytes} for the "
-                             f"value, under the least {MIN_BYTES * worst}")  # fmt: skip
+                             f"value, under the least {math.ceil(MIN_BYTES * worst)}")  # fmt: skip
         budget = min(room, max(safe, int(room / (1.0 if worst == 1 else _FIRST_GROWTH[mode]))))
         for tried in range(_ROUNDS):
             data = Encoder(self._limits.replace(max_bytes=budget),
                            **self._options).dumps(value)  # fmt: skip
-            result = _value_result(data, value, mode)
+            result = _value_result(data, value, mode, notes)
             result.meta = meta
             size = _line_bytes(result, self._stamp)
             if size <= self._limits.max_bytes:
@@ -425,16 +503,24 @@ class McpResultFitter:
         )
 
 
-def _value_result(data: bytes, value: Any, mode: ContentMode) -> CallToolResult:
+def _worst(value: Any, mode: ContentMode) -> Fraction:
+    # A str goes as text only, cut on its escaped bytes: it never grows.
+    return Fraction(1) if isinstance(value, str) else _WORST_GROWTH[mode]
+
+
+def _value_result(
+    data: bytes, value: Any, mode: ContentMode, notes: Sequence[str] = ()
+) -> CallToolResult:
+    after = [TextContent(type="text", text=note) for note in notes]
     if isinstance(value, str):
         text: str = orjson.loads(data)  # the cut string with its marker, unescaped
-        return CallToolResult(content=[TextContent(type="text", text=text)])
+        return CallToolResult(content=[TextContent(type="text", text=text), *after])
     if mode == "text":
-        return CallToolResult(content=[TextContent(type="text", text=data.decode("utf-8"))])
-    parsed = orjson.loads(data)
+        return CallToolResult(content=[TextContent(type="text", text=data.decode("utf-8")), *after])
+    data, parsed = _wire_copy(data)
     structured = parsed if isinstance(parsed, dict) else {"result": parsed}
     text = RESULT_SUMMARY_TEXT if mode == "structured" else data.decode("utf-8")
-    return CallToolResult(content=[TextContent(type="text", text=text)],
+    return CallToolResult(content=[TextContent(type="text", text=text), *after],
                           structured_content=structured)  # fmt: skip
 
 
@@ -515,6 +601,7 @@ def paginated_tool(
     default: Callable[[Any], Any] | None = None,
     content: ContentMode = "both",
     server: Any = None,
+    name: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a function that returns a source into a paginated MCP tool.
 
@@ -524,7 +611,10 @@ def paginated_tool(
     declares `McpPageEnvelope` as its output schema (unless ``content="text"``). A cursor
     is bound to the principal, the tool's name and its arguments (page-size arguments
     such as ``limit`` excepted, see `Scope`), so a cursor presented with other arguments
-    is refused with ``-32602``. *principal* is a str or a callable called per request.
+    is refused with ``-32602``. *name* is the tool's name as registered (default: the
+    function's): give it when the server registers the tool under another name, or two
+    tools made from functions of one name would accept each other's cursors.
+    *principal* is a str or a callable called per request.
     Async functions (and async sources) work; sync sources are paged in a worker
     thread. Put it under the SDK's decorator::
 
@@ -532,6 +622,8 @@ def paginated_tool(
         @paginated_tool(max_bytes=16384, store=SQLiteCursorStore("cursors.sqlite3"))
         def list_orders(status: str) -> SQLiteSource: ...
     """
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TypeError("name must be a non-empty str, the tool's registered name")
     pager = McpPager(
         max_bytes=max_bytes,
         limits=limits,
@@ -566,13 +658,13 @@ def paginated_tool(
         )
         params.insert(at, extra)
         new_sig = sig.replace(parameters=params, return_annotation=returns)
-        name = getattr(fn, "__name__", type(fn).__name__)
+        tool = name if name is not None else getattr(fn, "__name__", type(fn).__name__)
         # The SDK injects a Context per request: it is not what the client asked for.
         contexts = {p.name for p in params if _is_context(p.annotation)}
 
         def scope_of(arguments: Mapping[str, Any]) -> Scope:
             query = {k: v for k, v in arguments.items() if k not in contexts}
-            return Scope(_principal_of(principal), {**query, TOOL_KEY: name})
+            return Scope(_principal_of(principal), {**query, TOOL_KEY: tool})
 
         wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(fn):
@@ -633,7 +725,16 @@ def read_result_tool(
         raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
     empty = CallToolResult(content=[TextContent(type="text", text="")], structured_content={})
     fixed = _line_bytes(empty, _stamp_of(_DEFAULT_INFO if server is None else server)) - 2
-    page_bytes = (_limits_of(None, max_bytes).max_bytes - fixed) // _WORST_GROWTH["both"]
+    growth = _WORST_GROWTH["both"]
+    page_bytes = int((_limits_of(None, max_bytes).max_bytes - fixed) // growth)
+    if page_bytes < LEAST_READ_BYTES:
+        least = fixed + math.ceil(LEAST_READ_BYTES * growth)
+        raise LimitError(
+            "max_bytes",
+            max_bytes,
+            f"must be at least {least}: the message's envelope takes {fixed} bytes and a "
+            f"read page at least {LEAST_READ_BYTES}",
+        )
     pages = ResultReader(spill=reader.spill, cursors=reader.cursors, max_bytes=page_bytes)
 
     def read_result(ref: str, pointer: str = "", cursor: str | None = None) -> CallToolResult:
@@ -644,9 +745,10 @@ def read_result_tool(
             page = pages.read(ref, pointer, cursor, principal=_principal_of(principal))
         except CursorError as exc:
             raise cursor_error(exc) from exc
+        data, structured = _wire_copy(page.data)
         return CallToolResult(
-            content=[TextContent(type="text", text=page.text)],
-            structured_content=orjson.loads(page.data),
+            content=[TextContent(type="text", text=data.decode("utf-8"))],
+            structured_content=structured,
         )
 
     return read_result

@@ -45,7 +45,7 @@ from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
-from .reader import PARSE_ERRORS, SURROGATE_ESCAPE, ResultReader
+from .reader import PARSE_ERRORS, SURROGATE_ESCAPE, ResultReader, long_digit_run
 from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
 
 __all__ = [
@@ -1249,8 +1249,6 @@ def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | Non
 #: yajl makes a number with an exponent no Decimal holds (``1E99999999999999999999``) a
 #: ``decimal.InvalidOperation``, and either backend's ``int()`` may refuse digits.
 _PREFIX_ERRORS: Final = (*PARSE_ERRORS, ValueError, ArithmeticError)
-#: Digits map to "0", every other byte to " ": one search finds a run of N digits.
-_DIGIT_RUNS = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
 
 
 def _long_ints_as_decimals(prefix: bytes) -> bytes:
@@ -1262,10 +1260,9 @@ def _long_ints_as_decimals(prefix: bytes) -> bytes:
     the integer becomes the exact ``Decimal`` that ``load_json`` makes of it, which the
     encoder then marks. Strings are left as they are, a string the prefix cut included.
     """
-    limit = sys.get_int_max_str_digits()
-    if not limit or b"0" * (limit + 1) not in prefix.translate(_DIGIT_RUNS):
+    if not long_digit_run(prefix):
         return prefix  # the usual case: no run of digits that long, not even in a string
-    return _long_int_pattern(limit).sub(_with_exponent, prefix)
+    return _long_int_pattern(sys.get_int_max_str_digits()).sub(_with_exponent, prefix)
 
 
 @functools.lru_cache(maxsize=4)

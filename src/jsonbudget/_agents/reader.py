@@ -15,11 +15,11 @@ import contextlib
 import json
 import os
 import re
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from itertools import chain
 from typing import IO, Any, Final, Literal
 
@@ -35,7 +35,7 @@ from .._sources.base import Clipped
 from ..errors import InvalidCursor, LimitError, SpillError
 from .spill import SpillBackend, SpillRef
 
-__all__ = ["READ_TOOL", "ReadPage", "ResultReader", "read_result"]
+__all__ = ["LEAST_READ_BYTES", "READ_TOOL", "ReadPage", "ResultReader", "read_result"]
 
 #: The scope query every reference and read cursor is bound to (with the principal).
 READ_TOOL = "read_result"
@@ -81,7 +81,8 @@ class ResultReader:
 
     *spill* is the store the results were spilled to; *cursors* holds references and
     continuation cursors (a `MemoryCursorStore` by default; a shared store such as
-    `RedisCursorStore` for several workers). Each page is at most ``max_bytes``.
+    `RedisCursorStore` for several workers). Each page is at most ``max_bytes``, which
+    is at least `LEAST_READ_BYTES` (else `LimitError`).
     """
 
     __slots__ = ("_cursors", "_kept", "_limits", "_lock", "_spill", "_surrogates")
@@ -98,9 +99,15 @@ class ResultReader:
         self._spill = spill
         self._cursors: CursorStore = cursors if cursors is not None else MemoryCursorStore()
         self._limits = Limits(max_bytes)
-        PageBuilder(self._limits)  # a budget too small for a page fails here
+        if max_bytes < LEAST_READ_BYTES:
+            raise LimitError(
+                "max_bytes",
+                max_bytes,
+                f"must be at least {LEAST_READ_BYTES}: a page of any kind, under a pointer "
+                f"echoed at its longest",
+            )
         self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
-        # Per spilled result: whether it holds a surrogate escape (see `_backends`).
+        # Per spilled result: whether yajl must not read it (see `_backends`).
         self._surrogates: dict[str, bool] = {}
         self._lock = threading.Lock()
 
@@ -141,8 +148,9 @@ class ResultReader:
         Raises the cursor errors for a reference or cursor that is not *principal*'s, is
         garbled or expired (a cursor minted for another reference or pointer is
         `InvalidCursor`), `LimitError` for a pointer that is not an RFC 6901 pointer,
-        `SpillError` if the result is gone, is not valid JSON up to the page, or nothing
-        stands at *pointer*.
+        `SpillError` if the result is gone, is not valid JSON up to the page, holds on the
+        way to it an integer longer than Python's int() converts, or nothing stands at
+        *pointer*.
         """
         scope = _scope(principal)
         tokens = _tokens(pointer)
@@ -172,17 +180,19 @@ class ResultReader:
         for backend in self._backends(spilled):
             try:
                 return self._json(call, tokens, backend)
-            except _SurrogateSeen:
+            except _NotForYajl:
                 self._surrogates[spilled] = True  # the next backend is the Python one
             except PARSE_ERRORS as exc:
                 error = exc
-        raise SpillError(f"the spilled result is not valid JSON: {error}") from error
+        raise SpillError(_unreadable(error)) from error
 
     def _backends(self, name: str) -> tuple[Any, ...]:
         """The parsers to try on *name*, in order. yajl writes a lone high surrogate
-        escape (``\\ud800``) as "?", unmarked: the bytes it reads are watched for one
-        (`_Watched`), and a result found to hold one is read by the Python backend,
-        whose str keeps it for the encoder to mark."""
+        escape (``\\ud800``) as "?", unmarked, and fails inside its C code (a
+        `SystemError`, and a corrupted state after) on an integer longer than Python's
+        int() converts: the bytes it reads are watched for both (`_Watched`), and a
+        result found to hold one is read by the Python backend, whose str keeps a lone
+        surrogate for the encoder to mark."""
         if self._surrogates.get(name):
             return (_IJSON_PY,)
         if len(self._surrogates) >= _SURROGATE_MEMO:
@@ -223,9 +233,7 @@ class ResultReader:
                 elif event == "string":
                     return self._string(call, value)
                 else:
-                    # A number as written (a Decimal, as in arrays and objects).
-                    item = orjson.Fragment(str(value)) if type(value) is Decimal else value
-                    return self._finish(call, [item], "value", None)
+                    return self._scalar(call, value)
             page, left, added = self._children(call, children, kind)
             if left is not _NOTHING:
                 owned.pop_all()
@@ -292,6 +300,13 @@ class ResultReader:
             token = self._continue(call, at)
             self._keep((call.name, call.pointer, at), _Kept(None, iter(()), value, "string"))
         return self._finish(call, [orjson.Fragment(shown.data)], "string", token)
+
+    def _scalar(self, call: _Read, value: Any) -> ReadPage:
+        # Through the encoder, as a list's items go: a number as written (ijson reads it
+        # as a Decimal or an int), an integer beyond 64 bits as the encoder's marker.
+        envelope = self._finish(call, [], "value", None).data
+        shown = encode(value, max_bytes=self._limits.max_bytes - len(envelope))
+        return self._finish(call, [orjson.Fragment(shown.data)], "value", None)
 
     def _text(self, call: _Read) -> ReadPage:
         budget = self._limits.max_bytes - _STRING_ENVELOPE
@@ -376,26 +391,62 @@ _SURROGATE_MEMO: Final = 4096
 SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
-class _SurrogateSeen(Exception):
-    """yajl was about to read a surrogate escape, which it would write as "?"."""
+class _NotForYajl(Exception):
+    """yajl was about to read what it mishandles: a surrogate escape or a long integer."""
+
+
+#: Digits map to "0", every other byte to " " (a digit run is a run of zeros).
+_DIGITS: Final = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+
+
+def long_digit_run(data: bytes) -> bool:
+    """Whether *data* holds a run of more digits than Python's int() converts
+    (``sys.get_int_max_str_digits()``), which yajl must not read. Digits inside strings
+    count too: such a result is merely read by the Python backend."""
+    limit = sys.get_int_max_str_digits()
+    return bool(limit) and b"0" * (limit + 1) in data.translate(_DIGITS)
 
 
 class _Watched:
-    """A spilled file as yajl reads it, stopping it before a surrogate escape."""
+    """A spilled file as yajl reads it, stopping it before what it mishandles."""
 
-    __slots__ = ("_file", "_tail")
+    __slots__ = ("_file", "_run", "_tail")
 
     def __init__(self, file: IO[bytes]) -> None:
         self._file = file
         self._tail = b""
+        self._run = 0  # the digits the bytes read so far end with
 
     def read(self, size: int = -1) -> bytes:
         data = self._file.read(size)
         # An escape may straddle two reads: the last 3 bytes are searched again.
         if SURROGATE_ESCAPE.search(self._tail + data[:8]) or SURROGATE_ESCAPE.search(data):
-            raise _SurrogateSeen
+            raise _NotForYajl
         self._tail = data[-3:]
+        digits = data.translate(_DIGITS)
+        lead = len(digits) - len(digits.lstrip(b"0"))
+        limit = sys.get_int_max_str_digits()
+        if limit and (self._run + lead > limit or long_digit_run(data)):
+            raise _NotForYajl
+        self._run = self._run + lead if lead == len(data) else len(data) - len(digits.rstrip(b"0"))
         return data
+
+
+def _unreadable(error: Exception | None) -> str:
+    """What a `SpillError` says of a result no backend could read up to the page."""
+    limit = sys.get_int_max_str_digits()
+    # The Python backend calls an integer longer than int() converts a symbol it does
+    # not expect (ijson's UnexpectedSymbol, a JSONError): it is valid JSON all the same.
+    number = _UNEXPECTED_NUMBER.match(str(error)[: limit + 40])
+    if limit and number is not None and len(number.group(1)) > limit:
+        return (
+            f"the spilled result holds, on the way to the page, an integer of more than "
+            f"{limit} digits, which Python does not read (sys.set_int_max_str_digits)"
+        )
+    return f"the spilled result is not valid JSON: {str(error)[:200]}"
+
+
+_UNEXPECTED_NUMBER: Final = re.compile(r"Unexpected symbol '-?([0-9]+)")
 
 
 def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:
@@ -468,6 +519,15 @@ def _echo(pointer: str, max_bytes: int) -> bytes:
     long key (a URL, a sentence) still has room for its page. The cursor binds the whole
     pointer; only the echo is cut."""
     return encode(pointer, max_bytes=max(MIN_BYTES, max_bytes // 4)).data
+
+
+# A string page needs MIN_BYTES for the cut string beside its envelope and the pointer's
+# echo, which `_echo` lets take a quarter of the page: max_bytes - max_bytes // 4 >= this.
+_STRING_PAGE_NEED: Final = _STRING_ENVELOPE + _extra(b"", "string") + MIN_BYTES
+#: The smallest ``max_bytes`` a `ResultReader` takes (521): the least solution of the
+#: string page's need above (``ceil(3m / 4) >= 391``). A list's or an object's page needs
+#: less (the page builder's least, 342 bytes, beside the same echo).
+LEAST_READ_BYTES: Final = 4 * (_STRING_PAGE_NEED - 1) // 3 + 1
 
 
 def _tokens(pointer: object) -> list[str]:

@@ -26,7 +26,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without langchain-core
     raise missing_extra("langchain", "langchain_core", "jsonbudget's LangChain adapter") from exc
 
-__all__ = ["TurnBudgetCallback", "budget_tool"]
+__all__ = ["MEDIA_BLOCK_TYPES", "TurnBudgetCallback", "budget_tool"]
 
 
 class TurnBudgetCallback(BaseCallbackHandler):
@@ -153,9 +153,12 @@ def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool:
     arguments, ``return_direct``, ``response_format`` (and artifact), error handling and
     callbacks are unchanged, sync and async alike. Only the content is budgeted: the
     admitted text (the content when it fits what is left of the turn, else a preview
-    and its spill reference). In a list of content blocks, strings and text blocks are
-    admitted; other blocks (images, files) reach the model unchanged and do not count
-    against the turn. A returned ``Command`` (LangGraph) passes unchanged.
+    and its spill reference). In a list of content blocks, strings, text blocks and every
+    other block that is text in the model's context (``json``, ``search_result``...) are
+    admitted (such a block that does not fit becomes a text block with its preview);
+    media blocks (`MEDIA_BLOCK_TYPES`: images, audio, video, files) reach the model
+    unchanged and do not count against the turn. A returned ``Command`` (LangGraph)
+    passes unchanged.
     """
     if not isinstance(turn, TurnBudget):
         raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
@@ -226,4 +229,14 @@ class _BudgetedTool(BaseTool):
             return self.turn.admit(block, tool=self.name).text
         if block.get("type") == "text" and isinstance(block.get("text"), str):
             return {**block, "text": self.turn.admit(block["text"], tool=self.name).text}
-        return block  # an image, a file...: the model gets it as it is
+        if block.get("type") in MEDIA_BLOCK_TYPES:
+            return block  # an image, a file...: the model gets it as media, not as text
+        # Any other block (json, search_result, ...) is text in the model's context: it
+        # counts, and one that does not fit becomes a text block with its preview.
+        admitted = self.turn.admit(block, tool=self.name)
+        return block if admitted.reason == "fits" else {"type": "text", "text": admitted.text}
+
+
+#: Content block types that reach the model as media, not as text: not counted in a turn
+#: (LangChain's standard blocks, and OpenAI's ``image_url`` / ``input_audio`` forms).
+MEDIA_BLOCK_TYPES = frozenset({"image", "image_url", "video", "audio", "input_audio", "file"})

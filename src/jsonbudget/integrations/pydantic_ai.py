@@ -16,8 +16,10 @@ from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
 
 try:
-    from pydantic_ai import RunContext, ToolReturn
+    from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
     from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
+    from pydantic_ai.exceptions import ToolFailedError, ToolRetryError
     from pydantic_ai.messages import ToolCallPart, is_multi_modal_content
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
@@ -36,8 +38,9 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     the tool result and admitted; its ``content`` (sent as a user prompt) and ``metadata``
     (never sent) are kept as they are. Files (``BinaryContent``, ``ImageUrl``...) reach the
     model as files and do not count against the turn; the rest of a list holding files is
-    admitted as one result, its text first, then the files. The report of each turn that
-    ended with results is kept in ``reports``.
+    admitted as one result, its text first, then the files. A tool's ``ModelRetry`` or
+    ``ToolFailed`` message also reaches the model as the call's answer: it is admitted the
+    same way. The report of each turn that ended with results is kept in ``reports``.
     """
 
     turn: TurnBudget
@@ -68,6 +71,36 @@ class TurnBudgetCapability(AbstractCapability[Any]):
             value = await self._admit(result.return_value, call.tool_name)
             return dataclasses.replace(result, return_value=value)
         return await self._admit(result, call.tool_name)
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        # A retry or a failure is the call's answer too: its message goes to the model as
+        # the tool's return. The tool manager turns a tool's ModelRetry / ToolFailed into
+        # the part it sends (ToolRetryError / ToolFailedError) before this hook sees it;
+        # a hook's reaches it raw. The message is admitted and the same kind raised again,
+        # so pydantic-ai counts retries as before.
+        tool = call.tool_name
+        try:
+            return await handler(args)
+        except ModelRetry as exc:
+            raise ModelRetry(await self._admit(exc.message, tool)) from exc
+        except ToolFailed as exc:
+            raise ToolFailed(await self._admit(exc.message, tool)) from exc
+        except ToolRetryError as exc:
+            retried = exc.tool_retry
+            text = await self._admit(retried.content, tool)
+            raise ToolRetryError(dataclasses.replace(retried, content=text)) from exc
+        except ToolFailedError as exc:
+            failed = exc.tool_failed
+            text = await self._admit(failed.content, tool)
+            raise ToolFailedError(dataclasses.replace(failed, content=text)) from exc
 
     async def _admit(self, value: Any, tool: str) -> Any:
         # pydantic-ai sends files natively and the other items as text: only text is
