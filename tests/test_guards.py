@@ -1521,19 +1521,21 @@ def test_regression_number_no_decimal_holds_is_a_text_preview(store: SpillStore)
         assert out.text.startswith("[" + number[:40].decode())
 
 
-def test_hostile_four_mib_of_long_integers_previews_in_bounded_memory() -> None:
+def test_hostile_four_mib_of_long_integers_previews_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
     code = """
-        import orjson, tempfile
+        import orjson
         from jsonbudget import ResultGate, SpillStore
         huge = b"[" + b",".join([b"9" * 4301] * 1000) + b"]"  # past the 4 MiB prefix
         gate = ResultGate(max_bytes=600_000, preview_bytes=600_000,
-                          store=SpillStore(tempfile.mkdtemp()))
+                          store=SpillStore(TMP))
         out = gate.gate(huge)
         preview = orjson.loads(out.data)["preview"]
         assert out.kind == "json" and len(huge) > 4 << 20, out.kind
         assert preview[0] == "…[unencodable: Decimal beyond the float range]", preview[0]
         print("ok")
-    """
+    """.replace("TMP", repr(str(tmp_path)))
     proc = run_limited(code, memory=1 << 30, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == "ok\n"

@@ -458,19 +458,21 @@ def test_regression_a_scalar_int_beyond_64_bits_reads_as_the_encoders_marker(
     assert marker.startswith("…[unencodable: Decimal of 30")
 
 
-def test_regression_an_int_longer_than_python_reads_is_a_spill_error_not_a_crash() -> None:
+def test_regression_an_int_longer_than_python_reads_is_a_spill_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
     """A spilled result holding a 20,000-digit integer made read raise a bare ValueError
     from ijson's C backend, which then left an exception set: later reads raised
     SystemError and the process crashed. yajl never sees such a number now; a read that
     must pass it raises SpillError saying why, one that stops before it reads on."""
     out = bounded_run(
         """
-        import tempfile, pathlib
+        import pathlib
         from jsonbudget import SpillStore
         from jsonbudget._agents.reader import ResultReader
         from jsonbudget.errors import SpillError
 
-        store = SpillStore(pathlib.Path(tempfile.mkdtemp()))
+        store = SpillStore(pathlib.Path(TMP))
         reader = ResultReader(spill=store, max_bytes=2000)
         raw = b'{"a": 19.90, "n": null, "g": [1, ' + b"7" * 20000 + b'], "h": "s"}'
         ref = reader.reference(store.put(raw, label="big"), principal="p")
@@ -481,7 +483,7 @@ def test_regression_an_int_longer_than_python_reads_is_a_spill_error_not_a_crash
                 print(pointer, "SpillError", exc)
         other = reader.reference(store.put(b'[1, 2, 3]', label="ok"), principal="p")
         print("other", reader.read(other, "", principal="p").data.decode())
-        """
+        """.replace("TMP", repr(str(tmp_path)))
     )
     lines = dict(line.split(" ", 1) for line in out.splitlines())
     assert lines["/a"].startswith('{"items":[19.90]')
