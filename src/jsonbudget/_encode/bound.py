@@ -90,7 +90,13 @@ def py_bound(  # noqa: PLR0917 - the compiled function's signature
     # ancestors[d] is the container being walked at depth d; those above *depth* belong
     # to the caller, which checked them already.
     caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [])
-    n = _walk(obj, cap, depth, caps, [-1] * depth)
+    try:
+        n = _walk(obj, cap, depth, caps, [-1] * depth)
+    except RecursionError:
+        # The compiled walk uses no Python stack; this one, called by a caller already
+        # deep in it, may run out. Unclean sends the value to the renderer, which says
+        # so with an EncodeError that names the path.
+        return -1
     if spine is not None and n > cap:
         spine.extend(caps.spine)
     return n
@@ -108,7 +114,10 @@ def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
 ) -> int:
     """`bound` of the items, each at *depth*, joined by commas, without brackets."""
     caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [])
-    return _items(items, cap, depth, caps, [-1] * depth)
+    try:
+        return _items(items, cap, depth, caps, [-1] * depth)
+    except RecursionError:
+        return -1  # as in `py_bound`: the renderer decides, and reports the stack
 
 
 class _Caps(NamedTuple):
