@@ -136,6 +136,11 @@ def test_numbers_keep_their_exact_values(tmp_path: Path) -> None:
         ('{"results": {"x": 1}}', "results.item", "expected '\\['"),
         ("[{]", "item", "invalid JSON"),
         ('[{"a": 1}, {"b": }]', "item", "invalid JSON"),
+        # A file cut inside an item said "expected a value" or named a missing key.
+        ('[1, 2, {"a":', "item", "the input ends inside an item"),
+        ('[{"a": 1, ', "item", "the input ends inside an item"),
+        ('[1, 2, {"a": "unclosed', "item", "the input ends inside an item"),
+        ("[1, 2, x]", "item", "expected a value"),
     ],
 )
 def test_invalid_documents_raise_decode_error(
@@ -570,6 +575,80 @@ def test_property_fill_builds_the_pagers_pages(
     by_fill = pages_by_fill(source, limits)
     assert by_fill == pages_by_paginate(source, limits)
     assert [item for page in by_fill for item in page] == rows
+
+
+#: Items that make a bulk run's guessed end wrong or its orjson reading inexact.
+_BULK_TRAPS = st.sampled_from(
+    [
+        {"a": [{"b": 1}, {"c": [2, {"d": 3}]}]},  # commas after brackets inside an item
+        [{"x": "},{"}, [{"y": "],["}]],
+        "},{ ], [",  # a boundary's look-alike inside a string
+        {"big": 123456789012345678901234567890},  # orjson would make it a float
+        [-(2**70), 2**64],
+        {"\u00e9\u20ac\U0001f600": "\u2028"},
+        1e300,
+        -0.0,
+    ]
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    items=st.lists(st.one_of(any_json(max_leaves=12), _BULK_TRAPS), max_size=40),
+    read_size=st.sampled_from([16, 97, 1000, 65536]),
+    indent=st.sampled_from([None, 1]),
+    surrogate=st.booleans(),
+    max_bytes=st.integers(min_value=400, max_value=5000),
+)
+def test_property_fill_in_bulk_runs_gives_the_items_and_resumes_exactly(
+    tmp_path: Path,
+    *,
+    items: list[Any],
+    read_size: int,
+    indent: int | None,
+    surrogate: bool,
+    max_bytes: int,
+) -> None:
+    # fill() parses most of each window in one orjson call and finds where an item ends
+    # only where a page stops: the pages, and where each resumes, must be the scanner's.
+    text = json.dumps(items, ensure_ascii=False, indent=indent)
+    if surrogate and items:
+        text = text[:-1] + ', {"s": "\\ud800"}]'  # orjson refuses the run; the scanner reads it
+    path = tmp_path / "items.json"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    source = JsonArrayFileSource(path, read_size=read_size)
+    limits = Limits(max_bytes)
+    by_fill = pages_by_fill(source, limits)
+    assert by_fill == pages_by_paginate(source, limits)
+    assert [item for page in by_fill for item in page] == json.loads(text)
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_fill_in_bulk_runs_across_windows_gives_the_scanners_pages(
+    tmp_path: Path, indent: int | None
+) -> None:
+    # Many runs a window and many windows a file: pages stop inside runs, at their ends
+    # and at the windows' edges, and each item that traps a run's guess or its orjson
+    # reading recurs every few runs.
+    traps: list[Any] = [
+        {"a": [{"b": 1}, {"c": [2, {"d": 3}]}]},
+        "},{ ], [",
+        {"big": 123456789012345678901234567890},
+        {"s": "é€😀" * 40},
+        [{"x": "},{"}],
+    ]
+    items = [
+        traps[i % 5] if i % 37 == 0 else {"id": i, "name": f"row {i}", "tags": ["a", "b"]}
+        for i in range(6000)
+    ]
+    text = json.dumps(items, ensure_ascii=False, indent=indent)
+    path = write(tmp_path / "many.json", text)
+    for limits in (Limits(65536), Limits(3000)):
+        by_fill = pages_by_fill(JsonArrayFileSource(path), limits)
+        assert by_fill == pages_by_paginate(JsonArrayFileSource(path), limits)
+        assert [item for page in by_fill for item in page] == items
 
 
 def test_fill_keeps_exact_integers_and_deep_lines(tmp_path: Path) -> None:

@@ -5,8 +5,11 @@ its own bytes cost to parse, wherever it lies in the file. Array items are parse
 stdlib's C scanner (`json.scanner`) over a sliding decoded window, because it reports
 where each value ends, which is what an exact resume offset needs (ijson does not expose
 byte offsets); an item nested too deep for it, or holding an integer literal longer than
-`int()` accepts, is read again by the iterative parser (`jsonread.scan_json`). JSON Lines
-are parsed by `jsonread.load_json`, orjson on the line's bytes.
+`int()` accepts, is read again by the iterative parser (`jsonread.scan_json`). A page's
+fill parses most of each window in one orjson call instead (`_bulk_run`, three times
+faster than the scanner), up to a boundary it finds by search and orjson proves, and
+asks the scanner for an item's end only where the page stops. JSON Lines are parsed by
+`jsonread.load_json`, orjson on the line's bytes.
 """
 
 from __future__ import annotations
@@ -232,6 +235,9 @@ class _Window:
             except StopIteration as exc:
                 # The C scanner lets a nested missing value escape as StopIteration(index).
                 at = exc.value if type(exc.value) is int else self.pos
+                if self.eof and at >= len(self.buf):
+                    # `[{"a":` at the end of the file: the item was cut, not malformed.
+                    raise self.error("the input ends inside an item") from None
                 if self.eof or at < len(self.buf) - _EDGE:
                     raise self.error("expected a value") from None
                 self.refill()
@@ -239,9 +245,10 @@ class _Window:
             except json.JSONDecodeError as exc:
                 # Past the window's edge (or in a string still open there) more input may
                 # complete the value; anywhere else the error is final.
-                incomplete = exc.pos >= len(self.buf) - _EDGE or exc.msg.startswith(
-                    "Unterminated string"
-                )
+                unclosed = exc.msg.startswith("Unterminated string")
+                incomplete = exc.pos >= len(self.buf) - _EDGE or unclosed
+                if self.eof and (exc.pos >= len(self.buf) or unclosed):
+                    raise self.error("the input ends inside an item") from None
                 if self.eof or not incomplete:
                     raise self.error(exc.msg) from None
                 self.refill()
@@ -278,9 +285,92 @@ def _check_path(path: object) -> str:
     return os.path.abspath(os.fspath(path))
 
 
-#: A run of items: the items, the byte offset after each, the last character of each, and
-#: how many items came before the run.
-Run = tuple[list[Any], list[int], list[str], int]
+#: Where item k of a run ends: the byte offset after it and its last character.
+Where = Callable[[int], tuple[int, str]]
+#: A run of items: the items, where each ends, and how many items came before the run.
+Run = tuple[list[Any], Where, int]
+#: The characters an object or array item ends with: where `_bulk_run` looks for the
+#: end of a run. A scalar item has no such end; its windows go to the scanner.
+_CLOSERS: Final = "}]"
+#: How many commas `_bulk_run` looks back over for one after a closing bracket.
+_BULK_TRIES: Final = 64
+#: The characters of text one bulk run covers at most. A page that stops inside a run
+#: scans the run's items up to there for the end of its last one: short runs keep that
+#: scan short, and an orjson call costs a microsecond.
+_BULK_SPAN: Final = 8192
+
+
+class _BulkEnds:
+    """`Where` for a run parsed in one orjson call: the run's own end is known; the end
+    of an item inside it is found by the scanner, once, when a page stops there."""
+
+    __slots__ = ("_boff", "_buf", "_ends", "_last", "_pos", "_scan", "_stop")
+
+    def __init__(self, buf: str, span: tuple[int, int], boff: int, last: tuple[int, str],
+                 scan: Scan) -> None:  # fmt: skip
+        self._buf, (self._pos, self._stop), self._boff, self._scan = buf, span, boff, scan
+        self._last = last
+        self._ends: list[tuple[int, str]] | None = None
+
+    def __call__(self, k: int, /) -> tuple[int, str]:
+        if k == -1:
+            return self._last
+        if self._ends is None:
+            self._ends = self._scanned()
+        return self._ends[k]
+
+    def _scanned(self) -> list[tuple[int, str]]:
+        buf, pos, boff, scan = self._buf, self._pos, self._boff, self._scan
+        ascii_ = buf.isascii()
+        ends: list[tuple[int, str]] = []
+        while pos < self._stop:
+            _, end = scan(buf, pos)
+            off = boff + (end - pos if ascii_ else len(buf[pos:end].encode("utf-8")))
+            ends.append((off, buf[end - 1]))
+            m = _SEP.match(buf, end)
+            if m is None:  # pragma: no cover - orjson read a comma after every item
+                break
+            pos, boff = m.end(), off + (m.end() - end)
+        return ends
+
+
+def _listed(ends: list[int], lasts: list[str]) -> Where:
+    """`Where` for a run whose ends the scanner found as it parsed."""
+
+    def where(k: int, /) -> tuple[int, str]:
+        return ends[k], lasts[k]
+
+    return where
+
+
+def _bulk_run(buf: str, pos: int, stop: int) -> tuple[list[Any], int] | None:
+    """The items from *pos* up to a comma after a closing bracket before *stop*, in one
+    orjson call, and the index after the last one; None when there is no such comma
+    within reach, or orjson does not read the run exactly as the scanner would.
+
+    orjson reads ``[`` + the text + ``]`` only if the comma is between items of the
+    array: one inside a string leaves the string open, one inside an item leaves a
+    bracket open. A text it refuses (NaN, a lone surrogate escape, a guess inside an
+    item) or reads inexactly (an integer beyond 64 bits) is the scanner's.
+    """
+    k = stop
+    for _ in range(_BULK_TRIES):
+        k = buf.rfind(",", pos, k)
+        if k < 0:
+            return None
+        end = k
+        while end > pos and buf[end - 1] in " \t\n\r":
+            end -= 1
+        if end > pos and buf[end - 1] in _CLOSERS:
+            text = "[" + buf[pos:end] + "]"
+            try:
+                values = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                return None
+            if not exact(text.encode("utf-8"), values):
+                return None
+            return values, end
+    return None
 
 
 def array_items(
@@ -307,9 +397,9 @@ def array_items(
         max_item_bytes=max_item_bytes,
         resume=resume,
     )
-    for objs, ends, lasts, before in runs:
+    for objs, where, before in runs:
         for k, obj in enumerate(objs):
-            yield obj, before + k + 1, ends[k], lasts[k]
+            yield (obj, before + k + 1, *where(k))
 
 
 def array_runs(
@@ -320,8 +410,13 @@ def array_runs(
     read_size: int = DEFAULT_READ_SIZE,
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     resume: tuple[int, int] | None = None,
+    bulk: bool = False,
 ) -> Generator[Run, None, None]:
-    """`array_items` in runs: the items that lie wholly in one window of text at a time."""
+    """`array_items` in runs: the items that lie wholly in one window of text at a time.
+
+    With *bulk*, most of each window is one run parsed by orjson (see `_bulk_run`): the
+    items are the same, and so is where each ends.
+    """
     win: _Window | None = None
 
     def at() -> int:
@@ -346,10 +441,23 @@ def array_runs(
             more = _after_item(win)
         sep = _SEP.match
         while more:
-            # Fast path: the items that lie wholly inside the window, parsed by the C
-            # scanner without method calls; anything unusual falls to the careful path.
+            # Fast path: the items that lie wholly inside the window, in bulk runs (with
+            # *bulk*) and then by the C scanner without method calls; anything unusual
+            # falls to the careful path.
             buf, pos, boff = win.buf, win.pos, win.bpos
             ascii_, n = buf.isascii(), len(buf)
+            while bulk:
+                got = _bulk_run(buf, pos, min(n - _EDGE, pos + _BULK_SPAN))
+                if got is None:
+                    break
+                values, end = got
+                off = boff + (end - pos if ascii_ else len(buf[pos:end].encode("utf-8")))
+                yield values, _BulkEnds(buf, (pos, end), boff, (off, buf[end - 1]), scan), index
+                index += len(values)
+                m = sep(buf, end)
+                if m is None:  # pragma: no cover - `_bulk_run` ends at a comma
+                    raise AssertionError("a bulk run ends before its comma")
+                pos, boff = m.end(), off + (m.end() - end)
             objs: list[Any] = []
             ends: list[int] = []
             lasts: list[str] = []
@@ -374,14 +482,14 @@ def array_runs(
                     break
             win.pos, win.bpos = pos, boff
             if objs:
-                yield objs, ends, lasts, index
+                yield objs, _listed(ends, lasts), index
                 index += len(objs)
             if not more:
                 break
             obj, end = win.value(scan)
             last = win.buf[end - 1]
             win.advance(end)
-            yield [obj], [win.bpos], [last], index
+            yield [obj], _listed([win.bpos], [last]), index
             index += 1
             more = _after_item(win)
         if not keys and win.peek() != "":
@@ -507,13 +615,14 @@ class JsonArrayFileSource(Source[Any]):
                 read_size=self._read_size,
                 max_item_bytes=self._max_item,
                 resume=resume,
+                bulk=True,
             )
             more, last = False, None
             try:
-                for objs, ends, lasts, before in runs:
+                for objs, where, before in runs:
                     more, n = builder.fill_from(objs)
                     if n:
-                        last = (before + n, ends[n - 1], lasts[n - 1])
+                        last = (before + n, *where(-1 if n == len(objs) else n - 1))
                     if more:
                         break
             finally:
