@@ -174,21 +174,28 @@ def file_rows(full: bool) -> list[Row]:
             )
         )
         # Interleaved rounds: the machine is shared, so compare within each round.
-        ratios, src_s, raw_s = [], [], []
+        # Paging is `paginate` following `next_cursor` (it fills each page in bulk runs);
+        # `open`, item by item with each item's exact position, is shown beside it.
+        limits = Limits(1 << 24, max_items=PAGE)
+        ratios, src_s, raw_s, item_ratios = [], [], [], []
         for _ in range(3):
             t0 = time.perf_counter()
             assert ijson_whole_file(big) == n_big
             t_raw = time.perf_counter() - t0
             t0 = time.perf_counter()
-            assert page_whole_file(big) == n_big
+            assert paginate_all(JsonArrayFileSource(big), limits) == n_big
             t_paged = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            assert page_whole_file(big) == n_big
+            t_items = time.perf_counter() - t0
             ratios.append(t_raw / t_paged)
+            item_ratios.append(t_raw / t_items)
             src_s.append(t_paged)
             raw_s.append(t_raw)
         mb = big.stat().st_size / 1e6
         rows.append(
             (
-                f"paging the {big_mb} MB file ({PAGE}/page)",
+                f"paging the {big_mb} MB file with paginate ({PAGE}/page)",
                 mb / statistics.median(src_s),
                 "MB/s",
                 "",
@@ -196,6 +203,14 @@ def file_rows(full: bool) -> list[Row]:
         )
         rows.append(("raw ijson.items over it", mb / statistics.median(raw_s), "MB/s", "(ref)"))
         rows.append(("paging throughput / raw ijson", statistics.median(ratios), "x", ">= 0.70"))
+        rows.append(
+            (
+                "  item by item through open() / raw ijson",
+                statistics.median(item_ratios),
+                "x",
+                "(info)",
+            )
+        )
         pages = n_big // PAGE
         rows.append(("pages opened while paging it", float(pages), "pages", "(info)"))
     return rows
