@@ -317,12 +317,13 @@ def test_describe_has_no_page_size_and_changes_with_the_query(
         "table": ["t"],
         "query": None,
         "params": [],
-        "order_by": ["id"],
+        "order_by": None,
         "unique": False,
         "mode": "keyset",
         "max_cell_bytes": None,
     }
     assert a != SQLiteSource(conn, table="t", order_by=("-id",)).describe()
+    assert a != SQLiteSource(conn, table="t", order_by=("id",)).describe()
     assert SQLiteSource(path, table="t").describe()["database"] == str(path)
 
 
@@ -499,6 +500,68 @@ def test_sqlite_ties_in_the_order_get_the_rowid_appended(tmp_path: Path) -> None
     assert sorted(row["n"] for row in got) == list(range(3000))
     assert [row["grp"] for row in got] == sorted(row["grp"] for row in got)
     assert all("_jb_rowid" not in row for row in got)  # the hidden key stays hidden
+
+
+# Found by trying a table without an `id` column: the default order named `id` and every
+# such table was refused, though the table's own key orders it.
+_DEFAULT_ORDER_TABLES = {
+    "a text primary key": ("CREATE TABLE t (code TEXT PRIMARY KEY NOT NULL, n INTEGER)", "code"),
+    "a composite primary key, without rowid": (
+        "CREATE TABLE t (a TEXT, b INTEGER, n INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID",
+        "a,b",
+    ),
+    "no primary key: the rowid": ("CREATE TABLE t (code TEXT, n INTEGER)", "rowid"),
+    "a primary key that allows NULL: the rowid": (
+        "CREATE TABLE t (code TEXT PRIMARY KEY, n INTEGER)",
+        "rowid",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_DEFAULT_ORDER_TABLES))
+def test_the_default_order_of_a_table_without_id_is_its_own_key(shape: str) -> None:
+    ddl, key = _DEFAULT_ORDER_TABLES[shape]
+    conn = sqlite3.connect(":memory:")
+    conn.execute(ddl)
+    rows = [(f"k{(i * 37) % 101:03}", i % 3, i) for i in range(101)]
+    if key == "a,b":
+        conn.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    else:
+        conn.executemany("INSERT INTO t VALUES (?, ?)", [(a, n) for a, _, n in rows])
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    source = SQLiteSource(conn, table="t")
+    got = read_in_pages(source, [7, 30])
+    assert sorted(row["n"] for row in got) == list(range(101))  # every row once
+    if key == "rowid":
+        assert [row["n"] for row in got] == list(range(101))
+        assert all("_jb_rowid" not in row for row in got)
+    elif key == "code":
+        assert [row["code"] for row in got] == sorted(row["code"] for row in got)
+    else:
+        assert [(row["a"], row["b"]) for row in got] == sorted((r["a"], r["b"]) for r in got)
+    assert "ORDER BY" in statements[-1]
+    assert source.describe()["order_by"] is None
+
+
+def test_the_default_order_keeps_id_where_the_table_has_that_column() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (code TEXT PRIMARY KEY NOT NULL, id INTEGER)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(f"c{i:02}", 30 - i) for i in range(30)])
+    got = read_in_pages(SQLiteSource(conn, table="t"), [4])
+    assert [row["id"] for row in got] == list(range(1, 31))  # by id, the key breaking ties
+
+
+def test_the_default_order_of_a_view_without_id_is_refused_naming_order_by() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    conn.execute("CREATE VIEW v AS SELECT a, b FROM t")
+    with pytest.raises(LimitError, match="no `id` column and no primary key") as caught:
+        SQLiteSource(conn, table="v").open(None)
+    assert caught.value.name == "order_by"
+    # A query has no table key to fall back on: its missing `id` is named as before.
+    with pytest.raises(LimitError, match="is not a column of the result"):
+        SQLiteSource(conn, query="SELECT a FROM t").open(None)
 
 
 def test_a_query_order_that_is_not_known_unique_is_refused_before_any_row(
@@ -854,6 +917,29 @@ def test_pg_a_unique_index_under_another_collation_is_not_enough(
         assert sorted(row["id"] for row in got) == list(range(1, 81))
     finally:
         pg.execute("DROP TABLE tc")
+
+
+@pytest.mark.postgres
+def test_pg_default_order_of_a_table_without_id_is_its_primary_key(
+    pg: psycopg.Connection[Any],
+) -> None:
+    pg.execute("DROP TABLE IF EXISTS nk")
+    pg.execute("CREATE TABLE nk (code text, part int, n int, PRIMARY KEY (code, part))")
+    try:
+        with pg.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO nk VALUES (%s, %s, %s)",
+                [(f"k{(i * 37) % 61:02}", i % 2, i) for i in range(61)],
+            )
+        got = read_in_pages(PostgresSource(pg, table="nk"), [6])
+        assert sorted(row["n"] for row in got) == list(range(61))
+        keys = [(row["code"], row["part"]) for row in got]
+        assert keys == sorted(keys)
+        pg.execute("ALTER TABLE nk DROP CONSTRAINT nk_pkey")
+        with pytest.raises(LimitError, match="no `id` column and no primary key"):
+            PostgresSource(pg, table="nk").open(None)
+    finally:
+        pg.execute("DROP TABLE nk")
 
 
 @pytest.mark.postgres

@@ -221,8 +221,9 @@ def _add_source(p: argparse.ArgumentParser) -> None:
         "--order-by",
         action="append",
         metavar="COLS",
-        help="SQLite: the order, 'col' or '-col', comma-separated or repeated (default id); "
-        "a table's primary key is appended when needed",
+        help="SQLite: the order, 'col' or '-col', comma-separated or repeated (default: id, "
+        "or a --table's primary key or rowid when it has no id column); a table's primary "
+        "key is appended when needed",
     )
     g.add_argument(
         "--unique",
@@ -716,9 +717,9 @@ class _Usage(Exception):
     """A combination of options that cannot work; exit code 2."""
 
 
-def _order_by(args: argparse.Namespace) -> list[str]:
+def _order_by(args: argparse.Namespace) -> list[str] | None:
     if not args.order_by:
-        return ["id"]
+        return None  # the source's default: id, else the table's own key
     return [c.strip() for spec in args.order_by for c in spec.split(",") if c.strip()]
 
 

@@ -72,6 +72,8 @@ _Cut = tuple[str, str, str, str | None, Literal["chars", "bytes"] | None]
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
 _ROWID: Final = "_jb_rowid"
+#: The order of `order_by=None` where the result has an `id` column.
+_DEFAULT_ORDER: Final = ("id",)
 #: Runs of fetched, unserved rows a source keeps for the pages after (one per cursor
 #: being followed), and the most text and binary data they may hold together.
 AHEAD_ROWS: Final = 16
@@ -371,7 +373,7 @@ class _SQLSource(Source[Row]):
         table: str | Sequence[str] | None,
         query: str | None,
         params: Params,
-        order_by: Sequence[str],
+        order_by: Sequence[str] | None,
         mode: Literal["keyset", "offset"],
         unique: bool,
         batch_size: int,
@@ -394,7 +396,9 @@ class _SQLSource(Source[Row]):
         if mode not in ("keyset", "offset"):
             raise LimitError("mode", mode, "must be 'keyset' or 'offset'")
         self._mode = mode
-        self._keys = _parse_order(order_by)
+        # None: `id` where the result has that column, else the table's own key.
+        self._default_order = order_by is None
+        self._keys = _parse_order(_DEFAULT_ORDER if order_by is None else order_by)
         if mode == "keyset" and not self._keys:
             raise LimitError("order_by", order_by, "keyset mode needs at least one column")
         for name, _ in self._keys:
@@ -462,21 +466,35 @@ class _SQLSource(Source[Row]):
         if len(set(columns)) != len(columns):
             dupes = sorted({c for c in columns if columns.count(c) > 1})
             raise LimitError("query", dupes, "returns duplicate column names; alias them")
-        for name, _ in self._keys:
+        order = self._keys
+        # The default order of a table without an `id` column is the table's own key
+        # alone: the primary key, or SQLite's rowid, appended to an empty order below.
+        by_table = self._default_order and table_keys is not None and "id" not in columns
+        if by_table:
+            assert table_keys is not None
+            if not table_keys.append:
+                raise LimitError(
+                    "order_by",
+                    None,
+                    "has no default here: the table has no `id` column and no primary key "
+                    f"(columns: {list(columns)}); name a unique order",
+                )
+            order = ()
+        for name, _ in order:
             if name not in columns:
                 raise LimitError(
                     "order_by", name, f"is not a column of the result (columns: {list(columns)})"
                 )
         notnull: set[str] = table_keys.notnull if table_keys is not None else set()
-        keys = [(name, desc, name in notnull) for name, desc in self._keys]
+        keys = [(name, desc, name in notnull) for name, desc in order]
         hidden = False
-        if self._mode == "keyset" and not self._unique:
-            given = {name for name, _ in self._keys}
+        if by_table or (self._mode == "keyset" and not self._unique):
+            given = {name for name, _ in order}
             if table_keys is None:
-                last = self._keys[-1][0]
+                last = order[-1][0]
                 raise LimitError(
                     "order_by",
-                    [("-" if d else "") + n for n, d in self._keys],
+                    [("-" if d else "") + n for n, d in order],
                     "is not known to be unique for a query, so rows sharing a key could be "
                     f"skipped between pages: add a column that is unique in the result "
                     f"(such as the primary key) after {last!r}, or pass unique=True if the "
@@ -487,14 +505,14 @@ class _SQLSource(Source[Row]):
                 if not append:
                     raise LimitError(
                         "order_by",
-                        [("-" if d else "") + n for n, d in self._keys],
+                        [("-" if d else "") + n for n, d in order],
                         "is not unique and the table has no primary key or NOT NULL unique "
                         "key to append: add unique columns, or pass unique=True if the "
                         "order already is unique",
                     )
                 # The tiebreaker follows the last direction: one direction keeps the
                 # comparison a row value, which indexes serve.
-                desc = self._keys[-1][1]
+                desc = order[-1][1] if order else False
                 for name in append:
                     if name not in given:
                         keys.append((name, desc, True))
@@ -876,7 +894,10 @@ class _SQLSource(Source[Row]):
             "table": None if self._table is None else list(self._table),
             "query": self._query,
             "params": params,
-            "order_by": [("-" if d else "") + n for n, d in self._keys],
+            # The default is described as itself: what it orders by depends on the table.
+            "order_by": None
+            if self._default_order
+            else [("-" if d else "") + n for n, d in self._keys],
             "unique": self._unique,
             "mode": self._mode,
             "max_cell_bytes": self._max_cell,
@@ -1031,7 +1052,7 @@ class SQLiteSource(_SQLSource):
         table: str | Sequence[str] | None = None,
         query: str | None = None,
         params: Params = (),
-        order_by: Sequence[str] = ("id",),
+        order_by: Sequence[str] | None = None,
         mode: Literal["keyset", "offset"] = "keyset",
         unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
@@ -1287,7 +1308,7 @@ class PostgresSource(_SQLSource):
         table: str | Sequence[str] | None = None,
         query: str | None = None,
         params: Params = (),
-        order_by: Sequence[str] = ("id",),
+        order_by: Sequence[str] | None = None,
         mode: Literal["keyset", "offset"] = "keyset",
         unique: bool = False,
         batch_size: int = DEFAULT_BATCH_SIZE,
