@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import JsonArrayFileSource, JsonLinesSource, Limits, Source
+from jsonbudget import JsonArrayFileSource, JsonLinesSource, Limits, Source, bounded_dumps
 from jsonbudget._limits import MAX_DEPTH
 from jsonbudget._sources.jsonread import load_json, scan_json
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
@@ -686,6 +686,21 @@ def test_property_load_json_reads_what_json_loads_reads(value: Any, big: int, in
     assert load_json(text.encode()) == expected  # orjson or the exact parser
     assert load_json(text) == expected  # always the exact parser
     assert scan_json(" " + text + " 7", 1) == (expected, len(text) + 1)
+
+
+def test_regression_a_number_past_the_double_range_is_its_decimal_not_infinity() -> None:
+    """`1e400` was read as float infinity, so `jsonbudget dump` and JSON Lines marked it
+    `…[unencodable: inf]`, a value the JSON never held; ijson and the gate read it as the
+    Decimal it is. Underflow stays 0.0, as in json.loads."""
+    assert load_json(b"[1e400, -2.5E+999, 1e-400, 1.5]") == [
+        Decimal("1e400"),
+        Decimal("-2.5E+999"),
+        0.0,
+        1.5,
+    ]
+    assert bounded_dumps(load_json(b"1e400"), max_bytes=100) == (
+        "…[unencodable: Decimal beyond the float range]".join('""').encode()
+    )
 
 
 def test_load_json_cuts_at_max_depth_and_counts_children() -> None:

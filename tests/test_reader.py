@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip as gzip_module
 import io
 import itertools
+import sys
 import tracemalloc
 import zlib
 from collections.abc import Iterator
@@ -17,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsonbudget import BoundedReader, BoundedText, SpillStore, read_bounded_text
-from jsonbudget._agents.reader import LEAST_READ_BYTES, ResultReader
+from jsonbudget._agents.reader import LEAST_READ_BYTES, LongIntsAsExponents, ResultReader
 from jsonbudget._reader import MAX_EMPTY_CHUNKS
+from jsonbudget._sources.jsonread import load_json
 from jsonbudget.errors import DecodeError, LimitError, SpillError
 from tests.test_adversarial import bounded_run
 
@@ -458,43 +460,69 @@ def test_regression_a_scalar_int_beyond_64_bits_reads_as_the_encoders_marker(
     assert marker.startswith("…[unencodable: Decimal of 30")
 
 
-def test_regression_an_int_longer_than_python_reads_is_a_spill_error_not_a_crash(
+def test_regression_an_int_longer_than_python_reads_is_read_as_its_marker(
     tmp_path: Path,
 ) -> None:
     """A spilled result holding a 20,000-digit integer made read raise a bare ValueError
     from ijson's C backend, which then left an exception set: later reads raised
-    SystemError and the process crashed. yajl never sees such a number now; a read that
-    must pass it raises SpillError saying why, one that stops before it reads on."""
+    SystemError and the process crashed. yajl never sees such a number now. Reads that
+    had to pass it then raised SpillError, so everything after it was out of reach: the
+    Python backend now reads it as the exact Decimal of its digits, which the encoder
+    marks in place and the page reports."""
     out = bounded_run(
         """
         import pathlib
         from jsonbudget import SpillStore
         from jsonbudget._agents.reader import ResultReader
-        from jsonbudget.errors import SpillError
 
         store = SpillStore(pathlib.Path(TMP))
         reader = ResultReader(spill=store, max_bytes=2000)
         raw = b'{"a": 19.90, "n": null, "g": [1, ' + b"7" * 20000 + b'], "h": "s"}'
         ref = reader.reference(store.put(raw, label="big"), principal="p")
         for pointer in ["/a", "/n", "/g", "/g/1", "/h", "", "/a"]:
-            try:
-                print(pointer, reader.read(ref, pointer, principal="p").data.decode())
-            except SpillError as exc:
-                print(pointer, "SpillError", exc)
+            print(pointer, reader.read(ref, pointer, principal="p").data.decode())
+        alone = reader.reference(store.put(b"-" + b"8" * 5000, label="n"), principal="p")
+        print("alone", reader.read(alone, "", principal="p").data.decode())
         other = reader.reference(store.put(b'[1, 2, 3]', label="ok"), principal="p")
         print("other", reader.read(other, "", principal="p").data.decode())
         """.replace("TMP", repr(str(tmp_path)))
     )
-    lines = dict(line.split(" ", 1) for line in out.splitlines())
-    assert lines["/a"].startswith('{"items":[19.90]')
-    assert lines["/n"].startswith('{"items":[null]')
-    too_long = (
-        "SpillError the spilled result holds, on the way to the page, an integer of more "
-        "than 4300 digits, which Python does not read (sys.set_int_max_str_digits)"
-    )
-    for pointer in ("/g", "/g/1", "/h", ""):
-        assert lines[pointer] == too_long
-    assert lines["other"].startswith('{"items":[1,2,3],"complete":true')
+    pages = {p: orjson.loads(d) for p, d in (line.split(" ", 1) for line in out.splitlines())}
+    marker = "…[unencodable: Decimal beyond the float range]"
+    report = [{"path": "/items/0", "kind": "unencodable", "omitted": None, "unit": "bytes"}]
+    assert pages["/a"]["items"] == [19.9]
+    assert pages["/n"]["items"] == [None]
+    assert pages["/g"]["items"] == [1, marker]
+    assert pages["/g"]["truncated"] == [{**report[0], "path": "/items/1"}]
+    assert pages["/g/1"]["items"] == [marker]
+    assert pages["/g/1"]["truncated"] == report  # a scalar page reports its marker too
+    assert pages["/h"]["items"] == ["s"]
+    assert [m["key"] for m in pages[""]["items"]] == ["a", "n", "g", "h"]
+    assert pages["alone"]["items"] == [marker]  # an integer that ends the text
+    assert pages["other"]["items"] == [1, 2, 3]
+    assert all(page["complete"] for page in pages.values())
+
+
+def test_long_integer_exponents_do_not_depend_on_where_pieces_end() -> None:
+    """The streaming transform gives, piece by piece, what it gives the whole text."""
+    limit = sys.get_int_max_str_digits()
+    long_int = b"9" * (limit + 1)
+    texts = [
+        b"[" + long_int + b", -" + long_int + b", 1." + long_int + b", 1e-" + long_int + b"]",
+        b'{"k\\"' + long_int + b'": "' + long_int + b'", "v": ' + long_int + b"}",
+        b"[" + b"7" * limit + b", " + long_int + b"e5, " + long_int + b".5, " + long_int + b"]",
+        long_int,
+    ]
+    expected = [2, 1, 1, 1]  # exponents that go in: integers alone, never strings
+    for text, count in zip(texts, expected, strict=True):
+        whole = LongIntsAsExponents()
+        fixed = whole.feed(text) + whole.end()
+        assert fixed.count(b"E0") == count
+        assert load_json(fixed) == load_json(text)  # the same values, exactly
+        for size in (1, 2, 3, 7, 4096):
+            split = LongIntsAsExponents()
+            pieces = [split.feed(text[i : i + size]) for i in range(0, len(text), size)]
+            assert b"".join(pieces) + split.end() == fixed, size
 
 
 def test_a_digit_run_inside_a_string_is_read_whole(tmp_path: Path) -> None:

@@ -19,8 +19,6 @@ import inspect
 import io
 import itertools
 import operator
-import re
-import sys
 import threading
 import typing
 from collections.abc import Callable, Coroutine, Iterable, Iterator
@@ -45,7 +43,13 @@ from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
-from .reader import PARSE_ERRORS, SURROGATE_ESCAPE, ResultReader, long_digit_run
+from .reader import (
+    PARSE_ERRORS,
+    SURROGATE_ESCAPE,
+    LongIntsAsExponents,
+    ResultReader,
+    long_digit_run,
+)
 from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
 
 __all__ = [
@@ -1252,31 +1256,12 @@ _PREFIX_ERRORS: Final = (*PARSE_ERRORS, ValueError, ArithmeticError)
 
 
 def _long_ints_as_decimals(prefix: bytes) -> bytes:
-    """*prefix* with every integer literal too long for ``int()`` given an ``E0`` exponent.
-
-    Both ijson backends convert an integer with ``int()``, which refuses more digits than
-    ``sys.get_int_max_str_digits()`` (4,300 by default) with a ValueError. A number with
-    an exponent they read as a ``Decimal``, which has no such limit and keeps every digit:
-    the integer becomes the exact ``Decimal`` that ``load_json`` makes of it, which the
-    encoder then marks. Strings are left as they are, a string the prefix cut included.
-    """
+    """*prefix* with every integer literal too long for ``int()`` given an ``E0`` exponent
+    (see `LongIntsAsExponents`); a string the prefix cut is left as it is."""
     if not long_digit_run(prefix):
         return prefix  # the usual case: no run of digits that long, not even in a string
-    return _long_int_pattern(sys.get_int_max_str_digits()).sub(_with_exponent, prefix)
-
-
-@functools.lru_cache(maxsize=4)
-def _long_int_pattern(limit: int) -> re.Pattern[bytes]:
-    # A string is matched whole so its digits are skipped; a number is an integer when
-    # nothing of a number (".", "e", a digit) is next to it. Possessive runs: linear.
-    return re.compile(
-        rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\Z)|(?<![\w.+-])-?\d{%d,}+(?![\w.])' % (limit + 1)
-    )
-
-
-def _with_exponent(match: re.Match[bytes]) -> bytes:
-    token = match[0]
-    return token if token[:1] == b'"' else token + b"E0"
+    fix = LongIntsAsExponents()
+    return fix.feed(prefix) + fix.end()
 
 
 def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:

@@ -35,7 +35,14 @@ from .._sources.base import Clipped
 from ..errors import InvalidCursor, LimitError, SpillError
 from .spill import SpillBackend, SpillRef
 
-__all__ = ["LEAST_READ_BYTES", "READ_TOOL", "ReadPage", "ResultReader", "read_result"]
+__all__ = [
+    "LEAST_READ_BYTES",
+    "READ_TOOL",
+    "LongIntsAsExponents",
+    "ReadPage",
+    "ResultReader",
+    "read_result",
+]
 
 #: The scope query every reference and read cursor is bound to (with the principal).
 READ_TOOL = "read_result"
@@ -148,9 +155,9 @@ class ResultReader:
         Raises the cursor errors for a reference or cursor that is not *principal*'s, is
         garbled or expired (a cursor minted for another reference or pointer is
         `InvalidCursor`), `LimitError` for a pointer that is not an RFC 6901 pointer,
-        `SpillError` if the result is gone, is not valid JSON up to the page, holds on the
-        way to it an integer longer than Python's int() converts, or nothing stands at
-        *pointer*.
+        `SpillError` if the result is gone, is not valid JSON up to the page, or nothing
+        stands at *pointer*. An integer longer than Python's int() converts is read as
+        the exact Decimal of its digits (see `LongIntsAsExponents`), which the page marks.
         """
         scope = _scope(principal)
         tokens = _tokens(pointer)
@@ -184,7 +191,7 @@ class ResultReader:
                 self._surrogates[spilled] = True  # the next backend is the Python one
             except PARSE_ERRORS as exc:
                 error = exc
-        raise SpillError(_unreadable(error)) from error
+        raise SpillError(f"the spilled result is not valid JSON: {str(error)[:200]}") from error
 
     def _backends(self, name: str) -> tuple[Any, ...]:
         """The parsers to try on *name*, in order. yajl writes a lone high surrogate
@@ -218,7 +225,7 @@ class ResultReader:
                 # result nested 50,000 deep would hold gigabytes of them).
                 # Numbers as written: integers as int, others as Decimal (a float would
                 # read 19.90 as 19.9 and round 0.1000000000000000055511151231257827).
-                source = file if backend is _IJSON_PY else _Watched(file)
+                source = _Exponents(file) if backend is _IJSON_PY else _Watched(file)
                 events = backend.basic_parse(source, use_float=False)
                 event, value = _locate(events, tokens, call.pointer)
                 # The items already read are skipped by their events, never built.
@@ -302,11 +309,10 @@ class ResultReader:
         return self._finish(call, [orjson.Fragment(shown.data)], "string", token)
 
     def _scalar(self, call: _Read, value: Any) -> ReadPage:
-        # Through the encoder, as a list's items go: a number as written (ijson reads it
-        # as a Decimal or an int), an integer beyond 64 bits as the encoder's marker.
-        envelope = self._finish(call, [], "value", None).data
-        shown = encode(value, max_bytes=self._limits.max_bytes - len(envelope))
-        return self._finish(call, [orjson.Fragment(shown.data)], "value", None)
+        # Through the page builder, as a list's items go: a number as written (ijson reads
+        # it as a Decimal or an int), one the encoder cannot write as its marker, which
+        # the page reports.
+        return self._children(call, iter((value,)), "value")[0]
 
     def _text(self, call: _Read) -> ReadPage:
         budget = self._limits.max_bytes - _STRING_ENVELOPE
@@ -407,6 +413,113 @@ def long_digit_run(data: bytes) -> bool:
     return bool(limit) and b"0" * (limit + 1) in data.translate(_DIGITS)
 
 
+class LongIntsAsExponents:
+    """JSON bytes, fed in pieces, with every integer literal too long for ``int()`` given
+    an ``E0`` exponent.
+
+    Both ijson backends convert an integer with ``int()``, which refuses more digits than
+    ``sys.get_int_max_str_digits()`` (4,300 by default). A number with an exponent they
+    read as a ``Decimal``, which has no such limit and keeps every digit: the integer
+    becomes the exact ``Decimal`` that ``load_json`` makes of it, which the encoder then
+    marks. Strings pass as they are, digits and escapes included, wherever a piece
+    ends. Linear: one regex step per string and per digit run, a copy only where an
+    exponent goes in.
+    """
+
+    __slots__ = ("_after", "_escaped", "_in_string", "_limit", "_run")
+
+    def __init__(self) -> None:
+        self._limit = sys.get_int_max_str_digits()
+        self._in_string = False
+        self._escaped = False  # the last piece ended on a backslash inside a string
+        self._run = -1  # digits of an integer the last piece ended inside, else -1
+        self._after = b"  "  # the last two bytes fed: what stands before the next piece
+
+    def feed(self, data: bytes) -> bytes:
+        """*data*, the next piece, with the exponents that go in it."""
+        if not self._limit:
+            return data  # no limit: int() reads any integer
+        out: list[bytes] = []
+        i, copied, n = 0, 0, len(data)
+        while i < n:
+            if self._in_string:
+                if self._escaped:
+                    self._escaped, i = False, i + 1
+                    continue
+                j = _STRING_REST.match(data, i).end()  # type: ignore[union-attr]  # matches ""
+                if j == n:
+                    break
+                if data[j] == 0x22:  # the closing quote
+                    self._in_string, i = False, j + 1
+                else:  # a backslash, the piece's last byte
+                    self._escaped, i = True, n
+                continue
+            if self._run >= 0:  # inside an integer's digits
+                j = _DIGIT_RUN.match(data, i).end()  # type: ignore[union-attr]  # matches ""
+                self._run += j - i
+                if j == n:
+                    break
+                if self._run > self._limit and data[j] not in b".eE":
+                    out += (data[copied:j], b"E0")
+                    copied = j
+                self._run, i = -1, j
+                continue
+            m = _STRING_OR_DIGITS.search(data, i)
+            if m is None:
+                break
+            if m[0] == b'"':
+                self._in_string, i = True, m.end()
+            elif self._starts_integer(data, m.start()):
+                self._run, i = 0, m.start()
+            else:  # a fraction's or an exponent's digits
+                i = m.end()
+        self._after = (self._after + data[-2:])[-2:]
+        if not out:
+            return data
+        out.append(data[copied:])
+        return b"".join(out)
+
+    def end(self) -> bytes:
+        """What goes after the last piece: the exponent of an integer that ends the text."""
+        if self._run > self._limit and not self._in_string:
+            self._run = -1
+            return b"E0"
+        return b""
+
+    def _starts_integer(self, data: bytes, at: int) -> bool:
+        # Digits start an integer part unless a digit, ".", "e", "E" or "+" stands before
+        # them, or a "-" after an "e" (an exponent's sign).
+        before = (self._after + data[max(0, at - 2) : at])[-2:]
+        if before[1] == 0x2D:  # "-"
+            return before[0] not in b"eE"
+        return before[1] not in b"0123456789.eE+"
+
+
+_STRING_REST: Final = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
+_DIGIT_RUN: Final = re.compile(rb"[0-9]*+")
+_STRING_OR_DIGITS: Final = re.compile(rb'"|[0-9]++')
+
+
+class _Exponents:
+    """A spilled file as the Python backend reads it: long integers given exponents."""
+
+    __slots__ = ("_done", "_file", "_fix")
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self._fix = LongIntsAsExponents()
+        self._done = False
+
+    def read(self, size: int = -1) -> bytes:
+        if self._done or size == 0:  # ijson reads 0 bytes to learn the file's type
+            return b""
+        data = self._file.read(size)
+        if data:
+            return self._fix.feed(data)
+        self._done = True
+        return self._fix.end()
+
+
 class _Watched:
     """A spilled file as yajl reads it, stopping it before what it mishandles."""
 
@@ -430,23 +543,6 @@ class _Watched:
             raise _NotForYajl
         self._run = self._run + lead if lead == len(data) else len(data) - len(digits.rstrip(b"0"))
         return data
-
-
-def _unreadable(error: Exception | None) -> str:
-    """What a `SpillError` says of a result no backend could read up to the page."""
-    limit = sys.get_int_max_str_digits()
-    # The Python backend calls an integer longer than int() converts a symbol it does
-    # not expect (ijson's UnexpectedSymbol, a JSONError): it is valid JSON all the same.
-    number = _UNEXPECTED_NUMBER.match(str(error)[: limit + 40])
-    if limit and number is not None and len(number.group(1)) > limit:
-        return (
-            f"the spilled result holds, on the way to the page, an integer of more than "
-            f"{limit} digits, which Python does not read (sys.set_int_max_str_digits)"
-        )
-    return f"the spilled result is not valid JSON: {str(error)[:200]}"
-
-
-_UNEXPECTED_NUMBER: Final = re.compile(r"Unexpected symbol '-?([0-9]+)")
 
 
 def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:

@@ -16,6 +16,7 @@ first and says what stood there from the container's real length.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -117,7 +118,12 @@ def _byte_offset(text: str, pos: int) -> int:
 
 def _number(tok: str, frac: str | None, exp: str | None) -> int | float | Decimal:
     if frac or exp:
-        return float(tok)
+        value = float(tok)
+        if math.isinf(value):
+            # Past the double range (1e400): the exact Decimal, as the encoder's marker
+            # and ijson read it, not an infinity the JSON never said.
+            return Decimal(tok)
+        return value
     limit = sys.get_int_max_str_digits()
     if limit and len(tok.lstrip("-")) > limit:
         # int() refuses literals this long; Decimal keeps every digit, in linear time.
