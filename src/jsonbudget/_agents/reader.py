@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import json
 import os
 import re
@@ -464,15 +465,23 @@ class LongIntsAsExponents:
                     copied = j
                 self._run, i = -1, j
                 continue
-            m = _STRING_OR_DIGITS.search(data, i)
-            if m is None:
+            # Everything that needs nothing, in one regex call: whole strings, digit runs
+            # the limit allows, the rest. It stops at a string the piece does not close
+            # or a run past the limit.
+            j = _uneventful(self._limit).match(data, i).end()  # type: ignore[union-attr]
+            if j == n:
+                # Digits that end the piece may go on in the next one: an integer's are
+                # counted on there.
+                k = max(i, len(data.rstrip(b"0123456789")))
+                if k < n and self._starts_integer(data, k):
+                    self._run = n - k
                 break
-            if m[0] == b'"':
-                self._in_string, i = True, m.end()
-            elif self._starts_integer(data, m.start()):
-                self._run, i = 0, m.start()
-            else:  # a fraction's or an exponent's digits
-                i = m.end()
+            if data[j] == 0x22:  # a string the piece does not close
+                self._in_string, i = True, j + 1
+            elif self._starts_integer(data, j):
+                self._run, i = 0, j
+            else:  # a long fraction or exponent: no exponent goes in
+                i = _DIGIT_RUN.match(data, j).end()  # type: ignore[union-attr]
         self._after = (self._after + data[-2:])[-2:]
         if not out:
             return data
@@ -497,7 +506,15 @@ class LongIntsAsExponents:
 
 _STRING_REST: Final = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
 _DIGIT_RUN: Final = re.compile(rb"[0-9]*+")
-_STRING_OR_DIGITS: Final = re.compile(rb'"|[0-9]++')
+
+
+@functools.lru_cache(maxsize=4)
+def _uneventful(limit: int) -> re.Pattern[bytes]:
+    # Possessive throughout: each byte is looked at a bounded number of times.
+    return re.compile(
+        rb'(?:[^"0-9]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|[0-9]{1,%d}+(?![0-9]))*+' % limit,
+        re.DOTALL,
+    )
 
 
 class _Exponents:
