@@ -469,9 +469,8 @@ class _SQLSource(Source[Row]):
         order = self._keys
         # The default order of a table without an `id` column is the table's own key
         # alone: the primary key, or SQLite's rowid, appended to an empty order below.
-        by_table = self._default_order and table_keys is not None and "id" not in columns
-        if by_table:
-            assert table_keys is not None
+        by_table = False
+        if self._default_order and table_keys is not None and "id" not in columns:
             if not table_keys.append:
                 raise LimitError(
                     "order_by",
@@ -479,7 +478,7 @@ class _SQLSource(Source[Row]):
                     "has no default here: the table has no `id` column and no primary key "
                     f"(columns: {list(columns)}); name a unique order",
                 )
-            order = ()
+            order, by_table = (), True
         for name, _ in order:
             if name not in columns:
                 raise LimitError(
