@@ -703,6 +703,19 @@ def test_regression_a_number_past_the_double_range_is_its_decimal_not_infinity()
     )
 
 
+def test_the_array_file_reads_a_number_past_the_double_range_as_load_json_does(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "big_numbers.json"
+    doc = b'[1e400, {"a": -2E999, "b": 1.5}, 0.1, [' + b"1" * 40 + b".5]]"
+    path.write_bytes(doc)
+    source = JsonArrayFileSource(path)
+    items = [item for item, _ in source.open(None)]
+    assert items == load_json(doc)
+    assert items[:2] == [Decimal("1e400"), {"a": Decimal("-2E999"), "b": 1.5}]
+    assert read_in_pages(source, [1]) == items  # resumed page by page
+
+
 def test_load_json_cuts_at_max_depth_and_counts_children() -> None:
     assert load_json(b"[[1, [2, 3]], {}]", max_depth=1) == [
         [1, "…[depth: list of 2 items]"],

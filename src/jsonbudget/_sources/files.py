@@ -18,10 +18,12 @@ import codecs
 import contextlib
 import gzip as gzip_module
 import json
+import math
 import os
 import re
 import zlib
 from collections.abc import Callable, Generator, Iterator, Sequence
+from decimal import Decimal
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
 
@@ -73,9 +75,19 @@ def _reject_constant(name: str) -> Any:
 Scan = Callable[[str, int], tuple[Any, int]]
 
 
+def _float_or_decimal(text: str) -> float | Decimal:
+    """A float literal as `load_json` reads it: past the double range (1e400), the exact
+    Decimal, not the infinity the stdlib makes of it."""
+    value = float(text)
+    return Decimal(text) if value in _INFINITIES else value
+
+
+_INFINITIES: Final = (math.inf, -math.inf)
+
+
 def _new_scanner() -> tuple[Scan, Scan]:
     """The C scanner itself (fast path), and the same with the iterative fallback."""
-    decoder = json.JSONDecoder(parse_constant=_reject_constant)
+    decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_float_or_decimal)
     # The C scanner, called directly: raw_decode() would only wrap it.
     c_scan: Scan = make_scanner(decoder)  # type: ignore[arg-type]
 
