@@ -157,6 +157,7 @@ _OPTION_SLOTS = (
     "_cap",
     "_encoder",
     "_fixed",
+    "_frame",
     "_items_path",
     "_keys",
     "_max_items",
@@ -187,6 +188,7 @@ class PageBuilder:
         "_count",
         "_encoder",
         "_fixed",
+        "_frame",
         "_full_reason",
         "_has_oversized",
         "_has_truncated",
@@ -233,6 +235,14 @@ class PageBuilder:
         self._spill_label = spill_label
         self._keys = _envelope_keys(keys)
         self._items_path = pointer("", self._keys["items"])
+        k = self._keys
+        # The envelope's fixed bytes, written once: before the items, and before the
+        # values of "complete" and "next_cursor".
+        self._frame = (
+            b"{" + _dumps(k["items"]) + b":[",
+            b"]," + _dumps(k["complete"]) + b":",
+            b"," + _dumps(k["next_cursor"]) + b":",
+        )
         self._encoder = encoder or Encoder(
             limits, strategy=strategy, markers=markers, default=default, binary=binary
         )
@@ -406,10 +416,11 @@ class PageBuilder:
         if complete:
             incomplete_reason = None
         k = self._keys
-        head = b"{" + _dumps(k["items"]) + b":["
-        out = bytearray(b"],")
-        out += _dumps(k["complete"]) + b":" + (b"true" if complete else b"false") + b","
-        out += _dumps(k["next_cursor"]) + b":" + _dumps(next_cursor)
+        head, complete_at, cursor_at = self._frame
+        out = bytearray(complete_at)
+        out += b"true" if complete else b"false"
+        out += cursor_at
+        out += b"null" if next_cursor is None else _dumps(next_cursor)
         if self._truncations:
             out += b"," + _dumps(k["truncated"]) + b":"
             out += _dumps([t.to_dict() for t in self._truncations])
