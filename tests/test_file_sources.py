@@ -151,6 +151,27 @@ def test_invalid_documents_raise_decode_error(
         all_items(JsonArrayFileSource(path, prefix=prefix, read_size=3))
 
 
+@pytest.mark.parametrize(
+    ("text", "offset"),
+    [
+        ('[1, {"a": tru}]', 10),
+        ('[1, {"é": tru}]', 11),  # counted in bytes: é is two
+        ('[1, {"a": 1,}]', 12),
+        ("[1, 2 3]", 6),
+        ('[{"a": [1, 2, x]}]', 14),
+    ],
+)
+@pytest.mark.parametrize("read_size", [3, 65536])
+def test_regression_an_invalid_item_names_the_byte_where_it_goes_wrong(
+    tmp_path: Path, text: str, offset: int, read_size: int
+) -> None:
+    """The offset was the start of the item that held the error."""
+    path = write(tmp_path / "bad.json", text)
+    with pytest.raises(DecodeError) as caught:
+        all_items(JsonArrayFileSource(path, read_size=read_size))
+    assert caught.value.offset == offset
+
+
 def test_invalid_utf8_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "u.json"
     path.write_bytes(b'["ok", "\xff"]')

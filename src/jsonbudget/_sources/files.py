@@ -251,7 +251,7 @@ class _Window:
                     # `[{"a":` at the end of the file: the item was cut, not malformed.
                     raise self.error("the input ends inside an item") from None
                 if self.eof or at < len(self.buf) - _EDGE:
-                    raise self.error("expected a value") from None
+                    raise self.error("expected a value", at) from None
                 self.refill()
                 continue
             except json.JSONDecodeError as exc:
@@ -262,7 +262,7 @@ class _Window:
                 if self.eof and (exc.pos >= len(self.buf) or unclosed):
                     raise self.error("the input ends inside an item") from None
                 if self.eof or not incomplete:
-                    raise self.error(exc.msg) from None
+                    raise self.error(exc.msg, exc.pos) from None
                 self.refill()
                 continue
             except _NonFinite as exc:
@@ -274,8 +274,14 @@ class _Window:
                 continue
             return obj, end
 
-    def error(self, message: str) -> DecodeError:
-        return DecodeError(f"invalid JSON: {message}", offset=self.bpos)
+    def error(self, message: str, at: int | None = None) -> DecodeError:
+        """The error at *at*, an index in the window where the text went wrong (default:
+        the start of the value being read), its offset counted in the file's bytes."""
+        offset = self.bpos
+        if at is not None and at > self.pos:
+            piece = self.buf[self.pos : at]
+            offset += len(piece) if piece.isascii() else len(piece.encode("utf-8", "replace"))
+        return DecodeError(f"invalid JSON: {message}", offset=offset)
 
 
 def _split_prefix(prefix: object) -> tuple[str, ...]:
