@@ -378,6 +378,21 @@ def test_jsonl_invalid_lines(tmp_path: Path, text: str, message: str) -> None:
         all_items(JsonLinesSource(write(tmp_path / "b.jsonl", text)))
 
 
+@pytest.mark.parametrize("text", ['{"a":1}\n\n{"b":\n{"c":2}\n', '{"a":1}\r\n{"b":\r\n'])
+def test_regression_a_bad_line_has_one_offset_whether_read_or_filled(
+    tmp_path: Path, text: str
+) -> None:
+    """Lines read with their newline (open, the CLI's dump) put the error after it, one
+    byte past where a filled page (lines split without it) put it."""
+    path = write(tmp_path / "b.jsonl", text)
+    offsets = []
+    for read in (all_items, lambda source: pages_by_fill(source, Limits(4096))):
+        with pytest.raises(DecodeError) as caught:
+            read(JsonLinesSource(path))
+        offsets.append(caught.value.offset)
+    assert offsets == [text.index('{"b":') + 5] * 2  # where the line's text ends
+
+
 def test_jsonl_line_longer_than_max_item_bytes(tmp_path: Path) -> None:
     path = write(tmp_path / "l.jsonl", json.dumps("x" * 100) + "\n1\n")
     with pytest.raises(DecodeError, match="max_item_bytes=50"):

@@ -861,7 +861,9 @@ def parse_line(line: bytes, offset: int) -> Any:
         if exact(line, value):
             return value
     try:
-        return load_json(line)
+        # Without its line break: a value cut short is reported where the line ends,
+        # whether the line came with its newline (open, the CLI) or without (fill).
+        return load_json(line.rstrip(b"\r\n"))
     except DecodeError as exc:
         message = f"line at byte {offset}: {_reason(exc)}"
         raise DecodeError(message, offset=offset + exc.offset) from None
