@@ -504,7 +504,9 @@ class LongIntsAsExponents:
         return before[1] not in b"0123456789.eE+"
 
 
-_STRING_REST: Final = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.DOTALL)
+#: The rest of a JSON string's text up to its closing quote (or a final backslash).
+_STRING_BODY: Final = rb'[^"\\]*+(?:\\.[^"\\]*+)*+'
+_STRING_REST: Final = re.compile(_STRING_BODY, re.DOTALL)
 _DIGIT_RUN: Final = re.compile(rb"[0-9]*+")
 
 
@@ -512,7 +514,7 @@ _DIGIT_RUN: Final = re.compile(rb"[0-9]*+")
 def _uneventful(limit: int) -> re.Pattern[bytes]:
     # Possessive throughout: each byte is looked at a bounded number of times.
     return re.compile(
-        rb'(?:[^"0-9]++|"[^"\\]*+(?:\\.[^"\\]*+)*+"|[0-9]{1,%d}+(?![0-9]))*+' % limit,
+        rb'(?:[^"0-9]++|"%s"|[0-9]{1,%d}+(?![0-9]))*+' % (_STRING_BODY, limit),
         re.DOTALL,
     )
 

@@ -246,7 +246,6 @@ class PageBuilder:
         self._encoder = encoder or Encoder(
             limits, strategy=strategy, markers=markers, default=default, binary=binary
         )
-        k = self._keys
         # Everything but the items and the reports, at its longest.
         closing = {
             k["complete"]: False,

@@ -18,12 +18,10 @@ import codecs
 import contextlib
 import gzip as gzip_module
 import json
-import math
 import os
 import re
 import zlib
 from collections.abc import Callable, Generator, Iterator, Sequence
-from decimal import Decimal
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
 
@@ -32,7 +30,7 @@ import orjson
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
 from .base import Filler, JSONValue, Position, Source, check_limit_hint, page_budget
-from .jsonread import exact, load_json, scan_json
+from .jsonread import exact, float_or_decimal, load_json, scan_json
 
 __all__ = [
     "BOM",
@@ -75,19 +73,9 @@ def _reject_constant(name: str) -> Any:
 Scan = Callable[[str, int], tuple[Any, int]]
 
 
-def _float_or_decimal(text: str) -> float | Decimal:
-    """A float literal as `load_json` reads it: past the double range (1e400), the exact
-    Decimal, not the infinity the stdlib makes of it."""
-    value = float(text)
-    return Decimal(text) if value in _INFINITIES else value
-
-
-_INFINITIES: Final = (math.inf, -math.inf)
-
-
 def _new_scanner() -> tuple[Scan, Scan]:
     """The C scanner itself (fast path), and the same with the iterative fallback."""
-    decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_float_or_decimal)
+    decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=float_or_decimal)
     # The C scanner, called directly: raw_decode() would only wrap it.
     c_scan: Scan = make_scanner(decoder)  # type: ignore[arg-type]
 
@@ -212,13 +200,15 @@ class _Window:
         self.buf = rest + text
         self.pos = 0
 
-    def advance(self, end: int) -> None:
-        buf = self.buf
+    def _bytes_to(self, end: int) -> int:
+        """The bytes of the text from ``pos`` to *end*."""
         # isascii() is O(1) on str: byte and character offsets agree.
-        if buf.isascii():
-            self.bpos += end - self.pos
-        else:
-            self.bpos += len(buf[self.pos : end].encode("utf-8"))
+        if self.buf.isascii():
+            return end - self.pos
+        return len(self.buf[self.pos : end].encode("utf-8"))
+
+    def advance(self, end: int) -> None:
+        self.bpos += self._bytes_to(end)
         self.pos = end
 
     def peek(self) -> str:
@@ -277,10 +267,7 @@ class _Window:
     def error(self, message: str, at: int | None = None) -> DecodeError:
         """The error at *at*, an index in the window where the text went wrong (default:
         the start of the value being read), its offset counted in the file's bytes."""
-        offset = self.bpos
-        if at is not None and at > self.pos:
-            piece = self.buf[self.pos : at]
-            offset += len(piece) if piece.isascii() else len(piece.encode("utf-8", "replace"))
+        offset = self.bpos + (self._bytes_to(at) if at is not None and at > self.pos else 0)
         return DecodeError(f"invalid JSON: {message}", offset=offset)
 
 

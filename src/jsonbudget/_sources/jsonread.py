@@ -30,7 +30,7 @@ import orjson
 from .._limits import MAX_DEPTH, check_int
 from ..errors import DecodeError
 
-__all__ = ["exact", "load_json", "scan_json"]
+__all__ = ["exact", "float_or_decimal", "load_json", "scan_json"]
 
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*((\[+)|(\]+)|([{}:,])|(\")|"
@@ -116,14 +116,16 @@ def _byte_offset(text: str, pos: int) -> int:
     return pos if text.isascii() else len(text[:pos].encode("utf-8", "surrogatepass"))
 
 
+def float_or_decimal(text: str) -> float | Decimal:
+    """A JSON float literal's value: past the double range (1e400), the exact Decimal, as
+    ijson reads it and the encoder marks it, not an infinity the JSON never said."""
+    value = float(text)
+    return Decimal(text) if math.isinf(value) else value
+
+
 def _number(tok: str, frac: str | None, exp: str | None) -> int | float | Decimal:
     if frac or exp:
-        value = float(tok)
-        if math.isinf(value):
-            # Past the double range (1e400): the exact Decimal, as the encoder's marker
-            # and ijson read it, not an infinity the JSON never said.
-            return Decimal(tok)
-        return value
+        return float_or_decimal(tok)
     limit = sys.get_int_max_str_digits()
     if limit and len(tok.lstrip("-")) > limit:
         # int() refuses literals this long; Decimal keeps every digit, in linear time.
