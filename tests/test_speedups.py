@@ -607,6 +607,33 @@ def test_the_compiled_string_cut_escapes_as_orjson_does(s: str, room: int, wide:
     assert replaced == lone
 
 
+# Runs of plain ASCII on both sides of the 16-character blocks the cut copies at once,
+# stopped by every kind of character that is not plain, in strings of every width.
+runs = st.lists(
+    st.integers(0, 40).map(lambda n: "x" * n)
+    | st.sampled_from(['"', "\\", "\n", "\x1f", "\x7f", "é", "\u201c", "\ud800", "😀", "\uffff"]),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=1000)
+@given(runs, st.integers(0, 600), st.sampled_from(["", "\u0100", "😀"]))
+def test_the_compiled_string_cut_copies_plain_runs_exactly(s: str, room: int, lead: str) -> None:
+    s = lead + s
+    mark = lambda kept: (b'"', b'"')  # noqa: E731
+    got = speedups.cut_string(s, room, mark, 1, 1)
+    assert got == strings.py_cut_string(s, room, mark, 1, 1)
+    data, kept, replaced = got
+    clean, lone = strings.SURROGATE.subn("\ufffd", s[:kept])
+    assert data == orjson.dumps(clean)
+    assert replaced == lone
+    assert len(data) - 2 <= room
+    # The longest prefix that fits: one more character would not.
+    if kept < len(s):
+        longer = orjson.dumps(strings.SURROGATE.sub("\ufffd", s[: kept + 1]))
+        assert len(longer) - 2 > room
+
+
 def test_the_compiled_string_cut_refuses_marks_past_their_room() -> None:
     for cut in (speedups.cut_string, strings.py_cut_string):
         with pytest.raises(ValueError, match="within their rooms"):

@@ -36,7 +36,7 @@ from .bound import TOO_BIG as _TOO_BIG
 from .bound import UNCLEAN as _UNCLEAN
 from .bound import compact as _compact
 from .markers import Markers, MarkerStyle
-from .render import EncodeCall, Out, RunSizer, Stream, pointer
+from .render import EncodeCall, Out, RunSizer, Stream, cut_text, pointer
 from .values import NATIVE_KEYS as _NATIVE_KEYS
 
 __all__ = [
@@ -260,6 +260,11 @@ class Encoder:
         *walked* (`TOO_BIG` or `UNCLEAN`), or None when it did not run."""
         if walked is None:
             return self.encode(obj)
+        if walked == _TOO_BIG and type(obj) is str:
+            text = self._text_cut(obj)
+            if text is not None:
+                data, trs = text
+                return _new_encoded(data, False, tuple(_truncation(*tr) for tr in trs))
         call, out = self._rendered(obj, self.limits.max_bytes, "", walked)
         return _encoded(call, _rendering(out), "")
 
@@ -267,8 +272,23 @@ class Encoder:
         """`_fitting(obj, walked).data`, without joining reports that nobody reads."""
         if walked is None:
             return self.dumps(obj)
+        if walked == _TOO_BIG and type(obj) is str:
+            text = self._text_cut(obj)
+            if text is not None:
+                return text[0]
         _, out = self._rendered(obj, self.limits.max_bytes, "", walked)
         return _compact(_rendering(out)[0])
+
+    def _text_cut(self, s: str) -> Out | None:
+        """What the renderer writes for a top-level str the walk found too big, without
+        building a renderer (its setup was half of a 4 KiB cut), or None where the
+        renderer must choose: a field cap between the budget and `_BIG` may cut *s* to
+        something that fits whole. Every budget is at least `MIN_BYTES`, so the marker
+        always fits."""
+        budget, field = self.limits.max_bytes, self._caps[3]
+        if len(s) + 2 <= budget or budget < field < _BIG:
+            return None
+        return _rendering(cut_text(s, min(budget, field), self._mk))
 
     def whole(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
         """*obj* encoded without any budget cut if that fits *budget* bytes, else None.

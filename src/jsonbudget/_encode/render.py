@@ -51,7 +51,7 @@ from .strings import SURROGATE, cut_string, prefix
 if TYPE_CHECKING:
     from .encoder import Encoder
 
-__all__ = ["EncodeCall", "Mark", "Out", "RunSizer", "Stream", "Trs", "pointer", "token"]
+__all__ = ["EncodeCall", "Mark", "Out", "RunSizer", "Stream", "Trs", "cut_text", "pointer", "token"]
 
 #: Relative truncation reports: leaves ``(pointer suffix, kind, omitted, unit)`` and
 #: branches ``(pointer suffix, Trs)``; `EncodeCall.reports` joins them into pointers.
@@ -1213,28 +1213,7 @@ class EncodeCall:
 
     def cut_str(self, s: str, allot: int) -> Out | None:
         """*s* cut to fit *allot* bytes with its marker; None if not even the marker fits."""
-        allot = min(allot, self.max_field)
-        n = len(s)
-        mk = self.mk
-        head, tail = mk.string(n)  # the longest count: the real one has no more digits
-        room = allot - len(head) - len(tail)
-        if room >= 0:
-            mark: Callable[[int], tuple[bytes, bytes]] = lambda kept: mk.string(n - kept)  # noqa: E731
-        else:
-            head, tail = mk.string(None)  # the count does not fit: "…[truncated]"
-            room = allot - len(head) - len(tail)
-            if room < 0:
-                return None
-            mark = lambda kept: (head, tail)  # noqa: E731
-        data, kept, replaced = cut_string(s, room, mark, len(head), len(tail))
-        if kept == n and n:
-            # All of it fit in the room, so only its "replaced" note did not: a cut that
-            # kept everything would say "0 more chars". It drops the last character.
-            data, kept, replaced = cut_string(s[: n - 1], room, mark, len(head), len(tail))
-        trs: Trs = (("", "string", n - kept, "chars"),)
-        if replaced:
-            trs += (("", "unencodable", replaced, "chars"),)
-        return data, trs
+        return cut_text(s, min(allot, self.max_field), self.mk)
 
     def _whole_clip(self, c: _values.Clip, cap: int) -> Out | None:
         """A clipped text's full rendering: all its head (or the field cap's cut) and its
@@ -1372,6 +1351,33 @@ class EncodeCall:
 
 #: Python frames the renderer takes per level of the value it renders, about.
 FRAMES_PER_LEVEL = 3
+
+
+def cut_text(s: str, allot: int, mk: Markers) -> Out | None:
+    """*s* cut to fit *allot* bytes with its marker; None if not even the marker fits.
+
+    *allot* already includes any field cap: this is the whole cut of a string.
+    """
+    n = len(s)
+    head, tail = mk.string(n)  # the longest count: the real one has no more digits
+    room = allot - len(head) - len(tail)
+    if room >= 0:
+        mark: Callable[[int], tuple[bytes, bytes]] = lambda kept: mk.string(n - kept)  # noqa: E731
+    else:
+        head, tail = mk.string(None)  # the count does not fit: "…[truncated]"
+        room = allot - len(head) - len(tail)
+        if room < 0:
+            return None
+        mark = lambda kept: (head, tail)  # noqa: E731
+    data, kept, replaced = cut_string(s, room, mark, len(head), len(tail))
+    if kept == n and n:
+        # All of it fit in the room, so only its "replaced" note did not: a cut that
+        # kept everything would say "0 more chars". It drops the last character.
+        data, kept, replaced = cut_string(s[: n - 1], room, mark, len(head), len(tail))
+    trs: Trs = (("", "string", n - kept, "chars"),)
+    if replaced:
+        trs += (("", "unencodable", replaced, "chars"),)
+    return data, trs
 
 
 def _stack_error(where: Any) -> EncodeError:
