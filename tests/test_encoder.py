@@ -272,6 +272,27 @@ def test_strings_are_cut_on_character_and_escape_boundaries(
         assert rest == f"{len(s) - len(prefix)} more chars]"
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    text=awkward_text | st.just("\ud800x"),
+    extra=st.integers(0, 3000),
+    max_bytes=st.integers(64, 300),
+    field=st.none() | st.integers(32, 700),
+    markers=st.sampled_from(["text", "structured"]),
+)
+def test_a_top_level_string_is_cut_as_the_renderer_cuts_it(
+    text: str, extra: int, max_bytes: int, field: int | None, markers: MarkerStyle
+) -> None:
+    # encode() and dumps() cut a long top-level str without building the renderer;
+    # fit() always asks the renderer: all three must agree, reports included.
+    if markers == "structured" and field is not None:
+        field = max(field, 64)
+    s = text * 20 + "x" * extra
+    enc = Encoder(max_bytes=max_bytes, max_field_bytes=field, markers=markers)
+    assert enc.encode(s) == enc.fit(s, max_bytes)
+    assert enc.dumps(s) == enc.encode(s).data
+
+
 # -- exact fixtures -------------------------------------------------------------------
 
 
