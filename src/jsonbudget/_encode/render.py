@@ -396,10 +396,13 @@ class EncodeCall:
         *room* includes a comma before the run; the result keeps orjson's brackets. When
         the run was encoded and did not fit, `over` says by how much.
         """
+        return self.bulk_run(items[start : start + count], room, depth)
+
+    def bulk_run(self, run: list[Any] | tuple[Any, ...], room: int, depth: int) -> bytes | None:
+        """`bulk_step` of a run the caller sliced (and keeps)."""
         self.over = 2.0
-        if count < _BULK_MIN:
+        if len(run) < _BULK_MIN:
             return None
-        run = items[start : start + count]
         n = _bound.bound_items(run, room, depth, *self.caps)
         if n < 0 or n + 1 > room:
             return None
