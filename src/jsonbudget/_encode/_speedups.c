@@ -1027,45 +1027,6 @@ char_width(Py_UCS4 c)
     return c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; /* a surrogate: U+FFFD, 3 bytes */
 }
 
-static inline char *
-write_char(char *p, Py_UCS4 c)
-{
-    static const char hex[] = "0123456789abcdef";
-    if (c < 0x80) {
-        switch (ascii_width[c]) {
-        case 1:
-            *p++ = (char)c;
-            return p;
-        case 2:
-            p[0] = '\\';
-            p[1] = escape_letter[c];
-            return p + 2;
-        default:
-            memcpy(p, "\\u00", 4);
-            p[4] = hex[c >> 4];
-            p[5] = hex[c & 15];
-            return p + 6;
-        }
-    }
-    if (c >= 0xD800 && c <= 0xDFFF) {
-        c = 0xFFFD;
-    }
-    if (c < 0x800) {
-        *p++ = (char)(0xC0 | (c >> 6));
-    }
-    else if (c < 0x10000) {
-        *p++ = (char)(0xE0 | (c >> 12));
-        *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
-    }
-    else {
-        *p++ = (char)(0xF0 | (c >> 18));
-        *p++ = (char)(0x80 | ((c >> 12) & 0x3F));
-        *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
-    }
-    *p++ = (char)(0x80 | (c & 0x3F));
-    return p;
-}
-
 /* A character of 0x80 or more that is not a surrogate, as UTF-8: writes 4 bytes and
    advances by the character's width. (Selecting the word by masks instead of branches
    measured slower: 5 ns a character against 3.3 in multibyte text.) */
@@ -1088,16 +1049,38 @@ write_wide(char *p, Py_UCS4 c)
     return p + 2 + (c >= 0x800) + (c >= 0x10000);
 }
 
-/* Any character but plain ASCII: an escape, a lone surrogate (U+FFFD, counted in
-   *replaced*) or UTF-8. */
+/* *c* as JSON string content: itself, an escape, U+FFFD for a lone surrogate, or UTF-8.
+   A wide character's store is a whole word: up to 2 bytes past its width (see the
+   slack in cut_string). */
 static inline char *
-write_other(char *p, Py_UCS4 c, Py_ssize_t *replaced)
+write_char(char *p, Py_UCS4 c)
 {
-    if (c < 0x80 || c - 0xD800 < 0x800) {
-        *replaced += c >= 0x80;
-        return write_char(p, c);
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x80) {
+        switch (ascii_width[c]) {
+        case 1:
+            *p++ = (char)c;
+            return p;
+        case 2:
+            p[0] = '\\';
+            p[1] = escape_letter[c];
+            return p + 2;
+        default:
+            memcpy(p, "\\u00", 4);
+            p[4] = hex[c >> 4];
+            p[5] = hex[c & 15];
+            return p + 6;
+        }
     }
-    return write_wide(p, c);
+    return write_wide(p, c >= 0xD800 && c <= 0xDFFF ? 0xFFFD : c);
+}
+
+/* write_char(), counting a lone surrogate (written as U+FFFD) into *replaced*. */
+static inline char *
+write_counted(char *p, Py_UCS4 c, Py_ssize_t *replaced)
+{
+    *replaced += c >= 0xD800 && c <= 0xDFFF;
+    return write_char(p, c);
 }
 
 /* How many of the 16 characters at *d* are plain ASCII before the first that is not
@@ -1176,7 +1159,7 @@ PLAIN16(plain16_4, Py_UCS4)
                 while (j < stop) {                                                          \
                     Py_UCS4 c = d[j];                                                       \
                     if (!PLAIN(c)) {                                                        \
-                        p = write_other(p, c, replaced);                                    \
+                        p = write_counted(p, c, replaced);                                  \
                     }                                                                       \
                     else if (j + 16 <= stop && PLAIN(d[j + 1])) {                           \
                         int k = PLAIN16(p, d + j);                                          \
@@ -1186,7 +1169,7 @@ PLAIN16(plain16_4, Py_UCS4)
                             continue;                                                       \
                         }                                                                   \
                         /* d[j] is the character that stopped the run, before stop */       \
-                        p = write_other(p, d[j], replaced);                                 \
+                        p = write_counted(p, d[j], replaced);                               \
                     }                                                                       \
                     else {                                                                  \
                         *p++ = (char)c;                                                     \
@@ -1200,8 +1183,7 @@ PLAIN16(plain16_4, Py_UCS4)
             if (char_width(c) > end - p) {                                                  \
                 break;                                                                      \
             }                                                                               \
-            *replaced += c >= 0xD800 && c <= 0xDFFF;                                        \
-            p = write_char(p, c);                                                           \
+            p = write_counted(p, c, replaced);                                              \
             (*i)++;                                                                         \
         }                                                                                   \
     } while (0)

@@ -390,16 +390,13 @@ class EncodeCall:
             else:
                 into.append(make(base + entry[0], entry[1], entry[2], entry[3]))
 
-    def bulk_step(self, items: Any, start: int, count: int, room: int, depth: int) -> bytes | None:
-        """orjson's encoding of ``items[start:start + count]`` if all are clean and fit.
+    def bulk_run(self, run: list[Any] | tuple[Any, ...], room: int, depth: int) -> bytes | None:
+        """orjson's encoding of the items *run* (a slice the caller keeps) if all are
+        clean and fit.
 
         *room* includes a comma before the run; the result keeps orjson's brackets. When
         the run was encoded and did not fit, `over` says by how much.
         """
-        return self.bulk_run(items[start : start + count], room, depth)
-
-    def bulk_run(self, run: list[Any] | tuple[Any, ...], room: int, depth: int) -> bytes | None:
-        """`bulk_step` of a run the caller sliced (and keeps)."""
         self.over = 2.0
         if len(run) < _BULK_MIN:
             return None
@@ -696,7 +693,7 @@ class EncodeCall:
                 break  # read on, it holds no more items
             k = min(k, len(items) - i)
             if bulk:
-                step = self.bulk_step(items, i, k, avail - size + 1, depth + 1)
+                step = self.bulk_run(items[i : i + k], avail - size + 1, depth + 1)
                 if step is not None:
                     parts.append(b",")
                     parts.append(memoryview(step)[1:-1])
@@ -906,7 +903,7 @@ class EncodeCall:
             if i and runs.live and total - i >= _BULK_MIN:
                 room = avail - size + 1 - marker_room
                 k = min(k, total - i - (1 if complete else 0))
-                step = self.bulk_step(items, i, k, room, depth + 1)
+                step = self.bulk_run(items[i : i + k], room, depth + 1)
                 if step is not None:
                     parts.append(b",")
                     parts.append(memoryview(step)[1:-1])
