@@ -964,14 +964,96 @@ def test_sqlite_long_cells_arrive_cut_with_their_exact_length(tmp_path: Path) ->
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
     rows = [row for row, _ in SQLiteSource(conn, table="c", max_cell_bytes=100).open(None)]
-    assert rows[0] == {"id": 1, "body": Clipped("é" * 100, 5004, "chars"), "n": 12345}
+    # Counted in UTF-8 bytes, as the bound is: 100 bytes hold 50 of the "é"s.
+    assert rows[0] == {"id": 1, "body": Clipped("é" * 50, 10004, "bytes"), "n": 12345}
     assert rows[1] == {"id": 2, "body": Clipped(b"\x00\xff" * 50, 8000, "bytes"), "n": 1.5}
     assert rows[2] == {"id": 3, "body": "short", "n": None}
-    assert rows[0]["body"].unit == "chars"
-    assert rows[0]["body"].omitted == 4904
-    assert rows[1]["body"].unit == "bytes"
-    # The database cut it: the statement selected a 100-character prefix.
-    assert 'substr(_jb_q."body", 1, 100)' in statements[-1]
+    assert rows[0]["body"].omitted == 9904
+    # The database cut it: the statement selected a 100-byte prefix.
+    assert 'substr(CAST(_jb_q."body" AS BLOB), 1, 100)' in statements[-1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cells=st.lists(
+        st.one_of(
+            st.text(max_size=120),
+            st.binary(max_size=120),
+            st.integers(-(2**63), 2**63 - 1),
+            st.none(),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    bound=st.integers(64, 100),
+)
+def test_sqlite_cells_arrive_whole_or_cut_to_a_prefix_with_their_size(
+    cells: list[Any], bound: int
+) -> None:
+    # Whatever a cell holds (digits and tag letters included), it arrives as itself when
+    # it has at most *bound* bytes, else as a prefix of at most *bound* bytes that says
+    # the cell's exact size.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, body)")
+    conn.executemany("INSERT INTO c VALUES (?, ?)", enumerate(cells))
+    got = [r["body"] for r, _ in SQLiteSource(conn, table="c", max_cell_bytes=bound).open(None)]
+    assert len(got) == len(cells)
+    for cell, value in zip(cells, got, strict=True):
+        if not isinstance(cell, str | bytes):
+            assert value == cell
+            assert type(value) is type(cell)
+            continue
+        size = len(cell.encode("utf-8", "surrogatepass") if isinstance(cell, str) else cell)
+        if size <= bound:
+            assert value == cell
+            assert type(value) is type(cell)
+            continue
+        assert isinstance(value, Clipped)
+        assert value.length == size
+        assert value.unit == "bytes"
+        assert type(value.head) is type(cell)
+        assert cell.startswith(value.head)  # type: ignore[arg-type]  # same type, checked above
+        head = value.head.encode("utf-8") if isinstance(value.head, str) else value.head
+        assert bound - 3 <= len(head) <= bound
+
+
+@pytest.mark.parametrize("encoding", ["UTF-8", "UTF-16le", "UTF-16be"])
+def test_sqlite_cells_at_the_bound_and_past_a_nul(encoding: str) -> None:
+    # Regression: length() and substr() stop at a NUL inside a TEXT, so a long text
+    # with an early NUL was fetched whole. In a UTF-8 database a cell is sized and cut
+    # in bytes; a cut that falls inside a character leaves that character out.
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f'PRAGMA encoding = "{encoding}"')
+    conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, body)")
+    cells = {
+        1: "ab\x00" + "x" * 300,  # a NUL early in a long text
+        2: b"\x01" * 100,  # a blob exactly at the bound
+        3: b"\x01" * 101,  # one byte over
+        4: "y" * 100,  # a text exactly at the bound
+        5: "z" * 101,
+        6: "a" + "€" * 40,  # 121 bytes; the bound falls inside the 34th euro sign
+        7: "T00000000000000000999" + "q" * 50,  # looks like a tagged cell, is short
+        8: b"B00000000000000000999" + b"q" * 79,  # the same as a blob, at the bound
+    }
+    conn.executemany("INSERT INTO c VALUES (?, ?)", cells.items())
+    got = {
+        r["id"]: r["body"] for r, _ in SQLiteSource(conn, table="c", max_cell_bytes=100).open(None)
+    }
+    assert got[2] == cells[2]
+    assert got[4] == cells[4]
+    assert got[7] == cells[7]
+    assert got[8] == cells[8]
+    assert got[3] == Clipped(b"\x01" * 100, 101, "bytes")
+    if encoding == "UTF-8":
+        assert got[1] == Clipped("ab\x00" + "x" * 97, 303, "bytes")
+        assert got[5] == Clipped("z" * 100, 101, "bytes")
+        assert got[6] == Clipped("a" + "€" * 33, 121, "bytes")
+        assert got[6].omitted == 21  # 121 - 1 - 33 * 3: the split character is counted
+    else:
+        # UTF-16: counted in characters, which SQLite stops counting at a NUL.
+        assert got[1] == cells[1]
+        assert got[5] == Clipped("z" * 100, 101, "chars")
+        assert got[6] == cells[6]
 
 
 def test_clipped_never_passes_for_the_whole_value() -> None:
@@ -1301,8 +1383,9 @@ def test_paginate_cuts_a_long_cell_in_the_query_by_default(tmp_path: Path) -> No
     assert len(body.head) <= 1 << 20
     shown = orjson.loads(page.to_json())["items"][0]["body"]
     kept = shown.split("…[")[0]
-    assert shown == f"{kept}…[truncated: {2_000_000 - len(kept)} more chars]"
-    assert page.truncations[0].omitted == 2_000_000 - len(kept)
+    left = 4_000_000 - len(kept.encode())  # the database sized it in UTF-8 bytes
+    assert shown == f"{kept}…[truncated: {left} more bytes]"
+    assert page.truncations[0].omitted == left
 
 
 # --- no row is fetched twice -------------------------------------------------------------

@@ -786,7 +786,13 @@ def test_a_digit_string_in_every_line_is_read_by_orjson(
 
 # --- the SQL sources' row dicts (_sources/_numbers.c rows_to_dicts) ---------------------
 
-_cells = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.floats(allow_nan=False))
+_cells = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(max_size=5),
+    st.binary(max_size=5),
+    st.floats(allow_nan=False),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -801,19 +807,30 @@ def test_rows_to_dicts_compiled_and_python_agree(width: int, n_flags: int, data:
     row = st.tuples(*[_cells] * (flags_at + n_flags))
     rows: list[Any] = data.draw(st.lists(st.one_of(row, row.map(list)), max_size=6))
     start = data.draw(st.integers(0, len(rows) + 1))
-    compiled = numbers.rows_to_dicts(columns, rows, start, flags_at, n_flags)
-    assert compiled == sql.rows_to_dicts_py(columns, rows, start, flags_at, n_flags)
+    long_at = tuple(data.draw(st.lists(st.integers(0, width - 1), max_size=2, unique=True)))
+    longest = data.draw(st.integers(0, 5))
+    args = (columns, rows, start, flags_at, n_flags, long_at, longest)
+    compiled = numbers.rows_to_dicts(*args)
+    assert compiled == sql.rows_to_dicts_py(*args)
     made, stop = compiled
     # Every row before the stop is a dict of the first columns; the stop is the first
-    # row that is not a tuple or has a flag set.
+    # row that is not a tuple, has a flag set or bytes longer than *longest* at long_at.
     assert made == [dict(zip(columns, r, strict=False)) for r in rows[start:stop]]
     if stop < len(rows):
         r = rows[stop]
-        assert type(r) is not tuple or any(x is not None for x in r[flags_at:])
+        assert (
+            type(r) is not tuple
+            or any(x is not None for x in r[flags_at:])
+            or any(type(r[j]) is bytes and len(r[j]) > longest for j in long_at)
+        )
 
 
 def test_rows_to_dicts_refuses_what_is_not_its_arguments() -> None:
     with pytest.raises(TypeError, match="rows_to_dicts"):
-        numbers.rows_to_dicts(["a"], [], 0, 1, 0)  # type: ignore[arg-type]
+        numbers.rows_to_dicts(["a"], [], 0, 1, 0, (), 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="rows_to_dicts"):
+        numbers.rows_to_dicts(("a",), [], 0, 1, 0)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="out of range"):
-        numbers.rows_to_dicts(("a", "b"), [], 0, 1, 0)
+        numbers.rows_to_dicts(("a", "b"), [], 0, 1, 0, (), 0)
+    with pytest.raises(ValueError, match="long_at out of range"):
+        numbers.rows_to_dicts(("a",), [], 0, 1, 0, (1,), 0)

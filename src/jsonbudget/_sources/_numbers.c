@@ -61,35 +61,60 @@ rounded(PyObject *module, PyObject *value)
     return PyBool_FromLong(holds_rounded(value, 0));
 }
 
-/* rows_to_dicts(columns, rows, start, flags_at, n_flags) -> (dicts, stop)
+/* rows_to_dicts(columns, rows, start, flags_at, n_flags, long_at, longest) -> (dicts, stop)
  *
  * The SQL sources' rows as dicts: {columns[j]: row[j]} for rows[start:], up to the first
- * row that is not an exact tuple or whose n_flags columns from flags_at are not all None
- * (a cut cell's length: Python builds that row). A database row is read once, by the
- * batch; building its dict in Python was about a fifth of a page's time.
+ * row that is not an exact tuple, whose n_flags columns from flags_at are not all None
+ * (a cut cell's length), or whose column at an index of long_at holds bytes longer
+ * than longest (a cut cell that carries its length in its value): Python builds that
+ * row. A database row is read once, by the batch; building its dict in Python was
+ * about a fifth of a page's time.
  */
+
 static PyObject *
 rows_to_dicts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyTuple_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
+    if (nargs != 7 || !PyTuple_CheckExact(args[0]) || !PyList_CheckExact(args[1]) ||
+        !PyTuple_CheckExact(args[5])) {
         PyErr_SetString(PyExc_TypeError,
-                        "rows_to_dicts(columns: tuple, rows: list, start, flags_at, n_flags)");
+                        "rows_to_dicts(columns: tuple, rows: list, start, flags_at, n_flags, "
+                        "long_at: tuple, longest)");
         return NULL;
     }
-    PyObject *columns = args[0], *rows = args[1];
+    PyObject *columns = args[0], *rows = args[1], *long_at = args[5];
     Py_ssize_t start = PyLong_AsSsize_t(args[2]);
     Py_ssize_t flags_at = PyLong_AsSsize_t(args[3]);
     Py_ssize_t n_flags = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t longest = PyLong_AsSsize_t(args[6]);
     if (PyErr_Occurred()) {
         return NULL;
     }
     Py_ssize_t width = PyTuple_GET_SIZE(columns);
-    if (start < 0 || flags_at < width || n_flags < 0) {
-        PyErr_SetString(PyExc_ValueError, "rows_to_dicts(): start, flags_at or n_flags out of range");
+    Py_ssize_t n_long = PyTuple_GET_SIZE(long_at);
+    if (start < 0 || flags_at < width || n_flags < 0 || longest < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "rows_to_dicts(): start, flags_at, n_flags or longest out of range");
         return NULL;
+    }
+    Py_ssize_t *at = PyMem_New(Py_ssize_t, n_long ? n_long : 1);
+    if (at == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < n_long; k++) {
+        at[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(long_at, k));
+        if (at[k] == -1 && PyErr_Occurred()) {
+            PyMem_Free(at);
+            return NULL;
+        }
+        if (at[k] < 0 || at[k] >= width) {
+            PyMem_Free(at);
+            PyErr_SetString(PyExc_ValueError, "rows_to_dicts(): long_at out of range");
+            return NULL;
+        }
     }
     PyObject *out = PyList_New(0);
     if (out == NULL) {
+        PyMem_Free(at);
         return NULL;
     }
     Py_ssize_t i = start;
@@ -105,6 +130,10 @@ rows_to_dicts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 flagged = 1;
                 break;
             }
+        }
+        for (Py_ssize_t k = 0; k < n_long && !flagged; k++) {
+            PyObject *v = PyTuple_GET_ITEM(row, at[k]);
+            flagged = PyBytes_Check(v) && PyBytes_GET_SIZE(v) > longest;
         }
         if (flagged) {
             break;
@@ -125,8 +154,10 @@ rows_to_dicts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto fail;
         }
     }
+    PyMem_Free(at);
     return Py_BuildValue("(Nn)", out, i);
 fail:
+    PyMem_Free(at);
     Py_DECREF(out);
     return NULL;
 }
@@ -136,8 +167,9 @@ static PyMethodDef methods[] = {
      "rounded(value) -> bool: whether orjson's *value* holds a float of magnitude 2**63 or "
      "more (where it may have rounded an integer literal)."},
     {"rows_to_dicts", (PyCFunction)(void (*)(void))rows_to_dicts, METH_FASTCALL,
-     "rows_to_dicts(columns, rows, start, flags_at, n_flags) -> (dicts, stop): the rows "
-     "from *start* as dicts, up to the first that is not a tuple or has a flag set."},
+     "rows_to_dicts(columns, rows, start, flags_at, n_flags, long_at, longest) -> "
+     "(dicts, stop): the rows from *start* as dicts, up to the first that is not a tuple, "
+     "has a flag set or holds a tagged cut cell."},
     {NULL, NULL, 0, NULL},
 };
 

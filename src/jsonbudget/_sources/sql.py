@@ -15,6 +15,7 @@ is fetched twice. Identifiers are quoted; values only ever travel as query param
 from __future__ import annotations
 
 import base64
+import codecs
 import contextlib
 import math
 import os
@@ -66,9 +67,12 @@ MIN_CELL_BYTES: Final = 64
 FIRST_FETCH: Final = 16
 
 Row = dict[str, Any]
-#: A column to cut: name, SQL of the cut value, of the full length (NULL when whole), of
-#: the head when it is not the cut value, and the length's unit (None: by the value).
-_Cut = tuple[str, str, str, str | None, Literal["chars", "bytes"] | None]
+#: A column to cut: name, SQL of the cut value, of the full length (NULL when whole; None:
+#: the cut value carries it, see `_untag`), of the head when it is not the cut value, and
+#: the length's unit (None: by the value).
+_Cut = tuple[str, str, str | None, str | None, Literal["chars", "bytes"] | None]
+#: Digits of the length a tagged cut value starts with (`_untag`).
+_TAG_DIGITS: Final = 20
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
 _ROWID: Final = "_jb_rowid"
@@ -190,11 +194,19 @@ class _TableKeys(NamedTuple):
     unique_non_null: list[list[str]]
 
 
-def rows_to_dicts_py(
-    columns: tuple[str, ...], rows: list[Any], start: int, flags_at: int, n_flags: int
+def rows_to_dicts_py(  # noqa: PLR0917  # positional, as the compiled twin it stands in for
+    columns: tuple[str, ...],
+    rows: list[Any],
+    start: int,
+    flags_at: int,
+    n_flags: int,
+    long_at: tuple[int, ...] = (),
+    longest: int = 0,
 ) -> tuple[list[dict[str, Any]], int]:
-    """The rows from *start* as dicts, up to the first that is not a tuple or has one of
-    its *n_flags* columns from *flags_at* set (a cut cell's length); and where it stopped.
+    """The rows from *start* as dicts, up to the first that is not a tuple, has one of
+    its *n_flags* columns from *flags_at* set (a cut cell's length), or holds bytes
+    longer than *longest* at an index of *long_at* (a tagged cut cell, `_untag`); and
+    where it stopped.
 
     The pure-Python twin of the compiled ``_numbers.rows_to_dicts``.
     """
@@ -205,8 +217,30 @@ def rows_to_dicts_py(
         row = rows[i]
         if type(row) is not tuple or len(row) < end or row[flags_at:end] != unset:
             return out, i
+        if any(isinstance(v := row[j], bytes) and len(v) > longest for j in long_at):
+            return out, i
         out.append(dict(zip(columns, row, strict=False)))
     return out, max(start, len(rows))
+
+
+def _untag(value: bytes) -> Clipped:
+    """A tagged cut cell: ``T`` (text) or ``B`` (blob), the value's size in bytes in
+    `_TAG_DIGITS` digits, then its first bytes (the cut bound of them, so the tagged
+    value is always longer than the bound).
+
+    A text's bytes end where the bound fell, maybe inside a character: that character
+    is left out (counted in the size); bytes that are not UTF-8 read as U+FFFD.
+    """
+    head = value[1 + _TAG_DIGITS :]
+    size = int(value[1 : 1 + _TAG_DIGITS])
+    if value[:1] == b"T":
+        return Clipped(_utf8_prefix(head), size, "bytes")
+    return Clipped(head, size, "bytes")
+
+
+def _utf8_prefix(data: bytes) -> str:
+    # The incremental decoder keeps back an incomplete character at the end.
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=False)
 
 
 rows_to_dicts: Callable[..., tuple[list[dict[str, Any]], int]]
@@ -221,7 +255,8 @@ class _Plan:
 
     ``keys`` is the order made total: (column, descending, known NOT NULL). ``select`` is
     the select list of the wrapped query: the result's columns (long text and binary
-    cells cut), then the hidden key column if any, then one length per cut column.
+    cells cut), then the hidden key column if any, then one length per cut column whose
+    cut value does not carry its own (``long_at``: see `_untag`).
     ``distinct_at`` is, per unique column set the order covers, ``(k, indexes)``: a
     position whose keys at *indexes* are not NULL is the only row with its first *k*
     keys, so rows after it need no comparison of the keys after those.
@@ -235,6 +270,8 @@ class _Plan:
         "hidden",
         "key_index",
         "keys",
+        "long_at",
+        "longest",
         "select",
         "text_keys",
         "units",
@@ -252,6 +289,8 @@ class _Plan:
         hidden: bool,
         text_keys: frozenset[str] = frozenset(),
         distinct_at: list[tuple[int, list[int]]] | None = None,
+        long_at: tuple[int, ...] = (),
+        longest: int = 0,
     ) -> None:
         self.columns = columns
         self.keys = keys
@@ -265,6 +304,10 @@ class _Plan:
         # Row indexes of keys kept as their text, which the database casts back exactly.
         self.text_keys = frozenset(names.index(name) for name in text_keys)
         self.distinct_at = distinct_at or []
+        # Result columns whose cut values carry their length (`_untag`): bytes there
+        # longer than *longest* are one; no uncut text or blob is that long.
+        self.long_at = long_at
+        self.longest = longest
 
 
 class _Ahead:
@@ -454,13 +497,15 @@ class _SQLSource(Source[Row]):
         table_keys: _TableKeys | None,
         cuts: list[_Cut],
         text_keys: frozenset[str] = frozenset(),
+        longest: int = 0,
     ) -> _Plan:
         """Make the order total and write the select list.
 
         *table_keys* is what a table's catalog says (None for a query). *cuts* is, per
         column to bound, the column, the SQL of its cut value, of its full length when
-        cut (else NULL), of its head when that is not the cut value itself, and the
-        length's unit.
+        cut (else NULL; None when the cut value is tagged with it, `_untag`, and then
+        longer than *longest*), of its head when that is not the cut value itself, and
+        the length's unit.
         *text_keys* are the columns whose float keys a position keeps as text.
         """
         if len(set(columns)) != len(columns):
@@ -524,10 +569,14 @@ class _SQLSource(Source[Row]):
         cut_index: list[int] = []
         head_at: list[int | None] = []
         units: list[Literal["chars", "bytes"] | None] = []
+        long_at: list[int] = []
         for i, name in enumerate(columns):
             if name in by_name and name not in key_cols:  # a key must stay whole
                 value, length, head, unit = by_name[name]
                 select.append(f"{value} AS {quote_ident(name)}")
+                if length is None:
+                    long_at.append(i)
+                    continue
                 cut_index.append(i)
                 lengths.append(length)
                 units.append(unit)
@@ -559,6 +608,8 @@ class _SQLSource(Source[Row]):
             hidden=hidden,
             text_keys=text_keys,
             distinct_at=distinct_at,
+            long_at=tuple(long_at),
+            longest=longest,
         )
 
     # -- one page -----------------------------------------------------------------------
@@ -655,9 +706,6 @@ class _SQLSource(Source[Row]):
         Returns whether a row was left over, the position after the page's last row,
         and the raw rows fetched but not served (the look-ahead first).
         """
-        columns = tuple(plan.columns)
-        first_len = len(columns) + (1 if plan.hidden else 0)
-        n_cuts = len(plan.cut_index)
         if limit_hint is not None:
             batch = min(self._batch, limit_hint + 1)
         else:
@@ -668,12 +716,7 @@ class _SQLSource(Source[Row]):
         while rows := fetchmany(batch):
             if type(rows) is not list:
                 rows = list(rows)
-            items, i = rows_to_dicts(columns, rows, 0, first_len, n_cuts)
-            while i < len(rows):  # a row with a cut cell, and the rows after it
-                items.append(self._cut_row(plan, rows[i]))
-                more_items, i = rows_to_dicts(columns, rows, i + 1, first_len, n_cuts)
-                items += more_items
-            more, n = builder.fill_from(items)
+            more, n = builder.fill_from(self._dicts(plan, rows))
             served += n
             if n:
                 last = (rows, n)
@@ -713,8 +756,24 @@ class _SQLSource(Source[Row]):
                 return pos if back == 0 else _skip_from(pos, back)
         return _skip_from(start, served)
 
+    def _dicts(self, plan: _Plan, rows: list[Any]) -> list[Row]:
+        """A batch of fetched rows as dicts, cut cells as `Clipped` values."""
+        columns = tuple(plan.columns)
+        first_len = len(columns) + (1 if plan.hidden else 0)
+        flags = (first_len, len(plan.cut_index), plan.long_at, plan.longest)
+        items, i = rows_to_dicts(columns, rows, 0, *flags)
+        while i < len(rows):  # a row with a cut cell, and the rows after it
+            items.append(self._cut_row(plan, rows[i]))
+            more_items, i = rows_to_dicts(columns, rows, i + 1, *flags)
+            items += more_items
+        return items
+
     def _cut_row(self, plan: _Plan, row: Any) -> Row:
         item = dict(zip(plan.columns, row, strict=False))
+        for i in plan.long_at:
+            value = row[i]
+            if isinstance(value, bytes) and len(value) > plan.longest:
+                item[plan.columns[i]] = _untag(value)
         first_len = len(plan.columns) + (1 if plan.hidden else 0)
         for j, i in enumerate(plan.cut_index):
             length = row[first_len + j]
@@ -837,13 +896,7 @@ class _SQLSource(Source[Row]):
         self, plan: _Plan, cursor: Any, limit_hint: int | None
     ) -> Iterator[tuple[Row, Position]]:
         """Turn fetched rows into ``(dict, position)``; *cursor* already executed."""
-        columns = plan.columns
-        width = len(columns)
-        cut_index = plan.cut_index
         key_index = plan.key_index
-        first_len = width + (1 if plan.hidden else 0)
-        n_cuts = len(cut_index)
-        no_cuts = (None,) * n_cuts
         keyset = self._mode == "keyset"
         check_ties = keyset and self._unique
         if limit_hint is not None:
@@ -854,11 +907,9 @@ class _SQLSource(Source[Row]):
         previous: Position = None
         fetchmany = cursor.fetchmany
         while rows := fetchmany(batch):
-            for row in rows:
-                if n_cuts and row[first_len : first_len + n_cuts] != no_cuts:
-                    item = self._cut_row(plan, row)
-                else:
-                    item = dict(zip(columns, row, strict=False))
+            if type(rows) is not list:
+                rows = list(rows)
+            for row, item in zip(rows, self._dicts(plan, rows), strict=True):
                 if keyset:
                     pos: Position = [self._key(row[i], i, plan) for i in key_index]
                     if check_ties and pos == previous:
@@ -1181,12 +1232,28 @@ class SQLiteSource(_SQLSource):
         table_keys = None
         if self._table is not None and self._mode == "keyset":
             table_keys = self._table_keys(conn)
-        # SQLite's types are per value: any column may hold a long text or blob. length()
-        # counts characters of text and bytes of a blob, as substr() cuts them.
+        # SQLite's types are per value: any column may hold a long text or blob.
         n = cut
         cuts: list[_Cut] = []
+        utf8 = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
         for name in columns if n is not None else ():
             col = _col(name)
+            if utf8:
+                # A value's size in bytes (a text cast to a blob is the same bytes) is
+                # known without reading it, and counts past a NUL, where length() and
+                # substr() stop. A cut cell arrives as one tagged blob (`_untag`): a
+                # length column per cell besides doubled SQLite's time a row.
+                size = f"length(CAST({col} AS BLOB))"
+                kind = f"CASE WHEN typeof({col}) = 'blob' THEN 'B' ELSE 'T' END"
+                tagged = (
+                    f"CAST({kind} || printf('%0{_TAG_DIGITS}d', {size}) "
+                    f"|| substr(CAST({col} AS BLOB), 1, {n}) AS BLOB)"
+                )
+                value = f"CASE WHEN {size} > {n} THEN {tagged} ELSE {col} END"
+                cuts.append((name, value, None, None, "bytes"))
+                continue
+            # UTF-16: length() counts characters of text and bytes of a blob, as substr()
+            # cuts them, and stops at a NUL inside a text.
             when = f"length({col}) > {n}"
             cuts.append(
                 (
@@ -1197,7 +1264,7 @@ class SQLiteSource(_SQLSource):
                     None,
                 )
             )
-        return self._resolve(columns, table_keys, cuts)
+        return self._resolve(columns, table_keys, cuts, longest=n or 0)
 
     def _table_keys(self, conn: sqlite3.Connection) -> _TableKeys:
         """What makes an order total here: unique column sets, the key to append.
