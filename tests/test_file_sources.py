@@ -695,6 +695,33 @@ def test_fill_keeps_exact_integers_and_deep_lines(tmp_path: Path) -> None:
     assert isinstance(page[2], list)
 
 
+@pytest.mark.parametrize("line", [b"1,2", b"[1],[2]", b'{"a":1},{"b":2}'])
+def test_regression_a_line_of_two_values_is_refused_when_filled(
+    tmp_path: Path, line: bytes
+) -> None:
+    # A page's lines are parsed by one orjson call, as one array's items: a line holding
+    # two values must not pass as two lines.
+    path = tmp_path / "two.jsonl"
+    path.write_bytes(b"0\n" + line + b"\n3\n")
+    with pytest.raises(DecodeError, match="line at byte 2"):
+        pages_by_fill(JsonLinesSource(path), Limits(65536))
+
+
+def test_fill_reads_lines_at_orjsons_depth_limit(tmp_path: Path) -> None:
+    # Read as one array, a line 1,024 levels deep is one level too deep for orjson: the
+    # lines are then read one by one, and the page is the same.
+    path = tmp_path / "deep.jsonl"
+    deep = b"[" * 1024 + b"]" * 1024
+    path.write_bytes(b"1\n" + deep + b"\n2\n")
+    (page,) = pages_by_fill(JsonLinesSource(path), Limits(65536))
+    assert page[0] == 1
+    assert page[2] == 2
+    depth, value = 0, page[1]
+    while value:
+        depth, value = depth + 1, value[0]
+    assert depth == 1023  # the innermost list is empty
+
+
 @pytest.mark.parametrize("newline", [b"\n", b""])
 def test_fill_refuses_a_line_longer_than_max_item_bytes(tmp_path: Path, newline: bytes) -> None:
     path = tmp_path / "long.jsonl"
