@@ -1017,6 +1017,19 @@ def test_sqlite_cells_arrive_whole_or_cut_to_a_prefix_with_their_size(
         assert bound - 3 <= len(head) <= bound
 
 
+@pytest.mark.parametrize("declared", ["NUMERIC", "INTEGER", "TEXT COLLATE NOCASE", "BLOB", "REAL"])
+def test_sqlite_cuts_long_text_whatever_the_column_declares(declared: str) -> None:
+    # The cut asks `col >= ''` (only texts and blobs are) before sizing a value: a
+    # column's affinity or collation must not hide a long text from it.
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE TABLE c (id INTEGER PRIMARY KEY, body {declared})")
+    conn.executemany("INSERT INTO c VALUES (?, ?)", [(1, "w" * 500), (2, 7), (3, 2.5), (4, None)])
+    got = [r["body"] for r, _ in SQLiteSource(conn, table="c", max_cell_bytes=100).open(None)]
+    assert got[0] == Clipped("w" * 100, 500, "bytes")
+    # Each number as its column's affinity stored it (TEXT makes them texts).
+    assert got[1:] == [str(v) if declared.startswith("TEXT") else v for v in (7, 2.5)] + [None]
+
+
 @pytest.mark.parametrize("encoding", ["UTF-8", "UTF-16le", "UTF-16be"])
 def test_sqlite_cells_at_the_bound_and_past_a_nul(encoding: str) -> None:
     # Regression: length() and substr() stop at a NUL inside a TEXT, so a long text

@@ -1249,7 +1249,10 @@ class SQLiteSource(_SQLSource):
                     f"CAST({kind} || printf('%0{_TAG_DIGITS}d', {size}) "
                     f"|| substr(CAST({col} AS BLOB), 1, {n}) AS BLOB)"
                 )
-                value = f"CASE WHEN {size} > {n} THEN {tagged} ELSE {col} END"
+                # Only a text or a blob compares >= '' (a number is less, NULL unknown):
+                # a number, always shorter than the bound, is not made text to be sized.
+                when = f"{col} >= '' COLLATE BINARY AND {size} > {n}"
+                value = f"CASE WHEN {when} THEN {tagged} ELSE {col} END"
                 cuts.append((name, value, None, None, "bytes"))
                 continue
             # UTF-16: length() counts characters of text and bytes of a blob, as substr()
