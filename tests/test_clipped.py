@@ -138,22 +138,22 @@ def test_a_page_of_sqlite_rows_says_exactly_how_much_of_each_long_cell_is_left_o
         source, scope=Scope("alice", {}), store=MemoryCursorStore(), limits=Limits(2000)
     )
     doc = orjson.loads(page.to_json())
+    # The database counts in bytes (the bound's unit): 100 bytes hold 50 "é"s of 10,004.
     assert doc["items"] == [
-        {"id": 1, "body": "é" * 100 + "…[truncated: 4904 more chars]"},
+        {"id": 1, "body": "é" * 50 + "…[truncated: 9904 more bytes]"},
         {"id": 2, "body": "short"},
     ]
-    assert {"path": "/items/0/body", "kind": "string", "omitted": 4904, "unit": "chars"} in (
+    assert {"path": "/items/0/body", "kind": "string", "omitted": 9904, "unit": "bytes"} in (
         doc["truncated"]
     )
     # A page too small for the head cuts it further; the count is still of the whole cell.
-    small = paginate(
-        source, scope=Scope("alice", {}), store=MemoryCursorStore(), limits=Limits(450)
-    )
+    wide = SQLiteSource(conn, table="c", max_cell_bytes=1000)
+    small = paginate(wide, scope=Scope("alice", {}), store=MemoryCursorStore(), limits=Limits(450))
     sdoc = orjson.loads(small.to_json())
     kept, count = _shown(sdoc["items"][0]["body"])
-    assert 0 < len(kept) < 100
-    assert count == 5004 - len(kept)
-    assert {"path": "/items/0/body", "kind": "string", "omitted": count, "unit": "chars"} in (
+    assert 0 < len(kept.encode()) < 1000
+    assert count == 10004 - len(kept.encode())
+    assert {"path": "/items/0/body", "kind": "string", "omitted": count, "unit": "bytes"} in (
         sdoc["truncated"]
     )
 

@@ -127,7 +127,7 @@ def test_demo_subprocess_default() -> None:
     assert len(lines) <= 24  # one screen
     # The five points, each from the real run: a cut field with its marker, the
     # oversized outcome, an envelope, a refused cursor, the operation budget running out.
-    assert re.search(r'attachment: ".*…\[truncated: \d+ more chars\]"$', out, re.MULTILINE)
+    assert re.search(r'attachment: ".*…\[truncated: \d+ more bytes\]"$', out, re.MULTILINE)
     assert '"outcome":"truncated"' in out
     assert re.search(r'\{"items":\["⋯"\],"complete":false,"next_cursor":"', out)
     assert "CursorScopeError: the cursor was issued to another principal" in out

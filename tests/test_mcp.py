@@ -179,7 +179,7 @@ async def test_example_server_in_memory(database: Path, tmp_path: Path) -> None:
         assert pages > 5
         huge = [r for r in rows if r.get("attachment")]
         assert len(huge) == 1
-        assert huge[0]["attachment"].endswith(" more chars]")  # cut in place, marked
+        assert huge[0]["attachment"].endswith(" more bytes]")  # cut in place, marked
 
         open_rows, _, open_mid = await follow(client, {"status": "open"})
         assert [r["id"] for r in open_rows] == all_ids(database, "open")
