@@ -70,7 +70,6 @@ rounded(PyObject *module, PyObject *value)
  * row. A database row is read once, by the batch; building its dict in Python was
  * about a fifth of a page's time.
  */
-
 static PyObject *
 rows_to_dicts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

@@ -225,8 +225,8 @@ def rows_to_dicts_py(  # noqa: PLR0917  # positional, as the compiled twin it st
 
 def _untag(value: bytes) -> Clipped:
     """A tagged cut cell: ``T`` (text) or ``B`` (blob), the value's size in bytes in
-    `_TAG_DIGITS` digits, then its first bytes (the cut bound of them, so the tagged
-    value is always longer than the bound).
+    `_TAG_DIGITS` digits, then its first bytes, as many as the bound (so a tagged value
+    is always longer than the bound, and an uncut one never is).
 
     A text's bytes end where the bound fell, maybe inside a character: that character
     is left out (counted in the size); bytes that are not UTF-8 read as U+FFFD.
