@@ -5,14 +5,16 @@ from __future__ import annotations
 import base64
 import re
 import sqlite3
+from typing import Any
 
 import msgspec
 import orjson
 import pydantic
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jsonbudget import Limits, MemoryCursorStore, Scope, SQLiteSource, paginate
+from jsonbudget import LimitError, Limits, MemoryCursorStore, Scope, SQLiteSource, paginate
 from jsonbudget._encode.encoder import Encoder, Truncation, bounded_dumps, encode
 from jsonbudget._sources.base import Clipped
 
@@ -76,16 +78,54 @@ def test_a_clipped_binary_head_is_a_marker_by_default() -> None:
 
 
 def test_a_clipped_binary_head_in_base64_counts_the_bytes_left_out() -> None:
+    """Regression: a head of 7 bytes was written whole as ``YWJjZGVmZw==``: padding in
+    the middle of the value, not a prefix of the whole value's base64. More follows, so
+    the head shows whole groups of 3 bytes only."""
     head = b"abcdefg"
     out = encode({"blob": Clipped(head, 1000, "bytes")}, max_bytes=200, binary="base64")
-    assert out.data == '{"blob":"YWJjZGVmZw==…[truncated: 993 more bytes]"}'.encode()
-    assert out.truncations == (Truncation("/blob", "string", 993, "bytes"),)
+    assert out.data == '{"blob":"YWJjZGVm…[truncated: 994 more bytes]"}'.encode()
+    assert out.truncations == (Truncation("/blob", "string", 994, "bytes"),)
     # Cut further, it keeps whole base64 quanta: every kept character decodes.
     tight = encode({"blob": Clipped(head * 20, 1000, "bytes")}, max_bytes=64, binary="base64")
     kept, count = _shown(orjson.loads(tight.data)["blob"])
     assert len(kept) % 4 == 0
     assert base64.b64decode(kept) == (head * 20)[: len(kept) // 4 * 3]
     assert count == 1000 - len(kept) // 4 * 3 == tight.truncations[0].omitted
+
+
+@given(whole=st.binary(min_size=1, max_size=400), data=st.data())
+def test_a_base64_head_is_always_a_prefix_of_the_whole_values_base64(
+    whole: bytes, data: st.DataObject
+) -> None:
+    head = whole[: data.draw(st.integers(0, len(whole) - 1))]
+    budget = data.draw(st.integers(64, 800))
+    out = encode(Clipped(head, len(whole), "bytes"), max_bytes=budget, binary="base64")
+    kept, count = _shown(orjson.loads(out.data))
+    assert "=" not in kept
+    assert base64.b64encode(whole).decode().startswith(kept)
+    assert count == len(whole) - len(kept) // 4 * 3 == out.truncations[0].omitted
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        (("abc", 2, "chars"), "Clipped.length"),  # less than the head: a negative count
+        (("é" * 10, 5, "bytes"), "Clipped.length"),  # 20 bytes of head
+        (("abc", 5, "words"), "Clipped.unit"),
+        ((3, 5, "chars"), "Clipped.head"),
+        (("abc", True, "chars"), "Clipped.length"),
+        (("abc", -1, "chars"), "Clipped.length"),
+    ],
+)
+def test_a_clipped_value_that_would_report_a_false_count_is_refused(
+    args: tuple[Any, ...], name: str
+) -> None:
+    """Regression: these were accepted and reported ``-1 more chars``, ``omitted=-15``
+    and ``unit='words'``."""
+    with pytest.raises(LimitError) as caught:
+        Clipped(*args)
+    assert caught.value.name == name
+    assert isinstance(caught.value, ValueError)
 
 
 def test_structured_markers_carry_the_exact_count_and_the_unit() -> None:

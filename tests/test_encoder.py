@@ -821,6 +821,27 @@ def test_the_water_level_is_the_highest_that_fits(
     assert level == space or total(level + 1) > space
 
 
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_a_marker_that_says_more_leaves_the_known_count_in_the_report(strategy: Strategy) -> None:
+    """Regression: where an exact count did not fit and the marker fell back to "more",
+    the report dropped the count too (``omitted=None``), though it was known."""
+    enc = Encoder(max_bytes=100, strategy=strategy)
+    listed = enc.fit(list(range(1000)), 30)
+    assert listed is not None
+    assert listed.data == f'["{MARK}omitted: more items]"]'.encode()
+    assert listed.truncations == (Truncation("/0", "items", 1000, "items"),)
+    nested: Any = []
+    for _ in range(40):
+        nested = [nested]
+    deep = encode(nested, max_bytes=64, strategy=strategy)
+    assert all(t.omitted == 1 for t in deep.truncations if t.kind == "items")
+    if strategy == "balanced":  # "prefix" cuts the string instead of leaving the key out
+        keyed = enc.fit({"a": "b" * 500}, 30)
+        assert keyed is not None
+        assert orjson.loads(keyed.data) == {"…": "[omitted: more keys]"}
+        assert keyed.truncations == (Truncation("/…", "keys", 1, "keys"),)
+
+
 def test_a_marker_counts_a_subclass_by_its_real_length() -> None:
     # A depth or set marker asked the subclass's own __len__, which may raise or lie.
     class Lying(list[int]):

@@ -1280,12 +1280,17 @@ def test_a_library_hook_that_raises_is_an_encode_error_with_a_path(
     value: Any, cause: type[BaseException]
 ) -> None:
     """Regression: these escaped as the library's own ZeroDivisionError,
-    PydanticSerializationError and AttributeError instead of EncodeError."""
-    for obj in (value, {"wrapped": [value]}):
-        with pytest.raises(EncodeError) as caught:
-            encode(obj, max_bytes=200)
-        assert caught.value.path is not None
-        assert isinstance(caught.value.__cause__, cause)
+    PydanticSerializationError and AttributeError instead of EncodeError; and, inside a
+    plain dict or list, the error named the top (path "", "dict raised ...") because one
+    library call had written the whole document."""
+    name = type(value).__name__
+    for obj, path in ((value, ""), ({"wrapped": [1, value]}, "/wrapped/1"), ([value], "/0")):
+        for budget in (64, 200, 10_000):
+            with pytest.raises(EncodeError) as caught:
+                encode(obj, max_bytes=budget)
+            assert caught.value.path == path
+            assert str(caught.value).startswith(f"{name} raised {cause.__name__}")
+            assert isinstance(caught.value.__cause__, cause)
 
 
 @pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")

@@ -81,6 +81,8 @@ _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
 _KEY_REPR = 40
 #: tzinfo types whose offset orjson reads without running Python code.
 _SAFE_TZ = (type(None), _dt.timezone)
+#: The JSON containers whose library call (`values.whole`) writes the native values they hold.
+_PLAIN = frozenset({dict, list, tuple})
 _REPRLIB_TYPES = frozenset({tuple, frozenset, bytes, str, int, float, bool, type(None)})
 
 
@@ -555,8 +557,13 @@ class EncodeCall:
             try:
                 native = _values.whole(v, cap, depth, self.caps)
             except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
-                err = _library_error(exc, obj, where)
-                raise err from err.__cause__
+                if v is not obj or type(v) not in _PLAIN:
+                    err = _library_error(exc, obj, where)
+                    raise err from err.__cause__
+                # A plain container's library call wrote the native values inside it and
+                # cannot say which one raised: its members are rendered one by one below,
+                # and the value that raises again is named at its own path.
+                native = None
             if native is not None:
                 ent.exact, ent.size = (native, _NONE), len(native)
                 return ent.exact
@@ -949,7 +956,8 @@ class EncodeCall:
             marker = mk.items(omitted)
             fallback = mk.items(None)
             if size + (1 if i else 0) + len(marker) + 1 > allot and len(fallback) < len(marker):
-                marker, omitted = fallback, None  # a long exact count; "more" is shorter
+                # A long exact count; "more" is shorter. The report keeps the count.
+                marker = fallback
             if i:
                 parts.append(b",")
             parts.append(marker)
@@ -1021,13 +1029,13 @@ class EncodeCall:
         if not (everything and j == total):
             # Leave room for the member that says how many were left out.
             while True:
-                omitted = None if n is None else n - j
-                reserve = len(mk.keys(omitted, mkey)) + (1 if j else 0)
+                omitted = said = None if n is None else n - j
+                reserve = len(mk.keys(said, mkey)) + (1 if j else 0)
                 if used[j] + reserve <= avail or j == 0:
                     break
                 j -= 1
             if used[j] + reserve > avail:
-                omitted = None
+                said = None  # "more" is shorter than the count; the report keeps the count
                 reserve = len(mk.keys(None, mkey))
                 if reserve > avail:
                     return None  # the smallest object marker fits MIN_BYTES: nested only
@@ -1049,7 +1057,7 @@ class EncodeCall:
         if reserve:
             if j:
                 parts.append(b",")
-            parts.append(mk.keys(omitted, mkey))
+            parts.append(mk.keys(said, mkey))
             trs.append((token(mkey), "keys", omitted, "keys"))
         parts.append(b"}")
         out = b"".join(parts)
@@ -1142,7 +1150,8 @@ class EncodeCall:
             if len(buf) + (1 if shown else 0) + len(marker) + 1 > allot and len(fallback) < len(
                 marker
             ):
-                marker, omitted = fallback, None  # a long exact count; "more" is shorter
+                # A long exact count; "more" is shorter. The report keeps the count.
+                marker = fallback
             if shown:
                 buf += b","
             buf += marker

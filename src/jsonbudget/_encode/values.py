@@ -122,14 +122,12 @@ class Clip:
 
     def keep(self, kept: int) -> int:
         """The characters of a prefix of *kept* that can stand: whole base64 quanta only."""
-        return kept if not self.b64 or kept == len(self.text) else kept - kept % 4
+        return kept - kept % 4 if self.b64 else kept
 
     def omitted(self, kept: int) -> int:
         """How much of the whole value the first *kept* characters of *text* leave out."""
         text = self.text
         if self.b64:
-            if kept == len(text):
-                return self.total - len(base64.b64decode(text))
             return self.total - kept // 4 * 3
         if self.unit == "chars":
             return self.total - kept
@@ -565,8 +563,10 @@ def _clipped(c: Clipped, opts: Options) -> Any:
     if isinstance(head, str):
         return Clip(head, c.length, c.unit, b64=False)
     if opts.binary == "base64":
-        # Only what the budget could show is encoded: the rest is cut in any case.
-        part = head[: opts.max_bytes // 4 * 3 + 3]
+        # Only what the budget could show is encoded: the rest is cut in any case. More
+        # follows the head, so it ends at a whole group of 3 bytes: a padded last group
+        # (`Pw==`) would not be a prefix of the whole value's base64.
+        part = head[: min(len(head), opts.max_bytes // 4 * 3 + 3) // 3 * 3]
         return Clip(base64.b64encode(part).decode("ascii"), c.length, "bytes", b64=True)
     # Not `default`: it would see the head as if it were the whole value.
     return Unencodable(f"{type(head).__name__} of {c.length} bytes")

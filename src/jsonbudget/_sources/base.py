@@ -21,7 +21,7 @@ from itertools import count, islice
 from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .._limits import check_int
-from ..errors import InvalidCursor
+from ..errors import InvalidCursor, LimitError
 
 __all__ = [
     "AsyncIterableSource",
@@ -67,6 +67,17 @@ class Clipped:
     head: str | bytes
     length: int
     unit: Literal["chars", "bytes"]
+
+    def __post_init__(self) -> None:
+        # Every marker and report counts from these: a count that is not a measurement
+        # (a negative one, an unknown unit) would be passed on as one (guarantee 4).
+        if not isinstance(self.head, (str, bytes)):
+            raise LimitError("Clipped.head", self.head, "must be str or bytes")
+        if self.unit not in ("chars", "bytes"):  # a tuple: an unhashable unit is refused too
+            raise LimitError("Clipped.unit", self.unit, "must be 'chars' or 'bytes'")
+        check_int("Clipped.length", self.length, minimum=0, maximum=2**63 - 1)
+        if self.omitted < 0:
+            raise LimitError("Clipped.length", self.length, f"is less than the head's {self.unit}")
 
     @property
     def omitted(self) -> int:
