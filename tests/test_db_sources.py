@@ -639,23 +639,53 @@ _NOT_UNIQUE_IN_THE_ORDER = {
         "INSERT INTO t VALUES ('x', 'y', 0)",
         ("a",),
     ),
+    # Not the rowid (SQLite's documented quirk): k stays NULL, it was taken as NOT NULL.
+    "INTEGER PRIMARY KEY DESC": (
+        "CREATE TABLE t (k INTEGER PRIMARY KEY DESC, a INTEGER)",
+        "INSERT INTO t VALUES (NULL, 1)",
+        ("k",),
+    ),
+    "INT PRIMARY KEY": (
+        "CREATE TABLE t (k INT PRIMARY KEY, a INTEGER)",
+        "INSERT INTO t VALUES (NULL, 1)",
+        ("k",),
+    ),
+    # An ordinary table was read as WITHOUT ROWID (NOT NULL key) from its CREATE text.
+    "WITHOUT ROWID in a default value": (
+        "CREATE TABLE t (k TEXT PRIMARY KEY, a INTEGER, note TEXT DEFAULT 'made WITHOUT ROWID')",
+        "INSERT INTO t (k, a) VALUES (NULL, 1)",
+        ("k",),
+    ),
+    # The user's column was read as the hidden rowid tiebreaker.
+    "a column named _jb_rowid": (
+        "CREATE TABLE t (a INTEGER, _jb_rowid INTEGER)",
+        "INSERT INTO t VALUES (1, 7)",
+        ("a",),
+    ),
+    "columns named _jb_rowid and _JB_ROWID_": (
+        "CREATE TABLE t (a INTEGER, _jb_rowid INTEGER, _JB_ROWID_ TEXT)",
+        "INSERT INTO t VALUES (1, 7, 'x')",
+        ("a",),
+    ),
 }
 
 
 @pytest.mark.parametrize("shape", sorted(_NOT_UNIQUE_IN_THE_ORDER))
 def test_sqlite_keys_count_only_where_sqlite_enforces_them_in_the_order(shape: str) -> None:
-    """Regression: each of these served 16 of 30 rows, or 75 of 80, with complete=True."""
+    """Regression: each of these served 16 of 30 rows, or 75 of 80, or 16 of 20, with
+    complete=True."""
     schema, insert, order = _NOT_UNIQUE_IN_THE_ORDER[shape]
     conn = sqlite3.connect(":memory:")
     conn.executescript(schema)
     for _ in range(40):
         conn.execute(insert)
     expected = sorted(conn.execute("SELECT a FROM t").fetchall())
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(t)")]
     source = SQLiteSource(conn, table="t", order_by=order)
     got = read_in_pages(source, [3, 7])
     assert len(got) == 40
     assert sorted((row["a"],) for row in got) == expected
-    assert all("_jb_rowid" not in row for row in got)
+    assert all(list(row) == columns for row in got)  # the hidden rowid never shows
 
 
 def test_a_unique_index_under_the_columns_own_collation_is_enough() -> None:

@@ -179,6 +179,24 @@ def test_invalid_utf8_is_refused(tmp_path: Path) -> None:
         all_items(JsonArrayFileSource(path))
 
 
+@pytest.mark.parametrize("at", [8, 1023, 1024, 1025, 5000])
+@pytest.mark.parametrize("split", [False, True])
+def test_regression_invalid_utf8_names_its_own_byte(tmp_path: Path, at: int, split: bool) -> None:
+    """The offset was where the window's read began (0 for a bad byte at 8, 65536 for
+    one at 100002). *split*: the bad byte follows a character cut by the last read."""
+    body = bytearray(b'["x' + "é".encode() * 3000 + b'"]')  # a first byte at each odd offset
+    bad = at - (1 - at % 2)  # a first byte: 1023 ends the first read of 1024 bytes
+    if split:
+        body[bad + 1] = 0x41  # its second byte broken, in the next read
+    else:
+        body[bad] = 0xFF
+    path = tmp_path / "u.json"
+    path.write_bytes(bytes(body))
+    with pytest.raises(DecodeError, match="UTF-8") as caught:
+        all_items(JsonArrayFileSource(path, read_size=1024))
+    assert caught.value.offset == bad
+
+
 def test_syntax_error_is_reported_without_reading_the_rest_of_the_file(tmp_path: Path) -> None:
     path = tmp_path / "big-bad.json"
     path.write_bytes(b"[1, 2, {oops}, " + b"3, " * 2_000_000 + b"4]")
@@ -371,11 +389,17 @@ def test_jsonl_without_final_newline(tmp_path: Path) -> None:
         ("1\n2 3\n", "line at byte 2: invalid JSON: content after the value"),
         ("1\n{\n", "line at byte 2: invalid JSON"),
         ("NaN\n", "NaN is not valid JSON"),
+        # Regression: bytes.isspace() took these for blank lines and skipped them.
+        ("1\n\x0b\n2\n", "line at byte 2: invalid JSON"),
+        ("1\n\x0c\n", "line at byte 2: invalid JSON"),
     ],
 )
 def test_jsonl_invalid_lines(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / "b.jsonl", text)
     with pytest.raises(DecodeError, match=message):
-        all_items(JsonLinesSource(write(tmp_path / "b.jsonl", text)))
+        all_items(JsonLinesSource(path))
+    with pytest.raises(DecodeError, match=message):
+        pages_by_fill(JsonLinesSource(path), Limits(4096))
 
 
 @pytest.mark.parametrize("text", ['{"a":1}\n\n{"b":\n{"c":2}\n', '{"a":1}\r\n{"b":\r\n'])

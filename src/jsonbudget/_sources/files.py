@@ -163,13 +163,19 @@ def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
     raise InvalidCursor("the position is not a valid file position")
 
 
+def _blank(line: bytes) -> bool:
+    """Whether a line holds only JSON whitespace (`bytes.isspace` also takes VT and FF,
+    which JSON refuses)."""
+    return not line.strip(b" \t\r\n")
+
+
 class _Window:
     """A sliding window of decoded text over a byte stream, tracking byte offsets.
 
     ``pos`` indexes ``buf``; ``bpos`` is the byte offset in the stream of ``buf[pos]``.
     """
 
-    __slots__ = ("_decoder", "_max", "_read_size", "_stream", "bpos", "buf", "eof", "pos")
+    __slots__ = ("_decoder", "_max", "_read", "_read_size", "_stream", "bpos", "buf", "eof", "pos")
 
     def __init__(self, stream: IO[bytes], bpos: int, read_size: int, max_item: int) -> None:
         self._stream = stream
@@ -179,6 +185,7 @@ class _Window:
         self.buf = ""
         self.pos = 0
         self.bpos = bpos
+        self._read = bpos  # the stream's offset after the bytes read so far
         self.eof = False
 
     def refill(self) -> None:
@@ -191,12 +198,16 @@ class _Window:
             )
         data = self._stream.read(max(self._read_size, len(rest)))
         self.eof = not data
+        # The decoder keeps a character cut by the last read: the error's index counts it.
+        pending = len(self._decoder.getstate()[0])
         try:
             text = self._decoder.decode(data, self.eof)
         except UnicodeDecodeError as exc:
             raise DecodeError(
-                f"the file is not valid UTF-8 ({exc.reason})", offset=self.bpos + len(rest)
+                f"the file is not valid UTF-8 ({exc.reason})",
+                offset=self._read - pending + exc.start,
             ) from None
+        self._read += len(data)
         self.buf = rest + text
         self.pos = 0
 
@@ -707,7 +718,7 @@ class JsonLinesSource(Source[Any]):
                     if start == 0 and line.startswith(BOM):
                         line = line[len(BOM) :]
                         start = len(BOM)
-                    if line.isspace() or not line:
+                    if _blank(line):
                         continue
                     obj = parse_line(line, start)
                     index += 1
@@ -765,7 +776,7 @@ class JsonLinesSource(Source[Any]):
                     values = _parse_all(chunk, pieces)
                     keep: Sequence[int]
                     if values is None:  # a blank line, a long number or a line refused
-                        keep = [i for i, p in enumerate(pieces) if p and not p.isspace()]
+                        keep = [i for i, p in enumerate(pieces) if not _blank(p)]
                         lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
                         values = _parse_lines(lines, keep, pieces, base)
                     else:

@@ -186,12 +186,15 @@ class _TableKeys(NamedTuple):
     """What a table's catalog says makes an order total (read once, by `_table_keys`)."""
 
     unique: list[list[str]]  # column sets the database keeps unique, each NOT NULL
-    append: list[str]  # the key to append when none is covered ([_ROWID]: the rowid)
+    append: list[str]  # the key to append when none is covered ([hidden]: the rowid)
     notnull: set[str]  # the NOT NULL columns
     # Column sets kept unique among rows with no NULL in them (a UNIQUE on nullable
     # columns, a rowid table's non-INTEGER PRIMARY KEY): they need the tiebreaker only
     # where a position holds a NULL in them.
     unique_non_null: list[list[str]]
+    # The name the rowid is selected under when it is appended (`_ROWID`, or a longer
+    # name where a column already has that one), else "".
+    hidden: str = ""
 
 
 def rows_to_dicts_py(  # noqa: PLR0917  # positional, as the compiled twin it stands in for
@@ -286,7 +289,7 @@ class _Plan:
         cut_index: list[int],
         heads: list[int | None],
         units: list[Literal["chars", "bytes"] | None],
-        hidden: bool,
+        hidden: str,
         text_keys: frozenset[str] = frozenset(),
         distinct_at: list[tuple[int, list[int]]] | None = None,
         long_at: tuple[int, ...] = (),
@@ -298,8 +301,8 @@ class _Plan:
         self.cut_index = cut_index  # the result column each length belongs to
         self.heads = heads  # per length: where its head is, when not in the column itself
         self.units = units  # per length: its unit (None: chars for text, bytes for blobs)
-        self.hidden = hidden
-        names = [*columns, _ROWID] if hidden else columns
+        self.hidden = hidden  # the appended rowid's result name, or ""
+        names = [*columns, hidden] if hidden else columns
         self.key_index = [names.index(name) for name, _, _ in keys]
         # Row indexes of keys kept as their text, which the database casts back exactly.
         self.text_keys = frozenset(names.index(name) for name in text_keys)
@@ -531,7 +534,7 @@ class _SQLSource(Source[Row]):
                 )
         notnull: set[str] = table_keys.notnull if table_keys is not None else set()
         keys = [(name, desc, name in notnull) for name, desc in order]
-        hidden = False
+        hidden = ""
         if by_table or (self._mode == "keyset" and not self._unique):
             given = {name for name, _ in order}
             if table_keys is None:
@@ -560,7 +563,7 @@ class _SQLSource(Source[Row]):
                 for name in append:
                     if name not in given:
                         keys.append((name, desc, True))
-                hidden = append == [_ROWID]
+                hidden = table_keys.hidden if append == [table_keys.hidden] else ""
         by_name = {cut[0]: cut[1:] for cut in cuts}
         key_cols = {name for name, _, _ in keys}
         select: list[str] = []
@@ -586,7 +589,7 @@ class _SQLSource(Source[Row]):
             else:
                 select.append(_col(name))
         if hidden:
-            select.append("_jb_q." + quote_ident(_ROWID))
+            select.append("_jb_q." + quote_ident(hidden))
         first_head = len(columns) + (1 if hidden else 0) + len(lengths)
         heads = [None if h is None else first_head + h for h in head_at]
         distinct_at: list[tuple[int, list[int]]] = []
@@ -930,7 +933,7 @@ class _SQLSource(Source[Row]):
             return value  # type: ignore[return-value]
         if type(value) is float and i in plan.text_keys:
             return {"text": repr(value)}
-        names = [*plan.columns, _ROWID] if plan.hidden else plan.columns
+        names = [*plan.columns, plan.hidden] if plan.hidden else plan.columns
         return json_safe(value, what=f"order_by column {names[i]!r}")
 
     def _describe(self) -> dict[str, JSONValue]:
@@ -1138,7 +1141,7 @@ class SQLiteSource(_SQLSource):
 
     def _inner_sql(self, plan: _Plan) -> str:
         if plan.hidden:
-            rowid = f"SELECT *, {self._rowid} AS {quote_ident(_ROWID)}"
+            rowid = f"SELECT *, {self._rowid} AS {quote_ident(plan.hidden)}"
             return self._inner.replace("SELECT *", rowid, 1)
         return self._inner
 
@@ -1290,19 +1293,31 @@ class SQLiteSource(_SQLSource):
                 f"SELECT type, sql FROM {master} WHERE name = ? COLLATE NOCASE", (name,)
             ).fetchone()
             is_table = kind is not None and kind[0] == "table"
-            without_rowid = is_table and "WITHOUT ROWID" in (kind[1] or "").upper()
+            # Asked, not read from the CREATE text: "WITHOUT ROWID" may stand in a default
+            # value or a comment of an ordinary table.
+            without_rowid = is_table and any(
+                row[4]  # (schema, name, type, ncol, wr, strict)
+                for row in cur.execute(
+                    f"PRAGMA {prefix or 'main.'}table_list({quote_ident(name)})"
+                ).fetchall()
+            )
             notnull = {row[1] for row in info if row[3]}
             pk = [row[1] for row in sorted((r for r in info if r[5]), key=lambda r: r[5])]
-            integer_pk = len(pk) == 1 and any(
-                r[1] == pk[0] and r[2].upper() == "INTEGER" for r in info
+            indexes = cur.execute(f"PRAGMA {prefix}index_list({quote_ident(name)})").fetchall()
+            # A rowid table's PRIMARY KEY is the rowid itself (never NULL) exactly when
+            # SQLite made no index for it: `INTEGER PRIMARY KEY DESC` and `INT PRIMARY
+            # KEY` are not the rowid and allow NULL, `PRIMARY KEY (k DESC)` on an INTEGER
+            # column is.
+            rowid_pk = (
+                is_table and not without_rowid and bool(pk) and all(i[3] != "pk" for i in indexes)
             )
-            if integer_pk or without_rowid:
+            if rowid_pk or without_rowid:
                 notnull.update(pk)  # the rowid itself; WITHOUT ROWID enforces NOT NULL
             sorts_by = _sqlite_collations(cur, table, [row[1] for row in info])
             sets: list[list[str]] = []
             nullable: list[list[str]] = []
             pk_holds = bool(pk) and all(c in notnull for c in pk)
-            for idx in cur.execute(f"PRAGMA {prefix}index_list({quote_ident(name)})").fetchall():
+            for idx in indexes:
                 # (seq, name, unique, origin, partial)
                 if not idx[2] or idx[4]:
                     continue
@@ -1326,6 +1341,7 @@ class SQLiteSource(_SQLSource):
                     nullable.append(cols)
         finally:
             cur.close()
+        hidden = ""
         if pk_holds:
             sets.insert(0, pk)
             append = pk
@@ -1333,10 +1349,16 @@ class SQLiteSource(_SQLSource):
             taken = {row[1].lower() for row in info}
             free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
             self._rowid = free[0] if free else ""
-            append = [_ROWID] if free else []
+            if free:
+                # Under a name no column has: the result's own `_jb_rowid` would be read
+                # as the tiebreaker instead.
+                hidden = _ROWID
+                while hidden.lower() in taken:
+                    hidden += "_"
+            append = [hidden] if free else []
         else:
             append = []
-        return _TableKeys(sets, append, notnull, nullable)
+        return _TableKeys(sets, append, notnull, nullable, hidden)
 
     def describe(self) -> dict[str, JSONValue]:
         """As `_SQLSource.describe`, plus the database path when one was given."""
