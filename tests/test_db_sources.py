@@ -981,6 +981,19 @@ def test_pg_query_order_refused_unless_declared(pg: psycopg.Connection[Any]) -> 
         all_ids(source)
 
 
+@pytest.mark.postgres
+def test_regression_pg_a_declared_unique_order_tied_as_numeric_compares_raises(
+    pg: psycopg.Connection[Any],
+) -> None:
+    """Regression: numeric 1, 1.0 and 1.00 are one key to PostgreSQL and three to the
+    check in Python: 3 of 6 rows with complete=True."""
+    query = "SELECT v::numeric AS k, i FROM (VALUES ('1', 1), ('1.0', 2), ('1.00', 3),"
+    query += " ('2', 4), ('2.0', 5), ('2.00', 6)) AS t(v, i)"
+    source = PostgresSource(pg, query=query, order_by=("k",), unique=True)
+    with pytest.raises(LimitError, match="share the order key"):
+        pages_by_fill(source, Limits(1024, max_items=2))
+
+
 # --- the cut goes into the SQL ------------------------------------------------------------
 
 
@@ -1402,6 +1415,44 @@ def test_fill_of_a_declared_unique_order_with_a_tie_at_the_boundary_raises(
     source = SQLiteSource(conn, query="SELECT grp, id FROM t", order_by=("grp",), unique=True)
     with pytest.raises(LimitError, match="share the order key"):
         pages_by_fill(source, Limits(1024, max_items=3))
+
+
+@pytest.mark.parametrize(
+    ("declared", "spell"),
+    [
+        ("TEXT COLLATE NOCASE", lambda i: ("a", "A")[i % 2] + str(i // 2)),
+        ("TEXT COLLATE RTRIM", lambda i: "a" + str(i // 2) + " " * (i % 2)),
+        ("NUMERIC", lambda i: (str(i // 2), f"{i // 2}.0")[i % 2]),  # 1 and '1.0' are 1
+    ],
+)
+def test_regression_a_declared_unique_order_tied_as_the_database_compares_raises(
+    declared: str, spell: Any
+) -> None:
+    """Regression: keys the database holds equal but Python does not ('a0' and 'A0'
+    under NOCASE) passed the boundary check, and the next page's `name > 'a3'` skipped
+    'A3': 16 of 20 rows with complete=True."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE TABLE t (name {declared}, n INTEGER)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(spell(i), i) for i in range(20)])
+    source = SQLiteSource(conn, query="SELECT name, n FROM t", order_by=("name",), unique=True)
+    with pytest.raises(LimitError, match="share the order key"):
+        pages_by_fill(source, Limits(1024, max_items=3))
+    with pytest.raises(LimitError, match="share the order key"):
+        pages_by_paginate(source, Limits(1024, max_items=3))
+
+
+def test_a_declared_unique_order_that_holds_pages_every_row_with_named_params() -> None:
+    """The boundary check binds the user's parameters like the page query does."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (name TEXT COLLATE NOCASE, n INTEGER)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(f"k{i:02}", i) for i in range(30)])
+    for query, params in (
+        ("SELECT name, n FROM t WHERE n >= :low", {"low": 5}),
+        ("SELECT name, n FROM t WHERE n >= ?", [5]),
+    ):
+        source = SQLiteSource(conn, query=query, params=params, order_by=("name",), unique=True)
+        pages = pages_by_fill(source, Limits(1024, max_items=4))
+        assert [row["n"] for page in pages for row in page] == list(range(5, 30))
 
 
 def test_paginate_cuts_a_long_cell_in_the_query_by_default(tmp_path: Path) -> None:

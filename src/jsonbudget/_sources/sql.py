@@ -490,6 +490,7 @@ class _SQLSource(Source[Row]):
         raise NotImplementedError
 
     def _null_safe_eq(self, col: str, mark: str) -> str:
+        """SQL for "*col* equals *mark*", NULL equal to NULL, by *col*'s own collation."""
         raise NotImplementedError
 
     # -- the plan ---------------------------------------------------------------------
@@ -725,10 +726,12 @@ class _SQLSource(Source[Row]):
                 last = (rows, n)
             if more:
                 if self._unique and self._mode == "keyset" and last[1]:
+                    # The next page asks for the rows after the last one served: the
+                    # row read ahead must be one of them, as the database compares.
                     last_row = last[0][last[1] - 1]
                     here = [self._key(last_row[i], i, plan) for i in plan.key_index]
                     ahead = [self._key(rows[n][i], i, plan) for i in plan.key_index]
-                    if here == ahead:
+                    if here == ahead or not cursor.follows(ahead, here):
                         raise self._tie(here)
                 self._rows_hint = served
                 return (
@@ -815,12 +818,7 @@ class _SQLSource(Source[Row]):
         """The wrapped query and its parameters for one page."""
         names: list[str] = []
         values: list[object] = []
-
-        def bind(value: object) -> str:
-            names.append(f"{_PARAM_PREFIX}{len(names)}")
-            values.append(value)
-            return self._placeholder(names[-1])
-
+        bind = self._binder(names, values)
         # Newlines keep a trailing `-- comment` in the user's query from eating the ")".
         sql = f"SELECT {plan.select} FROM (\n{self._inner_sql(plan)}\n) AS _jb_q"
         offset = 0
@@ -840,11 +838,45 @@ class _SQLSource(Source[Row]):
             if limit_hint is None:
                 sql += self._no_limit()
             sql += " OFFSET " + bind(offset)
+        return sql, self._merged(names, values)
+
+    def _binder(self, names: list[str], values: list[object]) -> Callable[[object], str]:
+        """A function that binds a value as the next parameter and returns its mark."""
+
+        def bind(value: object) -> str:
+            names.append(f"{_PARAM_PREFIX}{len(names)}")
+            values.append(value)
+            return self._placeholder(names[-1])
+
+        return bind
+
+    def _merged(self, names: list[str], values: list[object]) -> Params:
+        """The user's parameters followed by the bound ones."""
         if self._named:
             merged = dict(self._params)
             merged.update(zip(names, values, strict=True))
-            return sql, merged
-        return sql, (*self._params, *values)
+            return merged
+        return (*self._params, *values)
+
+    def _follows_sql(
+        self, plan: _Plan, ahead: list[JSONValue], here: Position
+    ) -> tuple[str, Params]:
+        """A query that returns a row exactly when the database sorts a row keyed
+        *ahead* strictly after one keyed *here*: by the columns' own collations and
+        types, which a comparison in Python does not know (NOCASE, RTRIM, numeric 1 and
+        1.0, a nondeterministic ICU collation)."""
+        names: list[str] = []
+        values: list[object] = []
+        bind = self._binder(names, values)
+        after = self._predicate(plan, here, bind)
+        same = " AND ".join(
+            self._null_safe_eq(_col(name), bind(_key_value(v)))
+            for (name, _, _), v in zip(plan.keys, ahead, strict=True)
+        )
+        sql = (
+            f"SELECT 1 FROM (\n{self._inner_sql(plan)}\n) AS _jb_q WHERE {after} AND {same} LIMIT 1"
+        )
+        return sql, self._merged(names, values)
 
     def _inner_sql(self, plan: _Plan) -> str:
         return self._inner
@@ -1042,6 +1074,12 @@ class _Chunks:
             self._position = self._after(rows)
         return rows
 
+    def follows(self, ahead: list[JSONValue], here: Position) -> bool:
+        """Whether the database sorts a row keyed *ahead* after one keyed *here*."""
+        sql, params = self._source._follows_sql(self._plan, ahead, here)
+        self._cur.execute(sql, params)
+        return bool(self._cur.fetchall())
+
     def _after(self, rows: list[Any]) -> Position | None:
         """The position after *rows*, which follow the current one."""
         if not rows:
@@ -1147,6 +1185,9 @@ class SQLiteSource(_SQLSource):
 
     def _no_limit(self) -> str:
         return " LIMIT -1"  # SQLite accepts OFFSET only after a LIMIT
+
+    def _null_safe_eq(self, col: str, mark: str) -> str:
+        return f"{col} IS {mark}"  # IS compares as = does, by the column's collation
 
     def _nulls_first(self, desc: bool) -> bool:
         return not desc  # NULL is SQLite's smallest value
@@ -1441,6 +1482,9 @@ class PostgresSource(_SQLSource):
 
     def _nulls_first(self, desc: bool) -> bool:
         return desc  # NULL is PostgreSQL's largest value
+
+    def _null_safe_eq(self, col: str, mark: str) -> str:
+        return f"{col} IS NOT DISTINCT FROM {mark}"
 
     def _connection(self) -> psycopg.Connection[Any]:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
