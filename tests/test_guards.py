@@ -18,7 +18,7 @@ import threading
 import typing
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import pytest
@@ -963,6 +963,33 @@ def test_read_a_spilled_text_result(store: SpillStore, reader: ResultReader) -> 
     pages = follow_read(reader, ref, "", "bob")
     assert all(env["kind"] == "text" for env in pages)
     assert "".join(env["items"][0] for env in pages) == text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"".join(orjson.dumps({"id": i}) + b"\n" for i in range(10_000)),  # JSON Lines
+        b"[1,2,3]\n" * 3000,
+        b'{"a": 1} trailing' * 10_000,
+    ],
+    ids=["json-lines", "arrays-one-a-line", "a-value-and-more"],
+)
+@pytest.mark.parametrize("kind", ["auto", "json"])
+def test_regression_a_result_of_more_than_one_json_value_is_spilled_as_text(
+    store: SpillStore, reader: ResultReader, body: bytes, kind: Literal["auto", "json"]
+) -> None:
+    """Regression: it starts with { or [, so it was spilled as JSON: the preview showed
+    its first value as if it were all (``{"preview":{"id":0}}``) and read_result served
+    that value with complete=true; 9,999 records were out of reach."""
+    for result in (body, iter([body[:10], body[10:]])):
+        out = ResultGate(max_bytes=2000, store=store, reader=reader, principal="c", kind=kind)
+        gated = out.gate(result)
+        assert gated.kind == "text"
+        assert gated.spill is not None
+        assert gated.spill.media_type == "text/plain"
+        ref = gated.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+        pages = follow_read(reader, ref, "", "c")
+        assert "".join(env["items"][0] for env in pages).encode() == body
 
 
 def test_read_refuses_other_principals_and_other_reads(

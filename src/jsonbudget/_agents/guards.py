@@ -515,9 +515,17 @@ class ResultGate:
         chunks: Iterable[bytes | bytearray | memoryview] = (
             measured.chunks if measured.chunks is not None else (measured.data or b"",)
         )
-        ref = store.put(chunks, label=label, media_type=_MEDIA[measured.kind])
+        kind = measured.kind
+        if kind == "json":
+            # What starts with { or [ may still be no one JSON value (JSON Lines, a value
+            # and more): stored as JSON, the reader would read its first value and call
+            # it complete. Its first bytes, parsed, decide.
+            head, whole, chunks = _head_of(chunks, _SNIFF_BYTES)
+            if _parse_json_prefix(head, whole) is None:
+                kind = "text"
+        ref = store.put(chunks, label=label, media_type=_MEDIA[kind])
         named = self._named(ref)
-        if measured.kind == "json":
+        if kind == "json":
             preview = self._json_preview(ref, named, budget)
             if preview is not None:
                 return GateResult(preview, "json", ref.size, ref)
@@ -1304,7 +1312,8 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
             else:
                 add(value)
     except _PREFIX_ERRORS:
-        if whole or root is _NO_OBJECT:
+        # Past a root that ended (not stack): what follows is no part of one JSON value.
+        if whole or root is _NO_OBJECT or not stack:
             return None
     if root is _NO_OBJECT:
         return None
@@ -1315,6 +1324,30 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
         else:
             container[_marker_key(container)] = _MORE_KEYS
     return root, {where for _, where in stack if where is not None}
+
+
+#: How much of a result that looks like JSON is parsed to decide that it is.
+_SNIFF_BYTES: Final = 4096
+
+
+def _head_of(
+    chunks: Iterable[bytes | bytearray | memoryview], size: int
+) -> tuple[bytes, bool, Iterable[bytes | bytearray | memoryview]]:
+    """The first *size* bytes of *chunks*, whether that is all of them, and the chunks
+    again (those read to learn it first): at most *size* bytes are copied."""
+    it = iter(chunks)
+    taken: list[bytes | bytearray | memoryview] = []
+    parts: list[bytes] = []
+    held = 0
+    for chunk in it:
+        taken.append(chunk)
+        parts.append(bytes(memoryview(chunk)[: size - held]))
+        held += len(parts[-1])
+        if held >= size:
+            break
+    else:
+        return b"".join(parts), True, taken
+    return b"".join(parts), False, itertools.chain(taken, it)
 
 
 def _marker_key(obj: dict[str, Any]) -> str:
