@@ -142,6 +142,28 @@ def test_codes_and_params_do_not_decide() -> None:
     )
 
 
+_SGLANG = (
+    "Requested token count exceeds the model's maximum context length of 262144 tokens. "
+    "You requested a total of {total} tokens: {inputs} tokens from the input messages and "
+    "{cap} tokens for the completion. Please reduce the number of tokens in the input "
+    "messages or the completion to fit within the limit."
+)
+
+
+def test_regression_sglang_wording_is_decided_by_its_numbers() -> None:
+    """Regression: SGLang's (and vLLM behind some gateways') wording gave None, though
+    its numbers decide: "length of" for "length is", ": A tokens from the input messages
+    and C tokens for the completion" for OpenAI's parenthesised breakdown."""
+    cap_too_large = _SGLANG.format(total=267042, inputs=201506, cap=65536)
+    assert classify_size_error(cap_too_large) == OutputCapTooLarge(
+        requested=65536, available=60638, window=262144, provider="openai", input_tokens=201506
+    )
+    prompt = _SGLANG.format(total=270000, inputs=266000, cap=4000)
+    assert classify_size_error(prompt) == PromptTooLong(
+        prompt_tokens=266000, limit=262144, provider="openai"
+    )
+
+
 # -- SDK-shaped exceptions (duck-typed; these mimic the attributes the SDKs set) ---------
 
 MSG = (

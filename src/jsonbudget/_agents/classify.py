@@ -191,16 +191,18 @@ def _opt(m: re.Match[str], index: int) -> int | None:
     return None if value is None else _num(value)
 
 
-# OpenAI's breakdown "(I in the messages, C in the completion)" and its relatives.
+# OpenAI's breakdown "(I in the messages, C in the completion)" and its relatives;
+# SGLang's ": I tokens from the input messages and C tokens for the completion".
 _BREAKDOWN_PART = re.compile(
-    _N + r" (in the messages|in your prompt|of [a-z]{1,12} input|in the functions"
-    r"|in the completion|for the completion|in the output)",
+    _N + r" (?:tokens )?(in the messages|from the input messages|in your prompt"
+    r"|of [a-z]{1,12} input|in the functions|in the completion|for the completion"
+    r"|in the output)",
     _I,
 )
 _AFTER_WINDOW = re.compile(
-    r"[.,]? ?(?:However,? )?(?:you requested (?:about )?|your messages resulted in )"
+    r"[.,]? ?(?:However,? )?(?:you requested (?:about |a total of )?|your messages resulted in )"
     + _N
-    + r" ?tokens ?\(([^)]{1,200})\)",
+    + r" ?tokens ?(?:\(([^)]{1,200})\)|: ([^.]{1,200}))",
     _I,
 )
 _PROMPT_ONLY = re.compile(
@@ -221,7 +223,8 @@ def _context_window(m: re.Match[str], call: _Call) -> SizeVerdict | None:
         inputs = 0
         output: int | None = None
         seen_input = False
-        for part in _BREAKDOWN_PART.finditer(breakdown.group(2)):
+        parts = breakdown.group(2) if breakdown.group(2) is not None else breakdown.group(3)
+        for part in _BREAKDOWN_PART.finditer(parts):
             value = _g(part, 1)
             where = part.group(2).lower()
             if "completion" in where or "output" in where:
@@ -315,7 +318,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "openai_context_window",
-        r"(?:model's|endpoint's|model) maximum context length is " + _N + r" tokens",
+        r"(?:model's|endpoint's|model) maximum context length (?:is|of) " + _N + r" tokens",
         None,
         _context_window,
     ),
@@ -626,7 +629,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "context_window_bare",
         # The window with nothing after it to compare.
-        r"(?:model's|endpoint's|model) maximum context length is " + _N + r" tokens",
+        r"(?:model's|endpoint's|model) maximum context length (?:is|of) " + _N + r" tokens",
         None,
         lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either", limit=_g(m, 1)),
     ),
