@@ -366,6 +366,10 @@ def test_page_usage_errors(
     )
     assert main(["page", str(items_file), "--order-by", "id"]) == EXIT_USAGE
     assert "apply to SQLite sources only" in capsys.readouterr().err
+    # Regression: with --kind auto, --table took a JSON file for SQLite, which then
+    # failed at run time (exit 1) instead of as the usage error the docs list.
+    assert main(["page", str(items_file), "--table", "t"]) == EXIT_USAGE
+    assert "need an SQLite database" in capsys.readouterr().err
     assert main(["page", str(tickets_db), "--table", "t", "--order-by", "nope"]) == EXIT_USAGE
     assert capsys.readouterr().err.startswith("jsonbudget: error: order_by='nope' is invalid")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import gzip as gzip_module
 import io
 import itertools
@@ -533,3 +534,14 @@ def test_a_digit_run_inside_a_string_is_read_whole(tmp_path: Path) -> None:
     broken, bad = spilled(tmp_path / "bad", b'{"s": "' + b"9" * 9000 + b'", "n": 5,]')
     with pytest.raises(SpillError, match="not valid JSON"):
         broken.read(bad, "/x", principal="p")
+
+
+def test_regression_any_bytes_like_object_is_a_source() -> None:
+    """An array.array was iterated as ints ("the source must yield bytes, not int"),
+    though the docs list a single bytes-like object as a source."""
+    sources: list[Any] = [array.array("B", b"abcd"), [array.array("B", b"ab"), b"cd"]]
+    for source in sources:
+        got = read_bounded_text(source, 3)
+        assert (got.text, got.complete, got.bytes_read) == ("abc", False, 4)
+    with pytest.raises(TypeError, match="not str"):
+        read_bounded_text("abcd", 3)  # type: ignore[arg-type]

@@ -156,7 +156,7 @@ class _RawChunks:
 
     def __iter__(self) -> Iterator[memoryview]:
         source = self._source
-        if isinstance(source, bytes | bytearray | memoryview):
+        if _buffer(source) is not None:  # bytes, an array.array, an mmap: one chunk
             return self._from_iterable((source,))
         if isinstance(source, str):
             raise TypeError("the source must be binary (bytes, a stream or byte chunks), not str")
@@ -219,9 +219,21 @@ class _RawChunks:
             yield part
 
 
+def _buffer(obj: object) -> memoryview | None:
+    """A view of *obj* if it is bytes-like (has the buffer protocol), else None."""
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return memoryview(obj)
+    if isinstance(obj, str):
+        return None
+    try:
+        return memoryview(obj)  # type: ignore[arg-type]  # checked by the call itself
+    except TypeError:
+        return None
+
+
 def _as_view(chunk: object) -> memoryview:
-    if isinstance(chunk, bytes | bytearray | memoryview):
-        view = memoryview(chunk)
+    view = _buffer(chunk)
+    if view is not None:
         if not view.c_contiguous:
             # Strided views cannot be cast to bytes in place: their bytes are copied.
             return memoryview(view.tobytes())

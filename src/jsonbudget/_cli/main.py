@@ -704,6 +704,11 @@ def _kind(args: argparse.Namespace) -> str:
     if kind != "auto":
         return kind
     if args.table is not None or args.query is not None:
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+            if head and head != _SQLITE_MAGIC:  # an empty file is an empty database
+                raise _Usage(f"--table and --query need an SQLite database; {path} is not one")
         return "sqlite"
     with open(path, "rb") as f:
         if f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
