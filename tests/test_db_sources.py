@@ -30,7 +30,7 @@ from jsonbudget import (
 )
 from jsonbudget._sources.base import Clipped, Position
 from jsonbudget._sources.sql import KEY_POSITION_BYTES, MIN_CELL_BYTES
-from jsonbudget.errors import InvalidCursor, LimitError
+from jsonbudget.errors import InvalidCursor, LimitError, SpillError
 from tests.fixtures_postgres import PostgresServer
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
@@ -1453,6 +1453,61 @@ def test_a_declared_unique_order_that_holds_pages_every_row_with_named_params() 
         source = SQLiteSource(conn, query=query, params=params, order_by=("name",), unique=True)
         pages = pages_by_fill(source, Limits(1024, max_items=4))
         assert [row["n"] for page in pages for row in page] == list(range(5, 30))
+
+
+def _spilled_rows(source: Any, spill: Any) -> list[Any]:
+    """The one page of *source* at a 700-byte budget with oversized="spill", its spilled
+    items read back from *spill*."""
+    from jsonbudget import MemoryCursorStore, Scope, paginate
+
+    page = paginate(
+        source,
+        scope=Scope("u", {}),
+        store=MemoryCursorStore(),
+        limits=Limits(700),
+        oversized="spill",
+        spill_store=spill,
+    )
+    assert page.complete
+    return [orjson.loads(spill.read(o.ref, 0, 1 << 20)) for o in page.oversized]
+
+
+def test_regression_a_spilled_row_holds_its_long_cells_whole(tmp_path: Path) -> None:
+    """Regression: the source cut each cell to what one page shows before the builder
+    saw the row, so the spill file held `yyy…[truncated: 4300 more bytes]`: 4,300
+    bytes out of reach, though oversized="spill" writes the item whole."""
+    from jsonbudget import SpillStore
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT, raw BLOB)")
+    conn.execute("INSERT INTO t VALUES (1, ?, NULL)", ("y" * 5000,))
+    spill = SpillStore(tmp_path / "spill")
+    assert _spilled_rows(SQLiteSource(conn, table="t"), spill) == [
+        {"id": 1, "body": "y" * 5000, "raw": None}
+    ]
+    # Still bounded: a cell is read up to the store's largest file, and a row that passes
+    # it is refused as any item the store cannot hold (nothing kept, nothing served).
+    small = SpillStore(tmp_path / "small", max_file_bytes=2000)
+    with pytest.raises(SpillError, match="max_file_bytes"):
+        _spilled_rows(SQLiteSource(conn, table="t"), small)
+    # max_cell_bytes, when given, is the cut: the row is spilled with its cell cut.
+    (row,) = _spilled_rows(SQLiteSource(conn, table="t", max_cell_bytes=1000), small)
+    assert row["body"] == "y" * 1000 + "…[truncated: 4000 more bytes]"
+
+
+@pytest.mark.postgres
+def test_regression_pg_a_spilled_row_holds_its_long_cells_whole(
+    pg: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    from jsonbudget import SpillStore
+
+    pg.execute("CREATE TABLE sp (id int PRIMARY KEY, body text)")
+    try:
+        pg.execute("INSERT INTO sp VALUES (1, repeat('y', 5000))")
+        rows = _spilled_rows(PostgresSource(pg, table="sp"), SpillStore(tmp_path / "s"))
+        assert rows == [{"id": 1, "body": "y" * 5000}]
+    finally:
+        pg.execute("DROP TABLE sp")
 
 
 def test_paginate_cuts_a_long_cell_in_the_query_by_default(tmp_path: Path) -> None:

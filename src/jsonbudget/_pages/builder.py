@@ -311,6 +311,16 @@ class PageBuilder:
         return self._count
 
     @property
+    def spill_bytes(self) -> int | None:
+        """With ``oversized="spill"``, the largest file the spill store takes (its
+        ``max_file_bytes``, where it says), else None: a database source reads a cell up
+        to this (not only what one page shows), so a spilled row holds it whole."""
+        if self.oversized != "spill":
+            return None
+        most = getattr(self._spill_store, "max_file_bytes", None)
+        return most if type(most) is int else None
+
+    @property
     def full_reason(self) -> IncompleteReason | None:
         """Why the last `add` was refused, or None if none was."""
         return self._full_reason

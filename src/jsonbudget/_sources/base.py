@@ -36,6 +36,7 @@ __all__ = [
     "SourceLike",
     "as_source",
     "page_budget",
+    "spill_bytes",
 ]
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
@@ -102,6 +103,11 @@ def page_budget(builder: Filler, default: int) -> int:
     """The page budget of *builder* in bytes (``builder.limits.max_bytes``), else *default*."""
     limits = getattr(builder, "limits", None)
     return int(getattr(limits, "max_bytes", default))
+
+
+def spill_bytes(builder: Filler) -> int:
+    """The largest item *builder* spills whole (`PageBuilder.spill_bytes`), else 0."""
+    return int(getattr(builder, "spill_bytes", None) or 0)
 
 
 @runtime_checkable

@@ -42,6 +42,7 @@ from .base import (
     check_limit_hint,
     offset_position,
     page_budget,
+    spill_bytes,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ DEFAULT_BATCH_SIZE: Final = 256
 #: The smallest ``max_cell_bytes``: every number's text is shorter, so only text and
 #: binary values are ever cut.
 MIN_CELL_BYTES: Final = 64
+#: The longest cut a query asks for: no value is longer in either database (SQLite's
+#: default limit is 10**9 bytes, PostgreSQL's 1 GB), and PostgreSQL's ``left()`` takes
+#: an int4.
+_MAX_CUT: Final = 2**31 - 1
 #: The first fetch of an unbounded read; each next one doubles, up to ``batch_size``, so
 #: the rows fetched but never taken are at most as many as those taken, plus this.
 FIRST_FETCH: Final = 16
@@ -657,9 +662,11 @@ class _SQLSource(Source[Row]):
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
         cut = self._max_cell
         if cut is None:
-            # No cell longer than the whole page can be shown whole: fetch no more of one.
-            cut = max(MIN_CELL_BYTES, page_budget(builder, 1 << 20))
-        plan = self._plan_for(cut)
+            # No cell longer than the whole page can be shown whole: fetch no more of one;
+            # unless an item too big for the page is spilled whole (as far as the spill
+            # store takes it).
+            cut = max(MIN_CELL_BYTES, page_budget(builder, 1 << 20), spill_bytes(builder))
+        plan = self._plan_for(min(cut, _MAX_CUT))
         more, after = self._fill(
             builder,
             plan,
