@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import json
@@ -593,6 +594,39 @@ def test_regression_interleaved_pagings_keep_every_generator_value(how: str) -> 
         vals = _vals_by_id(pages[k])
         assert list(vals) == list(range(first, first + 20))
         assert all(v == list(range(40)) for v in vals.values()), vals
+
+
+async def test_regression_concurrent_pagings_keep_every_generator_value() -> None:
+    """Regression: two apaginate calls running at once (each awaiting between items)
+    over the same generator-holding rows drained each other's generators: one page held
+    ``"vals": []`` with no marker and no report. A page's streams were found by other
+    pages only once it was finished."""
+    rows = _generator_rows(0)
+
+    class Rows:
+        def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+            return self.gen()
+
+        async def gen(self) -> AsyncIterator[dict[str, Any]]:
+            for row in rows:
+                await asyncio.sleep(0)
+                yield row
+
+    store, limits = MemoryCursorStore(), Limits(900)
+    first = await apaginate(Rows(), scope=ALICE, store=store, limits=limits)
+    # Two first pages at once, then the same cursor read by two tasks at once.
+    for cursor in (None, first.next_cursor):
+        pages = await asyncio.gather(
+            *(
+                apaginate(Rows(), scope=ALICE, cursor=cursor, store=store, limits=limits)
+                for _ in range(2)
+            )
+        )
+        for page in pages:
+            vals = _vals_by_id([page.data])
+            assert vals
+            assert all(v == list(range(40)) for v in vals.values()), vals
+            assert page.truncations == ()
 
 
 def _follow_vals(

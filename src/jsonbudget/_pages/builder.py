@@ -635,6 +635,13 @@ class _Pulled:
                 index[key] = stream
         return page_id
 
+    def publish(self, key: int, stream: Stream) -> None:
+        """Make *stream* found by every page from now on, before the page that met it is
+        kept: a paging that runs beside it (another task at an ``await``, another
+        thread) must render the values it pulled, not drain the iterator on its own."""
+        with self._lock:
+            self.streams[key] = stream  # counted, and so dropped in time, by `keep`
+
     def resume(self, stored: object) -> Position:
         """The source position in a wrapped stored position; `ExpiredCursor` where the
         page it names pulled here and its pulls are no longer kept."""
@@ -670,8 +677,12 @@ class _PageStreams(dict[int, Stream]):
             found = _PULLED.streams.get(key)
             if found is None:
                 return default
-            self[key] = found  # this page met it too: kept with this page's pulls
+            dict.__setitem__(self, key, found)  # this page met it too: kept with its pulls
         return found
+
+    def __setitem__(self, key: int, stream: Stream) -> None:
+        dict.__setitem__(self, key, stream)
+        _PULLED.publish(key, stream)
 
 
 def _stored_position(position: Position, page_id: str | None) -> Position:
