@@ -273,6 +273,33 @@ def test_pydantic_ai_tool_return_keeps_content_metadata_and_files(turn: TurnBudg
     assert report.used_bytes == len(b"ok") + len(b"a chart")
 
 
+async def test_regression_openai_agents_one_call_of_many_parts_is_one_result(
+    turn: TurnBudget,
+) -> None:
+    """300 text parts of one call were admitted part by part: 300 calls of the turn's
+    8, 38,492 bytes of function_call_output in a 10,000-byte turn."""
+
+    @function_tool
+    def lines() -> list[ToolOutputText]:
+        """Many lines."""
+        return [ToolOutputText(text=f"part {i} " + "x" * 80) for i in range(300)]
+
+    model = ScriptedModel([
+        ModelStep(output=[function_call("lines", {}, call_id="c1")]),
+        ModelStep(output=[assistant_message("done")]),
+    ])  # fmt: skip
+    agent = Agent(name="a", model=model, tools=budget_tools([lines], turn))
+    await Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True))
+    (output,) = [
+        i["output"] for i in model.calls[1].input if i.get("type") == "function_call_output"
+    ]
+    (text,) = output
+    assert "spilled" in text["text"]
+    report = turn.report()
+    assert (len(report.results), report.over_budget) == (1, False)
+    assert report.used_bytes == len(text["text"].encode()) <= TURN
+
+
 async def test_openai_agents_images_reach_the_model_as_images(turn: TurnBudget) -> None:
     image = ToolOutputImage(image_url="data:image/png;base64,iVBORw0KGgo=")
 
@@ -313,15 +340,39 @@ def test_regression_langchain_json_blocks_count_against_the_turn(turn: TurnBudge
         return [{"type": "json", "json": rows}, small, image]
 
     call: Any = {"name": "export", "args": {"q": "x"}, "id": "c4", "type": "tool_call"}
-    big, kept, media = budget_tool(export, turn).invoke(call).content
-    assert kept == small  # fits: unchanged, and counted
-    assert media == image  # media: unchanged, not counted
-    assert big["type"] == "text"
-    preview = orjson.loads(big["text"])
-    assert preview["spilled"]["size"] == len(orjson.dumps({"type": "json", "json": rows}))
-    used = turn.report().used_bytes
-    assert used == len(big["text"].encode()) + len(orjson.dumps(small))
-    assert used <= TURN
+    # The blocks are one call's result (one call's room, not one a block): their text,
+    # each block as its JSON, joined by newlines, does not fit, so one text block with the
+    # preview takes their place, before the media, which pass unchanged and uncounted.
+    text, media = budget_tool(export, turn).invoke(call).content
+    assert media == image
+    assert text["type"] == "text"
+    whole = orjson.dumps({"type": "json", "json": rows}) + b"\n" + orjson.dumps(small)
+    # Two JSON values, one a line: spilled and previewed as text.
+    assert f" of {len(whole)} bytes are shown" in text["text"]
+    report = turn.report()
+    assert len(report.results) == 1
+    assert report.used_bytes == len(text["text"].encode()) <= TURN
+
+
+def test_regression_one_call_of_many_parts_is_one_result(turn: TurnBudget) -> None:
+    """A call returning 300 text blocks was admitted block by block: 300 calls of the
+    turn's 8, the overflow each a bare reference, 28,891 bytes in a 10,000-byte turn."""
+
+    @tool
+    def lines(q: str) -> list[str]:
+        """Lines."""
+        return [f"{q} line {i} " + "x" * 80 for i in range(300)]
+
+    call: Any = {"name": "lines", "args": {"q": "a"}, "id": "c5", "type": "tool_call"}
+    (block,) = budget_tool(lines, turn).invoke(call).content
+    report = turn.report()
+    assert (len(report.results), report.over_budget) == (1, False)
+    assert report.used_bytes == len(block["text"].encode()) <= TURN
+    # Where the joined text fits, the blocks are kept as they are.
+    small: Any = {"name": "lines", "args": {"q": "b"}, "id": "c6", "type": "tool_call"}
+    roomy = TurnBudget(max_bytes=100_000)
+    assert budget_tool(lines, roomy).invoke(small).content == lines.invoke({"q": "b"})
+    assert len(roomy.report().results) == 1
 
 
 def test_regression_pydantic_ai_model_retry_messages_count_against_the_turn(

@@ -13,6 +13,8 @@ import asyncio
 from typing import Any
 from uuid import UUID
 
+import orjson
+
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
 
@@ -221,20 +223,36 @@ class _BudgetedTool(BaseTool):
         # A ToolMessage's content is a string (LangChain turned any other value into its
         # JSON text) or a list of strings and content blocks, which LangChain checked.
         if isinstance(content, list):
-            return [self._block(block) for block in content]
+            return self._blocks(content)
         return self.turn.admit(content, tool=self.name).text
 
-    def _block(self, block: str | dict[str, Any]) -> str | dict[str, Any]:
-        if isinstance(block, str):
-            return self.turn.admit(block, tool=self.name).text
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            return {**block, "text": self.turn.admit(block["text"], tool=self.name).text}
-        if block.get("type") in MEDIA_BLOCK_TYPES:
-            return block  # an image, a file...: the model gets it as media, not as text
-        # Any other block (json, search_result, ...) is text in the model's context: it
-        # counts, and one that does not fit becomes a text block with its preview.
-        admitted = self.turn.admit(block, tool=self.name)
-        return block if admitted.reason == "fits" else {"type": "text", "text": admitted.text}
+    def _blocks(self, content: list[Any]) -> list[Any]:
+        """A list of blocks, admitted as the one result of one call: the text of its
+        blocks joined by newlines. Where that fits, the blocks are kept as they are;
+        else one text block with the preview takes their place, before the media."""
+        media: list[Any] = []
+        texts: list[str] = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") in MEDIA_BLOCK_TYPES:
+                media.append(block)  # an image, a file...: the model gets it as media
+            else:
+                texts.append(_text_of(block))
+        if not texts:
+            return content
+        admitted = self.turn.admit("\n".join(texts), tool=self.name)
+        if admitted.reason == "fits":
+            return content
+        return [{"type": "text", "text": admitted.text}, *media]
+
+
+def _text_of(block: str | dict[str, Any]) -> str:
+    """What a block puts in the model's context as text: a string, a text block's text;
+    any other block (json, search_result, ...) as its JSON."""
+    if isinstance(block, str):
+        return block
+    if block.get("type") == "text" and isinstance(block.get("text"), str):
+        return str(block["text"])
+    return orjson.dumps(block, default=str).decode()
 
 
 #: Content block types that reach the model as media, not as text: not counted in a turn

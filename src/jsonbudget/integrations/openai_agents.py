@@ -77,12 +77,16 @@ def _budgeted(tool: FunctionTool, turn: TurnBudget) -> FunctionTool:
         parts = _structured(output)
         if parts is None:
             return (await turn.aadmit(output, tool=tool.name)).text
-        return [
-            ToolOutputText(text=(await turn.aadmit(part.text, tool=tool.name)).text)
-            if isinstance(part, ToolOutputText)
-            else part
-            for part in parts
-        ]
+        # The text parts are one call's result: admitted as one (joined by newlines), so
+        # that a call of many parts takes one call's room, not one a part.
+        texts = [part.text for part in parts if isinstance(part, ToolOutputText)]
+        if not texts:
+            return parts
+        admitted = await turn.aadmit("\n".join(texts), tool=tool.name)
+        if admitted.reason == "fits":
+            return parts
+        rest = [part for part in parts if not isinstance(part, ToolOutputText)]
+        return [ToolOutputText(text=admitted.text), *rest]
 
     return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
 
