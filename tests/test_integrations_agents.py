@@ -375,6 +375,37 @@ def test_regression_one_call_of_many_parts_is_one_result(turn: TurnBudget) -> No
     assert len(roomy.report().results) == 1
 
 
+@pytest.mark.parametrize("raised", [ModelRetry, ToolFailed])
+def test_regression_pydantic_ai_retry_messages_count_as_sent(
+    turn: TurnBudget, raised: type[Exception]
+) -> None:
+    """A retry's message was counted as raw text, while pydantic-ai sends it inside
+    {"error": ...}, escaped: eight parallel retries of quotes and backslashes counted
+    9,600 bytes and sent 19,296 in a 10,000-byte turn."""
+    sent: list[int] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            calls = [ToolCallPart("search", {"q": str(i)}, tool_call_id=f"c{i}") for i in range(8)]
+            return ModelResponse(parts=calls)
+        returned = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        sent.extend(len(p.model_response_str().encode()) for p in returned)
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=3)
+
+    @agent.tool_plain
+    def search(q: str) -> str:
+        raise raised('"\\\n' * 400 if q != "0" else "short")
+
+    agent.run_sync("go")
+    (report,) = capability.reports
+    assert len(sent) == 8
+    assert sum(sent) <= report.used_bytes <= TURN
+    assert not report.over_budget
+
+
 def test_regression_pydantic_ai_model_retry_messages_count_against_the_turn(
     turn: TurnBudget,
 ) -> None:

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
 
@@ -90,17 +92,33 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         try:
             return await handler(args)
         except ModelRetry as exc:
-            raise ModelRetry(await self._admit(exc.message, tool)) from exc
+            raise ModelRetry(await self._admit_error(exc.message, tool)) from exc
         except ToolFailed as exc:
-            raise ToolFailed(await self._admit(exc.message, tool)) from exc
+            raise ToolFailed(await self._admit_error(exc.message, tool)) from exc
         except ToolRetryError as exc:
             retried = exc.tool_retry
-            text = await self._admit(retried.content, tool)
+            text = await self._admit_error(retried.content, tool)
             raise ToolRetryError(dataclasses.replace(retried, content=text)) from exc
         except ToolFailedError as exc:
             failed = exc.tool_failed
-            text = await self._admit(failed.content, tool)
+            text = await self._admit_error(failed.content, tool)
             raise ToolFailedError(dataclasses.replace(failed, content=text)) from exc
+
+    async def _admit_error(self, message: Any, tool: str) -> Any:
+        """A retry's or a failure's message, admitted as pydantic-ai sends it: a text
+        inside ``{"error": ...}``, JSON-escaped. Where that does not fit, the message
+        becomes a short note naming the spill, whose wrapped form is no longer than what
+        the turn counted; other content (validation errors) is admitted as it is."""
+        if not isinstance(message, str):
+            return await self._admit(message, tool)
+        admitted = await self.turn.aadmit({"error": message}, tool=tool)
+        if admitted.spill is None:
+            return message  # counted as sent: the wrapper and the escapes
+        ref = _model_ref(admitted.data, admitted.spill.ref)
+        note = f"…[spilled: {admitted.spill.size} bytes as {ref}; read it with read_result]"
+        if len(orjson.dumps({"error": note})) > len(admitted.data):
+            note = ref  # the bare reference: shorter than any preview that names it
+        return note
 
     async def _admit(self, value: Any, tool: str) -> Any:
         # pydantic-ai sends files natively and the other items as text: only text is
@@ -116,3 +134,15 @@ class TurnBudgetCapability(AbstractCapability[Any]):
                 one = data[0] if len(data) == 1 else data
                 return [(await self.turn.aadmit(one, tool=tool)).text, *files]
         return (await self.turn.aadmit(value, tool=tool)).text
+
+
+def _model_ref(preview: bytes, stored: str) -> str:
+    """The reference the model was given in *preview* (a bound one where the turn has a
+    reader), else the store's own *stored* name."""
+    try:
+        doc = orjson.loads(preview)
+    except orjson.JSONDecodeError:  # a text preview: its footer names the store's file
+        return stored
+    spilled = doc.get("spilled") if isinstance(doc, dict) else None
+    ref = spilled.get("ref") if isinstance(spilled, dict) else None
+    return ref if isinstance(ref, str) else stored
