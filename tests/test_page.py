@@ -32,6 +32,7 @@ from jsonbudget import (
     PageBuilder,
     Paginator,
     Scope,
+    SpillError,
     SpillStore,
     SQLiteSource,
     apaginate,
@@ -488,6 +489,49 @@ def test_regression_nan_in_a_spilled_item_is_marked_not_null(tmp_path: Path) -> 
     spilled = orjson.loads(store.read(entry.ref, 0, 200_000))
     assert spilled["v"] == "…[unencodable: nan]"
     assert spilled["pad"] == "p" * 3000
+
+
+def test_regression_a_spilled_item_keeps_what_the_page_pulled_from_its_iterators(
+    tmp_path: Path,
+) -> None:
+    """The spill was encoded by a fresh encoder call, without the page's streams: the 256
+    values the page's own try had pulled were gone, the file started at 256."""
+    store = SpillStore(tmp_path / "spill")
+    builder = PageBuilder(Limits(700), oversized="spill", spill_store=store)
+    builder.add({"g": iter(range(1000)), "big": "x" * 2000})
+    (entry,) = builder.finish(complete=True).oversized
+    assert entry.ref is not None
+    spilled = orjson.loads(store.read(entry.ref, 0, 1 << 20))
+    assert spilled["g"] == list(range(1000))
+    assert entry.encoded_bytes == len(orjson.dumps(spilled))
+    # Through the pager too: the item is refused on page 1 (look-ahead), spilled on page 2.
+    rows = [{"a": 1}, {"g": iter(range(1000))}, {"b": 2}]
+    pages = follow(rows, Limits(700), oversized="spill", spill_store=store)
+    (entry,) = [o for page in pages for o in page.oversized]
+    assert entry.ref is not None
+    assert orjson.loads(store.read(entry.ref, 0, 1 << 20))["g"] == list(range(1000))
+
+
+def test_regression_a_spilled_item_is_written_with_the_pages_binary_mode(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path / "spill")
+    builder = PageBuilder(Limits(700), oversized="spill", spill_store=store, binary="base64")
+    builder.add({"blob": b"\x01\x02" * 20, "text": "x" * 3000})
+    (entry,) = builder.finish(complete=True).oversized
+    assert entry.ref is not None
+    spilled = orjson.loads(store.read(entry.ref, 0, 1 << 20))
+    assert spilled["blob"] == "AQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAgECAQIBAg=="
+
+
+def test_regression_an_endless_generator_in_a_spilled_item_stops_at_the_file_limit(
+    tmp_path: Path,
+) -> None:
+    """It was encoded whole in memory before the store's limit was checked: a hang with
+    growing memory."""
+    store = SpillStore(tmp_path / "spill", max_file_bytes=10_000)
+    builder = PageBuilder(Limits(700), oversized="spill", spill_store=store)
+    with pytest.raises(SpillError, match="max_file_bytes"):
+        builder.add({"g": itertools.count()})
+    assert list((tmp_path / "spill").iterdir()) == []  # nothing kept
 
 
 def test_regression_spill_marker_follows_the_marker_style(tmp_path: Path) -> None:

@@ -35,10 +35,10 @@ from .._encode.encoder import (
     Encoder,
     MarkerStyle,
     Strategy,
-    dumps_whole,
     encode,
     pointer,
 )
+from .._encode.whole import JsonWriter
 from .._frozen import fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
@@ -82,11 +82,6 @@ READ_RESULT_HINT = "read more with read_result(ref, pointer, cursor)"
 DEFAULT_MAX_CALLS = 8
 _MAX_HINT_CHARS = 200
 _STREAM_CHUNK = 1024 * 1024
-_FLUSH_BYTES = 1024 * 1024
-_BATCH = 512
-# Containers nested deeper than this inside a spilled value are encoded whole, not
-# streamed member by member (the encoder's own depth limit still applies to them).
-_STREAM_DEPTH = 32
 # A JSON preview parses at most this much of the spilled file's beginning.
 _JSON_PREFIX_MIN = 64 * 1024
 _JSON_PREFIX_MAX = 4 * 1024 * 1024
@@ -504,7 +499,7 @@ class ResultGate:
             if value_budget >= MIN_BYTES:
                 out = call.fit(measured.obj, value_budget, "")
                 shown = None if out is None else out[0]
-            writer = _JsonWriter(self._default, call.streams, store.max_file_bytes)
+            writer = JsonWriter(self._default, call.streams, store.max_file_bytes)
             ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
             named = self._named(ref)
             if shown is not None:
@@ -1066,171 +1061,6 @@ def _str_chunks(text: str) -> Iterator[bytes]:
     step = _STREAM_CHUNK // 4
     for start in range(0, len(text), step):
         yield _encode_str(text[start : start + step])
-
-
-class _JsonWriter:
-    """The whole JSON encoding of a Python value, in chunks of about 1 MiB, as it is made.
-
-    Lists, tuples, dicts and iterators are written member by member (runs of small
-    members one `dumps_whole` each, as orjson joins them), so an endless generator or a
-    10-million-row list never sits in memory whole, and the file's size limit is checked
-    as the bytes are made, not after. Items the size check already pulled from an
-    iterator (the encoder call's ``streams``) are replayed first.
-    """
-
-    __slots__ = ("buf", "default", "descend", "left", "limit", "streams")
-
-    def __init__(
-        self, default: Callable[[Any], Any] | None, streams: dict[int, Any], max_bytes: int
-    ) -> None:
-        self.default = default
-        self.streams = streams
-        # When the size check pulled from a nested iterator, that iterator may sit in any
-        # small container: walk every container, so each one is replayed, not re-read.
-        self.descend = bool(streams)
-        self.limit = self.left = max_bytes
-        self.buf = bytearray()
-
-    def chunks(self, obj: Any) -> Iterator[bytes]:
-        yield from self._value(obj, 0)
-        if self.buf:
-            yield bytes(self.buf)
-            self.buf.clear()
-
-    def _put(self, data: bytes | bytearray) -> None:
-        self.left -= len(data)
-        if self.left < 0:
-            self._refuse()
-        self.buf += data
-
-    def _refuse(self) -> None:
-        raise SpillError(
-            f"the result is larger than the store's max_file_bytes ({self.limit}); nothing was kept"
-        )
-
-    def _flush(self) -> Iterator[bytes]:
-        if len(self.buf) >= _FLUSH_BYTES:
-            yield bytes(self.buf)
-            self.buf.clear()
-
-    def _streamed(self, value: Any, depth: int) -> bool:
-        """Whether *value* is written member by member rather than in one call."""
-        if depth >= _STREAM_DEPTH:
-            return False
-        kind = type(value)
-        if kind is list or kind is tuple or kind is dict:
-            if len(value) > _BATCH:
-                return True
-            # A flat container holds no iterator: it joins a run even when descending.
-            return self.descend and any(map(_nests, value.values() if kind is dict else value))
-        return isinstance(value, Iterator) and not isinstance(value, str | bytes)
-
-    def _value(self, obj: Any, depth: int) -> Iterator[bytes]:
-        if type(obj) is dict:
-            yield from self._object(obj, depth)
-        elif self._streamed(obj, depth):
-            yield from self._array(obj, depth)
-        else:
-            self._leaf(obj)
-            yield from self._flush()
-
-    def _leaf(self, obj: Any) -> None:
-        if type(obj) is str and len(obj) > self.left:
-            self._refuse()  # at least one byte a char: refused before it is encoded
-        self._put(dumps_whole(obj, default=self.default))
-
-    def _replay(self, it: Iterator[Any]) -> Iterator[Any]:
-        stream = self.streams.get(id(it))
-        if stream is None:
-            return it
-        return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
-
-    def _array(self, obj: Any, depth: int) -> Iterator[bytes]:
-        source = obj if type(obj) is list or type(obj) is tuple else self._replay(obj)
-        self._put(b"[")
-        first = True
-        run: list[Any] = []
-        size = 1  # members per run: grows while runs are small, shrinks when large
-        for member in source:
-            if self._streamed(member, depth + 1):
-                first = self._run(run, first, b"[", b"]")
-                if not first:
-                    self._put(b",")
-                first = False
-                yield from self._value(member, depth + 1)
-                continue
-            run.append(member)
-            if len(run) >= size:
-                before = len(self.buf)
-                first = self._run(run, first, b"[", b"]")
-                size = _next_run(size, len(self.buf) - before)
-                yield from self._flush()
-        first = self._run(run, first, b"[", b"]")
-        self._put(b"]")
-        yield from self._flush()
-
-    def _object(self, obj: dict[Any, Any], depth: int) -> Iterator[bytes]:
-        if (
-            depth >= _STREAM_DEPTH
-            or not (len(obj) > _BATCH or any(map(_nests, obj.values())))
-            # The encoder decides non-str keys for the whole object (which to keep, the
-            # marker's own key): such an object is encoded in one call.
-            or not all(type(key) is str for key in obj)
-        ):
-            self._leaf(obj)
-            yield from self._flush()
-            return
-        self._put(b"{")
-        first = True
-        run: dict[Any, Any] = {}
-        size = 1
-        for key, member in obj.items():
-            if self._streamed(member, depth + 1):
-                first = self._run(run, first, b"{", b"}")
-                if not first:
-                    self._put(b",")
-                first = False
-                self._put(orjson.dumps(key) + b":")
-                yield from self._value(member, depth + 1)
-                continue
-            run[key] = member
-            if len(run) >= size:
-                before = len(self.buf)
-                first = self._run(run, first, b"{", b"}")
-                size = _next_run(size, len(self.buf) - before)
-                yield from self._flush()
-        first = self._run(run, first, b"{", b"}")
-        self._put(b"}")
-        yield from self._flush()
-
-    def _run(self, run: Any, first: bool, open_: bytes, close: bytes) -> bool:
-        """Write *run*'s members (a list or dict) joined as orjson joins them; clear it."""
-        if not run:
-            return first
-        # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
-        inner = dumps_whole(run, default=self.default)[len(open_) : -len(close)]
-        run.clear()
-        if not inner:
-            return first  # an object whose only keys the encoder had to drop
-        if not first:
-            self._put(b",")
-        self._put(inner)
-        return False
-
-
-def _nests(value: object) -> bool:
-    """Whether *value* is a container or an iterator (what a run must not hide)."""
-    kind = type(value)
-    return kind is list or kind is tuple or kind is dict or isinstance(value, Iterator)
-
-
-def _next_run(size: int, produced: int) -> int:
-    # Aim for runs of about 64 KiB: few orjson calls, little held at once.
-    if produced > 256 * 1024:
-        return max(1, size // 2)
-    if produced < 64 * 1024:
-        return min(_BATCH, size * 2)
-    return size
 
 
 def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:

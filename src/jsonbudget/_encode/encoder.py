@@ -356,7 +356,12 @@ def _complete(data: bytes) -> Encoded:
 
 
 def dumps_whole(
-    obj: Any, /, *, default: Callable[[Any], Any] | None = None, markers: MarkerStyle = "text"
+    obj: Any,
+    /,
+    *,
+    default: Callable[[Any], Any] | None = None,
+    markers: MarkerStyle = "text",
+    binary: BinaryMode = "marker",
 ) -> bytes:
     """All of *obj*, uncut, for a spill file: orjson's bytes when it is clean, else markers.
 
@@ -365,7 +370,7 @@ def dumps_whole(
     marker. Costs what encoding the whole object costs, which is what spilling it means.
     """
     return Encoder(
-        max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH, markers=markers, default=default
+        max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH, markers=markers, default=default, binary=binary
     ).dumps(obj)
 
 

@@ -40,11 +40,11 @@ from .._encode.encoder import (
     Strategy,
     Stream,
     Truncation,
-    dumps_whole,
     pointer,
 )
+from .._encode.whole import JsonWriter
 from .._frozen import fast_constructor
-from .._limits import Limits
+from .._limits import MAX_LIMIT, Limits
 from .._sources.base import (
     AsyncSource,
     Position,
@@ -508,10 +508,26 @@ class PageBuilder:
             raise _oversized_error(path, index, None, self.limits.max_bytes)
         store = self._spill_store
         if policy == "spill" and store is not None:  # __init__ refuses "spill" without one
-            data = dumps_whole(item, default=self._encoder.default, markers=self._encoder.markers)
-            ref = store.put(data, label=self._spill_label)
-            info = OversizedItem(index, len(data), "spilled", ref.ref)
-            marker = self._spill_marker(ref.ref, len(data))
+            enc = self._encoder
+            # Streamed as it is made, within the store's file limit (an endless generator
+            # stops there), and from this page's streams: what the try above pulled from
+            # an iterator is written, not lost.
+            most = getattr(store, "max_file_bytes", None)
+            writer = JsonWriter(
+                enc.default,
+                self._streams,
+                most if type(most) is int else MAX_LIMIT,
+                markers=enc.markers,
+                binary=enc.binary,
+            )
+            chunks = writer.chunks(item)
+            if most is None:  # a `SpillTarget` that says no file limit takes bytes
+                ref = store.put(b"".join(chunks), label=self._spill_label)
+            else:  # one that does (a `SpillBackend`) takes the chunks as they are made
+                ref = store.put(chunks, label=self._spill_label)  # type: ignore[arg-type]
+            size = writer.written
+            info = OversizedItem(index, size, "spilled", ref.ref)
+            marker = self._spill_marker(ref.ref, size)
             self._place(item, marker, path, info)
             return
         if policy == "truncate":

@@ -1,0 +1,207 @@
+"""The whole JSON encoding of a value, streamed as it is made: what a spill file holds.
+
+`JsonWriter` is shared by the page builder (an oversized item spilled) and the guards (a
+result spilled): both write the value uncut, with the values their size check already
+pulled from iterators replayed first, and stop at the store's size limit as the bytes
+are made, never after encoding everything.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from ..errors import SpillError
+from .encoder import BinaryMode, MarkerStyle, dumps_whole
+
+__all__ = ["JsonWriter"]
+
+_FLUSH_BYTES = 1024 * 1024
+_BATCH = 512
+# Containers nested deeper than this inside a spilled value are encoded whole, not
+# streamed member by member (the encoder's own depth limit still applies to them).
+_STREAM_DEPTH = 32
+
+
+def _next_run(size: int, produced: int) -> int:
+    # Aim for runs of about 64 KiB: few orjson calls, little held at once.
+    if produced > 256 * 1024:
+        return max(1, size // 2)
+    if produced < 64 * 1024:
+        return min(_BATCH, size * 2)
+    return size
+
+
+class JsonWriter:
+    """The whole JSON encoding of a Python value, in chunks of about 1 MiB, as it is made.
+
+    Lists, tuples, dicts and iterators are written member by member (runs of small
+    members one `dumps_whole` each, as orjson joins them), so an endless generator or a
+    10-million-row list never sits in memory whole, and the file's size limit is checked
+    as the bytes are made, not after. Items the size check already pulled from an
+    iterator (the encoder call's ``streams``) are replayed first.
+    """
+
+    __slots__ = ("binary", "buf", "default", "descend", "left", "limit", "markers", "streams")
+
+    def __init__(
+        self,
+        default: Callable[[Any], Any] | None,
+        streams: Mapping[int, Any],
+        max_bytes: int,
+        *,
+        markers: MarkerStyle = "text",
+        binary: BinaryMode = "marker",
+    ) -> None:
+        self.default = default
+        self.markers: MarkerStyle = markers
+        self.binary: BinaryMode = binary
+        self.streams = streams
+        # When the size check pulled from a nested iterator, that iterator may sit in any
+        # small container: walk every container, so each one is replayed, not re-read.
+        self.descend = bool(streams)
+        self.limit = self.left = max_bytes
+        self.buf = bytearray()
+
+    @property
+    def written(self) -> int:
+        """The bytes made so far."""
+        return self.limit - self.left
+
+    def chunks(self, obj: Any) -> Iterator[bytes]:
+        yield from self._value(obj, 0)
+        if self.buf:
+            yield bytes(self.buf)
+            self.buf.clear()
+
+    def _put(self, data: bytes | bytearray) -> None:
+        self.left -= len(data)
+        if self.left < 0:
+            self._refuse()
+        self.buf += data
+
+    def _refuse(self) -> None:
+        raise SpillError(
+            f"the result is larger than the store's max_file_bytes ({self.limit}); nothing was kept"
+        )
+
+    def _flush(self) -> Iterator[bytes]:
+        if len(self.buf) >= _FLUSH_BYTES:
+            yield bytes(self.buf)
+            self.buf.clear()
+
+    def _streamed(self, value: Any, depth: int) -> bool:
+        """Whether *value* is written member by member rather than in one call."""
+        if depth >= _STREAM_DEPTH:
+            return False
+        kind = type(value)
+        if kind is list or kind is tuple or kind is dict:
+            if len(value) > _BATCH:
+                return True
+            # A flat container holds no iterator: it joins a run even when descending.
+            return self.descend and any(map(_nests, value.values() if kind is dict else value))
+        return isinstance(value, Iterator) and not isinstance(value, str | bytes)
+
+    def _value(self, obj: Any, depth: int) -> Iterator[bytes]:
+        if type(obj) is dict:
+            yield from self._object(obj, depth)
+        elif self._streamed(obj, depth):
+            yield from self._array(obj, depth)
+        else:
+            self._leaf(obj)
+            yield from self._flush()
+
+    def _leaf(self, obj: Any) -> None:
+        if type(obj) is str and len(obj) > self.left:
+            self._refuse()  # at least one byte a char: refused before it is encoded
+        self._put(self._dumps(obj))
+
+    def _dumps(self, obj: Any) -> bytes:
+        return dumps_whole(obj, default=self.default, markers=self.markers, binary=self.binary)
+
+    def _replay(self, it: Iterator[Any]) -> Iterator[Any]:
+        stream = self.streams.get(id(it))
+        if stream is None:
+            return it
+        return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
+
+    def _array(self, obj: Any, depth: int) -> Iterator[bytes]:
+        source = obj if type(obj) is list or type(obj) is tuple else self._replay(obj)
+        self._put(b"[")
+        first = True
+        run: list[Any] = []
+        size = 1  # members per run: grows while runs are small, shrinks when large
+        for member in source:
+            if self._streamed(member, depth + 1):
+                first = self._run(run, first, b"[", b"]")
+                if not first:
+                    self._put(b",")
+                first = False
+                yield from self._value(member, depth + 1)
+                continue
+            run.append(member)
+            if len(run) >= size:
+                before = len(self.buf)
+                first = self._run(run, first, b"[", b"]")
+                size = _next_run(size, len(self.buf) - before)
+                yield from self._flush()
+        first = self._run(run, first, b"[", b"]")
+        self._put(b"]")
+        yield from self._flush()
+
+    def _object(self, obj: dict[Any, Any], depth: int) -> Iterator[bytes]:
+        if (
+            depth >= _STREAM_DEPTH
+            or not (len(obj) > _BATCH or any(map(_nests, obj.values())))
+            # The encoder decides non-str keys for the whole object (which to keep, the
+            # marker's own key): such an object is encoded in one call.
+            or not all(type(key) is str for key in obj)
+        ):
+            self._leaf(obj)
+            yield from self._flush()
+            return
+        self._put(b"{")
+        first = True
+        run: dict[Any, Any] = {}
+        size = 1
+        for key, member in obj.items():
+            if self._streamed(member, depth + 1):
+                first = self._run(run, first, b"{", b"}")
+                if not first:
+                    self._put(b",")
+                first = False
+                self._put(orjson.dumps(key) + b":")
+                yield from self._value(member, depth + 1)
+                continue
+            run[key] = member
+            if len(run) >= size:
+                before = len(self.buf)
+                first = self._run(run, first, b"{", b"}")
+                size = _next_run(size, len(self.buf) - before)
+                yield from self._flush()
+        first = self._run(run, first, b"{", b"}")
+        self._put(b"}")
+        yield from self._flush()
+
+    def _run(self, run: Any, first: bool, open_: bytes, close: bytes) -> bool:
+        """Write *run*'s members (a list or dict) joined as orjson joins them; clear it."""
+        if not run:
+            return first
+        # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
+        inner = self._dumps(run)[len(open_) : -len(close)]
+        run.clear()
+        if not inner:
+            return first  # an object whose only keys the encoder had to drop
+        if not first:
+            self._put(b",")
+        self._put(inner)
+        return False
+
+
+def _nests(value: object) -> bool:
+    """Whether *value* is a container or an iterator (what a run must not hide)."""
+    kind = type(value)
+    return kind is list or kind is tuple or kind is dict or isinstance(value, Iterator)
