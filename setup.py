@@ -11,6 +11,7 @@ setup(
         Extension(
             "jsonbudget._encode._speedups",
             ["src/jsonbudget/_encode/_speedups.c"],
+            depends=["src/jsonbudget/_encode/_fill.c"],
             optional=True,
         ),
         Extension("jsonbudget._fastnew", ["src/jsonbudget/_fastnew.c"], optional=True),

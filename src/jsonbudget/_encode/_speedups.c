@@ -1265,6 +1265,9 @@ cut_string(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(Nnn)", out, kept, replaced);
 }
 
+/* The balanced cut of a clean value: fill(), in its own file for its length. */
+#include "_fill.c"
+
 static PyMethodDef methods[] = {
     {"bound", (PyCFunction)(void (*)(void))bound, METH_FASTCALL,
      "bound(obj, cap, depth, max_depth, max_items, max_keys, max_field, scalars, spine=None) -> int\n\n"
@@ -1292,6 +1295,12 @@ static PyMethodDef methods[] = {
      "cut_string(s, room, mark, head_room, tail_room) -> (bytes, kept, replaced)\n\n"
      "head + the escaped content of the longest prefix of s that fits room bytes + tail, "
      "where (head, tail) = mark(kept); lone surrogates become U+FFFD and are counted."},
+    {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
+     "fill(obj, budget, caps, count) -> (bytes, trs) | False | None\n\n"
+     "EncodeCall.fit() of a clean value with the balanced strategy, text markers and no "
+     "item, key or field cap: its bytes and relative reports, False when not even a "
+     "marker fits, None when the renderer must do it. count: a one-item list the nodes "
+     "measured or written are added to, or None."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more, if data "
      "is shorter than 8 KiB; else data itself."},
@@ -1310,6 +1319,9 @@ PyInit__speedups(void)
     str_pydantic_fields = PyUnicode_InternFromString("__pydantic_fields__");
     str_attrs = PyUnicode_InternFromString("__attrs_attrs__");
     init_ascii_width();
+    if (init_fill() < 0) {
+        return NULL;
+    }
     str_max_bytes = PyUnicode_InternFromString("max_bytes");
     if (str_max_bytes == NULL || PyType_Ready(&FrontType) < 0) {
         return NULL;

@@ -61,3 +61,10 @@ def bound_native(
     natives: dict[type, object],
     /,
 ) -> tuple[int, type | None, type | None]: ...
+def fill(
+    obj: object,
+    budget: int,
+    caps: _Caps,
+    count: list[int] | None,
+    /,
+) -> tuple[bytes, tuple[Any, ...]] | bool | None: ...

@@ -30,6 +30,11 @@ fits, every other call goes to *fallback*. ``bound_native(obj, cap, depth, caps,
 natives)`` bounds a value holding pydantic models and msgspec Structs (the classes in
 *natives*). All are compiled, with Python twins: the twin of `front` is *fallback*
 itself, and that of `bound_native` knows no class, so the caller's Python walk decides.
+
+``fill(obj, budget, caps, count)`` is the renderer's balanced cut of a clean value in C
+(``_fill.c``): ``(bytes, relative reports)``, False when not even a marker fits, or None
+where the renderer must do it. It has no twin: where it was not built, `fill` is None
+and the renderer does every cut.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ __all__ = [
     "bound_native",
     "clean_dumps",
     "compact",
+    "fill",
     "front",
     "py_bound",
     "py_bound_items",
@@ -297,8 +303,13 @@ bound_native: Callable[[Any, int, int, Caps, dict[type, Any]], tuple[int, type |
 clean_dumps: Callable[..., bytes | int]
 compact: Callable[[bytes], bytes]
 front: Callable[..., Any]
+Fill: TypeAlias = Callable[
+    [Any, int, Caps, list[int] | None], tuple[bytes, tuple[Any, ...]] | bool | None
+]
+fill: Fill | None
 try:
-    from ._speedups import bound, bound_items, bound_native, clean_dumps, compact, front
+    from ._speedups import bound, bound_items, bound_native, clean_dumps, compact, fill, front
 except ImportError:  # pragma: no cover - built without a C compiler
     bound, bound_items, bound_native = py_bound, py_bound_items, py_bound_native
     clean_dumps, compact, front = py_clean_dumps, py_compact, py_front
+    fill = None

@@ -324,6 +324,7 @@ class EncodeCall:
         "cycles",
         "default",
         "error_on_unencodable",
+        "fills",
         "known",
         "max_depth",
         "max_field",
@@ -345,6 +346,14 @@ class EncodeCall:
         self.max_depth, self.max_items, self.max_keys, self.max_field, _ = self.caps
         self.prefix = enc.strategy == "prefix"
         self.mk: Markers = enc._mk
+        # The compiled balanced cut (`bound.fill`) makes the same choices as this renderer
+        # for clean values, where no item, key or field cap and no structured marker
+        # enters them; it hands back anything else (another type, a marker of its own).
+        self.fills = (
+            not self.prefix
+            and not self.mk.structured
+            and self.max_items == self.max_keys == self.max_field == _BIG
+        )
         self.default = enc.default
         self.error_on_unencodable = enc.unencodable == "error"
         self.active: set[int] = set()  # containers being rendered: a repeat is a cycle
@@ -371,6 +380,11 @@ class EncodeCall:
 
     def fit(self, obj: Any, budget: int, where: Any) -> Out | None:
         """*obj* whole if it fits *budget*, else cut to fit; None if not even a marker does."""
+        fill = _bound.fill
+        if self.fills and fill is not None:
+            out = fill(obj, budget, self.caps, None)
+            if out is not None:
+                return None if isinstance(out, bool) else out  # False: no marker fits
         try:
             out = self.whole(obj, budget, where, 0)
             return out if out is not None else self.cut(obj, budget, where, 0)

@@ -1,0 +1,1499 @@
+/* The balanced cut of a clean value, compiled: `fill`.
+ *
+ * Included by _speedups.c (it shares the walk, the caps and the string writer there).
+ *
+ * fill(obj, budget, caps, count) -> (bytes, trs) | False | None is EncodeCall.fit() of
+ * render.py for a value of exact dicts, lists, tuples, strs, ints of 64 bits, finite
+ * floats, bools and None, with `strategy="balanced"`, text markers and no item, key or
+ * field cap (max_depth is in *caps*). It makes the same choices step for step: the
+ * members an object shows at their least, the water-filling rounds and level, a list's
+ * prefix of whole items read 64 and then four times more at a time, its bulk runs and
+ * the sizes that steer them, so the output and the reports (relative, as render.py
+ * keeps them) are byte for byte the renderer's (tests/test_fill.py compares them on
+ * random values). False: not even a marker fits. None: the value needs what only the
+ * renderer does (another type, a lone surrogate, an int beyond 64 bits, a container at
+ * max_depth, a cycle, a key that must be cut), and the caller renders all of it in
+ * Python; what was done here is dropped. *count*, a one-item list or None, gets the
+ * nodes this call measured or wrote added to its item (for the complexity tests).
+ *
+ * Why: render.py spends a few microseconds of Python on each member of a cut object;
+ * a balanced cut of a documentation-heavy model writes hundreds of cut objects (a
+ * 64 KiB cut of botocore's S3 model: about 800), so it cost 60-200 times the "prefix"
+ * cut. Here a value is measured exactly (orjson's own escaping, ints and, through one
+ * orjson call, floats) and written straight into one buffer; no orjson call sizes a
+ * container.
+ *
+ * Sizes are remembered per (container, depth), as render.py remembers them: its exact
+ * size once known, else the largest cap it is known to exceed, so asking again with a
+ * cap no larger costs nothing. Every container read is held (a strong reference) until
+ * the call ends, and every member is read through a snapshot of strong references, so
+ * the code that an allocation may run (a finalizer) cannot free what is being read.
+ */
+
+#define F_NONE (-1)  /* no rendering fits */
+#define F_ABORT (-2) /* the renderer must do it */
+#define F_ERROR (-3) /* an exception is set */
+#define F_BIG ((Py_ssize_t)1 << 62)
+#define F_FIRST_READ 64
+#define F_ROUNDS 8
+#define F_SHORT_KEY 256
+#define F_LEAST_ROOM 80
+
+typedef struct {
+    PyObject *obj; /* held */
+    int depth;
+    Py_ssize_t size; /* exact, or -1 */
+    Py_ssize_t over; /* a cap it is known to exceed, or -1 */
+    Py_ssize_t snap; /* the most members a snapshot of it read (render._snap) */
+} Known;
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+    Known *known;
+    Py_ssize_t nknown, known_cap;
+    int max_depth;
+    Caps caps;
+    PyObject *active[MAX_STACK + 1]; /* the containers being measured or cut */
+    int nactive;
+    Py_ssize_t work;
+} Fill;
+
+static PyObject *s_string, *s_chars, *s_items, *s_keys, *s_empty, *s_tilde, *s_tilde0,
+    *s_slash, *s_slash1;
+
+/* -- the output buffer ------------------------------------------------------------- */
+
+static int
+f_reserve(Fill *f, Py_ssize_t more)
+{
+    if (f->len + more + 8 <= f->cap) {
+        return 0;
+    }
+    Py_ssize_t want = f->cap * 2;
+    if (want < f->len + more + 64) {
+        want = f->len + more + 64;
+    }
+    char *b = PyMem_Realloc(f->buf, (size_t)want);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    f->buf = b;
+    f->cap = want;
+    return 0;
+}
+
+static inline int
+f_put(Fill *f, const char *s, Py_ssize_t n)
+{
+    if (f_reserve(f, n) < 0) {
+        return -1;
+    }
+    memcpy(f->buf + f->len, s, (size_t)n);
+    f->len += n;
+    return 0;
+}
+
+static inline int
+f_byte(Fill *f, char c)
+{
+    if (f_reserve(f, 1) < 0) {
+        return -1;
+    }
+    f->buf[f->len++] = c;
+    return 0;
+}
+
+/* -- what is remembered per (container, depth) -------------------------------------- */
+
+static inline size_t
+f_hash(PyObject *o, int depth, Py_ssize_t mask)
+{
+    size_t h = ((size_t)o >> 4) * 0x9E3779B97F4A7C15ull + (size_t)depth;
+    return (size_t)(h >> 17) & (size_t)mask;
+}
+
+static Known *
+f_known(Fill *f, PyObject *o, int depth)
+{
+    if ((f->nknown + 1) * 2 > f->known_cap) {
+        Py_ssize_t cap = f->known_cap ? f->known_cap * 2 : 256;
+        Known *t = PyMem_Calloc((size_t)cap, sizeof(Known));
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < f->known_cap; i++) {
+            Known *e = &f->known[i];
+            if (e->obj != NULL) {
+                size_t j = f_hash(e->obj, e->depth, cap - 1);
+                while (t[j].obj != NULL) {
+                    j = (j + 1) & (size_t)(cap - 1);
+                }
+                t[j] = *e;
+            }
+        }
+        PyMem_Free(f->known);
+        f->known = t;
+        f->known_cap = cap;
+    }
+    size_t j = f_hash(o, depth, f->known_cap - 1);
+    while (f->known[j].obj != NULL) {
+        if (f->known[j].obj == o && f->known[j].depth == depth) {
+            return &f->known[j];
+        }
+        j = (j + 1) & (size_t)(f->known_cap - 1);
+    }
+    Known *e = &f->known[j];
+    e->obj = Py_NewRef(o);
+    e->depth = depth;
+    e->size = -1;
+    e->over = -1;
+    e->snap = 0;
+    f->nknown++;
+    return e;
+}
+
+/* -- snapshots ----------------------------------------------------------------------- */
+
+/* The first *limit* items of list or tuple *v* (all if fewer), held: *n* of them. */
+static PyObject **
+f_snap_items(PyObject *v, Py_ssize_t limit, Py_ssize_t *n)
+{
+    Py_ssize_t size = Py_SIZE(v);
+    Py_ssize_t k = size < limit ? size : limit;
+    PyObject **out = PyMem_Malloc((size_t)(k > 0 ? k : 1) * sizeof(PyObject *));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject *const *src = items_of(v);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        out[i] = Py_NewRef(src[i]);
+    }
+    *n = k;
+    return out;
+}
+
+/* The first *limit* (key, value) pairs of dict *v*, held, as 2*n pointers. */
+static PyObject **
+f_snap_pairs(PyObject *v, Py_ssize_t limit, Py_ssize_t *n)
+{
+    Py_ssize_t size = PyDict_GET_SIZE(v);
+    Py_ssize_t k = size < limit ? size : limit;
+    PyObject **out = PyMem_Malloc((size_t)(k > 0 ? 2 * k : 1) * sizeof(PyObject *));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *val;
+    while (i < k && PyDict_Next(v, &pos, &key, &val)) {
+        out[2 * i] = Py_NewRef(key);
+        out[2 * i + 1] = Py_NewRef(val);
+        i++;
+    }
+    *n = i;
+    return out;
+}
+
+static void
+f_release(PyObject **snap, Py_ssize_t count)
+{
+    if (snap == NULL) {
+        return;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_DECREF(snap[i]);
+    }
+    PyMem_Free(snap);
+}
+
+static inline int
+f_is_active(const Fill *f, PyObject *v)
+{
+    for (int i = 0; i < f->nactive; i++) {
+        if (f->active[i] == v) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* How many members a snapshot of container *v* (of *n*) at *depth* holds when *want*
+   are asked: render._snap keeps a snapshot that has at least that many, or all. */
+static Py_ssize_t
+f_snap_limit(Fill *f, PyObject *v, int depth, Py_ssize_t want, Py_ssize_t n)
+{
+    Known *k = f_known(f, v, depth);
+    if (k == NULL) {
+        return -1;
+    }
+    if (k->snap > 0 && (k->snap >= want || k->snap >= n)) {
+        return k->snap;
+    }
+    k->snap = want;
+    return want;
+}
+
+/* A cut's reports, from *list*, as render.py keeps them: a tuple, or NULL for none. */
+static int
+f_finish_trs(PyObject *list, PyObject **trs)
+{
+    if (PyList_GET_SIZE(list) == 0) {
+        Py_DECREF(list);
+        return 0;
+    }
+    *trs = PyList_AsTuple(list);
+    Py_DECREF(list);
+    return *trs == NULL ? -1 : 0;
+}
+
+/* -- exact sizes ------------------------------------------------------------------- */
+
+static inline Py_ssize_t
+f_digits(unsigned long long u)
+{
+    Py_ssize_t d = 1;
+    while (u >= 10) {
+        u /= 10;
+        d++;
+    }
+    return d;
+}
+
+/* Bytes of str *s* as orjson writes it, quotes included, counting no further than
+   *cap* (then any number above it); F_ABORT for a lone surrogate. */
+static Py_ssize_t
+f_str_size(PyObject *s, Py_ssize_t cap)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    Py_ssize_t size = n + 2;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = data;
+        for (Py_ssize_t i = 0; i < n && size <= cap; i++) {
+            size += d[i] < 0x80 ? ascii_width[d[i]] - 1 : 1;
+        }
+        return size;
+    }
+    for (Py_ssize_t i = 0; i < n && size <= cap; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            return F_ABORT;
+        }
+        size += char_width(c) - 1;
+    }
+    return size;
+}
+
+/* orjson's bytes for a finite float, new, or NULL with an exception set. */
+static PyObject *
+f_float_bytes(PyObject *v)
+{
+    PyObject *data = PyObject_Vectorcall(orjson_dumps, &v, 1, NULL);
+    if (data != NULL && !PyBytes_Check(data)) {
+        Py_DECREF(data);
+        PyErr_SetString(PyExc_TypeError, "orjson.dumps() returned no bytes");
+        return NULL;
+    }
+    return data;
+}
+
+/* The decimal digits of an int orjson writes (64 bits, signed or not) into *out*:
+   their count, or F_ABORT for a larger int, F_ERROR with an exception set. */
+static Py_ssize_t
+f_int_text(PyObject *v, char *out)
+{
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        return F_ERROR;
+    }
+    if (!overflow) {
+        return snprintf(out, 24, "%lld", x);
+    }
+    if (overflow < 0) {
+        return F_ABORT;
+    }
+    unsigned long long u = PyLong_AsUnsignedLongLong(v);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* beyond 64 bits: the renderer's marker */
+        return F_ABORT;
+    }
+    return snprintf(out, 24, "%llu", u);
+}
+
+/* Bytes of scalar *v* as orjson writes it; F_ABORT for anything else. */
+static Py_ssize_t
+f_scalar_size(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (v == Py_None || v == Py_True) {
+        return 4;
+    }
+    if (v == Py_False) {
+        return 5;
+    }
+    if (t == &PyLong_Type) {
+        char digits[24];
+        return f_int_text(v, digits);
+    }
+    if (t == &PyFloat_Type) {
+        if (!isfinite(PyFloat_AS_DOUBLE(v))) {
+            return F_ABORT;
+        }
+        PyObject *data = f_float_bytes(v);
+        if (data == NULL) {
+            return F_ERROR;
+        }
+        Py_ssize_t n = PyBytes_GET_SIZE(data);
+        Py_DECREF(data);
+        return n;
+    }
+    return F_ABORT;
+}
+
+static inline int
+f_container(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    return t == &PyDict_Type || t == &PyList_Type || t == &PyTuple_Type;
+}
+
+static Py_ssize_t f_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth);
+
+/* The exact size of a container at *depth* if it is at most *cap*, else F_NONE. */
+static Py_ssize_t
+f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
+{
+    if (depth >= f->max_depth || f_is_active(f, v)) {
+        return F_ABORT; /* a depth marker or a cycle: the renderer's */
+    }
+    Known *k = f_known(f, v, depth);
+    if (k == NULL) {
+        return F_ERROR;
+    }
+    if (k->size >= 0) {
+        return k->size <= cap ? k->size : F_NONE;
+    }
+    if (k->over >= cap) {
+        return F_NONE;
+    }
+    f->work++;
+    int is_dict = PyDict_CheckExact(v);
+    Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
+    Py_ssize_t size = n ? n + 1 : 2; /* brackets and commas */
+    PyObject **snap = NULL;
+    Py_ssize_t got = 0, out = 0;
+    if (size > cap) {
+        out = F_NONE;
+        goto done;
+    }
+    /* No more members than could fit at their least (4 bytes and a comma a member, a
+       byte and a comma an item) are read: the rest cannot fit. */
+    Py_ssize_t limit = is_dict ? cap / 5 + 2 : cap / 2 + 2;
+    snap = is_dict ? f_snap_pairs(v, limit, &got) : f_snap_items(v, limit, &got);
+    if (snap == NULL) {
+        return F_ERROR;
+    }
+    if (got < n) {
+        out = F_NONE; /* n members pass cap at their least */
+        goto done;
+    }
+    f->active[f->nactive++] = v;
+    for (Py_ssize_t i = 0; i < got && out == 0; i++) {
+        PyObject *m = snap[is_dict ? 2 * i + 1 : i];
+        if (is_dict) {
+            PyObject *key = snap[2 * i];
+            if (!PyUnicode_CheckExact(key)) {
+                out = F_ABORT;
+                break;
+            }
+            Py_ssize_t ks = f_str_size(key, cap - size + 2);
+            if (ks < 0) {
+                out = ks;
+                break;
+            }
+            size += ks + 1; /* and its colon */
+            if (size > cap) {
+                out = F_NONE;
+                break;
+            }
+        }
+        Py_ssize_t sub = f_size(f, m, cap - size, depth + 1);
+        if (sub < 0) {
+            out = sub;
+            break;
+        }
+        size += sub;
+        if (size > cap) {
+            out = F_NONE;
+        }
+    }
+    f->nactive--;
+done:
+    f_release(snap, is_dict ? 2 * got : got);
+    k = f_known(f, v, depth); /* the table may have grown meanwhile */
+    if (k == NULL) {
+        return F_ERROR;
+    }
+    if (out == F_NONE) {
+        if (k->over < cap) {
+            k->over = cap;
+        }
+        return F_NONE;
+    }
+    if (out < 0) {
+        return out;
+    }
+    k->size = size;
+    return size;
+}
+
+/* The exact size of *v* as its whole rendering if it is at most *cap*, else F_NONE:
+   EncodeCall.whole() for a clean value. */
+static Py_ssize_t
+f_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
+{
+    if (cap <= 0) {
+        return F_NONE;
+    }
+    PyTypeObject *t = Py_TYPE(v);
+    Py_ssize_t s;
+    if (t == &PyUnicode_Type) {
+        if (PyUnicode_GET_LENGTH(v) + 2 > cap) {
+            return F_NONE;
+        }
+        s = f_str_size(v, cap);
+    }
+    else if (f_container(v)) {
+        return f_container_size(f, v, cap, depth);
+    }
+    else {
+        s = f_scalar_size(v);
+    }
+    if (s < 0) {
+        return s;
+    }
+    return s <= cap ? s : F_NONE;
+}
+
+/* -- writing a whole value ---------------------------------------------------------- */
+
+static int
+f_write_str(Fill *f, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    /* At most 6 bytes a character, and write_prefix's 8 bytes of slack. */
+    if (f_reserve(f, 6 * n + 2) < 0) {
+        return -1;
+    }
+    char *p = f->buf + f->len;
+    *p++ = '"';
+    Py_ssize_t i = 0, replaced = 0;
+    p = write_prefix(p, p + 6 * n, PyUnicode_KIND(s), PyUnicode_DATA(s), n, &i, &replaced);
+    *p++ = '"';
+    f->len = p - f->buf;
+    return 0;
+}
+
+/* Writes clean *v* whole (its size was measured: nothing here can abort). */
+static int
+f_write(Fill *f, PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    f->work++;
+    if (t == &PyUnicode_Type) {
+        return f_write_str(f, v);
+    }
+    if (v == Py_None) {
+        return f_put(f, "null", 4);
+    }
+    if (v == Py_True) {
+        return f_put(f, "true", 4);
+    }
+    if (v == Py_False) {
+        return f_put(f, "false", 5);
+    }
+    if (t == &PyLong_Type) {
+        char digits[24];
+        Py_ssize_t n = f_int_text(v, digits);
+        return n < 0 ? -1 : f_put(f, digits, n);
+    }
+    if (t == &PyFloat_Type) {
+        PyObject *data = f_float_bytes(v);
+        if (data == NULL) {
+            return -1;
+        }
+        int r = f_put(f, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+        Py_DECREF(data);
+        return r;
+    }
+    int is_dict = t == &PyDict_Type;
+    Py_ssize_t got;
+    PyObject **snap = is_dict ? f_snap_pairs(v, PY_SSIZE_T_MAX, &got)
+                              : f_snap_items(v, PY_SSIZE_T_MAX, &got);
+    if (snap == NULL) {
+        return -1;
+    }
+    int r = f_byte(f, is_dict ? '{' : '[');
+    for (Py_ssize_t i = 0; i < got && r == 0; i++) {
+        if (i) {
+            r = f_byte(f, ',');
+        }
+        if (r == 0 && is_dict) {
+            r = f_write_str(f, snap[2 * i]);
+            r = r == 0 ? f_byte(f, ':') : r;
+        }
+        if (r == 0) {
+            r = f_write(f, snap[is_dict ? 2 * i + 1 : i]);
+        }
+    }
+    if (r == 0) {
+        r = f_byte(f, is_dict ? '}' : ']');
+    }
+    f_release(snap, is_dict ? 2 * got : got);
+    return r;
+}
+
+/* -- markers (text) ------------------------------------------------------------------ */
+
+/* The key of the member that stands for left-out keys: "…", else "…1", "…2", ... the
+   first that no short key of the snapshot is (Markers.key over _short_keys). */
+static Py_ssize_t
+f_marker_key(PyObject **pairs, Py_ssize_t count)
+{
+    Py_ssize_t best = 0;
+    for (;;) {
+        int taken = 0;
+        for (Py_ssize_t i = 0; i < count && !taken; i++) {
+            PyObject *k = pairs[2 * i];
+            Py_ssize_t n = PyUnicode_GET_LENGTH(k);
+            if (n == 0 || n > F_SHORT_KEY || PyUnicode_READ_CHAR(k, 0) != 0x2026) {
+                continue;
+            }
+            if (best == 0) {
+                taken = n == 1;
+                continue;
+            }
+            char want[32];
+            int w = snprintf(want, sizeof want, "%zd", best);
+            if (n != 1 + w) {
+                continue;
+            }
+            taken = 1;
+            for (int c = 0; c < w && taken; c++) {
+                taken = PyUnicode_READ_CHAR(k, 1 + c) == (Py_UCS4)want[c];
+            }
+        }
+        if (!taken) {
+            return best;
+        }
+        best++;
+    }
+}
+
+/* `"…N":` -- the marker key with its quotes and colon: its bytes into *out*. */
+static Py_ssize_t
+f_mkey_text(Py_ssize_t mkey, char *out)
+{
+    if (mkey == 0) {
+        return snprintf(out, 32, "\"\xe2\x80\xa6\":");
+    }
+    return snprintf(out, 32, "\"\xe2\x80\xa6%zd\":", mkey);
+}
+
+/* Markers.keys(omitted, key) into *out* (room for 96 bytes); omitted < 0: "more". */
+static Py_ssize_t
+f_keys_marker(Py_ssize_t omitted, Py_ssize_t mkey, char *out)
+{
+    Py_ssize_t n = f_mkey_text(mkey, out);
+    if (omitted < 0) {
+        return n + snprintf(out + n, 64, "\"[omitted: more keys]\"");
+    }
+    return n + snprintf(out + n, 64, "\"[omitted: %zd more keys]\"", omitted);
+}
+
+static Py_ssize_t
+f_items_marker(Py_ssize_t omitted, char *out)
+{
+    if (omitted < 0) {
+        return snprintf(out, 64, "\"\xe2\x80\xa6[omitted: more items]\"");
+    }
+    return snprintf(out, 64, "\"\xe2\x80\xa6[omitted: %zd more items]\"", omitted);
+}
+
+/* The tail of a cut string's marker (after the content): `…[truncated: N more chars]"`. */
+static Py_ssize_t
+f_string_tail(Py_ssize_t omitted, char *out)
+{
+    if (omitted < 0) {
+        return snprintf(out, 64, "\xe2\x80\xa6[truncated]\"");
+    }
+    return snprintf(out, 64, "\xe2\x80\xa6[truncated: %zd more chars]\"", omitted);
+}
+
+/* -- reports -------------------------------------------------------------------------- */
+
+/* Appends (token, kind, omitted, unit) or, with *sub*, (token, sub) to list *trs*. */
+static int
+f_report(PyObject *trs, PyObject *token, PyObject *kind, Py_ssize_t omitted, PyObject *unit,
+         PyObject *sub)
+{
+    if (token == NULL) {
+        return -1;
+    }
+    PyObject *entry = sub != NULL ? PyTuple_Pack(2, token, sub) : NULL;
+    if (sub == NULL) {
+        PyObject *count = PyLong_FromSsize_t(omitted);
+        if (count != NULL) {
+            entry = PyTuple_Pack(4, token, kind, count, unit);
+            Py_DECREF(count);
+        }
+    }
+    Py_DECREF(token);
+    if (entry == NULL) {
+        return -1;
+    }
+    int r = PyList_Append(trs, entry);
+    Py_DECREF(entry);
+    return r;
+}
+
+/* render.token(key): "/" and the key with ~ and / escaped (RFC 6901). */
+static PyObject *
+f_key_token(PyObject *key)
+{
+    PyObject *a = PyUnicode_Replace(key, s_tilde, s_tilde0, -1);
+    if (a == NULL) {
+        return NULL;
+    }
+    PyObject *b = PyUnicode_Replace(a, s_slash, s_slash1, -1);
+    Py_DECREF(a);
+    if (b == NULL) {
+        return NULL;
+    }
+    PyObject *t = PyUnicode_Concat(s_slash, b);
+    Py_DECREF(b);
+    return t;
+}
+
+static PyObject *
+f_mkey_token(Py_ssize_t mkey)
+{
+    return mkey ? PyUnicode_FromFormat("/%c%zd", 0x2026, mkey)
+                : PyUnicode_FromString("/\xe2\x80\xa6");
+}
+
+/* -- least ----------------------------------------------------------------------------- */
+
+/* EncodeCall.least(): bytes of the smallest honest rendering of *v*. */
+static Py_ssize_t
+f_least(Fill *f, PyObject *v, int depth)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    char tmp[96];
+    if (t == &PyUnicode_Type) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+        Py_ssize_t marker = 1 + f_string_tail(n, tmp);
+        if (n + 2 <= marker) {
+            Py_ssize_t s = f_size(f, v, marker, depth);
+            if (s != F_NONE) {
+                return s;
+            }
+        }
+        return marker;
+    }
+    if (!f_container(v)) {
+        return f_scalar_size(v);
+    }
+    if (depth >= f->max_depth || f_is_active(f, v)) {
+        return F_ABORT;
+    }
+    Py_ssize_t cut;
+    if (t == &PyDict_Type) {
+        Py_ssize_t n = PyDict_GET_SIZE(v), got;
+        if (n == 0) {
+            return 2;
+        }
+        Py_ssize_t want = f_snap_limit(f, v, depth, F_LEAST_ROOM / 5 + 2, n);
+        if (want < 0) {
+            return F_ERROR;
+        }
+        PyObject **snap = f_snap_pairs(v, want, &got);
+        if (snap == NULL) {
+            return F_ERROR;
+        }
+        for (Py_ssize_t i = 0; i < got; i++) {
+            if (!PyUnicode_CheckExact(snap[2 * i])) {
+                f_release(snap, 2 * got);
+                return F_ABORT;
+            }
+        }
+        Py_ssize_t mkey = f_marker_key(snap, got);
+        f_release(snap, 2 * got);
+        cut = 2 + f_keys_marker(n, mkey, tmp);
+    }
+    else {
+        Py_ssize_t n = Py_SIZE(v);
+        if (f_snap_limit(f, v, depth, 2, n) < 0) {
+            return F_ERROR;
+        }
+        if (n == 0) {
+            return 2;
+        }
+        cut = 2 + f_items_marker(n, tmp);
+    }
+    Py_ssize_t s = f_size(f, v, cut, depth);
+    return s == F_NONE ? cut : s;
+}
+
+/* -- cuts ------------------------------------------------------------------------------ */
+
+static Py_ssize_t f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs);
+
+/* cut_text(): str *s* cut to *allot* bytes with its marker. */
+static Py_ssize_t
+f_cut_str(Fill *f, PyObject *s, Py_ssize_t allot, PyObject **trs)
+{
+    char tail[64];
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    Py_ssize_t longest = f_string_tail(n, tail);
+    Py_ssize_t room = allot - 1 - longest;
+    int counted = room >= 0;
+    if (!counted) {
+        longest = f_string_tail(-1, tail);
+        room = allot - 1 - longest;
+        if (room < 0) {
+            return F_NONE;
+        }
+    }
+    if (f_reserve(f, 1 + room + longest) < 0) {
+        return F_ERROR;
+    }
+    Py_ssize_t start = f->len;
+    char *p = f->buf + start;
+    *p++ = '"';
+    Py_ssize_t kept = 0, replaced = 0;
+    p = write_prefix(p, p + room, PyUnicode_KIND(s), PyUnicode_DATA(s), n, &kept, &replaced);
+    if (replaced || kept == n) {
+        return F_ABORT; /* the renderer reports replacements (and drops a character) */
+    }
+    Py_ssize_t nt = counted ? f_string_tail(n - kept, tail) : longest;
+    memcpy(p, tail, (size_t)nt);
+    f->len = (p + nt) - f->buf;
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        return F_ERROR;
+    }
+    if (f_report(list, Py_NewRef(s_empty), s_string, n - kept, s_chars, NULL) < 0) {
+        Py_DECREF(list);
+        return F_ERROR;
+    }
+    if (f_finish_trs(list, trs) < 0) {
+        return F_ERROR;
+    }
+    return f->len - start;
+}
+
+/* The walk's lower bound of a run of items (bound_items()), as render.bulk_run asks it. */
+static Py_ssize_t
+f_run_bound(Fill *f, PyObject **items, Py_ssize_t k, int depth, Py_ssize_t cap)
+{
+    Walk w;
+    start(&w, &f->caps, depth);
+    for (;;) {
+        w.nspine = 0;
+        w.stop_depth = -1;
+        Py_ssize_t n = walk_items(&w, items, k, depth, cap);
+        if (n <= cap || w.check_cycles || !stopped_in_cycle(&w)) {
+            return n;
+        }
+        w.check_cycles = 1;
+    }
+}
+
+typedef struct {
+    double share;
+    double over;
+} Runs;
+
+static Py_ssize_t
+f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
+{
+    char mark[96];
+    Py_ssize_t avail = allot - 2;
+    Py_ssize_t n = Py_SIZE(v);
+    Py_ssize_t most = (avail > 0 ? avail : 0) / 2 + 1 + 1;
+    Py_ssize_t limit = f_snap_limit(f, v, depth, most < F_FIRST_READ ? most : F_FIRST_READ, n);
+    Py_ssize_t got = 0;
+    PyObject **items = limit < 0 ? NULL : f_snap_items(v, limit, &got);
+    if (items == NULL) {
+        return F_ERROR;
+    }
+    Py_ssize_t start0 = f->len, result = F_ERROR;
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        goto done;
+    }
+    Py_ssize_t total = got;
+    int complete = got == n;
+    Py_ssize_t marker_room = f_items_marker(n, mark) + 1;
+    if (f_byte(f, '[') < 0) {
+        goto done;
+    }
+    Py_ssize_t size = 1, i = 0;
+    Runs runs = {0.9, 2.0};
+    while (i < total) {
+        int live = runs.share > 0.05;
+        Py_ssize_t k = 1;
+        if (i && live) {
+            k = (Py_ssize_t)((double)(avail - size + 1 - marker_room) * runs.share * (double)i /
+                             (double)(size > 1 ? size : 1));
+        }
+        if (i + k + 1 > got && limit < most && got < n) {
+            Py_ssize_t want = 4 * limit > i + k + 1 ? 4 * limit : i + k + 1;
+            limit = f_snap_limit(f, v, depth, want < most ? want : most, n);
+            f_release(items, got);
+            got = 0;
+            if (limit < 0) {
+                items = NULL;
+                goto done;
+            }
+            items = f_snap_items(v, limit, &got);
+            if (items == NULL) {
+                goto done;
+            }
+            total = got;
+            complete = got == n;
+            if (i >= total) {
+                break;
+            }
+        }
+        int last = complete && i == total - 1;
+        if (i && live && total - i >= 2) {
+            Py_ssize_t room = avail - size + 1 - marker_room;
+            Py_ssize_t rest = total - i - (complete ? 1 : 0);
+            if (k > rest) {
+                k = rest;
+            }
+            runs.over = 2.0;
+            if (k >= 2) {
+                Py_ssize_t lb = f_run_bound(f, items + i, k, depth + 1, room);
+                if (lb >= 0 && lb + 1 <= room) {
+                    Py_ssize_t exact = k + 1; /* brackets and commas */
+                    for (Py_ssize_t j = i; j < i + k; j++) {
+                        Py_ssize_t s = f_size(f, items[j], F_BIG, depth + 1);
+                        if (s < 0) {
+                            result = s == F_NONE ? F_ABORT : s;
+                            goto done;
+                        }
+                        exact += s;
+                    }
+                    if (exact - 1 <= room) {
+                        for (Py_ssize_t j = i; j < i + k; j++) {
+                            if (f_byte(f, ',') < 0 || f_write(f, items[j]) < 0) {
+                                goto done;
+                            }
+                        }
+                        size += exact - 1;
+                        i += k;
+                        continue;
+                    }
+                    runs.over = (double)(exact - 1) / (double)(room > 1 ? room : 1);
+                }
+                else if (lb == FAILED) {
+                    goto done;
+                }
+            }
+            double o = runs.over * 1.05;
+            o = o < 2.0 ? o : 2.0;
+            runs.share /= o > 1.05 ? o : 1.05;
+        }
+        Py_ssize_t sep = i ? 1 : 0;
+        Py_ssize_t room = avail - (size - 1) - sep - (last ? 0 : marker_room);
+        Py_ssize_t s = f_size(f, items[i], room, depth + 1);
+        if (s < F_NONE) {
+            result = s;
+            goto done;
+        }
+        if (s == F_NONE && complete && !last) {
+            /* _tail: the rest whole, if it fits without the marker's room */
+            Py_ssize_t space = avail - (size - 1), used = 0, j;
+            for (j = i; j < got; j++) {
+                used += j ? 1 : 0;
+                Py_ssize_t t = f_size(f, items[j], space - used, depth + 1);
+                if (t < F_NONE) {
+                    result = t;
+                    goto done;
+                }
+                if (t == F_NONE) {
+                    break;
+                }
+                used += t;
+            }
+            if (j == got) {
+                for (j = i; j < got; j++) {
+                    if ((j && f_byte(f, ',') < 0) || f_write(f, items[j]) < 0) {
+                        goto done;
+                    }
+                }
+                size += used;
+                i = total;
+                break;
+            }
+        }
+        PyObject *sub = NULL;
+        int partial = 0;
+        Py_ssize_t mark_at = f->len;
+        if (s == F_NONE) {
+            if (room <= 0 || i) {
+                break;
+            }
+            if (sep && f_byte(f, ',') < 0) {
+                goto done;
+            }
+            s = f_cut(f, items[i], room, depth + 1, &sub);
+            if (s < F_NONE) {
+                result = s;
+                goto done;
+            }
+            if (s == F_NONE) {
+                f->len = mark_at;
+                break;
+            }
+            partial = 1;
+        }
+        else {
+            if ((sep && f_byte(f, ',') < 0) || f_write(f, items[i]) < 0) {
+                goto done;
+            }
+        }
+        size += sep + s;
+        if (sub != NULL) {
+            int r = f_report(list, PyUnicode_FromFormat("/%zd", i), NULL, 0, NULL, sub);
+            Py_DECREF(sub);
+            if (r < 0) {
+                goto done;
+            }
+        }
+        i++;
+        if (partial) {
+            break;
+        }
+    }
+    if (!(complete && i == total)) {
+        Py_ssize_t omitted = n - i;
+        Py_ssize_t len = f_items_marker(omitted, mark);
+        char fallback[96];
+        Py_ssize_t flen = f_items_marker(-1, fallback);
+        if (size + (i ? 1 : 0) + len + 1 > allot && flen < len) {
+            memcpy(mark, fallback, (size_t)flen);
+            len = flen;
+        }
+        if ((i && f_byte(f, ',') < 0) || f_put(f, mark, len) < 0 ||
+            f_report(list, PyUnicode_FromFormat("/%zd", i), s_items, omitted, s_items, NULL) <
+                0) {
+            goto done;
+        }
+    }
+    if (f_byte(f, ']') < 0) {
+        goto done;
+    }
+    if (f->len - start0 > allot) {
+        f->len = start0;
+        result = F_NONE;
+        goto done;
+    }
+    result = f->len - start0;
+done:
+    f_release(items, got);
+    if (result >= 0) {
+        if (f_finish_trs(list, trs) < 0) {
+            result = F_ERROR;
+        }
+    }
+    else {
+        Py_XDECREF(list);
+        f->len = start0;
+    }
+    return result;
+}
+
+/* _water_level(): the largest level L <= space with sum(max(min_i, min(size_i, L))) <=
+   space. */
+typedef struct {
+    Py_ssize_t at;
+    int step;
+} Event;
+
+static int
+f_event_order(const void *a, const void *b)
+{
+    const Event *x = a, *y = b;
+    if (x->at != y->at) {
+        return x->at < y->at ? -1 : 1;
+    }
+    return x->step - y->step;
+}
+
+static Py_ssize_t
+f_water_level(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
+              Py_ssize_t space, Event *events)
+{
+    Py_ssize_t total = 0, ne = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        total += mins[i];
+        if (sizes[i] > mins[i]) {
+            events[ne++] = (Event){mins[i], 1};
+            events[ne++] = (Event){sizes[i], -1};
+        }
+    }
+    if (total > space) {
+        return 0;
+    }
+    qsort(events, (size_t)ne, sizeof(Event), f_event_order);
+    Py_ssize_t level = 0, slope = 0;
+    for (Py_ssize_t e = 0; e < ne; e++) {
+        Py_ssize_t pos = events[e].at < space ? events[e].at : space;
+        if (slope && total + slope * (pos - level) > space) {
+            return level + (space - total) / slope;
+        }
+        total += slope * (pos - level);
+        level = pos;
+        slope += events[e].step;
+    }
+    if (slope) {
+        Py_ssize_t l = level + (space - total) / slope;
+        return l < space ? l : space;
+    }
+    return space;
+}
+
+/* EncodeCall._key() for a key that alone passes *room* (its colon included): the key
+   cut like a string, `prefix…[key truncated: N more chars]`, made unique against
+   *taken* (the snapshot's short keys and the keys rewritten so far) and, when long,
+   every key of the snapshot. Sets *text* (new) and *omitted*; returns its bytes with
+   the colon, F_NONE when not even the marker fits, F_ABORT, F_ERROR. */
+static Py_ssize_t
+f_cut_key(PyObject *k, Py_ssize_t room, PyObject *taken, PyObject **pairs, Py_ssize_t got,
+          PyObject **text, Py_ssize_t *omitted)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(k);
+    char longest[64];
+    Py_ssize_t nl = snprintf(longest, sizeof longest, "\xe2\x80\xa6[key truncated: %zd more chars]", n);
+    Py_ssize_t r = room - 3 - nl;
+    if (r < 0) {
+        return F_NONE; /* the marker alone does not fit */
+    }
+    char *tmp = PyMem_Malloc((size_t)r + 16);
+    if (tmp == NULL) {
+        PyErr_NoMemory();
+        return F_ERROR;
+    }
+    Py_ssize_t kept = 0, replaced = 0;
+    write_prefix(tmp, tmp + r, PyUnicode_KIND(k), PyUnicode_DATA(k), n, &kept, &replaced);
+    PyMem_Free(tmp);
+    if (replaced) {
+        return F_ABORT;
+    }
+    PyObject *head = PyUnicode_Substring(k, 0, kept);
+    PyObject *base = head == NULL ? NULL
+                                  : PyUnicode_FromFormat("%U%c[key truncated: %zd more chars]", head,
+                                                         0x2026, n - kept);
+    Py_XDECREF(head);
+    if (base == NULL) {
+        return F_ERROR;
+    }
+    PyObject *t = Py_NewRef(base);
+    for (Py_ssize_t i = 1;; i++) {
+        int clash = PySet_Contains(taken, t);
+        if (clash == 0 && PyUnicode_GET_LENGTH(t) > F_SHORT_KEY) {
+            for (Py_ssize_t p = 0; p < got && clash == 0; p++) {
+                clash = PyUnicode_Compare(pairs[2 * p], t) == 0;
+            }
+        }
+        if (clash < 0) {
+            Py_DECREF(t);
+            Py_DECREF(base);
+            return F_ERROR;
+        }
+        if (!clash) {
+            break;
+        }
+        Py_DECREF(t);
+        t = PyUnicode_FromFormat("%U%zd", base, i);
+        if (t == NULL) {
+            Py_DECREF(base);
+            return F_ERROR;
+        }
+    }
+    Py_DECREF(base);
+    Py_ssize_t size = f_str_size(t, F_BIG);
+    if (size + 1 > room) {
+        Py_DECREF(t);
+        return F_NONE;
+    }
+    if (PySet_Add(taken, t) < 0) {
+        Py_DECREF(t);
+        return F_ERROR;
+    }
+    *text = t;
+    *omitted = n - kept;
+    return size + 1;
+}
+
+/* The snapshot's short keys (render._short_keys), as a new set. */
+static PyObject *
+f_short_keys(PyObject **pairs, Py_ssize_t got)
+{
+    PyObject *set = PySet_New(NULL);
+    for (Py_ssize_t i = 0; set != NULL && i < got; i++) {
+        if (PyUnicode_GET_LENGTH(pairs[2 * i]) <= F_SHORT_KEY && PySet_Add(set, pairs[2 * i]) < 0) {
+            Py_CLEAR(set);
+        }
+    }
+    return set;
+}
+
+/* _cut_map() (balanced) with _share(). */
+static Py_ssize_t
+f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
+{
+    char tmp[96];
+    Py_ssize_t avail = allot - 2;
+    Py_ssize_t n = PyDict_GET_SIZE(v);
+    Py_ssize_t got = 0;
+    Py_ssize_t want = f_snap_limit(f, v, depth, (avail > 0 ? avail : 0) / 5 + 1 + 1, n);
+    PyObject **pairs = want < 0 ? NULL : f_snap_pairs(v, want, &got);
+    if (pairs == NULL) {
+        return F_ERROR;
+    }
+    Py_ssize_t start0 = f->len, result = F_ERROR;
+    PyObject *list = NULL, *taken = NULL;
+    /* per member: key bytes (with colon), least, size, min, asked, a cut key's omitted
+       count; a cut key's text */
+    Py_ssize_t *arr = PyMem_Malloc((size_t)(7 * got + 1) * sizeof(Py_ssize_t));
+    PyObject **ktext = PyMem_Calloc((size_t)got + 1, sizeof(PyObject *));
+    Event *events = PyMem_Malloc((size_t)(2 * got + 1) * sizeof(Event));
+    if (arr == NULL || events == NULL || ktext == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t *kb = arr, *least = arr + got, *sizes = arr + 2 * got, *mins = arr + 3 * got,
+               *asked = arr + 4 * got, *kcut = arr + 5 * got,
+               *used = arr + 6 * got; /* used: got + 1 entries */
+    for (Py_ssize_t i = 0; i < got; i++) {
+        if (!PyUnicode_CheckExact(pairs[2 * i])) {
+            result = F_ABORT;
+            goto done;
+        }
+    }
+    int everything = n == got;
+    Py_ssize_t mkey = f_marker_key(pairs, got);
+    Py_ssize_t j = 0;
+    used[0] = 0;
+    for (Py_ssize_t i = 0; i < got; i++) {
+        PyObject *k = pairs[2 * i];
+        Py_ssize_t sep = i ? 1 : 0;
+        Py_ssize_t room = avail - used[j] - sep - 1;
+        Py_ssize_t nk = PyUnicode_GET_LENGTH(k);
+        if (i + 1 < n && nk + 3 > room - 40) {
+            room -= f_keys_marker(n - i - 1, mkey, tmp) + 1;
+        }
+        int cut = nk + 3 > room;
+        if (!cut) {
+            Py_ssize_t ks = f_str_size(k, F_BIG);
+            if (ks < 0) {
+                result = ks;
+                goto done;
+            }
+            if (ks + 1 <= room) {
+                kb[i] = ks + 1;
+            }
+            else {
+                cut = 1;
+            }
+        }
+        if (cut) {
+            if (taken == NULL && (taken = f_short_keys(pairs, got)) == NULL) {
+                goto done;
+            }
+            Py_ssize_t ks = f_cut_key(k, room, taken, pairs, got, &ktext[i], &kcut[i]);
+            if (ks == F_NONE) {
+                break; /* not even the cut key fits */
+            }
+            if (ks < 0) {
+                result = ks;
+                goto done;
+            }
+            kb[i] = ks;
+        }
+        Py_ssize_t m = f_least(f, pairs[2 * i + 1], depth + 1);
+        if (m < 0) {
+            result = m;
+            goto done;
+        }
+        Py_ssize_t cost = used[j] + sep + kb[i] + m;
+        if (cost > avail) {
+            break;
+        }
+        least[i] = m;
+        j++;
+        used[j] = cost;
+    }
+    Py_ssize_t reserve = 0, said = -1, omitted = 0;
+    if (!(everything && j == got)) {
+        for (;;) {
+            omitted = said = n - j;
+            reserve = f_keys_marker(said, mkey, tmp) + (j ? 1 : 0);
+            if (used[j] + reserve <= avail || j == 0) {
+                break;
+            }
+            j--;
+        }
+        if (used[j] + reserve > avail) {
+            said = -1;
+            reserve = f_keys_marker(-1, mkey, tmp);
+            if (reserve > avail) {
+                result = F_NONE;
+                goto done;
+            }
+        }
+    }
+    Py_ssize_t space = avail - reserve;
+    for (Py_ssize_t i = 0; i < j; i++) {
+        space -= (i ? 1 : 0) + kb[i];
+    }
+    /* _share: water-fill *space* among the j values */
+    Py_ssize_t level = 0;
+    if (j) {
+        for (Py_ssize_t i = 0; i < j; i++) {
+            mins[i] = least[i];
+            sizes[i] = F_BIG;
+            asked[i] = -1;
+        }
+        level = space > 0 ? space / j : 0;
+        for (int round = 0; round < F_ROUNDS; round++) {
+            int changed = 0;
+            for (Py_ssize_t i = 0; i < j; i++) {
+                Py_ssize_t cap = level > least[i] ? level : least[i];
+                if (sizes[i] == F_BIG && asked[i] < cap) {
+                    asked[i] = cap;
+                    Py_ssize_t s = f_size(f, pairs[2 * i + 1], cap, depth + 1);
+                    if (s < F_NONE) {
+                        result = s;
+                        goto done;
+                    }
+                    if (s >= 0) {
+                        sizes[i] = s;
+                        if (s < mins[i]) {
+                            mins[i] = s;
+                        }
+                        changed = 1;
+                    }
+                }
+            }
+            level = f_water_level(sizes, mins, j, space, events);
+            if (!changed) {
+                break;
+            }
+        }
+    }
+    list = PyList_New(0);
+    if (list == NULL || f_byte(f, '{') < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < j; i++) {
+        PyObject *k = ktext[i] != NULL ? ktext[i] : pairs[2 * i], *val = pairs[2 * i + 1];
+        if ((i && f_byte(f, ',') < 0) || f_write_str(f, k) < 0 || f_byte(f, ':') < 0) {
+            goto done;
+        }
+        if (ktext[i] != NULL &&
+            f_report(list, f_key_token(k), s_string, kcut[i], s_chars, NULL) < 0) {
+            goto done;
+        }
+        Py_ssize_t share = sizes[i] < level ? sizes[i] : level;
+        share = mins[i] > share ? mins[i] : share;
+        if (sizes[i] != F_BIG && sizes[i] <= share) {
+            if (f_write(f, val) < 0) {
+                goto done;
+            }
+            continue;
+        }
+        PyObject *sub = NULL;
+        Py_ssize_t s = f_cut(f, val, share, depth + 1, &sub);
+        if (s < 0) {
+            result = s == F_NONE ? F_ABORT : s; /* the renderer raises for this */
+            goto done;
+        }
+        if (sub != NULL) {
+            int r = f_report(list, f_key_token(k), NULL, 0, NULL, sub);
+            Py_DECREF(sub);
+            if (r < 0) {
+                goto done;
+            }
+        }
+    }
+    if (reserve) {
+        Py_ssize_t len = f_keys_marker(said, mkey, tmp);
+        if ((j && f_byte(f, ',') < 0) || f_put(f, tmp, len) < 0 ||
+            f_report(list, f_mkey_token(mkey), s_keys, omitted, s_keys, NULL) < 0) {
+            goto done;
+        }
+    }
+    if (f_byte(f, '}') < 0) {
+        goto done;
+    }
+    if (f->len - start0 > allot) {
+        f->len = start0;
+        result = F_NONE;
+        goto done;
+    }
+    result = f->len - start0;
+done:
+    if (ktext != NULL) {
+        for (Py_ssize_t i = 0; i < got; i++) {
+            Py_XDECREF(ktext[i]);
+        }
+    }
+    PyMem_Free(ktext);
+    Py_XDECREF(taken);
+    f_release(pairs, 2 * got);
+    PyMem_Free(arr);
+    PyMem_Free(events);
+    if (result >= 0) {
+        if (f_finish_trs(list, trs) < 0) {
+            result = F_ERROR;
+        }
+    }
+    else {
+        Py_XDECREF(list);
+        f->len = start0;
+    }
+    return result;
+}
+
+/* EncodeCall.cut() of a clean value: written at the end of the buffer; its reports, if
+   any, into *trs* (a new list), else *trs* untouched. */
+static Py_ssize_t
+f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
+{
+    if (allot <= 0) {
+        return F_NONE;
+    }
+    f->work++;
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        return f_cut_str(f, v, allot, trs);
+    }
+    if (!f_container(v)) {
+        Py_ssize_t s = f_scalar_size(v);
+        if (s < 0) {
+            return s;
+        }
+        if (s > allot) {
+            return F_NONE;
+        }
+        return f_write(f, v) < 0 ? F_ERROR : s;
+    }
+    if (depth >= f->max_depth || f_is_active(f, v)) {
+        return F_ABORT;
+    }
+    f->active[f->nactive++] = v;
+    Py_ssize_t r = t == &PyDict_Type ? f_cut_map(f, v, allot, depth, trs)
+                                     : f_cut_list(f, v, allot, depth, trs);
+    f->nactive--;
+    return r;
+}
+
+/* The reports as render.py keeps them: a tuple, () when there are none. */
+static PyObject *
+f_trs_tuple(PyObject *trs)
+{
+    return trs == NULL ? PyTuple_New(0) : trs;
+}
+
+static PyObject *
+fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 5 ||
+        (args[3] != Py_None && !(PyList_CheckExact(args[3]) && PyList_GET_SIZE(args[3]) == 1))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fill() takes obj, a budget, a 5-tuple of caps and a one-item list or "
+                        "None");
+        return NULL;
+    }
+    Py_ssize_t budget = PyLong_AsSsize_t(args[1]);
+    if (budget == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *capv[5];
+    for (int i = 0; i < 5; i++) {
+        capv[i] = PyTuple_GET_ITEM(args[2], i);
+    }
+    Fill f = {0};
+    if (read_caps(&f.caps, "fill", capv) < 0) {
+        return NULL;
+    }
+    f.max_depth = f.caps.max_depth;
+    PyObject *obj = args[0];
+    PyObject *trs = NULL, *out = NULL;
+    Py_ssize_t r = f_size(&f, obj, budget, 0);
+    if (r >= 0) {
+        r = f_write(&f, obj) < 0 ? F_ERROR : r;
+    }
+    if (r >= 0 && f.len > budget) {
+        r = F_ABORT; /* a finalizer changed a container between its measure and its write */
+    }
+    else if (r == F_NONE) {
+        r = f_cut(&f, obj, budget, 0, &trs);
+    }
+    if (r >= 0) {
+        PyObject *data = PyBytes_FromStringAndSize(f.buf, f.len);
+        PyObject *tup = data != NULL ? f_trs_tuple(trs) : NULL;
+        trs = NULL;
+        out = tup != NULL ? PyTuple_Pack(2, data, tup) : NULL;
+        Py_XDECREF(data);
+        Py_XDECREF(tup);
+    }
+    else if (r != F_ERROR) {
+        out = Py_NewRef(r == F_NONE ? Py_False : Py_None);
+    }
+    Py_XDECREF(trs);
+    if (out != NULL && args[3] != Py_None) {
+        PyObject *cell = args[3];
+        PyObject *before = PyList_GET_ITEM(cell, 0);
+        PyObject *sum = PyLong_FromSsize_t(PyLong_AsSsize_t(before) + f.work);
+        if (sum == NULL || PyList_SetItem(cell, 0, sum) < 0) {
+            Py_CLEAR(out);
+        }
+    }
+    for (Py_ssize_t i = 0; i < f.known_cap; i++) {
+        Py_XDECREF(f.known[i].obj);
+    }
+    PyMem_Free(f.known);
+    PyMem_Free(f.buf);
+    return out;
+}
+
+static int
+init_fill(void)
+{
+    s_string = PyUnicode_InternFromString("string");
+    s_chars = PyUnicode_InternFromString("chars");
+    s_items = PyUnicode_InternFromString("items");
+    s_keys = PyUnicode_InternFromString("keys");
+    s_empty = PyUnicode_InternFromString("");
+    s_tilde = PyUnicode_InternFromString("~");
+    s_tilde0 = PyUnicode_InternFromString("~0");
+    s_slash = PyUnicode_InternFromString("/");
+    s_slash1 = PyUnicode_InternFromString("~1");
+    return s_string && s_chars && s_items && s_keys && s_empty && s_tilde && s_tilde0 &&
+                   s_slash && s_slash1
+               ? 0
+               : -1;
+}
