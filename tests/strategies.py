@@ -204,3 +204,35 @@ def hostile_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
         ),
         max_leaves=max_leaves,
     )
+
+
+#: Keys that stress the compiled balanced cut: marker-like keys it must avoid when it
+#: names an omission, keys long enough to be cut themselves, escapes and multibyte text.
+cut_keys = st.one_of(
+    keys,
+    st.sampled_from(["…", "…1", "…2", "…3", "…10"]),
+    st.text(alphabet=st.sampled_from(list('ab"\\é€😀\n')), min_size=40, max_size=300),
+)
+
+
+def clean_values(max_leaves: int = 60) -> st.SearchStrategy[Any]:
+    """Values the compiled cut takes (exact dicts, lists, tuples, str, int64, floats,
+    bool, None), with long strings, long keys and shared subtrees."""
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        awkward_text,
+        st.text(alphabet=st.sampled_from(list('xé€😀"\\\n')), min_size=50, max_size=2000),
+    )
+    return st.recursive(
+        scalars,
+        lambda children: st.one_of(
+            st.lists(children, max_size=40),
+            st.lists(children, max_size=6).map(tuple),
+            st.dictionaries(cut_keys, children, max_size=10),
+            children.map(lambda x: [x, {"again": x}, x]),
+        ),
+        max_leaves=max_leaves,
+    )

@@ -34,6 +34,7 @@ from jsonbudget import (
     bounded_dumps,
     encode,
 )
+from jsonbudget.typing import Strategy
 from tests import workcount
 from tests.jsonptr import resolve
 from tests.strategies import budgets, hostile_values, lying_str
@@ -460,6 +461,23 @@ def test_a_cut_key_is_marked_in_the_key_and_reported() -> None:
     assert key.endswith(f"…[key truncated: {cut.omitted} more chars]")
     assert cut.path == "/" + key
     assert resolve(doc, cut.path) == 1
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+@pytest.mark.parametrize("value", ["x", {"a": "b" * 300}, [1, 2, 3]], ids=["str", "dict", "list"])
+def test_regression_a_long_key_is_cut_not_dropped_when_its_value_needs_room(
+    strategy: Strategy, value: Any
+) -> None:
+    # A cut key kept one byte for its value: a value whose least rendering is longer
+    # dropped the whole member ({"…":"[omitted: 2 more keys]"}) instead of cutting the
+    # key further.
+    for budget in (200, 1024):
+        out = encode({"k" * 1800: value, "z": 2}, max_bytes=budget, strategy=strategy)
+        doc = valid(out.data, budget)
+        key = next(k for k in doc if k.startswith("k"))
+        assert "…[key truncated: " in key
+        cut = next(t for t in out.truncations if t.kind == "string" and t.path == "/" + key)
+        assert key.endswith(f"…[key truncated: {cut.omitted} more chars]")
 
 
 # -- reports -----------------------------------------------------------------------------

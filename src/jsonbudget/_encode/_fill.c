@@ -1237,6 +1237,22 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
             result = m;
             goto done;
         }
+        if (ktext[i] != NULL && kb[i] + m > room + 1) {
+            /* as in _cut_map: *room* kept one byte for the value, which needs m */
+            if (PySet_Discard(taken, ktext[i]) < 0) {
+                goto done;
+            }
+            Py_CLEAR(ktext[i]);
+            Py_ssize_t ks = f_cut_key(k, room + 1 - m, taken, pairs, got, &ktext[i], &kcut[i]);
+            if (ks == F_NONE) {
+                break;
+            }
+            if (ks < 0) {
+                result = ks;
+                goto done;
+            }
+            kb[i] = ks;
+        }
         Py_ssize_t cost = used[j] + sep + kb[i] + m;
         if (cost > avail) {
             break;

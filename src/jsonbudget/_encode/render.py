@@ -780,6 +780,14 @@ class EncodeCall:
             if key is None:
                 return None
             kb, tok, ktr = key
+            if ktr:
+                m = self.least(v, (where, tok), depth + 1)
+                if len(kb) + m > room:  # as in `_cut_map`
+                    taken.discard(tok)
+                    key = self._key(k, room - m, pairs, taken, where, whole=False)
+                    if key is None:
+                        break
+                    kb, tok, ktr = key
             out = self.whole(v, room - len(kb), (where, tok), depth + 1)
             if out is None:
                 return None
@@ -1033,6 +1041,14 @@ class EncodeCall:
                 break
             kb, tok, ktr = key
             m = self.least(v, (where, tok), depth + 1)
+            if ktr and len(kb) + m > room + 1:
+                # A rewritten key kept one byte for its value, which needs more: the
+                # key is cut further rather than the member dropped.
+                taken.discard(tok)  # added by `_key`, and by no other member
+                key = self._key(k, room + 1 - m, pairs, taken, where, whole=False)
+                if key is None:
+                    break
+                kb, tok, ktr = key
             cost = used[-1] + sep + len(kb) + m
             if cost > avail:
                 break
@@ -1140,6 +1156,14 @@ class EncodeCall:
             if key is None:
                 break
             kb, tok, ktr = key
+            if ktr:
+                m = self.least(v, (where, tok), depth + 1)
+                if len(kb) + m > room:  # as in `_cut_map`
+                    taken.discard(tok)
+                    key = self._key(k, room - m, pairs, taken, where, whole=False)
+                    if key is None:
+                        break
+                    kb, tok, ktr = key
             out = self.whole(v, room - len(kb), (where, tok), depth + 1)
             cut = out is None
             if out is None:

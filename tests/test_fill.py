@@ -1,0 +1,169 @@
+"""The compiled balanced cut (`bound.fill`) makes the renderer's choices, byte for byte.
+
+For clean values with text markers and no item, key or field caps, `EncodeCall.fit`
+hands the cut to C. These tests hold the two to the same output and reports, check that
+everything the compiled cut does not take is handed back, and count its work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jsonbudget import Encoded, Encoder
+from jsonbudget._encode import bound as _bound
+
+from . import workcount
+from .strategies import clean_values
+
+pytestmark = pytest.mark.skipif(_bound.fill is None, reason="the extension is not built")
+
+
+@contextmanager
+def renderer_only() -> Iterator[None]:
+    saved = _bound.fill
+    _bound.fill = None
+    try:
+        yield
+    finally:
+        _bound.fill = saved
+
+
+def both(obj: Any, budget: int, **options: Any) -> tuple[Encoded, Encoded]:
+    enc = Encoder(max_bytes=budget, **options)
+    compiled = enc.encode(obj)
+    with renderer_only():
+        rendered = enc.encode(obj)
+    return compiled, rendered
+
+
+def taken(obj: Any, budget: int, **options: Any) -> bool:
+    """Whether the compiled cut did the work itself rather than handing it back."""
+    assert _bound.fill is not None
+    return _bound.fill(obj, budget, Encoder(max_bytes=budget, **options)._caps, None) is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    obj=clean_values(),
+    budget=st.one_of(st.integers(64, 400), st.integers(64, 20_000)),
+    max_depth=st.integers(1, 12),
+)
+def test_the_compiled_cut_writes_what_the_renderer_writes(
+    obj: Any, budget: int, max_depth: int
+) -> None:
+    compiled, rendered = both(obj, budget, max_depth=max_depth)
+    assert compiled == rendered
+    assert len(compiled.data) <= budget
+    json.loads(compiled.data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(obj=clean_values(), budget=st.integers(64, 20_000))
+def test_the_compiled_cut_takes_every_clean_value(obj: Any, budget: int) -> None:
+    # The property above would pass vacuously if the compiled cut handed everything back.
+    assert taken(obj, budget)
+
+
+def test_a_marker_key_avoids_every_key_the_object_holds() -> None:
+    obj = {"…": "x" * 500, "…1": "y" * 500, **{f"k{i}": i for i in range(200)}}
+    compiled, rendered = both(obj, 300)
+    assert compiled == rendered
+    out = json.loads(compiled.data)
+    marker_keys = [k for k in out if k.startswith("…") and k not in obj]
+    assert marker_keys == ["…2"], out
+    assert taken(obj, 300)
+
+
+def test_a_key_longer_than_the_room_is_cut_with_a_marker() -> None:
+    # The shape of a botocore service model: long documentation keys under shapes.
+    shapes = {"Doc" * 600 + str(i): {"type": "string", "doc": "é" * 300} for i in range(30)}
+    compiled, rendered = both({"shapes": shapes}, 1024)
+    assert compiled == rendered
+    assert "…[key truncated: " in compiled.data.decode()
+    assert taken({"shapes": shapes}, 1024)
+
+
+def test_shared_subtrees_cut_alike_from_c_and_python() -> None:
+    x: Any = {"leaf": "v" * 100, "n": 1.5}
+    for _ in range(20):
+        x = {"a": x, "b": [x, x]}
+    compiled, rendered = both(x, 4096)
+    assert compiled == rendered
+    assert taken(x, 4096)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"a": "\udc80"},  # a lone surrogate: the renderer replaces and counts it
+        {"a": 2**70},  # beyond 64 bits
+        {"a": float("nan")},
+        {"a": {1, 2}},
+        [{"a": 1}, type("D", (dict,), {})(b=2)],  # a dict subclass is not clean
+    ],
+    ids=["surrogate", "big-int", "nan", "set", "dict-subclass"],
+)
+def test_what_is_not_clean_is_handed_back(obj: Any) -> None:
+    assert not taken(obj, 64)
+    compiled, rendered = both(obj, 64)
+    assert compiled == rendered
+
+
+def test_depth_at_the_limit_is_handed_back() -> None:
+    deep: Any = "x" * 200
+    for _ in range(8):
+        deep = [deep, "y" * 50]
+    assert not taken(deep, 100, max_depth=5)
+    assert taken(deep, 100, max_depth=12)
+
+
+@pytest.mark.parametrize("budget", [80, 400, 5000])
+def test_a_cycle_is_handed_back_once_it_is_reached(budget: int) -> None:
+    # A small budget cuts the list before the cycle shows; a larger one reaches it,
+    # and the compiled cut hands it back at the depth limit, never looping.
+    loop: list[Any] = ["x" * 100]
+    loop.append(loop)
+    compiled, rendered = both(loop, budget)
+    assert compiled == rendered
+    assert taken(loop, budget) == (budget == 80)
+
+
+# -- cost: the compiled cut is linear in the output, never 2**depth ------------------------
+
+
+def tree(depth: int) -> Any:
+    return {"kids": [tree(depth - 1), tree(depth - 1)] if depth else [], "name": "n" * 20}
+
+
+def shared(depth: int) -> Any:
+    x: Any = {"leaf": "z" * 30}
+    for _ in range(depth):
+        x = {"l": x, "r": [x, 1]}
+    return x
+
+
+@pytest.mark.parametrize("budget", [4096, 65536])
+def test_compiled_work_per_output_byte_is_flat_in_depth(budget: int) -> None:
+    per_byte = []
+    for depth in range(4, 17, 2):
+        data, count = workcount.fill_work(tree(depth), budget)
+        assert len(data) <= budget
+        assert count / len(data) < 0.5, (depth, count, len(data))
+        if len(data) > budget // 2:
+            per_byte.append(count / len(data))
+    assert len(per_byte) >= 3, per_byte
+    assert max(per_byte) <= 2 * min(per_byte), per_byte
+
+
+def test_compiled_cut_does_not_rewalk_shared_subtrees() -> None:
+    # 2**20 paths, 21 distinct nodes: the work follows the output, not the paths.
+    for depth in range(4, 21, 4):
+        data, count = workcount.fill_work(shared(depth), 4096)
+        assert count <= len(data) + 20 * depth, (depth, len(data), count)
