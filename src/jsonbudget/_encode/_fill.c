@@ -25,9 +25,16 @@
  *
  * Sizes are remembered per (container, depth), as render.py remembers them: its exact
  * size once known, else the largest cap it is known to exceed, so asking again with a
- * cap no larger costs nothing. Every container read is held (a strong reference) until
- * the call ends, and every member is read through a snapshot of strong references, so
- * the code that an allocation may run (a finalizer) cannot free what is being read.
+ * cap no larger costs nothing. Every container remembered is held (a strong reference)
+ * until the call ends.
+ *
+ * Measuring and writing a whole value call no Python code: they read exact built-in
+ * types, allocate only raw memory and bytes (orjson's, for a float), none of which the
+ * garbage collector tracks, so no collection and no finalizer can run in them and they
+ * read members borrowed, as the walk in _speedups.c does. Cutting makes the reports,
+ * tuples and lists that can start a collection, whose finalizers may change any
+ * container: a cut reads its members through a snapshot of strong references, decides
+ * from that snapshot alone, and checks the bytes it wrote against its allotment.
  */
 
 #define F_NONE (-1)  /* no rendering fits */
@@ -60,7 +67,7 @@ typedef struct {
 } Fill;
 
 static PyObject *s_string, *s_chars, *s_items, *s_keys, *s_empty, *s_tilde, *s_tilde0,
-    *s_slash, *s_slash1;
+    *s_slash, *s_slash1, *s_mtoken;
 
 /* -- the output buffer ------------------------------------------------------------- */
 
@@ -252,15 +259,20 @@ f_finish_trs(PyObject *list, PyObject **trs)
 
 /* -- exact sizes ------------------------------------------------------------------- */
 
+/* Writes the decimal digits of *u* at *out*; returns their count. */
 static inline Py_ssize_t
-f_digits(unsigned long long u)
+f_utoa(unsigned long long u, char *out)
 {
-    Py_ssize_t d = 1;
-    while (u >= 10) {
+    char tmp[24];
+    Py_ssize_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
         u /= 10;
-        d++;
+    } while (u);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = tmp[n - 1 - i];
     }
-    return d;
+    return n;
 }
 
 /* Bytes of str *s* as orjson writes it, quotes included, counting no further than
@@ -313,7 +325,11 @@ f_int_text(PyObject *v, char *out)
         return F_ERROR;
     }
     if (!overflow) {
-        return snprintf(out, 24, "%lld", x);
+        if (x < 0) {
+            *out = '-';
+            return 1 + f_utoa(0ull - (unsigned long long)x, out + 1);
+        }
+        return f_utoa((unsigned long long)x, out);
     }
     if (overflow < 0) {
         return F_ABORT;
@@ -323,7 +339,7 @@ f_int_text(PyObject *v, char *out)
         PyErr_Clear(); /* beyond 64 bits: the renderer's marker */
         return F_ABORT;
     }
-    return snprintf(out, 24, "%llu", u);
+    return f_utoa(u, out);
 }
 
 /* Bytes of scalar *v* as orjson writes it; F_ABORT for anything else. */
@@ -386,28 +402,24 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
     int is_dict = PyDict_CheckExact(v);
     Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
     Py_ssize_t size = n ? n + 1 : 2; /* brackets and commas */
-    PyObject **snap = NULL;
-    Py_ssize_t got = 0, out = 0;
-    if (size > cap) {
+    Py_ssize_t out = 0;
+    /* No more members than could fit at their least (4 bytes and a comma a member, a
+       byte and a comma an item) are read: the rest cannot fit. */
+    if (size > cap || n > (is_dict ? cap / 5 + 2 : cap / 2 + 2)) {
         out = F_NONE;
         goto done;
     }
-    /* No more members than could fit at their least (4 bytes and a comma a member, a
-       byte and a comma an item) are read: the rest cannot fit. */
-    Py_ssize_t limit = is_dict ? cap / 5 + 2 : cap / 2 + 2;
-    snap = is_dict ? f_snap_pairs(v, limit, &got) : f_snap_items(v, limit, &got);
-    if (snap == NULL) {
-        return F_ERROR;
-    }
-    if (got < n) {
-        out = F_NONE; /* n members pass cap at their least */
-        goto done;
-    }
+    /* Members are borrowed: measuring calls no Python code (see the top). */
+    PyObject *const *items = is_dict ? NULL : items_of(v);
+    Py_ssize_t pos = 0;
     f->active[f->nactive++] = v;
-    for (Py_ssize_t i = 0; i < got && out == 0; i++) {
-        PyObject *m = snap[is_dict ? 2 * i + 1 : i];
+    for (Py_ssize_t i = 0; i < n && out == 0; i++) {
+        PyObject *m;
         if (is_dict) {
-            PyObject *key = snap[2 * i];
+            PyObject *key;
+            if (!PyDict_Next(v, &pos, &key, &m)) {
+                break;
+            }
             if (!PyUnicode_CheckExact(key)) {
                 out = F_ABORT;
                 break;
@@ -423,6 +435,9 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
                 break;
             }
         }
+        else {
+            m = items[i];
+        }
         Py_ssize_t sub = f_size(f, m, cap - size, depth + 1);
         if (sub < 0) {
             out = sub;
@@ -435,7 +450,6 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
     }
     f->nactive--;
 done:
-    f_release(snap, is_dict ? 2 * got : got);
     k = f_known(f, v, depth); /* the table may have grown meanwhile */
     if (k == NULL) {
         return F_ERROR;
@@ -533,77 +547,132 @@ f_write(Fill *f, PyObject *v)
         return r;
     }
     int is_dict = t == &PyDict_Type;
-    Py_ssize_t got;
-    PyObject **snap = is_dict ? f_snap_pairs(v, PY_SSIZE_T_MAX, &got)
-                              : f_snap_items(v, PY_SSIZE_T_MAX, &got);
-    if (snap == NULL) {
-        return -1;
-    }
+    /* Members are borrowed: writing calls no Python code (see the top). */
+    Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v), pos = 0;
+    PyObject *const *items = is_dict ? NULL : items_of(v);
     int r = f_byte(f, is_dict ? '{' : '[');
-    for (Py_ssize_t i = 0; i < got && r == 0; i++) {
+    for (Py_ssize_t i = 0; i < n && r == 0; i++) {
+        PyObject *key, *m;
         if (i) {
             r = f_byte(f, ',');
         }
-        if (r == 0 && is_dict) {
-            r = f_write_str(f, snap[2 * i]);
+        if (is_dict) {
+            if (!PyDict_Next(v, &pos, &key, &m)) {
+                break;
+            }
+            r = r == 0 ? f_write_str(f, key) : r;
             r = r == 0 ? f_byte(f, ':') : r;
         }
+        else {
+            m = items[i];
+        }
         if (r == 0) {
-            r = f_write(f, snap[is_dict ? 2 * i + 1 : i]);
+            r = f_write(f, m);
         }
     }
     if (r == 0) {
         r = f_byte(f, is_dict ? '}' : ']');
     }
-    f_release(snap, is_dict ? 2 * got : got);
     return r;
 }
 
 /* -- markers (text) ------------------------------------------------------------------ */
 
-/* The key of the member that stands for left-out keys: "…", else "…1", "…2", ... the
-   first that no short key of the snapshot is (Markers.key over _short_keys). */
+/* N when key *k* is "…" (0) or "…N" with N in 1..*most* written as Markers.key writes
+   it, else -1. */
 static Py_ssize_t
-f_marker_key(PyObject **pairs, Py_ssize_t count)
+f_mkey_number(PyObject *k, Py_ssize_t most)
 {
-    Py_ssize_t best = 0;
-    for (;;) {
-        int taken = 0;
-        for (Py_ssize_t i = 0; i < count && !taken; i++) {
-            PyObject *k = pairs[2 * i];
-            Py_ssize_t n = PyUnicode_GET_LENGTH(k);
-            if (n == 0 || n > F_SHORT_KEY || PyUnicode_READ_CHAR(k, 0) != 0x2026) {
-                continue;
-            }
-            if (best == 0) {
-                taken = n == 1;
-                continue;
-            }
-            char want[32];
-            int w = snprintf(want, sizeof want, "%zd", best);
-            if (n != 1 + w) {
-                continue;
-            }
-            taken = 1;
-            for (int c = 0; c < w && taken; c++) {
-                taken = PyUnicode_READ_CHAR(k, 1 + c) == (Py_UCS4)want[c];
-            }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(k);
+    if (n == 0 || n > 21 || PyUnicode_READ_CHAR(k, 0) != 0x2026) {
+        return -1;
+    }
+    if (n > 1 && PyUnicode_READ_CHAR(k, 1) == '0') {
+        return -1; /* "…0", "…01": never a candidate */
+    }
+    Py_ssize_t v = 0;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ_CHAR(k, i);
+        if (c < '0' || c > '9') {
+            return -1;
         }
-        if (!taken) {
-            return best;
+        v = v * 10 + (Py_ssize_t)(c - '0');
+        if (v > most) {
+            return -1;
         }
+    }
+    return v;
+}
+
+/* The key of the member that stands for left-out keys: "…", else "…1", "…2", ... the
+   first that none of the first *count* keys of dict *v* (or, with *v* NULL, of the
+   snapshot *pairs*) is (Markers.key over _short_keys); F_ABORT if one is not a str.
+   The answer is at most *count*, so one pass marks the numbers taken. Dict keys are
+   borrowed: nothing runs here. */
+static Py_ssize_t
+f_marker_key(PyObject *v, PyObject **pairs, Py_ssize_t count)
+{
+    char local[64] = {0};
+    char *seen = local;
+    if (count + 2 > (Py_ssize_t)sizeof local && (seen = PyMem_Calloc((size_t)count + 2, 1)) == NULL) {
+        PyErr_NoMemory();
+        return F_ERROR;
+    }
+    Py_ssize_t pos = 0, best = 0;
+    PyObject *k, *val;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (v == NULL) {
+            k = pairs[2 * i];
+        }
+        else if (!PyDict_Next(v, &pos, &k, &val)) {
+            break;
+        }
+        if (!PyUnicode_CheckExact(k)) {
+            best = F_ABORT; /* a key the renderer rewrites */
+            goto out;
+        }
+        Py_ssize_t number = f_mkey_number(k, count);
+        if (number >= 0) {
+            seen[number] = 1;
+        }
+    }
+    while (seen[best]) {
         best++;
     }
+out:
+    if (seen != local) {
+        PyMem_Free(seen);
+    }
+    return best;
 }
+
+/* Markers are formatted here by hand: snprintf was a seventh of a cut's time. */
+
+/* *head*, then *more* when omitted < 0, else the count and *tail*, at *out*; returns
+   the bytes written. */
+static inline Py_ssize_t
+f_counted(char *out, const char *head, size_t nh, Py_ssize_t omitted, const char *tail,
+          size_t nt, const char *more, size_t nm)
+{
+    char *p = out;
+    memcpy(p, head, nh);
+    p += nh;
+    if (omitted < 0) {
+        memcpy(p, more, nm);
+        return (p + nm) - out;
+    }
+    p += f_utoa((unsigned long long)omitted, p);
+    memcpy(p, tail, nt);
+    return (p + nt) - out;
+}
+
+#define F_LIT(s) s, sizeof(s) - 1
 
 /* `"…N":` -- the marker key with its quotes and colon: its bytes into *out*. */
 static Py_ssize_t
 f_mkey_text(Py_ssize_t mkey, char *out)
 {
-    if (mkey == 0) {
-        return snprintf(out, 32, "\"\xe2\x80\xa6\":");
-    }
-    return snprintf(out, 32, "\"\xe2\x80\xa6%zd\":", mkey);
+    return f_counted(out, F_LIT("\"\xe2\x80\xa6"), mkey ? mkey : -1, F_LIT("\":"), F_LIT("\":"));
 }
 
 /* Markers.keys(omitted, key) into *out* (room for 96 bytes); omitted < 0: "more". */
@@ -611,19 +680,15 @@ static Py_ssize_t
 f_keys_marker(Py_ssize_t omitted, Py_ssize_t mkey, char *out)
 {
     Py_ssize_t n = f_mkey_text(mkey, out);
-    if (omitted < 0) {
-        return n + snprintf(out + n, 64, "\"[omitted: more keys]\"");
-    }
-    return n + snprintf(out + n, 64, "\"[omitted: %zd more keys]\"", omitted);
+    return n + f_counted(out + n, F_LIT("\"[omitted: "), omitted, F_LIT(" more keys]\""),
+                         F_LIT("more keys]\""));
 }
 
 static Py_ssize_t
 f_items_marker(Py_ssize_t omitted, char *out)
 {
-    if (omitted < 0) {
-        return snprintf(out, 64, "\"\xe2\x80\xa6[omitted: more items]\"");
-    }
-    return snprintf(out, 64, "\"\xe2\x80\xa6[omitted: %zd more items]\"", omitted);
+    return f_counted(out, F_LIT("\"\xe2\x80\xa6[omitted: "), omitted, F_LIT(" more items]\""),
+                     F_LIT("more items]\""));
 }
 
 /* The tail of a cut string's marker (after the content): `…[truncated: N more chars]"`. */
@@ -631,9 +696,10 @@ static Py_ssize_t
 f_string_tail(Py_ssize_t omitted, char *out)
 {
     if (omitted < 0) {
-        return snprintf(out, 64, "\xe2\x80\xa6[truncated]\"");
+        return f_counted(out, F_LIT("\xe2\x80\xa6[truncated]\""), -1, F_LIT(""), F_LIT(""));
     }
-    return snprintf(out, 64, "\xe2\x80\xa6[truncated: %zd more chars]\"", omitted);
+    return f_counted(out, F_LIT("\xe2\x80\xa6[truncated: "), omitted, F_LIT(" more chars]\""),
+                     F_LIT(""));
 }
 
 /* -- reports -------------------------------------------------------------------------- */
@@ -667,6 +733,10 @@ f_report(PyObject *trs, PyObject *token, PyObject *kind, Py_ssize_t omitted, PyO
 static PyObject *
 f_key_token(PyObject *key)
 {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+    if (PyUnicode_FindChar(key, '~', 0, n, 1) == -1 && PyUnicode_FindChar(key, '/', 0, n, 1) == -1) {
+        return PyUnicode_Concat(s_slash, key); /* nothing to escape */
+    }
     PyObject *a = PyUnicode_Replace(key, s_tilde, s_tilde0, -1);
     if (a == NULL) {
         return NULL;
@@ -684,8 +754,7 @@ f_key_token(PyObject *key)
 static PyObject *
 f_mkey_token(Py_ssize_t mkey)
 {
-    return mkey ? PyUnicode_FromFormat("/%c%zd", 0x2026, mkey)
-                : PyUnicode_FromString("/\xe2\x80\xa6");
+    return mkey ? PyUnicode_FromFormat("/%c%zd", 0x2026, mkey) : Py_NewRef(s_mtoken);
 }
 
 /* -- least ----------------------------------------------------------------------------- */
@@ -715,7 +784,7 @@ f_least(Fill *f, PyObject *v, int depth)
     }
     Py_ssize_t cut;
     if (t == &PyDict_Type) {
-        Py_ssize_t n = PyDict_GET_SIZE(v), got;
+        Py_ssize_t n = PyDict_GET_SIZE(v);
         if (n == 0) {
             return 2;
         }
@@ -723,18 +792,10 @@ f_least(Fill *f, PyObject *v, int depth)
         if (want < 0) {
             return F_ERROR;
         }
-        PyObject **snap = f_snap_pairs(v, want, &got);
-        if (snap == NULL) {
-            return F_ERROR;
+        Py_ssize_t mkey = f_marker_key(v, NULL, want);
+        if (mkey < 0) {
+            return mkey;
         }
-        for (Py_ssize_t i = 0; i < got; i++) {
-            if (!PyUnicode_CheckExact(snap[2 * i])) {
-                f_release(snap, 2 * got);
-                return F_ABORT;
-            }
-        }
-        Py_ssize_t mkey = f_marker_key(snap, got);
-        f_release(snap, 2 * got);
         cut = 2 + f_keys_marker(n, mkey, tmp);
     }
     else {
@@ -1055,7 +1116,20 @@ f_water_level(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
     if (total > space) {
         return 0;
     }
-    qsort(events, (size_t)ne, sizeof(Event), f_event_order);
+    if (ne <= 32) { /* most objects: insertion sort beats qsort's calls */
+        for (Py_ssize_t a = 1; a < ne; a++) {
+            Event e = events[a];
+            Py_ssize_t b = a;
+            while (b > 0 && f_event_order(&events[b - 1], &e) > 0) {
+                events[b] = events[b - 1];
+                b--;
+            }
+            events[b] = e;
+        }
+    }
+    else {
+        qsort(events, (size_t)ne, sizeof(Event), f_event_order);
+    }
     Py_ssize_t level = 0, slope = 0;
     for (Py_ssize_t e = 0; e < ne; e++) {
         Py_ssize_t pos = events[e].at < space ? events[e].at : space;
@@ -1073,6 +1147,15 @@ f_water_level(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
     return space;
 }
 
+/* The bytes of `…[key truncated: N more chars]`. */
+static Py_ssize_t
+f_key_tail(Py_ssize_t omitted)
+{
+    char tail[64];
+    return f_counted(tail, F_LIT("\xe2\x80\xa6[key truncated: "), omitted, F_LIT(" more chars]"),
+                     F_LIT(""));
+}
+
 /* EncodeCall._key() for a key that alone passes *room* (its colon included): the key
    cut like a string, `prefix…[key truncated: N more chars]`, made unique against
    *taken* (the snapshot's short keys and the keys rewritten so far) and, when long,
@@ -1083,9 +1166,7 @@ f_cut_key(PyObject *k, Py_ssize_t room, PyObject *taken, PyObject **pairs, Py_ss
           PyObject **text, Py_ssize_t *omitted)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(k);
-    char longest[64];
-    Py_ssize_t nl = snprintf(longest, sizeof longest, "\xe2\x80\xa6[key truncated: %zd more chars]", n);
-    Py_ssize_t r = room - 3 - nl;
+    Py_ssize_t r = room - 3 - f_key_tail(n);
     if (r < 0) {
         return F_NONE; /* the marker alone does not fit */
     }
@@ -1193,7 +1274,11 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
         }
     }
     int everything = n == got;
-    Py_ssize_t mkey = f_marker_key(pairs, got);
+    Py_ssize_t mkey = f_marker_key(NULL, pairs, got);
+    if (mkey < 0) {
+        result = mkey;
+        goto done;
+    }
     Py_ssize_t j = 0;
     used[0] = 0;
     for (Py_ssize_t i = 0; i < got; i++) {
@@ -1217,6 +1302,9 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
             else {
                 cut = 1;
             }
+        }
+        if (cut && room - 3 - f_key_tail(nk) < 0) {
+            break; /* not even the cut key's marker fits: f_cut_key's first answer */
         }
         if (cut) {
             if (taken == NULL && (taken = f_short_keys(pairs, got)) == NULL) {
@@ -1508,8 +1596,9 @@ init_fill(void)
     s_tilde0 = PyUnicode_InternFromString("~0");
     s_slash = PyUnicode_InternFromString("/");
     s_slash1 = PyUnicode_InternFromString("~1");
+    s_mtoken = PyUnicode_InternFromString("/\xe2\x80\xa6");
     return s_string && s_chars && s_items && s_keys && s_empty && s_tilde && s_tilde0 &&
-                   s_slash && s_slash1
+                   s_slash && s_slash1 && s_mtoken
                ? 0
                : -1;
 }
