@@ -167,3 +167,49 @@ def test_compiled_cut_does_not_rewalk_shared_subtrees() -> None:
     for depth in range(4, 21, 4):
         data, count = workcount.fill_work(shared(depth), 4096)
         assert count <= len(data) + 20 * depth, (depth, len(data), count)
+
+
+# -- joining reports: the compiled join and its twin agree -------------------------------
+
+
+def _reports(draw_leaf: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, ...]]:
+    return st.recursive(
+        st.tuples(draw_leaf),
+        lambda sub: st.lists(
+            st.one_of(draw_leaf, st.tuples(st.sampled_from(["/a", "/0", "/~1", "/…"]), sub)),
+            max_size=4,
+        ).map(tuple),
+        max_leaves=20,
+    )
+
+
+_leaf = st.tuples(
+    st.sampled_from(["/x", "/1", "/…", "", "/é"]),
+    st.sampled_from(["string", "keys", "items"]),
+    st.one_of(st.none(), st.integers(0, 10**6)),
+    st.sampled_from(["chars", "keys", "items"]),
+)
+
+
+@given(trs=_reports(_leaf), base=st.sampled_from(["", "/items/3", "/é"]))
+def test_the_compiled_join_of_reports_matches_its_twin(trs: tuple[Any, ...], base: str) -> None:
+    compiled: list[Any] = []
+    twin: list[Any] = []
+    _bound.join_reports(trs, base, compiled, lambda *a: a)
+    _bound.py_join_reports(trs, base, twin, lambda *a: a)
+    assert compiled == twin
+
+
+def test_the_compiled_join_refuses_what_is_not_a_report() -> None:
+    with pytest.raises(TypeError, match="2- or 4-tuple"):
+        _bound.join_reports((("/a", "string", 1),), "", [], lambda *a: a)
+    with pytest.raises(TypeError, match="tuples of reports"):
+        _bound.join_reports([("/a", "string", 1, "chars")], "", [], lambda *a: a)
+
+
+def test_an_exception_from_make_propagates_from_the_join() -> None:
+    def make(*_: Any) -> Any:
+        raise ValueError("make")
+
+    with pytest.raises(ValueError, match="make"):
+        _bound.join_reports((("/a", "string", 1, "chars"),), "", [], make)

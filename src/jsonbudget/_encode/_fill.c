@@ -64,10 +64,12 @@ typedef struct {
     PyObject *active[MAX_STACK + 1]; /* the containers being measured or cut */
     int nactive;
     Py_ssize_t work;
+    PyObject *reps;  /* the reports so far (a list, made at the first), see f_report */
+    char *path;      /* the pointer of the value being cut, relative, in UTF-8 */
+    Py_ssize_t plen, pcap;
 } Fill;
 
-static PyObject *s_string, *s_chars, *s_items, *s_keys, *s_empty, *s_tilde, *s_tilde0,
-    *s_slash, *s_slash1, *s_mtoken;
+static PyObject *s_string, *s_chars, *s_items, *s_keys;
 
 /* -- the output buffer ------------------------------------------------------------- */
 
@@ -242,19 +244,6 @@ f_snap_limit(Fill *f, PyObject *v, int depth, Py_ssize_t want, Py_ssize_t n)
     }
     k->snap = want;
     return want;
-}
-
-/* A cut's reports, from *list*, as render.py keeps them: a tuple, or NULL for none. */
-static int
-f_finish_trs(PyObject *list, PyObject **trs)
-{
-    if (PyList_GET_SIZE(list) == 0) {
-        Py_DECREF(list);
-        return 0;
-    }
-    *trs = PyList_AsTuple(list);
-    Py_DECREF(list);
-    return *trs == NULL ? -1 : 0;
 }
 
 /* -- exact sizes ------------------------------------------------------------------- */
@@ -704,57 +693,137 @@ f_string_tail(Py_ssize_t omitted, char *out)
 
 /* -- reports -------------------------------------------------------------------------- */
 
-/* Appends (token, kind, omitted, unit) or, with *sub*, (token, sub) to list *trs*. */
+/* Reports are kept flat, one list for the call: each is (pointer, kind, omitted, unit),
+   the pointer relative to the value fill() was given, a form EncodeCall.reports()
+   joins like the renderer's nested ones. The pointer is built in f->path as a cut
+   descends: a push returns the length to pop back to. */
+
 static int
-f_report(PyObject *trs, PyObject *token, PyObject *kind, Py_ssize_t omitted, PyObject *unit,
-         PyObject *sub)
+f_path_reserve(Fill *f, Py_ssize_t more)
 {
-    if (token == NULL) {
+    if (f->plen + more <= f->pcap) {
+        return 0;
+    }
+    Py_ssize_t want = 2 * f->pcap > f->plen + more ? 2 * f->pcap : f->plen + more + 64;
+    char *p = PyMem_Realloc(f->path, (size_t)want);
+    if (p == NULL) {
+        PyErr_NoMemory();
         return -1;
     }
-    PyObject *entry = sub != NULL ? PyTuple_Pack(2, token, sub) : NULL;
-    if (sub == NULL) {
-        PyObject *count = PyLong_FromSsize_t(omitted);
-        if (count != NULL) {
-            entry = PyTuple_Pack(4, token, kind, count, unit);
-            Py_DECREF(count);
+    f->path = p;
+    f->pcap = want;
+    return 0;
+}
+
+/* "/" and *key* with ~ and / escaped (RFC 6901), as render.token() writes it. */
+static Py_ssize_t
+f_push_key(Fill *f, PyObject *key)
+{
+    Py_ssize_t old = f->plen, n = PyUnicode_GET_LENGTH(key);
+    if (f_path_reserve(f, 1 + 4 * n) < 0) {
+        return -1;
+    }
+    int kind = PyUnicode_KIND(key);
+    const void *data = PyUnicode_DATA(key);
+    char *p = f->path + f->plen;
+    *p++ = '/';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == '~' || c == '/') {
+            *p++ = '~';
+            *p++ = c == '~' ? '0' : '1';
+        }
+        else if (c < 0x80) {
+            *p++ = (char)c;
+        }
+        else if (c < 0x800) {
+            *p++ = (char)(0xC0 | (c >> 6));
+            *p++ = (char)(0x80 | (c & 0x3F));
+        }
+        else if (c < 0x10000) { /* no lone surrogate reaches a cut: the renderer's */
+            *p++ = (char)(0xE0 | (c >> 12));
+            *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
+            *p++ = (char)(0x80 | (c & 0x3F));
+        }
+        else {
+            *p++ = (char)(0xF0 | (c >> 18));
+            *p++ = (char)(0x80 | ((c >> 12) & 0x3F));
+            *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
+            *p++ = (char)(0x80 | (c & 0x3F));
         }
     }
-    Py_DECREF(token);
-    if (entry == NULL) {
+    f->plen = p - f->path;
+    return old;
+}
+
+/* "/i": an item's index. */
+static Py_ssize_t
+f_push_index(Fill *f, Py_ssize_t i)
+{
+    Py_ssize_t old = f->plen;
+    if (f_path_reserve(f, 24) < 0) {
         return -1;
     }
-    int r = PyList_Append(trs, entry);
+    f->path[f->plen++] = '/';
+    f->plen += f_utoa((unsigned long long)i, f->path + f->plen);
+    return old;
+}
+
+/* "/…" or "/…N": the member that stands for left-out keys. */
+static Py_ssize_t
+f_push_mkey(Fill *f, Py_ssize_t mkey)
+{
+    Py_ssize_t old = f->plen;
+    if (f_path_reserve(f, 32) < 0) {
+        return -1;
+    }
+    f->plen += f_counted(f->path + f->plen, F_LIT("/\xe2\x80\xa6"), mkey ? mkey : -1, F_LIT(""),
+                         F_LIT(""));
+    return old;
+}
+
+/* Appends (the pointer in f->path, kind, omitted, unit) to the reports. */
+static int
+f_report(Fill *f, PyObject *kind, Py_ssize_t omitted, PyObject *unit)
+{
+    if (f->reps == NULL && (f->reps = PyList_New(0)) == NULL) {
+        return -1;
+    }
+    PyObject *entry = PyTuple_New(4);
+    PyObject *path = PyUnicode_DecodeUTF8(f->path, f->plen, NULL);
+    PyObject *count = PyLong_FromSsize_t(omitted);
+    if (entry == NULL || path == NULL || count == NULL) {
+        Py_XDECREF(entry);
+        Py_XDECREF(path);
+        Py_XDECREF(count);
+        return -1;
+    }
+    PyTuple_SET_ITEM(entry, 0, path);
+    PyTuple_SET_ITEM(entry, 1, Py_NewRef(kind));
+    PyTuple_SET_ITEM(entry, 2, count);
+    PyTuple_SET_ITEM(entry, 3, Py_NewRef(unit));
+    int r = PyList_Append(f->reps, entry);
     Py_DECREF(entry);
     return r;
 }
 
-/* render.token(key): "/" and the key with ~ and / escaped (RFC 6901). */
-static PyObject *
-f_key_token(PyObject *key)
+static inline Py_ssize_t
+f_nreps(const Fill *f)
 {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
-    if (PyUnicode_FindChar(key, '~', 0, n, 1) == -1 && PyUnicode_FindChar(key, '/', 0, n, 1) == -1) {
-        return PyUnicode_Concat(s_slash, key); /* nothing to escape */
-    }
-    PyObject *a = PyUnicode_Replace(key, s_tilde, s_tilde0, -1);
-    if (a == NULL) {
-        return NULL;
-    }
-    PyObject *b = PyUnicode_Replace(a, s_slash, s_slash1, -1);
-    Py_DECREF(a);
-    if (b == NULL) {
-        return NULL;
-    }
-    PyObject *t = PyUnicode_Concat(s_slash, b);
-    Py_DECREF(b);
-    return t;
+    return f->reps == NULL ? 0 : PyList_GET_SIZE(f->reps);
 }
 
-static PyObject *
-f_mkey_token(Py_ssize_t mkey)
+/* Drops the reports from the *from*th on, those of a cut that was not kept (*result*
+   is F_NONE or F_ABORT; with F_ERROR the call fails and keeps nothing). Returns
+   *result*, or F_ERROR when dropping failed. */
+static Py_ssize_t
+f_drop_reps(Fill *f, Py_ssize_t from, Py_ssize_t result)
 {
-    return mkey ? PyUnicode_FromFormat("/%c%zd", 0x2026, mkey) : Py_NewRef(s_mtoken);
+    if (result != F_ERROR && f_nreps(f) > from &&
+        PyList_SetSlice(f->reps, from, PY_SSIZE_T_MAX, NULL) < 0) {
+        return F_ERROR;
+    }
+    return result;
 }
 
 /* -- least ----------------------------------------------------------------------------- */
@@ -814,11 +883,11 @@ f_least(Fill *f, PyObject *v, int depth)
 
 /* -- cuts ------------------------------------------------------------------------------ */
 
-static Py_ssize_t f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs);
+static Py_ssize_t f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth);
 
 /* cut_text(): str *s* cut to *allot* bytes with its marker. */
 static Py_ssize_t
-f_cut_str(Fill *f, PyObject *s, Py_ssize_t allot, PyObject **trs)
+f_cut_str(Fill *f, PyObject *s, Py_ssize_t allot)
 {
     char tail[64];
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
@@ -846,18 +915,7 @@ f_cut_str(Fill *f, PyObject *s, Py_ssize_t allot, PyObject **trs)
     Py_ssize_t nt = counted ? f_string_tail(n - kept, tail) : longest;
     memcpy(p, tail, (size_t)nt);
     f->len = (p + nt) - f->buf;
-    PyObject *list = PyList_New(0);
-    if (list == NULL) {
-        return F_ERROR;
-    }
-    if (f_report(list, Py_NewRef(s_empty), s_string, n - kept, s_chars, NULL) < 0) {
-        Py_DECREF(list);
-        return F_ERROR;
-    }
-    if (f_finish_trs(list, trs) < 0) {
-        return F_ERROR;
-    }
-    return f->len - start;
+    return f_report(f, s_string, n - kept, s_chars) < 0 ? F_ERROR : f->len - start;
 }
 
 /* The walk's lower bound of a run of items (bound_items()), as render.bulk_run asks it. */
@@ -883,7 +941,7 @@ typedef struct {
 } Runs;
 
 static Py_ssize_t
-f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
+f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
 {
     char mark[96];
     Py_ssize_t avail = allot - 2;
@@ -895,11 +953,7 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
     if (items == NULL) {
         return F_ERROR;
     }
-    Py_ssize_t start0 = f->len, result = F_ERROR;
-    PyObject *list = PyList_New(0);
-    if (list == NULL) {
-        goto done;
-    }
+    Py_ssize_t start0 = f->len, rep0 = f_nreps(f), result = F_ERROR;
     Py_ssize_t total = got;
     int complete = got == n;
     Py_ssize_t marker_room = f_items_marker(n, mark) + 1;
@@ -1007,7 +1061,6 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
                 break;
             }
         }
-        PyObject *sub = NULL;
         int partial = 0;
         Py_ssize_t mark_at = f->len;
         if (s == F_NONE) {
@@ -1017,7 +1070,12 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
             if (sep && f_byte(f, ',') < 0) {
                 goto done;
             }
-            s = f_cut(f, items[i], room, depth + 1, &sub);
+            Py_ssize_t up = f_push_index(f, i);
+            if (up < 0) {
+                goto done;
+            }
+            s = f_cut(f, items[i], room, depth + 1);
+            f->plen = up;
             if (s < F_NONE) {
                 result = s;
                 goto done;
@@ -1034,13 +1092,6 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
             }
         }
         size += sep + s;
-        if (sub != NULL) {
-            int r = f_report(list, PyUnicode_FromFormat("/%zd", i), NULL, 0, NULL, sub);
-            Py_DECREF(sub);
-            if (r < 0) {
-                goto done;
-            }
-        }
         i++;
         if (partial) {
             break;
@@ -1055,11 +1106,14 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
             memcpy(mark, fallback, (size_t)flen);
             len = flen;
         }
-        if ((i && f_byte(f, ',') < 0) || f_put(f, mark, len) < 0 ||
-            f_report(list, PyUnicode_FromFormat("/%zd", i), s_items, omitted, s_items, NULL) <
-                0) {
+        if ((i && f_byte(f, ',') < 0) || f_put(f, mark, len) < 0) {
             goto done;
         }
+        Py_ssize_t up = f_push_index(f, i);
+        if (up < 0 || f_report(f, s_items, omitted, s_items) < 0) {
+            goto done;
+        }
+        f->plen = up;
     }
     if (f_byte(f, ']') < 0) {
         goto done;
@@ -1072,14 +1126,9 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
     result = f->len - start0;
 done:
     f_release(items, got);
-    if (result >= 0) {
-        if (f_finish_trs(list, trs) < 0) {
-            result = F_ERROR;
-        }
-    }
-    else {
-        Py_XDECREF(list);
+    if (result < 0) {
         f->len = start0;
+        result = f_drop_reps(f, rep0, result);
     }
     return result;
 }
@@ -1242,7 +1291,7 @@ f_short_keys(PyObject **pairs, Py_ssize_t got)
 
 /* _cut_map() (balanced) with _share(). */
 static Py_ssize_t
-f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
+f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
 {
     char tmp[96];
     Py_ssize_t avail = allot - 2;
@@ -1253,8 +1302,8 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
     if (pairs == NULL) {
         return F_ERROR;
     }
-    Py_ssize_t start0 = f->len, result = F_ERROR;
-    PyObject *list = NULL, *taken = NULL;
+    Py_ssize_t start0 = f->len, rep0 = f_nreps(f), result = F_ERROR;
+    PyObject *taken = NULL;
     /* per member: key bytes (with colon), least, size, min, asked, a cut key's omitted
        count; a cut key's text */
     Py_ssize_t *arr = PyMem_Malloc((size_t)(7 * got + 1) * sizeof(Py_ssize_t));
@@ -1407,8 +1456,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
             }
         }
     }
-    list = PyList_New(0);
-    if (list == NULL || f_byte(f, '{') < 0) {
+    if (f_byte(f, '{') < 0) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < j; i++) {
@@ -1416,38 +1464,37 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
         if ((i && f_byte(f, ',') < 0) || f_write_str(f, k) < 0 || f_byte(f, ':') < 0) {
             goto done;
         }
-        if (ktext[i] != NULL &&
-            f_report(list, f_key_token(k), s_string, kcut[i], s_chars, NULL) < 0) {
-            goto done;
-        }
         Py_ssize_t share = sizes[i] < level ? sizes[i] : level;
         share = mins[i] > share ? mins[i] : share;
-        if (sizes[i] != F_BIG && sizes[i] <= share) {
+        int whole = sizes[i] != F_BIG && sizes[i] <= share;
+        if (whole && ktext[i] == NULL) {
             if (f_write(f, val) < 0) {
                 goto done;
             }
             continue;
         }
-        PyObject *sub = NULL;
-        Py_ssize_t s = f_cut(f, val, share, depth + 1, &sub);
+        Py_ssize_t up = f_push_key(f, k);
+        if (up < 0 || (ktext[i] != NULL && f_report(f, s_string, kcut[i], s_chars) < 0)) {
+            goto done;
+        }
+        Py_ssize_t s = whole ? (f_write(f, val) < 0 ? F_ERROR : 0)
+                             : f_cut(f, val, share, depth + 1);
+        f->plen = up;
         if (s < 0) {
             result = s == F_NONE ? F_ABORT : s; /* the renderer raises for this */
             goto done;
         }
-        if (sub != NULL) {
-            int r = f_report(list, f_key_token(k), NULL, 0, NULL, sub);
-            Py_DECREF(sub);
-            if (r < 0) {
-                goto done;
-            }
-        }
     }
     if (reserve) {
         Py_ssize_t len = f_keys_marker(said, mkey, tmp);
-        if ((j && f_byte(f, ',') < 0) || f_put(f, tmp, len) < 0 ||
-            f_report(list, f_mkey_token(mkey), s_keys, omitted, s_keys, NULL) < 0) {
+        if ((j && f_byte(f, ',') < 0) || f_put(f, tmp, len) < 0) {
             goto done;
         }
+        Py_ssize_t up = f_push_mkey(f, mkey);
+        if (up < 0 || f_report(f, s_keys, omitted, s_keys) < 0) {
+            goto done;
+        }
+        f->plen = up;
     }
     if (f_byte(f, '}') < 0) {
         goto done;
@@ -1469,22 +1516,17 @@ done:
     f_release(pairs, 2 * got);
     PyMem_Free(arr);
     PyMem_Free(events);
-    if (result >= 0) {
-        if (f_finish_trs(list, trs) < 0) {
-            result = F_ERROR;
-        }
-    }
-    else {
-        Py_XDECREF(list);
+    if (result < 0) {
         f->len = start0;
+        result = f_drop_reps(f, rep0, result);
     }
     return result;
 }
 
-/* EncodeCall.cut() of a clean value: written at the end of the buffer; its reports, if
-   any, into *trs* (a new list), else *trs* untouched. */
+/* EncodeCall.cut() of a clean value: written at the end of the buffer, its reports
+   appended under f->path (and dropped again if it does not fit). */
 static Py_ssize_t
-f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
+f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
 {
     if (allot <= 0) {
         return F_NONE;
@@ -1492,7 +1534,7 @@ f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
     f->work++;
     PyTypeObject *t = Py_TYPE(v);
     if (t == &PyUnicode_Type) {
-        return f_cut_str(f, v, allot, trs);
+        return f_cut_str(f, v, allot);
     }
     if (!f_container(v)) {
         Py_ssize_t s = f_scalar_size(v);
@@ -1508,17 +1550,65 @@ f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth, PyObject **trs)
         return F_ABORT;
     }
     f->active[f->nactive++] = v;
-    Py_ssize_t r = t == &PyDict_Type ? f_cut_map(f, v, allot, depth, trs)
-                                     : f_cut_list(f, v, allot, depth, trs);
+    Py_ssize_t r = t == &PyDict_Type ? f_cut_map(f, v, allot, depth)
+                                     : f_cut_list(f, v, allot, depth);
     f->nactive--;
     return r;
 }
 
-/* The reports as render.py keeps them: a tuple, () when there are none. */
-static PyObject *
-f_trs_tuple(PyObject *trs)
+/* -- joining reports ------------------------------------------------------------------ */
+
+/* EncodeCall.reports(): each (token, kind, omitted, unit) under *base* becomes
+   make(base + tokens, kind, omitted, unit), appended to *into*; (token, sub) nests. */
+static int
+f_join(PyObject *trs, PyObject *base, PyObject *into, PyObject *make)
 {
-    return trs == NULL ? PyTuple_New(0) : trs;
+    if (!PyTuple_Check(trs)) {
+        PyErr_SetString(PyExc_TypeError, "join_reports() takes tuples of reports");
+        return -1;
+    }
+    if (Py_EnterRecursiveCall(" joining reports")) {
+        return -1;
+    }
+    int r = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trs) && r == 0; i++) {
+        PyObject *entry = PyTuple_GET_ITEM(trs, i);
+        Py_ssize_t n = PyTuple_Check(entry) ? PyTuple_GET_SIZE(entry) : 0;
+        if (n != 2 && n != 4) {
+            PyErr_SetString(PyExc_TypeError, "a report is a 2- or 4-tuple");
+            r = -1;
+            break;
+        }
+        PyObject *path = PyUnicode_Concat(base, PyTuple_GET_ITEM(entry, 0));
+        if (path == NULL) {
+            r = -1;
+            break;
+        }
+        if (n == 2) {
+            r = f_join(PyTuple_GET_ITEM(entry, 1), path, into, make);
+        }
+        else {
+            PyObject *args[4] = {path, PyTuple_GET_ITEM(entry, 1), PyTuple_GET_ITEM(entry, 2),
+                                 PyTuple_GET_ITEM(entry, 3)};
+            PyObject *made = PyObject_Vectorcall(make, args, 4, NULL);
+            r = made == NULL ? -1 : PyList_Append(into, made);
+            Py_XDECREF(made);
+        }
+        Py_DECREF(path);
+    }
+    Py_LeaveRecursiveCall();
+    return r;
+}
+
+static PyObject *
+join_reports(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyUnicode_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "join_reports() takes trs, a str base, a list and "
+                                         "a callable");
+        return NULL;
+    }
+    return f_join(args[0], args[1], args[2], args[3]) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *
@@ -1545,7 +1635,7 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     f.max_depth = f.caps.max_depth;
     PyObject *obj = args[0];
-    PyObject *trs = NULL, *out = NULL;
+    PyObject *out = NULL;
     Py_ssize_t r = f_size(&f, obj, budget, 0);
     if (r >= 0) {
         r = f_write(&f, obj) < 0 ? F_ERROR : r;
@@ -1554,12 +1644,13 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r = F_ABORT; /* a finalizer changed a container between its measure and its write */
     }
     else if (r == F_NONE) {
-        r = f_cut(&f, obj, budget, 0, &trs);
+        r = f_cut(&f, obj, budget, 0);
     }
     if (r >= 0) {
         PyObject *data = PyBytes_FromStringAndSize(f.buf, f.len);
-        PyObject *tup = data != NULL ? f_trs_tuple(trs) : NULL;
-        trs = NULL;
+        PyObject *tup = data == NULL        ? NULL
+                        : f.reps == NULL ? PyTuple_New(0)
+                                         : PyList_AsTuple(f.reps);
         out = tup != NULL ? PyTuple_Pack(2, data, tup) : NULL;
         Py_XDECREF(data);
         Py_XDECREF(tup);
@@ -1567,7 +1658,8 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else if (r != F_ERROR) {
         out = Py_NewRef(r == F_NONE ? Py_False : Py_None);
     }
-    Py_XDECREF(trs);
+    Py_XDECREF(f.reps);
+    PyMem_Free(f.path);
     if (out != NULL && args[3] != Py_None) {
         PyObject *cell = args[3];
         PyObject *before = PyList_GET_ITEM(cell, 0);
@@ -1591,14 +1683,5 @@ init_fill(void)
     s_chars = PyUnicode_InternFromString("chars");
     s_items = PyUnicode_InternFromString("items");
     s_keys = PyUnicode_InternFromString("keys");
-    s_empty = PyUnicode_InternFromString("");
-    s_tilde = PyUnicode_InternFromString("~");
-    s_tilde0 = PyUnicode_InternFromString("~0");
-    s_slash = PyUnicode_InternFromString("/");
-    s_slash1 = PyUnicode_InternFromString("~1");
-    s_mtoken = PyUnicode_InternFromString("/\xe2\x80\xa6");
-    return s_string && s_chars && s_items && s_keys && s_empty && s_tilde && s_tilde0 &&
-                   s_slash && s_slash1 && s_mtoken
-               ? 0
-               : -1;
+    return s_string && s_chars && s_items && s_keys ? 0 : -1;
 }

@@ -1295,6 +1295,10 @@ static PyMethodDef methods[] = {
      "cut_string(s, room, mark, head_room, tail_room) -> (bytes, kept, replaced)\n\n"
      "head + the escaped content of the longest prefix of s that fits room bytes + tail, "
      "where (head, tail) = mark(kept); lone surrogates become U+FFFD and are counted."},
+    {"join_reports", (PyCFunction)(void (*)(void))join_reports, METH_FASTCALL,
+     "join_reports(trs, base, into, make) -> None\n\n"
+     "EncodeCall.reports(): appends make(base + tokens, kind, omitted, unit) to the list "
+     "into for each report of the relative reports trs."},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
      "fill(obj, budget, caps, count) -> (bytes, trs) | False | None\n\n"
      "EncodeCall.fit() of a clean value with the balanced strategy, text markers and no "

@@ -61,6 +61,9 @@ def bound_native(
     natives: dict[type, object],
     /,
 ) -> tuple[int, type | None, type | None]: ...
+def join_reports(
+    trs: tuple[Any, ...], base: str, into: list[Any], make: Callable[..., Any], /
+) -> None: ...
 def fill(
     obj: object,
     budget: int,

@@ -31,6 +31,10 @@ natives)`` bounds a value holding pydantic models and msgspec Structs (the class
 *natives*). All are compiled, with Python twins: the twin of `front` is *fallback*
 itself, and that of `bound_native` knows no class, so the caller's Python walk decides.
 
+``join_reports(trs, base, into, make)`` joins the renderer's relative reports into
+``make(pointer, kind, omitted, unit)`` appended to *into*; its twin is the same loop in
+Python.
+
 ``fill(obj, budget, caps, count)`` is the renderer's balanced cut of a clean value in C
 (``_fill.c``): ``(bytes, relative reports)``, False when not even a marker fits, or None
 where the renderer must do it. It has no twin: where it was not built, `fill` is None
@@ -60,12 +64,14 @@ __all__ = [
     "compact",
     "fill",
     "front",
+    "join_reports",
     "py_bound",
     "py_bound_items",
     "py_bound_native",
     "py_clean_dumps",
     "py_compact",
     "py_front",
+    "py_join_reports",
 ]
 
 #: Types orjson writes in a bounded form, at least 10 bytes long.
@@ -297,19 +303,39 @@ def py_front(
     return fallback
 
 
+def py_join_reports(trs: Any, base: str, into: list[Any], make: Callable[..., Any]) -> None:
+    """`join_reports` in Python."""
+    for entry in trs:
+        if len(entry) == 2:
+            py_join_reports(entry[1], base + entry[0], into, make)
+        else:
+            into.append(make(base + entry[0], entry[1], entry[2], entry[3]))
+
+
 bound: Callable[..., int]
 bound_items: Callable[..., int]
 bound_native: Callable[[Any, int, int, Caps, dict[type, Any]], tuple[int, type | None, type | None]]
 clean_dumps: Callable[..., bytes | int]
 compact: Callable[[bytes], bytes]
 front: Callable[..., Any]
+join_reports: Callable[[Any, str, list[Any], Callable[..., Any]], None]
 Fill: TypeAlias = Callable[
     [Any, int, Caps, list[int] | None], tuple[bytes, tuple[Any, ...]] | bool | None
 ]
 fill: Fill | None
 try:
-    from ._speedups import bound, bound_items, bound_native, clean_dumps, compact, fill, front
+    from ._speedups import (
+        bound,
+        bound_items,
+        bound_native,
+        clean_dumps,
+        compact,
+        fill,
+        front,
+        join_reports,
+    )
 except ImportError:  # pragma: no cover - built without a C compiler
     bound, bound_items, bound_native = py_bound, py_bound_items, py_bound_native
     clean_dumps, compact, front = py_clean_dumps, py_compact, py_front
+    join_reports = py_join_reports
     fill = None

@@ -400,11 +400,7 @@ class EncodeCall:
 
     def reports(self, trs: Trs, base: str, into: list[Any], make: Callable[..., Any]) -> None:
         """Join relative reports into ``make(pointer, kind, omitted, unit)``, appended to *into*."""
-        for entry in trs:
-            if len(entry) == 2:
-                self.reports(entry[1], base + entry[0], into, make)
-            else:
-                into.append(make(base + entry[0], entry[1], entry[2], entry[3]))
+        _bound.join_reports(trs, base, into, make)
 
     def bulk_run(self, run: list[Any] | tuple[Any, ...], room: int, depth: int) -> bytes | None:
         """orjson's encoding of the items *run* (a slice the caller keeps) if all are
