@@ -164,6 +164,54 @@ f_known(Fill *f, PyObject *o, int depth)
     return e;
 }
 
+/* -- reading a dict ----------------------------------------------------------------- */
+
+/* A dict's pairs in order, borrowed: from its entries array where the walk reads it
+   (DIRECT_DICT: a combined table of str keys), else through PyDict_Next. Only where no
+   Python code runs until the reading ends. */
+typedef struct {
+    PyObject *dict;
+    Py_ssize_t pos;
+#if DIRECT_DICT
+    const PyDictUnicodeEntry *entries;
+    Py_ssize_t used;
+#endif
+} Pairs;
+
+static inline void
+pairs_start(Pairs *it, PyObject *dict)
+{
+    it->dict = dict;
+    it->pos = 0;
+#if DIRECT_DICT
+    PyDictObject *mp = (PyDictObject *)dict;
+    it->entries = NULL;
+    if (mp->ma_values == NULL && DK_IS_UNICODE(mp->ma_keys)) {
+        it->entries = DK_UNICODE_ENTRIES(mp->ma_keys);
+        it->used = mp->ma_keys->dk_nentries;
+    }
+#endif
+}
+
+static inline int
+pairs_next(Pairs *it, PyObject **key, PyObject **value)
+{
+#if DIRECT_DICT
+    if (it->entries != NULL) {
+        while (it->pos < it->used) {
+            const PyDictUnicodeEntry *e = &it->entries[it->pos++];
+            if (e->me_value != NULL) { /* else a deleted entry */
+                *key = e->me_key;
+                *value = e->me_value;
+                return 1;
+            }
+        }
+        return 0;
+    }
+#endif
+    return PyDict_Next(it->dict, &it->pos, key, value);
+}
+
 /* -- snapshots ----------------------------------------------------------------------- */
 
 /* The first *limit* items of list or tuple *v* (all if fewer), held: *n* of them. */
@@ -196,9 +244,11 @@ f_snap_pairs(PyObject *v, Py_ssize_t limit, Py_ssize_t *n)
         PyErr_NoMemory();
         return NULL;
     }
-    Py_ssize_t pos = 0, i = 0;
+    Py_ssize_t i = 0;
     PyObject *key, *val;
-    while (i < k && PyDict_Next(v, &pos, &key, &val)) {
+    Pairs it;
+    pairs_start(&it, v);
+    while (i < k && pairs_next(&it, &key, &val)) {
         out[2 * i] = Py_NewRef(key);
         out[2 * i + 1] = Py_NewRef(val);
         i++;
@@ -400,13 +450,16 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
     }
     /* Members are borrowed: measuring calls no Python code (see the top). */
     PyObject *const *items = is_dict ? NULL : items_of(v);
-    Py_ssize_t pos = 0;
+    Pairs it;
+    if (is_dict) {
+        pairs_start(&it, v);
+    }
     f->active[f->nactive++] = v;
     for (Py_ssize_t i = 0; i < n && out == 0; i++) {
         PyObject *m;
         if (is_dict) {
             PyObject *key;
-            if (!PyDict_Next(v, &pos, &key, &m)) {
+            if (!pairs_next(&it, &key, &m)) {
                 break;
             }
             if (!PyUnicode_CheckExact(key)) {
@@ -537,8 +590,12 @@ f_write(Fill *f, PyObject *v)
     }
     int is_dict = t == &PyDict_Type;
     /* Members are borrowed: writing calls no Python code (see the top). */
-    Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v), pos = 0;
+    Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
     PyObject *const *items = is_dict ? NULL : items_of(v);
+    Pairs it;
+    if (is_dict) {
+        pairs_start(&it, v);
+    }
     int r = f_byte(f, is_dict ? '{' : '[');
     for (Py_ssize_t i = 0; i < n && r == 0; i++) {
         PyObject *key, *m;
@@ -546,7 +603,7 @@ f_write(Fill *f, PyObject *v)
             r = f_byte(f, ',');
         }
         if (is_dict) {
-            if (!PyDict_Next(v, &pos, &key, &m)) {
+            if (!pairs_next(&it, &key, &m)) {
                 break;
             }
             r = r == 0 ? f_write_str(f, key) : r;
@@ -607,13 +664,17 @@ f_marker_key(PyObject *v, PyObject **pairs, Py_ssize_t count)
         PyErr_NoMemory();
         return F_ERROR;
     }
-    Py_ssize_t pos = 0, best = 0;
+    Py_ssize_t best = 0;
     PyObject *k, *val;
+    Pairs it;
+    if (v != NULL) {
+        pairs_start(&it, v);
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
         if (v == NULL) {
             k = pairs[2 * i];
         }
-        else if (!PyDict_Next(v, &pos, &k, &val)) {
+        else if (!pairs_next(&it, &k, &val)) {
             break;
         }
         if (!PyUnicode_CheckExact(k)) {
@@ -1133,67 +1194,41 @@ done:
     return result;
 }
 
-/* _water_level(): the largest level L <= space with sum(max(min_i, min(size_i, L))) <=
-   space. */
-typedef struct {
-    Py_ssize_t at;
-    int step;
-} Event;
-
-static int
-f_event_order(const void *a, const void *b)
+/* Whether the members' shares at *level*, sum(max(min_i, min(size_i, level))), fit
+   *space*; the sum stops as soon as it passes. */
+static inline int
+f_level_fits(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
+             Py_ssize_t space, Py_ssize_t level)
 {
-    const Event *x = a, *y = b;
-    if (x->at != y->at) {
-        return x->at < y->at ? -1 : 1;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count && total <= space; i++) {
+        Py_ssize_t share = sizes[i] < level ? sizes[i] : level;
+        total += mins[i] > share ? mins[i] : share;
     }
-    return x->step - y->step;
+    return total <= space;
 }
 
+/* _water_level(): the largest level L <= space with sum(max(min_i, min(size_i, L))) <=
+   space (0 when even the mins do not fit). The sum never falls as L grows, so a binary
+   search finds it: about log2(space) passes over the members, and no sort. */
 static Py_ssize_t
 f_water_level(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
-              Py_ssize_t space, Event *events)
+              Py_ssize_t space)
 {
-    Py_ssize_t total = 0, ne = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        total += mins[i];
-        if (sizes[i] > mins[i]) {
-            events[ne++] = (Event){mins[i], 1};
-            events[ne++] = (Event){sizes[i], -1};
-        }
-    }
-    if (total > space) {
+    if (space < 0 || !f_level_fits(sizes, mins, count, space, 0)) {
         return 0;
     }
-    if (ne <= 32) { /* most objects: insertion sort beats qsort's calls */
-        for (Py_ssize_t a = 1; a < ne; a++) {
-            Event e = events[a];
-            Py_ssize_t b = a;
-            while (b > 0 && f_event_order(&events[b - 1], &e) > 0) {
-                events[b] = events[b - 1];
-                b--;
-            }
-            events[b] = e;
+    Py_ssize_t lo = 0, hi = space;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo + 1) / 2;
+        if (f_level_fits(sizes, mins, count, space, mid)) {
+            lo = mid;
+        }
+        else {
+            hi = mid - 1;
         }
     }
-    else {
-        qsort(events, (size_t)ne, sizeof(Event), f_event_order);
-    }
-    Py_ssize_t level = 0, slope = 0;
-    for (Py_ssize_t e = 0; e < ne; e++) {
-        Py_ssize_t pos = events[e].at < space ? events[e].at : space;
-        if (slope && total + slope * (pos - level) > space) {
-            return level + (space - total) / slope;
-        }
-        total += slope * (pos - level);
-        level = pos;
-        slope += events[e].step;
-    }
-    if (slope) {
-        Py_ssize_t l = level + (space - total) / slope;
-        return l < space ? l : space;
-    }
-    return space;
+    return lo;
 }
 
 /* The bytes of `…[key truncated: N more chars]`. */
@@ -1308,8 +1343,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
        count; a cut key's text */
     Py_ssize_t *arr = PyMem_Malloc((size_t)(7 * got + 1) * sizeof(Py_ssize_t));
     PyObject **ktext = PyMem_Calloc((size_t)got + 1, sizeof(PyObject *));
-    Event *events = PyMem_Malloc((size_t)(2 * got + 1) * sizeof(Event));
-    if (arr == NULL || events == NULL || ktext == NULL) {
+    if (arr == NULL || ktext == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1450,7 +1484,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
                     }
                 }
             }
-            level = f_water_level(sizes, mins, j, space, events);
+            level = f_water_level(sizes, mins, j, space);
             if (!changed) {
                 break;
             }
@@ -1515,7 +1549,6 @@ done:
     Py_XDECREF(taken);
     f_release(pairs, 2 * got);
     PyMem_Free(arr);
-    PyMem_Free(events);
     if (result < 0) {
         f->len = start0;
         result = f_drop_reps(f, rep0, result);
