@@ -314,6 +314,22 @@ f_utoa(unsigned long long u, char *out)
     return n;
 }
 
+/* Whether the 8 bytes at *d* are all plain ASCII: none below 0x20, none 0x80 or more,
+   no '"' and no backslash (the has-less-than and has-zero-byte word tricks; a false
+   alarm only sends the word down the byte-by-byte path). */
+static inline int
+f_plain8(const Py_UCS1 *d)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t w, q, b;
+    memcpy(&w, d, 8);
+    q = w ^ (ones * '"');
+    b = w ^ (ones * '\\');
+    uint64_t bad = (w & highs) | ((w - ones * 0x20) & ~w & highs) | ((q - ones) & ~q & highs) |
+                   ((b - ones) & ~b & highs);
+    return bad == 0;
+}
+
 /* Bytes of str *s* as orjson writes it, quotes included, counting no further than
    *cap* (then any number above it); F_ABORT for a lone surrogate. */
 static Py_ssize_t
@@ -325,8 +341,14 @@ f_str_size(PyObject *s, Py_ssize_t cap)
     const void *data = PyUnicode_DATA(s);
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *d = data;
-        for (Py_ssize_t i = 0; i < n && size <= cap; i++) {
+        Py_ssize_t i = 0;
+        while (i < n && size <= cap) {
+            if (i + 8 <= n && f_plain8(d + i)) {
+                i += 8; /* eight characters of one byte each, counted in n */
+                continue;
+            }
             size += d[i] < 0x80 ? ascii_width[d[i]] - 1 : 1;
+            i++;
         }
         return size;
     }
@@ -438,6 +460,7 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
         return F_NONE;
     }
     f->work++;
+    Py_ssize_t known_cap = f->known_cap; /* k stays valid while the table does not grow */
     int is_dict = PyDict_CheckExact(v);
     Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
     Py_ssize_t size = n ? n + 1 : 2; /* brackets and commas */
@@ -492,9 +515,11 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
     }
     f->nactive--;
 done:
-    k = f_known(f, v, depth); /* the table may have grown meanwhile */
-    if (k == NULL) {
-        return F_ERROR;
+    if (f->known_cap != known_cap) {
+        k = f_known(f, v, depth); /* the table grew meanwhile */
+        if (k == NULL) {
+            return F_ERROR;
+        }
     }
     if (out == F_NONE) {
         if (k->over < cap) {
