@@ -480,6 +480,42 @@ def test_regression_a_long_key_is_cut_not_dropped_when_its_value_needs_room(
         assert key.endswith(f"…[key truncated: {cut.omitted} more chars]")
 
 
+def test_a_finalizer_that_mutates_the_value_mid_cut_leaves_valid_bounded_output() -> None:
+    # The compiled balanced cut makes reports, which can start a collection; a finalizer
+    # run by it may empty or grow any container of the value. Whatever it does, the
+    # output is valid JSON within the budget, and the process does not crash.
+    code = """
+    import gc, json
+    from jsonbudget import encode
+
+    doc = {f"k{i}": {"text": "x" * 300, "rows": [{"n": j, "s": "y" * 40} for j in range(30)]}
+           for i in range(60)}
+    victims = [v["rows"] for v in doc.values()]
+
+    class Mutator:
+        def __del__(self):
+            for rows in victims:
+                if len(rows) % 2:
+                    rows.clear()
+                else:
+                    rows.extend({"grown": "z" * 200} for _ in range(5))
+
+    def plant():
+        for _ in range(200):
+            a = Mutator()
+            a.self = a  # a cycle: only the collector frees it
+    gc.set_threshold(1, 1, 1)
+    for budget in (2048, 8192, 32768):
+        for _ in range(20):
+            plant()
+            out = encode(doc, max_bytes=budget)
+            assert len(out.data) <= budget, (budget, len(out.data))
+            json.loads(out.data)
+    print("ok")
+    """
+    assert bounded_run(code).strip() == "ok"
+
+
 # -- reports -----------------------------------------------------------------------------
 
 
