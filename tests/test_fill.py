@@ -46,7 +46,7 @@ def both(obj: Any, budget: int, **options: Any) -> tuple[Encoded, Encoded]:
 def taken(obj: Any, budget: int, **options: Any) -> bool:
     """Whether the compiled cut did the work itself rather than handing it back."""
     assert _bound.fill is not None
-    return _bound.fill(obj, budget, Encoder(max_bytes=budget, **options)._caps, None) is not None
+    return _bound.fill(obj, budget, Encoder(max_bytes=budget, **options)._caps, None, 0) is not None
 
 
 @settings(max_examples=400, deadline=None)

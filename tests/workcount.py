@@ -54,6 +54,6 @@ def fill_work(obj: Any, budget: int) -> tuple[bytes, int]:
     """(the bytes, nodes sized + cut + written) of the compiled balanced cut of *obj*."""
     assert _bound.fill is not None, "the compiled extension is not built"
     count = [0]
-    out = _bound.fill(obj, budget, Encoder(max_bytes=budget)._caps, count)
+    out = _bound.fill(obj, budget, Encoder(max_bytes=budget)._caps, count, 0)
     assert isinstance(out, tuple), out
     return out[0], count[0]

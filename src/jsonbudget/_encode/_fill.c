@@ -45,6 +45,8 @@
 #define F_ROUNDS 8
 #define F_SHORT_KEY 256
 #define F_LEAST_ROOM 80
+#define F_REMEMBER 64 /* bytes from which a container's measure is remembered */
+#define F_WALK_FIRST 1024 /* caps from which a container is walked before it is sized */
 
 typedef struct {
     PyObject *obj; /* held */
@@ -123,6 +125,24 @@ f_hash(PyObject *o, int depth, Py_ssize_t mask)
     return (size_t)(h >> 17) & (size_t)mask;
 }
 
+/* The entry of (o, depth), or NULL when there is none. */
+static Known *
+f_known_find(const Fill *f, PyObject *o, int depth)
+{
+    if (f->known_cap == 0) {
+        return NULL;
+    }
+    size_t j = f_hash(o, depth, f->known_cap - 1);
+    while (f->known[j].obj != NULL) {
+        if (f->known[j].obj == o && f->known[j].depth == depth) {
+            return &f->known[j];
+        }
+        j = (j + 1) & (size_t)(f->known_cap - 1);
+    }
+    return NULL;
+}
+
+/* The entry of (o, depth), made (holding o) if there was none; NULL with an exception. */
 static Known *
 f_known(Fill *f, PyObject *o, int depth)
 {
@@ -449,18 +469,14 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
     if (depth >= f->max_depth || f_is_active(f, v)) {
         return F_ABORT; /* a depth marker or a cycle: the renderer's */
     }
-    Known *k = f_known(f, v, depth);
-    if (k == NULL) {
-        return F_ERROR;
-    }
-    if (k->size >= 0) {
+    Known *k = f_known_find(f, v, depth);
+    if (k != NULL && k->size >= 0) {
         return k->size <= cap ? k->size : F_NONE;
     }
-    if (k->over >= cap) {
+    if (k != NULL && k->over >= cap) {
         return F_NONE;
     }
     f->work++;
-    Py_ssize_t known_cap = f->known_cap; /* k stays valid while the table does not grow */
     int is_dict = PyDict_CheckExact(v);
     Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
     Py_ssize_t size = n ? n + 1 : 2; /* brackets and commas */
@@ -470,6 +486,21 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
     if (size > cap || n > (is_dict ? cap / 5 + 2 : cap / 2 + 2)) {
         out = F_NONE;
         goto done;
+    }
+    if (cap >= F_WALK_FIRST) {
+        /* The size walk first, as EncodeCall.whole() asks it: a lower bound at a
+           fraction of the cost of exact sizes (no escapes looked at, nothing
+           remembered), so a value far over its cap is not sized exactly. */
+        Walk w;
+        start(&w, &f->caps, depth);
+        Py_ssize_t lb = bound_of(&w, v, 0, depth, cap);
+        if (lb == FAILED) {
+            return F_ERROR;
+        }
+        if (lb > cap) {
+            out = F_NONE;
+            goto done;
+        }
     }
     /* Members are borrowed: measuring calls no Python code (see the top). */
     PyObject *const *items = is_dict ? NULL : items_of(v);
@@ -515,20 +546,23 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
     }
     f->nactive--;
 done:
-    if (f->known_cap != known_cap) {
-        k = f_known(f, v, depth); /* the table grew meanwhile */
-        if (k == NULL) {
-            return F_ERROR;
-        }
+    if (out < F_NONE) {
+        return out;
+    }
+    /* Remembered when re-measuring would cost more than a lookup: a small container is
+       walked again, a large one or one that passed a large cap is not. */
+    if ((out == F_NONE ? cap : size) < F_REMEMBER && f_known_find(f, v, depth) == NULL) {
+        return out == F_NONE ? F_NONE : size;
+    }
+    k = f_known(f, v, depth); /* found again: the table may have grown meanwhile */
+    if (k == NULL) {
+        return F_ERROR;
     }
     if (out == F_NONE) {
         if (k->over < cap) {
             k->over = cap;
         }
         return F_NONE;
-    }
-    if (out < 0) {
-        return out;
     }
     k->size = size;
     return size;
@@ -1026,6 +1060,36 @@ typedef struct {
     double over;
 } Runs;
 
+/* orjson's bytes for the *k* items at *items* as one list (new), Py_None (new) where
+   orjson refuses them (an int beyond 64 bits, a lone surrogate: the items then go one
+   by one, as render.bulk_run leaves them), NULL with another exception set. */
+static PyObject *
+f_dumps_run(PyObject **items, Py_ssize_t k)
+{
+    PyObject *run = PyList_New(k);
+    if (run == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyList_SET_ITEM(run, j, Py_NewRef(items[j]));
+    }
+    PyObject *data = PyObject_Vectorcall(orjson_dumps, &run, 1, NULL);
+    Py_DECREF(run);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(orjson_error)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* what the walk lets through and orjson does not: not a run */
+        return Py_NewRef(Py_None);
+    }
+    if (!PyBytes_Check(data)) {
+        Py_DECREF(data);
+        PyErr_SetString(PyExc_TypeError, "orjson.dumps() returned no bytes");
+        return NULL;
+    }
+    return data;
+}
+
 static Py_ssize_t
 f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
 {
@@ -1084,30 +1148,31 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
             runs.over = 2.0;
             if (k >= 2) {
                 Py_ssize_t lb = f_run_bound(f, items + i, k, depth + 1, room);
+                if (lb == FAILED) {
+                    goto done;
+                }
                 if (lb >= 0 && lb + 1 <= room) {
-                    Py_ssize_t exact = k + 1; /* brackets and commas */
-                    for (Py_ssize_t j = i; j < i + k; j++) {
-                        Py_ssize_t s = f_size(f, items[j], F_BIG, depth + 1);
-                        if (s < 0) {
-                            result = s == F_NONE ? F_ABORT : s;
-                            goto done;
-                        }
-                        exact += s;
+                    /* render.bulk_run: one orjson call for the run, kept if it fits */
+                    PyObject *data = f_dumps_run(items + i, k);
+                    if (data == NULL) {
+                        goto done;
                     }
-                    if (exact - 1 <= room) {
-                        for (Py_ssize_t j = i; j < i + k; j++) {
-                            if (f_byte(f, ',') < 0 || f_write(f, items[j]) < 0) {
+                    if (data != Py_None) {
+                        Py_ssize_t len = PyBytes_GET_SIZE(data);
+                        if (len - 1 <= room) {
+                            int r = f_byte(f, ',') < 0 ||
+                                    f_put(f, PyBytes_AS_STRING(data) + 1, len - 2) < 0;
+                            Py_DECREF(data);
+                            if (r) {
                                 goto done;
                             }
+                            size += len - 1;
+                            i += k;
+                            continue;
                         }
-                        size += exact - 1;
-                        i += k;
-                        continue;
+                        runs.over = (double)(len - 1) / (double)(room > 1 ? room : 1);
                     }
-                    runs.over = (double)(exact - 1) / (double)(room > 1 ? room : 1);
-                }
-                else if (lb == FAILED) {
-                    goto done;
+                    Py_DECREF(data);
                 }
             }
             double o = runs.over * 1.05;
@@ -1672,15 +1737,19 @@ join_reports(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 5 ||
+    if (nargs != 5 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 5 ||
         (args[3] != Py_None && !(PyList_CheckExact(args[3]) && PyList_GET_SIZE(args[3]) == 1))) {
         PyErr_SetString(PyExc_TypeError,
-                        "fill() takes obj, a budget, a 5-tuple of caps and a one-item list or "
-                        "None");
+                        "fill() takes obj, a budget, a 5-tuple of caps, a one-item list or "
+                        "None, and a lower bound of obj's size");
         return NULL;
     }
     Py_ssize_t budget = PyLong_AsSsize_t(args[1]);
     if (budget == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t least = PyLong_AsSsize_t(args[4]);
+    if (least == -1 && PyErr_Occurred()) {
         return NULL;
     }
     PyObject *capv[5];
@@ -1694,7 +1763,8 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     f.max_depth = f.caps.max_depth;
     PyObject *obj = args[0];
     PyObject *out = NULL;
-    Py_ssize_t r = f_size(&f, obj, budget, 0);
+    /* A size walk that already passed the budget (least > budget) is not repeated. */
+    Py_ssize_t r = least > budget ? F_NONE : f_size(&f, obj, budget, 0);
     if (r >= 0) {
         r = f_write(&f, obj) < 0 ? F_ERROR : r;
     }

@@ -1300,11 +1300,12 @@ static PyMethodDef methods[] = {
      "EncodeCall.reports(): appends make(base + tokens, kind, omitted, unit) to the list "
      "into for each report of the relative reports trs."},
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
-     "fill(obj, budget, caps, count) -> (bytes, trs) | False | None\n\n"
+     "fill(obj, budget, caps, count, least) -> (bytes, trs) | False | None\n\n"
      "EncodeCall.fit() of a clean value with the balanced strategy, text markers and no "
      "item, key or field cap: its bytes and relative reports, False when not even a "
      "marker fits, None when the renderer must do it. count: a one-item list the nodes "
-     "measured or written are added to, or None."},
+     "measured or written are added to, or None; least: a lower bound of obj's size "
+     "already known (0 if none)."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more, if data "
      "is shorter than 8 KiB; else data itself."},

@@ -69,5 +69,6 @@ def fill(
     budget: int,
     caps: _Caps,
     count: list[int] | None,
+    least: int,
     /,
 ) -> tuple[bytes, tuple[Any, ...]] | bool | None: ...

@@ -35,9 +35,10 @@ itself, and that of `bound_native` knows no class, so the caller's Python walk d
 ``make(pointer, kind, omitted, unit)`` appended to *into*; its twin is the same loop in
 Python.
 
-``fill(obj, budget, caps, count)`` is the renderer's balanced cut of a clean value in C
-(``_fill.c``): ``(bytes, relative reports)``, False when not even a marker fits, or None
-where the renderer must do it. It has no twin: where it was not built, `fill` is None
+``fill(obj, budget, caps, count, least)`` is the renderer's balanced cut of a clean value
+in C (``_fill.c``): ``(bytes, relative reports)``, False when not even a marker fits, or
+None where the renderer must do it; *least* is a lower bound of the value's size that a
+walk already found (0 when none ran), so a value known too big is not measured again. It has no twin: where it was not built, `fill` is None
 and the renderer does every cut.
 """
 
@@ -320,7 +321,7 @@ compact: Callable[[bytes], bytes]
 front: Callable[..., Any]
 join_reports: Callable[[Any, str, list[Any], Callable[..., Any]], None]
 Fill: TypeAlias = Callable[
-    [Any, int, Caps, list[int] | None], tuple[bytes, tuple[Any, ...]] | bool | None
+    [Any, int, Caps, list[int] | None, int], tuple[bytes, tuple[Any, ...]] | bool | None
 ]
 fill: Fill | None
 try:

@@ -382,7 +382,9 @@ class EncodeCall:
         """*obj* whole if it fits *budget*, else cut to fit; None if not even a marker does."""
         fill = _bound.fill
         if self.fills and fill is not None:
-            out = fill(obj, budget, self.caps, None)
+            walked = self.known.get((id(obj), 0))  # the walk's lower bound, if it ran
+            least = walked[1] if walked is not None and walked[0] is obj else 0
+            out = fill(obj, budget, self.caps, None, least)
             if out is not None:
                 return None if isinstance(out, bool) else out  # False: no marker fits
         try:
