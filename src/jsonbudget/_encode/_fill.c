@@ -493,11 +493,24 @@ f_container_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
            remembered), so a value far over its cap is not sized exactly. */
         Walk w;
         start(&w, &f->caps, depth);
+        w.record = 1;
         Py_ssize_t lb = bound_of(&w, v, 0, depth, cap);
         if (lb == FAILED) {
             return F_ERROR;
         }
         if (lb > cap) {
+            /* Its spine, as render._clean_dumps keeps it: each container the walk
+               stopped in is at least as large as its bound there, so asking it again
+               with a smaller cap (as the cut goes down that path) walks nothing. */
+            for (int i = 0; i < w.nspine; i++) {
+                Known *s = f_known(f, w.spine[i], w.spine_depth[i]);
+                if (s == NULL) {
+                    return F_ERROR;
+                }
+                if (s->size < 0 && s->over < w.spine_size[i] - 1) {
+                    s->over = w.spine_size[i] - 1;
+                }
+            }
             out = F_NONE;
             goto done;
         }
