@@ -235,7 +235,7 @@ def fitting(quick: bool) -> list[Row]:
             t = interleaved(
                 fns,
                 rounds=3 if quick else 7,
-                inner={"balanced": 2, "prefix": calibrate(fns["prefix"], target_s=0.01)},
+                inner={name: calibrate(fn, target_s=0.01) for name, fn in fns.items()},
             )
             out.append(
                 (
