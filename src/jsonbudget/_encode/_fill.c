@@ -2,31 +2,34 @@
  *
  * Included by _speedups.c (it shares the walk, the caps and the string writer there).
  *
- * fill(obj, budget, caps, count) -> (bytes, trs) | False | None is EncodeCall.fit() of
- * render.py for a value of exact dicts, lists, tuples, strs, ints of 64 bits, finite
- * floats, bools and None, with `strategy="balanced"`, text markers and no item, key or
- * field cap (max_depth is in *caps*). It makes the same choices step for step: the
- * members an object shows at their least, the water-filling rounds and level, a list's
- * prefix of whole items read 64 and then four times more at a time, its bulk runs and
- * the sizes that steer them, so the output and the reports (relative, as render.py
- * keeps them) are byte for byte the renderer's (tests/test_fill.py compares them on
- * random values). False: not even a marker fits. None: the value needs what only the
- * renderer does (another type, a lone surrogate, an int beyond 64 bits, a container at
- * max_depth, a cycle, a key that must be cut), and the caller renders all of it in
- * Python; what was done here is dropped. *count*, a one-item list or None, gets the
- * nodes this call measured or wrote added to its item (for the complexity tests).
+ * fill(obj, budget, caps, count, least) -> (bytes, trs) | False | None is
+ * EncodeCall.fit() of render.py for a value of exact dicts, lists, tuples, strs, ints of
+ * 64 bits, finite floats, bools and None, with `strategy="balanced"`, text markers and
+ * no item, key or field cap (max_depth is in *caps*). It makes the same choices step for
+ * step: the members an object shows at their least, the keys it cuts, the water-filling
+ * rounds and level, a list's prefix of whole items read 64 and then four times more at a
+ * time, its bulk runs and the sizes that steer them, so the output and the reports are
+ * byte for byte the renderer's (tests/test_fill.py compares them on random values).
+ * False: not even a marker fits. None: the value needs what only the renderer does
+ * (another type, a lone surrogate, an int beyond 64 bits, a container at max_depth, a
+ * cycle), and the caller renders all of it in Python; what was done here is dropped.
+ * *count*, a one-item list or None, gets the nodes this call measured or wrote added to
+ * its item (for the complexity tests). *least* is a lower bound of obj's size a walk
+ * already found (0 if none ran).
  *
  * Why: render.py spends a few microseconds of Python on each member of a cut object;
  * a balanced cut of a documentation-heavy model writes hundreds of cut objects (a
  * 64 KiB cut of botocore's S3 model: about 800), so it cost 60-200 times the "prefix"
  * cut. Here a value is measured exactly (orjson's own escaping, ints and, through one
- * orjson call, floats) and written straight into one buffer; no orjson call sizes a
- * container.
+ * orjson call, floats) and written straight into one buffer.
  *
  * Sizes are remembered per (container, depth), as render.py remembers them: its exact
  * size once known, else the largest cap it is known to exceed, so asking again with a
- * cap no larger costs nothing. Every container remembered is held (a strong reference)
- * until the call ends.
+ * cap no larger costs nothing. Small containers are not remembered (walking one again
+ * costs less than the table); a container asked with a large cap is first bounded by
+ * the size walk, whose spine, when it stops, is remembered as render._clean_dumps
+ * keeps it. Every container remembered is held (a strong reference) until the call
+ * ends. Reports are kept flat (see f_report).
  *
  * Measuring and writing a whole value call no Python code: they read exact built-in
  * types, allocate only raw memory and bytes (orjson's, for a float), none of which the

@@ -778,14 +778,6 @@ class EncodeCall:
             if key is None:
                 return None
             kb, tok, ktr = key
-            if ktr:
-                m = self.least(v, (where, tok), depth + 1)
-                if len(kb) + m > room:  # as in `_cut_map`
-                    taken.discard(tok)
-                    key = self._key(k, room - m, pairs, taken, where, whole=False)
-                    if key is None:
-                        break
-                    kb, tok, ktr = key
             out = self.whole(v, room - len(kb), (where, tok), depth + 1)
             if out is None:
                 return None
