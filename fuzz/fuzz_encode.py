@@ -109,14 +109,14 @@ def atheris_target(data: bytes) -> None:
 def run_hypothesis(seconds: float) -> int:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-    from tests.strategies import hostile_values, json_values
+    from tests.strategies import clean_values, hostile_values, json_values
 
     deadline = time.monotonic() + seconds
     runs = 0
 
     @settings(max_examples=10**9, deadline=None, suppress_health_check=list(HealthCheck))
     @given(
-        obj=st.one_of(json_values(), hostile_values()),
+        obj=st.one_of(json_values(), hostile_values(), clean_values()),
         max_bytes=st.integers(MIN_BYTES, 4096),
         strategy=st.sampled_from(STRATEGIES),
         markers=st.sampled_from(STYLES),
