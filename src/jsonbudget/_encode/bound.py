@@ -38,8 +38,8 @@ Python.
 ``fill(obj, budget, caps, count, least)`` is the renderer's balanced cut of a clean value
 in C (``_fill.c``): ``(bytes, relative reports)``, False when not even a marker fits, or
 None where the renderer must do it; *least* is a lower bound of the value's size that a
-walk already found (0 when none ran), so a value known too big is not measured again. It has no twin: where it was not built, `fill` is None
-and the renderer does every cut.
+walk already found (0 when none ran), so a value known too big is not measured again.
+It has no twin: where it was not built, `fill` is None and the renderer does every cut.
 """
 
 from __future__ import annotations
