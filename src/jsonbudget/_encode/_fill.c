@@ -892,30 +892,29 @@ f_push_key(Fill *f, PyObject *key)
     return old;
 }
 
-/* "/i": an item's index. */
+/* *head* and the count *n* (none when n < 0): "/i" for an item's index, "/…" or "/…N"
+   for the member that stands for left-out keys. */
 static Py_ssize_t
-f_push_index(Fill *f, Py_ssize_t i)
+f_push_counted(Fill *f, const char *head, size_t nh, Py_ssize_t n)
 {
     Py_ssize_t old = f->plen;
-    if (f_path_reserve(f, 24) < 0) {
+    if (f_path_reserve(f, (Py_ssize_t)nh + 24) < 0) {
         return -1;
     }
-    f->path[f->plen++] = '/';
-    f->plen += f_utoa((unsigned long long)i, f->path + f->plen);
+    f->plen += f_counted(f->path + f->plen, head, nh, n, F_LIT(""), F_LIT(""));
     return old;
 }
 
-/* "/…" or "/…N": the member that stands for left-out keys. */
-static Py_ssize_t
+static inline Py_ssize_t
+f_push_index(Fill *f, Py_ssize_t i)
+{
+    return f_push_counted(f, F_LIT("/"), i);
+}
+
+static inline Py_ssize_t
 f_push_mkey(Fill *f, Py_ssize_t mkey)
 {
-    Py_ssize_t old = f->plen;
-    if (f_path_reserve(f, 32) < 0) {
-        return -1;
-    }
-    f->plen += f_counted(f->path + f->plen, F_LIT("/\xe2\x80\xa6"), mkey ? mkey : -1, F_LIT(""),
-                         F_LIT(""));
-    return old;
+    return f_push_counted(f, F_LIT("/\xe2\x80\xa6"), mkey ? mkey : -1);
 }
 
 /* Appends (the pointer in f->path, kind, omitted, unit) to the reports. */
@@ -1020,6 +1019,39 @@ f_least(Fill *f, PyObject *v, int depth)
 /* -- cuts ------------------------------------------------------------------------------ */
 
 static Py_ssize_t f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth);
+
+/* Writes a cut container's marker (*text*, after a comma with *comma*) and reports it
+   as *kind* with *omitted* at the pointer its caller pushed (*up*: the length to pop
+   back to, or -1 when the push failed). 0, or -1 with an exception set. */
+static int
+f_marker_member(Fill *f, int comma, const char *text, Py_ssize_t len, Py_ssize_t up,
+                PyObject *kind, Py_ssize_t omitted)
+{
+    if (up < 0) {
+        return -1;
+    }
+    int r = (comma && f_byte(f, ',') < 0) || f_put(f, text, len) < 0 ||
+                    f_report(f, kind, omitted, kind) < 0
+                ? -1
+                : 0;
+    f->plen = up;
+    return r;
+}
+
+/* Closes a cut container begun at *start0* with *close*: its size, F_NONE (nothing
+   kept) if it passed *allot*, F_ERROR. */
+static Py_ssize_t
+f_close(Fill *f, char close, Py_ssize_t start0, Py_ssize_t allot)
+{
+    if (f_byte(f, close) < 0) {
+        return F_ERROR;
+    }
+    if (f->len - start0 > allot) {
+        f->len = start0;
+        return F_NONE;
+    }
+    return f->len - start0;
+}
 
 /* cut_text(): str *s* cut to *allot* bytes with its marker. */
 static Py_ssize_t
@@ -1273,24 +1305,11 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
             memcpy(mark, fallback, (size_t)flen);
             len = flen;
         }
-        if ((i && f_byte(f, ',') < 0) || f_put(f, mark, len) < 0) {
+        if (f_marker_member(f, i > 0, mark, len, f_push_index(f, i), s_items, omitted) < 0) {
             goto done;
         }
-        Py_ssize_t up = f_push_index(f, i);
-        if (up < 0 || f_report(f, s_items, omitted, s_items) < 0) {
-            goto done;
-        }
-        f->plen = up;
     }
-    if (f_byte(f, ']') < 0) {
-        goto done;
-    }
-    if (f->len - start0 > allot) {
-        f->len = start0;
-        result = F_NONE;
-        goto done;
-    }
-    result = f->len - start0;
+    result = f_close(f, ']', start0, allot);
 done:
     f_release(items, got);
     if (result < 0) {
@@ -1627,24 +1646,11 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     }
     if (reserve) {
         Py_ssize_t len = f_keys_marker(said, mkey, tmp);
-        if ((j && f_byte(f, ',') < 0) || f_put(f, tmp, len) < 0) {
+        if (f_marker_member(f, j > 0, tmp, len, f_push_mkey(f, mkey), s_keys, omitted) < 0) {
             goto done;
         }
-        Py_ssize_t up = f_push_mkey(f, mkey);
-        if (up < 0 || f_report(f, s_keys, omitted, s_keys) < 0) {
-            goto done;
-        }
-        f->plen = up;
     }
-    if (f_byte(f, '}') < 0) {
-        goto done;
-    }
-    if (f->len - start0 > allot) {
-        f->len = start0;
-        result = F_NONE;
-        goto done;
-    }
-    result = f->len - start0;
+    result = f_close(f, '}', start0, allot);
 done:
     if (ktext != NULL) {
         for (Py_ssize_t i = 0; i < got; i++) {
