@@ -767,26 +767,33 @@ class JsonLinesSource(Source[Any]):
                     offset += len(chunk)
                     if base == 0 and chunk.startswith(BOM):
                         chunk, base = chunk[len(BOM) :], len(BOM)
-                    pieces = chunk.split(b"\n")
-                    ends_with_newline = not pieces[-1]
-                    if ends_with_newline:
-                        pieces.pop()
-                    if len(chunk) >= limit and max(map(len, pieces), default=0) >= limit:
-                        _check_lengths(pieces, base, limit, ends_with_newline=ends_with_newline)
-                    values = _parse_all(chunk, pieces)
+                    ends_with_newline = chunk.endswith(b"\n")
+                    count = _newlines(chunk) + (0 if ends_with_newline else 1)
+                    # Splitting into lines made a bytes object a line (a tenth of the
+                    # fill): the common chunk is parsed and its end found without it.
+                    pieces: list[bytes] | None = None
+                    if len(chunk) >= limit:
+                        pieces = _lines(chunk, ends_with_newline)
+                        if max(map(len, pieces), default=0) >= limit:
+                            _check_lengths(
+                                pieces, base, limit, ends_with_newline=ends_with_newline
+                            )
+                    values = _parse_all(chunk, count)
                     keep: Sequence[int]
                     if values is None:  # a blank line, a long number or a line refused
+                        if pieces is None:
+                            pieces = _lines(chunk, ends_with_newline)
                         keep = [i for i, p in enumerate(pieces) if not _blank(p)]
                         lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
                         values = _parse_lines(lines, keep, pieces, base)
                     else:
-                        keep = range(len(pieces))
+                        keep = range(count)
                     more, n = builder.fill_from(values)
                     if n:
                         j = keep[n - 1]
-                        newline = j < len(pieces) - 1 or ends_with_newline
-                        end = base + sum(map(len, pieces[: j + 1])) + j + (1 if newline else 0)
-                        char = 10 if newline else pieces[j][-1]
+                        newline = j < count - 1 or ends_with_newline
+                        end = base + (_line_end(chunk, j, count) if newline else len(chunk))
+                        char = 10 if newline else chunk[-1]
                         last = (index + n, end, char)
                     index += n
                     if more:
@@ -813,8 +820,40 @@ def _check_lengths(pieces: list[bytes], base: int, limit: int, *, ends_with_newl
         at += size
 
 
-def _parse_all(chunk: bytes, pieces: list[bytes]) -> list[Any] | None:
-    """The values of every piece of *chunk*, when orjson reads each exactly; else None.
+def _newlines(chunk: bytes) -> int:
+    """How many newlines *chunk* holds. ``bytes.count`` compares byte by byte (19 us for
+    64 KB); ``replace`` finds them with memchr and copies the rest (6 us)."""
+    return len(chunk) - len(chunk.replace(b"\n", b""))
+
+
+def _lines(chunk: bytes, ends_with_newline: bool) -> list[bytes]:
+    """The lines of *chunk*, without their line breaks."""
+    pieces = chunk.split(b"\n")
+    if ends_with_newline:
+        pieces.pop()
+    return pieces
+
+
+def _line_end(chunk: bytes, j: int, count: int) -> int:
+    """The offset in *chunk* just after the newline that ends line *j* (from 0) of the
+    *count* lines it holds: found from whichever end is nearer, one search a line."""
+    if j < count - 1 - j:
+        pos = -1
+        for _ in range(j + 1):
+            pos = chunk.index(b"\n", pos + 1)
+        return pos + 1
+    pos = len(chunk)
+    # The newlines after line j's: count - 1 - j of them when the chunk ends with one,
+    # one fewer when its last line has none (that line ends at the chunk's end).
+    after = count - 1 - j if chunk.endswith(b"\n") else count - 2 - j
+    for _ in range(after + 1):
+        pos = chunk.rindex(b"\n", 0, pos)
+    return pos + 1
+
+
+def _parse_all(chunk: bytes, count: int) -> list[Any] | None:
+    """The values of every line of *chunk* (*count* of them), when orjson reads each
+    exactly; else None.
 
     The common case: no blank line and no integer beyond 64 bits anywhere in the chunk
     (see `exact`). The lines are read by one orjson call, as the items of one array (a
@@ -827,7 +866,7 @@ def _parse_all(chunk: bytes, pieces: list[bytes]) -> list[Any] | None:
         values = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
     except orjson.JSONDecodeError:
         return None
-    if len(values) != len(pieces):
+    if len(values) != count:
         return None
     return values if exact(chunk, values) else None
 
