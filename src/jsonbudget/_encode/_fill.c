@@ -863,6 +863,12 @@ f_push_key(Fill *f, PyObject *key)
     const void *data = PyUnicode_DATA(key);
     char *p = f->path + f->plen;
     *p++ = '/';
+    if (PyUnicode_IS_ASCII(key) && memchr(data, '~', (size_t)n) == NULL &&
+        memchr(data, '/', (size_t)n) == NULL) {
+        memcpy(p, data, (size_t)n); /* most keys: their bytes as they are */
+        f->plen = (p + n) - f->path;
+        return old;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c == '~' || c == '/') {
