@@ -775,9 +775,7 @@ class JsonLinesSource(Source[Any]):
                     if len(chunk) >= limit:
                         pieces = _lines(chunk, ends_with_newline)
                         if max(map(len, pieces), default=0) >= limit:
-                            _check_lengths(
-                                pieces, base, limit, ends_with_newline=ends_with_newline
-                            )
+                            _check_lengths(pieces, base, limit, ends_with_newline=ends_with_newline)
                     values = _parse_all(chunk, count)
                     keep: Sequence[int]
                     if values is None:  # a blank line, a long number or a line refused
