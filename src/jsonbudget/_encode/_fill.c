@@ -389,10 +389,10 @@ f_str_size(PyObject *s, Py_ssize_t cap)
 static PyObject *
 f_float_bytes(PyObject *v)
 {
-    PyObject *data = PyObject_Vectorcall(orjson_dumps, &v, 1, NULL);
-    if (data != NULL && !PyBytes_Check(data)) {
+    PyObject *data = orjson_bytes(v);
+    if (data == Py_None) { /* orjson writes every finite float */
         Py_DECREF(data);
-        PyErr_SetString(PyExc_TypeError, "orjson.dumps() returned no bytes");
+        PyErr_SetString(PyExc_TypeError, "orjson.dumps() refused a finite float");
         return NULL;
     }
     return data;
@@ -1127,20 +1127,8 @@ f_dumps_run(PyObject **items, Py_ssize_t k)
     for (Py_ssize_t j = 0; j < k; j++) {
         PyList_SET_ITEM(run, j, Py_NewRef(items[j]));
     }
-    PyObject *data = PyObject_Vectorcall(orjson_dumps, &run, 1, NULL);
+    PyObject *data = orjson_bytes(run);
     Py_DECREF(run);
-    if (data == NULL) {
-        if (!PyErr_ExceptionMatches(orjson_error)) {
-            return NULL;
-        }
-        PyErr_Clear(); /* what the walk lets through and orjson does not: not a run */
-        return Py_NewRef(Py_None);
-    }
-    if (!PyBytes_Check(data)) {
-        Py_DECREF(data);
-        PyErr_SetString(PyExc_TypeError, "orjson.dumps() returned no bytes");
-        return NULL;
-    }
     return data;
 }
 

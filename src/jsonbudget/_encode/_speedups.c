@@ -745,6 +745,28 @@ static PyObject *compact_copy(PyObject *data);
 static PyObject *orjson_dumps;
 static PyObject *orjson_error;
 
+/* orjson.dumps(obj): new bytes; Py_None (new) where orjson refuses *obj* (ints beyond
+   64 bits and lone surrogates, which the walk lets through); NULL with any other
+   exception set, which is not ours to hide. */
+static PyObject *
+orjson_bytes(PyObject *obj)
+{
+    PyObject *data = PyObject_Vectorcall(orjson_dumps, &obj, 1, NULL);
+    if (data == NULL) {
+        if (!PyErr_ExceptionMatches(orjson_error)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    if (!PyBytes_Check(data)) {
+        Py_DECREF(data);
+        PyErr_SetString(PyExc_TypeError, "orjson.dumps() returned no bytes");
+        return NULL;
+    }
+    return data;
+}
+
 /* The outcomes of clean_dumps() besides bytes: _bound.TOO_BIG and _bound.UNCLEAN. */
 #define OUT_TOO_BIG 1
 #define OUT_UNCLEAN 2
@@ -785,19 +807,13 @@ walked_dumps(Walk *w, PyObject *obj, Py_ssize_t cap, int depth, PyObject *spine)
     if (n < 0 || n > cap) {
         return PyLong_FromLong(n < 0 ? OUT_UNCLEAN : OUT_TOO_BIG);
     }
-    PyObject *data = PyObject_Vectorcall(orjson_dumps, &obj, 1, NULL);
+    PyObject *data = orjson_bytes(obj);
     if (data == NULL) {
-        /* ints beyond 64 bits and lone surrogates; anything else is not ours to hide */
-        if (!PyErr_ExceptionMatches(orjson_error)) {
-            return NULL;
-        }
-        PyErr_Clear();
-        return PyLong_FromLong(OUT_UNCLEAN);
-    }
-    if (!PyBytes_Check(data)) {
-        Py_DECREF(data);
-        PyErr_SetString(PyExc_TypeError, "orjson.dumps() returned no bytes");
         return NULL;
+    }
+    if (data == Py_None) {
+        Py_DECREF(data);
+        return PyLong_FromLong(OUT_UNCLEAN);
     }
     if (PyBytes_GET_SIZE(data) > cap) {
         Py_DECREF(data);
