@@ -213,3 +213,75 @@ def test_an_exception_from_make_propagates_from_the_join() -> None:
 
     with pytest.raises(ValueError, match="make"):
         _bound.join_reports((("/a", "string", 1, "chars"),), "", [], make)
+
+
+# -- packed reports: read as tuples, joined as the renderer's -----------------------------
+
+
+def _cut_with_reports() -> tuple[Any, tuple[bytes, Any]]:
+    obj = {"a/b": "x" * 300, "~": [1] * 100, "é": {f"k{i}": "v" * 50 for i in range(20)}}
+    assert _bound.fill is not None
+    out = _bound.fill(obj, 200, Encoder(max_bytes=200)._caps, None, 0)
+    assert isinstance(out, tuple)
+    return obj, out
+
+
+def test_packed_reports_read_as_the_renderers_tuples() -> None:
+    obj, (_, packed) = _cut_with_reports()
+    with renderer_only():
+        rendered = Encoder(max_bytes=200).encode(obj)
+    assert len(packed) == len(rendered.truncations) >= 3
+    assert [(p, k, n, u) for p, k, n, u in packed] == [
+        (t.path, t.kind, t.omitted, t.unit) for t in rendered.truncations
+    ]
+    with pytest.raises(IndexError):
+        packed[len(packed)]
+    # Under a base, as a page joins them, and as the Python twin joins what it reads.
+    compiled: list[Any] = []
+    twin: list[Any] = []
+    _bound.join_reports(packed, "/items/7", compiled, lambda *a: a)
+    _bound.py_join_reports(packed, "/items/7", twin, lambda *a: a)
+    assert compiled == twin
+    assert all(path.startswith("/items/7/") for path, *_ in compiled)
+
+
+def test_truncations_are_made_when_read_and_then_kept() -> None:
+    obj, _ = _cut_with_reports()
+    made = Encoder(max_bytes=200).encode(obj)
+    first = made.truncations
+    assert first is made.truncations  # joined once
+    assert not made.complete
+    assert made == Encoded(made.data, False, first)
+    assert hash(made) == hash(Encoded(made.data, False, first))
+    with pytest.raises(AttributeError):
+        made.truncations = ()  # type: ignore[misc]
+
+
+# -- strings are sized exactly, whatever their bytes ------------------------------------
+
+
+_one_byte_text = st.text(
+    alphabet=st.one_of(
+        st.sampled_from('"\\\n\t\x00\x1f\x7f~/ a'), st.characters(max_codepoint=0xFF)
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300)
+@given(text=_one_byte_text, pad=st.integers(0, 9))
+def test_a_one_byte_string_is_sized_to_the_byte(text: str, pad: int) -> None:
+    # The size is counted eight characters at a time, the last few as the end of a
+    # word that may start in the str's header: exact at the budget, one byte short cuts.
+    value = {"k" * pad: text}
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    caps = Encoder(max_bytes=64)._caps
+    assert _bound.fill is not None
+    whole = _bound.fill(value, max(size, 64), caps, None, 0)
+    assert isinstance(whole, tuple)
+    assert len(whole[0]) == size
+    assert not whole[1]
+    if size > 64:
+        cut = _bound.fill(value, size - 1, caps, None, 0)
+        assert isinstance(cut, tuple)
+        assert cut[1], "one byte short of its size, the string is cut"

@@ -539,10 +539,10 @@ def test_the_compiled_constructor_refuses_what_is_not_an_object_slot() -> None:
 
 
 def test_values_held_by_compiled_instances_are_released() -> None:
-    make = _frozen.fast_constructor(jsonbudget.Encoded)
-    data = b"x" * 100
+    make = _frozen.fast_constructor(jsonbudget.Truncation)
+    data = "x" * 100
     before = sys.getrefcount(data)
-    made = [make(data, True, ()) for _ in range(100)]
+    made = [make(data, "string", 1, "chars") for _ in range(100)]
     assert sys.getrefcount(data) == before + 100
     del made
     gc.collect()

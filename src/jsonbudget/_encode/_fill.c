@@ -29,7 +29,8 @@
  * costs less than the table); a container asked with a large cap is first bounded by
  * the size walk, whose spine, when it stops, is remembered as render._clean_dumps
  * keeps it. Every container remembered is held (a strong reference) until the call
- * ends. Reports are kept flat (see f_report).
+ * ends. Reports are kept flat and packed, with no Python object per report (see
+ * f_report); a Reports object hands them on, and `join_reports` makes them.
  *
  * Measuring and writing a whole value call no Python code: they read exact built-in
  * types, allocate only raw memory and bytes (orjson's, for a float), none of which the
@@ -59,6 +60,17 @@ typedef struct {
     Py_ssize_t snap; /* the most members a snapshot of it read (render._snap) */
 } Known;
 
+/* A report's kind, which also names its unit ("string" counts chars). */
+enum { F_STRING, F_ITEMS, F_KEYS };
+
+/* One report: its pointer is the bytes from the previous report's *end* to its own in
+   the paths buffer. */
+typedef struct {
+    Py_ssize_t end;
+    Py_ssize_t omitted;
+    int kind;
+} Rep;
+
 typedef struct {
     char *buf;
     Py_ssize_t len, cap;
@@ -69,12 +81,15 @@ typedef struct {
     PyObject *active[MAX_STACK + 1]; /* the containers being measured or cut */
     int nactive;
     Py_ssize_t work;
-    PyObject *reps;  /* the reports so far (a list, made at the first), see f_report */
+    Rep *reps;       /* the reports so far, see f_report */
+    Py_ssize_t nreps, repcap;
+    char *rpaths;    /* their relative pointers, UTF-8, back to back */
+    Py_ssize_t rplen, rpcap;
     char *path;      /* the pointer of the value being cut, relative, in UTF-8 */
     Py_ssize_t plen, pcap;
 } Fill;
 
-static PyObject *s_string, *s_chars, *s_items, *s_keys;
+static PyObject *s_kind[3], *s_unit[3];
 
 /* -- the output buffer ------------------------------------------------------------- */
 
@@ -308,6 +323,9 @@ f_is_active(const Fill *f, PyObject *v)
 static Py_ssize_t
 f_snap_limit(Fill *f, PyObject *v, int depth, Py_ssize_t want, Py_ssize_t n)
 {
+    if (want >= n) {
+        return want; /* all of it, whatever was read before: nothing to remember */
+    }
     Known *k = f_known(f, v, depth);
     if (k == NULL) {
         return -1;
@@ -366,12 +384,15 @@ f_str_size(PyObject *s, Py_ssize_t cap)
         const Py_UCS1 *d = data;
         Py_ssize_t i = 0;
         while (i < n && size <= cap) {
-            if (i + 8 <= n && f_plain8(d + i)) {
-                i += 8; /* eight characters of one byte each, counted in n */
+            if (i + 8 <= n ? f_plain8(d + i) : n >= 8 && f_plain8(d + n - 8)) {
+                /* eight characters of one byte each, counted in n; at the end, the
+                   last eight, overlapping plain ones */
+                i += 8;
                 continue;
             }
-            size += d[i] < 0x80 ? ascii_width[d[i]] - 1 : 1;
-            i++;
+            for (Py_ssize_t end = i + 8 < n ? i + 8 : n; i < end; i++) {
+                size += d[i] < 0x80 ? ascii_width[d[i]] - 1 : 1;
+            }
         }
         return size;
     }
@@ -773,12 +794,30 @@ out:
 
 /* Markers are formatted here by hand: snprintf was a seventh of a cut's time. */
 
+/* The number of decimal digits of *u*. */
+static inline Py_ssize_t
+f_digits(unsigned long long u)
+{
+    Py_ssize_t n = 1;
+    while (u >= 10) {
+        u /= 10;
+        n++;
+    }
+    return n;
+}
+
 /* *head*, then *more* when omitted < 0, else the count and *tail*, at *out*; returns
-   the bytes written. */
+   the bytes written. With *out* NULL, only counts them: most markers are sized, for
+   the room they need, many times more often than written. */
 static inline Py_ssize_t
 f_counted(char *out, const char *head, size_t nh, Py_ssize_t omitted, const char *tail,
           size_t nt, const char *more, size_t nm)
 {
+    if (out == NULL) {
+        return (Py_ssize_t)nh +
+               (omitted < 0 ? (Py_ssize_t)nm
+                            : f_digits((unsigned long long)omitted) + (Py_ssize_t)nt);
+    }
     char *p = out;
     memcpy(p, head, nh);
     p += nh;
@@ -800,12 +839,13 @@ f_mkey_text(Py_ssize_t mkey, char *out)
     return f_counted(out, F_LIT("\"\xe2\x80\xa6"), mkey ? mkey : -1, F_LIT("\":"), F_LIT("\":"));
 }
 
-/* Markers.keys(omitted, key) into *out* (room for 96 bytes); omitted < 0: "more". */
+/* Markers.keys(omitted, key) into *out* (room for 96 bytes; NULL: only its size);
+   omitted < 0: "more". The other markers below alike. */
 static Py_ssize_t
 f_keys_marker(Py_ssize_t omitted, Py_ssize_t mkey, char *out)
 {
     Py_ssize_t n = f_mkey_text(mkey, out);
-    return n + f_counted(out + n, F_LIT("\"[omitted: "), omitted, F_LIT(" more keys]\""),
+    return n + f_counted(out == NULL ? NULL : out + n, F_LIT("\"[omitted: "), omitted, F_LIT(" more keys]\""),
                          F_LIT("more keys]\""));
 }
 
@@ -923,67 +963,161 @@ f_push_mkey(Fill *f, Py_ssize_t mkey)
     return f_push_counted(f, F_LIT("/\xe2\x80\xa6"), mkey ? mkey : -1);
 }
 
-/* Appends (the pointer in f->path, kind, omitted, unit) to the reports. */
+/* Grows the block *p* (of *cap* elements of *size* bytes) to hold *need*. */
 static int
-f_report(Fill *f, PyObject *kind, Py_ssize_t omitted, PyObject *unit)
+f_grow(void **p, Py_ssize_t *cap, Py_ssize_t need, size_t size)
 {
-    if (f->reps == NULL && (f->reps = PyList_New(0)) == NULL) {
+    if (need <= *cap) {
+        return 0;
+    }
+    Py_ssize_t want = *cap * 2 > need ? *cap * 2 : need + 16;
+    void *q = PyMem_Realloc(*p, (size_t)want * size);
+    if (q == NULL) {
+        PyErr_NoMemory();
         return -1;
     }
-    PyObject *entry = PyTuple_New(4);
-    PyObject *path = PyUnicode_DecodeUTF8(f->path, f->plen, NULL);
-    PyObject *count = PyLong_FromSsize_t(omitted);
-    if (entry == NULL || path == NULL || count == NULL) {
-        Py_XDECREF(entry);
-        Py_XDECREF(path);
-        Py_XDECREF(count);
+    *p = q;
+    *cap = want;
+    return 0;
+}
+
+/* Appends (the pointer in f->path, *kind*, omitted) to the reports: two copies into
+   raw memory, where a tuple, a str and an int per report were a third of a cut. */
+static int
+f_report(Fill *f, int kind, Py_ssize_t omitted)
+{
+    if (f_grow((void **)&f->reps, &f->repcap, f->nreps + 1, sizeof(Rep)) < 0 ||
+        f_grow((void **)&f->rpaths, &f->rpcap, f->rplen + f->plen, 1) < 0) {
         return -1;
     }
-    PyTuple_SET_ITEM(entry, 0, path);
-    PyTuple_SET_ITEM(entry, 1, Py_NewRef(kind));
-    PyTuple_SET_ITEM(entry, 2, count);
-    PyTuple_SET_ITEM(entry, 3, Py_NewRef(unit));
-    int r = PyList_Append(f->reps, entry);
-    Py_DECREF(entry);
-    return r;
+    memcpy(f->rpaths + f->rplen, f->path, (size_t)f->plen);
+    f->rplen += f->plen;
+    f->reps[f->nreps++] = (Rep){f->rplen, omitted, kind};
+    return 0;
 }
 
 static inline Py_ssize_t
 f_nreps(const Fill *f)
 {
-    return f->reps == NULL ? 0 : PyList_GET_SIZE(f->reps);
+    return f->nreps;
 }
 
-/* Drops the reports from the *from*th on, those of a cut that was not kept (*result*
-   is F_NONE or F_ABORT; with F_ERROR the call fails and keeps nothing). Returns
-   *result*, or F_ERROR when dropping failed. */
+/* Drops the reports from the *from*th on, those of a cut that was not kept. Returns
+   *result*. */
 static Py_ssize_t
 f_drop_reps(Fill *f, Py_ssize_t from, Py_ssize_t result)
 {
-    if (result != F_ERROR && f_nreps(f) > from &&
-        PyList_SetSlice(f->reps, from, PY_SSIZE_T_MAX, NULL) < 0) {
-        return F_ERROR;
+    if (f->nreps > from) {
+        f->nreps = from;
+        f->rplen = from ? f->reps[from - 1].end : 0;
     }
     return result;
 }
 
+/* -- the reports handed on ------------------------------------------------------------ */
+
+/* The reports of one fill(), packed: a sequence of (pointer, kind, omitted, unit)
+   tuples, made one at a time when read; `join_reports` reads them without the tuples. */
+typedef struct {
+    PyObject_HEAD
+    Rep *reps;
+    char *paths;
+    Py_ssize_t n;
+} Reports;
+
+static void
+reports_dealloc(PyObject *self)
+{
+    Reports *r = (Reports *)self;
+    PyMem_Free(r->reps);
+    PyMem_Free(r->paths);
+    PyObject_Free(self);
+}
+
+static Py_ssize_t
+reports_len(PyObject *self)
+{
+    return ((Reports *)self)->n;
+}
+
+/* The pointer of report *i*, relative, as a str. */
+static PyObject *
+reports_path(const Reports *r, Py_ssize_t i)
+{
+    Py_ssize_t start = i ? r->reps[i - 1].end : 0;
+    return PyUnicode_DecodeUTF8(r->paths + start, r->reps[i].end - start, NULL);
+}
+
+static PyObject *
+reports_item(PyObject *self, Py_ssize_t i)
+{
+    Reports *r = (Reports *)self;
+    if (i < 0 || i >= r->n) {
+        PyErr_SetString(PyExc_IndexError, "report index out of range");
+        return NULL;
+    }
+    PyObject *path = reports_path(r, i);
+    PyObject *count = PyLong_FromSsize_t(r->reps[i].omitted);
+    PyObject *out = path && count ? PyTuple_Pack(4, path, s_kind[r->reps[i].kind], count,
+                                                 s_unit[r->reps[i].kind])
+                                  : NULL;
+    Py_XDECREF(path);
+    Py_XDECREF(count);
+    return out;
+}
+
+static PySequenceMethods reports_as_sequence = {
+    .sq_length = reports_len,
+    .sq_item = reports_item,
+};
+
+static PyTypeObject ReportsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jsonbudget._encode._speedups.Reports",
+    .tp_basicsize = sizeof(Reports),
+    .tp_dealloc = reports_dealloc,
+    .tp_as_sequence = &reports_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The reports of one fill(), packed: (pointer, kind, omitted, unit) when read.",
+};
+
+/* f's reports as a Reports object, which takes their memory; () when there are none. */
+static PyObject *
+f_take_reports(Fill *f)
+{
+    if (f->nreps == 0) {
+        return PyTuple_New(0);
+    }
+    Reports *r = PyObject_New(Reports, &ReportsType);
+    if (r == NULL) {
+        return NULL;
+    }
+    r->reps = f->reps;
+    r->paths = f->rpaths;
+    r->n = f->nreps;
+    f->reps = NULL;
+    f->rpaths = NULL;
+    return (PyObject *)r;
+}
+
 /* -- least ----------------------------------------------------------------------------- */
 
-/* EncodeCall.least(): bytes of the smallest honest rendering of *v*. */
+/* EncodeCall.least(): bytes of the smallest honest rendering of *v*. *whole* is set
+   when that is all of *v*, so its size is known exactly. */
 static Py_ssize_t
-f_least(Fill *f, PyObject *v, int depth)
+f_least(Fill *f, PyObject *v, int depth, int *whole)
 {
     PyTypeObject *t = Py_TYPE(v);
-    char tmp[96];
+    *whole = 1;
     if (t == &PyUnicode_Type) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(v);
-        Py_ssize_t marker = 1 + f_string_tail(n, tmp);
+        Py_ssize_t marker = 1 + f_string_tail(n, NULL);
         if (n + 2 <= marker) {
             Py_ssize_t s = f_size(f, v, marker, depth);
             if (s != F_NONE) {
                 return s;
             }
         }
+        *whole = 0;
         return marker;
     }
     if (!f_container(v)) {
@@ -1006,7 +1140,7 @@ f_least(Fill *f, PyObject *v, int depth)
         if (mkey < 0) {
             return mkey;
         }
-        cut = 2 + f_keys_marker(n, mkey, tmp);
+        cut = 2 + f_keys_marker(n, mkey, NULL);
     }
     else {
         Py_ssize_t n = Py_SIZE(v);
@@ -1016,9 +1150,10 @@ f_least(Fill *f, PyObject *v, int depth)
         if (n == 0) {
             return 2;
         }
-        cut = 2 + f_items_marker(n, tmp);
+        cut = 2 + f_items_marker(n, NULL);
     }
     Py_ssize_t s = f_size(f, v, cut, depth);
+    *whole = s != F_NONE;
     return s == F_NONE ? cut : s;
 }
 
@@ -1030,14 +1165,14 @@ static Py_ssize_t f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth);
    as *kind* with *omitted* at the pointer its caller pushed (*up*: the length to pop
    back to, or -1 when the push failed). 0, or -1 with an exception set. */
 static int
-f_marker_member(Fill *f, int comma, const char *text, Py_ssize_t len, Py_ssize_t up,
-                PyObject *kind, Py_ssize_t omitted)
+f_marker_member(Fill *f, int comma, const char *text, Py_ssize_t len, Py_ssize_t up, int kind,
+                Py_ssize_t omitted)
 {
     if (up < 0) {
         return -1;
     }
     int r = (comma && f_byte(f, ',') < 0) || f_put(f, text, len) < 0 ||
-                    f_report(f, kind, omitted, kind) < 0
+                    f_report(f, kind, omitted) < 0
                 ? -1
                 : 0;
     f->plen = up;
@@ -1089,7 +1224,7 @@ f_cut_str(Fill *f, PyObject *s, Py_ssize_t allot)
     Py_ssize_t nt = counted ? f_string_tail(n - kept, tail) : longest;
     memcpy(p, tail, (size_t)nt);
     f->len = (p + nt) - f->buf;
-    return f_report(f, s_string, n - kept, s_chars) < 0 ? F_ERROR : f->len - start;
+    return f_report(f, F_STRING, n - kept) < 0 ? F_ERROR : f->len - start;
 }
 
 /* The walk's lower bound of a run of items (bound_items()), as render.bulk_run asks it. */
@@ -1148,7 +1283,7 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     Py_ssize_t start0 = f->len, rep0 = f_nreps(f), result = F_ERROR;
     Py_ssize_t total = got;
     int complete = got == n;
-    Py_ssize_t marker_room = f_items_marker(n, mark) + 1;
+    Py_ssize_t marker_room = f_items_marker(n, NULL) + 1;
     if (f_byte(f, '[') < 0) {
         goto done;
     }
@@ -1299,7 +1434,7 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
             memcpy(mark, fallback, (size_t)flen);
             len = flen;
         }
-        if (f_marker_member(f, i > 0, mark, len, f_push_index(f, i), s_items, omitted) < 0) {
+        if (f_marker_member(f, i > 0, mark, len, f_push_index(f, i), F_ITEMS, omitted) < 0) {
             goto done;
         }
     }
@@ -1337,7 +1472,16 @@ f_water_level(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
     if (space < 0 || !f_level_fits(sizes, mins, count, space, 0)) {
         return 0;
     }
-    Py_ssize_t lo = 0, hi = space;
+    /* Each value of unknown size takes at least the level, so u of them bound it by
+       space / u; with none, a level that fits at *space* is the answer. */
+    Py_ssize_t unknown = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unknown += sizes[i] == F_BIG;
+    }
+    if (unknown == 0 && f_level_fits(sizes, mins, count, space, space)) {
+        return space;
+    }
+    Py_ssize_t lo = 0, hi = unknown ? space / unknown : space;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo + 1) / 2;
         if (f_level_fits(sizes, mins, count, space, mid)) {
@@ -1489,7 +1633,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
         Py_ssize_t room = avail - used[j] - sep - 1;
         Py_ssize_t nk = PyUnicode_GET_LENGTH(k);
         if (i + 1 < n && nk + 3 > room - 40) {
-            room -= f_keys_marker(n - i - 1, mkey, tmp) + 1;
+            room -= f_keys_marker(n - i - 1, mkey, NULL) + 1;
         }
         int cut = nk + 3 > room;
         if (!cut) {
@@ -1522,7 +1666,8 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
             }
             kb[i] = ks;
         }
-        Py_ssize_t m = f_least(f, pairs[2 * i + 1], depth + 1);
+        int whole;
+        Py_ssize_t m = f_least(f, pairs[2 * i + 1], depth + 1, &whole);
         if (m < 0) {
             result = m;
             goto done;
@@ -1548,6 +1693,9 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
             break;
         }
         least[i] = m;
+        /* a value whose least is all of it needs no measure in the rounds below: asked
+           there with a cap of at least m, it would measure m */
+        sizes[i] = whole ? m : F_BIG;
         j++;
         used[j] = cost;
     }
@@ -1555,7 +1703,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     if (!(everything && j == got)) {
         for (;;) {
             omitted = said = n - j;
-            reserve = f_keys_marker(said, mkey, tmp) + (j ? 1 : 0);
+            reserve = f_keys_marker(said, mkey, NULL) + (j ? 1 : 0);
             if (used[j] + reserve <= avail || j == 0) {
                 break;
             }
@@ -1563,7 +1711,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
         }
         if (used[j] + reserve > avail) {
             said = -1;
-            reserve = f_keys_marker(-1, mkey, tmp);
+            reserve = f_keys_marker(-1, mkey, NULL);
             if (reserve > avail) {
                 result = F_NONE;
                 goto done;
@@ -1577,14 +1725,15 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     /* _share: water-fill *space* among the j values */
     Py_ssize_t level = 0;
     if (j) {
+        int presized = 0;
         for (Py_ssize_t i = 0; i < j; i++) {
             mins[i] = least[i];
-            sizes[i] = F_BIG;
             asked[i] = -1;
+            presized |= sizes[i] != F_BIG;
         }
         level = space > 0 ? space / j : 0;
         for (int round = 0; round < F_ROUNDS; round++) {
-            int changed = 0;
+            int changed = round == 0 && presized; /* as if measured in this round */
             for (Py_ssize_t i = 0; i < j; i++) {
                 Py_ssize_t cap = level > least[i] ? level : least[i];
                 if (sizes[i] == F_BIG && asked[i] < cap) {
@@ -1627,7 +1776,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
             continue;
         }
         Py_ssize_t up = f_push_key(f, k);
-        if (up < 0 || (ktext[i] != NULL && f_report(f, s_string, kcut[i], s_chars) < 0)) {
+        if (up < 0 || (ktext[i] != NULL && f_report(f, F_STRING, kcut[i]) < 0)) {
             goto done;
         }
         Py_ssize_t s = whole ? (f_write(f, val) < 0 ? F_ERROR : 0)
@@ -1640,7 +1789,7 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     }
     if (reserve) {
         Py_ssize_t len = f_keys_marker(said, mkey, tmp);
-        if (f_marker_member(f, j > 0, tmp, len, f_push_mkey(f, mkey), s_keys, omitted) < 0) {
+        if (f_marker_member(f, j > 0, tmp, len, f_push_mkey(f, mkey), F_KEYS, omitted) < 0) {
             goto done;
         }
     }
@@ -1699,9 +1848,39 @@ f_cut(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
 
 /* EncodeCall.reports(): each (token, kind, omitted, unit) under *base* becomes
    make(base + tokens, kind, omitted, unit), appended to *into*; (token, sub) nests. */
+/* f_join() of a fill()'s packed reports. */
+static int
+f_join_packed(const Reports *r, PyObject *base, PyObject *into, PyObject *make)
+{
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        PyObject *rel = reports_path(r, i);
+        PyObject *path = rel == NULL || PyUnicode_GET_LENGTH(base) == 0
+                             ? Py_XNewRef(rel)
+                             : PyUnicode_Concat(base, rel);
+        Py_XDECREF(rel);
+        PyObject *count = path == NULL ? NULL : PyLong_FromSsize_t(r->reps[i].omitted);
+        PyObject *made = NULL;
+        if (count != NULL) {
+            PyObject *args[4] = {path, s_kind[r->reps[i].kind], count, s_unit[r->reps[i].kind]};
+            made = PyObject_Vectorcall(make, args, 4, NULL);
+        }
+        Py_XDECREF(path);
+        Py_XDECREF(count);
+        int bad = made == NULL || PyList_Append(into, made) < 0;
+        Py_XDECREF(made);
+        if (bad) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int
 f_join(PyObject *trs, PyObject *base, PyObject *into, PyObject *make)
 {
+    if (Py_IS_TYPE(trs, &ReportsType)) {
+        return f_join_packed((Reports *)trs, base, into, make);
+    }
     if (!PyTuple_Check(trs)) {
         PyErr_SetString(PyExc_TypeError, "join_reports() takes tuples of reports");
         return -1;
@@ -1792,9 +1971,7 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (r >= 0) {
         PyObject *data = PyBytes_FromStringAndSize(f.buf, f.len);
-        PyObject *tup = data == NULL        ? NULL
-                        : f.reps == NULL ? PyTuple_New(0)
-                                         : PyList_AsTuple(f.reps);
+        PyObject *tup = data == NULL ? NULL : f_take_reports(&f);
         out = tup != NULL ? PyTuple_Pack(2, data, tup) : NULL;
         Py_XDECREF(data);
         Py_XDECREF(tup);
@@ -1802,7 +1979,8 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else if (r != F_ERROR) {
         out = Py_NewRef(r == F_NONE ? Py_False : Py_None);
     }
-    Py_XDECREF(f.reps);
+    PyMem_Free(f.reps);
+    PyMem_Free(f.rpaths);
     PyMem_Free(f.path);
     if (out != NULL && args[3] != Py_None) {
         PyObject *cell = args[3];
@@ -1823,9 +2001,14 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static int
 init_fill(void)
 {
-    s_string = PyUnicode_InternFromString("string");
-    s_chars = PyUnicode_InternFromString("chars");
-    s_items = PyUnicode_InternFromString("items");
-    s_keys = PyUnicode_InternFromString("keys");
-    return s_string && s_chars && s_items && s_keys ? 0 : -1;
+    s_kind[F_STRING] = PyUnicode_InternFromString("string");
+    s_unit[F_STRING] = PyUnicode_InternFromString("chars");
+    s_kind[F_ITEMS] = s_unit[F_ITEMS] = PyUnicode_InternFromString("items");
+    s_kind[F_KEYS] = s_unit[F_KEYS] = PyUnicode_InternFromString("keys");
+    for (int i = 0; i < 3; i++) {
+        if (s_kind[i] == NULL || s_unit[i] == NULL) {
+            return -1;
+        }
+    }
+    return PyType_Ready(&ReportsType);
 }

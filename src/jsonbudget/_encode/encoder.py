@@ -80,19 +80,77 @@ class Truncation:
         return {"path": self.path, "kind": self.kind, "omitted": self.omitted, "unit": self.unit}
 
 
-@dataclass(frozen=True, slots=True)
 class Encoded:
-    """The bounded JSON bytes plus the side-band report of every cut."""
+    """The bounded JSON bytes plus the side-band report of every cut. Immutable; equal,
+    hashed and shown by its three fields.
 
-    data: bytes
-    complete: bool
-    truncations: tuple[Truncation, ...]
+    ``truncations`` is made when first read: a balanced cut of a documentation-heavy
+    value reports hundreds of cuts, and making their `Truncation` objects cost more than
+    the cut itself for callers that only want the bytes. Reading it gives the same tuple
+    every time.
+    """
+
+    __slots__ = ("_complete", "_data", "_reports", "_truncations")
+    __match_args__ = ("data", "complete", "truncations")
+
+    def __init__(self, data: bytes, complete: bool, truncations: tuple[Truncation, ...]) -> None:
+        self._data = data
+        self._complete = complete
+        self._truncations: tuple[Truncation, ...] | None = truncations
+        # Set instead of _truncations by the renderer's path: (its reports, their base).
+        self._reports: tuple[Any, str]
+
+    @property
+    def data(self) -> bytes:
+        """Compact JSON of at most the budget's bytes."""
+        return self._data
+
+    @property
+    def complete(self) -> bool:
+        """True exactly when nothing was cut or replaced."""
+        return self._complete
+
+    @property
+    def truncations(self) -> tuple[Truncation, ...]:
+        """One entry per cut, in document order."""
+        made = self._truncations
+        if made is None:  # the renderer's reports and their base, joined once
+            trs, base = self._reports
+            into: list[Truncation] = []
+            _bound.join_reports(trs, base, into, _truncation)
+            made = self._truncations = tuple(into)
+        return made
+
+    def _fields(self) -> tuple[bytes, bool, tuple[Truncation, ...]]:
+        return self._data, self._complete, self.truncations
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Encoded:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        data, complete, truncations = self._fields()
+        return f"Encoded(data={data!r}, complete={complete!r}, truncations={truncations!r})"
+
+    def __reduce__(self) -> tuple[type[Encoded], tuple[bytes, bool, tuple[Truncation, ...]]]:
+        return Encoded, self._fields()
 
 
 _truncation: Callable[[str, TruncationKind, int | None, TruncationUnit], Truncation] = (
     fast_constructor(Truncation)
 )
-_new_encoded: Callable[[bytes, bool, tuple[Truncation, ...]], Encoded] = fast_constructor(Encoded)
+_new_encoded: Callable[[bytes, bool, tuple[Truncation, ...]], Encoded] = fast_constructor(
+    Encoded, ("_data", "_complete", "_truncations")
+)
+#: An `Encoded` of a cut whose truncations are joined when read:
+#: ``(data, False, None, (trs, base))``.
+_new_reported: Callable[[bytes, bool, None, tuple[Any, str]], Encoded] = fast_constructor(
+    Encoded, ("_data", "_complete", "_truncations", "_reports")
+)
 
 _BIG = 1 << 62
 _STRATEGIES = ("balanced", "prefix")
@@ -265,8 +323,7 @@ class Encoder:
             if text is not None:
                 data, trs = text
                 return _new_encoded(data, False, tuple(_truncation(*tr) for tr in trs))
-        call, out = self._rendered(obj, self.limits.max_bytes, "", walked)
-        return _encoded(call, _rendering(out), "")
+        return _encoded(_rendering(self._rendered(obj, self.limits.max_bytes, walked)), "")
 
     def _fitting_data(self, obj: Any, walked: int | None) -> bytes:
         """`_fitting(obj, walked).data`, without joining reports that nobody reads."""
@@ -276,8 +333,7 @@ class Encoder:
             text = self._text_cut(obj)
             if text is not None:
                 return text[0]
-        _, out = self._rendered(obj, self.limits.max_bytes, "", walked)
-        return _compact(_rendering(out)[0])
+        return _compact(_rendering(self._rendered(obj, self.limits.max_bytes, walked))[0])
 
     def _text_cut(self, s: str) -> Out | None:
         """What the renderer writes for a top-level str the walk found too big, without
@@ -299,7 +355,7 @@ class Encoder:
         _check_budget(budget)
         call = EncodeCall(self)
         out = call.render_whole(obj, budget, path)
-        return None if out is None else _encoded(call, out, path)
+        return None if out is None else _encoded(out, path)
 
     def marker(self, kind: str, what: str) -> bytes:
         """A marker in this encoder's style that stands for a whole value."""
@@ -320,17 +376,15 @@ class Encoder:
 
     def _render(self, obj: Any, budget: int, path: str, walked: int) -> Encoded | None:
         """The renderer's fitting of *obj*, which `clean_dumps` answered with *walked*."""
-        call, out = self._rendered(obj, budget, path, walked)
-        return None if out is None else _encoded(call, out, path)
+        out = self._rendered(obj, budget, walked, path)
+        return None if out is None else _encoded(out, path)
 
-    def _rendered(
-        self, obj: Any, budget: int, path: str, walked: int
-    ) -> tuple[EncodeCall, Out | None]:
-        """The call that fitted *obj* to *budget*, and its output with relative reports."""
+    def _rendered(self, obj: Any, budget: int, walked: int, path: str = "") -> Out | None:
+        """*obj* fitted to *budget* by a new call, with relative reports."""
         call = EncodeCall(self)
         if walked == _TOO_BIG:
             call.too_big(obj, budget)  # the renderer's first question, answered: no re-walk
-        return call, call.fit(obj, budget, path)
+        return call.fit(obj, budget, path)
 
 
 def _rendering(out: Out | None) -> Out:
@@ -340,14 +394,12 @@ def _rendering(out: Out | None) -> Out:
     return out
 
 
-def _encoded(call: EncodeCall, out: Out, path: str) -> Encoded:
-    """The renderer's output with its reports joined into pointers under *path*."""
+def _encoded(out: Out, path: str) -> Encoded:
+    """The renderer's output, whose reports become truncations under *path* when read."""
     data, trs = out
     if not trs:
         return _complete(data)
-    truncs: list[Truncation] = []
-    call.reports(trs, path, truncs, _truncation)
-    return _new_encoded(data, False, tuple(truncs))
+    return _new_reported(data, False, None, (trs, path))
 
 
 def _complete(data: bytes) -> Encoded:
