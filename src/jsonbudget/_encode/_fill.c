@@ -51,6 +51,8 @@
 #define F_LEAST_ROOM 80
 #define F_REMEMBER 64 /* bytes from which a container's measure is remembered */
 #define F_WALK_FIRST 1024 /* caps from which a container is walked before it is sized */
+#define F_LOCAL 8 /* members of a cut object whose state fits on the stack */
+#define F_SHORT_STR 32 /* characters up to which a plain str is copied whole */
 
 typedef struct {
     PyObject *obj; /* held */
@@ -90,6 +92,8 @@ typedef struct {
 } Fill;
 
 static PyObject *s_kind[3], *s_unit[3];
+/* 1 for each byte written as it is: ASCII, not '"', backslash or a control character. */
+static unsigned char f_plain_byte[256];
 
 /* -- the output buffer ------------------------------------------------------------- */
 
@@ -271,13 +275,15 @@ f_snap_items(PyObject *v, Py_ssize_t limit, Py_ssize_t *n)
     return out;
 }
 
-/* The first *limit* (key, value) pairs of dict *v*, held, as 2*n pointers. */
+/* The first *limit* (key, value) pairs of dict *v*, held, as 2*n pointers: in *local*
+   (of *nlocal* pointers) when they fit there. */
 static PyObject **
-f_snap_pairs(PyObject *v, Py_ssize_t limit, Py_ssize_t *n)
+f_snap_pairs(PyObject *v, Py_ssize_t limit, Py_ssize_t *n, PyObject **local, Py_ssize_t nlocal)
 {
     Py_ssize_t size = PyDict_GET_SIZE(v);
     Py_ssize_t k = size < limit ? size : limit;
-    PyObject **out = PyMem_Malloc((size_t)(k > 0 ? 2 * k : 1) * sizeof(PyObject *));
+    PyObject **out = 2 * k <= nlocal ? local
+                                     : PyMem_Malloc((size_t)(k > 0 ? 2 * k : 1) * sizeof(PyObject *));
     if (out == NULL) {
         PyErr_NoMemory();
         return NULL;
@@ -295,8 +301,9 @@ f_snap_pairs(PyObject *v, Py_ssize_t limit, Py_ssize_t *n)
     return out;
 }
 
+/* Lets go of a snapshot of *count* pointers (and its memory, unless it is *local*). */
 static void
-f_release(PyObject **snap, Py_ssize_t count)
+f_release(PyObject **snap, Py_ssize_t count, PyObject **local)
 {
     if (snap == NULL) {
         return;
@@ -304,7 +311,9 @@ f_release(PyObject **snap, Py_ssize_t count)
     for (Py_ssize_t i = 0; i < count; i++) {
         Py_DECREF(snap[i]);
     }
-    PyMem_Free(snap);
+    if (snap != local) {
+        PyMem_Free(snap);
+    }
 }
 
 static inline int
@@ -371,6 +380,26 @@ f_plain8(const Py_UCS1 *d)
     return bad == 0;
 }
 
+/* Whether the *n* characters of one byte at *d* are all plain ASCII. */
+static inline int
+f_plain(const Py_UCS1 *d, Py_ssize_t n)
+{
+    if (n < 8) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!f_plain_byte[d[i]]) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i + 8 <= n; i += 8) {
+        if (!f_plain8(d + i)) {
+            return 0;
+        }
+    }
+    return f_plain8(d + n - 8); /* the last eight, overlapping */
+}
+
 /* Bytes of str *s* as orjson writes it, quotes included, counting no further than
    *cap* (then any number above it); F_ABORT for a lone surrogate. */
 static Py_ssize_t
@@ -382,6 +411,9 @@ f_str_size(PyObject *s, Py_ssize_t cap)
     const void *data = PyUnicode_DATA(s);
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *d = data;
+        if (size <= cap && f_plain(d, n)) {
+            return size; /* most: nothing to escape, found a word at a time */
+        }
         Py_ssize_t i = 0;
         while (i < n && size <= cap) {
             if (i + 8 <= n ? f_plain8(d + i) : n >= 8 && f_plain8(d + n - 8)) {
@@ -635,10 +667,31 @@ f_size(Fill *f, PyObject *v, Py_ssize_t cap, int depth)
 
 /* -- writing a whole value ---------------------------------------------------------- */
 
+/* An ASCII str with nothing to escape, quoted: its characters are its bytes. */
+static int
+f_put_plain(Fill *f, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (f_reserve(f, n + 2) < 0) {
+        return -1;
+    }
+    char *p = f->buf + f->len;
+    *p = '"';
+    memcpy(p + 1, PyUnicode_DATA(s), (size_t)n);
+    p[n + 1] = '"';
+    f->len += n + 2;
+    return 0;
+}
+
 static int
 f_write_str(Fill *f, PyObject *s)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (n <= F_SHORT_STR && PyUnicode_IS_ASCII(s) && f_plain(PyUnicode_DATA(s), n)) {
+        /* a short plain str, as most keys: write_prefix is built for long ones, and
+           its setup was most of a short one's cost */
+        return f_put_plain(f, s);
+    }
     /* At most 6 bytes a character, and write_prefix's 8 bytes of slack. */
     if (f_reserve(f, 6 * n + 2) < 0) {
         return -1;
@@ -776,6 +829,9 @@ f_marker_key(PyObject *v, PyObject **pairs, Py_ssize_t count)
         if (!PyUnicode_CheckExact(k)) {
             best = F_ABORT; /* a key the renderer rewrites */
             goto out;
+        }
+        if (PyUnicode_IS_ASCII(k)) {
+            continue; /* most keys: no "…" */
         }
         Py_ssize_t number = f_mkey_number(k, count);
         if (number >= 0) {
@@ -1299,7 +1355,7 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
         if (i + k + 1 > got && limit < most && got < n) {
             Py_ssize_t want = 4 * limit > i + k + 1 ? 4 * limit : i + k + 1;
             limit = f_snap_limit(f, v, depth, want < most ? want : most, n);
-            f_release(items, got);
+            f_release(items, got, NULL);
             got = 0;
             if (limit < 0) {
                 items = NULL;
@@ -1440,7 +1496,7 @@ f_cut_list(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     }
     result = f_close(f, ']', start0, allot);
 done:
-    f_release(items, got);
+    f_release(items, got, NULL);
     if (result < 0) {
         f->len = start0;
         result = f_drop_reps(f, rep0, result);
@@ -1464,12 +1520,13 @@ f_level_fits(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
 
 /* _water_level(): the largest level L <= space with sum(max(min_i, min(size_i, L))) <=
    space (0 when even the mins do not fit). The sum never falls as L grows, so a binary
-   search finds it: about log2(space) passes over the members, and no sort. */
+   search finds it: about log2(space) passes over the members, and no sort. It starts
+   from *fits*, a level known to fit (0: none is). */
 static Py_ssize_t
 f_water_level(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
-              Py_ssize_t space)
+              Py_ssize_t space, Py_ssize_t fits)
 {
-    if (space < 0 || !f_level_fits(sizes, mins, count, space, 0)) {
+    if (fits == 0 && (space < 0 || !f_level_fits(sizes, mins, count, space, 0))) {
         return 0;
     }
     /* Each value of unknown size takes at least the level, so u of them bound it by
@@ -1481,7 +1538,7 @@ f_water_level(const Py_ssize_t *sizes, const Py_ssize_t *mins, Py_ssize_t count,
     if (unknown == 0 && f_level_fits(sizes, mins, count, space, space)) {
         return space;
     }
-    Py_ssize_t lo = 0, hi = unknown ? space / unknown : space;
+    Py_ssize_t lo = fits, hi = unknown ? space / unknown : space;
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo + 1) / 2;
         if (f_level_fits(sizes, mins, count, space, mid)) {
@@ -1592,11 +1649,16 @@ static Py_ssize_t
 f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
 {
     char tmp[96];
+    /* A small object (most cut ones) keeps its snapshot and per-member state on the
+       stack: three allocations each were a tenth of a documentation-heavy cut. */
+    PyObject *pairs_local[2 * F_LOCAL], *ktext_local[F_LOCAL + 1] = {NULL};
+    Py_ssize_t arr_local[7 * F_LOCAL + 1];
     Py_ssize_t avail = allot - 2;
     Py_ssize_t n = PyDict_GET_SIZE(v);
     Py_ssize_t got = 0;
     Py_ssize_t want = f_snap_limit(f, v, depth, (avail > 0 ? avail : 0) / 5 + 1 + 1, n);
-    PyObject **pairs = want < 0 ? NULL : f_snap_pairs(v, want, &got);
+    PyObject **pairs =
+        want < 0 ? NULL : f_snap_pairs(v, want, &got, pairs_local, 2 * F_LOCAL);
     if (pairs == NULL) {
         return F_ERROR;
     }
@@ -1604,8 +1666,10 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     PyObject *taken = NULL;
     /* per member: key bytes (with colon), least, size, min, asked, a cut key's omitted
        count; a cut key's text */
-    Py_ssize_t *arr = PyMem_Malloc((size_t)(7 * got + 1) * sizeof(Py_ssize_t));
-    PyObject **ktext = PyMem_Calloc((size_t)got + 1, sizeof(PyObject *));
+    int small = got <= F_LOCAL;
+    Py_ssize_t *arr =
+        small ? arr_local : PyMem_Malloc((size_t)(7 * got + 1) * sizeof(Py_ssize_t));
+    PyObject **ktext = small ? ktext_local : PyMem_Calloc((size_t)got + 1, sizeof(PyObject *));
     if (arr == NULL || ktext == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -1752,7 +1816,9 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
                     }
                 }
             }
-            level = f_water_level(sizes, mins, j, space);
+            /* sizes and mins only fall from round to round, so the last level
+               still fits */
+            level = f_water_level(sizes, mins, j, space, round ? level : 0);
             if (!changed) {
                 break;
             }
@@ -1763,7 +1829,13 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
     }
     for (Py_ssize_t i = 0; i < j; i++) {
         PyObject *k = ktext[i] != NULL ? ktext[i] : pairs[2 * i], *val = pairs[2 * i + 1];
-        if ((i && f_byte(f, ',') < 0) || f_write_str(f, k) < 0 || f_byte(f, ':') < 0) {
+        if (i && f_byte(f, ',') < 0) {
+            goto done;
+        }
+        /* A key measured above with nothing to escape needs no second look. */
+        int plain = ktext[i] == NULL && PyUnicode_IS_ASCII(k) &&
+                    kb[i] == PyUnicode_GET_LENGTH(k) + 3;
+        if ((plain ? f_put_plain(f, k) : f_write_str(f, k)) < 0 || f_byte(f, ':') < 0) {
             goto done;
         }
         Py_ssize_t share = sizes[i] < level ? sizes[i] : level;
@@ -1800,10 +1872,12 @@ done:
             Py_XDECREF(ktext[i]);
         }
     }
-    PyMem_Free(ktext);
+    if (!small) {
+        PyMem_Free(ktext);
+        PyMem_Free(arr);
+    }
     Py_XDECREF(taken);
-    f_release(pairs, 2 * got);
-    PyMem_Free(arr);
+    f_release(pairs, 2 * got, pairs_local);
     if (result < 0) {
         f->len = start0;
         result = f_drop_reps(f, rep0, result);
@@ -2009,6 +2083,9 @@ init_fill(void)
         if (s_kind[i] == NULL || s_unit[i] == NULL) {
             return -1;
         }
+    }
+    for (int c = 0; c < 0x80; c++) {
+        f_plain_byte[c] = ascii_width[c] == 1;
     }
     return PyType_Ready(&ReportsType);
 }
