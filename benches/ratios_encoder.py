@@ -150,6 +150,10 @@ def _botocore_models() -> dict[str, Any]:
     return out
 
 
+def _truncations(enc: Encoder, obj: Any) -> tuple[Any, ...]:
+    return enc.encode(obj).truncations
+
+
 def fitting(quick: bool) -> list[Row]:
     """The renderer against the fitting issue's targets."""
     out: list[Row] = []
@@ -228,9 +232,11 @@ def fitting(quick: bool) -> list[Row]:
             bal = Encoder(max_bytes=budget)
             pre = Encoder(max_bytes=budget, strategy="prefix")
             _check_bounded(bal.encode(doc).data, budget, f"botocore {name}")
-            fns = {
+            fns: dict[str, Callable[[], Any]] = {
                 "balanced": partial(bal.encode, doc),
                 "prefix": partial(pre.encode, doc),
+                # Truncations are made when first read: the cut with them read too.
+                "reports": partial(_truncations, bal, doc),
             }
             t = interleaved(
                 fns,
@@ -246,6 +252,9 @@ def fitting(quick: bool) -> list[Row]:
                 )
             )
             out.append(("  balanced (ref)", t.median("balanced") * 1e3, "ms", "(ref)"))
+            out.append(
+                ("  balanced, truncations read (ref)", t.median("reports") * 1e3, "ms", "(ref)")
+            )
     sizes = (1 << 20,) if quick else (1 << 20, 16 << 20)
     big = _data.nested_document(8000 if quick else 60_000)
     for budget in sizes:

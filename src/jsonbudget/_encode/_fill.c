@@ -49,7 +49,7 @@
 #define F_ROUNDS 8
 #define F_SHORT_KEY 256
 #define F_LEAST_ROOM 80
-#define F_REMEMBER 64 /* bytes from which a container's measure is remembered */
+#define F_REMEMBER 32 /* bytes from which a container's measure is remembered */
 #define F_WALK_FIRST 1024 /* caps from which a container is walked before it is sized */
 #define F_LOCAL 8 /* members of a cut object whose state fits on the stack */
 #define F_SHORT_STR 32 /* characters up to which a plain str is copied whole */
