@@ -78,6 +78,7 @@ typedef struct {
     Py_ssize_t len, cap;
     Known *known;
     Py_ssize_t nknown, known_cap;
+    Py_ssize_t known_first; /* the table's first size */
     int max_depth;
     Caps caps;
     PyObject *active[MAX_STACK + 1]; /* the containers being measured or cut */
@@ -169,7 +170,7 @@ static Known *
 f_known(Fill *f, PyObject *o, int depth)
 {
     if ((f->nknown + 1) * 2 > f->known_cap) {
-        Py_ssize_t cap = f->known_cap ? f->known_cap * 2 : 256;
+        Py_ssize_t cap = f->known_cap ? f->known_cap * 2 : f->known_first;
         Known *t = PyMem_Calloc((size_t)cap, sizeof(Known));
         if (t == NULL) {
             PyErr_NoMemory();
@@ -805,7 +806,7 @@ f_mkey_number(PyObject *k, Py_ssize_t most)
    The answer is at most *count*, so one pass marks the numbers taken. Dict keys are
    borrowed: nothing runs here. */
 static Py_ssize_t
-f_marker_key(PyObject *v, PyObject **pairs, Py_ssize_t count)
+f_marker_key_of(PyObject *v, PyObject **pairs, Py_ssize_t count)
 {
     char local[64] = {0};
     char *seen = local;
@@ -831,7 +832,7 @@ f_marker_key(PyObject *v, PyObject **pairs, Py_ssize_t count)
             goto out;
         }
         if (PyUnicode_IS_ASCII(k)) {
-            continue; /* most keys: no "…" */
+            continue; /* no "…" */
         }
         Py_ssize_t number = f_mkey_number(k, count);
         if (number >= 0) {
@@ -846,6 +847,31 @@ out:
         PyMem_Free(seen);
     }
     return best;
+}
+
+/* f_marker_key_of(), where almost every object answers "…" at once: all its keys ASCII
+   (no "…N" among them) and exact strs. Only an object with another key pays for the
+   pass that marks numbers taken. */
+static inline Py_ssize_t
+f_marker_key(PyObject *v, PyObject **pairs, Py_ssize_t count)
+{
+    PyObject *k, *val;
+    Pairs it;
+    if (v != NULL) {
+        pairs_start(&it, v);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (v == NULL) {
+            k = pairs[2 * i];
+        }
+        else if (!pairs_next(&it, &k, &val)) {
+            break;
+        }
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_IS_ASCII(k)) {
+            return f_marker_key_of(v, pairs, count);
+        }
+    }
+    return 0;
 }
 
 /* Markers are formatted here by hand: snprintf was a seventh of a cut's time. */
@@ -2030,6 +2056,13 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     f.max_depth = f.caps.max_depth;
+    /* A slot per 32 bytes of budget (at most 8192): a cut remembers about that many
+       containers, and growing the table there step by step zeroed and rehashed as much
+       again. */
+    f.known_first = 256;
+    while (f.known_first < 8192 && f.known_first * 32 < budget) {
+        f.known_first *= 2;
+    }
     PyObject *obj = args[0];
     PyObject *out = NULL;
     /* A size walk that already passed the budget (least > budget) is not repeated. */
