@@ -1318,7 +1318,8 @@ static PyMethodDef methods[] = {
     {"fill", (PyCFunction)(void (*)(void))fill, METH_FASTCALL,
      "fill(obj, budget, caps, count, least) -> (bytes, trs) | False | None\n\n"
      "EncodeCall.fit() of a clean value with the balanced strategy, text markers and no "
-     "item, key or field cap: its bytes and relative reports, False when not even a "
+     "item, key or field cap: its bytes and relative reports (packed: a sequence of "
+     "(pointer, kind, omitted, unit) that join_reports reads), False when not even a "
      "marker fits, None when the renderer must do it. count: a one-item list the nodes "
      "measured or written are added to, or None; least: a lower bound of obj's size "
      "already known (0 if none)."},

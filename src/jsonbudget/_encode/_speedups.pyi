@@ -1,4 +1,4 @@
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -62,7 +62,7 @@ def bound_native(
     /,
 ) -> tuple[int, type | None, type | None]: ...
 def join_reports(
-    trs: tuple[Any, ...], base: str, into: list[Any], make: Callable[..., Any], /
+    trs: Sequence[Any], base: str, into: list[Any], make: Callable[..., Any], /
 ) -> None: ...
 def fill(
     obj: object,
@@ -71,4 +71,4 @@ def fill(
     count: list[int] | None,
     least: int,
     /,
-) -> tuple[bytes, tuple[Any, ...]] | bool | None: ...
+) -> tuple[bytes, Sequence[tuple[str, str, int, str]]] | bool | None: ...

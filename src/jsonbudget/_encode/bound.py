@@ -36,7 +36,9 @@ itself, and that of `bound_native` knows no class, so the caller's Python walk d
 Python.
 
 ``fill(obj, budget, caps, count, least)`` is the renderer's balanced cut of a clean value
-in C (``_fill.c``): ``(bytes, relative reports)``, False when not even a marker fits, or
+in C (``_fill.c``): ``(bytes, relative reports)``, the reports packed (a sequence of the
+renderer's ``(pointer, kind, omitted, unit)`` tuples, made one at a time when read, that
+``join_reports`` reads without them), False when not even a marker fits, or
 None where the renderer must do it; *least* is a lower bound of the value's size that a
 walk already found (0 when none ran), so a value known too big is not measured again.
 It has no twin: where it was not built, `fill` is None and the renderer does every cut.
@@ -47,7 +49,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 import orjson
@@ -321,7 +323,7 @@ compact: Callable[[bytes], bytes]
 front: Callable[..., Any]
 join_reports: Callable[[Any, str, list[Any], Callable[..., Any]], None]
 Fill: TypeAlias = Callable[
-    [Any, int, Caps, list[int] | None, int], tuple[bytes, tuple[Any, ...]] | bool | None
+    [Any, int, Caps, list[int] | None, int], tuple[bytes, Sequence[Any]] | bool | None
 ]
 fill: Fill | None
 try:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import reprlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -55,7 +55,8 @@ __all__ = ["EncodeCall", "Mark", "Out", "RunSizer", "Stream", "Trs", "cut_text",
 
 #: Relative truncation reports: leaves ``(pointer suffix, kind, omitted, unit)`` and
 #: branches ``(pointer suffix, Trs)``; `EncodeCall.reports` joins them into pointers.
-Trs: TypeAlias = tuple[Any, ...]
+#: The renderer's are tuples; the compiled cut's are packed (a sequence of leaves).
+Trs: TypeAlias = Sequence[Any]
 Out: TypeAlias = tuple[bytes, Trs]
 
 _dumps = orjson.dumps
@@ -1286,7 +1287,7 @@ class EncodeCall:
         omitted = c.omitted(kept)
         if counted:
             head, tail = self.mk.string(omitted, unit)
-        trs: Trs = (("", "string", omitted, unit),)
+        trs: tuple[Any, ...] = (("", "string", omitted, unit),)
         if replaced:
             trs += (("", "unencodable", replaced, "chars"),)
         content[0:0] = head
@@ -1411,7 +1412,7 @@ def cut_text(s: str, allot: int, mk: Markers) -> Out | None:
         # All of it fit in the room, so only its "replaced" note did not: a cut that
         # kept everything would say "0 more chars". It drops the last character.
         data, kept, replaced = cut_string(s[: n - 1], room, mark, len(head), len(tail))
-    trs: Trs = (("", "string", n - kept, "chars"),)
+    trs: tuple[Any, ...] = (("", "string", n - kept, "chars"),)
     if replaced:
         trs += (("", "unencodable", replaced, "chars"),)
     return data, trs
