@@ -86,8 +86,8 @@ class Encoded:
 
     ``truncations`` is made when first read: a balanced cut of a documentation-heavy
     value reports hundreds of cuts, and making their `Truncation` objects cost more than
-    the cut itself for callers that only want the bytes. Reading it gives the same tuple
-    every time.
+    the cut itself for callers that only want the bytes. Once made it is kept; two
+    threads reading it first at once may each make one, and the two are equal.
     """
 
     __slots__ = ("_complete", "_data", "_reports", "_truncations")
