@@ -7,7 +7,9 @@ everything the compiled cut does not take is handed back, and count its work.
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -255,6 +257,10 @@ def test_truncations_are_made_when_read_and_then_kept() -> None:
     assert hash(made) == hash(Encoded(made.data, False, first))
     with pytest.raises(AttributeError):
         made.truncations = ()  # type: ignore[misc]
+    # Copied or pickled before its truncations are read, it carries them made.
+    unread = Encoder(max_bytes=200).encode(obj)
+    assert pickle.loads(pickle.dumps(unread)) == made
+    assert copy.copy(Encoder(max_bytes=200).encode(obj)).truncations == first
 
 
 # -- strings are sized exactly, whatever their bytes ------------------------------------
