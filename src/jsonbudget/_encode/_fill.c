@@ -74,6 +74,7 @@ typedef struct {
 } Rep;
 
 typedef struct {
+    PyObject *out; /* the bytes being written: buf is its storage */
     char *buf;
     Py_ssize_t len, cap;
     Known *known;
@@ -108,13 +109,26 @@ f_reserve(Fill *f, Py_ssize_t more)
     if (want < f->len + more + 64) {
         want = f->len + more + 64;
     }
-    char *b = PyMem_Realloc(f->buf, (size_t)want);
-    if (b == NULL) {
-        PyErr_NoMemory();
+    if (_PyBytes_Resize(&f->out, want) < 0) {
+        return -1; /* it freed f->out */
+    }
+    f->buf = PyBytes_AS_STRING(f->out);
+    f->cap = want;
+    return 0;
+}
+
+/* Starts the output: a bytes object (the result, shrunk to its length at the end, so
+   it is never copied), as large as the budget up to 1 MiB: growing it step by step
+   copied it twice over. */
+static int
+f_open(Fill *f, Py_ssize_t budget)
+{
+    f->cap = budget < (1 << 20) ? budget + 64 : (1 << 20);
+    f->out = PyBytes_FromStringAndSize(NULL, f->cap);
+    if (f->out == NULL) {
         return -1;
     }
-    f->buf = b;
-    f->cap = want;
+    f->buf = PyBytes_AS_STRING(f->out);
     return 0;
 }
 
@@ -2065,6 +2079,9 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *obj = args[0];
     PyObject *out = NULL;
+    if (f_open(&f, budget) < 0) {
+        return NULL;
+    }
     /* A size walk that already passed the budget (least > budget) is not repeated. */
     Py_ssize_t r = least > budget ? F_NONE : f_size(&f, obj, budget, 0);
     if (r >= 0) {
@@ -2076,11 +2093,9 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else if (r == F_NONE) {
         r = f_cut(&f, obj, budget, 0);
     }
-    if (r >= 0) {
-        PyObject *data = PyBytes_FromStringAndSize(f.buf, f.len);
-        PyObject *tup = data == NULL ? NULL : f_take_reports(&f);
-        out = tup != NULL ? PyTuple_Pack(2, data, tup) : NULL;
-        Py_XDECREF(data);
+    if (r >= 0 && _PyBytes_Resize(&f.out, f.len) == 0) {
+        PyObject *tup = f_take_reports(&f);
+        out = tup != NULL ? PyTuple_Pack(2, f.out, tup) : NULL;
         Py_XDECREF(tup);
     }
     else if (r != F_ERROR) {
@@ -2101,7 +2116,7 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(f.known[i].obj);
     }
     PyMem_Free(f.known);
-    PyMem_Free(f.buf);
+    Py_XDECREF(f.out);
     return out;
 }
 
