@@ -291,3 +291,12 @@ def test_a_one_byte_string_is_sized_to_the_byte(text: str, pad: int) -> None:
         cut = _bound.fill(value, size - 1, caps, None, 0)
         assert isinstance(cut, tuple)
         assert cut[1], "one byte short of its size, the string is cut"
+
+
+@pytest.mark.parametrize("budget", [-5, 0, 1])
+def test_a_budget_with_no_room_fits_nothing(budget: int) -> None:
+    # The output is written into a bytes object sized from the budget: one at or below
+    # zero still makes a valid (empty) start, and the answer is that nothing fits.
+    assert _bound.fill is not None
+    caps = Encoder(max_bytes=64)._caps
+    assert _bound.fill({"a": "x" * 100}, budget, caps, None, 0) is False

@@ -123,7 +123,7 @@ f_reserve(Fill *f, Py_ssize_t more)
 static int
 f_open(Fill *f, Py_ssize_t budget)
 {
-    f->cap = budget < (1 << 20) ? budget + 64 : (1 << 20);
+    f->cap = budget < 0 ? 64 : budget < (1 << 20) ? budget + 64 : (1 << 20);
     f->out = PyBytes_FromStringAndSize(NULL, f->cap);
     if (f->out == NULL) {
         return -1;
