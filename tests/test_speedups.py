@@ -314,6 +314,33 @@ def test_compiled_and_python_clean_dumps_agree(
         assert got in (_bound.TOO_BIG, _bound.UNCLEAN)
 
 
+_RESULT_TYPES = frozenset({dict, list, int})
+
+
+def _record(*fields: Any) -> tuple[Any, ...]:
+    return fields
+
+
+@settings(max_examples=300)
+@given(odd_values(), st.integers(0, 600))
+def test_compiled_and_python_clean_result_agree(value: Any, cap: int) -> None:
+    # A guard's pass-through: the record made of the bytes, or None where the guard's
+    # own path must decide (a type not in the set, too big, unclean).
+    args = (cap, (64, 2**40, 2**40, 2**40, SCALARS), _RESULT_TYPES, _record, "json")
+    got = speedups.clean_result(value, *args)
+    assert got == _bound.py_clean_result(value, *args)
+    data = speedups.clean_dumps(value, cap, 0, args[1], None, True)
+    if type(value) in _RESULT_TYPES and type(data) is bytes:
+        assert got == (data, "json", len(data), None)
+    else:
+        assert got is None
+
+
+def test_clean_result_refuses_what_is_not_its_arguments() -> None:
+    with pytest.raises(TypeError, match="frozenset of types"):
+        speedups.clean_result({}, 100, (64, 1, 1, 1, None), {dict}, _record, "json")  # type: ignore[arg-type]
+
+
 @settings(max_examples=300)
 @given(odd_values(), st.integers(0, 300))
 def test_the_spine_holds_lower_bounds_of_each_containers_own_size(value: Any, cap: int) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast, over
 import ijson
 import orjson
 
-from .._encode.bound import BOUNDED_SCALARS, TOO_BIG, Caps, clean_dumps, compact
+from .._encode.bound import BOUNDED_SCALARS, TOO_BIG, Caps, clean_dumps, clean_result, compact
 from .._encode.encoder import (
     EncodeCall,
     Encoded,
@@ -406,11 +406,12 @@ class ResultGate:
 
     def gate(self, result: Any, *, label: str = "result") -> GateResult:
         """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
-        if type(result) in _FAST_TYPES:
-            # A clean value that fits: one compiled walk and one orjson call, nothing else.
-            data = clean_dumps(result, self._max_bytes, 0, _GATE_CAPS, None, True)
-            if type(data) is bytes:
-                return _new_gate_result(data, "json", len(data), None)
+        # A clean value that fits: one compiled walk and one orjson call, nothing else.
+        passed: GateResult | None = clean_result(
+            result, self._max_bytes, _GATE_CAPS, _FAST_TYPES, _new_gate_result, "json"
+        )
+        if passed is not None:
+            return passed
         measured = self._measure(result)
         if measured.data is not None:
             return GateResult(measured.data, measured.kind, len(measured.data), None)

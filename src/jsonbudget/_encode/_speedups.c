@@ -744,6 +744,7 @@ static PyObject *compact_copy(PyObject *data);
 /* orjson.dumps and orjson.JSONEncodeError, taken when the module is loaded. */
 static PyObject *orjson_dumps;
 static PyObject *orjson_error;
+static PyObject *zero; /* the int 0: a walk's depth from the top */
 
 /* orjson.dumps(obj): new bytes; Py_None (new) where orjson refuses *obj* (ints beyond
    64 bits and lone surrogates, which the walk lets through); NULL with any other
@@ -837,6 +838,43 @@ clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return compact_copy(data); /* a result handed on as it is: see compact_copy */
     }
     return data;
+}
+
+/* clean_result(obj, cap, caps, types, make, kind): a guard's pass-through in one call.
+   When type(obj) is in the frozenset *types* and obj is clean under *caps* and fits
+   *cap*: make(its compact bytes, kind, their length, None), the guard's result record;
+   else None, and the guard's own path decides. The Python around these steps (the type
+   check, the outcome's check, the length and the record's call) cost as much as the
+   walk on a 1 KiB result. */
+static PyObject *
+clean_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 5 ||
+        !PyFrozenSet_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "clean_result() takes obj, a cap, a 5-tuple of caps, a frozenset of "
+                        "types, a constructor and a kind");
+        return NULL;
+    }
+    int known = PySet_Contains(args[3], (PyObject *)Py_TYPE(args[0]));
+    if (known <= 0) {
+        return known < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *data = dumps_if_clean(args[0], args[1], zero, args[2], NULL);
+    if (data == NULL || !PyBytes_Check(data)) {
+        Py_XDECREF(data);
+        return data == NULL ? NULL : Py_NewRef(Py_None); /* too big or unclean */
+    }
+    data = compact_copy(data);
+    PyObject *size = data == NULL ? NULL : PyLong_FromSsize_t(PyBytes_GET_SIZE(data));
+    PyObject *out = NULL;
+    if (size != NULL) {
+        PyObject *made[4] = {data, args[5], size, Py_None};
+        out = PyObject_Vectorcall(args[4], made, 4, NULL);
+    }
+    Py_XDECREF(data);
+    Py_XDECREF(size);
+    return out;
 }
 
 static PyObject *
@@ -1323,6 +1361,10 @@ static PyMethodDef methods[] = {
      "marker fits, None when the renderer must do it. count: a one-item list the nodes "
      "measured or written are added to, or None; least: a lower bound of obj's size "
      "already known (0 if none)."},
+    {"clean_result", (PyCFunction)(void (*)(void))clean_result, METH_FASTCALL,
+     "clean_result(obj, cap, caps, types, make, kind) -> object | None\n\n"
+     "make(data, kind, len(data), None) where type(obj) is in the frozenset types and "
+     "clean_dumps(obj, cap, 0, caps, None, True) gives bytes data; else None."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more, if data "
      "is shorter than 8 KiB; else data itself."},
@@ -1345,7 +1387,8 @@ PyInit__speedups(void)
         return NULL;
     }
     str_max_bytes = PyUnicode_InternFromString("max_bytes");
-    if (str_max_bytes == NULL || PyType_Ready(&FrontType) < 0) {
+    zero = PyLong_FromLong(0);
+    if (str_max_bytes == NULL || zero == NULL || PyType_Ready(&FrontType) < 0) {
         return NULL;
     }
     if (!str_dataclass_fields || !str_slots || !str_pydantic_fields || !str_attrs) {

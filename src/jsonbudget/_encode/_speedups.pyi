@@ -2,6 +2,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_R = TypeVar("_R")
 _Caps = tuple[int, int, int, int, tuple[type, ...] | None]
 
 def bound(
@@ -37,6 +38,15 @@ def clean_dumps(
     /,
 ) -> bytes | int: ...
 def compact(data: bytes, /) -> bytes: ...
+def clean_result(
+    obj: object,
+    cap: int,
+    caps: _Caps,
+    types: frozenset[type],
+    make: Callable[[bytes, str, int, None], _R],
+    kind: str,
+    /,
+) -> _R | None: ...
 def front(
     fallback: _F,
     caps: _Caps,

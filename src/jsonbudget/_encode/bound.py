@@ -24,6 +24,9 @@ once a level).
 ``clean_dumps(obj, cap, depth, caps, spine=None, compact=False)`` is the encoder's fast
 path: orjson's bytes when the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`.
 ``compact(data)`` copies short bytes out of orjson's oversized buffer.
+``clean_result(obj, cap, caps, types, make, kind)`` is a guard's pass-through in one
+call: ``make(data, kind, len(data), None)`` when ``type(obj)`` is in *types* and
+`clean_dumps` gives bytes, else None.
 ``front(fallback, caps, min_bytes, max_bytes, finish)`` wraps a one-call verb: a call
 with the value and ``max_bytes`` alone is answered in C when the value is clean and
 fits, every other call goes to *fallback*. ``bound_native(obj, cap, depth, caps,
@@ -64,6 +67,7 @@ __all__ = [
     "bound_items",
     "bound_native",
     "clean_dumps",
+    "clean_result",
     "compact",
     "fill",
     "front",
@@ -72,6 +76,7 @@ __all__ = [
     "py_bound_items",
     "py_bound_native",
     "py_clean_dumps",
+    "py_clean_result",
     "py_compact",
     "py_front",
     "py_join_reports",
@@ -283,6 +288,23 @@ def py_clean_dumps(  # noqa: PLR0917 - the compiled function's signature
     return py_compact(data) if compact else data
 
 
+def py_clean_result(  # noqa: PLR0917 - the compiled function's signature
+    obj: Any,
+    cap: int,
+    caps: Caps,
+    types: frozenset[type],
+    make: Callable[[bytes, str, int, None], R],
+    kind: str,
+) -> R | None:
+    """A guard's pass-through in one call: ``make(data, kind, len(data), None)`` where
+    ``type(obj)`` is in *types* and ``clean_dumps(obj, cap, 0, caps, None, True)`` gives
+    bytes *data*; else None."""
+    if type(obj) not in types:
+        return None
+    data = clean_dumps(obj, cap, 0, caps, None, True)
+    return make(data, kind, len(data), None) if type(data) is bytes else None
+
+
 def py_compact(data: bytes) -> bytes:
     """A copy of *data* that holds its length and no more (orjson's keep 4 KiB), if it is
     shorter than `COMPACT_BELOW`; else *data* itself (a long one wastes little)."""
@@ -290,6 +312,7 @@ def py_compact(data: bytes) -> bytes:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 
 def py_bound_native(
@@ -319,6 +342,7 @@ bound: Callable[..., int]
 bound_items: Callable[..., int]
 bound_native: Callable[[Any, int, int, Caps, dict[type, Any]], tuple[int, type | None, type | None]]
 clean_dumps: Callable[..., bytes | int]
+clean_result: Callable[..., Any]
 compact: Callable[[bytes], bytes]
 front: Callable[..., Any]
 join_reports: Callable[[Any, str, list[Any], Callable[..., Any]], None]
@@ -332,6 +356,7 @@ try:
         bound_items,
         bound_native,
         clean_dumps,
+        clean_result,
         compact,
         fill,
         front,
@@ -340,5 +365,6 @@ try:
 except ImportError:  # pragma: no cover - built without a C compiler
     bound, bound_items, bound_native = py_bound, py_bound_items, py_bound_native
     clean_dumps, compact, front = py_clean_dumps, py_compact, py_front
+    clean_result = py_clean_result
     join_reports = py_join_reports
     fill = None
