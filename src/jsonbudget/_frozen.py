@@ -1,4 +1,4 @@
-"""One shared speed trick: building frozen, slotted dataclasses without their ``__init__``.
+"""Frozen values made fast: a constructor that skips ``__init__``, and a record base.
 
 A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, about
 800 ns for three fields; the compiled `_fastnew.maker` stores them in their slots in a
@@ -7,6 +7,9 @@ this; the objects are the same frozen values. Compiled, a value whose fields are
 atomic (str, bytes, int, None) is also kept out of the cycle collector, which cannot
 find a cycle through it: a turn that keeps thousands of results no longer has each
 collection walk them all.
+
+`Record` is the base of the small immutable results that are not dataclasses (a guard's
+results, `Encoded`): equality, hash and repr by the values of their named fields.
 """
 
 from __future__ import annotations
@@ -15,9 +18,37 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["fast_constructor"]
+__all__ = ["Record", "fast_constructor"]
 
 T = TypeVar("T")
+
+
+class Record:
+    """A small immutable result: fields in read-only slots, equality and repr by value.
+
+    Made for every result a guard hands on, so it is built by a plain ``__init__`` (a
+    frozen dataclass's ``__init__`` costs several times that), and on the fast paths
+    without one (`fast_constructor`); the fields, named in ``_fields``, are read-only
+    properties over the slots.
+    """
+
+    __slots__ = ()
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self._values(), strict=True))
+        return f"{type(self).__name__}({shown})"
 
 
 def fast_constructor(cls: type[T], slots: tuple[str, ...] | None = None) -> Callable[..., T]:

@@ -39,7 +39,7 @@ from .._encode.encoder import (
     pointer,
 )
 from .._encode.whole import JsonWriter
-from .._frozen import fast_constructor
+from .._frozen import Record, fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
@@ -95,39 +95,11 @@ _IJSON_PY = ijson.get_backend("python")
 _GATE_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
 
 
-class _Record:
-    """A small immutable result: fields in read-only slots, equality and repr by value.
-
-    Made for every result a guard hands on, so it is built by a plain ``__init__`` (a
-    frozen dataclass's ``__init__`` costs several times that), and on the fast paths
-    without one (`_frozen.fast_constructor`); the fields are read-only properties over
-    the slots.
-    """
-
-    __slots__ = ()
-    _fields: tuple[str, ...] = ()
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, "_" + name) for name in self._fields)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self._values(), strict=True))
-        return f"{type(self).__name__}({shown})"
-
-
 def _field(name: str, doc: str) -> Any:
     return property(operator.attrgetter("_" + name), doc=doc)
 
 
-class GateResult(_Record):
+class GateResult(Record):
     """What `ResultGate` hands on: the result unchanged, or a preview and its spill reference.
 
     ``text`` is what goes to the model (``data`` is the same, as UTF-8 bytes, for byte
@@ -170,7 +142,7 @@ class GateResult(_Record):
         }
 
 
-class Admitted(_Record):
+class Admitted(Record):
     """One result admitted to a turn and what `TurnBudget` did with it.
 
     ``reason`` is ``"fits"`` (passed unchanged), ``"result_limit"`` (over the per-result

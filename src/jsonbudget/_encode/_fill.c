@@ -814,6 +814,18 @@ f_mkey_number(PyObject *k, Py_ssize_t most)
     return v;
 }
 
+/* Key *i* of dict *v*, read on through *it* (started on *v*), or, with *v* NULL, of the
+   snapshot *pairs*; NULL past the dict's end. */
+static inline PyObject *
+f_key_at(PyObject *v, Pairs *it, PyObject **pairs, Py_ssize_t i)
+{
+    PyObject *k, *val;
+    if (v == NULL) {
+        return pairs[2 * i];
+    }
+    return pairs_next(it, &k, &val) ? k : NULL;
+}
+
 /* The key of the member that stands for left-out keys: "…", else "…1", "…2", ... the
    first that none of the first *count* keys of dict *v* (or, with *v* NULL, of the
    snapshot *pairs*) is (Markers.key over _short_keys); F_ABORT if one is not a str.
@@ -829,18 +841,12 @@ f_marker_key_of(PyObject *v, PyObject **pairs, Py_ssize_t count)
         return F_ERROR;
     }
     Py_ssize_t best = 0;
-    PyObject *k, *val;
+    PyObject *k;
     Pairs it;
     if (v != NULL) {
         pairs_start(&it, v);
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (v == NULL) {
-            k = pairs[2 * i];
-        }
-        else if (!pairs_next(&it, &k, &val)) {
-            break;
-        }
+    for (Py_ssize_t i = 0; i < count && (k = f_key_at(v, &it, pairs, i)) != NULL; i++) {
         if (!PyUnicode_CheckExact(k)) {
             best = F_ABORT; /* a key the renderer rewrites */
             goto out;
@@ -869,18 +875,12 @@ out:
 static inline Py_ssize_t
 f_marker_key(PyObject *v, PyObject **pairs, Py_ssize_t count)
 {
-    PyObject *k, *val;
+    PyObject *k;
     Pairs it;
     if (v != NULL) {
         pairs_start(&it, v);
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (v == NULL) {
-            k = pairs[2 * i];
-        }
-        else if (!pairs_next(&it, &k, &val)) {
-            break;
-        }
+    for (Py_ssize_t i = 0; i < count && (k = f_key_at(v, &it, pairs, i)) != NULL; i++) {
         if (!PyUnicode_CheckExact(k) || !PyUnicode_IS_ASCII(k)) {
             return f_marker_key_of(v, pairs, count);
         }

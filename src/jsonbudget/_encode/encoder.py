@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, TypeVar
 
 from .._configured import Configured
-from .._frozen import fast_constructor
+from .._frozen import Record, fast_constructor
 from .._limits import (
     DEFAULT_MAX_DEPTH,
     MAX_DEPTH,
@@ -80,7 +80,7 @@ class Truncation:
         return {"path": self.path, "kind": self.kind, "omitted": self.omitted, "unit": self.unit}
 
 
-class Encoded:
+class Encoded(Record):
     """The bounded JSON bytes plus the side-band report of every cut. Immutable; equal,
     hashed and shown by its three fields.
 
@@ -91,7 +91,7 @@ class Encoded:
     """
 
     __slots__ = ("_complete", "_data", "_reports", "_truncations")
-    __match_args__ = ("data", "complete", "truncations")
+    __match_args__ = _fields = ("data", "complete", "truncations")
 
     def __init__(self, data: bytes, complete: bool, truncations: tuple[Truncation, ...]) -> None:
         self._data = data
@@ -121,23 +121,8 @@ class Encoded:
             made = self._truncations = tuple(into)
         return made
 
-    def _fields(self) -> tuple[bytes, bool, tuple[Truncation, ...]]:
-        return self._data, self._complete, self.truncations
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Encoded:
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        data, complete, truncations = self._fields()
-        return f"Encoded(data={data!r}, complete={complete!r}, truncations={truncations!r})"
-
-    def __reduce__(self) -> tuple[type[Encoded], tuple[bytes, bool, tuple[Truncation, ...]]]:
-        return Encoded, self._fields()
+    def __reduce__(self) -> tuple[type[Encoded], tuple[Any, ...]]:
+        return Encoded, self._values()
 
 
 _truncation: Callable[[str, TruncationKind, int | None, TruncationUnit], Truncation] = (
