@@ -22,6 +22,7 @@ from psycopg.types.json import Json, Jsonb
 from jsonbudget import (
     Limits,
     MemoryCursorStore,
+    PageBuilder,
     PostgresSource,
     Scope,
     Source,
@@ -1709,12 +1710,49 @@ def rows_on_the_wire(trace: Path) -> list[int]:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("pipelined", [True, False])
 def test_pg_look_ahead_row_crosses_the_wire_once(
     pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pipelined: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Without pipelining (libpq before 14) the snapshot goes first, on its own.
+    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: pipelined))
     _, reader, trace = pg_traced
     got = follow(PostgresSource(reader, table="la"), Limits(1024))
     assert [r["id"] for r in got] == list(range(1, 61, 2))
+    assert sorted(rows_on_the_wire(trace)) == list(range(1, 61, 2))
+
+
+def syncs(trace: Path) -> int:
+    """How many times the client waited on the server: each Sync ends a round trip."""
+    return sum("\tSync" in line for line in trace.read_text().splitlines())
+
+
+@pytest.mark.postgres
+def test_pg_page_checks_its_carried_rows_and_fetches_in_one_round_trip(
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+) -> None:
+    # The snapshot that proves the carried rows current and the page's first query
+    # are pipelined: a page that needs one query costs one round trip, not two.
+    _, reader, trace = pg_traced
+    source = PostgresSource(reader, table="la")
+    got: list[Any] = []
+    pages = 0
+    position = None
+    first_page_syncs = None
+    while True:
+        builder = PageBuilder(Limits(1024))
+        more, position = source.fill(builder, position)
+        got += builder.finish(complete=not more).items
+        pages += 1
+        if first_page_syncs is None:
+            first_page_syncs = syncs(trace)  # the plan's probes, then the first page
+        if not more:
+            break
+    assert [r["id"] for r in got] == list(range(1, 61, 2))
+    assert pages >= 4
+    assert syncs(trace) - first_page_syncs == pages - 1
     assert sorted(rows_on_the_wire(trace)) == list(range(1, 61, 2))
 
 
@@ -1789,8 +1827,6 @@ def test_pg_inside_the_callers_transaction_nothing_is_kept(
 
 
 def one_page(source: Any, limits: Limits, position: Position | None) -> tuple[list[Any], Any]:
-    from jsonbudget import PageBuilder
-
     builder = PageBuilder(limits)
     more, after = source.fill(builder, position, limit_hint=limits.max_items)
     page = builder.finish(complete=not more, next_cursor="x" if more else None)
@@ -1923,8 +1959,6 @@ def test_rows_past_the_kept_bytes_are_fetched_again(
 def test_fill_refuses_a_position_that_is_not_json(
     sqlite_db: tuple[Path, sqlite3.Connection],
 ) -> None:
-    from jsonbudget import PageBuilder
-
     _, conn = sqlite_db
     with pytest.raises(InvalidCursor):
         SQLiteSource(conn, table="t").fill(PageBuilder(Limits(1024)), {1, 2})  # type: ignore[arg-type]

@@ -717,10 +717,7 @@ class _SQLSource(Source[Row]):
         Returns whether a row was left over, the position after the page's last row,
         and the raw rows fetched but not served (the look-ahead first).
         """
-        if limit_hint is not None:
-            batch = min(self._batch, limit_hint + 1)
-        else:
-            batch = min(self._batch, max(FIRST_FETCH, self._rows_hint + 2))
+        batch = self._first_batch(limit_hint)
         served = 0
         last: tuple[list[Any], int] = ([], 0)  # the last batch that served rows, and how many
         fetchmany = cursor.fetchmany
@@ -751,6 +748,12 @@ class _SQLSource(Source[Row]):
             if limit_hint is None:
                 batch = min(self._batch, batch * 2)
         return False, self._position_after(plan, last[0][: last[1]], start + served, position), []
+
+    def _first_batch(self, limit_hint: int | None) -> int:
+        """How many rows `_fill_rows` asks for first (see `fill`)."""
+        if limit_hint is not None:
+            return min(self._batch, limit_hint + 1)
+        return min(self._batch, max(FIRST_FETCH, self._rows_hint + 2))
 
     def _position_after(
         self, plan: _Plan, rows: list[Any], served: int, start: Position | None
@@ -1044,9 +1047,14 @@ class _Chunks:
     across the page, and no row fetched beyond those returned. *carried* are the rows
     the page before fetched but did not serve, known unchanged (see `_Ahead`): they
     come first, and the queries go on after them.
+
+    A source may send the first query before it knows whether the carried rows hold
+    (`first_query`, then `issued`), so that it shares a round trip with the check; the
+    first ``fetchmany`` then reads that query's result from the cursor. `drop_carried`
+    forgets both.
     """
 
-    __slots__ = ("_carried", "_cur", "_done", "_plan", "_position", "_source")
+    __slots__ = ("_carried", "_cur", "_done", "_issued", "_plan", "_position", "_source")
 
     def __init__(
         self,
@@ -1064,16 +1072,37 @@ class _Chunks:
         self._position: Position | None = position if source._mode == "keyset" else start
         self._done = False
         self._carried = carried
+        # The first fetch's size and the carried rows it was sent after, once sent.
+        self._issued: tuple[int, list[tuple[Any, ...]]] | None = None
+
+    def first_query(self, n: int) -> tuple[str, Params] | None:
+        """The query the first ``fetchmany(n)`` runs (None: the carried rows suffice)."""
+        if len(self._carried) >= n:
+            return None
+        return self._query(self._carried, n)
+
+    def issued(self, n: int) -> None:
+        """`first_query(n)` ran on the cursor: the first ``fetchmany(n)`` reads it."""
+        self._issued = (n, self._carried)
+
+    def drop_carried(self) -> None:
+        """Forget the carried rows (they may have changed) and any query sent after them."""
+        self._carried = []
+        self._issued = None
+
+    def _query(self, rows: list[Any], n: int) -> tuple[str, Params]:
+        return self._source._sql(self._plan, self._after(rows), n - len(rows) - 1)
 
     def fetchmany(self, n: int) -> list[Any]:
         if self._done:
             return []
         rows: list[Any]
         rows, self._carried = self._carried, []
+        issued, self._issued = self._issued, None
         if len(rows) < n:
             want = n - len(rows)
-            sql, params = self._source._sql(self._plan, self._after(rows), want - 1)
-            self._cur.execute(sql, params)
+            if issued is None or issued[0] != n or issued[1] is not rows:
+                self._cur.execute(*self._query(rows, n))
             got: list[Any] = self._cur.fetchall()
             self._done = len(got) < want
             rows = rows + got if rows else got
@@ -1559,11 +1588,15 @@ class PostgresSource(_SQLSource):
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
             cur = stack.enter_context(conn.cursor())
-            # Inside the caller's transaction its own writes leave the snapshot as it
-            # is: keep nothing there.
-            token = self._snapshot(cur) if idle else None
-            carried = self._kept(key, token)
+            carried, kept = self._ahead.get(key)
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
+            token = None
+            if idle:
+                token = self._snapshot(conn, cur, chunks, self._first_batch(limit_hint))
+            # Inside the caller's transaction its own writes leave the snapshot as it
+            # is: keep nothing there. (Without carried rows the query sent stands.)
+            if carried and (token is None or token != kept):
+                chunks.drop_carried()
             more, after, ahead = self._fill_rows(
                 builder, plan, chunks, limit_hint=limit_hint, start=start, position=position
             )
@@ -1571,16 +1604,32 @@ class PostgresSource(_SQLSource):
         return more, after
 
     @staticmethod
-    def _snapshot(cur: Any) -> Hashable:
+    def _snapshot(conn: psycopg.Connection[Any], cur: Any, chunks: _Chunks, batch: int) -> Hashable:
         """The cluster's transaction snapshot: which transactions are done.
 
         A transaction that writes gets an id, and when it ends (commit or rollback) the
         snapshot changes: the id leaves the list of running ones, or moves the first id
         not yet done. So between two equal snapshots nothing was committed, and a query
-        returns what it returned before. One round trip (PostgreSQL 13 or later).
+        returns what it returned before (PostgreSQL 13 or later).
+
+        Where libpq pipelines (14 or later), the page's first query is sent with it, on
+        *cur*, after the carried rows: one round trip for both instead of two. The
+        server runs them in order, so the snapshot is still read before the fetch; if
+        it shows a change, the caller drops that result with the carried rows.
         """
-        cur.execute("SELECT pg_current_snapshot()::text")
-        row = cur.fetchone()
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        snap = conn.cursor()
+        query = chunks.first_query(batch)
+        if query is not None and psycopg.Pipeline.is_supported():
+            with conn.pipeline():
+                snap.execute("SELECT pg_current_snapshot()::text")
+                cur.execute(*query)
+            chunks.issued(batch)
+        else:
+            snap.execute("SELECT pg_current_snapshot()::text")
+        row = snap.fetchone()
+        snap.close()
         return None if row is None else row[0]
 
     def _make_plan(self, cut: int | None) -> _Plan:
