@@ -328,6 +328,32 @@ def test_a_budget_too_small_for_any_page_is_refused_up_front() -> None:
     assert "at least" in str(info.value)
 
 
+@pytest.mark.parametrize("oversized", ["truncate", "placeholder", "error", "spill"])
+@pytest.mark.parametrize("markers", ["text", "structured"])
+@pytest.mark.parametrize("keys", [None, MCP_KEYS])
+def test_the_smallest_page_refused_is_one_byte_short_of_one_that_holds_an_oversized_item(
+    oversized: Any, markers: Any, keys: Any, tmp_path: Path
+) -> None:
+    # The envelope's shape is worked out once per set of options and shared between
+    # builders: the bound it gives must still be the real one for each set.
+    store = SpillStore(tmp_path) if oversized == "spill" else None
+    options: dict[str, Any] = {"oversized": oversized, "markers": markers, "keys": keys}
+    with pytest.raises(LimitError, match="at least") as info:
+        PageBuilder(Limits(64), spill_store=store, **options)
+    least = int(str(info.value).split("at least ")[1].split()[0])
+    with pytest.raises(LimitError, match="at least"):
+        PageBuilder(Limits(least - 1), spill_store=store, **options)
+    builder = PageBuilder(Limits(least), spill_store=store, **options)
+    if oversized == "error":
+        with pytest.raises(OversizedItemError):
+            builder.add({"big": "x" * 10_000})
+        return
+    assert builder.add({"big": "x" * 10_000})
+    page = builder.finish(complete=True)
+    assert len(page.to_json()) <= least
+    assert [o.index for o in page.oversized] == [0]
+
+
 def test_page_builder_refuses_bad_options() -> None:
     with pytest.raises(LimitError, match="oversized"):
         PageBuilder(Limits(400), oversized="drop")  # type: ignore[arg-type]

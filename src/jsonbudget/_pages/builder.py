@@ -7,6 +7,7 @@ position, fill a builder, and mint the next cursor.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import itertools
 import operator
@@ -16,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, NamedTuple, Protocol, cast
 
 import orjson
 
@@ -42,6 +43,7 @@ from .._encode.encoder import (
     Truncation,
     pointer,
 )
+from .._encode.markers import Markers
 from .._encode.whole import JsonWriter
 from .._frozen import fast_constructor
 from .._limits import MAX_LIMIT, Limits
@@ -87,6 +89,7 @@ MCP_KEYS: Mapping[str, str] = {
     "incomplete_reason": "incompleteReason",
 }
 _LONGEST_REASON = "budget_exhausted"
+_PLACEHOLDER = "item larger than the page"
 #: How often a truncated oversized item is re-fitted when its reports overflow the page.
 _REFITS = 6
 #: A spill reference: a label of up to 64 characters, a sha256, an extension.
@@ -238,48 +241,24 @@ class PageBuilder:
         self.oversized: OversizedPolicy = oversized
         self._spill_store = spill_store
         self._spill_label = spill_label
-        self._keys = _envelope_keys(keys)
-        self._items_path = pointer("", self._keys["items"])
-        k = self._keys
-        # The envelope's fixed bytes, written once: before the items, and before the
-        # values of "complete" and "next_cursor".
-        self._frame = (
-            b"{" + _dumps(k["items"]) + b":[",
-            b"]," + _dumps(k["complete"]) + b":",
-            b"," + _dumps(k["next_cursor"]) + b":",
-        )
         self._encoder = encoder or Encoder(
             limits, strategy=strategy, markers=markers, default=default, binary=binary
         )
-        # Everything but the items and the reports, at its longest.
-        closing = {
-            k["complete"]: False,
-            k["next_cursor"]: "x" * TOKEN_CHARS,
-            k["incomplete_reason"]: _LONGEST_REASON,
-        }
-        self._fixed = len(_dumps({k["items"]: [], **closing}))
+        shape = _shape(None if not keys else tuple(keys.items()), oversized, self._encoder.markers)
+        self._keys = shape.keys
+        self._items_path = shape.items_path
+        self._frame = shape.frame
+        self._fixed = shape.fixed
         self._cap = limits.max_bytes - self._fixed
         self._max_items = limits.max_items if limits.max_items is not None else 2**62
         # The iterators this page met inside items, with what was pulled from them: a
         # `Paginator` keeps them for the pages that meet those iterators again (`_Pulled`).
         self._streams: dict[int, Stream] = {}
         self._start()
-        # The smallest page that can always be built: an empty envelope holding one
-        # oversized item's placeholder and its reports. Refused before any work.
-        if oversized == "spill":  # the longest reference a spill store makes
-            ref = "x" * _LONGEST_SPILL_REF
-            marker, info = self._spill_marker(ref, 2**40), OversizedItem(0, 2**40, "spilled", ref)
-        else:
-            marker, info = self._placeholder(), OversizedItem(0, 2**40, "placeholder")
-        least = (
-            self._fixed
-            + len(marker)
-            + self._report_growth(
-                [Truncation(pointer(self._items_path, 0), "item", None, "bytes")], info
+        if limits.max_bytes < shape.least:
+            raise LimitError(
+                "max_bytes", limits.max_bytes, f"a page needs at least {shape.least} bytes"
             )
-        )
-        if limits.max_bytes < least:
-            raise LimitError("max_bytes", limits.max_bytes, f"a page needs at least {least} bytes")
 
     def _start(self) -> None:
         """Set up the state of an empty page."""
@@ -463,17 +442,9 @@ class PageBuilder:
         self, truncations: Iterable[Truncation], oversized: OversizedItem | None
     ) -> int:
         """Bytes the reports grow by if these entries are added."""
-        grow = 0
-        entries = [_dumps(t.to_dict()) for t in truncations]
-        if entries:
-            # ',"truncated":[' ... ']' once, then a comma before each later entry.
-            wrapper = 0 if self._has_truncated else len(_dumps(self._keys["truncated"])) + 4
-            grow += wrapper + sum(len(e) + 1 for e in entries) - (0 if self._has_truncated else 1)
-        if oversized is not None:
-            entry = len(_dumps(oversized.to_dict()))
-            wrapper = 0 if self._has_oversized else len(_dumps(self._keys["oversized"])) + 3
-            grow += wrapper + entry + 1
-        return grow
+        return _report_growth(
+            self._keys, truncations, oversized, self._has_truncated, self._has_oversized
+        )
 
     def _accept(
         self,
@@ -551,7 +522,7 @@ class PageBuilder:
         return self._encoder.marker("oversized", f"spilled as {ref}, {size} bytes")
 
     def _placeholder(self) -> bytes:
-        return self._encoder.marker("oversized", "item larger than the page")
+        return self._encoder.marker("oversized", _PLACEHOLDER)
 
     def _place(self, item: Any, marker: bytes, path: str, info: OversizedItem) -> None:
         cut = [Truncation(path, "item", None, "bytes")]
@@ -571,6 +542,76 @@ _options_copy: Callable[..., PageBuilder] = fast_constructor(PageBuilder, _OPTIO
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def _report_growth(
+    keys: Mapping[str, str],
+    truncations: Iterable[Truncation],
+    oversized: OversizedItem | None,
+    has_truncated: bool,
+    has_oversized: bool,
+) -> int:
+    """Bytes a page's reports grow by if these entries are added (see `PageBuilder`)."""
+    grow = 0
+    entries = [_dumps(t.to_dict()) for t in truncations]
+    if entries:
+        # ',"truncated":[' ... ']' once, then a comma before each later entry.
+        wrapper = 0 if has_truncated else len(_dumps(keys["truncated"])) + 4
+        grow += wrapper + sum(len(e) + 1 for e in entries) - (0 if has_truncated else 1)
+    if oversized is not None:
+        entry = len(_dumps(oversized.to_dict()))
+        wrapper = 0 if has_oversized else len(_dumps(keys["oversized"])) + 3
+        grow += wrapper + entry + 1
+    return grow
+
+
+class _Shape(NamedTuple):
+    """What a page's envelope looks like for one set of options, whatever its items."""
+
+    keys: dict[str, str]  # shared by every builder with these options: read only
+    items_path: str
+    #: The envelope's fixed bytes: before the items, and before the values of
+    #: "complete" and "next_cursor".
+    frame: tuple[bytes, bytes, bytes]
+    #: Everything but the items and the reports, at its longest.
+    fixed: int
+    #: The smallest page that can always be built: an empty envelope holding one
+    #: oversized item's placeholder and its reports.
+    least: int
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(
+    keys: tuple[tuple[str, str], ...] | None, oversized: OversizedPolicy, markers: MarkerStyle
+) -> _Shape:
+    """The envelope for these options, worked out once (it was most of a builder's setup).
+
+    Raises `LimitError` for unknown or repeated envelope keys (not cached).
+    """
+    k = _envelope_keys(dict(keys) if keys else None)
+    items_path = pointer("", k["items"])
+    frame = (
+        b"{" + _dumps(k["items"]) + b":[",
+        b"]," + _dumps(k["complete"]) + b":",
+        b"," + _dumps(k["next_cursor"]) + b":",
+    )
+    closing = {
+        k["complete"]: False,
+        k["next_cursor"]: "x" * TOKEN_CHARS,
+        k["incomplete_reason"]: _LONGEST_REASON,
+    }
+    fixed = len(_dumps({k["items"]: [], **closing}))
+    mk = Markers(markers)
+    if oversized == "spill":  # the longest reference a spill store makes
+        ref = "x" * _LONGEST_SPILL_REF
+        marker = mk.value("oversized", f"spilled as {ref}, {2**40} bytes")
+        info = OversizedItem(0, 2**40, "spilled", ref)
+    else:
+        marker = mk.value("oversized", _PLACEHOLDER)
+        info = OversizedItem(0, 2**40, "placeholder")
+    cut = [Truncation(pointer(items_path, 0), "item", None, "bytes")]
+    least = fixed + len(marker) + _report_growth(k, cut, info, False, False)
+    return _Shape(k, items_path, frame, fixed, least)
 
 
 def _oversized_error(path: str, index: int, size: int | None, limit: int) -> OversizedItemError:

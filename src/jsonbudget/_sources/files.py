@@ -114,17 +114,17 @@ class _File:
 
     def __init__(self, path: str, gzip: bool | None) -> None:
         raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
-        with contextlib.ExitStack() as on_error:
-            on_error.callback(raw.close)
+        try:
             st = os.fstat(raw.fileno())
             self.size = st.st_size
             self.mtime_ns = st.st_mtime_ns
             if gzip is None:
-                gzip = raw.read(2) == GZIP_MAGIC
-                raw.seek(0)
+                gzip = raw.peek(2)[:2] == GZIP_MAGIC
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
-            self.stream = cast(IO[bytes], stream)
-            on_error.pop_all()
+        except BaseException:
+            raw.close()
+            raise
+        self.stream = cast(IO[bytes], stream)
         self.raw = raw
 
     def seek_checked(self, position: dict[str, JSONValue]) -> int:
