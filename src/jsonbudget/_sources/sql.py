@@ -1619,17 +1619,16 @@ class PostgresSource(_SQLSource):
         """
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
-        snap = conn.cursor()
         query = chunks.first_query(batch)
-        if query is not None and psycopg.Pipeline.is_supported():
-            with conn.pipeline():
+        with conn.cursor() as snap:
+            if query is not None and psycopg.Pipeline.is_supported():
+                with conn.pipeline():
+                    snap.execute("SELECT pg_current_snapshot()::text")
+                    cur.execute(*query)
+                chunks.issued(batch)
+            else:
                 snap.execute("SELECT pg_current_snapshot()::text")
-                cur.execute(*query)
-            chunks.issued(batch)
-        else:
-            snap.execute("SELECT pg_current_snapshot()::text")
-        row = snap.fetchone()
-        snap.close()
+            row = snap.fetchone()
         return None if row is None else row[0]
 
     def _make_plan(self, cut: int | None) -> _Plan:
