@@ -89,6 +89,23 @@ def test_the_front_door_reads_its_caps_once_when_made() -> None:
     assert door([1, 2, 3, 4], max_bytes=64) == "fallback"  # over max_items 3
 
 
+def test_the_front_door_finishes_with_its_extra_arguments() -> None:
+    # encode()'s door makes its Encoded by calling the constructor itself, with the
+    # arguments after the bytes given once, when the door is made.
+    def fallback(obj: Any, *, max_bytes: int) -> Any:
+        return "fallback"
+
+    caps = (8, BIG, BIG, BIG, SCALARS)
+    door = speedups.front(fallback, caps, 32, BIG, lambda *a: a, (True, ()))
+    assert door({"a": 1}, max_bytes=64) == (b'{"a":1}', True, ())
+    assert door({"a": 1}, max_bytes=4) == "fallback"  # under min_bytes: the verb decides
+    assert speedups.front(fallback, caps, 32, BIG, len)([1], max_bytes=64) == 3
+    for extra in ([True], (1, 2, 3, 4)):
+        with pytest.raises(TypeError, match="up to 3"):
+            speedups.front(fallback, caps, 32, BIG, len, extra)  # type: ignore[arg-type]
+    assert encode([1], max_bytes=64) == jsonbudget.Encoded(b"[1]", True, ())
+
+
 @settings(max_examples=300)
 @given(json_values(60))
 def test_bound_is_a_lower_bound_of_the_encoded_size(value: Any) -> None:

@@ -52,7 +52,8 @@ def front(
     caps: _Caps,
     min_bytes: int,
     max_bytes: int,
-    finish: Callable[[bytes], Any] | None,
+    finish: Callable[..., Any] | None,
+    finish_args: tuple[Any, ...] = (),
     /,
 ) -> _F: ...
 def cut_string(

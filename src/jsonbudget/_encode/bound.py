@@ -322,8 +322,13 @@ def py_bound_native(
     return -1, None, None
 
 
-def py_front(
-    fallback: F, caps: Caps, min_bytes: int, max_bytes: int, finish: Callable[[bytes], Any] | None
+def py_front(  # noqa: PLR0917  # positional, as the compiled door it stands in for
+    fallback: F,
+    caps: Caps,
+    min_bytes: int,
+    max_bytes: int,
+    finish: Callable[..., Any] | None,
+    finish_args: tuple[Any, ...] = (),
 ) -> F:
     """`front` in Python: the verb's own function, whose first step is the same fast path."""
     return fallback

@@ -550,20 +550,16 @@ def bounded_dumps(
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _complete_compact(data: bytes) -> Encoded:
-    """`_complete` of bytes the front door has made compact already."""
-    return _new_encoded(data, True, ())
-
-
 # The headline calls, ``bounded_dumps(obj, max_bytes=n)`` and ``encode(obj, max_bytes=n)``,
 # answered in C when *obj* is clean and fits: the Python frame and its checks cost as much
 # as orjson does on a small result. Every other call runs the functions above as written.
-def _front(fn: _F, finish: Callable[[bytes], Any] | None) -> _F:
-    door: _F = _bound.front(fn, _DEFAULT_CAPS, MIN_BYTES, MAX_LIMIT, finish)
+def _front(fn: _F, finish: Callable[..., Any] | None, finish_args: tuple[Any, ...] = ()) -> _F:
+    door: _F = _bound.front(fn, _DEFAULT_CAPS, MIN_BYTES, MAX_LIMIT, finish, finish_args)
     if door is not fn:  # the Python twin hands back the function itself
         functools.update_wrapper(door, fn)
     return door
 
 
 bounded_dumps = _front(bounded_dumps, None)
-encode = _front(encode, _complete_compact)
+# A complete `Encoded` of the compact bytes: made by its constructor, called from C.
+encode = _front(encode, _new_encoded, (True, ()))
