@@ -519,7 +519,7 @@ class PageBuilder:
         self._place(item, self._placeholder(), path, info)
 
     def _spill_marker(self, ref: str, size: int) -> bytes:
-        return self._encoder.marker("oversized", f"spilled as {ref}, {size} bytes")
+        return self._encoder.marker("oversized", _spilled(ref, size))
 
     def _placeholder(self) -> bytes:
         return self._encoder.marker("oversized", _PLACEHOLDER)
@@ -542,6 +542,11 @@ _options_copy: Callable[..., PageBuilder] = fast_constructor(PageBuilder, _OPTIO
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def _spilled(ref: str, size: int) -> str:
+    """What a spilled item's marker says."""
+    return f"spilled as {ref}, {size} bytes"
 
 
 def _report_growth(
@@ -604,7 +609,7 @@ def _shape(
     mk = Markers(markers)
     if oversized == "spill":  # the longest reference a spill store makes
         ref = "x" * _LONGEST_SPILL_REF
-        marker = mk.value("oversized", f"spilled as {ref}, {2**40} bytes")
+        marker = mk.value("oversized", _spilled(ref, 2**40))
         info = OversizedItem(0, 2**40, "spilled", ref)
     else:
         marker = mk.value("oversized", _PLACEHOLDER)
