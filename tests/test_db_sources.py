@@ -1757,6 +1757,42 @@ def test_pg_page_checks_its_carried_rows_and_fetches_in_one_round_trip(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_pg_query_that_fails_in_the_pipeline_raises_its_own_error(
+    postgres_server: PostgresServer, autocommit: bool
+) -> None:
+    # The page's query is sent in a pipeline with the snapshot: a row it fails on (here,
+    # a division by zero at row 50) raises the database's own error, not a pipeline
+    # error, and the caller's connection is left idle and usable.
+    with psycopg.connect(postgres_server.dsn, autocommit=autocommit) as conn:
+        conn.execute("CREATE TEMP TABLE dz (id int PRIMARY KEY, d int)")
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO dz VALUES (%s, %s)", [(i, 0 if i == 50 else 1) for i in range(100)]
+            )
+        if not autocommit:
+            conn.commit()
+        source = PostgresSource(
+            conn, query="SELECT id, 10 / d AS q FROM dz", order_by=("id",), unique=True
+        )
+        seen: list[int] = []
+
+        def read_all() -> None:
+            position = None
+            for _ in range(100):
+                builder = PageBuilder(Limits(400))
+                more, position = source.fill(builder, position)
+                seen.extend(r["id"] for r in builder.finish(complete=not more).items)
+
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            read_all()
+        assert seen == list(range(len(seen)))
+        assert 0 < len(seen) < 50
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.execute("SELECT count(*) FROM dz").fetchone() == (100,)
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize("writer_is_reader", [False, True])
 @pytest.mark.parametrize("change", ["delete", "update", "insert-before", "delete-and-insert"])
 def test_pg_carried_row_follows_changes_between_pages(
