@@ -1355,9 +1355,10 @@ static PyMethodDef methods[] = {
      "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean); "
      "spine as for bound(); with compact, a short result is copied out of orjson's buffer."},
     {"front", (PyCFunction)(void (*)(void))front, METH_FASTCALL,
-     "front(fallback, caps, min_bytes, max_bytes, finish) -> callable\n\n"
+     "front(fallback, caps, min_bytes, max_bytes, finish, finish_args=()) -> callable\n\n"
      "A callable that answers fallback(obj, max_bytes=n) itself when n is an int in "
-     "[min_bytes, max_bytes] and obj is clean under caps and fits: finish(bytes), or "
+     "[min_bytes, max_bytes] and obj is clean under caps and fits: "
+     "finish(bytes, *finish_args), or "
      "the bytes if finish is None; it calls fallback for every other call or outcome."},
     {"bound_native", (PyCFunction)(void (*)(void))bound_native, METH_FASTCALL,
      "bound_native(obj, cap, depth, caps, natives) -> (int, type | None, type | None)\n\n"

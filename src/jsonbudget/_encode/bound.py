@@ -27,9 +27,10 @@ path: orjson's bytes when the value is clean and they fit, else `TOO_BIG` or `UN
 ``clean_result(obj, cap, caps, types, make, kind)`` is a guard's pass-through in one
 call: ``make(data, kind, len(data), None)`` when ``type(obj)`` is in *types* and
 `clean_dumps` gives bytes, else None.
-``front(fallback, caps, min_bytes, max_bytes, finish)`` wraps a one-call verb: a call
-with the value and ``max_bytes`` alone is answered in C when the value is clean and
-fits, every other call goes to *fallback*. ``bound_native(obj, cap, depth, caps,
+``front(fallback, caps, min_bytes, max_bytes, finish, finish_args=())`` wraps a
+one-call verb: a call with the value and ``max_bytes`` alone is answered in C when the
+value is clean and fits (``finish(bytes, *finish_args)``), every other call goes to
+*fallback*. ``bound_native(obj, cap, depth, caps,
 natives)`` bounds a value holding pydantic models and msgspec Structs (the classes in
 *natives*). All are compiled, with Python twins: the twin of `front` is *fallback*
 itself, and that of `bound_native` knows no class, so the caller's Python walk decides.

@@ -693,7 +693,7 @@ class _SQLSource(Source[Row]):
     def _kept(self, key: tuple[int, bytes], token: Hashable) -> list[tuple[Any, ...]]:
         """The rows the page before left at *key*, if the database still has *token*."""
         rows, kept = self._ahead.get(key)
-        return rows if token is not None and kept == token else []
+        return rows if _unchanged(kept, token) else []
 
     def _keep(
         self, key: tuple[int, bytes], after: Position | None, rows: list[Any], token: Hashable
@@ -1001,6 +1001,12 @@ class _SQLSource(Source[Row]):
     def describe(self) -> dict[str, JSONValue]:
         """Kind, table or query, parameters, order, mode and cut (never connection details)."""
         return self._describe()
+
+
+def _unchanged(kept: Hashable, token: Hashable) -> bool:
+    """Whether rows kept with token *kept* still hold under *token*, read now (None: no
+    token could be read, so nothing kept is trusted)."""
+    return token is not None and kept == token
 
 
 def _position_key(position: Position | None) -> bytes:
@@ -1595,7 +1601,7 @@ class PostgresSource(_SQLSource):
                 token = self._snapshot(conn, cur, chunks, self._first_batch(limit_hint))
             # Inside the caller's transaction its own writes leave the snapshot as it
             # is: keep nothing there. (Without carried rows the query sent stands.)
-            if carried and (token is None or token != kept):
+            if carried and not _unchanged(kept, token):
                 chunks.drop_carried()
             more, after, ahead = self._fill_rows(
                 builder, plan, chunks, limit_hint=limit_hint, start=start, position=position
