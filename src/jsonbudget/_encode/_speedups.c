@@ -12,8 +12,8 @@
  *   -1   when the value is not clean: it needs markers or cuts (NaN or an infinity, a
  *        non-str key, a container at max_depth, a list or tuple over max_items, a dict
  *        over max_keys, an aware datetime or time whose tzinfo is not the built-in
- *        timezone (orjson would call its Python code mid-walk), a string that might
- *        pass max_field, a cycle, a type other than the exact JSON ones, a subclass
+ *        timezone (orjson would call its Python code mid-walk), a string that passes
+ *        max_field or holds a lone surrogate, a cycle, a type other than the exact JSON ones, a subclass
  *        of one in the tuple *scalars* or, when *scalars* is given, a dataclass
  *        instance orjson writes from its __dict__);
  *   n    otherwise, a lower bound of len(orjson.dumps(obj)); once n > cap the walk
@@ -60,6 +60,7 @@ typedef struct {
     Py_ssize_t max_items; /* items of a list or tuple */
     Py_ssize_t max_keys;  /* members of a dict */
     Py_ssize_t max_chars; /* the longest string that fits max_field even as \u0000s */
+    Py_ssize_t max_field; /* the field cap: a string's bytes, quotes included */
     PyObject *scalars;
     int check_cycles;
     /* ancestors[d]: the container last entered at depth d. Where the walk stopped at the
@@ -153,6 +154,21 @@ stopped_in_cycle(const Walk *w)
 }
 
 static Py_ssize_t walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap);
+static Py_ssize_t f_str_size(PyObject *s, Py_ssize_t cap); /* in _fill.c */
+
+/* Whether str *s*, longer than max_chars, still fits the field cap as orjson writes it.
+   A cap set as a guard is mostly not reached: measuring such a string (at most
+   max_field bytes of it) keeps the value on the fast path, where treating it as unclean
+   sent all of it to the Python renderer. A lone surrogate is unclean (orjson refuses it). */
+static int
+fits_field(const Walk *w, PyObject *s)
+{
+    if (PyUnicode_GET_LENGTH(s) + 2 > w->max_field) {
+        return 0;
+    }
+    Py_ssize_t size = f_str_size(s, w->max_field);
+    return size >= 0 && size <= w->max_field;
+}
 
 /* The bound of an atomic value, or NOT_ATOMIC: inlined into the container loops, where
    almost every value is one. */
@@ -163,7 +179,7 @@ atomic(const Walk *w, PyObject *obj)
     PyTypeObject *t = Py_TYPE(obj);
     if (t == &PyUnicode_Type) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(obj);
-        if (n > w->max_chars) {
+        if (n > w->max_chars && !fits_field(w, obj)) {
             return UNCLEAN;
         }
         return n + 2;
@@ -516,6 +532,7 @@ typedef struct {
     Py_ssize_t max_items;
     Py_ssize_t max_keys;
     Py_ssize_t max_chars;
+    Py_ssize_t max_field;
     PyObject *scalars; /* borrowed from the caller's arguments, or NULL */
 } Caps;
 
@@ -535,9 +552,10 @@ read_caps(Caps *c, const char *name, PyObject *const *args)
         return -1;
     }
     c->max_depth = (int)max_depth;
-    /* A character encodes to at most 6 bytes (\u0000): under a field cap only a string
-       that fits even then is clean without encoding it. */
+    /* A character encodes to at most 6 bytes (\u0000): under a field cap a string that
+       fits even then is clean without measuring it (see fits_field()). */
     c->max_chars = max_field < 2 ? -1 : (max_field - 2) / 6;
+    c->max_field = max_field;
     if (args[4] != Py_None && !PyTuple_Check(args[4])) {
         PyErr_Format(PyExc_TypeError, "%s(): scalars must be a tuple of types or None", name);
         return -1;
@@ -554,6 +572,7 @@ start(Walk *w, const Caps *c, int depth)
     w->max_items = c->max_items;
     w->max_keys = c->max_keys;
     w->max_chars = c->max_chars;
+    w->max_field = c->max_field;
     w->scalars = c->scalars;
     /* Ancestors above *depth* belong to the caller, which checked them already. */
     for (int i = 0; i < depth; i++) {

@@ -9,9 +9,9 @@ it was not built, `py_bound` and `py_bound_items` give the same numbers in Pytho
 when the value is not *clean* (it needs markers or cuts: NaN or an infinity, a non-str
 key, a container at ``max_depth``, a list over ``max_items``, a dict over ``max_keys``, an
 aware datetime or time whose tzinfo is not the built-in `datetime.timezone`, a string
-that might pass ``max_field``, a cycle, a type other than the exact JSON ones, a
-subclass of one in *scalars*, or, when *scalars* is given, a dataclass instance orjson
-writes from its ``__dict__``), else
+that passes ``max_field`` or holds a lone surrogate, a cycle, a type other than the
+exact JSON ones, a subclass of one in *scalars*, or, when *scalars* is given, a
+dataclass instance orjson writes from its ``__dict__``), else
 a lower bound of ``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*,
 so it costs at most the budget.
 
@@ -156,9 +156,13 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
     t = type(obj)
     if t is str:
         n = len(obj)
-        # A character encodes to at most 6 bytes (\u0000): under a field cap only a
-        # string that fits even then is clean without encoding it.
-        return n + 2 if 6 * n + 2 <= caps.max_field else -1
+        # A character encodes to at most 6 bytes (\u0000): under a field cap a string
+        # that fits even then is clean without measuring it. A longer one is measured
+        # (at most max_field bytes of it): a cap set as a guard is mostly not reached,
+        # and an unclean string would send the whole value to the renderer.
+        if 6 * n + 2 <= caps.max_field:
+            return n + 2
+        return n + 2 if n + 2 <= caps.max_field and _field_fits(obj, caps.max_field) else -1
     if t is int or obj is None or t is bool:
         return 1
     if t is float:
@@ -194,6 +198,14 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
             caps.spine.append((obj, depth, size))
         return size
     return -1
+
+
+def _field_fits(s: str, max_field: int) -> bool:
+    """Whether orjson writes *s* (at most *max_field* characters) in *max_field* bytes."""
+    try:
+        return len(orjson.dumps(s)) <= max_field
+    except orjson.JSONEncodeError:
+        return False  # a lone surrogate: the renderer writes it with its marker
 
 
 def _native_dataclass(t: type) -> bool:
