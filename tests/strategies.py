@@ -121,6 +121,24 @@ class ClaimsAll(Mapping[str, Any]):
         return len(self._items) + 3
 
 
+class RepeatsKeys(Mapping[str, Any]):
+    """A mapping whose iteration yields each of its keys twice (its items() too)."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        for k in self._items:
+            yield k
+            yield k
+
+    def __len__(self) -> int:
+        return 2 * len(self._items)
+
+
 class LyingStr(str):
     """A str whose own methods lie or raise: orjson writes its text and calls none of
     them, so the encoder must not either."""
@@ -186,7 +204,7 @@ marker_like_keys = st.sampled_from(["…", "a", "…1", "$truncated", "$truncate
 
 def hostile_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
     """`odd_values` mixed with containers that lie: lying lengths, mappings that claim
-    every key, dataclasses, generators, shared subtrees."""
+    every key or repeat their keys, dataclasses, generators, shared subtrees."""
     return st.recursive(
         odd_values(10),
         lambda children: st.one_of(
@@ -196,6 +214,9 @@ def hostile_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
                 st.dictionaries(
                     st.sampled_from(["…", "a", "…1", "$truncated"]), children, max_size=4
                 ),
+            ),
+            st.builds(
+                RepeatsKeys, st.dictionaries(st.sampled_from(["a", "b", "…"]), children, max_size=3)
             ),
             st.builds(Box, children),
             st.lists(children, max_size=4).map(lambda xs: (x for x in xs)),

@@ -37,7 +37,7 @@ from jsonbudget import (
 from jsonbudget.typing import Strategy
 from tests import workcount
 from tests.jsonptr import resolve
-from tests.strategies import budgets, hostile_values, lying_str
+from tests.strategies import RepeatsKeys, budgets, hostile_values, lying_str
 
 MARK = "…["
 #: The child's address space: the interpreter, the package and a few hundred MB of data.
@@ -68,11 +68,20 @@ def bounded_run(code: str, *, memory: int = MEMORY, timeout: float = TIMEOUT) ->
 
 def valid(data: bytes, max_bytes: int) -> Any:
     assert len(data) <= max_bytes
-    return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    return json.loads(
+        data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys
+    )
 
 
 def _no_constant(name: str) -> None:
     raise AssertionError(f"non-standard constant {name}")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # A parser keeps one of two equal keys: a report could name the other.
+    keys = [k for k, _ in pairs]
+    assert len(set(keys)) == len(keys), f"a key written twice: {keys}"
+    return dict(pairs)
 
 
 @dataclasses.dataclass
@@ -268,6 +277,41 @@ class Endless(Mapping[str, int]):
 
     def __len__(self) -> int:
         return 10
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+@pytest.mark.parametrize("budget", [64, 100, 1000])
+def test_regression_a_mapping_that_repeats_a_key_writes_it_once(
+    strategy: Strategy, budget: int
+) -> None:
+    # Found by a tester: {"a":"xxx…[truncated: 945 more chars]","a":1}, its report at
+    # /a, which a parser resolves to the 1. The repeat is written under a marked key.
+    class Twice(dict[str, Any]):
+        def items(self) -> Any:
+            return iter([("a", "x" * 1000), ("a", 1)])
+
+    for obj in (Twice(a=1), RepeatsKeys({"a": [1, 2]})):
+        out = encode({"m": obj}, max_bytes=budget, strategy=strategy)
+        doc = valid(out.data, budget)
+        for t in out.truncations:
+            resolve(doc, t.path)
+        repeats = [t for t in out.truncations if t.kind == "unencodable" and t.unit == "keys"]
+        for t in repeats:
+            assert "…[key repeated: str 'a']" in t.path
+        if budget == 1000 and isinstance(obj, RepeatsKeys):  # it fits whole
+            assert doc["m"] == {"a": [1, 2], "…[key repeated: str 'a']": [1, 2]}
+            assert len(repeats) == 1
+
+
+def test_regression_a_cut_key_reports_the_lone_surrogates_it_replaced() -> None:
+    # Found by a tester: a value's replacements were reported, a cut key's were not.
+    out = encode({"\ud800" * 1000: "v"}, max_bytes=100)
+    doc = valid(out.data, 100)
+    (key,) = doc
+    kinds = {t.kind: t for t in out.truncations}
+    assert kinds["string"].omitted == 1000 - key.count("\ufffd")
+    assert kinds["unencodable"].omitted == key.count("\ufffd") > 0
+    assert kinds["unencodable"].path == kinds["string"].path == "/" + key
 
 
 def test_a_mapping_that_iterates_forever_is_read_as_far_as_fits() -> None:

@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -449,6 +450,40 @@ def test_endless_generator_is_consumed_only_as_far_as_fits() -> None:
     assert doc["rows"][-1] == f"{MARK}omitted: more items]"
     assert next(pulled) < 40  # pulled no further than what fits, plus a look-ahead
     assert Truncation(f"/rows/{len(doc['rows']) - 1}", "items", None, "items") in (out.truncations)
+
+
+@pytest.mark.parametrize("markers", ["text", "structured"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("max_bytes", [100, 1000, 10_000])
+@pytest.mark.parametrize(
+    "make", [lambda i: i, lambda i: {"i": i, "s": "x" * (i % 7)}], ids=["ints", "rows"]
+)
+def test_regression_a_generator_is_pulled_no_further_than_it_could_show(
+    make: Any, max_bytes: int, strategy: Strategy, markers: MarkerStyle
+) -> None:
+    # Found by a tester: sized by a lower bound (a byte for 100), a stream of small
+    # numbers was pulled about twice as far as it showed (449 pulled, 270 shown in
+    # 1,000 bytes), and the caller's generator had lost the rest.
+    for nested in (False, True):
+        pulled: list[int] = []
+
+        def gen(pulled: list[int]) -> Iterator[Any]:
+            for i in itertools.count():
+                pulled.append(i)
+                yield make(i)
+
+        obj: Any = {"a": 1, "g": gen(pulled)} if nested else gen(pulled)
+        out = encode(obj, max_bytes=max_bytes, strategy=strategy, markers=markers)
+        doc = json.loads(out.data)
+        shown = (doc["g"] if nested else doc)[:-1]  # the last is the "more" marker
+        assert shown == [make(i) for i in range(len(shown))]
+        # Past what shows: the items that would fit in the marker's place (pulled to
+        # learn whether the generator ends there and fits whole; the last of them may
+        # straddle the marker's edge), and one look-ahead.
+        unshown = [orjson.dumps(make(i)) for i in pulled[len(shown) : -1]]
+        marker = len(Encoder(max_bytes=max_bytes, markers=markers)._mk.items(None))
+        straddling = max((len(u) + 1 for u in unshown), default=0)
+        assert len(b",".join(unshown)) <= marker + 1 + straddling, (nested, len(pulled))
 
 
 def test_finite_generator_that_fits_is_a_list() -> None:

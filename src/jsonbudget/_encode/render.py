@@ -149,16 +149,18 @@ class Stream:
     def pull(self, count: int, room: int, caps: Any, where: Any) -> None:
         """Pull until *count* items are held, the iterator ends, or they pass *room* bytes.
 
-        The size of what was pulled is a lower bound from the walk (a value it cannot
-        size counts one byte), so what is pulled is what might show, plus one item.
+        A clean item counts its exact size and any other a lower bound from the walk
+        (a value it cannot size counts one byte), commas between them included: so
+        what is pulled is what can show in *room*, plus one item (more only where an
+        item's markers make it larger than its bound).
         """
         items = self.items
-        size = 0
+        size = -1  # no comma before the first item
         for x in items:
-            size += _least_bound(x, room - size, caps) + 1
+            size += _pulled_size(x, room - size, caps) + 1
         while len(items) < count and not self.done and size <= room:
             if self._next(where):
-                size += _least_bound(items[-1], room - size, caps) + 1
+                size += _pulled_size(items[-1], room - size, caps) + 1
 
     def _next(self, where: Any) -> bool:
         """Pull one item into `items`; False (and `done`) where the iterator ended."""
@@ -182,9 +184,19 @@ class Stream:
         return len(self.items) > count
 
 
-def _least_bound(item: Any, cap: int, caps: Any) -> int:
-    """A lower bound of *item*'s size that costs at most *cap*: 1 where the walk cannot say."""
-    n = _bound.bound(item, max(cap, 0), 0, *caps)
+def _pulled_size(item: Any, cap: int, caps: Any) -> int:
+    """*item*'s size as it shows, if clean, else a lower bound; either costs at most *cap*.
+
+    A lower bound alone (a byte for `1`) let a stream of small numbers be pulled about
+    twice as far as it showed: those items were consumed from the caller's iterator.
+    """
+    cap = max(cap, 0)
+    data = _bound.clean_dumps(item, cap, 0, caps)
+    if type(data) is bytes:
+        return len(data)
+    if data == _bound.TOO_BIG:
+        return cap + 1
+    n = _bound.bound(item, cap, 0, *caps)
     return n if n > 0 else 1
 
 
@@ -215,6 +227,13 @@ class LongKey(str):
     key's length (`total`): it is cut like any long key, its marker counting from it."""
 
     total: int
+
+
+class RepeatedKey(str):
+    """A key a mapping yielded again (a user's items() or iteration may): written
+    rewritten, with a marker, so that no object holds a key twice."""
+
+    __slots__ = ()
 
 
 def exact_key(k: str, most: int) -> str:
@@ -652,16 +671,20 @@ class EncodeCall:
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
             ) from exc
         if fresh >= 0:
-            members[fresh:] = self._pairs(v, members[fresh:], where)
+            members[fresh:] = self._pairs(v, members, fresh, where)
         ent.snap = snap = _Snap(members, n, limit, it)
         return snap
 
-    def _pairs(self, v: Any, pairs: list[Any], where: Any) -> list[Any]:
-        """*pairs* as read from mapping *v*, each an exact ``(key, value)`` tuple, a key
-        that subclasses str made exact (`exact_key`): what the renderer reads after."""
+    def _pairs(self, v: Any, members: list[Any], fresh: int, where: Any) -> list[Any]:
+        """*members* from *fresh* on as read from mapping *v*, each an exact ``(key,
+        value)`` tuple, a key that subclasses str made exact (`exact_key`) and a str key
+        read before made a `RepeatedKey`: what the renderer reads after."""
+        pairs = members[fresh:]
         if type(v) is dict and all(type(k) is str or not isinstance(k, str) for k, _ in pairs):
-            return pairs  # a dict's items are tuples
+            return pairs  # a dict's items are tuples, its exact str keys each once
         out = list(pairs)
+        # The keys read before these, by an earlier read of the same snapshot.
+        seen = {k for k, _ in members[:fresh] if type(k) is str}
         for i, p in enumerate(pairs):
             # A user's items() may yield anything; a tuple subclass is read as a tuple.
             n = tuple.__len__(p) if isinstance(p, tuple) else -1
@@ -673,7 +696,12 @@ class EncodeCall:
                 )
             k, x = tuple.__getitem__(p, 0), tuple.__getitem__(p, 1)
             if type(k) is not str and isinstance(k, str):
-                k = exact_key(k, self.most)
+                k = exact_key(k, self.most)  # two subclass keys may make one str
+            if type(k) is str:
+                if k in seen:
+                    k = RepeatedKey(k)
+                else:
+                    seen.add(k)
             out[i] = (k, x)
         return out
 
@@ -689,7 +717,8 @@ class EncodeCall:
         most = min(limit, cap // 2 + 1) + 1  # more items than this cannot fit at two bytes
         # Read a few items first, and on as they fit: a long list's snapshot would
         # otherwise touch every item that could show at two bytes each.
-        snap = self._snap(ent, min(most, _FIRST_READ), where, room=cap)
+        pulls = max(cap - 2, 0)  # a stream's items fill the brackets at most
+        snap = self._snap(ent, min(most, _FIRST_READ), where, room=pulls)
         items, n = snap.members, snap.n
         if n is not None and n > limit and most <= limit:
             return None  # its first `limit` items overflow the cap at two bytes each
@@ -707,7 +736,7 @@ class EncodeCall:
             bulk = i and runs.live and upto - i >= _BULK_MIN
             k = min(runs.size(avail - size + 1, i, size), upto - i) if bulk else 1
             if i + max(k, 1) > len(items) and not snap.whole:
-                snap = self._read_on(ent, snap, i + max(k, 1), most, where, room=cap)
+                snap = self._read_on(ent, snap, i + max(k, 1), most, where, room=pulls)
                 items, n = snap.members, snap.n
             if i >= len(items):
                 break  # read on, it holds no more items
@@ -739,7 +768,7 @@ class EncodeCall:
             capped = False
         else:
             if len(items) <= limit and not snap.whole:
-                snap = self._read_on(ent, snap, limit + 1, limit + 1, where, room=cap)
+                snap = self._read_on(ent, snap, limit + 1, limit + 1, where, room=pulls)
                 items, n = snap.members, snap.n
             if n is None and len(items) <= limit and type(ent.value) is Stream:
                 # A stream pulls by size, so that read may not have asked for one more.
@@ -787,7 +816,7 @@ class EncodeCall:
             buf += kb
             buf += out[0]
             if ktr:
-                trs.append(ktr[0])
+                trs += ktr
             if out[1]:
                 trs.append((token(tok), out[1]))
         if capped:
@@ -899,7 +928,9 @@ class EncodeCall:
         # otherwise touch every item that could show at two bytes each (a 64 KiB cut of
         # 200,000 rows shows 249 of 32,769 read).
         most = min(limit, max(avail, 0) // 2 + 1) + 1
-        snap = self._snap(ent, min(most, _FIRST_READ), where, room=max(avail, 0))
+        # A stream being cut has not ended: its items show beside the "more" marker.
+        pulls = max(avail - len(mk.items(None)) - 1, 0)
+        snap = self._snap(ent, min(most, _FIRST_READ), where, room=pulls)
         items, n = snap.members, snap.n
         total = min(len(items), limit)
         complete = n is not None and n <= limit and len(items) == n  # every item is here
@@ -912,7 +943,7 @@ class EncodeCall:
         while i < total:
             k = runs.size(avail - size + 1 - marker_room, i, size) if i and runs.live else 1
             if i + k + 1 > len(items) and snap.limit < most and not snap.whole:
-                snap = self._read_on(ent, snap, i + k + 1, most, where, room=max(avail, 0))
+                snap = self._read_on(ent, snap, i + k + 1, most, where, room=pulls)
                 items, n = snap.members, snap.n
                 total = min(len(items), limit)
                 complete = n is not None and n <= limit and len(items) == n
@@ -1072,7 +1103,7 @@ class EncodeCall:
             parts.append(kb)
             parts.append(data)
             if ktr:
-                trs.append(ktr[0])
+                trs += ktr
             if tr:
                 trs.append((token(tok), tr))
         if reserve:
@@ -1166,7 +1197,7 @@ class EncodeCall:
             buf += kb
             buf += out[0]
             if ktr:
-                trs.append(ktr[0])
+                trs += ktr
             if out[1]:
                 trs.append((token(tok), out[1]))
             shown += 1
@@ -1325,7 +1356,11 @@ class EncodeCall:
         None also when not even a rewritten key fits.
         """
         report: tuple[str, int | None, str]
-        if isinstance(k, str):
+        replaced = 0  # lone surrogates of a cut key written as U+FFFD
+        if type(k) is RepeatedKey:
+            text = "…[key repeated: " + self._key_text(str(k), where) + "]"
+            report = ("unencodable", None, "keys")
+        elif isinstance(k, str):
             n = k.total if type(k) is LongKey else len(k)
             cut = n + 3 > room
             if not cut:
@@ -1347,7 +1382,7 @@ class EncodeCall:
                     return None
                 longest = len(f"…[key truncated: {n} more chars]".encode())
                 _, kept, _ = prefix(k, room - 3 - longest)
-                text = SURROGATE.sub("\ufffd", k[:kept])
+                text, replaced = SURROGATE.subn("\ufffd", k[:kept])
                 text += f"…[key truncated: {n - kept} more chars]"
                 report = ("string", n - kept, "chars")
         else:
@@ -1362,6 +1397,12 @@ class EncodeCall:
         if len(kb) + 1 > room:
             return None
         taken.add(text)
+        if replaced:  # reported as a string value's replacements are
+            return (
+                kb + b":",
+                text,
+                ((token(text), *report), (token(text), "unencodable", replaced, "chars")),
+            )
         return kb + b":", text, ((token(text), *report),)
 
     def _key_text(self, k: Any, where: Any) -> str:
