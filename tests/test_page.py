@@ -168,6 +168,29 @@ def test_one_oversized_row_is_truncated_in_place() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"x": [1.1234567890123457] * 50},
+        {"x": [1.1234567890123457] * 50, "s": "é" * 300, "k": {"a": [1] * 40}},
+    ],
+    ids=["one list", "three members"],
+)
+def test_regression_a_truncated_item_is_never_given_up_once_its_cut_fits(item: Any) -> None:
+    # Found by a tester: at one budget in three the default outcome was the placeholder.
+    # The refit after reports overflowed asked 2 bytes less, and a cut that moves a list
+    # item at a time gave the same 246 bytes six times, then gave up.
+    outcomes = {}
+    for budget in range(400, 2000):
+        page = paginate(
+            [item], scope=Scope("u", {}), store=MemoryCursorStore(), limits=Limits(budget)
+        )
+        assert len(page.to_json()) <= budget
+        outcomes[budget] = page.oversized[0].outcome if page.oversized else "whole"
+    first = min(b for b, o in outcomes.items() if o == "truncated")
+    assert all(outcomes[b] in {"truncated", "whole"} for b in range(first, 2000)), first
+
+
 def test_oversized_placeholder_states_what_stood_there() -> None:
     rows = [{"id": 1, "body": "x" * 100_000}, {"id": 2}]
     pages = follow(rows, Limits(512), oversized="placeholder")

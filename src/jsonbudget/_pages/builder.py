@@ -514,7 +514,10 @@ class PageBuilder:
                 if over <= 0:
                     self._accept(item, fitted[0], cut, info, grow)
                     return
-                room -= over  # the reports did not fit: leave them more room
+                # The reports did not fit: leave them more room. Below what was written,
+                # not below the room asked: a cut moves in steps (a list item), and a
+                # room 2 bytes smaller gave the same cut six times, then the placeholder.
+                room = len(fitted[0]) - over
         info = OversizedItem(index, None, "placeholder")
         self._place(item, self._placeholder(), path, info)
 
