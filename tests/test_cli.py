@@ -454,10 +454,29 @@ def test_dump_reads_several_records_as_json_lines() -> None:
     assert cp.stderr.decode() == "jsonbudget: 17 bytes, complete\n"
 
 
-def test_dump_refuses_content_after_a_top_level_array() -> None:
-    cp = run("dump", stdin=b"[1]\n[2]\n")
+@pytest.mark.parametrize("data", [b"[1] [2]\n", b"[1,\n2] x\n", b"[1]\n}\n"])
+def test_dump_refuses_content_after_a_top_level_array(data: bytes) -> None:
+    cp = run("dump", stdin=data)
     assert cp.returncode == EXIT_ERROR
     assert "content after the top-level array (is this JSON Lines?)" in cp.stderr.decode()
+
+
+def test_regression_arrays_on_lines_of_their_own_are_json_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by a tester: `[1]` on each line was refused as "content after the top-level
+    # array", though a first line that is a whole value followed by more is JSON Lines.
+    cp = run("dump", stdin=b"[1]\n\n[2, 3]\n")
+    assert (cp.returncode, cp.stdout) == (EXIT_OK, b"[[1],[2,3]]\n")
+    path = tmp_path / "rows.json"
+    path.write_text("".join(json.dumps([i, "x" * i]) + "\n" for i in range(40)))
+    items = page_all(capsys, ["page", str(path), "--store", str(tmp_path / "c.db")], 1024)
+    assert items == [[i, "x" * i] for i in range(40)]
+    # A first line longer than 64 KiB is the start of one array, streamed: a 1 GB array
+    # on one line is not read whole to tell.
+    path.write_bytes(b"[" + b"1," * 40_000 + b"1]\n[2]\n")
+    assert main(["dump", str(path), "--max-bytes", "100"]) == EXIT_OK
+    assert orjson.loads(capsys.readouterr().out)[-1] == "…[omitted: more items]"
 
 
 def test_dump_and_page_mark_a_big_integer_the_same_way(

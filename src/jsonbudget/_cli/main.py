@@ -96,6 +96,8 @@ _JSONL_EXT: Final = (".jsonl", ".ndjson")
 _NOTHING: Final = object()
 _NON_WS: Final = re.compile(rb"[^ \t\r\n]")
 _READ: Final = 64 * 1024
+#: The bytes a value can start with: after a first line, more values make JSON Lines.
+_VALUE_START: Final = b'{["-0123456789tfn'
 _SIZE = re.compile(r"\s*(\d+)\s*(b|k|kib|m|mib|g|gib)?\s*", re.IGNORECASE)
 _UNITS: Final = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
 _UNITS_G: Final = {"g": 1 << 30, "gib": 1 << 30}
@@ -626,7 +628,13 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
     if not first:
         raise DecodeError("the input is empty", offset=stream.read_bytes)
     if first == b"[":
-        return _array(stream)
+        with file_errors(lambda: stream.read_bytes):
+            line = stream.readline(_READ + 1)
+            value = _whole_line(line, _READ)
+            rest = _first_char(stream, lambda: stream.read_bytes) if value is not _NOTHING else b""
+        if rest and rest in _VALUE_START:  # arrays on lines of their own: JSON Lines
+            return _lines(stream, value, len(line))
+        return _array(_Prepended(line, stream, None))  # one array, streamed from its start
     with file_errors(lambda: stream.read_bytes):
         line = stream.readline(MAX_LOAD_BYTES + 1)
         try:
@@ -637,7 +645,7 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
             rest = _first_char(stream, lambda: stream.read_bytes)
             if not rest:
                 return value
-            if rest in b'{["-0123456789tfn':
+            if rest in _VALUE_START:
                 return _lines(stream, value, len(line))
             raise DecodeError("invalid JSON: content after the value", offset=len(line))
         whole = _Prepended(line, stream, MAX_LOAD_BYTES)
@@ -649,14 +657,24 @@ def _sniff_kind(path: str) -> str:
     with ExitStack() as stack:
         stream = _open_input(path, stack)
         first = _first_char(stream, lambda: stream.read_bytes)
-        if first in (b"", b"["):
+        if not first:
             return "json"
-        line = stream.readline(MAX_LOAD_BYTES + 1)
-        try:
-            load_json(line)
-        except DecodeError:
+        # An array's first line may be all of a huge array file: only a short one is
+        # read to learn whether it is a line of JSON Lines (`dump` decides the same way).
+        most = _READ if first == b"[" else MAX_LOAD_BYTES
+        if _whole_line(stream.readline(most + 1), most) is _NOTHING:
             return "json"
         return "jsonl" if _first_char(stream, lambda: stream.read_bytes) else "json"
+
+
+def _whole_line(line: bytes, most: int) -> Any:
+    """The value *line* holds whole (at most *most* bytes), else _NOTHING."""
+    if len(line) > most:
+        return _NOTHING
+    try:
+        return load_json(line)
+    except DecodeError:
+        return _NOTHING
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
