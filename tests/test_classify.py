@@ -226,6 +226,18 @@ class GenaiStyleError(Exception):
         self.details = {"error": {"code": 400, "message": message}}
 
 
+@pytest.mark.parametrize("window", ["1000000000000", "12345678901234567", "1,000,000,0000"])
+def test_regression_a_number_too_long_to_read_is_not_read_in_part(window: str) -> None:
+    # Found by a tester: 13 digits matched their first 12, a window ten times too small.
+    text = f"input length and `max_tokens` exceed context limit: 197202 + 21333 > {window}"
+    verdict = classify_size_error(text)
+    assert verdict is None or getattr(verdict, "window", None) is None
+    # The same message with a number it can read is decided by its arithmetic.
+    decided = classify_size_error(text.replace(window, "200000"))
+    assert isinstance(decided, OutputCapTooLarge)
+    assert (decided.window, decided.available) == (200_000, 2_798)
+
+
 def test_anthropic_style_exception() -> None:
     verdict = classify_size_error(AnthropicStyleError())
     assert verdict == OutputCapTooLarge(

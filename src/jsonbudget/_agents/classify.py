@@ -152,7 +152,9 @@ def _input_wording(text: str, provider: str | None) -> SizeVerdict:
 
 # -- rules -----------------------------------------------------------------------------
 # Every gap is bounded and no quantifier is nested, so a scan is linear in the text.
-_N = r"(\d{1,3}(?:,\d{3})+|\d{1,12})"
+# A number is whole or not at all: a longer one (no window has 13 digits) matched its
+# first 12 digits and reported a window ten times too small.
+_N = r"(?<![\d,])(\d{1,3}(?:,\d{3})+|\d{1,12})(?![\d,]?\d)"
 _I = re.IGNORECASE
 
 
