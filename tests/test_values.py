@@ -126,6 +126,33 @@ class Whole(pydantic.BaseModel):
         return {"wrapped": self.a}
 
 
+class Halved(pydantic.BaseModel):
+    """A field serializer whose output holds a float and a value pydantic infers (the
+    timedelta, written as the model's config says). Fields named as core schema keys."""
+
+    model_config = pydantic.ConfigDict(ser_json_timedelta="float")
+    v: float
+    span: dt.timedelta = dt.timedelta(seconds=1.5)
+    type: str = "model"
+    config: dict[str, Any] = {"type": "model"}
+
+    @pydantic.field_serializer("v")
+    def _half(self, v: float) -> list[Any]:
+        return [v / 2, self.span]
+
+
+class Wrapped(pydantic.BaseModel):
+    """A wrapping model serializer adding values pydantic infers under the model's config."""
+
+    model_config = pydantic.ConfigDict(ser_json_timedelta="float", ser_json_bytes="base64")
+    v: float
+    inner: Inner
+
+    @pydantic.model_serializer(mode="wrap")
+    def _ser(self, handler: Any) -> dict[str, Any]:
+        return {"fields": handler(self), "span": dt.timedelta(seconds=2), "raw": b"\x00ab"}
+
+
 @pydantic.dataclasses.dataclass
 class PydDataclass:
     x: int
@@ -160,6 +187,8 @@ pydantic_values = st.one_of(
     st.builds(Aliased, first_name=text, last_seen=st.none() | ints),
     st.builds(Serialized, items=st.lists(ints, max_size=5), label=text),
     st.builds(Whole, a=ints),
+    st.builds(Halved, v=floats),
+    st.builds(Wrapped, v=floats, inner=inner),
     st.builds(PydDataclass, x=ints, name=text, _private=ints),
     st.builds(Roots, st.lists(ints, max_size=6)),
 )
@@ -214,6 +243,72 @@ def test_field_serializer_runs_even_when_the_model_is_cut() -> None:
     assert got["items"] == 1000
     assert got["label"].startswith("yyy")
     assert got["label"].endswith("more chars]")
+
+
+nan_serialized = [
+    (Halved(v=math.nan), "/v/0", "nan"),
+    (Wrapped(v=math.inf, inner=Inner(v=1.0)), "/fields/v", "inf"),
+    (Wrapped(v=1.0, inner=Inner(v=-math.inf)), "/fields/inner/v", "-inf"),
+]
+
+
+@pytest.mark.parametrize(("m", "path", "what"), nan_serialized)
+def test_regression_a_nan_from_a_pydantic_serializer_gets_the_marker(
+    m: Any, path: str, what: str
+) -> None:
+    """Regression: pydantic ran the serializer into JSON, which writes a NaN as null: the
+    output said null with complete=True, where a model without a serializer is marked."""
+    for obj, at in ((m, ""), ({"m": m}, "/m"), ([1, m], "/1")):
+        for strategy in ("balanced", "prefix"):
+            out = encode(obj, max_bytes=1000, strategy=strategy)
+            assert not out.complete
+            assert [(t.path, t.kind) for t in out.truncations] == [(at + path, "unencodable")]
+            doc = orjson.loads(out.data)
+            for token in (at + path).split("/")[1:]:
+                doc = doc[int(token)] if type(doc) is list else doc[token]
+            assert doc == f"…[unencodable: {what}]"
+
+
+def test_regression_nan_a_model_config_writes_as_a_string_gets_the_marker_too() -> None:
+    class Strings(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(ser_json_inf_nan="strings")
+        v: float
+
+        @pydantic.field_serializer("v")
+        def _same(self, v: float) -> float:
+            return v
+
+    assert Strings(v=math.nan).model_dump_json() == '{"v":"NaN"}'
+    out = encode(Strings(v=math.nan), max_bytes=100)
+    assert orjson.loads(out.data) == {"v": "…[unencodable: nan]"}
+
+
+class SurrogateOut(pydantic.BaseModel):
+    s: str = "ok"
+
+    @pydantic.model_serializer
+    def _ser(self) -> dict[str, Any]:
+        return {"s": "\ud800" + self.s}
+
+
+class SurrogateField(pydantic.BaseModel):
+    s: str = "ok"
+
+    @pydantic.field_serializer("s")
+    def _ser(self, v: str) -> str:
+        return "\ud800" + v
+
+
+@pytest.mark.parametrize("m", [SurrogateOut(), SurrogateField()])
+def test_regression_a_lone_surrogate_from_a_pydantic_serializer_is_replaced(m: Any) -> None:
+    """Regression: pydantic's JSON refused the string, which surfaced as EncodeError where
+    a plain str with a lone surrogate becomes U+FFFD, reported."""
+    with pytest.raises(pydantic_core.PydanticSerializationError):
+        m.model_dump_json()
+    for strategy in ("balanced", "prefix"):
+        out = encode(m, max_bytes=200, strategy=strategy)
+        assert out == encode({"s": "\ud800ok"}, max_bytes=200, strategy=strategy)
+        assert orjson.loads(out.data) == {"s": "\ufffdok…[replaced: 1 lone surrogates]"}
 
 
 class Big(pydantic.BaseModel):
@@ -567,6 +662,90 @@ def test_a_large_array_is_cut_like_a_list_without_tolist() -> None:
     assert got[-1].startswith("…[omitted:")
     non_contiguous = np.arange(12).reshape(3, 4)[:, ::2]
     assert bounded_dumps(non_contiguous, max_bytes=100) == b"[[0,2],[4,6],[8,10]]"
+
+
+long_text = st.builds(lambda s, n: s * n, text, st.integers(1, 40))
+strategies = st.sampled_from(["balanced", "prefix"])
+
+
+@props
+@given(
+    st.lists(long_text, min_size=1, max_size=6),
+    budgets,
+    st.none() | st.integers(32, 300),
+    strategies,
+)
+def test_regression_numpy_strings_are_cut_and_capped_as_str(
+    strs: list[str], max_bytes: int, max_field_bytes: int | None, strategy: Any
+) -> None:
+    """Regression: each element of a string array was orjson's bytes, written whole or not
+    at all: past max_field_bytes with complete=True, and dropped where a str is cut."""
+    a = np.array(strs)
+    limits = Limits(max_bytes, max_field_bytes=max_field_bytes)
+    plain = a.tolist()  # NumPy drops trailing NULs: the same strings
+    for obj, same in (
+        (a, plain),
+        ({"a": a.reshape(1, -1)}, {"a": [plain]}),
+        ([a[0], np.array(a[0])], [plain[0], plain[0]]),  # a scalar, a 0-d array
+    ):
+        assert encode(obj, limits, strategy=strategy) == encode(same, limits, strategy=strategy)
+
+
+def test_regression_numpy_string_array_cut_by_the_budget_and_the_field_cap() -> None:
+    a = np.array(["x" * 1000, "y" * 1000])
+    out = encode(a, max_bytes=5000, max_field_bytes=40)
+    assert not out.complete
+    assert [(t.path, t.kind, t.omitted) for t in out.truncations] == [
+        ("/0", "string", 993),
+        ("/1", "string", 993),
+    ]
+    cut = orjson.loads(encode(np.array(["x" * 1000]), max_bytes=100).data)
+    assert cut == orjson.loads(encode(["x" * 1000], max_bytes=100).data)
+    assert cut[0].endswith("…[truncated: 935 more chars]")
+
+
+@pytest.mark.parametrize(
+    ("a", "marker"),
+    [
+        (np.array([1 + 2j]), "…[unencodable: complex128]"),
+        (np.array([b"ab"]), "…[unencodable: bytes_ of 2 bytes]"),
+        (np.array([np.void(b"ab")]), "…[unencodable: void]"),
+    ],
+)
+def test_regression_numpy_elements_orjson_refuses_are_named_and_meet_default(
+    a: Any, marker: str
+) -> None:
+    """Regression: such an element was replaced by an internal placeholder: the marker
+    said "object", and ``default`` was handed the placeholder, not the element."""
+    for strategy in ("balanced", "prefix"):
+        out = encode({"a": a}, max_bytes=200, strategy=strategy)
+        assert orjson.loads(out.data) == {"a": [marker]}
+        assert [(t.path, t.kind) for t in out.truncations] == [("/a/0", "unencodable")]
+    seen: list[Any] = []
+
+    def default(v: Any) -> Any:
+        seen.append(v)
+        return "d"
+
+    assert bounded_dumps(a, max_bytes=200, default=default) == b'["d"]'
+    assert type(seen[0]) is type(a[0])
+    assert seen[0] == a[0]
+
+
+def test_regression_a_lone_surrogate_in_a_numpy_string_is_replaced() -> None:
+    """Regression: orjson refused the element, which became "…[unencodable: object]"."""
+    for obj, same in (
+        (np.array(["a\ud800"]), ["a\ud800"]),
+        ({"k": np.array(["a\ud800"])}, {"k": ["a\ud800"]}),
+        (np.array("a\ud800"), "a\ud800"),
+    ):
+        for strategy in ("balanced", "prefix"):
+            out = encode(obj, max_bytes=200, strategy=strategy)
+            assert out == encode(same, max_bytes=200, strategy=strategy)
+            assert "a\ufffd…[replaced: 1 lone surrogates]".encode() in out.data
+            assert [(t.kind, t.omitted, t.unit) for t in out.truncations] == [
+                ("unencodable", 1, "chars")
+            ]
 
 
 # -- orjson parity: dataclasses, default, subclasses, Fragment -------------------------

@@ -32,7 +32,7 @@ import types
 import typing
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import islice
 from typing import Any, Final, Literal
 
@@ -444,9 +444,9 @@ def adapt(obj: Any, opts: Options) -> Any:
     if "numpy" in mods:
         np = mods["numpy"]
         if isinstance(obj, np.ndarray):
-            return _array(obj)
+            return _array(obj, opts)
         if isinstance(obj, np.generic):
-            return _np_scalar(obj)
+            return _np_scalar(obj, opts)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclass_members(obj)
     return UNKNOWN
@@ -572,12 +572,20 @@ def _clipped(c: Clipped, opts: Options) -> Any:
     return Unencodable(f"{type(head).__name__} of {c.length} bytes")
 
 
-def _np_scalar(x: Any) -> Any:
+def _np_scalar(x: Any, opts: Options) -> Any:
     kind = x.dtype.kind
     if kind in "iub":
         return x.item()
     if kind == "f" and not _finite(x):
         return Unencodable(repr(float(x)))
+    if kind == "U":
+        # A string like any other (cut, capped, its lone surrogates replaced), never
+        # orjson's bytes, which could only be written whole or not at all. An exact str
+        # of at most what the budget could show: the renderer reads no subclass.
+        n = str.__len__(x)
+        if n <= opts.max_bytes:
+            return str.__str__(x)
+        return Clip(str.__getitem__(x, slice(0, opts.max_bytes)), n, "chars", b64=False)
     try:
         data = _dumps(x, option=_NUMPY_OPT)
     except _JSONError:
@@ -590,7 +598,7 @@ def _finite(x: Any) -> bool:
     return f - f == 0
 
 
-def _array(a: Any) -> Any:
+def _array(a: Any, opts: Options) -> Any:
     np = sys.modules["numpy"]
     if type(a) is not np.ndarray:
         if isinstance(a, np.ma.MaskedArray):
@@ -603,16 +611,19 @@ def _array(a: Any) -> Any:
             # would never reach its values. Its data is an ordinary array's.
             a = a.view(np.ndarray)
     if a.ndim == 0:
-        return _np_scalar(a[()])
-    return _ArrayView(a, _np_item, native=lambda: _dumps(a, option=_NUMPY_OPT))
+        return _np_scalar(a[()], opts)
+    return _ArrayView(a, partial(_np_item, opts=opts), native=lambda: _dumps(a, option=_NUMPY_OPT))
 
 
-def _np_item(v: Any) -> Any:
+def _np_item(v: Any, opts: Options) -> Any:
     np = sys.modules["numpy"]
     if isinstance(v, np.ndarray):
-        return _array(v)
+        return _array(v, opts)
     if isinstance(v, np.generic):
-        return _np_scalar(v)
+        out = _np_scalar(v, opts)
+        # One orjson refuses (complex, bytes, void) meets `default` and the marker as
+        # itself, so the marker names its type.
+        return v if out is UNKNOWN else out
     return v  # an element of an object array: an ordinary value
 
 
@@ -633,7 +644,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
     ser = t.__pydantic_serializer__
     if plan.whole_only:
         # A model serializer decides the whole shape: only pydantic can run it.
-        return _loads(ser.to_json(obj))
+        return plan.jsonable(obj)
     pconv = _PydConv(plan.config, opts)
     conv = pconv.conv
     native = lambda: ser.to_json(obj)  # noqa: E731 - a thunk, run only if it fits
@@ -652,7 +663,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             continue
         if custom:
             # A field serializer sees the whole field: pydantic runs it, once, here.
-            v = _loads(ser.to_json(obj, include={name}))[key]
+            v = plan.jsonable(obj, {name})[key]
         elif spec is not None:
             v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
@@ -672,9 +683,11 @@ _MISSING = object()
 class _Plan:
     """How a pydantic class writes its members: computed once per class."""
 
-    __slots__ = ("computed", "config", "fields", "root", "whole_only")
+    __slots__ = ("_json_ser", "cls", "computed", "config", "fields", "root", "whole_only")
 
     def __init__(self, t: Any) -> None:
+        self.cls = t
+        self._json_ser: Any = None
         config = getattr(t, "model_config", None) or getattr(t, "__pydantic_config__", None)
         self.config: Mapping[str, Any] = config or {}
         by_alias = bool(self.config.get("serialize_by_alias"))
@@ -696,6 +709,48 @@ class _Plan:
             (name, (d.info.alias or name) if by_alias else name)
             for name, d in decorators.computed_fields.items()
         ]
+
+    def jsonable(self, obj: Any, include: set[str] | None = None) -> Any:
+        """*obj* (its *include* fields) as pydantic's JSON mode makes it, serializers run,
+        but with each NaN and infinity kept a float: the encoder writes its marker there,
+        where pydantic writes null, and a lone surrogate is the encoder's to replace,
+        where pydantic's ``to_json`` raises."""
+        ser = self._json_ser
+        if ser is None:
+            ser = self._json_ser = _nan_keeping(self.cls)
+        return ser.to_python(obj, mode="json", include=include)
+
+
+#: The core schemas that carry a config of their own.
+_CONFIGURED: Final = frozenset({"model", "dataclass", "typed-dict"})
+#: Schema keys whose values are the user's data (a field's default), never a schema.
+_VALUES: Final = frozenset({"default", "metadata"})
+
+
+def _nan_keeping(t: Any) -> Any:
+    """*t*'s serializer built again with ``ser_json_inf_nan="constants"``, with which JSON
+    mode hands over a NaN or an infinity as the float (the default, "null", makes it None,
+    which nothing later can tell from a None). Every model in the schema gets it, and so
+    does the serializer's own config, which values the serializer infers (what a model
+    serializer returns) are written with; the rest of *t*'s config stays as it was."""
+    own: list[Mapping[str, Any]] = []
+
+    def rebuilt(node: Any) -> Any:
+        if type(node) is list or type(node) is tuple:  # a union's choices may be pairs
+            return type(node)(rebuilt(x) for x in node)
+        if type(node) is not dict:
+            return node  # a class, a function, a value: shared, never copied
+        out = {k: x if k in _VALUES else rebuilt(x) for k, x in node.items()}
+        kind = node.get("type")  # a field named "type" maps to its schema, not a str
+        if type(kind) is str and kind in _CONFIGURED:
+            out["config"] = {**(node.get("config") or {}), "ser_json_inf_nan": "constants"}
+            if node.get("cls") is t and not own:
+                own.append(out["config"])
+        return out
+
+    schema = rebuilt(t.__pydantic_core_schema__)
+    config = own[0] if own else {"ser_json_inf_nan": "constants"}
+    return sys.modules["pydantic_core"].SchemaSerializer(schema, config)
 
 
 @lru_cache(maxsize=1024)  # a pure function of the class; holds no per-call state
