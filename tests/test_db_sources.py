@@ -1185,6 +1185,107 @@ def test_pg_multibyte_text_over_the_byte_bound_but_within_characters_is_whole(
     assert row["t"] == "ü" * 80
 
 
+@pytest.fixture
+def pg_wide(pg: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """A table of values that may be as long as a cell, none text, bytea, JSON or array:
+    row 1 holds long ones (50,000 characters of text or more each), row 2 short ones."""
+    pg.execute("DROP TABLE IF EXISTS wide")
+    pg.execute("DROP TYPE IF EXISTS pair")
+    pg.execute("DROP TYPE IF EXISTS trange")
+    pg.execute("CREATE TYPE pair AS (n int, body text)")
+    pg.execute("CREATE TYPE trange AS RANGE (subtype = text, multirange_type_name = tmultirange)")
+    pg.execute(
+        "CREATE TABLE wide (id int PRIMARY KEY, c pair, r trange, m tmultirange, nr numrange,"
+        " vb varbit, poly polygon, pa path, tv tsvector)"
+    )
+    points = "SELECT string_agg(format('(%s,%s)', g, g % 7), ',') FROM generate_series(1, {}) AS g"
+    words = (
+        "SELECT to_tsvector('simple', string_agg('w' || g, ' ')) FROM generate_series(1, {}) AS g"
+    )
+    for row_id, n in ((1, 10_000), (2, 3)):
+        pg.execute(
+            f"INSERT INTO wide VALUES ({row_id}, row(1, repeat('x', 5 * {n}))::pair,"
+            f" trange('a', repeat('z', 5 * {n})), tmultirange(trange('a', repeat('z', 5 * {n}))),"
+            f" numrange(0, ('1' || repeat('0', 5 * {n}))::numeric), repeat('1', 5 * {n})::varbit,"
+            f" ('(' || ({points.format(n)}) || ')')::polygon,"
+            f" ('[' || ({points.format(n)}) || ']')::path, ({words.format(n)}))"
+        )
+    yield pg
+    pg.execute("DROP TABLE wide")
+    pg.execute("DROP TYPE pair")
+    pg.execute("DROP TYPE trange")
+
+
+_WIDE = ("c", "r", "m", "nr", "vb", "poly", "pa", "tv")
+
+
+@pytest.mark.postgres
+def test_regression_pg_cells_of_any_unbounded_type_are_cut_in_the_query(
+    pg_wide: psycopg.Connection[Any], postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """Regression: only text, bytea, JSON, XML and arrays were cut in the query; a
+    composite, range, bit string, polygon, tsvector or record came whole whatever the
+    bound (a 50 MB composite cell: 468 MB at the client for a 4 KiB page)."""
+    pg = pg_wide
+    query = "SELECT *, row(id, c) AS rec FROM wide"
+    columns = (*_WIDE, "rec")
+    texts = pg.execute(
+        f"SELECT {', '.join(f'{c}::text' for c in columns)} FROM ({query}) AS q ORDER BY id"
+    ).fetchall()
+    assert min(map(len, texts[0])) >= 50_000
+    trace = tmp_path / "libpq.trace"
+    with (
+        psycopg.connect(postgres_server.dsn, autocommit=True) as reader,
+        trace.open("w") as f,
+    ):
+        reader.pgconn.trace(f.fileno())
+        source = PostgresSource(
+            reader, query=query, order_by=("id",), unique=True, max_cell_bytes=100
+        )
+        long, short = (row for row, _ in source.open(None))
+        pages = pages_by_fill(PostgresSource(reader, query=query, unique=True), Limits(2048))
+        reader.pgconn.untrace()
+    for name, text in zip(columns, texts[0], strict=True):
+        assert long[name] == Clipped(text[:100], len(text), "chars"), name
+        (cut,) = [row[name] for page in pages for row in page if row["id"] == 1]
+        assert isinstance(cut, Clipped)
+        assert text.startswith(cut.head)
+        assert 0 < len(cut.head) <= 2048
+    # What came over the wire is the cut (nine cells of at most 2,048 characters), not
+    # the cells (each of 50,000 bytes or more).
+    rows_sent = [line for line in trace.read_text().splitlines() if "DataRow" in line]
+    assert rows_sent
+    assert max(map(len, rows_sent)) < 25_000
+    # A short value arrives as psycopg loads it.
+    assert short == {
+        "id": 2,
+        **dict(zip(columns, pg.execute(f"{query} WHERE id = 2").fetchone()[1:], strict=True)),  # type: ignore[index]
+    }
+
+
+@pytest.mark.postgres
+def test_pg_values_bounded_by_their_type_are_never_cut(pg_cells: psycopg.Connection[Any]) -> None:
+    # A numeric's text is at most 147,457 characters: it arrives as the Decimal it is,
+    # as do the other types bounded by their type, even under the smallest bound.
+    long_number = Decimal("9" * 300 + "." + "1" * 100)
+    uid = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    pg_cells.execute(
+        "INSERT INTO cells (id, n, u, iv) VALUES (1, %s, %s, '1 day')", (long_number, uid)
+    )
+    source = PostgresSource(
+        pg_cells,
+        query="SELECT id, n, u, iv, '10.0.0.1'::inet AS ip, point(1, 2) AS pt FROM cells",
+        unique=True,
+        max_cell_bytes=MIN_CELL_BYTES,
+    )
+    ((row, _),) = list(source.open(None))
+    assert row["n"] == long_number
+    assert row["u"] == uid
+    assert row["iv"] == dt.timedelta(days=1)
+    assert str(row["ip"]) == "10.0.0.1"
+    assert row["pt"] == "(1,2)"
+
+
 @pytest.mark.postgres
 def test_pg_driver_types_arrive_as_values(pg_cells: psycopg.Connection[Any]) -> None:
     """Values as psycopg loads them: never strings standing for them."""
@@ -1456,6 +1557,123 @@ def test_a_declared_unique_order_that_holds_pages_every_row_with_named_params() 
         assert [row["n"] for page in pages for row in page] == list(range(5, 30))
 
 
+def _tied_keys_source(
+    keys: list[int], *, nocase: bool, batch_size: int
+) -> tuple[SQLiteSource, list[int]]:
+    """A declared-unique source ordered by *keys* (row ids 0, 1, …; equal ints tie; with
+    *nocase* a key k is spelled 'k' or 'K' by its parity, so k // 2 ties, equal only as
+    the database compares), and the ids in key order (ties by id)."""
+    conn = sqlite3.connect(":memory:")
+    if nocase:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT COLLATE NOCASE, pad TEXT)")
+        spelled: list[Any] = [f"{'kK'[k % 2]}{k // 2:03}" for k in keys]
+        rank = [k // 2 for k in keys]
+    else:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k INTEGER, pad TEXT)")
+        spelled, rank = list(keys), list(keys)
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)", [(i, k, "p" * 40) for i, k in enumerate(spelled)]
+    )
+    source = SQLiteSource(
+        conn, query="SELECT id, k, pad FROM t", order_by=("k",), unique=True, batch_size=batch_size
+    )
+    return source, sorted(range(len(keys)), key=lambda i: (rank[i], i))
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 16, 256])
+@pytest.mark.parametrize("max_items", [None, 1, 4])
+@pytest.mark.parametrize("nocase", [False, True])
+def test_regression_a_declared_unique_order_tied_past_a_fetch_raises(
+    batch_size: int, max_items: int | None, nocase: bool
+) -> None:
+    """Regression: each further fetch of a page asked for the rows strictly after the
+    last one fetched, and the next page for those after the last row it carried over,
+    so a row tied with that one was never asked for: over keys id // 2 in one 64 KiB
+    page, 99 of 100 rows and complete=True (row 17, tied at the first 16-row fetch's
+    end), with max_items=1 every other row."""
+    # Every key twice: equal ints, or 'k007' and 'K007' under NOCASE.
+    keys = list(range(100)) if nocase else [i // 2 for i in range(100)]
+    source, _ = _tied_keys_source(keys, nocase=nocase, batch_size=batch_size)
+    limits = Limits(65536, max_items=max_items)
+    with pytest.raises(LimitError, match="share the order key"):
+        pages_by_fill(source, limits)
+    with pytest.raises(LimitError, match="share the order key"):
+        pages_by_paginate(source, limits)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    keys=st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=50),
+    nocase=st.booleans(),
+    batch_size=st.sampled_from([1, 2, 3, 5, 256]),
+    max_bytes=st.integers(min_value=400, max_value=4000),
+    max_items=st.none() | st.integers(min_value=1, max_value=6),
+)
+def test_property_a_declared_unique_order_never_loses_a_row(
+    keys: list[int], nocase: bool, batch_size: int, max_bytes: int, max_items: int | None
+) -> None:
+    # Declared unique, right or wrong: the pages hold every row once, in order, or a tie
+    # raises LimitError naming unique; a right declaration never raises.
+    source, want = _tied_keys_source(keys, nocase=nocase, batch_size=batch_size)
+    distinct = len({k // 2 if nocase else k for k in keys}) == len(keys)
+    limits = Limits(max_bytes, max_items=max_items)
+    for read in (pages_by_fill, pages_by_paginate):
+        tie: LimitError | None = None
+        try:
+            got = [row["id"] for page in read(source, limits) for row in page]
+        except LimitError as e:
+            tie = e
+        if tie is not None:
+            assert not distinct
+            assert "share the order key" in str(tie)
+            continue
+        assert sorted(got) == list(range(len(keys)))
+        if distinct:
+            assert got == want
+
+
+def test_a_declared_unique_order_is_checked_by_one_query_a_page(
+    sqlite_db: tuple[Path, sqlite3.Connection],
+) -> None:
+    # The page-end check also clears the key the next page's query starts after (the row
+    # it carries): one query a page, none between a page's carried rows and its fetch.
+    _, conn = sqlite_db
+    statements: list[str] = []
+    source = SQLiteSource(conn, query="SELECT id, grp FROM t", unique=True)
+    conn.set_trace_callback(statements.append)
+    pages = pages_by_fill(source, Limits(4096, max_items=7))
+    conn.set_trace_callback(None)
+    assert [row["id"] for page in pages for row in page] == list(range(2, 201, 2))
+    fetches = [q for q in statements if q.startswith("SELECT _jb_q.")]
+    checks = [q for q in statements if q.startswith("SELECT 1 FROM")]
+    assert len(pages) == 15
+    assert len(fetches) == len(pages)  # the carried row, then one fetch after it
+    assert len(checks) == len(pages) - 1  # the last page has no row after it
+    assert all(q.endswith("LIMIT 2") for q in checks)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("batch_size", [1, 2, 16, 256])
+@pytest.mark.parametrize("max_items", [None, 3])
+def test_regression_pg_a_declared_unique_order_tied_past_a_fetch_raises(
+    pg: psycopg.Connection[Any], batch_size: int, max_items: int | None
+) -> None:
+    limits = Limits(65536, max_items=max_items)
+    for query in (
+        "SELECT i AS id, i / 2 AS k FROM generate_series(1, 100) AS i",
+        # numeric 7 and 7.0: one key to PostgreSQL, two to Python
+        "SELECT i AS id, CASE WHEN i %% 2 = 0 THEN (i / 2)::numeric"
+        " ELSE (i / 2)::numeric(10, 1) END AS k FROM generate_series(1, 100) AS i",
+    ):
+        source = PostgresSource(
+            pg, query=query, order_by=("k",), unique=True, batch_size=batch_size
+        )
+        with pytest.raises(LimitError, match="share the order key"):
+            pages_by_fill(source, limits)
+        with pytest.raises(LimitError, match="share the order key"):
+            pages_by_paginate(source, limits)
+
+
 def _spilled_rows(source: Any, spill: Any) -> list[Any]:
     """The one page of *source* at a 700-byte budget with oversized="spill", its spilled
     items read back from *spill*."""
@@ -1672,6 +1890,69 @@ def test_sqlite_keeps_a_bounded_number_of_look_ahead_runs(
         assert (ahead not in fetched) is kept
 
 
+@pytest.mark.parametrize("end", ["ROLLBACK", "COMMIT"])
+@pytest.mark.parametrize("written", ["before-the-first-page", "between-the-pages"])
+def test_regression_sqlite_rows_read_in_a_transaction_are_not_served_after_it(
+    written: str, end: str
+) -> None:
+    """Regression: rows a page read inside the caller's transaction were kept for the
+    next page, and served after a ROLLBACK took their values back ('uncommitted'):
+    total_changes does not go down, and the connection's own writes leave data_version
+    as it is."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, "a" * 50) for i in range(1, 40)])
+    source = SQLiteSource(conn, table="t")
+    limits = Limits(400)
+
+    def write() -> None:
+        conn.execute("BEGIN")
+        conn.execute("UPDATE t SET v = 'uncommitted' WHERE id BETWEEN 4 AND 12")
+
+    if written == "before-the-first-page":
+        write()
+    first, position = one_page(source, limits, None)
+    if written == "between-the-pages":
+        write()
+    conn.execute(end)
+    page, _ = one_page(source, limits, position)
+    assert page[0]["id"] == first[-1]["id"] + 1
+    assert page == one_page(SQLiteSource(conn, table="t"), limits, position)[0]
+    now = dict(conn.execute("SELECT id, v FROM t").fetchall())
+    assert {row["id"]: row["v"] for row in page} == {row["id"]: now[row["id"]] for row in page}
+
+
+def test_sqlite_inside_the_callers_transaction_nothing_is_kept(
+    counted: tuple[sqlite3.Connection, sqlite3.Connection, list[int]],
+) -> None:
+    # As on PostgreSQL: inside a transaction the look-ahead is fetched again rather than
+    # kept, even with nothing written, since nothing proves what its end will leave.
+    _, reader, fetched = counted
+
+    def fetched_by_page(in_transaction: bool) -> list[int]:
+        """Each row id once per page whose queries fetched it."""
+        pages: list[set[int]] = []
+
+        def mark(_: int) -> None:
+            pages.append(set(fetched))
+            fetched.clear()
+
+        fetched.clear()
+        if in_transaction:
+            reader.execute("BEGIN")
+        got = follow(counted_source(reader), Limits(1024), mark)
+        if in_transaction:
+            reader.execute("ROLLBACK")
+        assert [r["id"] for r in got] == list(range(1, 61))
+        pages.append(set(fetched))
+        return sorted(i for page in pages for i in page)
+
+    assert fetched_by_page(in_transaction=False) == list(range(1, 61))
+    inside = fetched_by_page(in_transaction=True)
+    assert set(inside) == set(range(1, 61))
+    assert len(inside) > 60  # look-ahead rows fetched by two pages
+
+
 @pytest.fixture
 def pg_traced(
     postgres_server: PostgresServer, tmp_path: Path
@@ -1754,6 +2035,49 @@ def test_pg_page_checks_its_carried_rows_and_fetches_in_one_round_trip(
     assert pages >= 4
     assert syncs(trace) - first_page_syncs == pages - 1
     assert sorted(rows_on_the_wire(trace)) == list(range(1, 61, 2))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_pg_a_declared_unique_order_is_checked_in_the_round_trips_it_has(
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    tmp_path: Path,
+    batch_size: int,
+) -> None:
+    # Pages of several fetches each: the check of the key a fetch starts after shares
+    # that fetch's round trip, and the page end's one round trip of its own checks both
+    # keys the next page may start after. The checks fetch no row: each crosses once.
+    _, reader, _ = pg_traced
+    reader.pgconn.untrace()
+    reader.prepare_threshold = None  # preparing a statement costs a round trip of its own
+
+    def page_all(mode: Literal["keyset", "offset"]) -> tuple[list[int], int, int, list[int]]:
+        """The ids, the pages, the round trips and the rows on the wire."""
+        source = PostgresSource(
+            reader,
+            query="SELECT * FROM la",
+            order_by=("id",),
+            unique=True,
+            mode=mode,
+            batch_size=batch_size,
+        )
+        trace = tmp_path / f"{mode}.trace"
+        with trace.open("w") as f:
+            reader.pgconn.trace(f.fileno())
+            pages = pages_by_fill(source, Limits(1024))
+            reader.pgconn.untrace()  # flushes the trace
+        sent = [line.split("\t") for line in trace.read_text().splitlines()]
+        # A Sync ends a round trip, as a simple Query does (the snapshot sent alone).
+        trips = sum("Sync" in parts or "Query" in parts for parts in sent)
+        got = [row["id"] for page in pages for row in page]
+        return got, len(pages), trips, rows_on_the_wire(trace)
+
+    got, pages, trips, wire = page_all("keyset")
+    assert got == list(range(1, 61, 2))
+    assert sorted(wire) == got
+    assert pages >= 4
+    # Offset mode sends the same queries for the same rows, and checks no key.
+    assert page_all("offset") == (got, pages, trips - (pages - 1), wire)
 
 
 @pytest.mark.postgres

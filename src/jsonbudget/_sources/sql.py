@@ -6,7 +6,8 @@ rows strictly after them. The order is made total before the first page: a table
 primary key (SQLite's ``rowid`` when it has none) is appended when the given columns are
 not known to be unique, and a query whose order cannot be proven unique is refused
 unless the caller declares it unique. ``mode="offset"`` is the fallback for results
-without a unique order. Long text and binary cells are cut in the query itself
+without a unique order. Long cells (text, binary, and on PostgreSQL any type whose
+values are not bounded by the type, through its text) are cut in the query itself
 (`Clipped`), so a 1 GB cell costs about a page, and the rows a page fetched but did not
 serve are kept for the next one while the database is unchanged (`_Ahead`), so no row
 is fetched twice. Identifiers are quoted; values only ever travel as query parameters.
@@ -60,8 +61,8 @@ __all__ = [
 
 #: The most rows fetched from the database per round trip.
 DEFAULT_BATCH_SIZE: Final = 256
-#: The smallest ``max_cell_bytes``: every number's text is shorter, so only text and
-#: binary values are ever cut.
+#: The smallest ``max_cell_bytes``: every number's text is shorter, so no number is ever
+#: cut (SQLite sizes any column's values).
 MIN_CELL_BYTES: Final = 64
 #: The longest cut a query asks for: no value is longer in either database (SQLite's
 #: default limit is 10**9 bytes, PostgreSQL's 1 GB), and PostgreSQL's ``left()`` takes
@@ -729,14 +730,8 @@ class _SQLSource(Source[Row]):
             if n:
                 last = (rows, n)
             if more:
-                if self._unique and self._mode == "keyset" and last[1]:
-                    # The next page asks for the rows after the last one served: the
-                    # row read ahead must be one of them, as the database compares.
-                    last_row = last[0][last[1] - 1]
-                    here = [self._key(last_row[i], i, plan) for i in plan.key_index]
-                    ahead = [self._key(rows[n][i], i, plan) for i in plan.key_index]
-                    if here == ahead or not cursor.follows(ahead, here):
-                        raise self._tie(here)
+                if self._unique and self._mode == "keyset":
+                    self._check_page_end(plan, cursor, last, rows, n)
                 self._rows_hint = served
                 return (
                     True,
@@ -748,6 +743,41 @@ class _SQLSource(Source[Row]):
             if limit_hint is None:
                 batch = min(self._batch, batch * 2)
         return False, self._position_after(plan, last[0][: last[1]], start + served, position), []
+
+    def _check_page_end(
+        self, plan: _Plan, chunks: _Chunks, last: tuple[list[Any], int], rows: list[Any], n: int
+    ) -> None:
+        """Prove that a declared-unique order loses no row where the next page starts.
+
+        It starts after the page's last row, or, where it carries the rows left over,
+        after the last row fetched (when `_Chunks.unchecked`): a row tied with either, as
+        the database compares, would never be asked for. One query where the row read
+        ahead is the last one fetched (the common case), else two in one round trip.
+        """
+        ahead = [self._key(rows[n][i], i, plan) for i in plan.key_index]
+        checks: list[tuple[str, Params]] = []
+        here = None
+        if last[1]:
+            last_row = last[0][last[1] - 1]
+            here = [self._key(last_row[i], i, plan) for i in plan.key_index]
+            if here == ahead:
+                raise self._tie(here)
+        tail = None
+        if chunks.unchecked:
+            tail = [self._key(rows[-1][i], i, plan) for i in plan.key_index]
+        # The rows the database holds equal to the one read ahead include the page's last
+        # row if the two tie: where the row read ahead is also the last one fetched, the
+        # check of its ties covers the page's end too.
+        follows = here is not None and (tail is None or n + 1 < len(rows))
+        if follows:
+            checks.append(self._follows_sql(plan, ahead, here))
+        if tail is not None:
+            checks.append(self._ties_sql(plan, tail))
+        found = chunks.run(checks) if checks else []
+        if follows and not found[0]:
+            raise self._tie(here)
+        if tail is not None and len(found[-1]) > 1:
+            raise self._tie(tail)
 
     def _first_batch(self, limit_hint: int | None) -> int:
         """How many rows `_fill_rows` asks for first (see `fill`)."""
@@ -879,14 +909,38 @@ class _SQLSource(Source[Row]):
         values: list[object] = []
         bind = self._binder(names, values)
         after = self._predicate(plan, here, bind)
-        same = " AND ".join(
-            self._null_safe_eq(_col(name), bind(_key_value(v)))
-            for (name, _, _), v in zip(plan.keys, ahead, strict=True)
-        )
+        same = self._same(plan, ahead, bind)
         sql = (
             f"SELECT 1 FROM (\n{self._inner_sql(plan)}\n) AS _jb_q WHERE {after} AND {same} LIMIT 1"
         )
         return sql, self._merged(names, values)
+
+    def _ties_sql(self, plan: _Plan, key: Position) -> tuple[str, Params]:
+        """A query that returns two rows exactly when the database holds more than one
+        row keyed *key*, by the columns' own collations and types."""
+        names: list[str] = []
+        values: list[object] = []
+        same = self._same(plan, key, self._binder(names, values))
+        sql = f"SELECT 1 FROM (\n{self._inner_sql(plan)}\n) AS _jb_q WHERE {same} LIMIT 2"
+        return sql, self._merged(names, values)
+
+    def _same(self, plan: _Plan, key: Position, bind: Callable[[object], str]) -> str:
+        """SQL for "the row is keyed *key*", as the database compares (NULL equal to NULL)."""
+        if not isinstance(key, list) or len(key) != len(plan.keys):
+            raise InvalidCursor("the position is not a valid keyset position")
+        return " AND ".join(
+            self._null_safe_eq(_col(name), bind(_key_value(v)))
+            for (name, _, _), v in zip(plan.keys, key, strict=True)
+        )
+
+    def _together(self, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
+        """Run *queries* on *cur*'s connection, in order, and return each one's rows (in
+        one round trip where the driver can)."""
+        out = []
+        for sql, params in queries:
+            cur.execute(sql, params)
+            out.append(cur.fetchall())
+        return out
 
     def _inner_sql(self, plan: _Plan) -> str:
         return self._inner
@@ -1058,9 +1112,25 @@ class _Chunks:
     (`first_query`, then `issued`), so that it shares a round trip with the check; the
     first ``fetchmany`` then reads that query's result from the cursor. `drop_carried`
     forgets both.
+
+    ``unchecked`` says that the rows fetched so far end at a key whose ties, under a
+    declared-unique order, may lie past them: a query strictly after it would never see
+    them, so the next one goes with a check of that key (`_SQLSource._ties_sql`). The
+    key a page starts after, and that of the carried rows, were checked where the page
+    before ended (`_SQLSource._check_page_end`).
     """
 
-    __slots__ = ("_carried", "_cur", "_done", "_issued", "_plan", "_position", "_source")
+    __slots__ = (
+        "_carried",
+        "_check_ties",
+        "_cur",
+        "_done",
+        "_issued",
+        "_plan",
+        "_position",
+        "_source",
+        "unchecked",
+    )
 
     def __init__(
         self,
@@ -1080,6 +1150,8 @@ class _Chunks:
         self._carried = carried
         # The first fetch's size and the carried rows it was sent after, once sent.
         self._issued: tuple[int, list[tuple[Any, ...]]] | None = None
+        self._check_ties = source._unique and source._mode == "keyset"
+        self.unchecked = False
 
     def first_query(self, n: int) -> tuple[str, Params] | None:
         """The query the first ``fetchmany(n)`` runs (None: the carried rows suffice)."""
@@ -1107,20 +1179,29 @@ class _Chunks:
         issued, self._issued = self._issued, None
         if len(rows) < n:
             want = n - len(rows)
-            if issued is None or issued[0] != n or issued[1] is not rows:
+            got: list[Any]
+            if issued is not None and issued[0] == n and issued[1] is rows:
+                got = self._cur.fetchall()
+            elif self.unchecked:
+                source = self._source
+                ties, got = self.run(
+                    [source._ties_sql(self._plan, self._position), self._query(rows, n)]
+                )
+                if len(ties) > 1:
+                    raise source._tie(self._position)
+            else:
                 self._cur.execute(*self._query(rows, n))
-            got: list[Any] = self._cur.fetchall()
+                got = self._cur.fetchall()
             self._done = len(got) < want
+            self.unchecked = self._check_ties and not self._done
             rows = rows + got if rows else got
         if rows:
             self._position = self._after(rows)
         return rows
 
-    def follows(self, ahead: list[JSONValue], here: Position) -> bool:
-        """Whether the database sorts a row keyed *ahead* after one keyed *here*."""
-        sql, params = self._source._follows_sql(self._plan, ahead, here)
-        self._cur.execute(sql, params)
-        return bool(self._cur.fetchall())
+    def run(self, queries: list[tuple[str, Params]]) -> list[list[Any]]:
+        """Each query's rows, the queries sent together (`_SQLSource._together`)."""
+        return self._source._together(self._cur, queries)
 
     def _after(self, rows: list[Any]) -> Position | None:
         """The position after *rows*, which follow the current one."""
@@ -1292,7 +1373,15 @@ class SQLiteSource(_SQLSource):
         (``PRAGMA data_version`` of each attached database), this connection's own
         writes (``total_changes``) and its schema changes (``schema_version``, which
         ``total_changes`` does not count: a table dropped and another renamed to its
-        name)."""
+        name).
+
+        None (nothing is kept or used, as on PostgreSQL) inside a transaction: a
+        rollback takes back its writes but not the counters, so rows read there may
+        never have been, and the rows would pass for current after it. (Rows kept before
+        a transaction that writes are not used after it, rolled back or not: its writes
+        moved ``total_changes``.)"""
+        if conn.in_transaction:
+            return None
         schemas = [row[1] for row in cur.execute("PRAGMA database_list").fetchall()]
         versions = tuple(
             cur.execute(f"PRAGMA {quote_ident(name)}.data_version").fetchone()[0]
@@ -1461,6 +1550,17 @@ def _uri_path(path: str) -> str:
 _PG_BYTEA: Final = 17
 _PG_AS_TEXT: Final = frozenset({114, 142, 3802})  # json, xml, jsonb
 _PG_FLOAT4: Final = 700
+#: Type categories whose values are bounded by their type, fetched whole: boolean,
+#: date/time, enum, network address, numeric (a ``numeric`` has at most 147,457
+#: characters), timespan. Every other type not cut as text or bytes is cut through its
+#: text: its values may be as long as a cell (composites, ranges, multiranges, bit
+#: strings, ``tsvector``, ``record``, any extension's type).
+_PG_BOUNDED_CATEGORIES: Final = frozenset("BDEINT")
+#: Bounded types of other categories: the fixed-size geometric types (point, lseg, box,
+#: line, circle), uuid, macaddr, macaddr8, pg_lsn, "char", tid, xid, cid, xid8.
+_PG_BOUNDED: Final = frozenset(
+    {600, 601, 603, 628, 718, 2950, 829, 774, 3220, 18, 27, 28, 29, 5069}
+)
 
 
 class PostgresSource(_SQLSource):
@@ -1609,6 +1709,21 @@ class PostgresSource(_SQLSource):
         self._keep(key, position if after is None else after, ahead, token)
         return more, after
 
+    def _together(self, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
+        """As `_SQLSource._together`, pipelined where libpq can (14 or later): the check
+        of a declared-unique order costs no round trip of its own."""
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        if len(queries) < 2 or not psycopg.Pipeline.is_supported():
+            return super()._together(cur, queries)
+        conn = cur.connection
+        with contextlib.ExitStack() as stack:
+            cursors = [cur, *(stack.enter_context(conn.cursor()) for _ in queries[1:])]
+            with conn.pipeline():
+                for each, (sql, params) in zip(cursors, queries, strict=True):
+                    each.execute(sql, params)
+            return [each.fetchall() for each in cursors]
+
     @staticmethod
     def _snapshot(conn: psycopg.Connection[Any], cur: Any, chunks: _Chunks, batch: int) -> Hashable:
         """The cluster's transaction snapshot: which transactions are done.
@@ -1685,9 +1800,10 @@ class PostgresSource(_SQLSource):
                 value = f"CASE WHEN {when} THEN left({col}, {n}) ELSE {col} END"
                 length = f"CASE WHEN {when} THEN {text_length}({col}) END"
                 cuts.append((name, value, length, None, text_unit))
-            elif oid in _PG_AS_TEXT or category.get(oid) == "A":
-                # No prefix of a JSON value (or an array) is a value: a long one arrives
-                # as the start of its text, and the value itself is not fetched.
+            elif oid not in _PG_BOUNDED and category.get(oid) not in _PG_BOUNDED_CATEGORIES:
+                # No prefix of a JSON value, an array, a composite or a range is a value:
+                # a long one arrives as the start of its text, and the value itself is
+                # not fetched.
                 text = f"{col}::text"
                 when = f"octet_length({text}) > {n} AND length({text}) > {n}"
                 cuts.append(
