@@ -304,6 +304,41 @@ async def test_regression_a_page_over_the_middleware_budget_is_refused_not_cut()
     assert "give the paginated tool a max_bytes of at most 4096" in text_of(got)
 
 
+async def test_regression_a_text_only_page_over_the_middleware_budget_is_refused() -> None:
+    """A page sent as text only (content="text") has no structured content, so the
+    middleware took it for a JSON result and cut its items: 261 of 2,000 rows arrived,
+    the last page saying complete."""
+    server = FastMCP("pages")
+
+    @server.tool()
+    @paginated_tool(max_bytes=8192, store=MemoryCursorStore(), content="text")
+    def rows() -> list[dict[str, Any]]:
+        """All rows, one page per call."""
+        return ROWS
+
+    server.add_middleware(BoundedResults(max_bytes=4096))
+    async with Client(server) as client:
+        got = await client.call_tool("rows", {}, raise_on_error=False)
+    assert got.is_error
+    assert "give the paginated tool a max_bytes of at most 4096" in text_of(got)
+
+
+async def test_a_read_result_page_over_the_middleware_budget_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A read_result page cut would skip what its next_cursor resumes after, as a
+    paginated tool's would: refused, never cut."""
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    app = FastMCP("reads")
+    app.tool()(read_result_tool(reader=reader, max_bytes=8192, principal="agent"))
+    app.add_middleware(BoundedResults(max_bytes=4096, tools=["read_result"]))
+    ref = reader.reference(reader.spill.put(orjson.dumps(ROWS), label="rows"), principal="agent")
+    async with Client(app) as client:
+        got = await client.call_tool("read_result", {"ref": ref}, raise_on_error=False)
+    assert got.is_error
+    assert "give the paginated tool a max_bytes of at most 4096" in text_of(got)
+
+
 async def test_regression_a_tool_errors_message_is_bounded() -> None:
     """A tool that failed with a 1 MB message sent it whole as its isError text."""
     app = FastMCP("fails")

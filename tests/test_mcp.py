@@ -401,6 +401,21 @@ def test_pager_options_validated() -> None:
         McpPager()
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("oversized", "marker"), ("oversized", "spill"), ("strategy", "nope"), ("markers", "x")],
+)
+def test_regression_an_invalid_pager_option_is_named_not_taken_for_a_small_budget(
+    option: str, value: str
+) -> None:
+    # Found by a tester: the search for the smallest page budget took the option's
+    # error, raised at every budget, for "too small", and blamed max_bytes.
+    expected = "spill_store" if value == "spill" else option
+    with pytest.raises(LimitError, match=f"^{expected}=") as raised:
+        McpPager(max_bytes=16384, **{option: value})  # type: ignore[arg-type]  # bad on purpose
+    assert raised.value.name == expected
+
+
 def test_pager_default_hook_encodes_what_the_encoder_does_not_know() -> None:
     rows = [{"id": i, "price": Price(f"{i}.10")} for i in range(50)]
     plain = McpPager(max_bytes=4096).paginate(rows, scope=Scope("p", {}))

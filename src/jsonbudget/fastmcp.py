@@ -18,6 +18,7 @@ from ._agents.guards import ResultGate
 from ._agents.reader import ResultReader
 from ._extras import missing_extra
 from ._limits import MIN_BYTES
+from ._pages.builder import ENVELOPE_KEYS
 from ._sources.jsonread import load_json
 from .errors import DecodeError, LimitError
 from .mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
@@ -151,7 +152,8 @@ class BoundedResults(Middleware):
         size = message_bytes(wire, server=server)
         if size <= self._fitter.max_bytes:
             return result
-        if _is_page(result.structured_content):
+        value, left_out = _value_of(result)
+        if _is_page(value):
             # Cut, the page's items would end before the row its nextCursor resumes at.
             raise ToolError(
                 f"the page of {name!r} is {size} bytes, over this server's max_bytes="
@@ -160,7 +162,6 @@ class BoundedResults(Middleware):
                 f"{self._fitter.max_bytes}"
             )
         fitter = self._fitter_for(server)
-        value, left_out = _value_of(result)
         notes = [_omitted_note(left_out)] if left_out else []
         text = isinstance(value, str)
         gate = None if result.is_error else self._gates.get(text)
@@ -202,13 +203,19 @@ class BoundedResults(Middleware):
 _WORST_META: Final = {"fastmcp": {"wrap_result": True}, **{str(i): 0 for i in range(10)}}
 _WORST_COUNT: Final = 10**9
 _PAGE_KEYS: Final = frozenset(McpPageEnvelope.__annotations__)
+#: A `read_result` page's keys: cut, it too would skip what its next_cursor resumes after.
+_READ_PAGE_KEYS: Final = frozenset({*ENVELOPE_KEYS.values(), "pointer", "kind"})
 
 
-def _is_page(structured: dict[str, Any] | None) -> bool:
-    """Whether *structured* is a paginated tool's page: cut, it would lose rows."""
-    return (
-        structured is not None
-        and {"items", "complete", "nextCursor"} <= structured.keys() <= _PAGE_KEYS
+def _is_page(value: Any) -> bool:
+    """Whether *value* (a result's structured content, or its text parsed) is a page of a
+    paginated tool or of `read_result`: cut, it would lose what its cursor skips. A page
+    sent as text only (``content="text"``) is one too."""
+    if type(value) is not dict:
+        return False
+    keys = value.keys()
+    return {"items", "complete", "nextCursor"} <= keys <= _PAGE_KEYS or (
+        {"items", "complete", "next_cursor"} <= keys <= _READ_PAGE_KEYS
     )
 
 

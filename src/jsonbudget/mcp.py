@@ -546,6 +546,9 @@ def bounded_result(
 def _least_page_bytes(limits: Limits, options: Mapping[str, Any]) -> int:
     """The smallest page budget the page builder accepts with these options."""
     low, high = MIN_BYTES, 1 << 16
+    # An option that is invalid at any budget (an unknown `oversized`) raises its own
+    # error here: the search below would report it as a budget too small.
+    Paginator(limits.replace(max_bytes=high), **options)
     while low < high:  # the builder refuses budgets below a bound: find it
         mid = (low + high) // 2
         try:
