@@ -18,7 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import JsonArrayFileSource, JsonLinesSource, Limits, Source, bounded_dumps
+from jsonbudget import (
+    Clipped,
+    JsonArrayFileSource,
+    JsonLinesSource,
+    Limits,
+    MemoryCursorStore,
+    PageBuilder,
+    Scope,
+    Source,
+    bounded_dumps,
+    paginate,
+)
 from jsonbudget._limits import MAX_DEPTH
 from jsonbudget._sources.jsonread import load_json, scan_json
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
@@ -204,12 +215,6 @@ def test_syntax_error_is_reported_without_reading_the_rest_of_the_file(tmp_path:
     with pytest.raises(DecodeError):
         all_items(JsonArrayFileSource(path))
     assert rchar() - before < 256 * 1024
-
-
-def test_item_larger_than_max_item_bytes_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path / "huge.json", json.dumps(["x" * 5000, 1]))
-    with pytest.raises(DecodeError, match="max_item_bytes=1000"):
-        all_items(JsonArrayFileSource(path, read_size=100, max_item_bytes=1000))
 
 
 @pytest.mark.parametrize("prefix", ["", "results", "item.x.item", "a..item", 3])
@@ -415,12 +420,6 @@ def test_regression_a_bad_line_has_one_offset_whether_read_or_filled(
             read(JsonLinesSource(path))
         offsets.append(caught.value.offset)
     assert offsets == [text.index('{"b":') + 5] * 2  # where the line's text ends
-
-
-def test_jsonl_line_longer_than_max_item_bytes(tmp_path: Path) -> None:
-    path = write(tmp_path / "l.jsonl", json.dumps("x" * 100) + "\n1\n")
-    with pytest.raises(DecodeError, match="max_item_bytes=50"):
-        all_items(JsonLinesSource(path, max_item_bytes=50))
 
 
 def test_jsonl_change_detected(tmp_path: Path) -> None:
@@ -747,15 +746,17 @@ def test_fill_reads_lines_at_orjsons_depth_limit(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("newline", [b"\n", b""])
-def test_fill_refuses_a_line_longer_than_max_item_bytes(tmp_path: Path, newline: bytes) -> None:
+def test_fill_clips_a_line_longer_than_max_item_bytes(tmp_path: Path, newline: bytes) -> None:
     path = tmp_path / "long.jsonl"
-    path.write_bytes(b"1\n" + json.dumps("x" * 100).encode() + newline)
-    with pytest.raises(DecodeError, match="max_item_bytes=50"):
-        pages_by_fill(JsonLinesSource(path, max_item_bytes=50), Limits(65536))
+    text = json.dumps("x" * 100).encode()
+    path.write_bytes(b"1\n" + text + newline)
+    ((one, clipped),) = pages_by_fill(JsonLinesSource(path, max_item_bytes=50), Limits(65536))
+    assert one == 1
+    assert clipped == Clipped(text[:50].decode(), 102, "bytes")
     fits = tmp_path / "fits.jsonl"
-    fits.write_bytes(b"1\n" + b"2" * 49 + newline)  # 50 bytes with its newline
+    fits.write_bytes(b"1\n" + b"2" * 50 + newline)  # 50 bytes without its newline
     assert pages_by_fill(JsonLinesSource(fits, max_item_bytes=50), Limits(65536)) == [
-        [1, int("2" * 49)]
+        [1, int("2" * 50)]
     ]
 
 
@@ -844,3 +845,194 @@ def test_load_json_of_a_deep_mixed_document_is_bounded() -> None:
         memory_mb=250,
     )
     assert out == f"{MAX_DEPTH + 1} …[depth: list of 1 items]\n"
+
+
+# --- items longer than max_item_bytes: skipped over, clipped at their place ---------------
+
+_LIMIT = 1000
+
+
+def _big(k: int, n: int) -> Any:
+    # Escaped quotes and backslashes and brackets inside the string: the skip must not
+    # end the item at any of them.
+    return {"id": k, "body": 'x\\"]},[{' * n}
+
+
+#: Where the oversized items stand among ten small ones: the indexes of the big ones.
+_PLACES = {"first": [0], "middle": [5], "last": [10], "several": [3, 4, 5], "all": [0, 1]}
+
+
+def _oversized_file(tmp_path: Path, kind: str, places: list[int], *, compress: bool,
+                    nested: bool = False) -> tuple[Path, list[Any]]:  # fmt: skip
+    small = [{"id": k, "s": "é" * (k % 3)} for k in range(10)]
+    items: list[Any] = list(small)
+    for at in places:
+        items.insert(at, _big(100 + at, 300 + at))
+    if kind == "lines":
+        text = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in items)
+        return write(tmp_path / "o.jsonl", text, compress=compress), items
+    doc: Any = {"x": [1, {"y": "]"}], "results": items} if nested else items
+    text = json.dumps(doc, ensure_ascii=False, indent=1)
+    return write(tmp_path / "o.json", text, compress=compress), items
+
+
+def _source(path: Path, kind: str, *, nested: bool = False) -> Any:
+    if kind == "lines":
+        return JsonLinesSource(path, max_item_bytes=_LIMIT)
+    prefix = "results.item" if nested else "item"
+    return JsonArrayFileSource(path, prefix=prefix, read_size=97, max_item_bytes=_LIMIT)
+
+
+def _text(item: Any, kind: str, *, nested: bool = False) -> bytes:
+    """The item's JSON text as the file holds it."""
+    if kind == "lines":
+        return json.dumps(item, ensure_ascii=False).encode()
+    indent = "\n  " if nested else "\n "
+    return json.dumps(item, ensure_ascii=False, indent=1).replace("\n", indent).encode()
+
+
+def _check_served(
+    served: list[Any], items: list[Any], kind: str, head: int, *, nested: bool = False
+) -> None:
+    """Small items whole, each big one clipped (its first bytes, its exact size), in order."""
+    assert len(served) == len(items)
+    for got, item in zip(served, items, strict=True):
+        text = _text(item, kind, nested=nested)
+        if len(text) <= _LIMIT:
+            assert got == item
+            continue
+        assert isinstance(got, Clipped), got
+        assert got.length == len(text)
+        assert got.unit == "bytes"
+        shown = got.head.encode() if isinstance(got.head, str) else got.head
+        assert text.startswith(shown)
+        assert len(shown) == min(head, _LIMIT)  # ASCII: the cut falls between characters
+
+
+def _check_rendered(page: Any, max_bytes: int) -> None:
+    """The page's JSON fits, and shows each clipped item as a cut string, its count exact."""
+    data = page.to_json()
+    assert len(data) <= max_bytes
+    for item, rendered in zip(page.items, json.loads(data)["items"], strict=True):
+        if isinstance(item, Clipped):
+            shown, marker = rendered.split("\u2026[truncated: ")
+            assert item.head.startswith(shown)
+            assert marker == f"{item.length - len(shown.encode())} more bytes]"
+
+
+@pytest.mark.parametrize("place", sorted(_PLACES))
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_regression_an_item_over_max_item_bytes_no_longer_stops_the_file(
+    tmp_path: Path, kind: str, compress: bool, place: str
+) -> None:
+    # It raised DecodeError, and the page before it never came either (the look-ahead
+    # reached it): nothing past that point could be paged.
+    path, items = _oversized_file(tmp_path, kind, _PLACES[place], compress=compress)
+    source = _source(path, kind)
+    opened = source.open(None)
+    got = [item for item, _ in opened]
+    for item, value in zip(items, got, strict=True):
+        text = _text(item, kind)
+        if len(text) <= _LIMIT:
+            assert value == item
+        else:
+            assert value == Clipped(text[:_LIMIT].decode(), len(text), "bytes")
+    limits = Limits(700)
+    store, scope = MemoryCursorStore(), Scope("t", {})
+    pages, cursor = [], None
+    while True:
+        page = paginate(source, scope=scope, cursor=cursor, store=store, limits=limits)
+        _check_rendered(page, limits.max_bytes)
+        pages.append(list(page.items))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages_by_fill(source, limits) == pages
+    _check_served([x for page in pages for x in page], items, kind, limits.max_bytes)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_an_oversized_item_under_a_nested_prefix_is_clipped(tmp_path: Path, compress: bool) -> None:
+    path, items = _oversized_file(tmp_path, "array", [0, 6], compress=compress, nested=True)
+    source = _source(path, "array", nested=True)
+    _check_served(read_in_pages(source, [1, 2]), items, "array", _LIMIT, nested=True)
+    pages = pages_by_fill(source, Limits(65536))
+    _check_served([x for page in pages for x in page], items, "array", _LIMIT, nested=True)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_resume_just_before_and_just_after_an_oversized_item(
+    tmp_path: Path, kind: str, compress: bool
+) -> None:
+    path, items = _oversized_file(tmp_path, kind, [5], compress=compress)
+    source = _source(path, kind)
+    positions = [pos for _, pos in source.open(None)]
+    everything = all_items(source)
+    for at in (4, 5):  # the position before the big item, and the one after it
+        assert all_items(source, roundtrip(positions[at - 1])) == everything[at:]
+        builder = PageBuilder(Limits(65536))
+        more, _ = source.fill(builder, roundtrip(positions[at - 1]))
+        assert not more
+        _check_served(list(builder.finish(complete=True).items), items[at:], kind, 65536)
+    assert positions[5]["c"] in "}\n"
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_a_scalar_and_a_string_item_over_max_item_bytes(tmp_path: Path, kind: str) -> None:
+    items: list[Any] = [1, "s" * 3000, int("7" * 3000), [[[["deep"]]]] * 400, 2]
+    texts = [json.dumps(x).encode() for x in items]
+    if kind == "lines":
+        path = tmp_path / "s.jsonl"
+        path.write_bytes(b"\r\n".join(texts))  # CR LF, no final newline
+        source: Any = JsonLinesSource(path, max_item_bytes=_LIMIT)
+        sizes = [len(t) + 1 for t in texts[:-1]] + [len(texts[-1])]  # CR counted
+    else:
+        path = tmp_path / "s.json"
+        path.write_bytes(b"[" + b",".join(texts) + b"]")
+        source = JsonArrayFileSource(path, read_size=64, max_item_bytes=_LIMIT)
+        sizes = [len(t) for t in texts]
+    got = all_items(source)
+    assert got[0] == 1
+    assert got[-1] == 2
+    assert [c.length for c in got[1:-1]] == sizes[1:-1]
+    assert [c.head for c in got[1:-1]] == [t[:_LIMIT].decode() for t in texts[1:-1]]
+
+
+def test_an_array_that_ends_inside_an_oversized_item_is_a_decode_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "cut.json", '[1, {"a": "' + "x" * 5000)
+    with pytest.raises(DecodeError, match="ends inside an item"):
+        all_items(JsonArrayFileSource(path, read_size=100, max_item_bytes=_LIMIT))
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_a_200_mb_item_is_skipped_in_bounded_memory(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / ("big.json" if kind == "array" else "big.jsonl")
+    with open(path, "wb") as f:
+        f.write(b'[{"id":0},\n{"id":1,"body":"' if kind == "array" else b'{"id":0}\n{"body":"')
+        block = b'ab\\"c' * 10_000
+        for _ in range(200_000_000 // len(block)):
+            f.write(block)
+        f.write(b'"},\n{"id":2}]' if kind == "array" else b'"}\n{"id":2}\n')
+    cls = "JsonArrayFileSource" if kind == "array" else "JsonLinesSource"
+    out = run_bounded(
+        f"""
+from jsonbudget import {cls}, Limits, MemoryCursorStore, Scope, paginate
+source = {cls}({str(path)!r}, max_item_bytes=65536)
+store, scope, cursor, items = MemoryCursorStore(), Scope("t", {{}}), None, []
+while True:
+    page = paginate(source, scope=scope, cursor=cursor, store=store, limits=Limits(4096))
+    assert len(page.to_json()) <= 4096
+    items += page.items
+    cursor = page.next_cursor
+    if cursor is None:
+        break
+print(items[0], len(items), items[2], items[1].length, len(items[1].head))
+""",
+        memory_mb=300,
+        timeout=120,
+    )
+    size = path.stat().st_size - (len(b'[{"id":0},\n') + len(b',\n{"id":2}]') if kind == "array"
+                                   else len(b'{"id":0}\n') + len(b'\n{"id":2}\n'))  # fmt: skip
+    assert out.split() == ["{'id':", "0}", "3", "{'id':", "2}", str(size), "4096"]

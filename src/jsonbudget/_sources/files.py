@@ -29,7 +29,7 @@ import orjson
 
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
-from .base import Filler, JSONValue, Position, Source, check_limit_hint, page_budget
+from .base import Clipped, Filler, JSONValue, Position, Source, check_limit_hint, page_budget
 from .jsonread import exact, float_or_decimal, load_json, scan_json
 
 __all__ = [
@@ -64,6 +64,11 @@ _EDGE: Final = 16
 
 class _NonFinite(ValueError):
     """NaN or Infinity in the input: not JSON."""
+
+
+class _TooLong(DecodeError):
+    """A value still open after ``max_item_bytes`` of text: an array item is skipped over
+    (`_Window.skip`); anything else (a sibling before the prefix's key) is refused."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -192,11 +197,16 @@ class _Window:
         """Drop consumed text and append at least one more chunk (more if a value is big)."""
         rest = self.buf[self.pos :]
         if len(rest) > self._max:
-            raise DecodeError(
+            raise _TooLong(
                 f"a value is larger than max_item_bytes={self._max} or is not valid JSON",
                 offset=self.bpos,
             )
         data = self._stream.read(max(self._read_size, len(rest)))
+        self.buf = rest + self._decode(data)
+        self.pos = 0
+
+    def _decode(self, data: bytes) -> str:
+        """The text of the next *data* read from the stream (end of stream when empty)."""
         self.eof = not data
         # The decoder keeps a character cut by the last read: the error's index counts it.
         pending = len(self._decoder.getstate()[0])
@@ -208,8 +218,58 @@ class _Window:
                 offset=self._read - pending + exc.start,
             ) from None
         self._read += len(data)
-        self.buf = rest + text
-        self.pos = 0
+        return text
+
+    def skip(self, head: int, too_long: _TooLong) -> tuple[Clipped, str]:
+        """Pass over the value at ``pos``, still open after ``max_item_bytes`` of text,
+        without parsing it: its first *head* bytes (whole characters) as a `Clipped`
+        with its exact size in bytes, and its last character (as `seek_checked` reads it).
+
+        Only strings, escapes and brackets are followed (`_ValueEnd`), a read at a time:
+        memory stays at the window already held plus one read, and the text inside is
+        not validated (nor decoded: only the bytes after the value are).
+        """
+        buf, pos, start = self.buf, self.pos, self.bpos
+        text = buf[pos : pos + head]  # at least *head* bytes: the window holds more
+        if not text.isascii():
+            # Whole characters only: the decoder made this text, so only the one cut at
+            # byte *head* can fail to decode, and it is dropped.
+            text = text.encode("utf-8")[:head].decode("utf-8", "ignore")
+        first = buf[pos]
+        end = _ValueEnd(first)
+        at = end.feed(buf, pos if end.scalar else pos + 1, _STR_PATTERNS)
+        if at >= 0:
+            # The value ends in the window (the scanner asked for more only because it
+            # ends near the window's edge): clipped all the same, as too long to hold.
+            size = self._bytes_to(at)
+            if size <= head:  # so short the scanner would have read it: not JSON
+                raise too_long
+            self.advance(at)
+            return Clipped(text, size, "bytes"), chr(buf[at - 1].encode("utf-8")[-1])
+        # The bytes of the held text, and of a character the decoder holds cut.
+        pending = self._decoder.getstate()[0]
+        size = _utf8_len(buf, pos, self._read_size) + len(pending)
+        last = (buf[-1].encode("utf-8") + pending)[-1]
+        self.buf, self.pos = "", 0  # let the held text go before reading on
+        del buf
+        while True:
+            data = self._stream.read(self._read_size)
+            if not data:
+                raise DecodeError("invalid JSON: the input ends inside an item", offset=start)
+            at = end.feed(data, 0, _BYTE_PATTERNS)
+            if at >= 0:
+                break
+            size += len(data)
+            last = data[-1]
+        if at:
+            last = data[at - 1]
+        size += at
+        # The rest of the read is text after the value: a fresh decoder starts there.
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self.bpos = self._read = start + size
+        self.buf = self._decode(data[at:])
+        self.eof = False  # only a read that returns nothing is the end of the stream
+        return Clipped(text, size, "bytes"), chr(last)
 
     def _bytes_to(self, end: int) -> int:
         """The bytes of the text from ``pos`` to *end*."""
@@ -280,6 +340,92 @@ class _Window:
         the start of the value being read), its offset counted in the file's bytes."""
         offset = self.bpos + (self._bytes_to(at) if at is not None and at > self.pos else 0)
         return DecodeError(f"invalid JSON: {message}", offset=offset)
+
+
+def _utf8_len(text: str, start: int, step: int) -> int:
+    """The UTF-8 size of ``text[start:]``, encoded a slice at a time (not all at once)."""
+    if text.isascii():
+        return len(text) - start
+    return sum(len(text[i : i + step].encode("utf-8")) for i in range(start, len(text), step))
+
+
+class _Patterns:
+    """What `_ValueEnd` searches for, in text (`str`) or in bytes."""
+
+    __slots__ = ("outside", "scalar_end", "string")
+
+    def __init__(self, string: str, outside: str, scalar_end: str, kind: type[str | bytes]) -> None:
+        def compiled(pattern: str) -> re.Pattern[Any]:
+            return re.compile(pattern if kind is str else pattern.encode("ascii"), re.DOTALL)
+
+        self.string = compiled(string)
+        self.outside = compiled(outside)
+        self.scalar_end = compiled(scalar_end)
+
+
+# A string's text up to its closing quote (group 1), its escapes matched in C; outside a
+# string, a quote or a bracket (groups 1, 2, 3: quote, opening, closing). A scalar ends
+# where a separator begins.
+_PATTERN_TEXT: Final = (
+    r'[^"\\]*(?:\\.[^"\\]*)*(")?',
+    r'(")|([\[{])|([\]}])',
+    r"[ \t\n\r,\]}]",
+)
+_STR_PATTERNS: Final = _Patterns(*_PATTERN_TEXT, str)
+_BYTE_PATTERNS: Final = _Patterns(*_PATTERN_TEXT, bytes)
+
+
+class _ValueEnd:
+    """Finds where a JSON value ends without parsing it, fed its text a piece at a time.
+
+    It follows strings (and their escapes) and bracket depth only, with regexes: a
+    string, escapes and all, is one C match, and a container costs one Python step per
+    string or bracket in it. The text is not validated: it need not be JSON,
+    and ``[`` closed by ``}`` passes.
+    """
+
+    __slots__ = ("depth", "escaped", "scalar", "string")
+
+    def __init__(self, first: str) -> None:
+        self.string = first == '"'
+        self.depth = 1 if first in "[{" else 0
+        self.scalar = not self.string and not self.depth
+        self.escaped = False  # a backslash ended the last piece: skip the next character
+
+    def feed(self, data: str | bytes, i: int, patterns: _Patterns) -> int:
+        """The index in *data* just after the value's end, or -1: it goes on past *data*."""
+        n = len(data)
+        if self.scalar:
+            m = patterns.scalar_end.search(data, i)
+            return -1 if m is None else m.start()
+        while i < n:
+            if self.escaped:
+                self.escaped, i = False, i + 1
+            elif self.string:
+                m = patterns.string.match(data, i)
+                assert m is not None  # every part of the pattern may match nothing
+                i = m.end()
+                if m.lastindex is None:
+                    # The piece ended in the string, or just after a backslash.
+                    self.escaped = i < n
+                    return -1
+                self.string = False
+                if not self.depth:
+                    return i
+            else:
+                m = patterns.outside.search(data, i)
+                if m is None:
+                    return -1
+                i = m.end()
+                if m.lastindex == 1:
+                    self.string = True
+                elif m.lastindex == 2:
+                    self.depth += 1
+                else:
+                    self.depth -= 1
+                    if not self.depth:
+                        return i
+        return -1
 
 
 def _split_prefix(prefix: object) -> tuple[str, ...]:
@@ -403,7 +549,8 @@ def array_items(
     *stream* is at its start (a UTF-8 byte order mark there is skipped), or, with
     ``resume=(offset, index)``, just after the item that ended at *offset*. *keys* are the
     object keys of the prefix. After a top-level array (no keys) only whitespace may
-    follow; for a nested prefix the rest of the document is not read.
+    follow; for a nested prefix the rest of the document is not read. An item longer
+    than *max_item_bytes* is a `Clipped` of its text's first *max_item_bytes* bytes.
     """
     runs = array_runs(
         stream,
@@ -427,12 +574,16 @@ def array_runs(
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     resume: tuple[int, int] | None = None,
     bulk: bool = False,
+    head_bytes: int | None = None,
 ) -> Generator[Run, None, None]:
     """`array_items` in runs: the items that lie wholly in one window of text at a time.
 
     With *bulk*, most of each window is one run parsed by orjson (see `_bulk_run`): the
-    items are the same, and so is where each ends.
+    items are the same, and so is where each ends. An item still open after
+    *max_item_bytes* of text is skipped over and given as a `Clipped` of the first
+    *head_bytes* bytes of its JSON text (default and at most *max_item_bytes*).
     """
+    head = max_item_bytes if head_bytes is None else min(head_bytes, max_item_bytes)
     win: _Window | None = None
 
     def at() -> int:
@@ -502,9 +653,13 @@ def array_runs(
                 index += len(objs)
             if not more:
                 break
-            obj, end = win.value(scan)
-            last = win.buf[end - 1]
-            win.advance(end)
+            try:
+                obj, end = win.value(scan)
+            except _TooLong as exc:
+                obj, last = win.skip(head, exc)
+            else:
+                last = win.buf[end - 1]
+                win.advance(end)
             yield [obj], _listed([win.bpos], [last]), index
             index += 1
             more = _after_item(win)
@@ -632,6 +787,9 @@ class JsonArrayFileSource(Source[Any]):
                 max_item_bytes=self._max_item,
                 resume=resume,
                 bulk=True,
+                # As the SQL sources cut a long cell: nothing longer than the page can
+                # be shown whole.
+                head_bytes=page_budget(builder, self._max_item),
             )
             more, last = False, None
             try:
@@ -706,23 +864,29 @@ class JsonLinesSource(Source[Any]):
                 size, mtime, limit = file.size, file.mtime_ns, self._max_item
                 readline = file.stream.readline
                 while True:
-                    line = readline(limit + 1)
+                    # A byte order mark's room: what is held has more than *limit* bytes
+                    # after it is taken off whenever the line goes on past it.
+                    line = readline(limit + 1 + len(BOM))
                     if not line:
                         return
-                    if len(line) > limit:
-                        raise DecodeError(
-                            f"a line is longer than max_item_bytes={limit}", offset=offset
-                        )
                     start = offset
                     offset += len(line)
                     if start == 0 and line.startswith(BOM):
                         line = line[len(BOM) :]
                         start = len(BOM)
-                    if _blank(line):
+                    extra, last = 0, line[-1] if line else 10
+                    if len(line) > limit and last != 10:
+                        extra, last = _skip_line(readline, last)
+                        offset += extra
+                    length = len(line) + extra - (last == 10)  # its newline not counted
+                    if length > limit:
+                        obj: Any = _clip_line(line, length, limit, start)
+                    elif _blank(line):
                         continue
-                    obj = parse_line(line, start)
+                    else:
+                        obj = parse_line(line, start)
                     index += 1
-                    yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": chr(line[-1])}
+                    yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": chr(last)}
         finally:
             file.close()
 
@@ -762,36 +926,51 @@ class JsonLinesSource(Source[Any]):
                     if not chunk:
                         break
                     if not chunk.endswith(b"\n"):
-                        chunk += readline(limit + 1)  # the rest of the last line
+                        # The rest of the last line, with a byte order mark's room (see
+                        # `_iter`).
+                        chunk += readline(limit + 1 + len(BOM))
                     base = offset
                     offset += len(chunk)
                     if base == 0 and chunk.startswith(BOM):
                         chunk, base = chunk[len(BOM) :], len(BOM)
                     ends_with_newline = chunk.endswith(b"\n")
                     count = _newlines(chunk) + (0 if ends_with_newline else 1)
+                    extra, last_byte = 0, chunk[-1] if chunk else 10
+                    if not ends_with_newline and len(chunk) - chunk.rfind(b"\n") - 1 > limit:
+                        extra, last_byte = _skip_line(readline, last_byte)
+                        offset += extra
                     # Splitting into lines made a bytes object a line (a tenth of the
                     # fill): the common chunk is parsed and its end found without it.
                     pieces: list[bytes] | None = None
-                    if len(chunk) >= limit:
+                    too_long: dict[int, int] = {}  # line -> its size, for lines to clip
+                    if len(chunk) > limit:
                         pieces = _lines(chunk, ends_with_newline)
-                        if max(map(len, pieces), default=0) >= limit:
-                            _check_lengths(pieces, base, limit, ends_with_newline=ends_with_newline)
-                    values = _parse_all(chunk, count)
+                        if max(map(len, pieces), default=0) > limit:
+                            too_long = {i: len(p) for i, p in enumerate(pieces) if len(p) > limit}
+                            if extra:
+                                too_long[count - 1] += extra - (last_byte == 10)
+                    values = None if too_long else _parse_all(chunk, count)
                     keep: Sequence[int]
                     if values is None:  # a blank line, a long number or a line refused
                         if pieces is None:
                             pieces = _lines(chunk, ends_with_newline)
-                        keep = [i for i, p in enumerate(pieces) if not _blank(p)]
+                        keep = [i for i, p in enumerate(pieces) if i in too_long or not _blank(p)]
                         lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
-                        values = _parse_lines(lines, keep, pieces, base)
+                        if too_long:
+                            head = min(page_budget(builder, limit), limit)
+                            values = _lines_with_clips(pieces, keep, too_long, base, head)
+                        else:
+                            values = _parse_lines(lines, keep, pieces, base)
                     else:
                         keep = range(count)
                     more, n = builder.fill_from(values)
                     if n:
                         j = keep[n - 1]
                         newline = j < count - 1 or ends_with_newline
-                        end = base + (_line_end(chunk, j, count) if newline else len(chunk))
-                        char = 10 if newline else chunk[-1]
+                        if newline:
+                            end, char = base + _line_end(chunk, j, count), 10
+                        else:  # the last line: its end is the chunk's and any skipped
+                            end, char = base + len(chunk) + extra, last_byte
                         last = (index + n, end, char)
                     index += n
                     if more:
@@ -808,14 +987,51 @@ class JsonLinesSource(Source[Any]):
         return {"kind": "json_lines_file", "path": self._path, "gzip": self._gzip}
 
 
-def _check_lengths(pieces: list[bytes], base: int, limit: int, *, ends_with_newline: bool) -> None:
-    """Refuse a line longer than *limit* bytes, its newline counted (as readline does)."""
-    at = base
-    for i, piece in enumerate(pieces):
-        size = len(piece) + (1 if ends_with_newline or i < len(pieces) - 1 else 0)
-        if size > limit:
-            raise DecodeError(f"a line is longer than max_item_bytes={limit}", offset=at)
-        at += size
+def _skip_line(readline: Callable[[int], bytes], last: int) -> tuple[int, int]:
+    """Read past the rest of a line too long to hold, a read at a time: how many bytes
+    that was, and the line's last byte (its newline, unless the file ends first)."""
+    skipped = 0
+    while True:
+        part = readline(DEFAULT_READ_SIZE)
+        if not part:
+            return skipped, last
+        skipped += len(part)
+        last = part[-1]
+        if last == 10:
+            return skipped, last
+
+
+def _clip_line(line: bytes, length: int, head: int, offset: int) -> Clipped:
+    """A line of *length* bytes (its newline not counted), longer than max_item_bytes, of
+    which *line* holds the start: its first *head* bytes (whole characters) as a
+    `Clipped`, the same as a database source gives a JSON value too long to fetch. The
+    rest is neither read whole nor parsed."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    try:
+        # Not final: a character cut at byte *head* is left out (counted in *length*).
+        text = decoder.decode(line[:head], False)
+    except UnicodeDecodeError as exc:
+        raise DecodeError(
+            f"line at byte {offset}: the file is not valid UTF-8 ({exc.reason})",
+            offset=offset + exc.start,
+        ) from None
+    return Clipped(text, length, "bytes")
+
+
+def _lines_with_clips(
+    pieces: list[bytes], keep: list[int], sizes: dict[int, int], base: int, head: int
+) -> list[Any]:
+    """The values of ``pieces[i]`` for i in *keep* (the chunk at byte *base*); the lines
+    in *sizes* (their full sizes) are too long to parse and are clipped."""
+    starts = [base]
+    for piece in pieces[:-1]:
+        starts.append(starts[-1] + len(piece) + 1)
+    return [
+        _clip_line(pieces[i], sizes[i], head, starts[i])
+        if i in sizes
+        else parse_line(pieces[i], starts[i])
+        for i in keep
+    ]
 
 
 def _newlines(chunk: bytes) -> int:
