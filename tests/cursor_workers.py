@@ -5,6 +5,7 @@ Each function opens its own store on the shared backend, as a separate worker wo
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from jsonbudget import CursorStore, Scope
@@ -56,3 +57,16 @@ def race(where: Where, token: str, tries: int, barrier: Any, out: Any) -> None:
         except BudgetExhausted:
             refused += 1
     out.put((served, refused))
+
+
+def open_new_file(path: str, gate: Any, out: Any) -> None:
+    """Open a store on *path* once every worker is ready; report the error, if any."""
+    from jsonbudget._cursors.sqlite_store import SQLiteCursorStore
+
+    gate.wait()
+    try:
+        SQLiteCursorStore(path, busy_timeout=30).close()
+    except sqlite3.Error as exc:  # reported to the test, which fails on it
+        out.put(repr(exc))
+    else:
+        out.put(None)

@@ -707,6 +707,38 @@ def _run(target: Callable[..., None], *args: Any) -> Any:
     return result
 
 
+def test_regression_processes_opening_a_new_store_file_at_once_all_succeed(
+    tmp_path: Path,
+) -> None:
+    # Found by a tester: switching a new file to WAL, one of two connections is
+    # answered "database is locked" at once, without the busy handler: 3 of 160 opens
+    # by 8 processes at once failed after 1 ms with busy_timeout=30.
+    ctx = _ctx()
+    for trial in range(4):
+        path = str(tmp_path / f"cursors{trial}.db")
+        gate, out = ctx.Barrier(6), ctx.Queue()
+        procs = [
+            ctx.Process(target=cursor_workers.open_new_file, args=(path, gate, out))
+            for _ in range(6)
+        ]
+        for proc in procs:
+            proc.start()
+        errors = [e for e in (out.get(timeout=120) for _ in procs) if e is not None]
+        for proc in procs:
+            proc.join(timeout=60)
+        assert errors == []
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0, 1e7, True, "1", None])
+def test_regression_a_busy_timeout_sqlite_cannot_take_is_refused(tmp_path: Path, bad: Any) -> None:
+    # Found by a tester: inf, NaN, negatives and anything over about 25 days became a
+    # C int of milliseconds that SQLite reads as "do not wait".
+    with pytest.raises(LimitError, match="busy_timeout"):
+        SQLiteCursorStore(tmp_path / "c.db", busy_timeout=bad)
+    for good in (0, 2.5, 86_400):
+        SQLiteCursorStore(tmp_path / "c.db", busy_timeout=good).close()
+
+
 def test_another_process_continues_what_one_process_started(shared_backend: Backend) -> None:
     b = shared_backend
     token = _run(cursor_workers.start_and_mint, b.where, 40)

@@ -46,7 +46,7 @@ from ._agents.tokens import (
 )
 from ._cli.tune import BudgetRow, SizeStats, Tuner, TuneReport, tune, write_chart
 from ._cursors.redis_store import RedisCursorStore
-from ._cursors.scope import Scope
+from ._cursors.scope import DEFAULT_PAGE_SIZE_KEYS, Scope, canonical_query
 from ._cursors.sqlite_store import SQLiteCursorStore
 from ._cursors.store import CursorKey, CursorState, CursorStore, Keyring, MemoryCursorStore
 from ._encode.encoder import Encoded, Encoder, Truncation, bounded_dumps, encode
@@ -102,6 +102,7 @@ def _show_as_public(names: list[str]) -> None:
 
 
 __all__ = [
+    "DEFAULT_PAGE_SIZE_KEYS",
     "MCP_KEYS",
     "Admitted",
     "AmbiguousSizeError",
@@ -177,6 +178,7 @@ __all__ = [
     "bounded_dumps",
     "bounded_tool",
     "call_with_output_cap",
+    "canonical_query",
     "classify_size_error",
     "encode",
     "fit_tokens",

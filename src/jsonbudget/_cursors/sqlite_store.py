@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Final
 
 from .._limits import check_int
-from ..errors import BudgetExhausted
+from ..errors import BudgetExhausted, LimitError
 from .scope import Scope
 from .store import (
     DEFAULT_MAX_PER_PRINCIPAL,
@@ -102,6 +102,7 @@ class SQLiteCursorStore(KeyedStore):
     ) -> None:
         self.ttl = check_ttl(ttl)
         self._max_per_principal = check_int("max_per_principal", max_per_principal, minimum=1)
+        busy_timeout = _check_busy_timeout(busy_timeout)
         keyring = as_keyring(keys)
         self.path = os.fspath(path)
         # autocommit mode: transactions are explicit, so BEGIN IMMEDIATE is ours to issue
@@ -112,7 +113,7 @@ class SQLiteCursorStore(KeyedStore):
         self._last_sweep = 0.0
         with contextlib.ExitStack() as on_error:
             on_error.callback(self._conn.close)  # a failed setup leaves no open connection
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            _wal(self._conn, busy_timeout)
             # NORMAL in WAL survives process crashes; only an OS crash may drop the last pages
             self._conn.execute("PRAGMA synchronous=NORMAL")
             with self._transaction():
@@ -246,3 +247,41 @@ class _Immediate:
             self._conn.execute("COMMIT")
         else:
             self._conn.execute("ROLLBACK")
+
+
+#: The longest `busy_timeout`: CPython hands SQLite milliseconds as a C int, and a longer
+#: wait (or a negative one) silently became no wait at all.
+MAX_BUSY_TIMEOUT: Final = 86_400.0
+
+
+def _check_busy_timeout(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_BUSY_TIMEOUT  # NaN fails both
+    ):
+        raise LimitError("busy_timeout", value, f"must be seconds from 0 to {MAX_BUSY_TIMEOUT:g}")
+    return float(value)
+
+
+def _wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch the file to WAL, waiting up to *busy_timeout* for other connections.
+
+    Two connections switching a new file at once both go from a shared to an exclusive
+    lock; SQLite answers one of them BUSY at once, without its busy handler (waiting
+    there could deadlock), so the wait the handler would give is given here.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) in (
+                sqlite3.SQLITE_BUSY,
+                sqlite3.SQLITE_LOCKED,
+            )
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+        else:
+            return
