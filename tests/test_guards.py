@@ -966,6 +966,24 @@ def test_read_a_spilled_text_result(store: SpillStore, reader: ResultReader) -> 
 
 
 @pytest.mark.parametrize(
+    ("text", "least"),
+    [("plain words, " * 8000, 0.9), ('tab\tand "quotes"\n' * 5000, 0.8)],
+    ids=["plain", "escapes"],
+)
+def test_regression_text_pages_fill_their_budget(
+    store: SpillStore, reader: ResultReader, text: str, least: float
+) -> None:
+    # Found by a tester: every byte of text was charged as 6 (the worst escape), so a
+    # page of plain text showed a sixth of its budget: 127 calls for 90 KB.
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="bob").gate(text)
+    ref = out.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+    pages = follow_read(reader, ref, "", "bob")
+    assert "".join(env["items"][0] for env in pages) == text
+    for env in pages[:-1]:
+        assert len(orjson.dumps(env)) >= least * reader.max_bytes
+
+
+@pytest.mark.parametrize(
     "body",
     [
         b"".join(orjson.dumps({"id": i}) + b"\n" for i in range(10_000)),  # JSON Lines

@@ -577,8 +577,10 @@ def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:
     pos = 0
     room = budget
     while pos < len(raw):
-        # At most 6 bytes of JSON for one byte of text: decode only what can be shown;
-        # the first piece takes at least one character (4 bytes), whatever the room.
+        # At most 6 bytes of JSON for one byte of text: decode only what can surely be
+        # shown, then charge what it really costs and take more with the room left (a
+        # page of plain text charged 6 bytes a byte showed a sixth of its budget); the
+        # first piece takes at least one character (4 bytes), whatever the room.
         chunk = raw[pos : pos + max(room // 6, 0 if pieces else 4)]
         if not chunk:
             break
@@ -586,7 +588,7 @@ def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:
             text, used = codecs.utf_8_decode(chunk, "strict", ends and pos + len(chunk) == len(raw))
         except UnicodeDecodeError as exc:
             text, used = chunk[: exc.start].decode("utf-8"), exc.start
-        cost = 6 * used
+        cost = len(orjson.dumps(text)) - 2  # its quotes are the envelope's
         if not used:
             bad = _not_utf8(raw[pos:], ends, max(1, (room - 40) // 2))
             if not bad:
