@@ -168,6 +168,30 @@ async def test_bounded_results_with_a_reader_loses_nothing(tmp_path: Path) -> No
         assert got.structured_content["items"] == ["cats 70000"]
 
 
+async def test_regression_a_paginated_tools_spilled_item_reads_back_under_fastmcp(
+    tmp_path: Path,
+) -> None:
+    # Found by a tester: the page named the spilled item by the store's own name, which
+    # read_result refuses; with the reader the page names it by a reference it reads.
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    row = {"id": 1, "body": "b" * 30_000}
+    server = FastMCP("pages")
+
+    @server.tool(output_schema=page_output_schema())
+    @paginated_tool(max_bytes=4096, oversized="spill", reader=reader, principal="agent")
+    def rows() -> list[dict[str, Any]]:
+        """One oversized row."""
+        return [row]
+
+    server.tool()(read_result_tool(reader=reader, max_bytes=4096, principal="agent"))
+    async with Client(server) as client:
+        page = await client.call_tool("rows", {})
+        assert wire_bytes(page) <= 4096
+        (entry,) = page.structured_content["oversized"]
+        got = await client.call_tool("read_result", {"ref": entry["ref"], "pointer": "/id"})
+        assert got.structured_content["items"] == [1]
+
+
 async def test_meta_counts_against_the_budget_and_too_much_meta_is_dropped() -> None:
     """result.meta (FastMCP's own wrap_result, the serverInfo stamp, a tool's _meta) went
     uncounted: 3,098 bytes at a budget of 3,000, 5,089 with a tool's 5 KB _meta."""

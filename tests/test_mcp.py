@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import re
 import sqlite3
 import sys
 from decimal import Decimal
@@ -32,7 +33,7 @@ from jsonbudget import (
     SpillStore,
     bounded_tool,
 )
-from jsonbudget._agents.reader import ResultReader
+from jsonbudget._agents.reader import ResultReader, read_result
 from jsonbudget._cli.demo import make_demo_database
 from jsonbudget._sources.jsonread import load_json
 from jsonbudget.errors import InvalidCursor, LimitError
@@ -506,6 +507,96 @@ async def test_read_result_tool_reads_a_spill_back_for_its_principal_only(tmp_pa
             await client.call_tool("read_result", {"ref": ref})
         assert info.value.code == INVALID_PARAMS
         assert info.value.data == {"reason": "scope_principal"}
+
+
+READ_MARKER = re.compile(r"…\[truncated: \d+ more chars\]$")
+
+
+async def read_back(client: Client, ref: str, pointer: str) -> list[Any]:
+    """Every read_result page of the value at *pointer*, each within the tool's budget."""
+    pages: list[Any] = []
+    cursor = None
+    while True:
+        args = {"ref": ref, "pointer": pointer} | ({"cursor": cursor} if cursor else {})
+        page = await client.call_tool("read_result", args)
+        assert message_bytes(page) <= 4096
+        assert page.structured_content is not None
+        pages.append(page.structured_content)
+        cursor = page.structured_content["next_cursor"]
+        if cursor is None:
+            return pages
+
+
+async def test_regression_a_paginated_tool_spills_what_read_result_reads_back(
+    tmp_path: Path,
+) -> None:
+    # Found by a tester: the page named a spilled item by the store's own name, which
+    # read_result refuses ("not one this server issued"); nothing could read it back.
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    caller = {"name": "alice"}
+    blob = 'z"é\\' * 6000
+    rows: list[dict[str, Any]] = [{"i": 0}, {"i": 1, "blob": blob}, {"i": 2}]
+    server = MCPServer("pages")
+
+    @server.tool()
+    @paginated_tool(max_bytes=4096, oversized="spill", reader=reader,
+                    principal=lambda: caller["name"])  # fmt: skip
+    def listing() -> list[dict[str, Any]]:
+        """Rows; an oversized one is spilled."""
+        return rows
+
+    server.tool()(read_result_tool(reader=reader, max_bytes=4096,
+                                   principal=lambda: caller["name"]))  # fmt: skip
+    async with Client(server, mode="legacy") as client:
+        items: list[Any] = []
+        refs: list[str] = []
+        cursor = None
+        while True:
+            page = check_sizes(
+                await client.call_tool("listing", {"cursor": cursor} if cursor else {}), 4096
+            )
+            for entry in page.get("oversized", []):
+                assert entry["outcome"] == "spilled"
+                assert f"spilled as {entry['ref']}," in page["items"][entry["index"]]
+                refs.append(entry["ref"])
+            items += page["items"]
+            cursor = page["nextCursor"]
+            if cursor is None:
+                break
+        assert [items[0], items[2]] == [rows[0], rows[2]]
+        (ref,) = refs
+        members = [m for p in await read_back(client, ref, "") for m in p["items"]]
+        assert [m["key"] for m in members] == ["i", "blob"]
+        whole: dict[str, Any] = {"i": (await read_back(client, ref, "/i"))[0]["items"][0]}
+        whole["blob"] = "".join(
+            READ_MARKER.sub("", p["items"][0]) for p in await read_back(client, ref, "/blob")
+        )
+        assert whole == rows[1]
+        caller["name"] = "mallory"
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("read_result", {"ref": ref})
+        assert info.value.code == INVALID_PARAMS
+        assert info.value.data == {"reason": "scope_principal"}
+
+
+def test_pager_reader_option(tmp_path: Path) -> None:
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    row = [{"blob": "z" * 20_000}]
+    with pytest.raises(LimitError, match=r"^spill_store=.*must be the reader's spill store"):
+        McpPager(max_bytes=4096, oversized="spill", reader=reader,
+                 spill_store=SpillStore(tmp_path / "other"))  # fmt: skip
+    with pytest.raises(TypeError, match="reader must be a ResultReader"):
+        McpPager(max_bytes=4096, oversized="spill", reader=reader.spill)  # type: ignore[arg-type]
+    same = McpPager(max_bytes=4096, oversized="spill", reader=reader, spill_store=reader.spill)
+    ref = same.paginate(row, scope=Scope("alice", {})).structured_content["oversized"][0]["ref"]
+    read = orjson.loads(read_result(ref, "/blob", reader=reader, principal="alice").data)
+    assert read["items"][0].startswith("z" * 1000)
+    # Without a reader, as before: the store's own name, read from the store.
+    plain = McpPager(max_bytes=4096, oversized="spill", spill_store=reader.spill)
+    name = plain.paginate(row, scope=Scope("alice", {})).structured_content["oversized"][0]["ref"]
+    assert orjson.loads(reader.spill.read(name, 0, 100_000)) == row[0]
+    with pytest.raises(InvalidCursor):
+        read_result(name, reader=reader, principal="alice")
 
 
 # -- bounded_result: every value shape, every mode, every budget --------------------------

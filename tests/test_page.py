@@ -38,7 +38,7 @@ from jsonbudget import (
     apaginate,
     paginate,
 )
-from jsonbudget._pages.builder import _MAX_PULLED_PAGES
+from jsonbudget._pages.builder import _LONGEST_SPILL_REF, _MAX_PULLED_PAGES
 from tests.jsonptr import resolve
 from tests.strategies import json_values
 
@@ -211,6 +211,57 @@ def test_oversized_spill_writes_the_item_whole(tmp_path: Path) -> None:
     assert orjson.loads(spilled) == rows[0]
     assert entry.encoded_bytes == len(spilled)
     assert entry.ref in json.loads(pages[0].to_json())["items"][0]
+
+
+def test_spill_ref_names_a_spilled_item_for_the_callers_scope(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path / "spill")
+    rows = [{"id": 0}, {"id": 1, "body": "x" * 100_000}, {"id": 2}]
+    called: list[tuple[str, Scope]] = []
+
+    def name(spilled: Any, scope: Scope) -> str:
+        called.append((spilled.ref, scope))
+        return "r" * (_LONGEST_SPILL_REF - 1) + str(len(called))
+
+    # The smallest spill page holds the longest reference the option may give.
+    pages = follow(rows, Limits(622), oversized="spill", spill_store=store, spill_ref=name)
+    assert [item["id"] for p in pages for item in p.items] == [0, 1, 2]
+    ((stored, scope),) = called
+    assert scope == ALICE  # what the caller asked with, not the scope bound to the source
+    assert orjson.loads(store.read(stored, 0, 200_000)) == rows[1]
+    (entry,) = [o for p in pages for o in p.oversized]
+    assert entry.ref == "r" * (_LONGEST_SPILL_REF - 1) + "1"
+    (page,) = [p for p in pages if p.oversized]
+    assert f"spilled as {entry.ref}," in json.loads(page.to_json())["items"][entry.index]
+    one_call = paginate(rows[1:2], scope=ALICE, store=MemoryCursorStore(), limits=Limits(622),
+                        oversized="spill", spill_store=store, spill_ref=name)  # fmt: skip
+    assert one_call.oversized[0].ref == "r" * (_LONGEST_SPILL_REF - 1) + "2"
+
+
+@pytest.mark.parametrize(
+    ("made", "error"),
+    [
+        ("r" * (_LONGEST_SPILL_REF + 1), LimitError),
+        ("é" * (_LONGEST_SPILL_REF // 2 + 1), LimitError),  # counted in bytes, as written
+        ('"' * (_LONGEST_SPILL_REF // 2 + 1), LimitError),  # escaped, each quote takes two
+        ("", LimitError),
+        (b"ref", TypeError),
+    ],
+)
+def test_regression_a_spill_ref_too_long_for_the_page_is_refused_not_overflowed(
+    tmp_path: Path, made: Any, error: type[Exception]
+) -> None:
+    # Every page reserves room for a spill reference of _LONGEST_SPILL_REF bytes; a
+    # longer name from the option would overflow max_bytes (or fail as OversizedItemError).
+    pager = Paginator(Limits(622), oversized="spill", spill_store=SpillStore(tmp_path),
+                      spill_ref=lambda spilled, scope: made)  # fmt: skip
+    with pytest.raises(error, match="spill_ref"):
+        pager.paginate([{"body": "x" * 10_000}], scope=ALICE)
+
+
+def test_spill_ref_must_be_callable(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="spill_ref must be callable, not str"):
+        Paginator(Limits(622), oversized="spill", spill_store=SpillStore(tmp_path),
+                  spill_ref="ref")  # type: ignore[arg-type]  # fmt: skip
 
 
 def test_oversized_error_loses_nothing_and_keeps_the_cursor() -> None:

@@ -257,7 +257,8 @@ class McpPager:
     ``max_bytes`` (or ``limits.max_bytes``) bounds the whole JSON-RPC response; the page
     inside gets what the message's envelope and the *content* form leave (see the docs
     for how it is fitted). `paginate` / `apaginate` return a ``CallToolResult`` and raise
-    `cursor_error` for a refused cursor.
+    `cursor_error` for a refused cursor. With a *reader*, spilled items go to its store
+    under a reference bound to the scope's principal, which `read_result_tool` reads.
     """
 
     __slots__ = ("_base", "_content", "_fixed", "_options", "_pagers", "_stamp", "limits")
@@ -275,15 +276,28 @@ class McpPager:
         default: Callable[[Any], Any] | None = None,
         content: ContentMode = "both",
         server: Any = None,
+        reader: ResultReader | None = None,
     ) -> None:
         self.limits = _limits_of(limits, max_bytes)
         if content not in _MODES:
             raise LimitError("content", content, "must be 'both', 'structured' or 'text'")
         self._content: ContentMode = content
         self._stamp = _stamp_of(_DEFAULT_INFO if server is None else server)
+        spill_ref = None
+        if reader is not None:
+            if not isinstance(reader, ResultReader):
+                raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
+            if spill_store is not None and spill_store is not reader.spill:
+                raise LimitError(
+                    "spill_store", type(spill_store).__name__, "must be the reader's spill store"
+                )
+            # The reader reads what this pager spills, by a reference bound to the caller.
+            spill_store = reader.spill
+            spill_ref = functools.partial(_reader_ref, reader)
         self._options: dict[str, Any] = {
             "oversized": oversized, "spill_store": spill_store, "keys": MCP_KEYS,
             "strategy": strategy, "markers": markers, "default": default,
+            "spill_ref": spill_ref,
         }  # fmt: skip
         # The message without the envelope: its bytes are counted once, here.
         empty = CallToolResult(
@@ -543,6 +557,11 @@ def bounded_result(
     return fitter.fit(value)
 
 
+def _reader_ref(reader: ResultReader, spilled: Any, scope: Scope) -> str:
+    """A spilled item's reference that *reader* reads back for the page's principal only."""
+    return reader.reference(spilled.ref, principal=scope.principal)
+
+
 def _least_page_bytes(limits: Limits, options: Mapping[str, Any]) -> int:
     """The smallest page budget the page builder accepts with these options."""
     low, high = MIN_BYTES, 1 << 16
@@ -605,6 +624,7 @@ def paginated_tool(
     content: ContentMode = "both",
     server: Any = None,
     name: str | None = None,
+    reader: ResultReader | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorate a function that returns a source into a paginated MCP tool.
 
@@ -617,7 +637,9 @@ def paginated_tool(
     is refused with ``-32602``. *name* is the tool's name as registered (default: the
     function's): give it when the server registers the tool under another name, or two
     tools made from functions of one name would accept each other's cursors.
-    *principal* is a str or a callable called per request.
+    *principal* is a str or a callable called per request. With a *reader*, an item
+    spilled (``oversized="spill"``, into the reader's store) is shown by a reference
+    that ``read_result_tool(reader=...)`` reads back for that principal only.
     Async functions (and async sources) work; sync sources are paged in a worker
     thread. Put it under the SDK's decorator::
 
@@ -638,6 +660,7 @@ def paginated_tool(
         default=default,
         content=content,
         server=server,
+        reader=reader,
     )
     # The SDK validates structured content against the declared schema and publishes
     # it as the tool's outputSchema; a text-only result declares none.
@@ -717,9 +740,10 @@ def read_result_tool(
 ) -> Callable[..., CallToolResult]:
     """A ``read_result(ref, pointer="", cursor=None)`` function to register as an MCP tool.
 
-    It reads back, for the calling *principal*, a result that a `ResultGate` or
-    `TurnBudget` with this *reader* spilled: one page of the value at *pointer*, the
-    whole response at most *max_bytes* (text and structured content both carry the page).
+    It reads back, for the calling *principal*, a result that a `ResultGate`,
+    `TurnBudget`, `McpPager` or `paginated_tool` with this *reader* spilled: one page of
+    the value at *pointer*, the whole response at most *max_bytes* (text and structured
+    content both carry the page).
     A reference or cursor that is not the principal's, garbled or expired is refused
     with ``-32602``; a result that is gone, or a pointer where nothing stands, is a tool
     error. Register it with ``server.tool()(read_result_tool(reader=...))``.

@@ -208,6 +208,7 @@ class PageBuilder:
         "_pulled_ahead",
         "_reports_bytes",
         "_spill_label",
+        "_spill_ref",
         "_spill_store",
         "_streams",
         "_truncations",
@@ -275,6 +276,8 @@ class PageBuilder:
         self._full_reason: IncompleteReason | None = None
         # Whether the item refused at the end of the page pulled from an iterator.
         self._pulled_ahead = False
+        # What a spilled item is called on this page; a `Paginator` sets it per scope.
+        self._spill_ref: Callable[[_Spilled], str] | None = None
 
     def _blank(self, streams: dict[int, Stream] | None = None) -> PageBuilder:
         """An empty builder with this one's options, which were validated already, whose
@@ -497,8 +500,9 @@ class PageBuilder:
             else:  # one that does (a `SpillBackend`) takes the chunks as they are made
                 ref = store.put(chunks, label=self._spill_label)  # type: ignore[arg-type]
             size = writer.written
-            info = OversizedItem(index, size, "spilled", ref.ref)
-            marker = self._spill_marker(ref.ref, size)
+            shown = ref.ref if self._spill_ref is None else _shown_ref(self._spill_ref(ref))
+            info = OversizedItem(index, size, "spilled", shown)
+            marker = self._spill_marker(shown, size)
             self._place(item, marker, path, info)
             return
         if policy == "truncate":
@@ -545,6 +549,23 @@ _options_copy: Callable[..., PageBuilder] = fast_constructor(PageBuilder, _OPTIO
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def _shown_ref(made: object) -> str:
+    """A ``spill_ref`` callable's result, refused unless it fits the room every page
+    reserves for a spill reference (`_LONGEST_SPILL_REF`): the page's byte budget was
+    counted with that room, so a longer one would overflow it."""
+    if not isinstance(made, str):
+        raise TypeError(f"spill_ref must return a str, not {type(made).__name__}")
+    size = len(_dumps(made)) - 2  # as the marker and the report write it
+    if not made or size > _LONGEST_SPILL_REF:
+        raise LimitError(
+            "spill_ref",
+            made[:40] + ("…" if len(made) > 40 else ""),
+            f"returned a reference of {size} bytes as JSON; a page has room for 1 to "
+            f"{_LONGEST_SPILL_REF}",
+        )
+    return made
 
 
 def _spilled(ref: str, size: int) -> str:
@@ -765,7 +786,7 @@ class Paginator:
     and mints the next cursor. ``complete`` is true only when the source ran out.
     """
 
-    __slots__ = ("_binding", "_template", "limits", "store")
+    __slots__ = ("_binding", "_spill_ref", "_template", "limits", "store")
 
     def __init__(
         self,
@@ -779,9 +800,13 @@ class Paginator:
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
         binary: BinaryMode = "marker",
+        spill_ref: Callable[[Any, Scope], str] | None = None,
     ) -> None:
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+        if spill_ref is not None and not callable(spill_ref):
+            raise TypeError(f"spill_ref must be callable, not {type(spill_ref).__name__}")
+        self._spill_ref = spill_ref
         self.limits = limits
         self.store: CursorStore = store if store is not None else MemoryCursorStore()
         # The last scope bound to a source, and what it was made from: a loop over the
@@ -805,6 +830,10 @@ class Paginator:
         """The operation's state, the source position to read from, and a blank page."""
         bound = self._bind(scope, source)
         builder = self._template._blank(_PageStreams())
+        spill_ref = self._spill_ref
+        if spill_ref is not None:
+            # The caller's scope, not the bound one: a reference is minted for its principal.
+            builder._spill_ref = lambda ref: spill_ref(ref, scope)
         if cursor is None:
             return self.store.start(bound, max_pages=self.limits.max_pages), None, builder
         state = self.store.resume(cursor, bound)
@@ -947,9 +976,12 @@ def paginate(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     binary: BinaryMode = "marker",
+    spill_ref: Callable[[Any, Scope], str] | None = None,
 ) -> Page:
     """One call: resolve *cursor*, build the page of *source*, mint the next cursor."""
-    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default, binary)
+    pager = _pager(
+        limits, store, oversized, spill_store, keys, strategy, markers, default, binary, spill_ref
+    )
     return pager.paginate(source, scope=scope, cursor=cursor)
 
 
@@ -967,9 +999,12 @@ async def apaginate(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     binary: BinaryMode = "marker",
+    spill_ref: Callable[[Any, Scope], str] | None = None,
 ) -> Page:
     """The async twin of `paginate`."""
-    pager = _pager(limits, store, oversized, spill_store, keys, strategy, markers, default, binary)
+    pager = _pager(
+        limits, store, oversized, spill_store, keys, strategy, markers, default, binary, spill_ref
+    )
     return await pager.apaginate(source, scope=scope, cursor=cursor)
 
 
@@ -989,6 +1024,7 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
     markers: MarkerStyle,
     default: Callable[[Any], Any] | None,
     binary: BinaryMode,
+    spill_ref: Callable[[Any, Scope], str] | None,
 ) -> Paginator:
     """A pager with these options, configured once per distinct options."""
 
@@ -1003,10 +1039,22 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
             markers=markers,
             default=default,
             binary=binary,
+            spill_ref=spill_ref,
         )
 
     if type(limits) is not Limits:
         return make()  # refused there, or a subclass whose equality is its own
     named = None if keys is None else tuple(keys.items())
-    key = (limits, id(store), oversized, id(spill_store), named, strategy, markers, default, binary)
+    key = (
+        limits,
+        id(store),
+        oversized,
+        id(spill_store),
+        named,
+        strategy,
+        markers,
+        default,
+        binary,
+        spill_ref,
+    )
     return _configured.get(key, make)
