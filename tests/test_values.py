@@ -1482,3 +1482,73 @@ def test_numpy_array_subclasses_are_written_as_their_data() -> None:
     assert cut["m"] == [[1, 2], [3, 4]]
     masked = np.ma.masked_array([[1, 2], [3, 4]], mask=[[False, True], [False, False]])
     assert orjson.loads(encode(masked, max_bytes=1000).data) == [[1, None], [3, 4]]
+
+
+# -- found by a tester, round 2 ----------------------------------------------------------
+
+
+class RawField(msgspec.Struct):
+    r: msgspec.Raw
+    s: str = "x"
+
+
+@pytest.mark.parametrize("raw", [b"{bad", b'"\xff"', b"", b'1,"admin":true', b"[1] [2]"])
+@pytest.mark.parametrize("budget", [64, 200, 4096])
+def test_regression_a_msgspec_raw_that_is_not_json_gets_a_marker(raw: bytes, budget: int) -> None:
+    # msgspec inserts a Raw's bytes unchecked: {"r":{bad}, "\xff", an empty member or an
+    # injected one were written, complete.
+    for value in (RawField(msgspec.Raw(raw)), [RawField(msgspec.Raw(raw))] * 3,
+                  RawField(msgspec.Raw(raw), "y" * 1000), msgspec.Raw(raw)):  # fmt: skip
+        for strategy in ("balanced", "prefix"):
+            out = encode(value, max_bytes=budget, strategy=strategy)
+            assert len(out.data) <= budget
+            json.loads(out.data.decode("utf-8"))  # valid JSON in valid UTF-8
+            assert not out.complete
+            if budget == 4096:
+                assert b"msgspec.Raw that is not valid JSON" in out.data
+
+
+@pytest.mark.parametrize("raw", [b'{"x": 1}', b" [1, 2] ", b'"caf\xc3\xa9"', b"null"])
+def test_a_msgspec_raw_of_json_is_written_as_msgspec_writes_it(raw: bytes) -> None:
+    value = [RawField(msgspec.Raw(raw))] * 3
+    assert bounded_dumps(value, max_bytes=4096) == msgspec.json.encode(value)
+    out = encode(RawField(msgspec.Raw(raw), "y" * 1000), max_bytes=200)
+    assert json.loads(out.data)["r"] == json.loads(raw)
+
+
+def test_regression_a_datetime_whose_tzinfo_gives_no_offset_is_written_as_orjson_does() -> None:
+    class NoOffset(dt.tzinfo):
+        def utcoffset(self, d: Any) -> None:
+            return None
+
+        def dst(self, d: Any) -> None:
+            return None
+
+        def tzname(self, d: Any) -> None:
+            return None
+
+    value = dt.datetime(2024, 1, 1, 12, 30, tzinfo=NoOffset())
+    assert bounded_dumps(value, max_bytes=100) == orjson.dumps(value)  # +00:00, as orjson
+    assert bounded_dumps([value], max_bytes=100) == orjson.dumps([value])
+
+
+def test_regression_a_user_string_is_its_text() -> None:
+    # As a Sequence, each of its characters was a UserString again: 64 levels of arrays.
+    value = {"u": collections.UserString('héllo "x"'), "n": [collections.UserString("")]}
+    assert bounded_dumps(value, max_bytes=100) == orjson.dumps({"u": 'héllo "x"', "n": [""]})
+
+
+def test_regression_a_bytes_subclass_is_written_as_bytes_are() -> None:
+    class Blob(bytes):
+        pass
+
+    out = bounded_dumps([b"hi", Blob(b"hi"), bytearray(b"hi")], max_bytes=100, binary="base64")
+    assert out == b'["aGk=","aGk=","aGk="]'
+
+
+def test_regression_a_released_memoryview_gets_a_marker_not_an_error() -> None:
+    view = memoryview(b"abc")
+    view.release()
+    out = encode([view], max_bytes=100)
+    assert json.loads(out.data) == ["…[unencodable: released memoryview]"]
+    assert [t.kind for t in out.truncations] == ["unencodable"]

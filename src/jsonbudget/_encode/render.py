@@ -1236,7 +1236,12 @@ class EncodeCall:
                         path=_path(where),
                     ) from exc
                 return self._marker("unencodable", type(obj).__name__, cap)
-            obj = obj.replace(tzinfo=None if offset is None else _dt.timezone(offset))
+            if offset is not None:
+                obj = obj.replace(tzinfo=_dt.timezone(offset))
+            elif isinstance(obj, _dt.datetime):
+                obj = obj.replace(tzinfo=_dt.UTC)  # orjson writes +00:00 for no offset
+            else:
+                obj = obj.replace(tzinfo=None)
         try:
             data = _dumps(obj)
         except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails

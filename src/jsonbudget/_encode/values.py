@@ -431,7 +431,7 @@ def adapt(obj: Any, opts: Options) -> Any:
         return _clipped(obj, opts)
     if t.__name__ == "Decimal" and t.__module__ == "decimal":
         return _decimal(obj)
-    if t is bytes or t is bytearray or t is memoryview:
+    if isinstance(obj, bytes | bytearray | memoryview):  # a subclass as its base
         return _binary(obj, opts)
     if "pydantic" in mods:
         out = _pydantic(obj, opts)
@@ -439,6 +439,9 @@ def adapt(obj: Any, opts: Options) -> Any:
             return out
     if "msgspec" in mods and isinstance(obj, mods["msgspec"].Struct):
         return _struct(obj, opts)
+    if "msgspec" in mods and t is mods["msgspec"].Raw:
+        # msgspec inserts its bytes unchecked: invalid ones made invalid output.
+        return _json_text(bytes(obj), "msgspec.Raw", opts)
     if "attr" in mods and getattr(t, "__attrs_attrs__", None) is not None:
         return _attrs(obj)
     if "numpy" in mods:
@@ -456,8 +459,9 @@ def fallback(obj: Any) -> Any:
     """What a value orjson refuses becomes when there is no ``default``, or `UNKNOWN`.
 
     A subclass of a type orjson writes (float, UUID, datetime, date, time) is written as
-    its base type; any other ``Mapping`` as an object; any other sized ``Sequence`` (a
-    namedtuple, a tuple subclass, a deque, a range) as an array.
+    its base type; any other ``Mapping`` as an object; a ``UserString`` as its text; any
+    other sized ``Sequence`` (a namedtuple, a tuple subclass, a deque, a range) as an
+    array.
     """
     if isinstance(obj, float):
         return float(obj)
@@ -476,6 +480,9 @@ def fallback(obj: Any) -> Any:
         )
     if isinstance(obj, Mapping):
         return obj
+    if isinstance(obj, collections.UserString) and isinstance(obj.data, str):
+        # Its text: as a Sequence, each character is a UserString again, 64 levels deep.
+        return str.__str__(obj.data)
     if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray | memoryview):
         # A count from Python code may not be the truth: such a sequence is iterated.
         return SeqView(obj, _identity) if counts_in_c(type(obj)) else obj
@@ -539,17 +546,26 @@ def _fragment(frag: Any, opts: Options) -> Any:
         data = _dumps(frag)
     except _JSONError:  # contents that are not bytes or str, or a str with surrogates
         return Unencodable("Fragment that is not valid JSON")
+    return _json_text(data, "Fragment", opts)
+
+
+def _json_text(data: bytes, what: str, opts: Options) -> Any:
+    """A caller's encoded JSON (an ``orjson.Fragment``, a ``msgspec.Raw``) as a `Raw`, its
+    bytes written as they are, once they parse as one JSON value; else a marker."""
     if len(data) > opts.max_bytes:
-        return Unencodable(f"Fragment of {len(data)} bytes")
+        return Unencodable(f"{what} of {len(data)} bytes")
     try:
         _loads(data)
-    except orjson.JSONDecodeError:
-        return Unencodable("Fragment that is not valid JSON")
-    return Raw(data, f"Fragment of {len(data)} bytes")
+    except orjson.JSONDecodeError:  # invalid UTF-8, several values, nothing at all
+        return Unencodable(f"{what} that is not valid JSON")
+    return Raw(data, f"{what} of {len(data)} bytes")
 
 
 def _binary(b: Any, opts: Options) -> Any:
-    n = b.nbytes if type(b) is memoryview else len(b)
+    try:
+        n = b.nbytes if type(b) is memoryview else len(b)
+    except ValueError:  # a released memoryview: no bytes left to write
+        return Unencodable("released memoryview")
     if opts.binary == "base64" and (n + 2) // 3 * 4 + 2 <= opts.max_bytes:
         if type(b) is memoryview and not b.c_contiguous:
             b = b.tobytes()  # b64encode takes contiguous buffers only; this is at most n bytes
@@ -1029,8 +1045,11 @@ class _MsgConv(_Conv):
         if t is float:
             # msgspec writes 1e20 where orjson writes 1e+20: its own bytes for a number.
             return Raw(_msgspec_json(v), "float") if v - v == 0 else v
-        if isinstance(v, sys.modules["msgspec"].Struct) or t is Clipped:
-            return v  # dispatched again (msgspec would write a Clipped as an object)
+        ms = sys.modules["msgspec"]
+        if isinstance(v, ms.Struct) or t is Clipped or t is ms.Raw:
+            # Dispatched again: msgspec would write a Clipped as an object, and a Raw's
+            # bytes unchecked.
+            return v
         view = self.container(v, _MSG_PLAIN)
         return _leaf(v, self.opts, _msgspec_json) if view is None else view
 
