@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -17,7 +18,7 @@ from jsonbudget import ResultGate
 from jsonbudget._agents.reader import ResultReader
 from jsonbudget._agents.redis_spill import RedisSpillStore
 from jsonbudget.errors import SpillError
-from tests.fixtures_redis import RedisServer
+from tests.fixtures_redis import RedisServer, redis_server_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = b"s" * 32
@@ -144,3 +145,55 @@ def test_reader_over_redis_in_process(spill: RedisSpillStore) -> None:
     assert orjson.loads(reader.read(ref, "/399", principal="anonymous").data)["items"] == [
         "x" * 100
     ]
+
+
+def test_regression_a_temporary_key_lost_mid_write_is_a_spill_error(
+    spill: RedisSpillStore, redis_server: RedisServer
+) -> None:
+    # Found by a tester: APPEND makes a key that is gone anew, so a restart, an expiry or
+    # an eviction mid-write stored the result's end alone under the whole one's hash,
+    # and a reader followed it to a "complete" half.
+    client = redis.Redis.from_url(redis_server.url)
+    before = set(client.keys("test:own:*"))
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(6):
+            if i == 3:  # what an eviction or a restart does to the temporary key
+                for key in client.keys("test:own:.tmp-*"):
+                    client.delete(key)
+            yield str(i).encode() * 10_000
+
+    with pytest.raises(SpillError, match="temporary key was lost"):
+        spill.put(chunks(), label="r", media_type="text/plain")
+    assert set(client.keys("test:own:*")) == before
+
+
+def test_regression_a_restart_mid_write_is_a_spill_error() -> None:
+    with redis_server_process() as server:
+        store = RedisSpillStore(server.url)
+
+        def chunks() -> Iterator[bytes]:
+            for i in range(6):
+                if i == 3:
+                    server.restart()  # no persistence: emptied
+                yield str(i).encode() * 100_000
+
+        with pytest.raises(SpillError, match="temporary key was lost"):
+            store.put(chunks(), label="r", media_type="text/plain")
+        assert redis.Redis.from_url(server.url).keys("*") == []
+
+
+def test_regression_redis_failures_are_spill_errors() -> None:
+    # Found by a tester: a server down reached the gate's caller as redis's own
+    # ConnectionError, not the store's documented SpillError.
+    with redis_server_process() as server:
+        store = RedisSpillStore(server.url)
+        ref = store.put(b"[1,2,3]", label="r")
+        gate = ResultGate(max_bytes=4096, store=store)
+        server.stop()
+        with pytest.raises(SpillError, match="Redis failed") as raised:
+            gate.gate("x" * 10_000)
+        assert isinstance(raised.value.__cause__, redis.RedisError)
+        for call in (lambda: store.read(ref.ref), lambda: store.get(ref.ref)):
+            with pytest.raises(SpillError, match="Redis failed"):
+                call()

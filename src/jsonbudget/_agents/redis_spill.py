@@ -10,11 +10,12 @@ result; each expires after ``max_age`` seconds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -48,7 +49,7 @@ class RedisSpillStore:
     `ResultReader` take it as their store.
     """
 
-    __slots__ = ("_client", "_max_age", "_max_file_bytes", "_prefix")
+    __slots__ = ("_client", "_errors", "_max_age", "_max_file_bytes", "_prefix")
 
     def __init__(
         self,
@@ -60,6 +61,8 @@ class RedisSpillStore:
     ) -> None:
         import redis  # noqa: PLC0415 - an optional dependency, imported on use
 
+        # The client's failures (server down, out of memory) are the store's SpillError.
+        self._errors: type[Exception] = redis.RedisError
         self._max_age = check_int("max_age", max_age, minimum=1)
         self._max_file_bytes = check_int(
             "max_file_bytes", max_file_bytes, minimum=1, maximum=_REDIS_STRING_MAX
@@ -102,21 +105,29 @@ class RedisSpillStore:
         hasher = hashlib.sha256()
         size = 0
         try:
-            client.set(tmp, b"", ex=self._max_age)  # expires even if this process dies
-            for chunk in _chunks(data):
-                size += len(chunk)
-                if size > self._max_file_bytes:
-                    raise SpillError(
-                        f"the result is larger than the store's max_file_bytes "
-                        f"({self._max_file_bytes}); nothing was kept"
-                    )
-                hasher.update(chunk)
-                client.append(tmp, bytes(chunk))
-            name = f"{clean}.{hasher.hexdigest()}.{ext}"
-            pipe = client.pipeline(transaction=True)
-            pipe.rename(tmp, self._prefix + name)
-            pipe.expire(self._prefix + name, self._max_age)
-            pipe.execute()
+            with self._failures("writing a spilled result"):
+                client.set(tmp, b"", ex=self._max_age)  # expires even if this process dies
+                for chunk in _chunks(data):
+                    size += len(chunk)
+                    if size > self._max_file_bytes:
+                        raise SpillError(
+                            f"the result is larger than the store's max_file_bytes "
+                            f"({self._max_file_bytes}); nothing was kept"
+                        )
+                    hasher.update(chunk)
+                    # APPEND makes a key that is gone (a restart, its expiry, an eviction)
+                    # anew: the length it answers is how a lost start is noticed.
+                    if client.append(tmp, bytes(chunk)) != size:
+                        raise SpillError(
+                            "the temporary key was lost while the result was written (the "
+                            "server restarted, or the key expired or was evicted); nothing "
+                            "was kept"
+                        )
+                name = f"{clean}.{hasher.hexdigest()}.{ext}"
+                pipe = client.pipeline(transaction=True)
+                pipe.rename(tmp, self._prefix + name)
+                pipe.expire(self._prefix + name, self._max_age)
+                pipe.execute()
         except BaseException as exc:
             try:
                 client.delete(tmp)
@@ -139,10 +150,11 @@ class RedisSpillStore:
         check_int("offset", offset, minimum=0)
         check_int("limit", limit, minimum=1)
         key = self._key(ref)
-        pipe = self._client.pipeline(transaction=False)
-        pipe.exists(key)
-        pipe.getrange(key, offset, offset + limit - 1)
-        exists, data = pipe.execute()
+        with self._failures("reading a spilled result"):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.exists(key)
+            pipe.getrange(key, offset, offset + limit - 1)
+            exists, data = pipe.execute()
         if not exists:
             raise SpillError(f"no spilled result {ref!r} (expired, evicted or never stored)")
         return bytes(data)
@@ -150,14 +162,23 @@ class RedisSpillStore:
     def open(self, ref: str) -> BinaryIO:
         """A binary stream of *ref*, read from Redis a block at a time."""
         key = self._key(ref)
-        raw = _RangeReader(self._client, key, self._size(key))
+        raw = _RangeReader(self, key, self._size(key))
         return io.BufferedReader(raw, buffer_size=_BLOCK)
 
+    @contextlib.contextmanager
+    def _failures(self, doing: str) -> Iterator[None]:
+        """The client's errors while *doing*, raised as `SpillError` (chained)."""
+        try:
+            yield
+        except self._errors as exc:
+            raise SpillError(f"Redis failed {doing}: {exc}") from exc
+
     def _size(self, key: str) -> int:
-        pipe = self._client.pipeline(transaction=False)
-        pipe.exists(key)
-        pipe.strlen(key)
-        exists, size = pipe.execute()
+        with self._failures("reading a spilled result's size"):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.exists(key)
+            pipe.strlen(key)
+            exists, size = pipe.execute()
         if not exists:
             name = key[len(self._prefix) :]
             raise SpillError(f"no spilled result {name!r} (expired, evicted or never stored)")
@@ -172,9 +193,9 @@ class RedisSpillStore:
 class _RangeReader(io.RawIOBase):
     """A readable raw stream over one Redis string, by GETRANGE."""
 
-    def __init__(self, client: Any, key: str, size: int) -> None:
+    def __init__(self, store: RedisSpillStore, key: str, size: int) -> None:
         super().__init__()
-        self._client = client
+        self._store = store
         self._key = key
         self._size = size
         self._at = 0
@@ -197,7 +218,9 @@ class _RangeReader(io.RawIOBase):
         want = min(len(buffer), self._size - self._at)
         if want <= 0:
             return 0
-        data = self._client.getrange(self._key, self._at, self._at + want - 1)
+        store = self._store
+        with store._failures("reading a spilled result"):
+            data = store._client.getrange(self._key, self._at, self._at + want - 1)
         if not data:
             raise SpillError("the spilled result changed or expired while it was read")
         buffer[: len(data)] = data
