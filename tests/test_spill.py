@@ -5,16 +5,19 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import SpillRef, SpillStore
+from jsonbudget import ResultGate, ResultReader, SpillRef, SpillStore
 from jsonbudget._agents.spill import default_spill_dir, sanitize_label
 from jsonbudget.errors import LimitError, SpillError
 
@@ -354,3 +357,150 @@ def test_store_limits_validated_before_creating_anything(
     with pytest.raises(LimitError):
         SpillStore(tmp_path / "never", **kwargs)  # type: ignore[arg-type]
     assert not (tmp_path / "never").exists()
+
+
+def store_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.iterdir() if not p.name.startswith("."))
+
+
+@pytest.mark.parametrize("with_reader", [False, True])
+def test_regression_concurrent_puts_evicted_each_others_results_before_the_preview(
+    tmp_path: Path, with_reader: bool
+) -> None:
+    # The store holds one result; every gate's own preview and reference must still work.
+    store = SpillStore(tmp_path, max_total_bytes=300_000, max_file_bytes=200_000)
+    if with_reader:
+        gate = ResultGate(max_bytes=4096, reader=ResultReader(spill=store))
+    else:
+        gate = ResultGate(max_bytes=4096, store=store)
+    errors: list[BaseException] = []
+    spilled: list[int] = []
+
+    def work(t: int) -> None:
+        for i in range(40):
+            rows = [{"t": t, "i": i, "body": "x" * 100}] * 1500  # about 195 KB
+            # Bytes are previewed by reading the spilled file back; a reader's reference
+            # checks that the file exists. Either fails if the file is evicted first.
+            result_in = rows if with_reader else orjson.dumps(rows)
+            try:
+                result = gate.gate(result_in, label=f"w{t}")
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+            else:
+                spilled.append(result.size)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(spilled) == 160
+    # The writers have ended, so nothing is held: the limit applies again in full.
+    store.cleanup()
+    assert store_bytes(tmp_path) <= 300_000
+
+
+def test_regression_a_threads_result_outlives_other_threads_puts_until_it_puts_again(
+    tmp_path: Path,
+) -> None:
+    store = SpillStore(tmp_path, max_total_bytes=1000)
+    written = threading.Event()
+    go_on = threading.Event()
+    refs: list[SpillRef] = []
+
+    def writer() -> None:
+        refs.append(store.put(b"a" * 900, label="first"))
+        written.set()
+        go_on.wait(10)
+        refs.append(store.put(b"b" * 900, label="second"))
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert written.wait(10)
+    for i in range(5):
+        store.put(bytes([65 + i]) * 900, label=f"other{i}")
+        # Held for the writer, which has not put again: still there, still readable.
+        assert store.read(refs[0].ref, 0, 3) == b"aaa"
+    # Held: the writer's result and this thread's latest, each within max_file_bytes.
+    assert store_bytes(tmp_path) == 1800
+    go_on.set()
+    thread.join()
+    assert not refs[0].path.exists()  # released by the writer's next put, then evicted
+    store.put(b"z" * 900, label="last")
+    # The writer has ended: its second result is released and evicted too.
+    assert not refs[1].path.exists()
+    assert store_bytes(tmp_path) <= 1000
+
+
+def test_eviction_still_bounds_the_store_while_threads_write(tmp_path: Path) -> None:
+    # Four held results (one per thread, 2,000 bytes at most each) fit within the limit,
+    # so every cleanup must bring what it counted within it.
+    store = SpillStore(tmp_path, max_total_bytes=10_000, max_file_bytes=2_000)
+    sizes: list[int] = []
+
+    def work(t: int) -> None:
+        for i in range(50):
+            store.put(f"{t}-{i:02}".encode() * 400, label=f"w{t}")
+            sizes.append(store.cleanup().kept_bytes)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(sizes) == 200
+    assert max(sizes) <= 10_000
+    report = store.cleanup()
+    assert report.kept_bytes <= 10_000
+    assert store_bytes(tmp_path) == report.kept_bytes
+
+
+def test_regression_a_paused_writers_temp_file_was_removed_as_abandoned(tmp_path: Path) -> None:
+    store = SpillStore(tmp_path, max_age=1)
+    paused = threading.Event()
+    resume = threading.Event()
+
+    def slow() -> Iterator[bytes]:
+        yield b"x" * 10
+        paused.set()
+        resume.wait(10)
+        yield b"y" * 10
+
+    refs: list[SpillRef] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            refs.append(store.put(slow(), label="slow"))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert paused.wait(10)
+    (live,) = tmp_path.glob(".tmp-*.part")
+    abandoned = tmp_path / ".tmp-abandoned.part"
+    abandoned.write_bytes(b"partial")
+    long_ago = time.time() - 100  # both last modified far longer than max_age ago
+    os.utime(live, (long_ago, long_ago))
+    os.utime(abandoned, (long_ago, long_ago))
+    store.put(b"z", label="other")
+    assert live.exists()
+    assert not abandoned.exists()
+    resume.set()
+    thread.join()
+    assert errors == []
+    assert store.read(refs[0].ref) == b"x" * 10 + b"y" * 10
+
+
+def test_regression_cleanup_of_a_deleted_directory_raised_file_not_found(
+    tmp_path: Path,
+) -> None:
+    store = SpillStore(tmp_path / "spill")
+    store.put(b"x", label="t")
+    shutil.rmtree(tmp_path / "spill")
+    with pytest.raises(SpillError, match="cannot list the spill directory"):
+        store.cleanup()
+    with pytest.raises(SpillError, match="cannot create a spill file"):
+        store.put(b"x", label="t")

@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import tempfile
+import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -148,10 +149,19 @@ class SpillStore:
     Files are named ``<label>.<sha256>.<ext>`` (the label sanitized), written to a
     temporary file in the same directory, fsynced and renamed into place with mode 0600,
     so a reader never sees a partial file. Retention: files older than *max_age* seconds
-    go, then the oldest until the total is within *max_total_bytes*.
+    go, then the oldest until the total is within *max_total_bytes*, except what this
+    object holds: each thread's latest result and the temporary files being written.
     """
 
-    __slots__ = ("_dir", "_max_age", "_max_file_bytes", "_max_total_bytes")
+    __slots__ = (
+        "_dir",
+        "_held",
+        "_lock",
+        "_max_age",
+        "_max_file_bytes",
+        "_max_total_bytes",
+        "_writing",
+    )
 
     def __init__(
         self,
@@ -167,6 +177,13 @@ class SpillStore:
             max_file_bytes = self._max_total_bytes
         check_int("max_file_bytes", max_file_bytes, minimum=1, maximum=self._max_total_bytes)
         self._max_file_bytes = max_file_bytes
+        # A caller reads its result back (preview, reference) after put returns, so a
+        # thread's latest result is held until that thread puts again or ends; a
+        # concurrent put's cleanup would otherwise evict it in between.
+        self._held: dict[threading.Thread, str] = {}
+        # Temporary files of puts in progress: a stream may pause longer than max_age.
+        self._writing: set[str] = set()
+        self._lock = threading.Lock()
         if directory is None:
             self._dir = _prepare_default_dir()
         else:
@@ -200,18 +217,32 @@ class SpillStore:
         except OSError as exc:
             raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
         tmp = Path(tmp_name)
-        with contextlib.ExitStack() as on_error:
-            # Whatever goes wrong (the caller's iterable included), leave no partial file.
-            on_error.callback(tmp.unlink, missing_ok=True)
-            digest, size = self._write(fd, data)
-            name = f"{clean_label}.{digest}.{ext}"
-            final = self._dir / name
-            try:
-                os.replace(tmp, final)
-                _fsync_dir(self._dir)
-            except OSError as exc:
-                raise SpillError(f"cannot move the spill file into place: {exc.strerror}") from exc
-            on_error.pop_all()
+        thread = threading.current_thread()
+        with self._lock:
+            self._writing.add(tmp.name)
+            self._held.pop(thread, None)  # this thread is done with its previous result
+        try:
+            with contextlib.ExitStack() as on_error:
+                # Whatever goes wrong (the caller's iterable included), leave no partial file.
+                on_error.callback(tmp.unlink, missing_ok=True)
+                digest, size = self._write(fd, data)
+                name = f"{clean_label}.{digest}.{ext}"
+                final = self._dir / name
+                try:
+                    # Age counts from when the result was stored, not from its last chunk.
+                    os.utime(tmp)
+                    with self._lock:
+                        self._held[thread] = name
+                    os.replace(tmp, final)
+                    _fsync_dir(self._dir)
+                except OSError as exc:
+                    raise SpillError(
+                        f"cannot move the spill file into place: {exc.strerror}"
+                    ) from exc
+                on_error.pop_all()
+        finally:
+            with self._lock:
+                self._writing.discard(tmp.name)
         self.cleanup(keep=name)
         return SpillRef(name, size, digest, media_type, clean_label, final)
 
@@ -299,13 +330,17 @@ class SpillStore:
     def cleanup(self, *, keep: str | None = None) -> SpillCleanup:
         """Remove results older than ``max_age``, then the oldest beyond ``max_total_bytes``.
 
-        Abandoned temporary files older than ``max_age`` go too. *keep* names a result
-        that is never removed for size (the one just written).
+        Temporary files last modified more than ``max_age`` ago go too, unless a put of
+        this object is still writing them. Neither *keep* nor any thread's latest result
+        from this object is removed. A directory that has gone raises `SpillError`.
         """
         now = time.time()
-        removed_files = removed_bytes = 0
-        kept: list[tuple[float, str, int]] = []
-        with os.scandir(self._dir) as entries:
+        found: list[tuple[str, bool, os.stat_result]] = []
+        try:
+            entries = os.scandir(self._dir)
+        except OSError as exc:
+            raise SpillError(f"cannot list the spill directory: {exc.strerror}") from exc
+        with entries:
             for entry in entries:
                 name = entry.name
                 is_temp = name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX)
@@ -315,20 +350,35 @@ class SpillStore:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # removed meanwhile by another process's cleanup
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                if now - st.st_mtime > self._max_age:
-                    if _unlink(self._dir / name):
-                        removed_files += 1
-                        removed_bytes += st.st_size
-                elif not is_temp:
-                    kept.append((st.st_mtime, name, st.st_size))
+                if stat.S_ISREG(st.st_mode):
+                    found.append((name, is_temp, st))
+        # Read only after listing: a put marks its file before renaming it into place, so
+        # every file listed above that a put still needs is in this snapshot.
+        with self._lock:
+            # A thread that has ended will read nothing more: its result is let go.
+            for thread in [thread for thread in self._held if not thread.is_alive()]:
+                del self._held[thread]
+            protected = self._writing | set(self._held.values())
+        if keep is not None:
+            protected.add(keep)
+        removed_files = removed_bytes = 0
+        kept: list[tuple[float, str, int]] = []
+        for name, is_temp, st in found:
+            if name in protected:
+                if not is_temp:
+                    kept.append((st.st_mtime, name, st.st_size))  # counted, never removed
+            elif now - st.st_mtime > self._max_age:
+                if _unlink(self._dir / name):
+                    removed_files += 1
+                    removed_bytes += st.st_size
+            elif not is_temp:
+                kept.append((st.st_mtime, name, st.st_size))
         total = sum(size for _, _, size in kept)
         kept.sort()
         survivors: list[tuple[float, str, int]] = []
         for entry_ in kept:
             _, name, size = entry_
-            if total > self._max_total_bytes and name != keep:
+            if total > self._max_total_bytes and name not in protected:
                 if _unlink(self._dir / name):
                     removed_files += 1
                     removed_bytes += size
