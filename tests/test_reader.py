@@ -545,3 +545,117 @@ def test_regression_any_bytes_like_object_is_a_source() -> None:
         assert (got.text, got.complete, got.bytes_read) == ("abc", False, 4)
     with pytest.raises(TypeError, match="not str"):
         read_bounded_text("abcd", 3)  # type: ignore[arg-type]
+
+
+# --- ResultReader: a child larger than its page is built only as far as the page shows ------
+
+
+def _spilled_json(tmp_path: Path, chunks: Iterator[bytes]) -> tuple[ResultReader, str]:
+    from jsonbudget import ResultGate
+
+    reader = ResultReader(spill=SpillStore(tmp_path), max_bytes=2000)
+    gate = ResultGate(max_bytes=4096, reader=reader, principal="a")
+    out = gate.gate(chunks, label="big")
+    return reader, orjson.loads(out.data)["spilled"]["ref"]
+
+
+def _numbers(n: int) -> Iterator[bytes]:
+    for j in range(0, n, 10_000):
+        yield b",".join(b"%d" % i for i in range(j, min(n, j + 10_000)))
+        if j + 10_000 < n:
+            yield b","
+
+
+def _peak(read: Any) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        return read(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_regression_a_big_array_item_is_not_built_whole_for_a_small_page(tmp_path: Path) -> None:
+    # [{"big": [0, 1, ... 2,999,999]}]: a 22 MB item; its page is 2,000 bytes.
+    reader, ref = _spilled_json(tmp_path, iter([b'[{"big":[', *_numbers(3_000_000), b"]}]"]))
+    assert sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file()) > 20 << 20
+    page, peak = _peak(lambda: reader.read(ref, "", principal="a"))
+    assert peak < 4 << 20  # was about 15 times the file
+    env = orjson.loads(page.data)
+    assert len(page.data) <= 2000
+    (item,) = env["items"]
+    shown = item["big"][:-1]
+    assert shown == list(range(len(shown)))
+    assert len(shown) > 300
+    # The rest was never read into memory: how many it holds is not claimed (guarantee 4).
+    assert item["big"][-1] == "…[omitted: more items]"
+    assert env["truncated"] == [
+        {"path": f"/items/0/big/{len(shown)}", "kind": "items", "omitted": None, "unit": "items"},
+        {"path": "/items/0", "kind": "item", "omitted": None, "unit": "bytes"},
+    ]
+    assert env["oversized"] == [{"index": 0, "encoded_bytes": None, "outcome": "truncated"}]
+    assert env["complete"] is True
+    assert env["next_cursor"] is None
+    # Nothing lost: the cut list is read on by its own pointer, within the same bound.
+    page, peak = _peak(lambda: reader.read(ref, "/0/big", principal="a"))
+    assert peak < 4 << 20
+    assert orjson.loads(page.data)["items"][:3] == [0, 1, 2]
+
+
+def test_regression_a_cut_child_reads_back_whole_by_its_pointer(tmp_path: Path) -> None:
+    from tests.test_guards import follow_read
+
+    value = {"big": list(range(20_000)), "after": "end"}
+    reader, ref = _spilled_json(tmp_path, iter([orjson.dumps([value, 7])]))
+    env = orjson.loads(reader.read(ref, "", principal="a").data)
+    first = env["items"][0]
+    # The members after the cut one still show: read past the cut, never built with it.
+    assert list(first) == ["big", "after"]
+    assert first["after"] == "end"
+    assert first["big"][-1] == "…[omitted: more items]"
+    assert first["big"][:-1] == list(range(len(first["big"]) - 1))
+    pages = follow_read(reader, ref, "/0/big", "a")
+    assert [x for p in pages for x in p["items"]] == value["big"]
+    pages = follow_read(reader, ref, "", "a")
+    assert [p["items"] for p in pages][-1][-1] == 7
+
+
+def test_regression_nested_big_children_are_built_within_the_page(tmp_path: Path) -> None:
+    from tests.test_guards import follow_read
+
+    # An object member holding a big array of big objects, then a small member.
+    rows = [{"i": i, "arr": list(range(300_000)), "z": i} for i in range(8)]
+    value = {"m": rows, "tail": "end"}
+    reader, ref = _spilled_json(tmp_path, iter([orjson.dumps([value])]))
+    page, peak = _peak(lambda: reader.read(ref, "", principal="a"))
+    assert peak < 4 << 20  # the file is 16 MB
+    (item,) = orjson.loads(page.data)["items"]
+    row = item["m"][0]
+    assert row["i"] == 0
+    assert row["arr"][-1] == "…[omitted: more items]"
+    assert item["tail"] == "end"
+    pages = follow_read(reader, ref, "/0", "a")
+    assert [m["key"] for p in pages for m in p["items"]] == ["m", "tail"]
+    env = pages[0]
+    arr = env["items"][0]["value"][0]["arr"]
+    assert {"path": f"/items/0/value/0/arr/{len(arr) - 1}", "kind": "items", "omitted": None,
+            "unit": "items"} in env["truncated"]  # fmt: skip
+    # Every row, read back by its pointer, is whole.
+    small: dict[str, Any] = {
+        "m": [{"i": i, "arr": list(range(3_000)), "z": i} for i in range(3)],
+        "tail": 1,
+    }
+    reader, ref = _spilled_json(tmp_path / "small", iter([orjson.dumps([small])]))
+    for i, want in enumerate(small["m"]):
+        members = [m for p in follow_read(reader, ref, f"/0/m/{i}", "a") for m in p["items"]]
+        got = {m["key"]: m["value"] for m in members}
+        got["arr"] = [x for p in follow_read(reader, ref, f"/0/m/{i}/arr", "a") for x in p["items"]]
+        assert got == want
+
+
+def test_children_that_fit_a_page_are_built_as_before(tmp_path: Path) -> None:
+    # A page of small items: plain values, no lazy parts, the bytes of a whole build.
+    rows = [{"id": i, "tags": ["a", "b"], "n": None} for i in range(500)]
+    reader, ref = _spilled_json(tmp_path, iter([orjson.dumps(rows)]))
+    env = orjson.loads(reader.read(ref, "", principal="a").data)
+    assert env["items"] == rows[: len(env["items"])]
+    assert "truncated" not in env

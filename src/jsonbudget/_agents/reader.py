@@ -19,7 +19,7 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import IO, Any, Final, Literal
@@ -30,6 +30,7 @@ import orjson
 from .._cursors.scope import Scope
 from .._cursors.store import CursorStore, MemoryCursorStore
 from .._encode.encoder import encode
+from .._encode.render import Stream
 from .._limits import MIN_BYTES, Limits
 from .._pages.builder import PageBuilder
 from .._sources.base import Clipped
@@ -222,22 +223,18 @@ class ResultReader:
                 children: Iterator[Any] = chain((kept.pending,), kept.children)
             else:
                 file = owned.enter_context(self._spill.open(call.name))
-                # basic_parse: no prefix paths, which ijson builds per nesting level (a
-                # result nested 50,000 deep would hold gigabytes of them).
-                # Numbers as written: integers as int, others as Decimal (a float would
-                # read 19.90 as 19.9 and round 0.1000000000000000055511151231257827).
-                source = _Exponents(file) if backend is _IJSON_PY else _Watched(file)
-                events = backend.basic_parse(source, use_float=False)
+                events = _parse(file, backend)
                 event, value = _locate(events, tokens, call.pointer)
+                rest = _Rest(self._spill.open, call.name, backend, self._limits.max_bytes)
                 # The items already read are skipped by their events, never built.
                 if event == "start_array":
                     kind = "array"
                     ended = not _skip_items(events, call.at)
-                    children = iter(()) if ended else _array_items(events)
+                    children = iter(()) if ended else _array_items(events, rest, tokens, call.at)
                 elif event == "start_map":
                     kind = "object"
                     ended = not _skip_members(events, call.at)
-                    children = iter(()) if ended else _members(events)
+                    children = iter(()) if ended else _members(events, rest, tokens)
                 elif event == "string":
                     return self._string(call, value)
                 else:
@@ -731,33 +728,213 @@ def _skip_started(events: Iterator[Any], event: str) -> None:
                 return
 
 
-def _build(events: Iterator[Any], event: str, value: Any) -> Any:
+class _Rest:
+    """How a child cut at its budget reads the rest of a container it holds: a fresh
+    parse of the spilled file up to that container, its first *skip* children skipped.
+    Lazy, and pulled only where the encoder reads past what was built (see `_build`)."""
+
+    __slots__ = ("backend", "name", "open", "room")
+
+    def __init__(self, open_: Any, name: str, backend: Any, room: int) -> None:
+        self.open = open_
+        self.name = name
+        self.backend = backend
+        self.room = room
+
+    def children(self, tokens: list[str], skip: int, kind: str) -> Iterator[Any]:
+        with self.open(self.name) as file:
+            events = _parse(file, self.backend)
+            _locate(events, tokens, "")
+            if kind == "array":
+                if _skip_items(events, skip):
+                    yield from _array_items(events, self, tokens, skip, shared=True)
+            elif _skip_members(events, skip):
+                yield from _pairs(events, self, tokens, shared=True)
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+class _Cut(Mapping[str, Any]):
+    """An object cut at its budget: the members built, then the rest as `_Rest` reads
+    them, pulled only as far as the encoder reads (it reads a mapping's items lazily
+    and says "more keys" unless it reached the end, guarantee 4)."""
+
+    __slots__ = ("_pairs", "_rest")
+
+    def __init__(self, built: dict[str, Any], rest: Iterator[tuple[str, Any]]) -> None:
+        self._pairs = list(built.items())
+        self._rest = rest
+
+    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+        # What was pulled stays, and each reading goes by index: the page builder reads
+        # a child more than once, and one reading may pull while another is paused.
+        pairs = self._pairs
+        i = 0
+        while True:
+            if i == len(pairs):
+                pair = next(self._rest, None)
+                if pair is None:
+                    return
+                pairs.append(pair)
+            yield pairs[i]
+            i += 1
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, _ in self.items())
+
+    def __getitem__(self, key: str) -> Any:
+        for k, value in reversed(self._pairs):
+            if k == key:
+                return value
+        raise KeyError(key)
+
+    def __len__(self) -> int:
+        # Its count is known only once read to the end; the encoder never asks for it.
+        raise TypeError("a cut object does not know how many members it has")
+
+
+def _parse(file: IO[bytes], backend: Any) -> Iterator[Any]:
+    # basic_parse: no prefix paths, which ijson builds per nesting level (a result
+    # nested 50,000 deep would hold gigabytes of them). Numbers as written: integers
+    # as int, others as Decimal (a float would read 19.90 as 19.9 and round
+    # 0.1000000000000000055511151231257827).
+    source = _Exponents(file) if backend is _IJSON_PY else _Watched(file)
+    return backend.basic_parse(source, use_float=False)  # type: ignore[no-any-return]
+
+
+def _build(
+    events: Iterator[Any], event: str, value: Any, *, rest: _Rest, path: list[str], budget: _Budget
+) -> Any:
+    """The value whose first event is *event*, built while *budget* lasts.
+
+    The page shows a child at most a page's worth: once what was built surely encodes
+    to more than the budget (each scalar and key counted at no more than its encoded
+    bytes), the containers still open stop, the rest of their events are skipped, and
+    each one that had more becomes a lazy reader of its rest (`_cut`). Iterative: a
+    result may nest 50,000 deep.
+    """
     if event not in ("start_map", "start_array"):
+        budget.left -= _cost(value)
         return value
-    builder = ijson.ObjectBuilder()
-    builder.event(event, value)
+    budget.left -= 2
+    # Each frame: the container, its pointer tokens, the members read, the pending key.
+    stack: list[list[Any]] = [[[] if event == "start_array" else {}, path, 0, None]]
+    while True:
+        frame = stack[-1]
+        ev, val = next(events)
+        if ev in ("end_array", "end_map"):
+            done = stack.pop()[0]
+            if not stack:
+                return done
+            _attach(stack[-1], done)
+            continue
+        if budget.left < 0:
+            # The budget is spent: this child (begun with *ev*) and everything after it
+            # in every open container is read past, never built.
+            if ev == "map_key":
+                _skip_value(events)
+            else:
+                _skip_started(events, ev)
+            _skip_started(events, "start_array")
+            value = _cut(frame, True, rest)
+            while stack.pop() is not frame:
+                pass
+            while stack:
+                frame = stack[-1]
+                _attach(frame, value)
+                more = _rest_of(events)
+                value = _cut(frame, more, rest)
+                stack.pop()
+            return value
+        if ev == "map_key":
+            frame[3] = val
+            budget.left -= _cost(val) + 1
+            continue
+        budget.left -= 1  # the comma
+        if ev in ("start_map", "start_array"):
+            budget.left -= 2
+            token = str(len(frame[0])) if frame[3] is None else frame[3]
+            stack.append([[] if ev == "start_array" else {}, [*frame[1], token], 0, None])
+        else:
+            budget.left -= _cost(val)
+            _attach(frame, val)
+
+
+def _attach(frame: list[Any], value: Any) -> None:
+    container = frame[0]
+    if type(container) is list:
+        container.append(value)
+    else:
+        container[frame[3]] = value
+    frame[2] += 1
+
+
+def _cost(value: Any) -> int:
+    """At most the bytes *value* encodes to (a number at least one digit)."""
+    return len(value) + 2 if type(value) is str else 1
+
+
+def _rest_of(events: Iterator[Any]) -> bool:
+    """Skip to the end of the container open at this level; whether it held anything."""
     level = 1
-    for ev, val in events:
-        builder.event(ev, val)
+    held = False
+    for ev, _ in events:
         if ev in ("start_map", "start_array"):
             level += 1
         elif ev in ("end_map", "end_array"):
             level -= 1
             if level == 0:
-                break
-    return builder.value
+                return held
+        held = True
+    raise SpillError("the spilled result ended inside a value")
 
 
-def _array_items(events: Iterator[Any]) -> Iterator[Any]:
-    for event, value in events:
+def _cut(frame: list[Any], more: bool, rest: _Rest) -> Any:
+    """The container of *frame* as the page sees it: whole where nothing was left, else
+    its built part before a lazy read of the rest."""
+    container, tokens, count, _ = frame
+    if not more:
+        return container
+    if type(container) is list:
+        stream = Stream(rest.children(tokens, count, "array"))
+        stream.items = container
+        return stream
+    return _Cut(container, rest.children(tokens, count, "object"))
+
+
+def _array_items(
+    events: Iterator[Any], rest: _Rest, tokens: list[str], at: int, *, shared: bool = False
+) -> Iterator[Any]:
+    """The items of the array just opened (at index *at*), each built within the
+    reader's page (*shared*: all of them within one, for a rest read lazily)."""
+    budget = _Budget(rest.room)
+    for index, (event, value) in enumerate(events, at):
         if event == "end_array":
             return
-        yield _build(events, event, value)
+        if not shared:
+            budget.left = rest.room
+        yield _build(events, event, value, rest=rest, path=[*tokens, str(index)], budget=budget)
 
 
-def _members(events: Iterator[Any]) -> Iterator[dict[str, Any]]:
-    for event, value in events:
+def _pairs(
+    events: Iterator[Any], rest: _Rest, tokens: list[str], *, shared: bool = False
+) -> Iterator[tuple[str, Any]]:
+    budget = _Budget(rest.room)
+    for event, key in events:
         if event == "end_map":
             return
+        if not shared:
+            budget.left = rest.room
+        budget.left -= _cost(key)
         first, val = next(events)
-        yield {"key": value, "value": _build(events, first, val)}
+        yield key, _build(events, first, val, rest=rest, path=[*tokens, key], budget=budget)
+
+
+def _members(events: Iterator[Any], rest: _Rest, tokens: list[str]) -> Iterator[dict[str, Any]]:
+    for key, value in _pairs(events, rest, tokens):
+        yield {"key": key, "value": value}
