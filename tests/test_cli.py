@@ -805,3 +805,14 @@ def test_closed_stderr_still_gives_the_output_and_the_exit_code(items_file: Path
     proc = _in_shell("<&- 2>&-", "dump")
     assert proc.returncode == EXIT_ERROR
     assert proc.stdout == b""
+
+
+def test_regression_page_refuses_a_small_budget_before_reading_a_fifo(tmp_path: Path) -> None:
+    # The page minimum was checked only after the input was opened: a FIFO blocked.
+    fifo = tmp_path / "items.fifo"
+    os.mkfifo(fifo)
+    store = tmp_path / "cursors.sqlite3"
+    proc = run("page", str(fifo), "--max-bytes", "100", "--store", str(store))
+    assert proc.returncode == EXIT_USAGE
+    assert b"a page needs at least" in proc.stderr
+    assert not store.exists()  # refused before the store was made, too

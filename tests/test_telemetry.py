@@ -321,3 +321,73 @@ def test_structlog_processor_summarizes_jsonbudget_values(tmp_path: Path) -> Non
     assert SECRET not in repr(event)
     rendered = structlog.processors.JSONRenderer()(None, "info", dict(event))
     assert SECRET not in rendered
+
+
+def test_regression_nested_pages_in_logging_args_are_summarized() -> None:
+    # A page inside a list or dict argument reached the formatter whole.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(SummaryFilter())
+    logger = logging.getLogger("jsonbudget.test.nested")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        page = _real_page()
+        logger.info("pages %s %s", [page], ({"p": (page,)}, "x"))
+        logger.info("by id %(pages)s", {"pages": {"p1": page}})
+        logger.info([page])
+    finally:
+        logger.removeHandler(handler)
+    text = stream.getvalue()
+    assert text.count("'kind': 'page'") == 4
+    assert SECRET not in text
+    assert SECRET_KEY not in text
+
+
+def test_regression_nested_pages_in_structlog_events_are_summarized() -> None:
+    capture = structlog.testing.LogCapture()
+    structlog.configure(processors=[summary_processor, capture])
+    try:
+        page = _real_page()
+        encoded = encode({"token": SECRET}, max_bytes=200)  # hashable: a set can hold it
+        structlog.get_logger().info("served", pages=[page], by_id={"p1": page}, sets={encoded})
+    finally:
+        structlog.reset_defaults()
+    (event,) = capture.entries
+    assert event["pages"][0]["kind"] == "page"
+    assert event["by_id"]["p1"]["kind"] == "page"
+    assert event["sets"][0]["kind"] == "encoded"  # a set holding one becomes a list
+    assert SECRET not in repr(event)
+
+
+def test_containers_without_jsonbudget_objects_are_not_copied() -> None:
+    rows = [{"a": [1, 2, (3, "x")]}, {"b": {4, 5}}]
+    event = summary_processor(None, "info", {"rows": rows, "n": 3})
+    assert event["rows"] is rows
+    record = logging.LogRecord("t", logging.INFO, __file__, 1, "%s", (rows,), None)
+    args = record.args
+    SummaryFilter().filter(record)
+    assert record.args is args
+
+
+def test_containers_past_the_bounds_are_replaced_whole() -> None:
+    # Too deep or too large to check whole: a page could hide anywhere in them.
+    deep: list[Any] = [_real_page()]
+    for _ in range(20):
+        deep = [deep]
+    wide = [*range(20_000), _real_page()]
+    cyclic: list[Any] = ["a"]
+    cyclic.append(cyclic)
+    event = summary_processor(None, "info", {"deep": deep, "wide": wide, "cyclic": cyclic})
+    assert event["deep"] == {"kind": "unchecked", "type": "list"}
+    assert event["wide"] == {"kind": "unchecked", "type": "list"}
+    assert event["cyclic"] == {"kind": "unchecked", "type": "list"}
+    assert SECRET not in repr(event)
+    shallow = summary_processor(None, "info", {"v": [[[_real_page()]]], "w": list(range(100))})
+    assert shallow["v"][0][0][0]["kind"] == "page"
+    assert shallow["w"] == list(range(100))
+
+
+def test_a_jsonbudget_object_as_a_dict_key_replaces_the_dict() -> None:
+    event = summary_processor(None, "info", {"m": {Limits(4096): 1}})  # Limits is hashable
+    assert event["m"] == {"kind": "unchecked", "type": "dict"}

@@ -88,6 +88,31 @@ def test_tiktoken_counter_uses_a_supplied_encoding_object() -> None:
     assert counter.count("a b c <|endoftext|>") == 4
 
 
+def test_regression_encoding_whose_encode_takes_only_the_text() -> None:
+    # "anything with .encode" (a Hugging Face tokenizer's encode(text)) raised a TypeError:
+    # tiktoken's disallowed_special keyword was passed to it.
+    class TextOnly:
+        def encode(self, text: str) -> list[str]:
+            return text.split()
+
+    assert TiktokenCounter(TextOnly()).count("a b <|endoftext|>") == 3
+
+
+def test_regression_tiktoken_signature_still_gets_disallowed_special() -> None:
+    # tiktoken's own default refuses special-token text; in data it is counted as text.
+    class TiktokenLike:
+        name = "like"
+
+        def encode(
+            self, text: str, *, allowed_special: object = (), disallowed_special: object = "all"
+        ) -> list[str]:
+            if disallowed_special == "all" and "<|endoftext|>" in text:
+                raise ValueError("disallowed special token")
+            return text.split()
+
+    assert TiktokenCounter(TiktokenLike()).count("a <|endoftext|>") == 2
+
+
 def test_tiktoken_counter_refuses_non_encodings() -> None:
     with pytest.raises(LimitError):
         TiktokenCounter(42)

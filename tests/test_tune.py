@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import orjson
@@ -14,7 +18,11 @@ from hypothesis import strategies as st
 from jsonbudget import Limits, MemoryCursorStore, Scope, Tuner, paginate, tune, write_chart
 from jsonbudget._cli.main import EXIT_ERROR, EXIT_OK, EXIT_USAGE, main
 from jsonbudget._cli.tune import DEFAULT_BUDGETS, percentile
+from jsonbudget._encode.encoder import Encoder
+from jsonbudget._limits import MAX_DEPTH, MAX_LIMIT
+from jsonbudget._sources.base import Clipped
 from jsonbudget.errors import LimitError
+from tests.test_adversarial import bounded_run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -268,3 +276,139 @@ def test_max_keys_caps_members_not_items(
     assert out == [{"a": 1, "…": "[omitted: 2 more keys]"}, {"a": 4, "…": "[omitted: 2 more keys]"}]
     report = Tuner(budgets=[65536], max_keys=2).tune([{"a": 1, "b": 2, "c": 3}])
     assert report.budgets[0].truncated_items == 1
+
+
+# -- regressions -------------------------------------------------------------------------
+
+
+def test_regression_cyclic_items_do_not_hang() -> None:
+    # The string walk had no seen-set: a self-containing item grew its stack forever.
+    out = bounded_run(
+        """
+        from jsonbudget import tune
+        d = {"name": "x"}
+        d["self"] = d
+        l = ["s"]
+        l.append(l)
+        r = tune([d, l], budgets=[4096])
+        print(r.item_sizes, r.field_bytes.count, r.field_bytes.max)
+        """,
+        memory=1 << 30,
+        timeout=60,
+    )
+    # As the encoder writes them: the repeat is a cycle marker and adds no string.
+    d: dict[str, object] = {"name": "x"}
+    d["self"] = d
+    cyclic_list: list[object] = ["s"]
+    cyclic_list.append(cyclic_list)
+    fallback = Encoder(max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH)
+    sizes = (len(fallback.dumps(d)), len(fallback.dumps(cyclic_list)))
+    assert out == f"{sizes} 2 3\n"
+
+
+def test_shared_values_that_are_not_cycles_count_each_time() -> None:
+    s = {"t": "abc"}
+    report = tune([{"a": s, "b": [s, s]}], budgets=[4096])
+    assert report.field_bytes.count == 3
+    assert report.item_bytes.max == len(orjson.dumps({"a": s, "b": [s, s]}))
+
+
+def test_nesting_past_max_depth_is_measured_as_the_encoder_writes_it() -> None:
+    def nested(depth: int) -> object:
+        value: object = "deep"
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    fits = tune([nested(MAX_DEPTH)], budgets=[4096])
+    assert fits.item_bytes.max == len(orjson.dumps(nested(MAX_DEPTH)))
+    assert fits.field_bytes.count == 1
+    # One level more, no page can hold: a depth marker, and its string is not counted.
+    deeper = nested(MAX_DEPTH + 1)
+    past = tune([deeper], budgets=[4096])
+    written = Encoder(max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH).dumps(deeper)
+    assert b"deep" not in written
+    assert past.item_bytes.max == len(written)
+    assert past.field_bytes.count == 0
+
+
+def test_regression_budget_below_the_page_minimum_is_refused_at_construction() -> None:
+    # Accepted, then refused by the page builder only after the items were consumed.
+    with pytest.raises(LimitError, match="a page needs at least"):
+        Tuner(budgets=[100])
+    with pytest.raises(LimitError, match="a page needs at least"):
+        Tuner(budgets=[4096, 100])
+    consumed: list[int] = []
+
+    def items() -> Iterator[dict[str, int]]:
+        for i in range(5):
+            consumed.append(i)
+            yield {"id": i}
+
+    with pytest.raises(LimitError, match="a page needs at least"):
+        tune(items(), budgets=[100])
+    assert consumed == []
+
+
+def test_regression_tune_refuses_a_small_budget_before_reading_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "items.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jsonbudget", "tune", str(fifo), "--budgets", "100"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == EXIT_USAGE
+    assert "a page needs at least" in proc.stderr
+
+
+def _nearest_rank(n: int, p: Fraction) -> int:
+    """The smallest rank r with r / n >= p / 100, by counting (the definition)."""
+    return next(r for r in range(1, n + 1) if Fraction(r, n) * 100 >= p)
+
+
+def test_regression_percentile_is_exact() -> None:
+    # ceil(7 / 100 * 100) was 8 in floats: a rank too far.
+    assert percentile(list(range(1, 101)), 7) == 7
+    assert percentile(list(range(1, 1001)), 99.9) == 999
+    for n in range(1, 301):
+        values = list(range(1, n + 1))
+        for p in range(1, 101):
+            assert percentile(values, p) == _nearest_rank(n, Fraction(p))
+
+
+def test_regression_clipped_texts_count_at_their_full_length() -> None:
+    # A source's cut value was left out of the field stats, and the item measured as
+    # orjson's {"head","length","unit"} object.
+    body = Clipped("x" * 100, 10_000_000, "chars")
+    report = tune([{"id": 1, "body": body}], budgets=[4096])
+    assert report.field_bytes.max == 2 + 10_000_000
+    assert report.item_bytes.max == len(b'{"id":1,"body":""}') + 10_000_000
+    assert report.suggested_max_field_bytes == 1 << 24
+    # Counted in bytes (a file item too long, a JSON cell): its head as encoded, plus
+    # the bytes left out.
+    item = Clipped('{"a":"' + "y" * 50, 1000, "bytes")
+    whole = tune([item], budgets=[4096])
+    head = len(orjson.dumps(item.head))
+    assert whole.item_bytes.max == head + item.omitted
+    assert whole.field_bytes.max == head + item.omitted
+
+
+def test_clipped_binary_is_measured_as_the_encoder_writes_the_whole_value() -> None:
+    cut = tune([{"b": Clipped(b"abc", 30, "bytes")}], budgets=[4096])
+    written = Encoder(max_bytes=MAX_LIMIT).dumps({"b": b"abc" * 10})
+    assert cut.item_bytes.max == len(written)
+    assert cut.field_bytes.count == 0
+
+
+def test_regression_tune_takes_strategy_and_markers() -> None:
+    items = [sized(5000)] * 3
+    report = tune(items, budgets=[4096], strategy="prefix", markers="structured")
+    same = Tuner(budgets=[4096], strategy="prefix", markers="structured").tune(items)
+    assert report == same
+    with pytest.raises(LimitError, match="markers"):
+        tune(items, markers="loud")  # type: ignore[arg-type]
+    with pytest.raises(LimitError, match="strategy"):
+        tune(items, strategy="middle")  # type: ignore[arg-type]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Final, Literal
 
 from ..errors import EncodeError, LimitError
@@ -259,13 +260,16 @@ class SummaryFilter(logging.Filter):
                 # Logging must not fail, and an unknown object must not reach the formatter.
                 summary = {"kind": "unknown", "type": type(value).__name__}
             setattr(record, self.key, summary)
-        if _is_ours(record.msg):
-            record.msg = _safe(self.summarizer, record.msg)
+        record.msg = _safe(self.summarizer, record.msg)
         args = record.args
-        if isinstance(args, tuple) and any(map(_is_ours, args)):
-            record.args = tuple(_safe(self.summarizer, a) for a in args)
-        elif isinstance(args, Mapping) and any(map(_is_ours, args.values())):
-            record.args = {k: _safe(self.summarizer, v) for k, v in args.items()}
+        if isinstance(args, tuple):
+            safe = tuple(_safe(self.summarizer, a) for a in args)
+            if any(map(operator.is_not, safe, args)):
+                record.args = safe
+        elif isinstance(args, Mapping):
+            pairs = {k: _safe(self.summarizer, v) for k, v in args.items()}
+            if any(pairs[k] is not v for k, v in args.items()):
+                record.args = pairs
         return True
 
 
@@ -275,13 +279,61 @@ def _is_ours(value: object) -> bool:
     return isinstance(module, str) and (module == "jsonbudget" or module.startswith("jsonbudget."))
 
 
+#: How deep and how far `_safe` looks inside lists, tuples, sets and dicts for jsonbudget
+#: objects: nesting levels, and elements of one argument or event value in all.
+_MAX_NEST: Final = 8
+_MAX_SCAN: Final = 10_000
+
+
+class _Unchecked(Exception):
+    """A value too deep or too large to check whole for jsonbudget objects."""
+
+
 def _safe(summarizer: Summarizer, value: object) -> object:
-    if not _is_ours(value):
-        return value
+    """*value* with every jsonbudget object in it, nested ones too, replaced by its summary.
+
+    A value holding none is returned as is (not copied). One past the bounds, which could
+    hide a page anywhere, is replaced whole by ``{"kind": "unchecked", "type": ...}``.
+    """
     try:
-        return summarizer.summarize(value)
-    except EncodeError:
-        return {"kind": "unknown", "type": type(value).__name__}
+        return _scrubbed(summarizer, value, 0, [_MAX_SCAN])
+    except _Unchecked:
+        return {"kind": "unchecked", "type": type(value).__name__}
+
+
+def _scrubbed(summarizer: Summarizer, value: object, depth: int, left: list[int]) -> object:
+    if _is_ours(value):
+        try:
+            return summarizer.summarize(value)
+        except EncodeError:
+            return {"kind": "unknown", "type": type(value).__name__}
+    entries: Iterable[tuple[object, object]]
+    is_map = isinstance(value, Mapping)
+    if isinstance(value, Mapping):
+        entries = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        entries = ((None, v) for v in value)
+    else:
+        return value
+    if depth >= _MAX_NEST:
+        raise _Unchecked
+    out: list[tuple[object, object]] = []
+    changed = False
+    for key, item in entries:
+        left[0] -= 1
+        if left[0] < 0:
+            raise _Unchecked
+        if is_map and _scrubbed(summarizer, key, depth + 1, left) is not key:
+            raise _Unchecked  # a summary is a dict, which cannot stand as a key
+        clean = _scrubbed(summarizer, item, depth + 1, left)
+        changed = changed or clean is not item
+        out.append((key, clean))
+    if not changed:
+        return value
+    if is_map:
+        return dict(out)
+    # A set becomes a list: the summaries that replace its members are unhashable.
+    return tuple(v for _, v in out) if isinstance(value, tuple) else [v for _, v in out]
 
 
 def summary_processor(

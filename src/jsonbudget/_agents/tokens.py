@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import math
 import os
 import tempfile
@@ -109,15 +110,17 @@ class TiktokenCounter:
     the first `count` raises `TokenizerUnavailable` saying which.
     """
 
-    __slots__ = ("_encoding", "name")
+    __slots__ = ("_encoding", "_options", "name")
 
     def __init__(self, encoding: str | Any = "o200k_base") -> None:
+        self._options: dict[str, Any] = {}
         if isinstance(encoding, str):
             self.name = encoding
             self._encoding: Any = None
         elif callable(getattr(encoding, "encode", None)):
             self.name = str(getattr(encoding, "name", type(encoding).__name__))
             self._encoding = encoding
+            self._options = _encode_options(encoding)
         else:
             raise LimitError("encoding", type(encoding).__name__, "must be a name or an encoding")
 
@@ -139,9 +142,25 @@ class TiktokenCounter:
     def count(self, text: str) -> int:
         """The exact token count of *text* under this encoding."""
         if self._encoding is None:
-            self._encoding = self._load()
-        # Special-token text in data is data, not a control token: count it as text.
-        return len(self._encoding.encode(text, disallowed_special=()))
+            encoding = self._load()
+            self._options = _encode_options(encoding)
+            self._encoding = encoding
+        return len(self._encoding.encode(text, **self._options))
+
+
+def _encode_options(encoding: Any) -> dict[str, Any]:
+    """The keywords *encoding*'s ``encode`` is called with: tiktoken's, if it takes them.
+
+    tiktoken raises on special-token text (``<|endoftext|>``) unless told otherwise; in
+    data it is data, not a control token, so it is counted as text. Other tokenizers'
+    ``encode(text)`` takes no such keyword and is called with the text alone.
+    """
+    try:
+        parameters = inspect.signature(encoding.encode).parameters
+    except (TypeError, ValueError):
+        # No signature to read (some C extensions): called with the text alone.
+        return {}
+    return {"disallowed_special": ()} if "disallowed_special" in parameters else {}
 
 
 @dataclass(frozen=True, slots=True)

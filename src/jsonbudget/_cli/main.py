@@ -41,7 +41,7 @@ from .._cursors.store import CursorStore
 from .._encode.encoder import Encoder
 from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
-from .._pages.builder import MCP_KEYS, Paginator
+from .._pages.builder import MCP_KEYS, PageBuilder, Paginator
 from .._sources.base import Source
 from .._sources.files import (
     BOM,
@@ -815,20 +815,22 @@ def _cmd_page(args: argparse.Namespace) -> int:
         max_depth=args.max_depth,
         max_pages=args.max_pages,
     )
+    options: dict[str, Any] = {
+        "oversized": args.oversized,
+        "keys": MCP_KEYS if args.mcp_keys else None,
+        "strategy": args.strategy,
+        "markers": args.markers,
+        "binary": args.binary,
+    }
+    # The smallest page depends on these options, so only the builder knows it: refuse a
+    # budget below it before the input is opened (a FIFO would block) or the store made.
+    PageBuilder(limits, **options)
     source, query = _source(args, args.max_bytes)
     principal = args.principal if args.principal is not None else _default_principal()
     scope = Scope(principal, query)
     with ExitStack() as stack:
         store = _store(args.store, args.ttl, stack)
-        paginator = Paginator(
-            limits,
-            store=store,
-            oversized=args.oversized,
-            keys=MCP_KEYS if args.mcp_keys else None,
-            strategy=args.strategy,
-            markers=args.markers,
-            binary=args.binary,
-        )
+        paginator = Paginator(limits, store=store, **options)
         page = paginator.paginate(source, scope=scope, cursor=args.cursor)
     _write(page.to_json() + b"\n")
     return EXIT_OK

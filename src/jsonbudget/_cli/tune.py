@@ -11,6 +11,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import islice
 from typing import Any
 
@@ -18,8 +19,9 @@ import orjson
 
 from .._encode.encoder import Encoder, MarkerStyle, Strategy
 from .._extras import missing_extra
-from .._limits import MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
+from .._limits import MAX_DEPTH, MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
 from .._pages.builder import OversizedPolicy, PageBuilder
+from .._sources.base import Clipped
 from ..errors import LimitError
 
 __all__ = [
@@ -58,7 +60,11 @@ def percentile(sorted_values: Sequence[int], p: float) -> int | None:
         raise ValueError(f"p must be in (0, 100], not {p!r}")
     if not sorted_values:
         return None
-    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    # Exact: in floats, 7 / 100 * 100 is 7.000000000000001 and its ceiling a rank too far.
+    # A float is taken as the decimal it prints as (99.9, not its binary neighbour).
+    exact = Fraction(repr(p)) if isinstance(p, float) else Fraction(p)
+    scaled = exact * len(sorted_values)
+    rank = max(1, -(-scaled.numerator // (scaled.denominator * 100)))
     return sorted_values[rank - 1]
 
 
@@ -152,26 +158,61 @@ class TuneReport:
         }
 
 
-def _full_size(item: Any, fallback: Encoder) -> int:
+def _string_size(text: str, fallback: Encoder) -> int:
     try:
-        return len(orjson.dumps(item))
+        return len(orjson.dumps(text))
     except orjson.JSONEncodeError:
-        # Values orjson refuses (huge ints, lone surrogates, other types) are measured as
-        # the encoder would write them, markers included.
-        return len(fallback.dumps(item))
+        # A lone surrogate or a str subclass: measured as the encoder writes it.
+        return len(fallback.dumps(text))
 
 
-def _string_sizes(item: Any, out: list[int], fallback: Encoder) -> None:
-    """Append the encoded size of every string value in *item* (keys excluded)."""
-    stack = [item]
+def _measure(item: Any, fallback: Encoder, strings: list[int]) -> int:
+    """The full encoded size of *item*; appends the encoded size of each string value in it.
+
+    Both count the same values. A container met again inside itself (a cycle) is written
+    by the encoder as a cycle marker and contributes nothing more; so does nesting deeper
+    than `MAX_DEPTH`, which no page can hold (a depth marker). An item holding either is
+    measured as *fallback* writes it. A text a source cut (`Clipped`) counts as the string
+    it stands for: its head as encoded plus one byte per character or byte left out.
+    """
+    whole = True  # orjson can write the item as it is
+    unseen = 0  # bytes of cut texts that the encoder's rendering of them leaves out
+    path: set[int] = set()  # the containers the walk is inside: a repeat is a cycle
+    # (_LEAVE, id) entries close a container once all its children have been walked.
+    stack: list[tuple[Any, int]] = [(item, 0)]
     while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            out.append(_full_size(value, fallback))
-        elif isinstance(value, Mapping):
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend(value)
+        value, depth = stack.pop()
+        if value is _LEAVE:
+            path.discard(depth)
+        elif isinstance(value, str):
+            strings.append(_string_size(value, fallback))
+        elif type(value) is Clipped:
+            # orjson would write it as a {head, length, unit} object, not as the text.
+            whole = False
+            if isinstance(value.head, str):
+                full = _string_size(value.head, fallback) + value.omitted
+                strings.append(full)
+                unseen += full - len(fallback.dumps(value))
+        elif isinstance(value, Mapping | list | tuple):
+            ident = id(value)
+            if ident in path or depth >= MAX_DEPTH:
+                whole = False
+                continue
+            path.add(ident)
+            stack.append((_LEAVE, ident))
+            children = value.values() if isinstance(value, Mapping) else value
+            stack.extend((child, depth + 1) for child in children)
+    if whole:
+        try:
+            return len(orjson.dumps(item))
+        except orjson.JSONEncodeError:
+            # Values orjson refuses (huge ints, lone surrogates, other types) are measured
+            # as the encoder would write them, markers included.
+            return len(fallback.dumps(item))
+    return len(fallback.dumps(item)) + unseen
+
+
+_LEAVE = object()
 
 
 def _item_index(path: str) -> int | None:
@@ -237,8 +278,11 @@ class Tuner:
         self.oversized: OversizedPolicy = oversized
         self.strategy: Strategy = strategy
         self.markers: MarkerStyle = markers
-        # Fail on a bad strategy or marker style now, before reading anything.
-        Encoder(max_bytes=MIN_BYTES, strategy=strategy, markers=markers)
+        # Before reading anything, each candidate is checked by the builder that would page
+        # with it: it refuses a bad strategy or marker style, caps that do not fit the
+        # budget, and a budget below its smallest page (which depends on these options).
+        for budget in self.budgets:
+            self._builder(self._limits(budget))
 
     def steps(self, items: int) -> int:
         """Units of work `tune` reports to *progress* for *items* items."""
@@ -255,12 +299,13 @@ class Tuner:
         it = iter(items)
         taken = list(islice(it, self.sample))
         sample_complete = next(it, _END) is _END
-        fallback = Encoder(max_bytes=MAX_LIMIT, strategy=self.strategy, markers=self.markers)
+        fallback = Encoder(
+            max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH, strategy=self.strategy, markers=self.markers
+        )
         sizes: list[int] = []
         fields: list[int] = []
         for item in taken:
-            sizes.append(_full_size(item, fallback))
-            _string_sizes(item, fields, fallback)
+            sizes.append(_measure(item, fallback, fields))
             if progress is not None:
                 progress(1)
         rows = tuple(self._page_all(taken, budget, progress) for budget in self.budgets)
@@ -281,15 +326,27 @@ class Tuner:
             item_sizes=tuple(sizes),
         )
 
-    def _page_all(
-        self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
-    ) -> BudgetRow:
-        limits = Limits(
+    def _builder(self, limits: Limits, encoder: Encoder | None = None) -> PageBuilder:
+        return PageBuilder(
+            limits,
+            oversized=self.oversized,
+            strategy=self.strategy,
+            markers=self.markers,
+            encoder=encoder,
+        )
+
+    def _limits(self, budget: int) -> Limits:
+        return Limits(
             budget,
             max_items=self.max_items,
             max_keys=self.max_keys,
             max_field_bytes=self.max_field_bytes,
         )
+
+    def _page_all(
+        self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
+    ) -> BudgetRow:
+        limits = self._limits(budget)
         encoder = Encoder(limits, strategy=self.strategy, markers=self.markers)
         pages = 0
         truncated = 0
@@ -308,11 +365,11 @@ class Tuner:
             oversized += len(big)
             truncated += len(cut)
 
-        builder = PageBuilder(limits, oversized=self.oversized, encoder=encoder)
+        builder = self._builder(limits, encoder)
         for item in items:
             if not builder.add(item):
                 close(builder, last=False)
-                builder = PageBuilder(limits, oversized=self.oversized, encoder=encoder)
+                builder = self._builder(limits, encoder)
                 # An empty page always takes the item (as itself or as an oversized outcome).
                 builder.add(item)
             if progress is not None:
@@ -345,6 +402,8 @@ def tune(
     max_keys: int | None = None,
     max_field_bytes: int | None = None,
     oversized: OversizedPolicy = "truncate",
+    strategy: Strategy = "balanced",
+    markers: MarkerStyle = "text",
     progress: Callable[[int], None] | None = None,
 ) -> TuneReport:
     """One call: measure *items* with a `Tuner` configured by the options."""
@@ -356,6 +415,8 @@ def tune(
         max_keys=max_keys,
         max_field_bytes=max_field_bytes,
         oversized=oversized,
+        strategy=strategy,
+        markers=markers,
     ).tune(items, progress=progress)
 
 
