@@ -17,6 +17,7 @@ import textwrap
 import threading
 import typing
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -1601,3 +1602,32 @@ def test_regression_a_number_cut_by_the_preview_prefix_is_not_shown_shortened(
     preview = orjson.loads(out.data)["preview"]
     assert "n" not in preview  # the number was never read whole: not shown at all
     assert any(k.startswith("…") for k in preview)  # and the object says it has more
+
+
+@pytest.mark.parametrize(
+    ("number", "n"),
+    [
+        (b"1E15", 20_000),
+        (b"19.90", 20_000),
+        (b"0.1000000000000000055511151231257827", 5_000),
+        (b"1E-400", 20_000),
+    ],
+)
+def test_regression_a_preview_of_a_long_result_keeps_its_numbers_and_budget(
+    store: SpillStore, number: bytes, n: int
+) -> None:
+    # Found by a tester: past the parsed prefix, the preview's counts were fixed by a
+    # round trip through orjson, which made 1E+15 1000000000000000.0 and 19.90 19.9: a
+    # 4 KiB preview came out 12 KiB, and a one-call turn passed its budget.
+    data = b"[" + b",".join([number] * n) + b"]"
+    gate = ResultGate(max_bytes=4096, store=store)
+    out = gate.gate(data, label="nums")
+    assert len(out.data) <= gate.preview_bytes
+    preview = orjson.loads(out.data)["preview"]
+    assert preview[-1] == "…[omitted: more items]"  # the prefix's count is not known
+    written = out.data.split(b"[", 2)[1].split(b",")[0]
+    assert written == str(Decimal(number.decode())).encode()  # as the encoder writes it
+    turn = TurnBudget(max_bytes=4096, store=store, max_calls=1)
+    admitted = turn.admit(data, tool="nums")
+    assert not admitted.over_budget
+    assert turn.report().used_bytes <= 4096

@@ -14,10 +14,12 @@ import codecs
 import collections.abc
 import contextlib
 import dataclasses
+import decimal
 import functools
 import inspect
 import io
 import itertools
+import json
 import operator
 import threading
 import typing
@@ -1170,13 +1172,16 @@ def _unknown_counts(shown: Encoded, open_paths: set[str]) -> bytes:
 
     The encoder counted the items of a container that the prefix had already cut, so its
     count is only a lower bound; guarantee 4 says not to state it. The value is at most
-    a preview's size, so a round trip through orjson is cheap and changes nothing else.
+    a preview's size, so a round trip is cheap; numbers are read back as the Decimals
+    they were written from and written again as they were (through orjson, `1E+15`
+    became `1000000000000000.0` and `19.90` became `19.9`: the preview grew past its
+    budget). Only the markers change, and they get shorter.
     """
     fix = [t for t in shown.truncations if t.kind in ("items", "keys")
            and t.path.rsplit("/", 1)[0] in open_paths]  # fmt: skip
     if not fix:
         return shown.data
-    value = orjson.loads(shown.data)
+    value = json.loads(shown.data, parse_float=decimal.Decimal)
     for cut in fix:
         parent_path, _, token = cut.path.rpartition("/")
         parent = _resolve(value, parent_path)
@@ -1186,7 +1191,10 @@ def _unknown_counts(shown: Encoded, open_paths: set[str]) -> bytes:
             parent[int(key)] = _MORE_ITEMS
         elif isinstance(parent, dict) and key in parent:
             parent[key] = _MORE_KEYS
-    return orjson.dumps(value)
+    again = encode(value, max_bytes=max(len(shown.data), MIN_BYTES))
+    if not again.complete or len(again.data) > len(shown.data):  # pragma: no cover
+        raise EncodeError("a preview written again changed more than its markers", path="")
+    return again.data
 
 
 def _resolve(value: Any, path: str) -> Any:
