@@ -560,6 +560,63 @@ def test_a_finalizer_that_mutates_the_value_mid_cut_leaves_valid_bounded_output(
     assert bounded_run(code).strip() == "ok"
 
 
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        "{1, 2, 3}",
+        "Str('hello')",
+        "Int(5)",
+        "object()",
+        "b",
+        "2**70",
+        "'z' * 5000",
+        "float('nan')",
+        "'ab\\ud800cd'",
+    ],
+)
+def test_regression_a_collection_mid_cut_cannot_change_what_was_measured(mutation: str) -> None:
+    # Found by a tester: a gc callback (or a finalizer, or a weakref callback) run by an
+    # allocation of the compiled cut put a set into a dict already measured; the write
+    # read it as a tuple and crashed the process (also: a SystemError for a wide int, an
+    # AssertionError for a grown string). Nothing runs Python code inside the cut now.
+    code = f"""
+    import gc, json, sys
+    import jsonbudget
+
+    class Str(str):
+        pass
+
+    class Int(int):
+        pass
+
+    b = {{"x": 1}}
+    pool = []
+    fired = []
+
+    def inside(phase, info):
+        # Only a collection started inside the compiled cut (called from `fit`).
+        if phase == "start" and not fired and sys._getframe(1).f_code.co_name == "fit":
+            fired.append(1)
+            b["y"] = {mutation}
+
+    def again(phase, info):  # keeps every allocation starting a collection
+        if phase == "stop":
+            pool.clear()
+            pool.extend([[] for _ in range(300)])
+
+    gc.callbacks[:0] = [again, inside]
+    gc.set_threshold(1)
+    for budget in (200, 400, 1000, 3000):
+        fired.clear()
+        b.pop("y", None)
+        out = jsonbudget.encode({{"a": list(range(2000)), "b": b}}, max_bytes=budget)
+        assert len(out.data) <= budget
+        json.loads(out.data)
+    print("ok")
+    """
+    assert bounded_run(code).strip() == "ok"
+
+
 # -- reports -----------------------------------------------------------------------------
 
 

@@ -741,6 +741,9 @@ f_write(Fill *f, PyObject *v)
     if (t == &PyLong_Type) {
         char digits[24];
         Py_ssize_t n = f_int_text(v, digits);
+        if (n == F_ABORT) { /* measured within 64 bits: unreachable while nothing runs */
+            PyErr_SetString(PyExc_RuntimeError, "fill(): an int changed while written");
+        }
         return n < 0 ? -1 : f_put(f, digits, n);
     }
     if (t == &PyFloat_Type) {
@@ -2082,6 +2085,13 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (f_open(&f, budget) < 0) {
         return NULL;
     }
+    /* No Python code may run between a value's measure and its write: writing trusts
+       the measure (exact types, sizes). A collection started by an allocation here (a
+       report's tuple, a bulk run's list) would run finalizers and weakref callbacks,
+       which can put anything into a container already measured: a set read as a tuple
+       crashed. So the collector waits until this call ends (it runs no Python code of
+       its own, and other threads need the GIL it holds). */
+    int collecting = PyGC_Disable();
     /* A size walk that already passed the budget (least > budget) is not repeated. */
     Py_ssize_t r = least > budget ? F_NONE : f_size(&f, obj, budget, 0);
     if (r >= 0) {
@@ -2117,6 +2127,9 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyMem_Free(f.known);
     Py_XDECREF(f.out);
+    if (collecting) {
+        PyGC_Enable();
+    }
     return out;
 }
 
