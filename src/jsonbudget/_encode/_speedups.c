@@ -611,15 +611,20 @@ setup(Walk *w, const char *name, PyObject *const *args, Py_ssize_t *cap, int *de
 static int
 hand_out(const Walk *w, PyObject *out)
 {
-    for (int i = 0; i < w->nspine; i++) {
+    /* The spine is borrowed, and each pair is an allocation that may start a
+       collection, whose finalizers could free a container not yet handed out (one
+       cleared out of its parent): the collector waits until all are held. */
+    int collecting = PyGC_Disable();
+    int r = 0;
+    for (int i = 0; i < w->nspine && r == 0; i++) {
         PyObject *pair = Py_BuildValue("(Oin)", w->spine[i], w->spine_depth[i], w->spine_size[i]);
-        if (pair == NULL || PyList_Append(out, pair) < 0) {
-            Py_XDECREF(pair);
-            return -1;
-        }
-        Py_DECREF(pair);
+        r = pair == NULL || PyList_Append(out, pair) < 0 ? -1 : 0;
+        Py_XDECREF(pair);
     }
-    return 0;
+    if (collecting) {
+        PyGC_Enable();
+    }
+    return r;
 }
 
 /* The list the spine goes to: args[i] when given and not None, else NULL (not asked). */
