@@ -399,16 +399,28 @@ def dumps_whole(
     default: Callable[[Any], Any] | None = None,
     markers: MarkerStyle = "text",
     binary: BinaryMode = "marker",
-) -> bytes:
-    """All of *obj*, uncut, for a spill file: orjson's bytes when it is clean, else markers.
+    max_bytes: int = MAX_LIMIT,
+) -> bytes | None:
+    """All of *obj*, uncut, for a spill file: orjson's bytes when it is clean, else markers;
+    None when that is longer than *max_bytes*.
 
     orjson writes NaN and the infinities as ``null``; this writes the encoder's marker
     for them, as for every value orjson refuses. Nesting past `MAX_DEPTH` gets a depth
-    marker. Costs what encoding the whole object costs, which is what spilling it means.
+    marker. Costs what encoding the whole object costs, which is what spilling it means,
+    and at most about *max_bytes*: a value of shared subtrees whose encoding is
+    astronomically long (2**40 paths) is found too long at the cost of the limit.
     """
-    return Encoder(
+    enc = Encoder(
         max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH, markers=markers, default=default, binary=binary
-    ).dumps(obj)
+    )
+    cap = min(max(max_bytes, 0), MAX_LIMIT)
+    data = _bound.clean_dumps(obj, cap, 0, enc._caps, None, True)  # as `Encoder.dumps` starts
+    if type(data) is bytes:
+        return data
+    if data == _bound.TOO_BIG:
+        return None
+    out = enc.whole(obj, cap)
+    return None if out is None else out.data
 
 
 def _check_budget(budget: object) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -83,7 +83,7 @@ class JsonWriter:
             self._refuse()
         self.buf += data
 
-    def _refuse(self) -> None:
+    def _refuse(self) -> NoReturn:
         raise SpillError(
             f"the result is larger than the store's max_file_bytes ({self.limit}); nothing was kept"
         )
@@ -117,10 +117,17 @@ class JsonWriter:
     def _leaf(self, obj: Any) -> None:
         if type(obj) is str and len(obj) > self.left:
             self._refuse()  # at least one byte a char: refused before it is encoded
-        self._put(self._dumps(obj))
+        self._put(self._dumps(obj, self.left))
 
-    def _dumps(self, obj: Any) -> bytes:
-        return dumps_whole(obj, default=self.default, markers=self.markers, binary=self.binary)
+    def _dumps(self, obj: Any, most: int) -> bytes:
+        """*obj* whole, refused once it passes *most* bytes: never made whole first (a
+        value of shared subtrees may encode to terabytes)."""
+        data = dumps_whole(
+            obj, default=self.default, markers=self.markers, binary=self.binary, max_bytes=most
+        )
+        if data is None:
+            self._refuse()
+        return data
 
     def _replay(self, it: Iterator[Any]) -> Iterator[Any]:
         stream = self.streams.get(id(it))
@@ -191,7 +198,7 @@ class JsonWriter:
         if not run:
             return first
         # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
-        inner = self._dumps(run)[len(open_) : -len(close)]
+        inner = self._dumps(run, self.left + len(open_) + len(close))[len(open_) : -len(close)]
         run.clear()
         if not inner:
             return first  # an object whose only keys the encoder had to drop
