@@ -628,20 +628,21 @@ def test_regression_spilling_shared_subtrees_stops_at_the_file_limit() -> None:
     x = [1]
     for _ in range(40):
         x = [x, {"a": x, "b": (x,)}]
-    store = j.SpillStore(tempfile.mkdtemp(), max_file_bytes=1_000_000, max_total_bytes=2_000_000)
-    calls = [
-        lambda: j.gate_result(x, max_bytes=1000, store=store),
-        lambda: j.TurnBudget(max_bytes=4096, store=store).admit(x),
-        lambda: j.paginate([x], scope=j.Scope("u"), store=j.MemoryCursorStore(),
-                           limits=j.Limits(4096), oversized="spill", spill_store=store),
-    ]
-    for call in calls:
-        try:
-            call()
-        except SpillError as exc:
-            assert "max_file_bytes (1000000)" in str(exc), exc
-        else:
-            raise AssertionError("spilled")
+    with tempfile.TemporaryDirectory() as directory:
+        store = j.SpillStore(directory, max_file_bytes=1_000_000, max_total_bytes=2_000_000)
+        calls = [
+            lambda: j.gate_result(x, max_bytes=1000, store=store),
+            lambda: j.TurnBudget(max_bytes=4096, store=store).admit(x),
+            lambda: j.paginate([x], scope=j.Scope("u"), store=j.MemoryCursorStore(),
+                               limits=j.Limits(4096), oversized="spill", spill_store=store),
+        ]
+        for call in calls:
+            try:
+                call()
+            except SpillError as exc:
+                assert "max_file_bytes (1000000)" in str(exc), exc
+            else:
+                raise AssertionError("spilled")
     print("ok")
     """
     assert bounded_run(code, memory=MEMORY // 2, timeout=60).strip() == "ok"
