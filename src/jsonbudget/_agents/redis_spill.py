@@ -107,13 +107,8 @@ class RedisSpillStore:
         try:
             with self._failures("writing a spilled result"):
                 client.set(tmp, b"", ex=self._max_age)  # expires even if this process dies
-                for chunk in _chunks(data):
+                for chunk in _chunks(data, self._max_file_bytes):
                     size += len(chunk)
-                    if size > self._max_file_bytes:
-                        raise SpillError(
-                            f"the result is larger than the store's max_file_bytes "
-                            f"({self._max_file_bytes}); nothing was kept"
-                        )
                     hasher.update(chunk)
                     # APPEND makes a key that is gone (a restart, its expiry, an eviction)
                     # anew: the length it answers is how a lost start is noticed.

@@ -260,13 +260,8 @@ class SpillStore:
         hasher = hashlib.sha256()
         size = 0
         try:
-            for chunk in _chunks(data):
+            for chunk in _chunks(data, self._max_file_bytes):
                 size += len(chunk)
-                if size > self._max_file_bytes:
-                    raise SpillError(
-                        f"the result is larger than the store's max_file_bytes "
-                        f"({self._max_file_bytes}); nothing was kept"
-                    )
                 hasher.update(chunk)
                 _write_all(fd, chunk)
             try:
@@ -423,6 +418,23 @@ def _extension(media_type: object) -> str:
 
 
 def _chunks(
+    data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
+    max_file_bytes: int,
+) -> Iterator[Any]:
+    """The byte chunks of *data*; `SpillError` once they pass *max_file_bytes*, before the
+    chunk that passes it is written anywhere (a store keeps nothing then)."""
+    size = 0
+    for chunk in _raw_chunks(data):
+        size += len(chunk)
+        if size > max_file_bytes:
+            raise SpillError(
+                f"the result is larger than the store's max_file_bytes ({max_file_bytes}); "
+                f"nothing was kept"
+            )
+        yield chunk
+
+
+def _raw_chunks(
     data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
 ) -> Iterator[Any]:
     if isinstance(data, bytes | bytearray | memoryview):
