@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sqlite3
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -1128,6 +1129,104 @@ def test_order_columns_are_never_cut(tmp_path: Path) -> None:
     source = SQLiteSource(conn, table="k", order_by=("name",), max_cell_bytes=64)
     got = read_in_pages(source, [2])
     assert [row["name"] for row in got] == sorted("x" * 200 + str(i) for i in range(5))
+
+
+# A source that opened its own connection reads cells bare under SQLite's length limit
+# (the cut select costs SQLite about a fifth more a row); a longer value stops the query,
+# which runs again cut. The pages must be the cut select's, byte for byte.
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cells=st.lists(
+        st.one_of(
+            st.text(max_size=90),
+            st.binary(max_size=90),
+            st.integers(-(2**63), 2**63 - 1),
+            st.none(),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    bound=st.integers(64, 80),
+    page_bytes=st.integers(500, 2000),
+    max_items=st.integers(1, 8),
+)
+def test_a_path_source_pages_as_the_cut_select_does(
+    cells: list[Any], bound: int, page_bytes: int, max_items: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cells.sqlite"
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, body, name TEXT)")
+        conn.executemany(
+            "INSERT INTO c VALUES (?, ?, ?)", [(i, c, f"n{i}") for i, c in enumerate(cells)]
+        )
+        conn.commit()
+        limits = Limits(page_bytes, max_items=max_items)
+        cut = pages_by_fill(SQLiteSource(conn, table="c", max_cell_bytes=bound), limits)
+        with SQLiteSource(path, table="c", max_cell_bytes=bound) as source:
+            assert pages_by_fill(source, limits) == cut
+            # The limit is lifted after every page: open() reads long cells cut again.
+            streamed = [row for row, _ in source.open(None)]
+        conn.close()
+    assert streamed == [row for page in cut for row in page]
+
+
+def test_a_path_source_selects_bare_cells_until_one_passes_the_bound(tmp_path: Path) -> None:
+    path = tmp_path / "cells.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, body)")
+    conn.executemany("INSERT INTO c VALUES (?, ?)", [(i, f"row {i}") for i in range(40)])
+    conn.execute("UPDATE c SET body = ? WHERE id = 25", ("é" * 300,))
+    conn.commit()
+    conn.close()
+    statements: list[str] = []
+    with SQLiteSource(path, table="c", max_cell_bytes=100, batch_size=10) as source:
+        # The source's own connection: the only way to watch the statements it runs.
+        source._connection().set_trace_callback(statements.append)
+        pages = pages_by_fill(source, Limits(4096, max_items=100))
+    rows = [row for page in pages for row in page]
+    assert [row["id"] for row in rows] == list(range(40))
+    assert rows[25]["body"] == Clipped("é" * 50, 600, "bytes")
+    queries = [s for s in statements if "ORDER BY" in s]
+    cut = ["substr(CAST(" in s for s in queries]
+    # Bare up to the batch that holds row 25 (rows 20-29), which runs again cut, as do
+    # the rest of the page's batches (the last one finds no row).
+    assert cut == [False, False, False, True, True, True]
+
+
+def test_a_path_source_reads_a_long_value_its_query_makes_cut(tmp_path: Path) -> None:
+    # The length limit stops any value that long, made or read: the query runs again cut.
+    path = tmp_path / "made.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(1, "a" * 60), (2, "b" * 10)])
+    conn.commit()
+    conn.close()
+    query = "SELECT id, body || body AS twice FROM t"
+    with SQLiteSource(path, query=query, order_by=("id",), unique=True, max_cell_bytes=64) as s:
+        rows = [row for page in pages_by_fill(s, Limits(4096)) for row in page]
+    assert rows == [
+        {"id": 1, "twice": Clipped("a" * 64, 120, "bytes")},
+        {"id": 2, "twice": "b" * 20},
+    ]
+
+
+def test_a_path_source_lifts_its_length_limit_when_a_page_fails(tmp_path: Path) -> None:
+    path = tmp_path / "ties.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, grp INTEGER, body TEXT)")
+    # Two groups of three short rows (ties under unique=True), then long rows, one a group.
+    rows = [(i, i // 3, "short") for i in range(6)] + [(i, i - 4, "x" * 200) for i in (6, 7, 8)]
+    conn.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    conn.commit()
+    conn.close()
+    with SQLiteSource(path, table="t", order_by=("grp",), unique=True, max_cell_bytes=64) as s:
+        with pytest.raises(LimitError, match="share the order key"):
+            pages_by_fill(s, Limits(4096, max_items=2))  # the first page meets the tie
+        streamed = [row["body"] for row, _ in s.open([1])]
+    assert streamed == [Clipped("x" * 64, 200, "bytes")] * 3
 
 
 def test_max_cell_bytes_is_validated() -> None:
