@@ -1196,21 +1196,49 @@ def test_a_path_source_selects_bare_cells_until_one_passes_the_bound(tmp_path: P
     assert cut == [False, False, False, True, True, True]
 
 
-def test_a_path_source_reads_a_long_value_its_query_makes_cut(tmp_path: Path) -> None:
-    # The length limit stops any value that long, made or read: the query runs again cut.
+@pytest.mark.parametrize(
+    ("schema", "source"),
+    [
+        ("", {"query": "SELECT id, printf('%.*c', n, 'x') AS v FROM t", "unique": True}),
+        (
+            "",
+            {
+                "query": "SELECT id, v || v AS v FROM (SELECT id, printf('%.*c', n, 'x') v FROM t)",
+                "unique": True,
+            },
+        ),
+        (
+            "CREATE VIEW w AS SELECT id, printf('%.*c', n, 'x') AS v FROM t",
+            {"table": "w", "order_by": ("id",), "unique": True},
+        ),
+        (
+            "ALTER TABLE t ADD COLUMN v GENERATED ALWAYS AS (printf('%.*c', n, 'x')) VIRTUAL",
+            {"table": "t"},
+        ),
+    ],
+    ids=["query", "query-concat", "view", "virtual-column"],
+)
+def test_regression_a_path_source_reads_a_made_value_cut_not_null(
+    tmp_path: Path, schema: str, source: dict[str, Any]
+) -> None:
+    # Regression: under the length limit of a bare read, printf() past it returns NULL
+    # instead of stopping the query: row 2 came back {"v": null}, complete, unmarked. A
+    # value the query makes is never read bare; only a table's stored columns are.
     path = tmp_path / "made.sqlite"
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
-    conn.executemany("INSERT INTO t VALUES (?, ?)", [(1, "a" * 60), (2, "b" * 10)])
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(1, 10), (2, 5000)])
+    if schema:
+        conn.execute(schema)
     conn.commit()
+    limits = Limits(4096)
+    cut = pages_by_fill(SQLiteSource(conn, max_cell_bytes=64, **source), limits)
+    with SQLiteSource(path, max_cell_bytes=64, **source) as bare:
+        assert pages_by_fill(bare, limits) == cut
     conn.close()
-    query = "SELECT id, body || body AS twice FROM t"
-    with SQLiteSource(path, query=query, order_by=("id",), unique=True, max_cell_bytes=64) as s:
-        rows = [row for page in pages_by_fill(s, Limits(4096)) for row in page]
-    assert rows == [
-        {"id": 1, "twice": Clipped("a" * 64, 120, "bytes")},
-        {"id": 2, "twice": "b" * 20},
-    ]
+    (v,) = {row["v"] for page in cut for row in page if row["id"] == 2}
+    assert isinstance(v, Clipped)
+    assert v.length >= 5000
 
 
 def test_a_path_source_lifts_its_length_limit_when_a_page_fails(tmp_path: Path) -> None:

@@ -1134,7 +1134,6 @@ class _Chunks:
     key a page starts after, and that of the carried rows, were checked where the page
     before ended (`_SQLSource._check_page_end`).
 
-
     ``bare`` says that the queries select ``plan.bare`` under a length limit, until a
     value passes it (`SQLiteSource._run`).
     """
@@ -1495,7 +1494,35 @@ class SQLiteSource(_SQLSource):
                     None,
                 )
             )
-        return self._resolve(columns, table_keys, cuts, longest=n or 0)
+        plan = self._resolve(columns, table_keys, cuts, longest=n or 0)
+        if not self._stored(conn):
+            plan.bare = ""
+        return plan
+
+    def _stored(self, conn: sqlite3.Connection) -> bool:
+        """Whether every column of the result is a value SQLite stored: the source reads
+        an ordinary table (not a view, not a virtual table) without virtual generated
+        columns. A value made by the query could be cut short or NULL under a length
+        limit (printf() returns NULL past it) instead of stopping the query, so only
+        such a result is read bare (`_fill`)."""
+        if self._table is None:
+            return False
+        *schema, name = self._table
+        prefix = quote_ident(schema[0]) + "." if schema else ""
+        cur = conn.cursor()
+        try:
+            cur.row_factory = None
+            # (schema, name, type, ncol, wr, strict) of each table of that name, any schema
+            kinds = cur.execute(f"PRAGMA {prefix}table_list({quote_ident(name)})").fetchall()
+            # (cid, name, type, notnull, default, pk, hidden): 2 is a virtual generated column
+            columns = cur.execute(f"PRAGMA {prefix}table_xinfo({quote_ident(name)})").fetchall()
+        finally:
+            cur.close()
+        return (
+            bool(kinds)
+            and all(row[2] == "table" for row in kinds)
+            and all(row[6] in (0, 3) for row in columns)
+        )
 
     def _table_keys(self, conn: sqlite3.Connection) -> _TableKeys:
         """What makes an order total here: unique column sets, the key to append.
