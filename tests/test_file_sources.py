@@ -1006,8 +1006,12 @@ def test_an_array_that_ends_inside_an_oversized_item_is_a_decode_error(tmp_path:
         all_items(JsonArrayFileSource(path, read_size=100, max_item_bytes=_LIMIT))
 
 
+@pytest.mark.parametrize("option", [", max_item_bytes=65536", ""], ids=["64KiB", "default"])
 @pytest.mark.parametrize("kind", ["array", "lines"])
-def test_a_200_mb_item_is_skipped_in_bounded_memory(tmp_path: Path, kind: str) -> None:
+def test_a_200_mb_item_is_skipped_in_bounded_memory(tmp_path: Path, kind: str, option: str) -> None:
+    # Regression (the default 64 MiB): the array window doubled past max_item_bytes and
+    # kept the old window through each refill, about 5x max_item_bytes at its peak (a
+    # MemoryError under this limit); now about twice, as a line's read.
     path = tmp_path / ("big.json" if kind == "array" else "big.jsonl")
     with open(path, "wb") as f:
         f.write(b'[{"id":0},\n{"id":1,"body":"' if kind == "array" else b'{"id":0}\n{"body":"')
@@ -1019,7 +1023,7 @@ def test_a_200_mb_item_is_skipped_in_bounded_memory(tmp_path: Path, kind: str) -
     out = run_bounded(
         f"""
 from jsonbudget import {cls}, Limits, MemoryCursorStore, Scope, paginate
-source = {cls}({str(path)!r}, max_item_bytes=65536)
+source = {cls}({str(path)!r}{option})
 store, scope, cursor, items = MemoryCursorStore(), Scope("t", {{}}), None, []
 while True:
     page = paginate(source, scope=scope, cursor=cursor, store=store, limits=Limits(4096))
@@ -1036,3 +1040,22 @@ print(items[0], len(items), items[2], items[1].length, len(items[1].head))
     size = path.stat().st_size - (len(b'[{"id":0},\n') + len(b',\n{"id":2}]') if kind == "array"
                                    else len(b'{"id":0}\n') + len(b'\n{"id":2}\n'))  # fmt: skip
     assert out.split() == ["{'id':", "0}", "3", "{'id':", "2}", str(size), "4096"]
+
+
+@pytest.mark.parametrize("limit", [1000, 40_000])
+@pytest.mark.parametrize(
+    "after", ["4", '{"k": "' + "y" * 300 + '"}, 4', '"z", [5]'], ids=["int", "object", "str"]
+)
+def test_regression_an_item_over_max_item_bytes_is_clipped_wherever_it_lies(
+    tmp_path: Path, limit: int, after: str
+) -> None:
+    # Regression: an item longer than max_item_bytes that lay whole in the window was
+    # parsed and served as itself, or clipped, depending on what followed it.
+    big = '"' + "x" * (limit + 10) + '"'
+    path = write(tmp_path / "a.json", f"[1, {big}, {after}]")
+    source = JsonArrayFileSource(path, max_item_bytes=limit)
+    rest = orjson.loads(f"[{after}]")
+    assert all_items(source) == [1, Clipped(big[:limit], limit + 12, "bytes"), *rest]
+    (filled,) = [item for page in pages_by_fill(source, Limits(4096)) for item in page][1:2]
+    assert isinstance(filled, Clipped)
+    assert filled.length == limit + 12

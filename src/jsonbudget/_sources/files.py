@@ -67,8 +67,9 @@ class _NonFinite(ValueError):
 
 
 class _TooLong(DecodeError):
-    """A value still open after ``max_item_bytes`` of text: an array item is skipped over
-    (`_Window.skip`); anything else (a sibling before the prefix's key) is refused."""
+    """A value still open after ``max_item_bytes`` of text, or an item whose text is
+    longer: an array item is skipped over (`_Window.skip`); anything else (a sibling
+    before the prefix's key) is refused."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -194,15 +195,23 @@ class _Window:
         self.eof = False
 
     def refill(self) -> None:
-        """Drop consumed text and append at least one more chunk (more if a value is big)."""
+        """Drop consumed text and append at least one more chunk (more if a value is big).
+
+        A value still open at the window's end doubles the window (so scanning it again
+        from its start stays linear), but never past ``max_item_bytes`` + one read: the
+        window then holds at most that, and a refill at twice that much text.
+        """
         rest = self.buf[self.pos :]
         if len(rest) > self._max:
             raise _TooLong(
                 f"a value is larger than max_item_bytes={self._max} or is not valid JSON",
                 offset=self.bpos,
             )
-        data = self._stream.read(max(self._read_size, len(rest)))
-        self.buf = rest + self._decode(data)
+        self.buf = ""  # only the rest is kept: the old window goes before the read
+        data = self._stream.read(max(self._read_size, min(len(rest), self._max + 1 - len(rest))))
+        text = self._decode(data)
+        del data
+        self.buf = rest + text
         self.pos = 0
 
     def _decode(self, data: bytes) -> str:
@@ -237,11 +246,18 @@ class _Window:
             text = text.encode("utf-8")[:head].decode("utf-8", "ignore")
         first = buf[pos]
         end = _ValueEnd(first)
-        at = end.feed(buf, pos if end.scalar else pos + 1, _STR_PATTERNS)
+        # A read's length at a time, as from the stream below: over the whole window (up
+        # to max_item_bytes) the string pattern's repeat kept state per escape, 100s of MB.
+        step, at = self._read_size, -1
+        for piece in range(pos if end.scalar else pos + 1, len(buf), step):
+            at = end.feed(buf[piece : piece + step], 0, _STR_PATTERNS)
+            if at >= 0:
+                at += piece
+                break
         if at >= 0:
             # The value ends in the window (the scanner asked for more only because it
             # ends near the window's edge): clipped all the same, as too long to hold.
-            size = self._bytes_to(at)
+            size = self.bytes_to(at)
             if size <= head:  # so short the scanner would have read it: not JSON
                 raise too_long
             self.advance(at)
@@ -271,7 +287,7 @@ class _Window:
         self.eof = False  # only a read that returns nothing is the end of the stream
         return Clipped(text, size, "bytes"), chr(last)
 
-    def _bytes_to(self, end: int) -> int:
+    def bytes_to(self, end: int) -> int:
         """The bytes of the text from ``pos`` to *end*."""
         # isascii() is O(1) on str: byte and character offsets agree.
         if self.buf.isascii():
@@ -279,7 +295,7 @@ class _Window:
         return len(self.buf[self.pos : end].encode("utf-8"))
 
     def advance(self, end: int) -> None:
-        self.bpos += self._bytes_to(end)
+        self.bpos += self.bytes_to(end)
         self.pos = end
 
     def peek(self) -> str:
@@ -338,7 +354,7 @@ class _Window:
     def error(self, message: str, at: int | None = None) -> DecodeError:
         """The error at *at*, an index in the window where the text went wrong (default:
         the start of the value being read), its offset counted in the file's bytes."""
-        offset = self.bpos + (self._bytes_to(at) if at is not None and at > self.pos else 0)
+        offset = self.bpos + (self.bytes_to(at) if at is not None and at > self.pos else 0)
         return DecodeError(f"invalid JSON: {message}", offset=offset)
 
 
@@ -584,6 +600,9 @@ def array_runs(
     *head_bytes* bytes of its JSON text (default and at most *max_item_bytes*).
     """
     head = max_item_bytes if head_bytes is None else min(head_bytes, max_item_bytes)
+    # A bulk run spans up to _BULK_SPAN characters, 4 bytes each at most: an item there
+    # is never longer than max_item_bytes, which the runs do not check.
+    bulk = bulk and max_item_bytes >= 4 * _BULK_SPAN
     win: _Window | None = None
 
     def at() -> int:
@@ -639,6 +658,8 @@ def array_runs(
                 if m is None or m.end() >= n:
                     break
                 off = boff + (end - pos if ascii_ else len(buf[pos:end].encode("utf-8")))
+                if off - boff > max_item_bytes:
+                    break  # parsed, but too long to give: the careful path clips it
                 objs.append(obj)
                 ends.append(off)
                 lasts.append(buf[end - 1])
@@ -655,6 +676,13 @@ def array_runs(
                 break
             try:
                 obj, end = win.value(scan)
+                if win.bytes_to(end) > max_item_bytes:
+                    # Whole in the window, but longer than an item may be: clipped, as
+                    # where the window could not hold it.
+                    raise _TooLong(
+                        f"an item is larger than max_item_bytes={max_item_bytes}",
+                        offset=win.bpos,
+                    )
             except _TooLong as exc:
                 obj, last = win.skip(head, exc)
             else:
