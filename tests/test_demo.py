@@ -110,6 +110,10 @@ def test_cli_demo_keeps_files_in_dir(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert f"Kept: {target / 'tickets.sqlite3'}" in out
     assert main(["demo", "--dir", str(target)]) == EXIT_USAGE
     assert capsys.readouterr().err == f"jsonbudget: error: --dir {target} is not empty\n"
+    # Regression: a file in its place was an I/O error (exit 1), not a usage error.
+    assert main(["demo", "--dir", str(target / "tickets.sqlite3")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == f"jsonbudget: error: --dir {target / 'tickets.sqlite3'} is not a directory\n"
 
 
 def test_demo_subprocess_default() -> None:

@@ -258,6 +258,10 @@ def test_cli_tune_usage_errors(known_jsonl: Path, capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == (
         "jsonbudget: error: max_bytes=10 is invalid: must be at least 64\n"
     )
+    # Regression: an empty entry was skipped, so a typo ran with one budget fewer.
+    for budgets in ("4K,,8K", "4K,", ","):
+        assert main(["tune", str(known_jsonl), "--budgets", budgets]) == EXIT_USAGE
+        assert f"argument --budgets: {budgets!r} has an empty entry" in capsys.readouterr().err
 
 
 def test_max_keys_caps_members_not_items(

@@ -95,7 +95,8 @@ _WORST_GROWTH = {"both": Fraction(7, 2), "text": Fraction(2), "structured": Frac
 _FIRST_GROWTH = {"both": 2.3, "text": 1.3, "structured": 1.0}
 _ROUNDS = 3
 # What a server without a known identity is assumed to stamp on a 2026-era result:
-# a name and a version of up to 128 bytes together (see `_stamp_of`).
+# a name and a version of up to 128 bytes together as JSON writes them, escapes
+# included (see `_stamp_of`).
 _DEFAULT_INFO = Implementation(name="n" * 96, version="v" * 32)
 
 

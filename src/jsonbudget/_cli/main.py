@@ -125,7 +125,11 @@ def _fraction(text: str) -> float:
 
 
 def _size_list(text: str) -> list[int]:
-    return [parse_size(part) for part in text.split(",") if part.strip()]
+    """``"4K,8K,1M"`` as bytes; an empty entry (``"4K,,8K"``) is refused, not skipped."""
+    parts = text.split(",")
+    if any(not part.strip() for part in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty entry")
+    return [parse_size(part) for part in parts]
 
 
 def default_store_path() -> str:
@@ -843,6 +847,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     demo = Demo(rows=args.rows, max_bytes=args.max_bytes, huge_bytes=args.huge_bytes)
     with ExitStack() as stack:
         if args.dir is not None:
+            if os.path.exists(args.dir) and not os.path.isdir(args.dir):
+                raise _Usage(f"--dir {args.dir} is not a directory")
             os.makedirs(args.dir, exist_ok=True)
             if os.listdir(args.dir):
                 raise _Usage(f"--dir {args.dir} is not empty")
