@@ -964,3 +964,15 @@ def test_the_building_blocks_refuse_a_budget_that_is_not_an_int(budget: Any) -> 
         with pytest.raises(LimitError, match="budget"):
             verb({"a": 1}, budget)
     assert enc.fit({"a": 1}, -1) is None
+
+
+@pytest.mark.parametrize("path", [None, 3, b"/a", "bad", "a/b"])
+def test_regression_fit_refuses_a_path_that_is_not_a_json_pointer(path: Any) -> None:
+    # Regression: None raised an internal TypeError, worded differently by the compiled
+    # and the Python paths; "bad" was taken and gave pointers like "bad/k".
+    enc = Encoder(max_bytes=100)
+    with pytest.raises(LimitError, match="path"):
+        enc.fit({"k": "v" * 200}, 50, path=path)
+    out = enc.fit({"k": "v" * 200}, 50, path="/items/3")
+    assert out is not None
+    assert [t.path for t in out.truncations] == ["/items/3/k"]

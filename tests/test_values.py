@@ -1552,3 +1552,94 @@ def test_regression_a_released_memoryview_gets_a_marker_not_an_error() -> None:
     out = encode([view], max_bytes=100)
     assert json.loads(out.data) == ["…[unencodable: released memoryview]"]
     assert [t.kind for t in out.truncations] == ["unencodable"]
+
+
+def test_regression_a_float_subclass_is_its_value_whatever_its_float_does() -> None:
+    # Regression: the base was asked through float(), which calls the subclass's
+    # __float__: one that raised let a bare RuntimeError out of bounded_dumps.
+    class Raising(float):
+        def __float__(self) -> float:
+            raise RuntimeError("__float__ of a float subclass")
+
+    class Lying(float):
+        def __float__(self) -> float:
+            return 99.0
+
+    out = bounded_dumps({"x": [Raising(1.5), Lying(2.5)]}, max_bytes=100)
+    assert out == b'{"x":[1.5,2.5]}'
+
+
+def test_regression_a_subclass_that_raises_while_its_base_is_read_is_an_encode_error() -> None:
+    # Regression: an exception from a subclass's own code while its base value was made
+    # escaped as itself; it is an EncodeError at the value's path, chained.
+    class Day(dt.date):
+        @property
+        def year(self) -> int:
+            raise RuntimeError("no year")
+
+    with pytest.raises(EncodeError, match=r"Day raised RuntimeError while read \(at /a/0\)") as exc:
+        encode({"a": [Day(2020, 1, 2)]}, max_bytes=100)
+    assert isinstance(exc.value.__cause__, RuntimeError)
+
+
+@attrs.define
+class _Holder:
+    a: object = None
+
+
+@pytest.mark.parametrize("budget", [BIG, 200, 120])
+def test_regression_a_set_at_any_depth_in_attrs_is_an_array_whole_or_cut(budget: int) -> None:
+    # Regression: only a set that was itself an attribute became an array; one inside a
+    # dict or list there was "…[unencodable: set of 2 items]" whenever the value was cut,
+    # and an array when it fitted whole.
+    value = _Holder(a={"k": {2, 3}, "l": [frozenset({4}), {"s": {5}}], "x": "y" * 300})
+    got = json.loads(encode(value, max_bytes=budget).data)
+    assert got["a"]["k"] == [2, 3]
+    if "l" in got["a"] and budget > 200:
+        assert got["a"]["l"] == [[4], {"s": [5]}]
+    assert MARK + "unencodable" not in json.dumps(got, ensure_ascii=False)
+
+
+def test_a_cycle_inside_attrs_is_a_cycle_marker() -> None:
+    loop: dict[str, Any] = {"s": {3, 1}}
+    loop["me"] = loop
+    out = encode(_Holder(a=loop), max_bytes=200)
+    assert json.loads(out.data) == {"a": {"s": [1, 3], "me": "…[unencodable: cycle]"}}
+
+
+def test_regression_a_decimal_subclass_is_written_as_its_decimal() -> None:
+    # Regression: `class D(Decimal)` was "…[unencodable: D]"; its own methods are not
+    # asked (they could raise or lie), its value is.
+    class D(Decimal):
+        def __str__(self) -> str:
+            raise RuntimeError("str")
+
+        def is_finite(self) -> bool:
+            raise RuntimeError("is_finite")
+
+    out = encode([D("1.10"), D("NaN"), D("-0")], max_bytes=200)
+    assert out.data == b"[1.10,\"\xe2\x80\xa6[unencodable: Decimal('NaN')]\",-0]"
+    assert [t.path for t in out.truncations] == ["/1"]
+
+
+class _NoOffset(dt.tzinfo):
+    def utcoffset(self, d: dt.datetime | None) -> None:
+        return None
+
+    def dst(self, d: dt.datetime | None) -> None:
+        return None
+
+    def tzname(self, d: dt.datetime | None) -> None:
+        return None
+
+
+def test_regression_a_time_with_a_tzinfo_without_offset_gets_the_marker() -> None:
+    # Regression: it was written as if it had no tzinfo ("01:02:00", complete), where
+    # orjson refuses any time with a tzinfo and the table says marker.
+    values = [dt.time(1, 2, tzinfo=_NoOffset()), dt.time(1, 2, tzinfo=dt.UTC), dt.time(1, 2)]
+    out = encode(values, max_bytes=200)
+    assert json.loads(out.data) == [MARK + "unencodable: time]"] * 2 + ["01:02:00"]
+    # A datetime's missing offset is still orjson's +00:00.
+    assert bounded_dumps(dt.datetime(2020, 1, 1, tzinfo=_NoOffset()), max_bytes=100) == (
+        b'"2020-01-01T00:00:00+00:00"'
+    )

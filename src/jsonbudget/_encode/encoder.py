@@ -349,11 +349,14 @@ class Encoder:
     def fit(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
         """Encode *obj* into at most *budget* bytes, or None if not even a marker fits.
 
-        *path* prefixes every truncation's pointer (pages use ``/items/3``). *budget* is
-        not checked against the limits, only for being an int of at most `MAX_LIMIT`
+        *path* prefixes every truncation's pointer (pages use ``/items/3``): a JSON
+        Pointer, ``""`` or a str that starts with ``/`` (`LimitError` otherwise). *budget*
+        is not checked against the limits, only for being an int of at most `MAX_LIMIT`
         (`LimitError` otherwise): a caller fitting parts of a page vouches for it.
         """
         _check_budget(budget)
+        if type(path) is not str or path[:1] not in ("", "/"):
+            raise LimitError("path", path, "must be a JSON Pointer: '' or a str starting with '/'")
         data = _bound.clean_dumps(obj, budget, 0, self._caps)
         if isinstance(data, bytes):
             return _complete(data)

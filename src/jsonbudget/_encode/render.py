@@ -503,7 +503,12 @@ class EncodeCall:
                     ) from exc
                 continue
             # Where orjson would raise: a subclass as its base, a Mapping or Sequence walked.
-            native = _values.fallback(obj)
+            try:
+                native = _values.fallback(obj)
+            except Exception as exc:  # a subclass's own code, as it was read
+                raise EncodeError(
+                    f"{t.__name__} raised {type(exc).__name__} while read", path=_path(where)
+                ) from exc
             if native is not _values.UNKNOWN:
                 return native
             return self._unknown(_describe(obj), where)
@@ -1225,6 +1230,10 @@ class EncodeCall:
         if isinstance(obj, float) and obj - obj != 0:
             return self._unencodable(float.__repr__(obj), cap, where)
         if isinstance(obj, _dt.datetime | _dt.time) and type(obj.tzinfo) not in _SAFE_TZ:
+            if not isinstance(obj, _dt.datetime):
+                # orjson refuses a time with any tzinfo, one without an offset too: the
+                # marker, as for a time in UTC (not the time as if it had none).
+                return self._unencodable(_describe(obj), cap, where)
             # orjson would call a Python tzinfo itself, and one that raises crashes it
             # (plain orjson.dumps too): ask for the offset here and hand orjson a fixed one.
             try:
@@ -1236,12 +1245,8 @@ class EncodeCall:
                         path=_path(where),
                     ) from exc
                 return self._marker("unencodable", type(obj).__name__, cap)
-            if offset is not None:
-                obj = obj.replace(tzinfo=_dt.timezone(offset))
-            elif isinstance(obj, _dt.datetime):
-                obj = obj.replace(tzinfo=_dt.UTC)  # orjson writes +00:00 for no offset
-            else:
-                obj = obj.replace(tzinfo=None)
+            # orjson writes +00:00 for no offset
+            obj = obj.replace(tzinfo=_dt.UTC if offset is None else _dt.timezone(offset))
         try:
             data = _dumps(obj)
         except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails

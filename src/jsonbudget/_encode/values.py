@@ -431,6 +431,9 @@ def adapt(obj: Any, opts: Options) -> Any:
         return _clipped(obj, opts)
     if t.__name__ == "Decimal" and t.__module__ == "decimal":
         return _decimal(obj)
+    if "decimal" in mods and isinstance(obj, mods["decimal"].Decimal):
+        # A subclass as its base: its value copied in C, none of its own methods asked.
+        return _decimal(mods["decimal"].Decimal(obj))
     if isinstance(obj, bytes | bytearray | memoryview):  # a subclass as its base
         return _binary(obj, opts)
     if "pydantic" in mods:
@@ -443,7 +446,7 @@ def adapt(obj: Any, opts: Options) -> Any:
         # msgspec inserts its bytes unchecked: invalid ones made invalid output.
         return _json_text(bytes(obj), "msgspec.Raw", opts)
     if "attr" in mods and getattr(t, "__attrs_attrs__", None) is not None:
-        return _attrs(obj)
+        return _attrs(obj, opts)
     if "numpy" in mods:
         np = mods["numpy"]
         if isinstance(obj, np.ndarray):
@@ -464,7 +467,7 @@ def fallback(obj: Any) -> Any:
     array.
     """
     if isinstance(obj, float):
-        return float(obj)
+        return float.__float__(obj)  # its own value: a subclass's __float__ is not asked
     if isinstance(obj, uuid.UUID):
         return uuid.UUID(int=obj.int)
     if isinstance(obj, _dt.datetime):
@@ -1069,20 +1072,33 @@ def _msgspec_json(v: Any) -> bytes:
 # -- attrs -----------------------------------------------------------------------------
 
 
-def _attrs(obj: Any) -> Any:
+def _attrs(obj: Any, opts: Options) -> Any:
     members = [(a.name, getattr(obj, a.name)) for a in type(obj).__attrs_attrs__]
     # `attrs.asdict`, then orjson: nested instances go through `_as_fragment`, and a set
     # is written in its own order (asdict copies it into a new set, of another order).
     native = lambda: _dumps(dict(members), default=_as_fragment, option=_WHOLE_OPT)  # noqa: E731
-    return MapView(members, _attrs_conv, src=obj, native=native)
+    return MapView(members, _AttrsConv(opts).conv, src=obj, native=native)
 
 
-def _attrs_conv(v: Any) -> Any:
-    # attrs.asdict keeps a set a set, which orjson refuses: an array, in its order.
-    t = type(v)
-    if t is set or t is frozenset:
-        return SeqView(v, _attrs_conv, indexable=False, plain=_JSON)
-    return v
+class _AttrsConv(_Conv):
+    """A value inside an attrs instance as `attrs.asdict` and then orjson write it.
+
+    `asdict` keeps a set a set, which orjson refuses: it is an array, in its own order,
+    at any depth, so a collection is walked with this converter; anything else (a nested
+    instance too) is dispatched again, and a key is written as a dict's key is.
+    """
+
+    __slots__ = ()
+
+    def conv(self, v: Any) -> Any:
+        if type(v) in _PLAIN:
+            return v
+        if isinstance(v, Mapping | list | tuple | set | frozenset):
+            return self.container(v, _PLAIN)
+        return v
+
+    def key(self, k: Any) -> Any:
+        return k
 
 
 # -- whole values ----------------------------------------------------------------------
