@@ -34,6 +34,7 @@ from jsonbudget._sources.base import Clipped, Position
 from jsonbudget._sources.sql import KEY_POSITION_BYTES, MIN_CELL_BYTES
 from jsonbudget.errors import InvalidCursor, LimitError, SpillError
 from tests.fixtures_postgres import PostgresServer
+from tests.test_file_sources import run_bounded
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 
@@ -1142,6 +1143,9 @@ def test_order_columns_are_never_cut(tmp_path: Path) -> None:
         st.one_of(
             st.text(max_size=90),
             st.binary(max_size=90),
+            # around the bound, where a cell is read whole or by blob I/O
+            st.text(min_size=40, max_size=100),
+            st.binary(min_size=60, max_size=100),
             st.integers(-(2**63), 2**63 - 1),
             st.none(),
         ),
@@ -1151,16 +1155,20 @@ def test_order_columns_are_never_cut(tmp_path: Path) -> None:
     bound=st.integers(64, 80),
     page_bytes=st.integers(500, 2000),
     max_items=st.integers(1, 8),
+    # Where blob I/O reads a long cell (a rowid, under its own name or another), and
+    # where it cannot (no rowid; every name of it taken by a column).
+    extra=st.sampled_from(["", ") WITHOUT ROWID", ", rowid TEXT)", ", rowid, _rowid_, oid)"]),
 )
 def test_a_path_source_pages_as_the_cut_select_does(
-    cells: list[Any], bound: int, page_bytes: int, max_items: int
+    cells: list[Any], bound: int, page_bytes: int, max_items: int, extra: str
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cells.sqlite"
         conn = sqlite3.connect(path)
-        conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, body, name TEXT)")
+        conn.execute(f"CREATE TABLE c (id INTEGER PRIMARY KEY, body, name TEXT{extra or ')'}")
         conn.executemany(
-            "INSERT INTO c VALUES (?, ?, ?)", [(i, c, f"n{i}") for i, c in enumerate(cells)]
+            "INSERT INTO c (id, body, name) VALUES (?, ?, ?)",
+            [(i, c, f"n{i}") for i, c in enumerate(cells)],
         )
         conn.commit()
         limits = Limits(page_bytes, max_items=max_items)
@@ -1173,12 +1181,13 @@ def test_a_path_source_pages_as_the_cut_select_does(
     assert streamed == [row for page in cut for row in page]
 
 
-def test_a_path_source_selects_bare_cells_until_one_passes_the_bound(tmp_path: Path) -> None:
+def test_a_path_source_reads_a_long_cell_of_a_rowid_table_by_blob_io(tmp_path: Path) -> None:
     path = tmp_path / "cells.sqlite"
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, body)")
     conn.executemany("INSERT INTO c VALUES (?, ?)", [(i, f"row {i}") for i in range(40)])
     conn.execute("UPDATE c SET body = ? WHERE id = 25", ("é" * 300,))
+    conn.execute("UPDATE c SET body = ? WHERE id = 27", (b"\x01" * 5000,))
     conn.commit()
     conn.close()
     statements: list[str] = []
@@ -1189,11 +1198,14 @@ def test_a_path_source_selects_bare_cells_until_one_passes_the_bound(tmp_path: P
     rows = [row for page in pages for row in page]
     assert [row["id"] for row in rows] == list(range(40))
     assert rows[25]["body"] == Clipped("é" * 50, 600, "bytes")
-    queries = [s for s in statements if "ORDER BY" in s]
-    cut = ["substr(CAST(" in s for s in queries]
-    # Bare up to the batch that holds row 25 (rows 20-29), which runs again cut, as do
-    # the rest of the page's batches (the last one finds no row).
-    assert cut == [False, False, False, True, True, True]
+    assert rows[27]["body"] == Clipped(b"\x01" * 100, 5000, "bytes")
+    # The cut select never ran. The batches are read bare; the one that holds rows 20-29
+    # stopped at row 25 and was read again a row at a time (its rowids, then each row).
+    assert not any("substr(" in s for s in statements)
+    batches = [s for s in statements if s.startswith('SELECT _jb_q."id", _jb_q."body" FROM')]
+    by_rowid = [s for s in batches if s.endswith('WHERE _jb_q."_jb_blob_rowid" = ?')]
+    assert len(batches) - len(by_rowid) == 5  # 0-9, 10-19, 20-29 (stopped), 30-39, end
+    assert len(by_rowid) == 10
 
 
 @pytest.mark.parametrize(
@@ -2525,3 +2537,38 @@ def test_an_offset_past_a_database_integer_is_an_invalid_cursor(
     _, conn = sqlite_db
     with pytest.raises(InvalidCursor):
         list(SQLiteSource(conn, table="t", mode="offset").open(2**63))
+
+
+def test_a_path_source_pages_past_a_200_mb_cell_without_loading_it(tmp_path: Path) -> None:
+    # Through blob I/O a page reads a long cell's size and first bytes only: under a
+    # 300 MB address-space limit (the cut select loads such a cell about three times).
+    path = tmp_path / "big.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body)")
+    conn.execute("INSERT INTO t VALUES (1, 'small')")
+    conn.execute("INSERT INTO t VALUES (2, 'é' || printf('%.*c', 200000000, 'x'))")
+    conn.execute("INSERT INTO t VALUES (3, zeroblob(150000000))")
+    conn.execute("INSERT INTO t VALUES (4, 'after')")
+    conn.commit()
+    conn.close()
+    out = run_bounded(
+        f"""
+from jsonbudget import Clipped, Limits, MemoryCursorStore, Scope, SQLiteSource, paginate
+source = SQLiteSource({str(path)!r}, table="t")
+store, scope, cursor, items = MemoryCursorStore(), Scope("t", {{}}), None, []
+while True:
+    page = paginate(source, scope=scope, cursor=cursor, store=store, limits=Limits(4096))
+    assert len(page.to_json()) <= 4096
+    items += page.items
+    cursor = page.next_cursor
+    if cursor is None:
+        break
+text, blob = items[1]["body"], items[2]["body"]
+assert isinstance(text, Clipped) and isinstance(blob, Clipped)
+assert text.head.startswith("éxxx") and blob.head[:3] == bytes(3)
+print([i["id"] for i in items], text.length, blob.length, items[3]["body"])
+""",
+        memory_mb=300,
+        timeout=120,
+    )
+    assert out.split() == ["[1,", "2,", "3,", "4]", "200000002", "150000000", "after"]

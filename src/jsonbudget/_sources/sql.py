@@ -82,6 +82,8 @@ _TAG_DIGITS: Final = 20
 Params = Sequence[Any] | Mapping[str, Any]
 _PARAM_PREFIX: Final = "_jb_"
 _ROWID: Final = "_jb_rowid"
+# The rowid's name in a query that reads rows one by one (`SQLiteSource._blob_rows`).
+_BLOB_ROWID: Final = "_jb_blob_rowid"
 #: The order of `order_by=None` where the result has an `id` column.
 _DEFAULT_ORDER: Final = ("id",)
 #: Runs of fetched, unserved rows a source keeps for the pages after (one per cursor
@@ -1276,7 +1278,7 @@ class SQLiteSource(_SQLSource):
     database file path, opened read-only on the first page and kept until `close()`.
     """
 
-    __slots__ = ("_conn", "_length", "_own", "_path", "_pid", "_rowid")
+    __slots__ = ("_blobs", "_conn", "_length", "_own", "_path", "_pid", "_rowid")
     _kind = "sqlite"
 
     def __init__(
@@ -1304,6 +1306,8 @@ class SQLiteSource(_SQLSource):
         )
         self._own: sqlite3.Connection | None = None
         self._length = 0  # the own connection's length limit as opened
+        # (schema, table, rowid alias) where a long cell is read by blob I/O (`_stored`)
+        self._blobs: tuple[str, str, str] | None = None
         self._pid = 0
         self._rowid = "rowid"  # the rowid's name where no column takes it (`_table_keys`)
         if isinstance(connection_or_path, sqlite3.Connection):
@@ -1400,13 +1404,20 @@ class SQLiteSource(_SQLSource):
 
     def _run(self, chunks: _Chunks, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
         """As `_SQLSource._run`; where *chunks* read bare, a value over the length limit
-        (a long cell, or a longer value the query makes) runs the queries again with
-        the cut select and no limit, and the rest of the page with them."""
+        stops the query: a rowid table's rows are then read one at a time, a long cell
+        through blob I/O (`_blob_rows`); anything else (or a key that long) runs the
+        queries again with the cut select and no limit, and the rest of the page too."""
         try:
             return self._together(cur, queries)
         except sqlite3.DataError as exc:
             if not chunks.bare or exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
                 raise
+        if self._blobs is not None:
+            try:
+                return [self._blob_rows(chunks.plan, cur, sql, params) for sql, params in queries]
+            except sqlite3.DataError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
+                    raise
         chunks.bare = False
         cur.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
         plan = chunks.plan
@@ -1418,6 +1429,75 @@ class SQLiteSource(_SQLSource):
                 for sql, params in queries
             ],
         )
+
+    def _blob_rows(self, plan: _Plan, cur: Any, sql: str, params: Params) -> list[Any]:
+        """The rows of bare query *sql* that a value over the length limit stopped, read
+        without loading a long cell: their rowids in the query's order, then each row
+        by its rowid, and, in a row that stops too, each cell; a cell over the limit is
+        the `Clipped` the cut select gives (its size and first bytes, read by blob I/O).
+        One read transaction holds them together. A query that selects no cell (a
+        check of the order) runs with the limit lifted. A key over the limit stops this
+        read too (`sqlite3.DataError`): keys are never cut."""
+        assert self._blobs is not None
+        rowid = self._blobs[2]
+        conn = cur.connection
+        inner = self._inner_sql(plan)
+        bare = f"SELECT {plan.bare} FROM (\n{inner}\n) AS _jb_q"
+        if not sql.startswith(bare):
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
+            try:
+                return cast(list[Any], cur.execute(sql, params).fetchall())
+            finally:
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, plan.longest)
+        at = "_jb_q." + quote_ident(_BLOB_ROWID)
+        with_rowid = inner.replace(
+            "SELECT *", f"SELECT *, {rowid} AS {quote_ident(_BLOB_ROWID)}", 1
+        )
+        src = f"FROM (\n{with_rowid}\n) AS _jb_q"
+        one = f"SELECT {plan.bare} {src} WHERE {at} = ?"
+        cur.execute("BEGIN")
+        try:
+            ids = cur.execute(f"SELECT {at} {src}{sql[len(bare) :]}", params).fetchall()
+            rows = []
+            for (row_id,) in ids:
+                try:
+                    rows.append(cur.execute(one, (row_id,)).fetchone())
+                except sqlite3.DataError as exc:
+                    if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
+                        raise
+                    rows.append(self._blob_cells(plan, cur, f"{src} WHERE {at} = ?", row_id))
+        finally:
+            cur.execute("COMMIT")
+        return rows
+
+    def _blob_cells(self, plan: _Plan, cur: Any, where: str, row_id: int) -> tuple[Any, ...]:
+        """The row *row_id* (``FROM … WHERE`` its rowid: *where*) a cell at a time, a cell
+        over the length limit as a `Clipped` read by blob I/O (see `_blob_rows`)."""
+        assert self._blobs is not None
+        schema, table, _ = self._blobs
+        conn = cur.connection
+        names = [*plan.columns, plan.hidden] if plan.hidden else plan.columns
+        cells: list[Any] = []
+        for i, name in enumerate(names):
+            try:
+                cells.append(cur.execute(f"SELECT {_col(name)} {where}", (row_id,)).fetchone()[0])
+            except sqlite3.DataError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG or i not in plan.long_at:
+                    raise
+                # typeof() does not read a value kept on overflow pages (a long one), but
+                # one on the row's own page is read, and stopped by the limit: lifted.
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
+                try:
+                    kind = cur.execute(f"SELECT typeof({_col(name)}) {where}", (row_id,)).fetchone()
+                finally:
+                    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, plan.longest)
+                # The blob handle reads the size and a prefix, never the rest.
+                blob = conn.blobopen(table, name, row_id, readonly=True, name=schema)
+                with blob:
+                    size, head = len(blob), blob.read(plan.longest)
+                text = kind[0] == "text"
+                cells.append(Clipped(_utf8_prefix(head) if text else head, size, "bytes"))
+        return tuple(cells)
 
     @staticmethod
     def _changes(conn: sqlite3.Connection, cur: sqlite3.Cursor) -> Hashable:
@@ -1504,7 +1584,9 @@ class SQLiteSource(_SQLSource):
         an ordinary table (not a view, not a virtual table) without virtual generated
         columns. A value made by the query could be cut short or NULL under a length
         limit (printf() returns NULL past it) instead of stopping the query, so only
-        such a result is read bare (`_fill`)."""
+        such a result is read bare (`_fill`). Where the table has a rowid under a name
+        no column takes, a long cell is read by blob I/O (`_blob_rows`)."""
+        self._blobs = None
         if self._table is None:
             return False
         *schema, name = self._table
@@ -1518,11 +1600,16 @@ class SQLiteSource(_SQLSource):
             columns = cur.execute(f"PRAGMA {prefix}table_xinfo({quote_ident(name)})").fetchall()
         finally:
             cur.close()
-        return (
+        stored = (
             bool(kinds)
             and all(row[2] == "table" for row in kinds)
             and all(row[6] in (0, 3) for row in columns)
         )
+        taken = {row[1].lower() for row in columns}
+        free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
+        if stored and len(kinds) == 1 and not kinds[0][4] and free:  # (… wr …): WITHOUT ROWID
+            self._blobs = (kinds[0][0], name, free[0])
+        return stored
 
     def _table_keys(self, conn: sqlite3.Connection) -> _TableKeys:
         """What makes an order total here: unique column sets, the key to append.
