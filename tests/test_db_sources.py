@@ -1157,7 +1157,9 @@ def test_order_columns_are_never_cut(tmp_path: Path) -> None:
     max_items=st.integers(1, 8),
     # Where blob I/O reads a long cell (a rowid, under its own name or another), and
     # where it cannot (no rowid; every name of it taken by a column).
-    extra=st.sampled_from(["", ") WITHOUT ROWID", ", rowid TEXT)", ", rowid, _rowid_, oid)"]),
+    extra=st.sampled_from(
+        ["", ") WITHOUT ROWID", ", rowid TEXT)", ", rowid, _rowid_, oid)", ", _jb_blob_rowid)"]
+    ),
 )
 def test_a_path_source_pages_as_the_cut_select_does(
     cells: list[Any], bound: int, page_bytes: int, max_items: int, extra: str

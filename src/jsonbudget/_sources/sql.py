@@ -1306,8 +1306,9 @@ class SQLiteSource(_SQLSource):
         )
         self._own: sqlite3.Connection | None = None
         self._length = 0  # the own connection's length limit as opened
-        # (schema, table, rowid alias) where a long cell is read by blob I/O (`_stored`)
-        self._blobs: tuple[str, str, str] | None = None
+        # Where a long cell is read by blob I/O (`_stored`): the schema and the table, the
+        # rowid's name there, and a name for it in a query that no column has.
+        self._blobs: tuple[str, str, str, str] | None = None
         self._pid = 0
         self._rowid = "rowid"  # the rowid's name where no column takes it (`_table_keys`)
         if isinstance(connection_or_path, sqlite3.Connection):
@@ -1439,7 +1440,7 @@ class SQLiteSource(_SQLSource):
         check of the order) runs with the limit lifted. A key over the limit stops this
         read too (`sqlite3.DataError`): keys are never cut."""
         assert self._blobs is not None
-        rowid = self._blobs[2]
+        _, _, rowid, alias = self._blobs
         conn = cur.connection
         inner = self._inner_sql(plan)
         bare = f"SELECT {plan.bare} FROM (\n{inner}\n) AS _jb_q"
@@ -1449,10 +1450,8 @@ class SQLiteSource(_SQLSource):
                 return cast(list[Any], cur.execute(sql, params).fetchall())
             finally:
                 conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, plan.longest)
-        at = "_jb_q." + quote_ident(_BLOB_ROWID)
-        with_rowid = inner.replace(
-            "SELECT *", f"SELECT *, {rowid} AS {quote_ident(_BLOB_ROWID)}", 1
-        )
+        at = "_jb_q." + quote_ident(alias)
+        with_rowid = inner.replace("SELECT *", f"SELECT *, {rowid} AS {quote_ident(alias)}", 1)
         src = f"FROM (\n{with_rowid}\n) AS _jb_q"
         one = f"SELECT {plan.bare} {src} WHERE {at} = ?"
         cur.execute("BEGIN")
@@ -1474,7 +1473,7 @@ class SQLiteSource(_SQLSource):
         """The row *row_id* (``FROM … WHERE`` its rowid: *where*) a cell at a time, a cell
         over the length limit as a `Clipped` read by blob I/O (see `_blob_rows`)."""
         assert self._blobs is not None
-        schema, table, _ = self._blobs
+        schema, table, _, _ = self._blobs
         conn = cur.connection
         names = [*plan.columns, plan.hidden] if plan.hidden else plan.columns
         cells: list[Any] = []
@@ -1608,7 +1607,10 @@ class SQLiteSource(_SQLSource):
         taken = {row[1].lower() for row in columns}
         free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
         if stored and len(kinds) == 1 and not kinds[0][4] and free:  # (… wr …): WITHOUT ROWID
-            self._blobs = (kinds[0][0], name, free[0])
+            alias = _BLOB_ROWID
+            while alias.lower() in taken:
+                alias += "_"
+            self._blobs = (kinds[0][0], name, free[0], alias)
         return stored
 
     def _table_keys(self, conn: sqlite3.Connection) -> _TableKeys:
