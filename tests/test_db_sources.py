@@ -8,7 +8,7 @@ import sqlite3
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -1181,6 +1181,40 @@ def test_a_path_source_pages_as_the_cut_select_does(
             streamed = [row for row, _ in source.open(None)]
         conn.close()
     assert streamed == [row for page in cut for row in page]
+
+
+@pytest.mark.parametrize("bound", [64, 1000])
+@pytest.mark.parametrize(
+    "over",
+    [
+        lambda n: "x" * (n + 3),
+        lambda n: "é" * (n // 2 + 1),
+        lambda n: b"x" * (n + 3),
+        lambda n: b"B%020d" % 5000 + b"y" * (n + 3 - 21),  # looks like the cut's tag
+    ],
+    ids=["text", "multibyte", "blob", "tag-like blob"],
+)
+def test_regression_a_cell_just_over_the_bound_is_cut_on_a_path_source_too(
+    tmp_path: Path, bound: int, over: Callable[[int], str | bytes]
+) -> None:
+    # Regression: SQLite checks the length limit only where it grows a buffer, so after
+    # a cell at the bound one a few bytes over passed the bare read: a text came whole,
+    # a blob was taken for the cut's tag (a ValueError, or a made-up Clipped).
+    path = tmp_path / "slip.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body)")
+    at = "x" * bound if isinstance(over(bound), str) else b"x" * bound
+    conn.executemany("INSERT INTO t VALUES (?, ?)", enumerate([at, over(bound), at]))
+    conn.commit()
+    limits = Limits(100_000)
+    cut = pages_by_fill(SQLiteSource(conn, table="t", max_cell_bytes=bound), limits)
+    with SQLiteSource(path, table="t", max_cell_bytes=bound) as source:
+        assert pages_by_fill(source, limits) == cut
+    conn.close()
+    body = cut[0][1]["body"]
+    assert isinstance(body, Clipped)
+    raw = over(bound)
+    assert body.length == len(raw.encode() if isinstance(raw, str) else raw)
 
 
 def test_a_path_source_reads_a_long_cell_of_a_rowid_table_by_blob_io(tmp_path: Path) -> None:

@@ -898,6 +898,44 @@ def test_rows_to_dicts_compiled_and_python_agree(width: int, n_flags: int, data:
         )
 
 
+_near_bound = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(max_size=8),
+    st.text(alphabet="aé€😀", max_size=8),
+    st.binary(max_size=8),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_first_over_compiled_and_python_agree(data: Any) -> None:
+    width = data.draw(st.integers(1, 4))
+    row = st.tuples(*[_near_bound] * width)
+    rows: list[Any] = data.draw(st.lists(st.one_of(row, row.map(list)), max_size=6))
+    start = data.draw(st.integers(0, len(rows) + 1))
+    long_at = tuple(data.draw(st.lists(st.integers(0, width), max_size=2, unique=True)))
+    longest = data.draw(st.integers(0, 12))
+    compiled = numbers.first_over(rows, start, long_at, longest)
+    assert compiled == sql.first_over_py(rows, start, long_at, longest)
+    # Every row before it is a tuple whose cells at long_at take at most *longest* bytes.
+    for r in rows[start:compiled]:
+        assert type(r) is tuple
+        for j in long_at:
+            v = r[j]
+            size = len(v.encode()) if isinstance(v, str) else len(v) if isinstance(v, bytes) else 0
+            assert size <= longest
+
+
+def test_first_over_refuses_what_is_not_its_arguments() -> None:
+    with pytest.raises(TypeError, match="first_over"):
+        numbers.first_over((), 0, (), 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="out of range"):
+        numbers.first_over([], -1, (), 0)
+    with pytest.raises(ValueError, match="long_at out of range"):
+        numbers.first_over([], 0, (-1,), 0)
+
+
 def test_rows_to_dicts_refuses_what_is_not_its_arguments() -> None:
     with pytest.raises(TypeError, match="rows_to_dicts"):
         numbers.rows_to_dicts(["a"], [], 0, 1, 0, (), 0)  # type: ignore[arg-type]

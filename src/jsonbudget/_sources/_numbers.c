@@ -161,7 +161,101 @@ fail:
     return NULL;
 }
 
+/* Whether str *s* takes more than *longest* bytes in UTF-8 (a surrogate counted as 3). */
+static int
+utf8_over(PyObject *s, Py_ssize_t longest)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (n > longest) {
+        return 1;
+    }
+    if (PyUnicode_IS_ASCII(s)) {
+        return 0;
+    }
+    int kind = PyUnicode_KIND(s);
+    Py_ssize_t most = kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4;
+    if (n * most <= longest) {
+        return 0;
+    }
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        size += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        if (size > longest) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* first_over(rows, start, long_at, longest) -> int
+ *
+ * The index of the first row from *start* that is not an exact tuple long enough for
+ * long_at, or whose cell at an index of *long_at* is bytes, or a str in UTF-8, longer
+ * than *longest*; len(rows) if none. A bare read under SQLite's length limit can let a
+ * value a little over it through (the limit is checked only where SQLite grows a
+ * buffer): this finds those rows, once a query, without a Python step a cell.
+ */
+static PyObject *
+first_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PyTuple_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "first_over(rows: list, start, long_at: tuple, longest)");
+        return NULL;
+    }
+    PyObject *rows = args[0], *long_at = args[2];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t longest = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (start < 0 || longest < 0) {
+        PyErr_SetString(PyExc_ValueError, "first_over(): start or longest out of range");
+        return NULL;
+    }
+    Py_ssize_t n_long = PyTuple_GET_SIZE(long_at), widest = -1;
+    for (Py_ssize_t k = 0; k < n_long; k++) {
+        Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(long_at, k));
+        if (j == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (j < 0) {
+            PyErr_SetString(PyExc_ValueError, "first_over(): long_at out of range");
+            return NULL;
+        }
+        widest = j > widest ? j : widest;
+    }
+    /* Nothing below runs Python code, so *rows* cannot change under us. */
+    Py_ssize_t i = start;
+    for (; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) <= widest) {
+            break;
+        }
+        int over = 0;
+        for (Py_ssize_t k = 0; k < n_long && !over; k++) {
+            PyObject *v = PyTuple_GET_ITEM(row, PyLong_AsSsize_t(PyTuple_GET_ITEM(long_at, k)));
+            if (PyBytes_Check(v)) {
+                over = PyBytes_GET_SIZE(v) > longest;
+            }
+            else if (PyUnicode_Check(v)) {
+                over = utf8_over(v, longest);
+            }
+        }
+        if (over) {
+            break;
+        }
+    }
+    return PyLong_FromSsize_t(i < PyList_GET_SIZE(rows) ? i : PyList_GET_SIZE(rows));
+}
+
 static PyMethodDef methods[] = {
+    {"first_over", (PyCFunction)(void (*)(void))first_over, METH_FASTCALL,
+     "first_over(rows, start, long_at, longest) -> int: the first row from *start* that is "
+     "not a tuple or holds, at an index of *long_at*, bytes or a str longer than *longest* "
+     "bytes; len(rows) if none."},
     {"rounded", rounded, METH_O,
      "rounded(value) -> bool: whether orjson's *value* holds a float of magnitude 2**63 or "
      "more (where it may have rounded an integer literal)."},

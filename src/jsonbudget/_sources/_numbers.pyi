@@ -1,3 +1,6 @@
+def first_over(
+    rows: list[object], start: int, long_at: tuple[int, ...], longest: int, /
+) -> int: ...
 def rounded(value: object, /) -> bool: ...
 def rows_to_dicts(
     columns: tuple[str, ...],

@@ -234,6 +234,41 @@ def rows_to_dicts_py(  # noqa: PLR0917  # positional, as the compiled twin it st
     return out, max(start, len(rows))
 
 
+def first_over_py(rows: list[Any], start: int, long_at: tuple[int, ...], longest: int) -> int:
+    """The first row from *start* that is not a tuple long enough for *long_at*, or holds
+    at an index of it bytes, or a str in UTF-8, longer than *longest*; len(rows) if none.
+
+    The pure-Python twin of the compiled ``_numbers.first_over``.
+    """
+    widest = max(long_at, default=-1)
+    for i in range(start, len(rows)):
+        row = rows[i]
+        if type(row) is not tuple or len(row) <= widest:
+            return i
+        for j in long_at:
+            v = row[j]
+            if isinstance(v, bytes) and len(v) > longest:
+                return i
+            if isinstance(v, str) and len(v.encode("utf-8", "surrogatepass")) > longest:
+                return i
+    return len(rows)
+
+
+def _slipped(row: Any, long_at: tuple[int, ...], longest: int) -> Any:
+    """*row*, read bare, with each text or blob longer than *longest* at an index of
+    *long_at* made the `Clipped` the cut select gives for it (`_untag`)."""
+    if type(row) is not tuple:
+        return row
+    cells = list(row)
+    for j in long_at:
+        v = cells[j]
+        data = v.encode("utf-8") if isinstance(v, str) else v
+        if isinstance(data, bytes) and len(data) > longest:
+            head = _utf8_prefix(data[:longest]) if isinstance(v, str) else data[:longest]
+            cells[j] = Clipped(head, len(data), "bytes")
+    return tuple(cells)
+
+
 def _untag(value: bytes) -> Clipped:
     """A tagged cut cell: ``T`` (text) or ``B`` (blob), the value's size in bytes in
     `_TAG_DIGITS` digits, then its first bytes, as many as the bound (so a tagged value
@@ -255,10 +290,11 @@ def _utf8_prefix(data: bytes) -> str:
 
 
 rows_to_dicts: Callable[..., tuple[list[dict[str, Any]], int]]
+first_over: Callable[[list[Any], int, tuple[int, ...], int], int]
 try:
-    from ._numbers import rows_to_dicts
+    from ._numbers import first_over, rows_to_dicts
 except ImportError:  # pragma: no cover - built without a C compiler
-    rows_to_dicts = rows_to_dicts_py
+    rows_to_dicts, first_over = rows_to_dicts_py, first_over_py
 
 
 class _Plan:
@@ -1408,20 +1444,23 @@ class SQLiteSource(_SQLSource):
         stops the query: a rowid table's rows are then read one at a time, a long cell
         through blob I/O (`_blob_rows`); anything else (or a key that long) runs the
         queries again with the cut select and no limit, and the rest of the page too."""
+        plan = chunks.plan
         try:
-            return self._together(cur, queries)
+            got = self._together(cur, queries)
         except sqlite3.DataError as exc:
             if not chunks.bare or exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
                 raise
+        else:
+            return self._unslipped(plan, queries, got) if chunks.bare else got
         if self._blobs is not None:
             try:
-                return [self._blob_rows(chunks.plan, cur, sql, params) for sql, params in queries]
+                got = [self._blob_rows(plan, cur, sql, params) for sql, params in queries]
+                return self._unslipped(plan, queries, got)
             except sqlite3.DataError as exc:
                 if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
                     raise
         chunks.bare = False
         cur.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
-        plan = chunks.plan
         bare, cut = f"SELECT {plan.bare} FROM (", f"SELECT {plan.select} FROM ("
         return self._together(
             cur,
@@ -1430,6 +1469,27 @@ class SQLiteSource(_SQLSource):
                 for sql, params in queries
             ],
         )
+
+    @staticmethod
+    def _unslipped(
+        plan: _Plan, queries: list[tuple[str, Params]], results: list[list[Any]]
+    ) -> list[list[Any]]:
+        """*results* of *queries* read bare, each cell the length limit let through
+        longer than it made the `Clipped` the cut select gives. SQLite checks the limit
+        only where it grows a buffer, so a value on the row's own page a little over it
+        (up to the size of a buffer an earlier value left, a kilobyte or so) can pass; a
+        longer one cannot. The rows of a query that selects no cell (a check of the
+        order) are left as they are."""
+        long_at, longest = plan.long_at, plan.longest
+        bare = f"SELECT {plan.bare} FROM ("
+        for (sql, _), rows in zip(queries, results, strict=True):
+            if not sql.startswith(bare):
+                continue
+            i = first_over(rows, 0, long_at, longest)
+            while i < len(rows):
+                rows[i] = _slipped(rows[i], long_at, longest)
+                i = first_over(rows, i + 1, long_at, longest)
+        return results
 
     def _blob_rows(self, plan: _Plan, cur: Any, sql: str, params: Params) -> list[Any]:
         """The rows of bare query *sql* that a value over the length limit stopped, read
