@@ -9,6 +9,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -2608,3 +2609,31 @@ print([i["id"] for i in items], text.length, blob.length, items[3]["body"])
         timeout=120,
     )
     assert out.split() == ["[1,", "2,", "3,", "4]", "200000002", "150000000", "after"]
+
+
+def test_a_path_source_pages_from_many_threads_at_once(tmp_path: Path) -> None:
+    # A page holds the own connection's length limit low and may open a read
+    # transaction: pages and open() steps of other threads wait for it, so each thread
+    # sees what it would alone (a limit lifted under a page let a long cell in whole;
+    # two transactions collided).
+    path = tmp_path / "threads.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body)")
+    cells = [("é" * 40 if i % 3 else "x" * 3000) if i % 5 else b"\x02" * 900 for i in range(300)]
+    conn.executemany("INSERT INTO t VALUES (?, ?)", enumerate(cells))
+    conn.commit()
+    limits = Limits(2048, max_items=7)
+    expected = pages_by_fill(SQLiteSource(conn, table="t", max_cell_bytes=100), limits)
+    streamed = [row for row, _ in SQLiteSource(conn, table="t", max_cell_bytes=100).open(None)]
+    conn.close()
+    with SQLiteSource(path, table="t", max_cell_bytes=100) as source:
+
+        def work(k: int) -> Any:
+            if k % 4 == 3:
+                return [row for row, _ in source.open(None)]
+            return pages_by_fill(source, limits)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(work, range(16)))
+    for k, got in enumerate(results):
+        assert got == (streamed if k % 4 == 3 else expected), k

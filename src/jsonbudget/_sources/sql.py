@@ -1271,6 +1271,24 @@ class _Chunks:
         return cast(int, self._position) + len(rows)
 
 
+class _Serial:
+    """A cursor whose statements and fetches hold *lock* (`SQLiteSource._lock`)."""
+
+    __slots__ = ("_cur", "_lock")
+
+    def __init__(self, cur: sqlite3.Cursor, lock: threading.RLock) -> None:
+        self._cur = cur
+        self._lock = lock
+
+    def execute(self, sql: str, params: Params) -> None:
+        with self._lock:
+            self._cur.execute(sql, params)
+
+    def fetchmany(self, n: int) -> list[Any]:
+        with self._lock:
+            return self._cur.fetchmany(n)
+
+
 def _sqlite_collations(cur: sqlite3.Cursor, table: str, columns: list[str]) -> dict[str, str]:
     """The collation each column sorts by, upper case, as SQLite's plan of an ORDER BY
     names it; empty where it cannot be read (then no index is trusted on the column)."""
@@ -1314,7 +1332,7 @@ class SQLiteSource(_SQLSource):
     database file path, opened read-only on the first page and kept until `close()`.
     """
 
-    __slots__ = ("_blobs", "_conn", "_length", "_own", "_path", "_pid", "_rowid")
+    __slots__ = ("_blobs", "_conn", "_length", "_lock", "_own", "_path", "_pid", "_rowid")
     _kind = "sqlite"
 
     def __init__(
@@ -1342,6 +1360,9 @@ class SQLiteSource(_SQLSource):
         )
         self._own: sqlite3.Connection | None = None
         self._length = 0  # the own connection's length limit as opened
+        # Held by a page, and by each step of an open(): no statement runs on the
+        # connection while a page of another thread holds its length limit low.
+        self._lock = threading.RLock()
         # Where a long cell is read by blob I/O (`_stored`): the schema and the table, the
         # rowid's name there, and a name for it in a query that no column has.
         self._blobs: tuple[str, str, str, str] | None = None
@@ -1397,13 +1418,29 @@ class SQLiteSource(_SQLSource):
         cur = self._connection().cursor()
         try:
             cur.row_factory = None  # tuples, whatever the connection's factory
-            cur.execute(sql, params)
-            rows = self._rows(plan, cur, limit_hint)
+            serial = _Serial(cur, self._lock)
+            serial.execute(sql, params)
+            rows = self._rows(plan, serial, limit_hint)
             yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
         finally:
             cur.close()
 
     def _fill(
+        self,
+        builder: Filler,
+        plan: _Plan,
+        *,
+        key: tuple[int, bytes],
+        position: Position | None,
+        limit_hint: int | None,
+        start: int,
+    ) -> tuple[bool, Position | None]:
+        with self._lock:
+            return self._fill_locked(
+                builder, plan, key=key, position=position, limit_hint=limit_hint, start=start
+            )
+
+    def _fill_locked(
         self,
         builder: Filler,
         plan: _Plan,
