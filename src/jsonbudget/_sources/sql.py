@@ -269,6 +269,11 @@ def _slipped(row: Any, long_at: tuple[int, ...], longest: int) -> Any:
     return tuple(cells)
 
 
+def _head(select: str) -> str:
+    """How a page's query over the select list *select* starts (`_SQLSource._sql`)."""
+    return f"SELECT {select} FROM ("
+
+
 def _untag(value: bytes) -> Clipped:
     """A tagged cut cell: ``T`` (text) or ``B`` (blob), the value's size in bytes in
     `_TAG_DIGITS` digits, then its first bytes, as many as the bound (so a tagged value
@@ -908,8 +913,7 @@ class _SQLSource(Source[Row]):
         values: list[object] = []
         bind = self._binder(names, values)
         # Newlines keep a trailing `-- comment` in the user's query from eating the ")".
-        select = plan.bare if bare else plan.select
-        sql = f"SELECT {select} FROM (\n{self._inner_sql(plan)}\n) AS _jb_q"
+        sql = f"{_head(plan.bare if bare else plan.select)}\n{self._inner_sql(plan)}\n) AS _jb_q"
         offset = 0
         if self._mode == "keyset":
             after, offset = _split(position)
@@ -1498,7 +1502,7 @@ class SQLiteSource(_SQLSource):
                     raise
         chunks.bare = False
         cur.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
-        bare, cut = f"SELECT {plan.bare} FROM (", f"SELECT {plan.select} FROM ("
+        bare, cut = _head(plan.bare), _head(plan.select)
         return self._together(
             cur,
             [
@@ -1514,13 +1518,12 @@ class SQLiteSource(_SQLSource):
         """*results* of *queries* read bare, each cell the length limit let through
         longer than it made the `Clipped` the cut select gives. SQLite checks the limit
         only where it grows a buffer, so a value on the row's own page a little over it
-        (up to the size of a buffer an earlier value left, a kilobyte or so) can pass; a
-        longer one cannot. The rows of a query that selects no cell (a check of the
-        order) are left as they are."""
+        (into the room a buffer an earlier value left has: 6 bytes past a 64-byte bound,
+        measured) can pass; a longer one cannot. The rows of a query that selects no
+        cell (a check of the order) are left as they are."""
         long_at, longest = plan.long_at, plan.longest
-        bare = f"SELECT {plan.bare} FROM ("
         for (sql, _), rows in zip(queries, results, strict=True):
-            if not sql.startswith(bare):
+            if not sql.startswith(_head(plan.bare)):
                 continue
             i = first_over(rows, 0, long_at, longest)
             while i < len(rows):
@@ -1540,7 +1543,7 @@ class SQLiteSource(_SQLSource):
         _, _, rowid, alias = self._blobs
         conn = cur.connection
         inner = self._inner_sql(plan)
-        bare = f"SELECT {plan.bare} FROM (\n{inner}\n) AS _jb_q"
+        bare = f"{_head(plan.bare)}\n{inner}\n) AS _jb_q"
         if not sql.startswith(bare):
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
             try:
