@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import msgspec
 import orjson
 import pydantic
@@ -110,6 +111,20 @@ def test_4k_of_a_10m_item_model(benchmark: Any) -> None:
     data = benchmark(bounded_dumps, m, max_bytes=4 * KIB)
     assert len(data) <= 4 * KIB
     assert orjson.loads(data)["values"][0] == 0
+
+
+@attrs.define
+class _Rows:
+    rows: list[Any]
+
+
+def test_64k_of_an_attrs_value_of_rows(benchmark: Any) -> None:
+    # The rows are kept as they are (only a collection that may hold a set is viewed):
+    # about 0.4 ms, where viewing every row took 14 ms.
+    value = _Rows([{"id": i, "name": f"row {i}", "score": i / 7} for i in range(20_000)])
+    data = benchmark(bounded_dumps, value, max_bytes=64 * KIB)
+    assert len(data) <= 64 * KIB
+    assert orjson.loads(data)["rows"][1] == {"id": 1, "name": "row 1", "score": 1 / 7}
 
 
 # -- the targets ---------------------------------------------------------------

@@ -1643,3 +1643,22 @@ def test_regression_a_time_with_a_tzinfo_without_offset_gets_the_marker() -> Non
     assert bounded_dumps(dt.datetime(2020, 1, 1, tzinfo=_NoOffset()), max_bytes=100) == (
         b'"2020-01-01T00:00:00+00:00"'
     )
+
+
+@pytest.mark.parametrize("budget", [4096, 65536])
+def test_a_cut_attrs_value_costs_its_output_not_its_rows(budget: int) -> None:
+    # An attrs value's collections are walked by its own converter (for the sets in
+    # them); rows of scalars are kept as they are, and only as many as the cut shows
+    # are ever reached: the work a byte stays flat from 2,000 rows to 20,000.
+    from tests import workcount
+
+    def rows(n: int) -> list[dict[str, Any]]:
+        return [{"id": i, "name": f"row {i}", "score": i / 7, "tags": None} for i in range(n)]
+
+    per_byte = []
+    for n in (2_000, 20_000):
+        data, count = workcount.work(_Holder(a=rows(n)), budget)
+        assert len(data) <= budget
+        per_byte.append(count / len(data))
+    assert max(per_byte) < 0.5
+    assert per_byte[1] <= 1.5 * per_byte[0], per_byte

@@ -1091,7 +1091,16 @@ class _AttrsConv(_Conv):
     __slots__ = ()
 
     def conv(self, v: Any) -> Any:
-        if type(v) in _PLAIN:
+        t = type(v)
+        if t in _PLAIN:
+            return v
+        # A small dict or list of scalars (a row) holds no set: kept as it is, so the
+        # compiled paths write it (a view costs a Python step an item: 100x for rows).
+        if (
+            (t is dict or t is list)
+            and len(v) <= _FLAT_SCAN
+            and all(type(x) in _PLAIN for x in (v.values() if t is dict else v))
+        ):
             return v
         if isinstance(v, Mapping | list | tuple | set | frozenset):
             return self.container(v, _PLAIN)
@@ -1099,6 +1108,9 @@ class _AttrsConv(_Conv):
 
     def key(self, k: Any) -> Any:
         return k
+
+
+_FLAT_SCAN = 64  # the most items `_AttrsConv` looks through to keep a collection as it is
 
 
 # -- whole values ----------------------------------------------------------------------
