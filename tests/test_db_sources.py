@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sqlite3
+import sys
 import tempfile
 import time
 import uuid
@@ -2626,14 +2627,20 @@ def test_a_path_source_pages_from_many_threads_at_once(tmp_path: Path) -> None:
     expected = pages_by_fill(SQLiteSource(conn, table="t", max_cell_bytes=100), limits)
     streamed = [row for row, _ in SQLiteSource(conn, table="t", max_cell_bytes=100).open(None)]
     conn.close()
-    with SQLiteSource(path, table="t", max_cell_bytes=100) as source:
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between statements as often as they can
+    try:
+        for _ in range(8):  # each source starts cold: its plan and connection made in a race
+            with SQLiteSource(path, table="t", max_cell_bytes=100) as source:
 
-        def work(k: int) -> Any:
-            if k % 4 == 3:
-                return [row for row, _ in source.open(None)]
-            return pages_by_fill(source, limits)
+                def work(k: int, source: SQLiteSource = source) -> Any:
+                    if k % 4 == 3:
+                        return [row for row, _ in source.open(None)]
+                    return pages_by_fill(source, limits)
 
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            results = list(pool.map(work, range(16)))
-    for k, got in enumerate(results):
-        assert got == (streamed if k % 4 == 3 else expected), k
+                with ThreadPoolExecutor(max_workers=8) as pool:
+                    results = list(pool.map(work, range(16)))
+            for k, got in enumerate(results):
+                assert got == (streamed if k % 4 == 3 else expected), k
+    finally:
+        sys.setswitchinterval(switch)

@@ -1336,7 +1336,17 @@ class SQLiteSource(_SQLSource):
     database file path, opened read-only on the first page and kept until `close()`.
     """
 
-    __slots__ = ("_blobs", "_conn", "_length", "_lock", "_own", "_path", "_pid", "_rowid")
+    __slots__ = (
+        "_blobs",
+        "_conn",
+        "_length",
+        "_lock",
+        "_lock_pid",
+        "_own",
+        "_path",
+        "_pid",
+        "_rowid",
+    )
     _kind = "sqlite"
 
     def __init__(
@@ -1364,9 +1374,11 @@ class SQLiteSource(_SQLSource):
         )
         self._own: sqlite3.Connection | None = None
         self._length = 0  # the own connection's length limit as opened
-        # Held by a page, and by each step of an open(): no statement runs on the
-        # connection while a page of another thread holds its length limit low.
+        # Held by a page (its plan and connection included), and by each step of an
+        # open(): no statement runs on the connection while a page of another thread
+        # holds its length limit low or its read transaction open (`_held`).
         self._lock = threading.RLock()
+        self._lock_pid = os.getpid()
         # Where a long cell is read by blob I/O (`_stored`): the schema and the table, the
         # rowid's name there, and a name for it in a query that no column has.
         self._blobs: tuple[str, str, str, str] | None = None
@@ -1402,19 +1414,27 @@ class SQLiteSource(_SQLSource):
     def _nulls_first(self, desc: bool) -> bool:
         return not desc  # NULL is SQLite's smallest value
 
+    def _held(self) -> threading.RLock:
+        """The source's lock; made anew in a forked child, where one that another thread
+        held at the fork would never be released."""
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid = threading.RLock(), os.getpid()
+        return self._lock
+
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
-        if self._own is None or self._pid != os.getpid():
-            # Read-only: paging must never create or change the database. A connection
-            # inherited through fork is never used: the child opens its own.
-            assert self._path is not None
-            uri = "file:" + _uri_path(self._path) + "?mode=ro"
-            self._own = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            self._length = self._own.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
-            self._pid = os.getpid()
-            self._ahead.clear()  # their tokens are another connection's counters
-        return self._own
+        with self._held():
+            if self._own is None or self._pid != os.getpid():
+                # Read-only: paging must never create or change the database. A
+                # connection inherited through fork is never used: the child opens its own.
+                assert self._path is not None
+                uri = "file:" + _uri_path(self._path) + "?mode=ro"
+                own = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                self._length = own.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+                self._own, self._pid = own, os.getpid()
+                self._ahead.clear()  # their tokens are another connection's counters
+            return self._own
 
     def _iter(
         self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
@@ -1422,7 +1442,7 @@ class SQLiteSource(_SQLSource):
         cur = self._connection().cursor()
         try:
             cur.row_factory = None  # tuples, whatever the connection's factory
-            serial = _Serial(cur, self._lock)
+            serial = _Serial(cur, self._held())
             serial.execute(sql, params)
             rows = self._rows(plan, serial, limit_hint)
             yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
@@ -1439,7 +1459,7 @@ class SQLiteSource(_SQLSource):
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
-        with self._lock:
+        with self._held():
             return self._fill_locked(
                 builder, plan, key=key, position=position, limit_hint=limit_hint, start=start
             )
@@ -1626,6 +1646,10 @@ class SQLiteSource(_SQLSource):
         return conn.total_changes, versions, layouts
 
     def _make_plan(self, cut: int | None) -> _Plan:
+        with self._held():  # its statements too must not run under another page's limit
+            return self._plan_locked(cut)
+
+    def _plan_locked(self, cut: int | None) -> _Plan:
         conn = self._connection()
         cur = conn.cursor()
         try:
