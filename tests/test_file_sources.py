@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -1059,3 +1060,38 @@ def test_regression_an_item_over_max_item_bytes_is_clipped_wherever_it_lies(
     (filled,) = [item for page in pages_by_fill(source, Limits(4096)) for item in page][1:2]
     assert isinstance(filled, Clipped)
     assert filled.length == limit + 12
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    items=st.lists(
+        st.one_of(
+            st.integers(-(10**12), 10**12),
+            st.text(alphabet='ab\\"é€', max_size=30),
+            st.dictionaries(st.text(alphabet="kq", max_size=3), st.integers(0, 99), max_size=3),
+            st.lists(st.integers(0, 9), max_size=6),
+        ),
+        max_size=12,
+    ),
+    max_item=st.integers(1, 40),
+    read_size=st.integers(1, 80),
+    spaces=st.sampled_from([", ", ",", " ,\n "]),
+)
+def test_regression_an_item_is_given_or_clipped_by_its_size_alone(
+    items: list[Any], max_item: int, read_size: int, spaces: str
+) -> None:
+    # Regression: an item that fits, ending within 16 characters of the window's edge,
+    # was read again with the text after it held against max_item_bytes: a valid file
+    # raised "a value is larger than max_item_bytes" ([{}  , -5] with a limit of 7).
+    texts = [orjson.dumps(x) for x in items]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "a.json"
+        path.write_bytes(b"[" + spaces.encode().join(texts) + b"]")
+        source = JsonArrayFileSource(path, read_size=read_size, max_item_bytes=max_item)
+        got = all_items(source)
+    assert len(got) == len(items)
+    for item, text, value in zip(items, texts, got, strict=True):
+        if len(text) <= max_item:
+            assert value == item
+        else:
+            assert value == Clipped(text[:max_item].decode("utf-8", "ignore"), len(text), "bytes")

@@ -1662,3 +1662,21 @@ def test_a_cut_attrs_value_costs_its_output_not_its_rows(budget: int) -> None:
         per_byte.append(count / len(data))
     assert max(per_byte) < 0.5
     assert per_byte[1] <= 1.5 * per_byte[0], per_byte
+
+
+def test_regression_a_tzinfo_property_of_a_subclass_is_an_encode_error_on_both_paths() -> None:
+    # Regression: the size walk's Python twin read `obj.tzinfo`, a property a subclass may
+    # define: its exception escaped as itself (the compiled walk reads the field).
+    class Hostile(dt.time):
+        @property
+        def tzinfo(self) -> dt.tzinfo | None:
+            raise RuntimeError("hostile tzinfo")
+
+    class HostileDay(dt.datetime):
+        @property
+        def tzinfo(self) -> dt.tzinfo | None:
+            raise RuntimeError("hostile tzinfo")
+
+    for value in (Hostile(1, 2), HostileDay(2020, 1, 1)):
+        with pytest.raises(EncodeError, match=r"raised RuntimeError while read \(at /0\)"):
+            bounded_dumps([value], max_bytes=100)

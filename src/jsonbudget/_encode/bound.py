@@ -96,6 +96,11 @@ UNCLEAN = 2  # the value needs markers or cuts: only the renderer knows its size
 _isfinite = math.isfinite
 
 
+# The tzinfo fields themselves, past any property a subclass defines over them.
+_DATETIME_TZ = _dt.datetime.tzinfo.__get__
+_TIME_TZ = _dt.time.tzinfo.__get__
+
+
 def py_bound(  # noqa: PLR0917 - the compiled function's signature
     obj: Any,
     cap: int,
@@ -188,8 +193,14 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
         return size + 2
     # By type, as the compiled walk does: isinstance() may consult a __class__ property.
     if caps.scalars is not None and issubclass(t, caps.scalars):
-        # orjson asks an aware value's tzinfo for its offset: Python code mid-walk.
-        tz = obj.tzinfo if issubclass(t, _dt.datetime | _dt.time) else None
+        # orjson asks an aware value's tzinfo for its offset: Python code mid-walk. Read
+        # through the base type's own field, as the compiled walk does: a subclass's
+        # `tzinfo` property is Python code too.
+        tz = None
+        if issubclass(t, _dt.datetime):
+            tz = _DATETIME_TZ(obj)
+        elif issubclass(t, _dt.time):
+            tz = _TIME_TZ(obj)
         return 10 if tz is None or type(tz) is _dt.timezone else -1
     if caps.scalars is not None and _native_dataclass(t):
         d = getattr(obj, "__dict__", None)

@@ -194,15 +194,17 @@ class _Window:
         self._read = bpos  # the stream's offset after the bytes read so far
         self.eof = False
 
-    def refill(self) -> None:
+    def refill(self, *, ended: int | None = None) -> None:
         """Drop consumed text and append at least one more chunk (more if a value is big).
 
         A value still open at the window's end doubles the window (so scanning it again
         from its start stays linear), but never past ``max_item_bytes`` + one read: the
-        window then holds at most that, and a refill at twice that much text.
+        window then holds at most that, and a refill at twice that much text. *ended* is
+        the length of a value that ended in the window, read again only because it ends
+        near the edge: then it, not the text after it, is held against the limit.
         """
         rest = self.buf[self.pos :]
-        if len(rest) > self._max:
+        if (len(rest) if ended is None else ended) > self._max:
             raise _TooLong(
                 f"a value is larger than max_item_bytes={self._max} or is not valid JSON",
                 offset=self.bpos,
@@ -347,7 +349,7 @@ class _Window:
             # A number near the window's edge may continue in the next chunk ("-0." is
             # read as -0 and stops before the "."), so values ending there are re-read.
             if end > len(self.buf) - _EDGE and not self.eof:
-                self.refill()
+                self.refill(ended=end - self.pos)
                 continue
             return obj, end
 
