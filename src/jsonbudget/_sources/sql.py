@@ -1459,46 +1459,32 @@ class SQLiteSource(_SQLSource):
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
-        with self._held():
-            return self._fill_locked(
-                builder, plan, key=key, position=position, limit_hint=limit_hint, start=start
-            )
-
-    def _fill_locked(
-        self,
-        builder: Filler,
-        plan: _Plan,
-        *,
-        key: tuple[int, bytes],
-        position: Position | None,
-        limit_hint: int | None,
-        start: int,
-    ) -> tuple[bool, Position | None]:
-        conn = self._connection()
-        cur = conn.cursor()
-        # On its own connection the source reads cells bare, under a length limit at the
-        # cut's bound, which costs SQLite a fifth less than the cut select a row; a
-        # longer value stops the query, which runs again cut (`_run`). A caller's
-        # connection is left as it is.
-        bare = conn is self._own and bool(plan.bare) and plan.longest < self._length
-        try:
-            cur.row_factory = None
-            # Read before the fetch: equal counters at the next page prove that nothing
-            # was written in between, so the row left over is still the next one.
-            token = self._changes(conn, cur)
-            carried = self._kept(key, token)
-            chunks = _Chunks(self, plan, cur, position, start, carried=carried, bare=bare)
-            if bare:
-                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, plan.longest)
-            more, after, ahead = self._fill_rows(
-                builder, plan, chunks, limit_hint=limit_hint, start=start, position=position
-            )
-        finally:
-            cur.close()
-            if bare:
-                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
-        self._keep(key, position if after is None else after, ahead, token)
-        return more, after
+        with self._held():  # see `_lock`
+            conn = self._connection()
+            cur = conn.cursor()
+            # On its own connection the source reads cells bare, under a length limit at the
+            # cut's bound, which costs SQLite a fifth less than the cut select a row; a
+            # longer value stops the query, which runs again cut (`_run`). A caller's
+            # connection is left as it is.
+            bare = conn is self._own and bool(plan.bare) and plan.longest < self._length
+            try:
+                cur.row_factory = None
+                # Read before the fetch: equal counters at the next page prove that nothing
+                # was written in between, so the row left over is still the next one.
+                token = self._changes(conn, cur)
+                carried = self._kept(key, token)
+                chunks = _Chunks(self, plan, cur, position, start, carried=carried, bare=bare)
+                if bare:
+                    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, plan.longest)
+                more, after, ahead = self._fill_rows(
+                    builder, plan, chunks, limit_hint=limit_hint, start=start, position=position
+                )
+            finally:
+                cur.close()
+                if bare:
+                    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
+            self._keep(key, position if after is None else after, ahead, token)
+            return more, after
 
     def _run(self, chunks: _Chunks, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
         """As `_SQLSource._run`; where *chunks* read bare, a value over the length limit
