@@ -36,7 +36,7 @@ from jsonbudget._sources.base import Clipped, Position
 from jsonbudget._sources.sql import KEY_POSITION_BYTES, MIN_CELL_BYTES
 from jsonbudget.errors import InvalidCursor, LimitError, SpillError
 from tests.fixtures_postgres import PostgresServer
-from tests.test_file_sources import run_bounded
+from tests.test_file_sources import PAGE_ALL_4K, run_bounded
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 
@@ -2591,17 +2591,9 @@ def test_a_path_source_pages_past_a_200_mb_cell_without_loading_it(tmp_path: Pat
     conn.close()
     out = run_bounded(
         f"""
-from jsonbudget import Clipped, Limits, MemoryCursorStore, Scope, SQLiteSource, paginate
+from jsonbudget import Clipped, SQLiteSource
 source = SQLiteSource({str(path)!r}, table="t")
-store, scope, cursor, items = MemoryCursorStore(), Scope("t", {{}}), None, []
-while True:
-    page = paginate(source, scope=scope, cursor=cursor, store=store, limits=Limits(4096))
-    assert len(page.to_json()) <= 4096
-    items += page.items
-    cursor = page.next_cursor
-    if cursor is None:
-        break
-text, blob = items[1]["body"], items[2]["body"]
+{PAGE_ALL_4K}text, blob = items[1]["body"], items[2]["body"]
 assert isinstance(text, Clipped) and isinstance(blob, Clipped)
 assert text.head.startswith("éxxx") and blob.head[:3] == bytes(3)
 print([i["id"] for i in items], text.length, blob.length, items[3]["body"])

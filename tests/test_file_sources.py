@@ -447,6 +447,21 @@ def test_jsonl_look_ahead_reads_little(big_array: Path, tmp_path: Path) -> None:
 # --- hostile files: deep nesting, huge integers, broken gzip, BOM, trailing content -------
 
 
+# Code for `run_bounded`: every page of `source` (as named there) in 4 KiB pages, each
+# checked to fit, its items gathered in `items`.
+PAGE_ALL_4K = """
+from jsonbudget import Limits, MemoryCursorStore, Scope, paginate
+store, scope, cursor, items = MemoryCursorStore(), Scope("t", {}), None, []
+while True:
+    page = paginate(source, scope=scope, cursor=cursor, store=store, limits=Limits(4096))
+    assert len(page.to_json()) <= 4096
+    items += page.items
+    cursor = page.next_cursor
+    if cursor is None:
+        break
+"""
+
+
 def run_bounded(code: str, *, memory_mb: int = 400, timeout: float = 60.0) -> str:
     """Run *code* in a fresh interpreter under an address-space limit; return its stdout.
 
@@ -1023,17 +1038,9 @@ def test_a_200_mb_item_is_skipped_in_bounded_memory(tmp_path: Path, kind: str, o
     cls = "JsonArrayFileSource" if kind == "array" else "JsonLinesSource"
     out = run_bounded(
         f"""
-from jsonbudget import {cls}, Limits, MemoryCursorStore, Scope, paginate
+from jsonbudget import {cls}
 source = {cls}({str(path)!r}{option})
-store, scope, cursor, items = MemoryCursorStore(), Scope("t", {{}}), None, []
-while True:
-    page = paginate(source, scope=scope, cursor=cursor, store=store, limits=Limits(4096))
-    assert len(page.to_json()) <= 4096
-    items += page.items
-    cursor = page.next_cursor
-    if cursor is None:
-        break
-print(items[0], len(items), items[2], items[1].length, len(items[1].head))
+{PAGE_ALL_4K}print(items[0], len(items), items[2], items[1].length, len(items[1].head))
 """,
         memory_mb=300,
         timeout=120,

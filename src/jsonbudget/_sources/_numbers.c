@@ -216,16 +216,22 @@ first_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t n_long = PyTuple_GET_SIZE(long_at), widest = -1;
+    Py_ssize_t *at = PyMem_New(Py_ssize_t, n_long ? n_long : 1);
+    if (at == NULL) {
+        return PyErr_NoMemory();
+    }
     for (Py_ssize_t k = 0; k < n_long; k++) {
-        Py_ssize_t j = PyLong_AsSsize_t(PyTuple_GET_ITEM(long_at, k));
-        if (j == -1 && PyErr_Occurred()) {
+        at[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(long_at, k));
+        if (at[k] == -1 && PyErr_Occurred()) {
+            PyMem_Free(at);
             return NULL;
         }
-        if (j < 0) {
+        if (at[k] < 0) {
+            PyMem_Free(at);
             PyErr_SetString(PyExc_ValueError, "first_over(): long_at out of range");
             return NULL;
         }
-        widest = j > widest ? j : widest;
+        widest = at[k] > widest ? at[k] : widest;
     }
     /* Nothing below runs Python code, so *rows* cannot change under us. */
     Py_ssize_t i = start;
@@ -236,7 +242,7 @@ first_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         int over = 0;
         for (Py_ssize_t k = 0; k < n_long && !over; k++) {
-            PyObject *v = PyTuple_GET_ITEM(row, PyLong_AsSsize_t(PyTuple_GET_ITEM(long_at, k)));
+            PyObject *v = PyTuple_GET_ITEM(row, at[k]);
             if (PyBytes_Check(v)) {
                 over = PyBytes_GET_SIZE(v) > longest;
             }
@@ -248,6 +254,7 @@ first_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
     }
+    PyMem_Free(at);
     return PyLong_FromSsize_t(i < PyList_GET_SIZE(rows) ? i : PyList_GET_SIZE(rows));
 }
 

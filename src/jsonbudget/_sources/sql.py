@@ -1632,61 +1632,59 @@ class SQLiteSource(_SQLSource):
         return conn.total_changes, versions, layouts
 
     def _make_plan(self, cut: int | None) -> _Plan:
-        with self._held():  # its statements too must not run under another page's limit
-            return self._plan_locked(cut)
-
-    def _plan_locked(self, cut: int | None) -> _Plan:
-        conn = self._connection()
-        cur = conn.cursor()
-        try:
-            cur.row_factory = None
-            probe = f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0"
-            cur.execute(probe, self._params)
-            columns = [d[0] for d in cur.description]
-        finally:
-            cur.close()
-        table_keys = None
-        if self._table is not None and self._mode == "keyset":
-            table_keys = self._table_keys(conn)
-        # SQLite's types are per value: any column may hold a long text or blob.
-        n = cut
-        cuts: list[_Cut] = []
-        utf8 = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
-        for name in columns if n is not None else ():
-            col = _col(name)
-            if utf8:
-                # A value's size in bytes (a text cast to a blob is the same bytes) is
-                # known without reading it, and counts past a NUL, where length() and
-                # substr() stop. A cut cell arrives as one tagged blob (`_untag`): a
-                # length column per cell besides doubled SQLite's time a row.
-                size = f"length(CAST({col} AS BLOB))"
-                kind = f"CASE WHEN typeof({col}) = 'blob' THEN 'B' ELSE 'T' END"
-                tagged = (
-                    f"CAST({kind} || printf('%0{_TAG_DIGITS}d', {size}) "
-                    f"|| substr(CAST({col} AS BLOB), 1, {n}) AS BLOB)"
+        # Its statements too must not run under another page's limit (`_lock`).
+        with self._held():
+            conn = self._connection()
+            cur = conn.cursor()
+            try:
+                cur.row_factory = None
+                probe = f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0"
+                cur.execute(probe, self._params)
+                columns = [d[0] for d in cur.description]
+            finally:
+                cur.close()
+            table_keys = None
+            if self._table is not None and self._mode == "keyset":
+                table_keys = self._table_keys(conn)
+            # SQLite's types are per value: any column may hold a long text or blob.
+            n = cut
+            cuts: list[_Cut] = []
+            utf8 = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
+            for name in columns if n is not None else ():
+                col = _col(name)
+                if utf8:
+                    # A value's size in bytes (a text cast to a blob is the same bytes) is
+                    # known without reading it, and counts past a NUL, where length() and
+                    # substr() stop. A cut cell arrives as one tagged blob (`_untag`): a
+                    # length column per cell besides doubled SQLite's time a row.
+                    size = f"length(CAST({col} AS BLOB))"
+                    kind = f"CASE WHEN typeof({col}) = 'blob' THEN 'B' ELSE 'T' END"
+                    tagged = (
+                        f"CAST({kind} || printf('%0{_TAG_DIGITS}d', {size}) "
+                        f"|| substr(CAST({col} AS BLOB), 1, {n}) AS BLOB)"
+                    )
+                    # Only a text or a blob compares >= '' (a number is less, NULL unknown):
+                    # a number, always shorter than the bound, is not made text to be sized.
+                    when = f"{col} >= '' COLLATE BINARY AND {size} > {n}"
+                    value = f"CASE WHEN {when} THEN {tagged} ELSE {col} END"
+                    cuts.append((name, value, None, None, "bytes"))
+                    continue
+                # UTF-16: length() counts characters of text and bytes of a blob, as substr()
+                # cuts them, and stops at a NUL inside a text.
+                when = f"length({col}) > {n}"
+                cuts.append(
+                    (
+                        name,
+                        f"CASE WHEN {when} THEN substr({col}, 1, {n}) ELSE {col} END",
+                        f"CASE WHEN {when} THEN length({col}) END",
+                        None,
+                        None,
+                    )
                 )
-                # Only a text or a blob compares >= '' (a number is less, NULL unknown):
-                # a number, always shorter than the bound, is not made text to be sized.
-                when = f"{col} >= '' COLLATE BINARY AND {size} > {n}"
-                value = f"CASE WHEN {when} THEN {tagged} ELSE {col} END"
-                cuts.append((name, value, None, None, "bytes"))
-                continue
-            # UTF-16: length() counts characters of text and bytes of a blob, as substr()
-            # cuts them, and stops at a NUL inside a text.
-            when = f"length({col}) > {n}"
-            cuts.append(
-                (
-                    name,
-                    f"CASE WHEN {when} THEN substr({col}, 1, {n}) ELSE {col} END",
-                    f"CASE WHEN {when} THEN length({col}) END",
-                    None,
-                    None,
-                )
-            )
-        plan = self._resolve(columns, table_keys, cuts, longest=n or 0)
-        if not self._stored(conn):
-            plan.bare = ""
-        return plan
+            plan = self._resolve(columns, table_keys, cuts, longest=n or 0)
+            if not self._stored(conn):
+                plan.bare = ""
+            return plan
 
     def _stored(self, conn: sqlite3.Connection) -> bool:
         """Whether every column of the result is a value SQLite stored: the source reads
