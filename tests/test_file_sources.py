@@ -35,6 +35,7 @@ from jsonbudget._limits import MAX_DEPTH
 from jsonbudget._sources.jsonread import load_json, scan_json
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
 from tests.strategies import json_values as any_json
+from tests.test_adversarial import bounded_run
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 ROWS: list[Any] = [
@@ -307,6 +308,28 @@ def test_malformed_file_positions_are_invalid_cursors(tmp_path: Path, bad: Any) 
     path = write(tmp_path / "a.json", "[1, 2]")
     with pytest.raises(InvalidCursor):
         all_items(JsonArrayFileSource(path), bad)
+
+
+@pytest.mark.parametrize("offset", [7, 2**70])
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_regression_an_offset_past_the_file_is_an_invalid_cursor(
+    tmp_path: Path, kind: str, offset: int
+) -> None:
+    # An offset past what seek takes escaped as a bare ValueError from seek().
+    path = write(tmp_path / "a.json", "[1, 2]" if kind == "array" else "1\n2\n")
+    source: Any = JsonArrayFileSource(path) if kind == "array" else JsonLinesSource(path)
+    st = path.stat()
+    bad = {"i": 1, "o": offset, "s": st.st_size, "m": st.st_mtime_ns, "c": "1"}
+    with pytest.raises(InvalidCursor):
+        all_items(source, bad)
+    with pytest.raises(InvalidCursor):
+        pages_by_fill_from(source, Limits(4096), bad)
+
+
+def pages_by_fill_from(source: Any, limits: Limits, position: Any) -> list[Any]:
+    builder = PageBuilder(limits)
+    source.fill(builder, position, limit_hint=limits.max_items)
+    return list(builder.finish(complete=True).items)
 
 
 def test_describe_binds_path_and_prefix(tmp_path: Path) -> None:
@@ -744,6 +767,117 @@ def test_regression_a_line_of_two_values_is_refused_when_filled(
     path.write_bytes(b"0\n" + line + b"\n3\n")
     with pytest.raises(DecodeError, match="line at byte 2"):
         pages_by_fill(JsonLinesSource(path), Limits(65536))
+
+
+def test_regression_lines_that_join_into_values_are_refused_when_filled(tmp_path: Path) -> None:
+    # One value spanning two lines and one line of three values: read as one array's
+    # items, the counts agreed and the page served a made-up object and a string with a
+    # comma for a line break, complete. Read line by line, the first line is refused.
+    path = tmp_path / "joined.jsonl"
+    path.write_bytes(b'{"a":1\n"b":2}\n"abc\ndef", 9, 10\n')
+    for read in (all_items, lambda source: pages_by_fill(source, Limits(4096))):
+        with pytest.raises(DecodeError, match="line at byte 0"):
+            read(JsonLinesSource(path))
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    values=st.lists(any_json(max_leaves=6), min_size=3, max_size=8),
+    split=st.tuples(st.integers(0, 7), st.integers(1, 10**6)) | st.none(),
+    join=st.integers(0, 7) | st.none(),
+)
+def test_property_a_filled_page_is_each_lines_own_value(
+    tmp_path: Path, values: list[Any], split: tuple[int, int] | None, join: int | None
+) -> None:
+    # A line broken inside its value (one line more) and two lines joined by a comma
+    # (one fewer): a filled page serves what the item loop reads, value for value, or
+    # refuses the same line.
+    texts = [orjson.dumps(v) for v in values]
+    if split is not None and len(texts[split[0] % len(texts)]) > 1:
+        k = split[0] % len(texts)
+        at = 1 + split[1] % (len(texts[k]) - 1)
+        texts[k] = texts[k][:at] + b"\n" + texts[k][at:]
+    seps = [b"\n"] * (len(texts) - 1)
+    if join is not None:
+        seps[join % len(seps)] = b","
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(b"".join(t + sep for t, sep in zip(texts, [*seps, b"\n"], strict=True)))
+    try:
+        expected: Any = all_items(JsonLinesSource(path))
+    except DecodeError as exc:
+        expected = ("error", exc.offset)
+    try:
+        pages = pages_by_fill(JsonLinesSource(path), Limits(65536))
+        got: Any = [item for page in pages for item in page]
+    except DecodeError as exc:
+        got = ("error", exc.offset)
+    assert got == expected
+
+
+def test_regression_a_bad_line_after_the_page_does_not_stop_it(tmp_path: Path) -> None:
+    # Every line of a chunk (about a page of bytes) was parsed before the page was
+    # filled, so a bad line past the page and its look-ahead failed the page: the lines
+    # before it could never be served.
+    lines = [b'{"id":%d,"pad":"xxxxxxxxxxxxxxxxxxxx"}' % i for i in range(30)]
+    lines[24] = b"this line is not JSON"
+    path = tmp_path / "late.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    limits = Limits(1000)
+    builder = PageBuilder(limits)
+    more, _ = JsonLinesSource(path).fill(builder, None)
+    served = list(builder.finish(complete=not more, next_cursor="x" if more else None).items)
+    looped = PageBuilder(limits)
+    assert looped.fill(item for item, _ in JsonLinesSource(path).open(None))  # full first
+    assert more
+    assert served == list(looped.finish(complete=False, next_cursor="x").items)
+    assert 0 < len(served) < 23
+    # The pages go on to the bad line, and the page that reaches it fails as open() does.
+    with pytest.raises(DecodeError, match=f"line at byte {sum(len(x) + 1 for x in lines[:24])}"):
+        pages_by_fill(JsonLinesSource(path), limits)
+
+
+@pytest.mark.parametrize("max_items", [1, 3])
+def test_jsonl_fill_parses_the_hinted_lines_and_the_look_ahead_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_items: int
+) -> None:
+    # With max_items=3 a page of a large budget read and parsed a budget's worth of
+    # lines (about 30 MB for three items); it now parses the hint plus one.
+    from jsonbudget._sources import files
+
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(b"".join(orjson.dumps({"id": i}) + b"\n" for i in range(5000)))
+    parsed: list[int] = []
+    parse_all = files._parse_all
+
+    def counted(chunk: bytes, count: int) -> Any:
+        parsed.append(count)
+        return parse_all(chunk, count)
+
+    monkeypatch.setattr(files, "_parse_all", counted)
+    limits = Limits(1 << 25, max_items=max_items)
+    pages = pages_by_fill(JsonLinesSource(path), limits)
+    assert [item["id"] for page in pages for item in page] == list(range(5000))
+    assert max(parsed) == max_items + 1
+    assert sum(parsed) <= (max_items + 1) * len(pages)
+
+
+def test_regression_a_terabyte_budget_reads_a_small_file(tmp_path: Path) -> None:
+    # The budget went straight into read(n), which reserves n bytes: MemoryError.
+    path = write(tmp_path / "small.jsonl", "1\n2\n3\n")
+    out = bounded_run(
+        f"""
+        from jsonbudget import JsonLinesSource, Limits, MemoryCursorStore, Scope, paginate
+        page = paginate(JsonLinesSource({str(path)!r}), scope=Scope("u", {{}}),
+                        store=MemoryCursorStore(), limits=Limits(2**40))
+        print(page.to_json().decode())
+        """,
+        memory=1 << 30,
+    )
+    assert json.loads(out) == {"items": [1, 2, 3], "complete": True, "next_cursor": None}
+    with pytest.raises(LimitError, match="read_size"):
+        JsonArrayFileSource(path, read_size=2**40)
 
 
 def test_fill_reads_lines_at_orjsons_depth_limit(tmp_path: Path) -> None:

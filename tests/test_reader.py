@@ -261,6 +261,18 @@ def test_gzip_garbage_is_refused() -> None:
         read_bounded_text(b"not gzip at all", 100, gzip=True)
 
 
+@pytest.mark.parametrize(
+    "data", [b"\x00" * 64, b"\x00" * 8 + gzip_module.compress(b"hi")], ids=["zeros", "zeros-first"]
+)
+def test_regression_zero_padding_before_any_member_is_not_gzip(data: bytes) -> None:
+    # Zeros were skipped wherever a member could start: sixty-four of them read as a
+    # complete, empty text. gzip(1) takes them after a member only, as Python's gzip does.
+    with pytest.raises(DecodeError, match="invalid gzip data"):
+        read_bounded_text(io.BytesIO(data), 100, gzip=True)
+    padded = gzip_module.compress(b"hi") + b"\x00" * 8 + gzip_module.compress(b"yo") + b"\x00"
+    assert read_bounded_text(io.BytesIO(padded), 100, gzip=True).text == "hiyo"
+
+
 def test_gzip_endless_empty_members_stop_at_the_source_budget() -> None:
     empty_member = gzip_module.compress(b"")
 

@@ -71,6 +71,7 @@ def test_the_test_install_builds_the_extension() -> None:
     assert _bound.compact is speedups.compact
     assert _bound.front is speedups.front
     assert jsonread._rounded is numbers.rounded
+    assert files.one_a_line is numbers.one_a_line
 
 
 def test_the_front_door_reads_its_caps_once_when_made() -> None:
@@ -945,3 +946,39 @@ def test_rows_to_dicts_refuses_what_is_not_its_arguments() -> None:
         numbers.rows_to_dicts(("a", "b"), [], 0, 1, 0, (), 0)
     with pytest.raises(ValueError, match="long_at out of range"):
         numbers.rows_to_dicts(("a",), [], 0, 1, 0, (1,), 0)
+
+
+#: Bytes that make or break a JSON Lines chunk's structure, and a few that do not.
+_STRUCTURE = st.binary(max_size=0) | st.sampled_from(list(b'[]{},\n"\\ a1:')).map(
+    lambda c: bytes([c])
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    parts=st.lists(
+        _STRUCTURE | st.sampled_from([b'"a\\"b"', b'"\\\\"', b"[1,2]", b'{"k":"v"}']), max_size=16
+    )
+)
+def test_one_a_line_compiled_and_python_agree(parts: list[bytes]) -> None:
+    chunk = b"".join(parts)
+    assert numbers.one_a_line(chunk) == files.one_a_line_py(chunk)
+
+
+@pytest.mark.parametrize(
+    ("chunk", "expected"),
+    [
+        (b'{"a":1}\n[1,2]\n"x\\"y"\n', True),
+        (b'{"a":"],[\\n"}\n1\n', True),  # structure inside a string does not count
+        (b'{"a":1\n"b":2}\n', False),  # a container open at a line's end
+        (b'"abc\ndef"\n', False),  # a string open at a line's end
+        (b'"a\\\n"\n', False),  # an escape of the line break
+        (b"1,2\n", False),  # two values on a line
+        (b"1],[2\n", False),  # closes what it did not open
+        (b"[1]\n[2]", True),
+        (b"", True),
+    ],
+)
+def test_one_a_line_proves_each_line_its_own_value(chunk: bytes, expected: bool) -> None:
+    assert numbers.one_a_line(chunk) is expected
+    assert files.one_a_line_py(chunk) is expected

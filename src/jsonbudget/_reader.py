@@ -246,14 +246,17 @@ def _inflate(raw: _RawChunks, want: int) -> Iterator[bytes]:
     inflater = zlib.decompressobj(_GZIP_WBITS)
     produced = 0
     fresh_member = True
+    ended = False  # whether a member has ended
     for chunk in raw:
         data = bytes(chunk)
         while data and produced < want:
             if fresh_member:
-                # gzip(1) and Python's gzip module accept zero padding after a member.
-                data = data.lstrip(b"\x00")
-                if not data:
-                    break
+                if ended:
+                    # gzip(1) and Python's gzip module accept zero padding after a
+                    # member, and only there.
+                    data = data.lstrip(b"\x00")
+                    if not data:
+                        break
                 fresh_member = False
             try:
                 out = inflater.decompress(data, want - produced)
@@ -265,7 +268,7 @@ def _inflate(raw: _RawChunks, want: int) -> Iterator[bytes]:
             if inflater.eof:
                 data = inflater.unused_data
                 inflater = zlib.decompressobj(_GZIP_WBITS)
-                fresh_member = True
+                fresh_member = ended = True
             else:
                 # Output capped by max_length: the rest of the input waits in the tail.
                 data = inflater.unconsumed_tail

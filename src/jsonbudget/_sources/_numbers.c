@@ -13,7 +13,8 @@
  * rounded(value) -> bool: whether *value* (what orjson.loads returned) holds a float of
  * magnitude 2**63 or more, or nests deeper than orjson ever does (then it may, unchecked).
  *
- * The module also builds the SQL sources' row dicts (rows_to_dicts, below).
+ * The module also builds the SQL sources' row dicts (rows_to_dicts, below), and tells
+ * whether a chunk of JSON Lines holds one value a line (one_a_line, below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -258,11 +259,80 @@ first_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i < PyList_GET_SIZE(rows) ? i : PyList_GET_SIZE(rows));
 }
 
+/* Bytes that end a run inside a string: its closing quote, an escape, a line break. */
+static const unsigned char STRING_STOP[256] = {['"'] = 1, ['\\'] = 1, ['\n'] = 1};
+
+/* one_a_line(chunk) -> bool: whether every line of *chunk* (split at b"\n") closes the
+ * strings and containers it opens, and holds no comma outside them. The JSON Lines
+ * source reads a chunk as the items of one array, its line breaks made commas (one
+ * orjson call instead of one a line); that reading is each line's own value only when
+ * no value spans a line break and no line holds two values, which this proves: a
+ * string or container left open at a line's end, or a comma at its top level, makes
+ * it False. Only the structure is checked; orjson checks the rest. */
+static PyObject *
+one_a_line(PyObject *module, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "one_a_line() takes bytes, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
+    const unsigned char *end = p + PyBytes_GET_SIZE(arg);
+    Py_ssize_t depth = 0;
+    while (p < end) {
+        switch (*p++) {
+        case '"':
+            for (;;) {
+                while (p < end && !STRING_STOP[*p]) {
+                    p++;
+                }
+                if (p >= end || *p == '\n') {
+                    Py_RETURN_FALSE; /* a string open at a line's end */
+                }
+                if (*p++ == '"') {
+                    break;
+                }
+                if (p >= end || *p == '\n') { /* the escaped character */
+                    Py_RETURN_FALSE;
+                }
+                p++;
+            }
+            break;
+        case '[':
+        case '{':
+            depth++;
+            break;
+        case ']':
+        case '}':
+            if (--depth < 0) {
+                Py_RETURN_FALSE;
+            }
+            break;
+        case ',':
+            if (depth == 0) {
+                Py_RETURN_FALSE;
+            }
+            break;
+        case '\n':
+            if (depth != 0) {
+                Py_RETURN_FALSE;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    return PyBool_FromLong(depth == 0);
+}
+
 static PyMethodDef methods[] = {
     {"first_over", (PyCFunction)(void (*)(void))first_over, METH_FASTCALL,
      "first_over(rows, start, long_at, longest) -> int: the first row from *start* that is "
      "not a tuple or holds, at an index of *long_at*, bytes or a str longer than *longest* "
      "bytes; len(rows) if none."},
+    {"one_a_line", one_a_line, METH_O,
+     "one_a_line(chunk) -> bool: whether every line of *chunk* closes the strings and "
+     "containers it opens and holds no comma outside them."},
     {"rounded", rounded, METH_O,
      "rounded(value) -> bool: whether orjson's *value* holds a float of magnitude 2**63 or "
      "more (where it may have rounded an integer literal)."},

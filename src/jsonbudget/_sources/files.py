@@ -20,8 +20,9 @@ import gzip as gzip_module
 import json
 import os
 import re
+import sys
 import zlib
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from json.scanner import make_scanner
 from typing import IO, Any, Final, cast
 
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_MAX_ITEM_BYTES",
     "DEFAULT_READ_SIZE",
     "GZIP_MAGIC",
+    "MAX_READ_SIZE",
     "JsonArrayFileSource",
     "JsonLinesSource",
     "array_items",
@@ -47,6 +49,11 @@ __all__ = [
 
 #: Bytes read from the file at a time.
 DEFAULT_READ_SIZE: Final = 64 * 1024
+#: The most bytes a JSON Lines read asks for: a read reserves all it asks for at once,
+#: so a budget of a terabyte must not become one read.
+_LINES_READ: Final = 1 << 20
+#: The largest ``read_size``, for the same reason.
+MAX_READ_SIZE: Final = 64 * 1024 * 1024
 #: The largest single item (or skipped sibling value) the sources will hold in memory.
 DEFAULT_MAX_ITEM_BYTES: Final = 64 * 1024 * 1024
 
@@ -139,7 +146,10 @@ class _File:
             raise InvalidCursor("the file changed since the cursor was minted")
         offset = position["o"]
         assert isinstance(offset, int)
-        if offset == 0:
+        # A plain file's offset lies within it; a gzip stream's counts decoded bytes,
+        # which may pass the file's size but not what a seek takes.
+        plain = self.stream is self.raw
+        if offset == 0 or offset > (self.size if plain else sys.maxsize):
             raise InvalidCursor("the position is not a valid file offset")
         # gzip streams seek by decompressing forward: O(offset), documented.
         self.stream.seek(offset - 1)
@@ -764,7 +774,7 @@ class JsonArrayFileSource(Source[Any]):
         if gzip is not None and not isinstance(gzip, bool):
             raise TypeError(f"gzip must be True, False or None, not {type(gzip).__name__}")
         self._gzip = gzip
-        self._read_size = check_int("read_size", read_size, minimum=1)
+        self._read_size = check_int("read_size", read_size, minimum=1, maximum=MAX_READ_SIZE)
         self._max_item = check_int("max_item_bytes", max_item_bytes, minimum=1)
 
     def open(
@@ -944,15 +954,17 @@ class JsonLinesSource(Source[Any]):
                 if pos is not None:
                     offset = file.seek_checked(pos)
                     index = cast(int, pos["i"])
-                limit = self._max_item
+                first, limit = index, self._max_item
                 read, readline = file.stream.read, file.stream.readline
                 # About a page's worth of bytes at a time (a line's bytes are about its
-                # encoded size), split in C: few lines are parsed past the page.
-                want = page_budget(builder, DEFAULT_READ_SIZE)
+                # encoded size), split in C: few lines are parsed past the page. A read
+                # asks for no more than _LINES_READ: a read reserves all it asks for.
+                want = min(page_budget(builder, DEFAULT_READ_SIZE), _LINES_READ)
                 last: tuple[int, int, int] | None = None
                 more = False
+                pending = b""  # whole lines read but past the hint, for the next chunk
                 while True:
-                    chunk = read(want)
+                    chunk, pending = pending or read(want), b""
                     if not chunk:
                         break
                     if not chunk.endswith(b"\n"):
@@ -965,6 +977,14 @@ class JsonLinesSource(Source[Any]):
                         chunk, base = chunk[len(BOM) :], len(BOM)
                     ends_with_newline = chunk.endswith(b"\n")
                     count = _newlines(chunk) + (0 if ends_with_newline else 1)
+                    if limit_hint is not None and count > limit_hint - (index - first) + 1:
+                        # A page of few items parses its lines and the look-ahead only.
+                        lines_wanted = max(limit_hint - (index - first), 0) + 1
+                        cut = _line_end(chunk, lines_wanted - 1, count)
+                        count = lines_wanted
+                        chunk, pending = chunk[:cut], chunk[cut:]
+                        offset -= len(pending)
+                        ends_with_newline = True
                     extra, last_byte = 0, chunk[-1] if chunk else 10
                     if not ends_with_newline and len(chunk) - chunk.rfind(b"\n") - 1 > limit:
                         extra, last_byte = _skip_line(readline, last_byte)
@@ -981,6 +1001,7 @@ class JsonLinesSource(Source[Any]):
                                 too_long[count - 1] += extra - (last_byte == 10)
                     values = None if too_long else _parse_all(chunk, count)
                     keep: Sequence[int]
+                    error: DecodeError | None = None
                     if values is None:  # a blank line, a long number or a line refused
                         if pieces is None:
                             pieces = _lines(chunk, ends_with_newline)
@@ -988,12 +1009,17 @@ class JsonLinesSource(Source[Any]):
                         lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
                         if too_long:
                             head = min(page_budget(builder, limit), limit)
-                            values = _lines_with_clips(pieces, keep, too_long, base, head)
+                            values, error = _lines_with_clips(pieces, keep, too_long, base, head)
                         else:
-                            values = _parse_lines(lines, keep, pieces, base)
+                            values, error = _parse_lines(lines, keep, pieces, base)
                     else:
                         keep = range(count)
                     more, n = builder.fill_from(values)
+                    if error is not None and not more:
+                        # The page reached the line that failed, as `open()` would; a
+                        # page that filled before it leaves it to the next one, which
+                        # parses it again.
+                        raise error
                     if n:
                         j = keep[n - 1]
                         newline = j < count - 1 or ends_with_newline
@@ -1050,18 +1076,32 @@ def _clip_line(line: bytes, length: int, head: int, offset: int) -> Clipped:
 
 def _lines_with_clips(
     pieces: list[bytes], keep: list[int], sizes: dict[int, int], base: int, head: int
-) -> list[Any]:
+) -> tuple[list[Any], DecodeError | None]:
     """The values of ``pieces[i]`` for i in *keep* (the chunk at byte *base*); the lines
-    in *sizes* (their full sizes) are too long to parse and are clipped."""
+    in *sizes* (their full sizes) are too long to parse and are clipped. Values stop
+    before the first line that fails, returned with its error (see `_until_error`)."""
     starts = [base]
     for piece in pieces[:-1]:
         starts.append(starts[-1] + len(piece) + 1)
-    return [
-        _clip_line(pieces[i], sizes[i], head, starts[i])
+    return _until_error(
+        (_clip_line, pieces[i], sizes[i], head, starts[i])
         if i in sizes
-        else parse_line(pieces[i], starts[i])
+        else (parse_line, pieces[i], starts[i])
         for i in keep
-    ]
+    )
+
+
+def _until_error(calls: Iterable[tuple[Any, ...]]) -> tuple[list[Any], DecodeError | None]:
+    """The results of *calls* (each a function and its arguments) up to the first that
+    raises `DecodeError`, and that error (None if none did). A line's error is raised
+    only if the page reaches that line, as the item loop of `open()` raises it."""
+    values: list[Any] = []
+    for fn, *args in calls:
+        try:
+            values.append(fn(*args))
+        except DecodeError as exc:
+            return values, exc
+    return values, None
 
 
 def _newlines(chunk: bytes) -> int:
@@ -1110,13 +1150,53 @@ def _parse_all(chunk: bytes, count: int) -> list[Any] | None:
         values = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
     except orjson.JSONDecodeError:
         return None
-    if len(values) != count:
+    # The counts can agree by chance: a value spanning two lines makes one fewer, a
+    # line holding two makes one more. Only lines that each close what they open and
+    # hold no comma of their own make the items each line's value.
+    if len(values) != count or not one_a_line(chunk):
         return None
     return values if exact(chunk, values) else None
 
 
-def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base: int) -> list[Any]:
-    """The values of *lines* (``pieces[i]`` for i in *keep*, the chunk at byte *base*).
+_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{},\n"')))
+
+
+def one_a_line_py(chunk: bytes) -> bool:
+    """Whether every line of *chunk* closes the strings and containers it opens, and
+    holds no comma outside them.
+
+    The pure-Python twin of the compiled ``_numbers.one_a_line``: the strings (none
+    spans a line break) taken out, then the brackets, commas and line breaks left.
+    """
+    skeleton = _STRING.sub(b"", chunk).translate(None, _NOT_STRUCTURE)
+    if b'"' in skeleton:
+        return False  # a string open at a line's end
+    depth = 0
+    for c in skeleton:
+        if c in b"[{":
+            depth += 1
+        elif c in b"]}":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif (c == 44 and not depth) or (c == 10 and depth):  # a comma, a line break
+            return False
+    return depth == 0
+
+
+one_a_line: Callable[[bytes], bool]
+try:
+    from ._numbers import one_a_line
+except ImportError:  # pragma: no cover - built without a C compiler
+    one_a_line = one_a_line_py
+
+
+def _parse_lines(
+    lines: list[bytes], keep: list[int], pieces: list[bytes], base: int
+) -> tuple[list[Any], DecodeError | None]:
+    """The values of *lines* (``pieces[i]`` for i in *keep*, the chunk at byte *base*),
+    up to the first line that fails, and its error (see `_until_error`).
 
     orjson reads the batch when it can read it exactly (no integer beyond 64 bits; it
     keeps nesting up to its own limit of 1,024 levels); otherwise each line goes through
@@ -1128,9 +1208,11 @@ def _parse_lines(lines: list[bytes], keep: list[int], pieces: list[bytes], base:
         pass  # a line orjson refuses: each line says for itself, below
     else:
         if exact(b"\n".join(lines), values):
-            return values
+            return values, None
     starts = [base + sum(map(len, pieces[:i])) + i for i in keep]  # errors only: rare
-    return [parse_line(line, start) for line, start in zip(lines, starts, strict=True)]
+    return _until_error(
+        (parse_line, line, start) for line, start in zip(lines, starts, strict=True)
+    )
 
 
 def parse_line(line: bytes, offset: int) -> Any:
