@@ -937,3 +937,17 @@ def test_cursor_state_is_frozen() -> None:
     state = CursorState("00" * 16, "p", "q", None, 1, 0.0, 1.0, None)
     with pytest.raises(AttributeError):
         state.pages_served = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("window", [float("nan"), float("inf"), 1e300, -1, "soon", True])
+def test_regression_a_rotation_window_that_never_ends_is_refused(window: Any) -> None:
+    # NaN compares false with every time: the retired key was accepted forever.
+    with pytest.raises(LimitError, match="window"):
+        Keyring.generate().rotate(b"n" * 32, window=window)
+
+
+@pytest.mark.parametrize("until", [float("nan"), float("inf"), -1.0, "soon", True])
+def test_regression_a_key_retired_at_no_time_is_refused(until: Any) -> None:
+    # accept_until="soon" was taken, and resume() later raised a raw TypeError.
+    with pytest.raises(LimitError, match="accept_until"):
+        CursorKey(1, b"k" * 32, accept_until=until)

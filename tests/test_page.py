@@ -970,3 +970,53 @@ def test_pages_write_bytes_as_the_binary_option_says(tmp_path: Path) -> None:
         assert orjson.loads(page.data)["items"] == [{"id": 1, "b": "AP8Q"}]
     with pytest.raises(LimitError, match="binary"):
         Paginator(Limits(1024), binary="hex")  # type: ignore[arg-type]
+
+
+def test_regression_a_cursor_is_refused_for_a_source_string_in_another_normal_form() -> None:
+    # The source's describe() went through the scope's folding, which makes every string
+    # NFC: "café" as NFC and as NFD were one source, though they are two SQL parameters
+    # or two paths, and a cursor went on over the other one's rows.
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def open(self, position: Any, *, limit_hint: int | None = None) -> Iterator[Any]:
+            for i in range(position or 0, 100):
+                yield {"i": i}, i + 1
+
+        def describe(self) -> dict[str, Any]:
+            return {"kind": "named", "name": self.name}
+
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    pager = Paginator(Limits(400, max_items=3))
+    first = pager.paginate(Named(nfc), scope=ALICE)
+    with pytest.raises(CursorScopeError):
+        pager.paginate(Named(nfd), scope=ALICE, cursor=first.next_cursor)
+    assert pager.paginate(Named(nfc), scope=ALICE, cursor=first.next_cursor).items[0] == {"i": 3}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"next_cursor": '"' * 56},  # JSON escapes each: the page's room for it overflowed
+        {"next_cursor": "\x00" * 56},
+        {"next_cursor": "\u00e9" * 30},
+        {"incomplete_reason": "x" * 200},
+        {"incomplete_reason": ["not", "a", "reason"]},
+    ],
+)
+def test_regression_finish_refuses_a_cursor_or_reason_the_page_has_no_room_for(
+    options: dict[str, Any],
+) -> None:
+    # Each was an AssertionError from inside finish(), or an unchecked reason on the wire.
+    builder = PageBuilder(Limits(400))
+    builder.add({"a": 1})
+    with pytest.raises(ValueError, match=r"next_cursor|incomplete_reason"):
+        builder.finish(complete=False, **{"next_cursor": "c" * 20, **options})
+
+
+@pytest.mark.parametrize("start", [-3, True, 1.0])
+def test_regression_fill_from_refuses_a_start_that_is_not_an_offset(start: Any) -> None:
+    # start=-3 indexed from the end and returned 20, as if all 20 items were placed.
+    with pytest.raises(ValueError, match="start"):
+        PageBuilder(Limits(400)).fill_from(list(range(20)), start)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import enum
+import threading
 import unicodedata
 import uuid
 from typing import Any
@@ -234,3 +236,74 @@ def test_a_model_or_dataclass_in_a_query_is_its_json_form() -> None:
     sent = Scope("p", {"f": {"status": "open", "tags": ["x"]}, "w": [{"start": 1, "end": 2}]})
     assert built == sent
     assert built != Scope("p", {"f": Filter(status="open", tags=["y"]), "w": [Window(1, 2)]})
+
+
+@dataclasses.dataclass
+class _Link:
+    v: Any = None
+
+
+def _cyclic() -> _Link:
+    link = _Link()
+    link.v = [link]
+    return link
+
+
+def _deep(n: int) -> _Link:
+    link = _Link()
+    for _ in range(n):
+        link = _Link(link)
+    return link
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (_cyclic(), "nests deeper"),
+        (_deep(2000), "nests deeper"),
+        (_Link(threading.Lock()), "no JSON form"),
+        (_Link(iter(range(3))), "no JSON form"),
+    ],
+    ids=["cycle", "deep", "lock", "iterator"],
+)
+def test_regression_a_dataclass_in_a_query_is_walked_under_the_depth_limit(
+    value: Any, message: str
+) -> None:
+    # dataclasses.asdict() recursed without a limit (RecursionError) and deep-copied
+    # every other value (TypeError: cannot pickle a lock) before the depth check.
+    with pytest.raises(EncodeError, match=message) as info:
+        canonical_query({"f": value})
+    assert info.value.path is not None
+    assert info.value.path.startswith("/f")
+    assert canonical_query({"f": _Link(_Link(1))}) == b'{"f":{"v":{"v":1}}}'
+
+
+def test_regression_a_cyclic_pydantic_model_in_a_query_is_an_encode_error() -> None:
+    import pydantic
+
+    class Node(pydantic.BaseModel):
+        kids: list[Any] = []
+
+    node = Node()
+    node.kids.append(node)
+    with pytest.raises(EncodeError, match="model has no JSON form") as info:
+        canonical_query({"m": node})
+    assert info.value.path == "/m"
+
+
+def test_regression_a_float_subclass_in_a_query_is_its_float() -> None:
+    # numpy.float64(2.5) was kept as itself, which orjson refused with no path.
+    import numpy as np
+
+    class Price(float):
+        pass
+
+    assert canonical_query({"p": np.float64(2.5), "q": Price(0.5)}) == b'{"p":2.5,"q":0.5}'
+    assert canonical_query({"p": np.float64(2.0)}) == b'{"p":2}'
+
+
+def test_regression_a_datetime_out_of_range_in_utc_is_an_encode_error() -> None:
+    early = dt.datetime.min.replace(tzinfo=dt.timezone(dt.timedelta(hours=23)))
+    with pytest.raises(EncodeError, match="out of range") as info:
+        canonical_query({"since": early})
+    assert info.value.path == "/since"

@@ -88,6 +88,7 @@ def _canon(value: object, path: str, depth: int) -> object:
         if not math.isfinite(value):
             raise EncodeError("query holds a non-finite number", path=path)
         # 10.0 and 10 are one spelling; -0.0 is 0. Huge floats stay floats (JSON can hold them).
+        value = float.__float__(value)  # a subclass (NumPy's float64) as the float it is
         return int(value) if value.is_integer() and _INT_MIN <= value <= _INT_MAX else value
     if isinstance(value, str):
         return _text(value, "value", path)
@@ -101,7 +102,10 @@ def _canon(value: object, path: str, depth: int) -> object:
         return sorted(members, key=_dump)
     if isinstance(value, _dt.datetime):
         if value.tzinfo is not None and value.utcoffset() is not None:
-            value = value.astimezone(_dt.UTC)
+            try:
+                value = value.astimezone(_dt.UTC)
+            except OverflowError:
+                raise EncodeError("query holds a datetime out of range in UTC", path=path) from None
         return value.isoformat()
     if isinstance(value, _dt.date):
         return value.isoformat()
@@ -111,9 +115,16 @@ def _canon(value: object, path: str, depth: int) -> object:
     # from the JSON arguments, and their JSON form is what was asked.
     pydantic = sys.modules.get("pydantic")
     if pydantic is not None and isinstance(value, pydantic.BaseModel):
-        return _canon(value.model_dump(mode="json"), path, depth)
+        try:
+            dumped = value.model_dump(mode="json")
+        except (ValueError, TypeError, RecursionError) as exc:  # a cycle, a value it refuses
+            raise EncodeError(f"query model has no JSON form: {exc}", path=path) from exc
+        return _canon(dumped, path, depth)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _canon(dataclasses.asdict(value), path, depth)
+        # Field by field, as the walk goes: asdict() recurses without a depth limit and
+        # deep-copies every other value (a lock cannot be copied).
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _canon_mapping(fields, path, depth)
     raise EncodeError(f"query value of type {type(value).__name__} has no JSON form", path=path)
 
 

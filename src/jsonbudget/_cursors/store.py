@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple, Protocol, runtime_checkable
+from typing import Final, NamedTuple, Protocol, cast, runtime_checkable
 
 import orjson
 
@@ -105,6 +105,8 @@ class CursorKey:
 
     def __post_init__(self) -> None:
         check_int("kid", self.kid, minimum=0, maximum=255)
+        if self.accept_until is not None:
+            _check_seconds("accept_until", self.accept_until)
         if not isinstance(self.secret, bytes):
             raise TypeError(f"secret must be bytes, not {type(self.secret).__name__}")
         if len(self.secret) < MIN_SECRET_BYTES:
@@ -166,6 +168,7 @@ class Keyring:
 
         With ``window >= ttl`` no live operation loses its cursors.
         """
+        _check_seconds("window", window, maximum=MAX_TTL)
         now = time.time()
         old = self.current
         new = CursorKey((old.kid + 1) % 256, secret)
@@ -193,6 +196,18 @@ class Keyring:
 
     def __repr__(self) -> str:
         return f"Keyring(current_kid={self.current.kid}, kids={sorted(self._keys)})"
+
+
+def _check_seconds(name: str, value: object, *, maximum: float | None = None) -> None:
+    """Refuse *value* unless it is a finite, non-negative number of seconds (at most
+    *maximum*): NaN compares false with every time, so a key would never retire."""
+    if type(value) not in (int, float):
+        raise LimitError(name, value, f"must be a number of seconds, not {type(value).__name__}")
+    seconds = cast(float, value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise LimitError(name, value, "must be a finite number of seconds, at least 0")
+    if maximum is not None and seconds > maximum:
+        raise LimitError(name, value, f"must be at most {maximum} seconds")
 
 
 def as_keyring(keys: Keyring | bytes | None) -> Keyring | None:

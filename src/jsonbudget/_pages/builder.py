@@ -8,6 +8,7 @@ position, fill a builder, and mint the next cursor.
 from __future__ import annotations
 
 import functools
+import hashlib
 import hmac
 import itertools
 import operator
@@ -15,9 +16,9 @@ import os
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol, cast
+from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
 import orjson
 
@@ -72,6 +73,7 @@ __all__ = [
 
 OversizedPolicy = Literal["truncate", "placeholder", "spill", "error"]
 IncompleteReason = Literal["page_full", "max_items", "budget_exhausted"]
+_REASONS: frozenset[str] = frozenset(get_args(IncompleteReason))
 
 #: The envelope's key spellings; pass ``keys=`` to rename any of them.
 ENVELOPE_KEYS: Mapping[str, str] = {
@@ -360,6 +362,10 @@ class PageBuilder:
         Runs of clean items go in with one orjson call each, sized by the bytes per item
         so far; the items near the end of the page go one by one.
         """
+        if type(start) is not int or start < 0:
+            # A negative start would index from the end, and the offset returned would
+            # claim the items before it.
+            raise ValueError(f"start must be an int of at least 0, not {start!r}")
         i, n = start, len(seq)
         runs = RunSizer()
         while i < n:
@@ -404,8 +410,21 @@ class PageBuilder:
         """Close the envelope. ``complete`` only when the source said there is no more."""
         if complete and next_cursor is not None:
             raise ValueError("a complete page has no next_cursor")
-        if next_cursor is not None and (not next_cursor or len(next_cursor) > TOKEN_CHARS):
-            raise ValueError(f"next_cursor must be 1 to {TOKEN_CHARS} characters")
+        # The page kept room for a cursor JSON writes as it is: a character it escapes
+        # or writes in more than one byte would pass that room.
+        if next_cursor is not None and (
+            not next_cursor
+            or len(next_cursor) > TOKEN_CHARS
+            or len(_dumps(next_cursor)) != len(next_cursor) + 2
+        ):
+            raise ValueError(
+                f"next_cursor must be 1 to {TOKEN_CHARS} ASCII characters that JSON needs "
+                "not escape"
+            )
+        if incomplete_reason is not None and (
+            type(incomplete_reason) is not str or incomplete_reason not in _REASONS
+        ):
+            raise ValueError(f"incomplete_reason must be one of {', '.join(sorted(_REASONS))}")
         if not complete and incomplete_reason is None:
             incomplete_reason = self._full_reason or "page_full"
         if complete:
@@ -856,7 +875,13 @@ class Paginator:
             and last[1] == text
         ):
             return last[2]
-        bound = Scope(scope.principal, {"query": scope.query_fingerprint, "source": described})
+        binding = {"query": scope.query_fingerprint, "source": described}
+        if text is not None and not text.isascii():
+            # The scope folds a string to NFC, as one question to a tool; to a source,
+            # two spellings are two SQL parameters or two paths: its strings go in as
+            # they are.
+            binding["texts"] = hashlib.sha256(b"\x00".join(_texts(orjson.loads(text)))).hexdigest()
+        bound = Scope(scope.principal, binding)
         self._binding = None if text is None else (scope.fingerprint, text, bound)
         return bound
 
@@ -944,6 +969,19 @@ class Paginator:
                 _PULLED.keep(builder._streams)
             raise
         return self._finish(builder, state, more, position)
+
+
+def _texts(value: object) -> Iterator[bytes]:
+    """The strings of JSON *value* (keys included), in order, as UTF-8."""
+    if isinstance(value, str):
+        yield value.encode("utf-8", "surrogatepass")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key.encode("utf-8", "surrogatepass")
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
 
 
 def _json_text(described: object) -> bytes | None:
