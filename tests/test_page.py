@@ -7,6 +7,8 @@ import functools
 import itertools
 import json
 import sqlite3
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -1020,3 +1022,45 @@ def test_regression_fill_from_refuses_a_start_that_is_not_an_offset(start: Any) 
     # start=-3 indexed from the end and returned 20, as if all 20 items were placed.
     with pytest.raises(ValueError, match="start"):
         PageBuilder(Limits(400)).fill_from(list(range(20)), start)
+
+
+def test_regression_two_threads_paging_one_generator_take_turns() -> None:
+    # Each thread's page pulled from the shared generator itself: the second raised
+    # "generator already executing", an EncodeError at /items/0/vals.
+    entered = threading.Event()
+
+    def slow(n: int) -> Iterator[int]:
+        for x in range(n):
+            if x == 0:
+                entered.set()
+                time.sleep(0.2)  # the other thread comes in meanwhile
+            yield x
+
+    items = [{"id": i, "vals": slow(5)} for i in range(4)]
+    store = MemoryCursorStore()
+    results: dict[str, Any] = {}
+
+    def page_all(name: str, max_bytes: int) -> None:
+        cursor, got = None, []
+        try:
+            while True:
+                page = paginate(
+                    items, scope=Scope(name), cursor=cursor, store=store, limits=Limits(max_bytes)
+                )
+                got += orjson.loads(page.to_json())["items"]
+                if page.complete:
+                    break
+                cursor = page.next_cursor
+            results[name] = got
+        except Exception as exc:  # noqa: BLE001  # reported below, as the assertion
+            results[name] = exc
+
+    first = threading.Thread(target=page_all, args=("t1", 400))
+    first.start()
+    assert entered.wait(10)
+    second = threading.Thread(target=page_all, args=("t2", 2000))
+    second.start()
+    first.join(30)
+    second.join(30)
+    whole = [{"id": i, "vals": list(range(5))} for i in range(4)]
+    assert results == {"t1": whole, "t2": whole}

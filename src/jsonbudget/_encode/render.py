@@ -34,6 +34,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import reprlib
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -139,12 +140,16 @@ class Stream:
     pulled value is lost.
     """
 
-    __slots__ = ("done", "it", "items")
+    __slots__ = ("done", "it", "items", "lock")
 
     def __init__(self, it: Iterator[Any]) -> None:
         self.it = it
         self.items: list[Any] = []
         self.done = False
+        # Pages in other threads meet the same stream: one pulls at a time, or a
+        # generator raises "already executing" (reentrant: an iterator that pages its
+        # own stream gets that error, not a deadlock).
+        self.lock = threading.RLock()
 
     def pull(self, count: int, room: int, caps: Any, where: Any) -> None:
         """Pull until *count* items are held, the iterator ends, or they pass *room* bytes.
@@ -165,7 +170,10 @@ class Stream:
     def _next(self, where: Any) -> bool:
         """Pull one item into `items`; False (and `done`) where the iterator ended."""
         try:
-            self.items.append(next(self.it))
+            with self.lock:
+                if self.done:
+                    return False
+                self.items.append(next(self.it))
         except StopIteration:
             self.done = True
             return False
