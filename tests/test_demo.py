@@ -162,3 +162,15 @@ def test_demo_subprocess_json() -> None:
     assert report["rows"] == 200
     assert report["max_bytes"] == 16384
     check_report(report)
+
+
+@pytest.mark.parametrize("budget", ["342", "500", "650", "700"])
+def test_regression_the_demo_screen_at_the_smallest_budgets(
+    budget: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Below about 700 bytes the large ticket's attachment is cut away (or the ticket is
+    # a marker), and the screen raised KeyError or TypeError looking for the field.
+    assert main(["demo", "--rows", "5", "--max-bytes", budget]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "attachment: " in out
+    assert "every row once, in order: yes" in out

@@ -354,6 +354,29 @@ def test_regression_langchain_json_blocks_count_against_the_turn(turn: TurnBudge
     assert report.used_bytes == len(text["text"].encode()) <= TURN
 
 
+@pytest.mark.parametrize(
+    ("block", "counted"),
+    [
+        ({"type": "json", "json": {"id": 2**70}}, f'{{"type": "json", "json": {{"id": {2**70}}}}}'),
+        ({"type": "json", "json": {1: "one"}}, '{"type":"json","json":{"1":"one"}}'),
+        ({"type": "json", "json": {(1, 2): "pair"}}, "{'type': 'json', 'json': {(1, 2): 'pair'}}"),
+    ],
+    ids=["big-int", "int-key", "tuple-key"],
+)
+def test_regression_langchain_blocks_orjson_refuses_are_still_counted(
+    turn: TurnBudget, block: dict[str, Any], counted: str
+) -> None:
+    # orjson's TypeError escaped from budget_tool for a block the tool alone returned.
+    @tool
+    def lookup(q: str) -> list[dict[str, Any]]:
+        """Look up."""
+        return [block]
+
+    call: Any = {"name": "lookup", "args": {"q": "x"}, "id": "c9", "type": "tool_call"}
+    assert budget_tool(lookup, turn).invoke(call).content == [block]
+    assert turn.report().used_bytes == len(counted.encode())
+
+
 def test_regression_one_call_of_many_parts_is_one_result(turn: TurnBudget) -> None:
     """A call returning 300 text blocks was admitted block by block: 300 calls of the
     turn's 8, the overflow each a bare reference, 28,891 bytes in a 10,000-byte turn."""
@@ -404,6 +427,39 @@ def test_regression_pydantic_ai_retry_messages_count_as_sent(
     assert len(sent) == 8
     assert sum(sent) <= report.used_bytes <= TURN
     assert not report.over_budget
+
+
+@pytest.mark.parametrize("size", [20_000, 10])
+def test_regression_pydantic_ai_argument_validation_errors_count_against_the_turn(
+    turn: TurnBudget, size: int
+) -> None:
+    """Only the execute hooks were wired: a 20 KB argument that did not validate came
+    back to the model inside its validation error, 20,135 bytes, never counted."""
+    sent: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            call = ToolCallPart("lookup", {"n": "x" * size}, tool_call_id="v1")
+            return ModelResponse(parts=[call])
+        sent.extend(
+            p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)
+        )
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=3)
+
+    @agent.tool_plain
+    def lookup(n: int) -> str:
+        return "ok"
+
+    assert agent.run_sync("go").output == "done"
+    ((admitted,),) = [r.results for r in capability.reports]
+    (text,) = sent
+    assert admitted.tool == "lookup"
+    assert len(text.encode()) <= admitted.admitted_bytes + 200 < TURN  # the retry's framing
+    assert ("spilled" in text) is (size > TURN)
+    assert "int_parsing" in text
 
 
 def test_regression_pydantic_ai_model_retry_messages_count_against_the_turn(

@@ -366,7 +366,14 @@ def report_lines(report: DemoReport, huge_bytes: int) -> list[str]:
     first = orjson.loads(report.first_page)
     huge = orjson.loads(report.huge_page)
     budget = orjson.loads(report.budget_page)
-    row = next(r for r in huge["items"] if r["id"] == report.huge_id)
+    # At a small budget the ticket may be cut to a marker, or lose the field itself.
+    row = next(
+        (r for r in huge["items"] if isinstance(r, dict) and r.get("id") == report.huge_id), None
+    )
+    if row is not None and "attachment" in row:
+        attachment = _abridge_cut(row["attachment"])
+    else:
+        attachment = "(not on the page at this budget: its outcome is below)"
     served = sum(len(p.ids) for p in report.pages)
     largest = max(p.bytes for p in report.pages)
     envelope = {k: v for k, v in first.items() if k != "items"}
@@ -377,7 +384,7 @@ def report_lines(report: DemoReport, huge_bytes: int) -> list[str]:
         "budget through a durable SQLite cursor store.",
         "",
         "1. A cut field keeps a valid prefix and says what it left out:",
-        f"   attachment: {_abridge_cut(row['attachment'])}",
+        f"   attachment: {attachment}",
         "2. The oversized ticket's outcome, and every cut, reported beside the items:",
         f"   oversized: {orjson.dumps(huge.get('oversized', [])).decode()}",
         f"   truncated: {orjson.dumps(huge.get('truncated', [])).decode()}",

@@ -10,6 +10,7 @@ Needs ``langchain-core``; ``import jsonbudget`` never imports it.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 from uuid import UUID
 
@@ -252,7 +253,14 @@ def _text_of(block: str | dict[str, Any]) -> str:
         return block
     if block.get("type") == "text" and isinstance(block.get("text"), str):
         return str(block["text"])
-    return orjson.dumps(block, default=str).decode()
+    try:
+        return orjson.dumps(block, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:
+        pass  # an integer beyond 64 bits, a cycle: the standard library's reading below
+    try:
+        return json.dumps(block, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return repr(block)  # no JSON form at all (a key of no JSON type): its repr counts
 
 
 #: Content block types that reach the model as media, not as text: not counted in a turn

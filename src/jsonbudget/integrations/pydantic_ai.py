@@ -20,11 +20,12 @@ from .._extras import missing_extra
 try:
     from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler
+    from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler, WrapToolValidateHandler
     from pydantic_ai.exceptions import ToolFailedError, ToolRetryError
     from pydantic_ai.messages import ToolCallPart, is_multi_modal_content
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
+    from pydantic_core import ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without pydantic-ai
     raise missing_extra("pydantic-ai", "pydantic_ai", "jsonbudget's pydantic-ai adapter") from exc
 
@@ -42,7 +43,9 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     model as files and do not count against the turn; the rest of a list holding files is
     admitted as one result, its text first, then the files. A tool's ``ModelRetry`` or
     ``ToolFailed`` message also reaches the model as the call's answer: it is admitted the
-    same way. The report of each turn that ended with results is kept in ``reports``.
+    same way, and so are the validation errors of arguments that do not validate (sent
+    as they are where they fit, else as a ``ModelRetry`` naming their spill). The report
+    of each turn that ended with results is kept in ``reports``.
     """
 
     turn: TurnBudget
@@ -103,6 +106,31 @@ class TurnBudgetCapability(AbstractCapability[Any]):
             failed = exc.tool_failed
             text = await self._admit_error(failed.content, tool)
             raise ToolFailedError(dataclasses.replace(failed, content=text)) from exc
+
+    async def wrap_tool_validate(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        handler: WrapToolValidateHandler,
+    ) -> Any:
+        # Arguments that do not validate are answered too: pydantic-ai sends the
+        # validation errors, each with the input it refused, as the call's return (a
+        # 20 KB argument came back whole, uncounted). Where they fit they go as they are;
+        # else a ModelRetry names their spill.
+        tool = call.tool_name
+        try:
+            return await handler(args)
+        except ModelRetry as exc:
+            raise ModelRetry(await self._admit_error(exc.message, tool)) from exc
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False)
+            admitted = await self.turn.aadmit(errors, tool=tool)
+            if admitted.spill is None:
+                raise  # counted as sent
+            raise ModelRetry(admitted.text) from exc
 
     async def _admit_error(self, message: Any, tool: str) -> Any:
         """A retry's or a failure's message, admitted as pydantic-ai sends it: a text
