@@ -210,3 +210,29 @@ def test_a_clipped_text_inside_a_model_or_struct_is_cut_the_same_way() -> None:
         out = encode(value, max_bytes=1000)
         assert out.data == want
         assert out.truncations == (Truncation("/note", "string", 97, "chars"),)
+
+
+@pytest.mark.parametrize(
+    "clip", [Clipped("abc", 100, "bytes"), Clipped(b"abc", 100, "bytes")], ids=["text", "binary"]
+)
+@pytest.mark.parametrize("where", ["top", "member", "item"])
+def test_regression_a_value_counted_in_bytes_fits_the_smallest_structured_budgets(
+    clip: Clipped, where: str
+) -> None:
+    # The structured marker with "unit":"bytes" is 74 bytes at its shortest: at budgets
+    # (or field caps) of 64 to 73 bytes the cut found no rendering, an AssertionError.
+    value: Any = {"top": clip, "member": {"k": clip, "j": 1}, "item": [clip, 1]}[where]
+    for max_bytes in range(64, 120):
+        options: dict[str, Any] = {"markers": "structured", "binary": "base64"}
+        if where != "top":
+            options["max_field_bytes"] = 64
+        got = encode(value, max_bytes=max_bytes if where == "top" else 1000, **options)
+        assert len(got.data) <= (max_bytes if where == "top" else 1000)
+        doc = orjson.loads(got.data)
+        assert not got.complete
+        (omitted,) = [t.omitted for t in got.truncations if t.kind == "string"]
+        assert omitted is not None
+        assert 97 <= omitted <= 100  # what was left of the head, counted
+        assert '"$truncated"' in got.data.decode()
+        if where == "item":
+            assert doc[1] == 1  # the item after it is kept, not cut with it

@@ -31,7 +31,9 @@ class Markers:
         """
         if self.structured:
             count = b"null" if omitted is None else b"%d" % omitted
-            unit_field = b"" if unit == "chars" else b'"unit":"bytes",'
+            # No count, no unit: the shortest marker (59 bytes) must fit the 64-byte
+            # minimum, which with the unit it would not (74).
+            unit_field = b"" if unit == "chars" or omitted is None else b'"unit":"bytes",'
             head = b'{"$truncated":{"kind":"string","omitted":%s,%s"prefix":"'
             return head % (count, unit_field), b'"}}'
         if omitted is None:
