@@ -1680,3 +1680,116 @@ def test_regression_a_tzinfo_property_of_a_subclass_is_an_encode_error_on_both_p
     for value in (Hostile(1, 2), HostileDay(2020, 1, 1)):
         with pytest.raises(EncodeError, match=r"raised RuntimeError while read \(at /0\)"):
             bounded_dumps([value], max_bytes=100)
+
+
+@dataclasses.dataclass
+class _Login:
+    name: str
+    _password_hash: str
+    tags: Any = None
+
+
+@attrs.define
+class _AttrsLogin:
+    name: str
+    tags: Any = None
+
+
+class _InStruct(msgspec.Struct):
+    p: Any = None
+
+
+@pytest.mark.parametrize("make", [lambda tags: _Login("bob", "pbkdf2$x", tags), _AttrsLogin])
+@pytest.mark.parametrize("nest", [lambda v: v, lambda v: [v], lambda v: {"k": v}])
+def test_regression_a_dataclass_in_a_struct_is_written_as_everywhere_else(
+    make: Any, nest: Any
+) -> None:
+    # msgspec wrote a dataclass or attrs instance inside a Struct itself: in one call
+    # past every cap (complete=True), whole or as an "unencodable" marker, and with the
+    # dataclass's private fields. It is now the encoder's, as in a dict.
+    def both(tags: Any, **options: Any) -> tuple[Any, Any]:
+        held = encode(_InStruct(nest(make(tags))), **options)
+        plain = encode({"p": nest(make(tags))}, **options)
+        return held, plain
+
+    held, plain = both(None, max_bytes=500)
+    assert held.data == plain.data
+    assert b"_password_hash" not in held.data
+    for options in (
+        {"max_depth": 1},
+        {"max_keys": 1},
+        {"max_items": 1},
+        {"max_field_bytes": 32},
+        {"max_bytes": 120},
+    ):
+        tags = ["x" * 100, {"a": 1, "b": 2}, [1, 2, 3]]
+        held, plain = both(tags, **{"max_bytes": 1000, **options})
+        assert held.data == plain.data, options
+        assert not held.complete
+
+
+def test_regression_a_large_dataclass_in_a_struct_is_cut_at_the_budgets_cost() -> None:
+    # Written by msgspec whole first: 2,000,000 rows cut to 200 bytes took 71 MB.
+    import tracemalloc
+
+    rows = [{"id": i} for i in range(200_000)]
+    value = _InStruct(_Login("bob", "x", rows))
+    tracemalloc.start()
+    try:
+        got = encode(value, max_bytes=200)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert json.loads(got.data)["p"]["tags"][0] == {"id": 0}
+    assert peak < 1 << 20
+
+
+def _pyd_model_of(v: Any) -> Any:
+    class Box(pydantic.BaseModel):
+        v: Any
+
+    return Box(v=v)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(_pyd_model_of, id="model"),
+        pytest.param(lambda v: _AttrsLogin("a", v), id="attrs"),
+        pytest.param(_InStruct, id="struct"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("inner", "options"),
+    [
+        ({1, 2, 3}, {"max_items": 1}),
+        (frozenset({1, 2, 3}), {"max_items": 1}),
+        (collections.OrderedDict(a=1, b=2, c=3), {"max_keys": 1}),
+        (collections.Counter(a=1, b=2, c=3), {"max_keys": 1}),
+        (collections.defaultdict(int, a=1, b=2, c=3), {"max_keys": 1}),
+    ],
+)
+def test_regression_caps_hold_for_sets_and_mappings_in_native_values(
+    value: Any, inner: Any, options: dict[str, Any]
+) -> None:
+    # The walk vouched for them without counting their items or keys, so a value that
+    # fit was written whole past max_items or max_keys, complete=True.
+    got = encode(value(inner), max_bytes=1000, **options)
+    assert not got.complete
+    assert {t.kind for t in got.truncations} == {"items" if "max_items" in options else "keys"}
+
+
+def test_regression_a_long_memoryview_in_a_struct_is_a_marker_at_once() -> None:
+    # bytes and bytearray were sized first; a memoryview was base64-encoded whole and
+    # parsed back (a 50 MB one cut to 300 bytes peaked near 1 GB).
+    import tracemalloc
+
+    view = memoryview(bytes(5_000_000))
+    tracemalloc.start()
+    try:
+        got = encode(_InStruct(view), max_bytes=300)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert json.loads(got.data) == {"p": "…[unencodable: memoryview of 5000000 bytes]"}
+    assert peak < 1 << 20

@@ -966,8 +966,9 @@ def _wide(n: int) -> bool:
 
 def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
     """A library's leaf value; one its library writes as a string stays a cuttable str."""
-    if (type(v) is bytes or type(v) is bytearray) and len(v) > opts.max_bytes:
-        return Unencodable(f"{type(v).__name__} of {len(v)} bytes")
+    if type(v) in (bytes, bytearray, memoryview) and memoryview(v).nbytes > opts.max_bytes:
+        # Its library writes it whole as base64, which the budget cannot hold.
+        return Unencodable(f"{type(v).__name__} of {memoryview(v).nbytes} bytes")
     try:
         data = to_json(v)
     except Exception as exc:
@@ -1049,9 +1050,17 @@ class _MsgConv(_Conv):
             # msgspec writes 1e20 where orjson writes 1e+20: its own bytes for a number.
             return Raw(_msgspec_json(v), "float") if v - v == 0 else v
         ms = sys.modules["msgspec"]
-        if isinstance(v, ms.Struct) or t is Clipped or t is ms.Raw:
-            # Dispatched again: msgspec would write a Clipped as an object, and a Raw's
-            # bytes unchecked.
+        if (
+            isinstance(v, ms.Struct)
+            or t is Clipped
+            or t is ms.Raw
+            or (dataclasses.is_dataclass(v) and not isinstance(v, type))
+            or getattr(t, "__attrs_attrs__", None) is not None
+        ):
+            # Dispatched again: msgspec would write a Clipped as an object, a Raw's bytes
+            # unchecked, and a dataclass or attrs instance whole (in one call, past the
+            # caps and the budget) and by its own rules (`_Walk` keeps those off the
+            # path where msgspec writes the Struct).
             return v
         view = self.container(v, _MSG_PLAIN)
         return _leaf(v, self.opts, _msgspec_json) if view is None else view
@@ -1140,7 +1149,7 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
     try:
         if n < 0:  # not a value the compiled walk knows: the walk in Python
             walk = _Walk(caps)
-            n = walk.size(obj, cap, depth, inside=native is not None)
+            n = walk.size(obj, cap, depth, inside=int(native is not None))
             if n < 0 or n > cap:
                 return None
             if native is None and not walk.natives:
@@ -1267,13 +1276,17 @@ def _as_fragment(v: Any) -> Any:
     return orjson.Fragment(native())
 
 
+#: `_Walk`'s *inside* under a msgspec Struct, which msgspec writes whole.
+STRUCT: Final = 2
+
+
 class _Walk:
     """A lower bound of a value's encoded size, or -1 when some part needs a marker.
 
-    Inside a native value (*inside*), a leaf of a type the walk does not know is its
-    library's business and counts one byte (or its length); outside, it needs the
-    renderer, as does anything under a field cap, whose encoded length the walk cannot
-    bound from below without writing it.
+    Inside a native value (*inside* 1, or `STRUCT` under a msgspec Struct; 0 outside), a
+    leaf of a type the walk does not know is its library's business and counts one byte
+    (or its length); outside, it needs the renderer, as does anything under a field cap,
+    whose encoded length the walk cannot bound from below without writing it.
     """
 
     __slots__ = ("caps", "natives", "runs")
@@ -1283,12 +1296,15 @@ class _Walk:
         self.natives = False
         self.runs: dict[int, type] = {}  # id of a list bounded whole as one class's run
 
-    def size(self, v: Any, cap: int, depth: int, *, inside: bool) -> int:
+    def size(self, v: Any, cap: int, depth: int, *, inside: int) -> int:
         max_depth, max_items, max_keys, max_field, scalars = self.caps
         t: Any = type(v)
         if t in _JSON:
             # JSON: the compiled walk, and by hand only below what it does not know.
-            n = _bound.bound(v, cap, depth, max_depth, max_items, max_keys, max_field, scalars)
+            if inside == STRUCT:  # the compiled walk would take a dataclass as orjson's
+                n = native_bound(v, cap, depth, self.caps)[0]
+            else:
+                n = _bound.bound(v, cap, depth, max_depth, max_items, max_keys, max_field, scalars)
             if n >= 0 or not (t is dict or t is list or t is tuple):
                 return n
             if depth >= max_depth or len(v) > (max_keys if t is dict else max_items):
@@ -1298,6 +1314,8 @@ class _Walk:
             return self._items(v, len(v), cap, depth, inside=inside)
         if t in _VIEWS:
             view = v
+            if "msgspec" in sys.modules and isinstance(v._src, sys.modules["msgspec"].Struct):
+                inside = STRUCT
         else:
             plan = _flat_plan(t) if t.__module__ != "builtins" else None
             vals = plan[0](v) if plan is not None else None
@@ -1308,21 +1326,32 @@ class _Walk:
                 # items): past either cap, the renderer writes the marker.
                 if depth >= max_depth or len(vals) > min(max_items, max_keys):
                     return -1
-                n = _bound.bound(
-                    vals, cap, depth, max_depth, max_items, max_keys, max_field, scalars
-                )
-                if n < 0 and type(vals) is dict:
-                    n = self._members(vals.items(), len(vals), cap - plan[1], depth, inside=True)
-                elif n < 0:
-                    n = self._items(vals, len(vals), cap - plan[1], depth, inside=True)
+                if type(vals) is dict:
+                    n = _bound.bound(
+                        vals, cap, depth, max_depth, max_items, max_keys, max_field, scalars
+                    )
+                    if n < 0:
+                        n = self._members(vals.items(), len(vals), cap - plan[1], depth, inside=1)
+                else:  # a Struct's field values: msgspec writes what they hold
+                    n = native_bound(vals, cap, depth, self.caps)[0]
+                    if n < 0:
+                        n = self._items(vals, len(vals), cap - plan[1], depth, inside=STRUCT)
                 if n < 0:
                     return -1
                 self.natives = True
                 return n + plan[1]
+            if inside == STRUCT and (
+                dataclasses.is_dataclass(v) or getattr(t, "__attrs_attrs__", None) is not None
+            ):
+                # msgspec writes one by its own rules (a dataclass's private fields, no
+                # attrs private ones, and past the caps): the renderer writes it by ours.
+                return -1
             view = adapt(v, _NO_LIMIT)
             tv = type(view)
             if tv is Unencodable or tv is Clip:
                 return -1  # a NumPy NaN, say: the marker, never the library's null
+            if "msgspec" in sys.modules and isinstance(v, sys.modules["msgspec"].Struct):
+                inside = STRUCT
             if view is UNKNOWN:
                 if not inside or max_field < _BIG:
                     return -1
@@ -1331,10 +1360,15 @@ class _Walk:
                     # The renderer writes the depth marker, or reads by iteration a
                     # container whose count is Python code (it may lie or raise).
                     return -1
+                # Past its cap the renderer writes the marker: never proved clean.
                 if isinstance(v, Mapping):
-                    return self._members(v.items(), len(v), cap, depth, inside=True)
+                    if len(v) > max_keys:
+                        return -1
+                    return self._members(v.items(), len(v), cap, depth, inside=inside)
                 if isinstance(v, Sequence | set | frozenset) and not isinstance(v, str):
-                    return self._items(v, len(v), cap, depth, inside=True)
+                    if len(v) > max_items:
+                        return -1
+                    return self._items(v, len(v), cap, depth, inside=inside)
                 # Its library's business: at least a byte, or a byte a unit of its length.
                 return len(v) + 1 if isinstance(v, Sized) else 1
             self.natives = True  # orjson writes a dataclass; `_as_fragment` the rest
@@ -1346,12 +1380,13 @@ class _Walk:
             return -1
         if type(view) is _ArrayView:
             return _array_size(view._src, cap, depth, self.caps)
+        inside = inside or 1
         if isinstance(view, MapView):
-            return self._members(view.raw_items(), len(view), cap, depth, inside=True)
-        return self._items(view.raw_iter(), len(view), cap, depth, inside=True)
+            return self._members(view.raw_items(), len(view), cap, depth, inside=inside)
+        return self._items(view.raw_iter(), len(view), cap, depth, inside=inside)
 
     def _members(
-        self, members: Iterable[tuple[Any, Any]], n: int, cap: int, depth: int, *, inside: bool
+        self, members: Iterable[tuple[Any, Any]], n: int, cap: int, depth: int, *, inside: int
     ) -> int:
         size = 1 + 4 * n  # braces, quotes, colons and commas
         for k, x in members:
@@ -1365,7 +1400,7 @@ class _Walk:
                 return size
         return size
 
-    def _items(self, items: Iterable[Any], n: int, cap: int, depth: int, *, inside: bool) -> int:
+    def _items(self, items: Iterable[Any], n: int, cap: int, depth: int, *, inside: int) -> int:
         size = n + 1
         if size > cap:
             return size
