@@ -1236,3 +1236,33 @@ def test_regression_an_item_is_given_or_clipped_by_its_size_alone(
             assert value == item
         else:
             assert value == Clipped(text[:max_item].decode("utf-8", "ignore"), len(text), "bytes")
+
+
+def test_regression_an_item_too_long_to_hold_is_never_parsed_whole(tmp_path: Path) -> None:
+    # Each time the window doubled, the item was parsed again from its start: the C
+    # scanner built the objects of all the text held (about 20 bytes of objects a byte of
+    # "{},"), up to max_item_bytes of it, before the item was passed over (194 MiB for an
+    # 8 MiB limit). Its end is now found without parsing once the window holds 256 KiB.
+    path = tmp_path / "dense.json"
+    path.write_bytes(b"[1, [" + b"{}," * 2_000_000 + b"0], 2]")
+    out = bounded_run(
+        f"""
+        import json
+        from jsonbudget import JsonArrayFileSource
+        def hwm():
+            with open("/proc/self/status") as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
+        before = hwm()
+        source = JsonArrayFileSource({str(path)!r}, max_item_bytes=4 << 20)
+        items = [item for item, _ in source.open(None)]
+        print(json.dumps({{"kib": hwm() - before, "first": items[0], "last": items[2],
+                           "clipped": type(items[1]).__name__, "size": items[1].length}}))
+        """,
+        timeout=120,
+    )
+    got = json.loads(out)
+    assert got["first"] == 1
+    assert got["last"] == 2
+    assert got["clipped"] == "Clipped"
+    assert got["size"] == 6_000_003  # "[", 2,000,000 times "{},", then "0]"
+    assert got["kib"] < 24 << 10  # the window's text as it grows, and 256 KiB parsed

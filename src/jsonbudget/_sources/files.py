@@ -191,7 +191,18 @@ class _Window:
     ``pos`` indexes ``buf``; ``bpos`` is the byte offset in the stream of ``buf[pos]``.
     """
 
-    __slots__ = ("_decoder", "_max", "_read", "_read_size", "_stream", "bpos", "buf", "eof", "pos")
+    __slots__ = (
+        "_decoder",
+        "_finding",
+        "_max",
+        "_read",
+        "_read_size",
+        "_stream",
+        "bpos",
+        "buf",
+        "eof",
+        "pos",
+    )
 
     def __init__(self, stream: IO[bytes], bpos: int, read_size: int, max_item: int) -> None:
         self._stream = stream
@@ -203,6 +214,9 @@ class _Window:
         self.bpos = bpos
         self._read = bpos  # the stream's offset after the bytes read so far
         self.eof = False
+        # `_grow`'s search for the end of a value: where the value starts in the stream,
+        # its finder and the text fed to it.
+        self._finding: tuple[int, _ValueEnd, int] | None = None
 
     def refill(self, *, ended: int | None = None) -> None:
         """Drop consumed text and append at least one more chunk (more if a value is big).
@@ -258,10 +272,14 @@ class _Window:
             text = text.encode("utf-8")[:head].decode("utf-8", "ignore")
         first = buf[pos]
         end = _ValueEnd(first)
+        fed = 0 if end.scalar else 1
+        if self._finding is not None and self._finding[0] == start:
+            _, end, fed = self._finding  # `_grow` has followed it this far: not again
+        self._finding = None
         # A read's length at a time, as from the stream below: over the whole window (up
         # to max_item_bytes) the string pattern's repeat kept state per escape, 100s of MB.
         step, at = self._read_size, -1
-        for piece in range(pos if end.scalar else pos + 1, len(buf), step):
+        for piece in range(pos + fed, len(buf), step):
             at = end.feed(buf[piece : piece + step], 0, _STR_PATTERNS)
             if at >= 0:
                 at += piece
@@ -329,7 +347,13 @@ class _Window:
         self.bpos += 1
 
     def value(self, scan: Callable[[str, int], tuple[Any, int]]) -> tuple[Any, int]:
-        """Parse the value at ``pos``; return it and the index where it ends."""
+        """Parse the value at ``pos``; return it and the index where it ends.
+
+        A value the window cannot hold grows it and is parsed again; past `_SCAN_AGAIN`
+        of its text, its end is found first (`_await_end`), so that it is parsed once
+        more at most: each parse builds the objects of all the text it reads, about 20
+        times that text for ``[{},{},...]``, which a value too long to hold never needs.
+        """
         while True:
             try:
                 obj, end = scan(self.buf, self.pos)
@@ -341,7 +365,7 @@ class _Window:
                     raise self.error("the input ends inside an item") from None
                 if self.eof or at < len(self.buf) - _EDGE:
                     raise self.error("expected a value", at) from None
-                self.refill()
+                self._grow()
                 continue
             except json.JSONDecodeError as exc:
                 # Past the window's edge (or in a string still open there) more input may
@@ -352,7 +376,7 @@ class _Window:
                     raise self.error("the input ends inside an item") from None
                 if self.eof or not incomplete:
                     raise self.error(exc.msg, exc.pos) from None
-                self.refill()
+                self._grow()
                 continue
             except _NonFinite as exc:
                 raise self.error(f"{exc} is not valid JSON") from None
@@ -363,11 +387,38 @@ class _Window:
                 continue
             return obj, end
 
+    def _grow(self) -> None:
+        """Refill for a value still open at the window's edge; a long one until its end
+        is in the window (or the stream ends, or `refill` finds it too long to hold)."""
+        if len(self.buf) - self.pos < _SCAN_AGAIN:
+            self.refill()
+            return
+        end = _ValueEnd(self.buf[self.pos])
+        fed = 0 if end.scalar else 1  # the value's text fed so far
+        while True:
+            # Kept for `skip` should the refill find the value too long to hold.
+            self._finding = (self.bpos, end, fed)
+            self.refill()  # the value now starts the window: pos is 0
+            step = self._read_size
+            for piece in range(fed, len(self.buf), step):
+                if end.feed(self.buf[piece : piece + step], 0, _STR_PATTERNS) >= 0:
+                    self._finding = None
+                    return
+            fed = len(self.buf)
+            if self.eof:
+                self._finding = None
+                return  # the parser says how the value is cut short
+
     def error(self, message: str, at: int | None = None) -> DecodeError:
         """The error at *at*, an index in the window where the text went wrong (default:
         the start of the value being read), its offset counted in the file's bytes."""
         offset = self.bpos + (self.bytes_to(at) if at is not None and at > self.pos else 0)
         return DecodeError(f"invalid JSON: {message}", offset=offset)
+
+
+#: Text of one value past which the window finds its end before parsing it again (a
+#: parse of 256 KiB of "{}," builds about 5 MB of objects).
+_SCAN_AGAIN: Final = 1 << 18
 
 
 def _utf8_len(text: str, start: int, step: int) -> int:
