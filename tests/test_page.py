@@ -1064,3 +1064,29 @@ def test_regression_two_threads_paging_one_generator_take_turns() -> None:
     second.join(30)
     whole = [{"id": i, "vals": list(range(5))} for i in range(4)]
     assert results == {"t1": whole, "t2": whole}
+
+
+def test_regression_a_retried_page_whose_pulls_were_dropped_is_expired_not_short() -> None:
+    # Only a cursor whose look-ahead item pulled was tagged: a page whose own items pulled,
+    # retried after other pages pushed its pulls out, served each generator's rest ([]),
+    # unmarked. Meeting an iterator whose pulls were dropped now raises ExpiredCursor.
+    store = MemoryCursorStore()
+    limits = Limits(4000, max_items=5)  # pages end at max_items: no look-ahead pulls
+
+    def rows(n: int, tag: str) -> list[dict[str, Any]]:
+        return [{"id": f"{tag}{i}", "vals": (x for x in range(5))} for i in range(n)]
+
+    mine, alice = rows(30, "a"), Scope("alice", {"q": "a"})
+    first = paginate(mine, scope=alice, store=store, limits=limits)
+    second = paginate(mine, scope=alice, cursor=first.next_cursor, store=store, limits=limits)
+    assert [len(item["vals"]) for item in orjson.loads(second.to_json())["items"]] == [5] * 5
+    assert (
+        paginate(mine, scope=alice, cursor=first.next_cursor, store=store, limits=limits).to_json()
+        == second.to_json()
+    )
+    others, cursor = rows(5 * (_MAX_PULLED_PAGES + 6), "b"), None
+    for _ in range(_MAX_PULLED_PAGES + 6):
+        page = paginate(others, scope=Scope("bob"), cursor=cursor, store=store, limits=limits)
+        cursor = page.next_cursor
+    with pytest.raises(ExpiredCursor, match="no longer held"):
+        paginate(mine, scope=alice, cursor=first.next_cursor, store=store, limits=limits)

@@ -15,6 +15,7 @@ import operator
 import os
 import secrets
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -685,6 +686,8 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
 
 #: Pages whose pulls from iterators inside items this process keeps (see `_Pulled`).
 _MAX_PULLED_PAGES = 64
+#: Iterators whose pulls were dropped that this process remembers as such (`_Pulled`).
+_MAX_GONE = 4096
 #: The key a stored position is wrapped under (see `_stored_position`); no source
 #: position is stored unwrapped with this key, so the wrapper is never mistaken.
 _AHEAD_KEY = "…look-ahead"
@@ -705,7 +708,7 @@ class _Pulled:
     ours was pulled for it.
     """
 
-    __slots__ = ("_counts", "_lock", "_nonce", "_pages", "_serial", "streams")
+    __slots__ = ("_counts", "_gone", "_lock", "_nonce", "_pages", "_serial", "streams")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -716,6 +719,9 @@ class _Pulled:
         self._counts: dict[int, int] = {}
         #: id(iterator) -> its stream; the stream holds the iterator, so the id is not reused.
         self.streams: dict[int, Stream] = {}
+        # id(iterator) -> the iterator (weakly where it can be) of each stream dropped,
+        # the last `_MAX_GONE`: its values are lost, and meeting it again must say so.
+        self._gone: OrderedDict[int, Any] = OrderedDict()
 
     def _origin(self) -> str:
         # The pid too: a forked worker shares the nonce but not the parent's later pulls.
@@ -733,7 +739,8 @@ class _Pulled:
                     if left:
                         counts[key] = left
                     else:
-                        del counts[key], index[key]
+                        del counts[key]
+                        self._bury(key, index.pop(key).it)
             pages[page_id] = met
             for key, stream in met.items():
                 counts[key] = counts.get(key, 0) + 1
@@ -743,9 +750,31 @@ class _Pulled:
     def publish(self, key: int, stream: Stream) -> None:
         """Make *stream* found by every page from now on, before the page that met it is
         kept: a paging that runs beside it (another task at an ``await``, another
-        thread) must render the values it pulled, not drain the iterator on its own."""
+        thread) must render the values it pulled, not drain the iterator on its own.
+
+        `ExpiredCursor` where its iterator is one whose stream was dropped: what it gave
+        is gone, and rendering the rest would serve the item short (a retried cursor,
+        another paging of the same objects).
+        """
         with self._lock:
+            gone = self._gone.pop(key, None)
+            if gone is not None and (gone() if type(gone) is weakref.ref else gone) is stream.it:
+                self._gone[key] = gone  # still gone: met again, still lost
+                raise ExpiredCursor(
+                    "the values an iterator in this item gave to an earlier page are no "
+                    f"longer held (this process keeps the last {_MAX_PULLED_PAGES} pages' "
+                    "pulls); start the paging again with fresh items"
+                )
             self.streams[key] = stream  # counted, and so dropped in time, by `keep`
+
+    def _bury(self, key: int, it: Any) -> None:
+        """Remember that the stream of iterator *it* was dropped (under the lock)."""
+        try:
+            self._gone[key] = weakref.ref(it)
+        except TypeError:  # no weak references to it: held, among the last _MAX_GONE
+            self._gone[key] = it
+        while len(self._gone) > _MAX_GONE:
+            self._gone.popitem(last=False)
 
     def resume(self, stored: object) -> Position:
         """The source position in a wrapped stored position; `ExpiredCursor` where the
