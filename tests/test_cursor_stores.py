@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import functools
 import multiprocessing
+import os
 import pickle
 import re
 import subprocess
@@ -951,3 +952,47 @@ def test_regression_a_key_retired_at_no_time_is_refused(until: Any) -> None:
     # accept_until="soon" was taken, and resume() later raised a raw TypeError.
     with pytest.raises(LimitError, match="accept_until"):
         CursorKey(1, b"k" * 32, accept_until=until)
+
+
+_SET_WORKER = """
+import json, sys
+from jsonbudget import CursorScopeError, Limits, SQLiteCursorStore, Scope, paginate
+tags = {f"tag-{i}" for i in range(30)}
+store = SQLiteCursorStore(sys.argv[1], keys=b"k" * 32)
+cursor = None if sys.argv[2] == "-" else sys.argv[2]
+try:
+    page = paginate(tags, scope=Scope("alice"), cursor=cursor, store=store,
+                    limits=Limits(4000, max_items=10))
+except CursorScopeError:
+    print(json.dumps("refused"))
+else:
+    print(json.dumps([list(page.items), page.next_cursor]))
+"""
+
+
+def test_regression_a_set_paged_across_processes_is_refused_where_its_order_differs(
+    tmp_path: Path,
+) -> None:
+    # A set of strings iterates in its hash order, which differs between processes with
+    # different hash seeds: workers sharing a store served 22 of 30 items, some twice.
+    db = str(tmp_path / "cursors.sqlite3")
+
+    def worker(seed: str, cursor: str) -> Any:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", _SET_WORKER, db, cursor],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=True,
+        )
+        return orjson.loads(out.stdout)
+
+    items, cursor = worker("1", "-")
+    assert worker("2", cursor) == "refused"
+    while cursor is not None:  # the same seed: the same order, every item once
+        more, cursor = worker("1", cursor)
+        items += more
+    assert sorted(items) == sorted(f"tag-{i}" for i in range(30))
+    assert len(items) == 30

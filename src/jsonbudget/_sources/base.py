@@ -228,14 +228,17 @@ class IterableSource(Source[T]):
     O(position). The iterable must yield the same items in the same order each time.
     """
 
-    __slots__ = ("_factory",)
+    __slots__ = ("_factory", "_order")
 
     def __init__(self, iterable_or_factory: Iterable[T] | Callable[[], Iterable[T]]) -> None:
+        self._order: str | None = None
         if isinstance(iterable_or_factory, Iterable):
             if _is_one_shot(iterable_or_factory):
                 raise TypeError(_ONE_SHOT)
             reiterable = iterable_or_factory
             self._factory: Callable[[], Iterable[T]] = lambda: reiterable
+            if isinstance(reiterable, set | frozenset):
+                self._order = _HASH_ORDER
         elif callable(iterable_or_factory):
             self._factory = iterable_or_factory
         else:
@@ -263,8 +266,19 @@ class IterableSource(Source[T]):
                 close()
 
     def describe(self) -> dict[str, JSONValue]:
-        """``{"kind": "iterable"}``: an iterable is identified by the caller's scope."""
+        """``{"kind": "iterable"}``: an iterable is identified by the caller's scope. A
+        set's order is its members' hash order, which for strings differs between
+        processes unless they share the hash seed (forked workers, ``PYTHONHASHSEED``):
+        a set adds ``"order"``, a mark of this process's seed, so that a cursor resumed
+        where the order may differ is refused rather than skip or repeat items."""
+        if self._order is not None:
+            return {"kind": "iterable", "order": self._order}
         return {"kind": "iterable"}
+
+
+#: A mark of this process's string hash seed: equal in two processes when their sets of
+#: the same strings, built alike, iterate in one order.
+_HASH_ORDER: Final = f"hash:{hash('jsonbudget/set-order') & 0xFFFFFFFFFFFF:012x}"
 
 
 class AsyncIterableSource(AsyncSource[T]):
