@@ -996,3 +996,13 @@ def test_regression_a_set_paged_across_processes_is_refused_where_its_order_diff
         items += more
     assert sorted(items) == sorted(f"tag-{i}" for i in range(30))
     assert len(items) == 30
+
+
+def test_regression_a_keyring_pickles_for_a_worker(tmp_path: Path) -> None:
+    # Keyring refused setattr, so it could not be pickled for a worker process or copied.
+    keys = Keyring.generate().rotate(b"n" * 32)
+    db = tmp_path / "cursors.sqlite3"
+    mine = SQLiteCursorStore(db, keys=keys)
+    token = mine.mint(mine.start(Scope("alice"), max_pages=None), 5)
+    worker = SQLiteCursorStore(db, keys=pickle.loads(pickle.dumps(keys)))
+    assert worker.resume(token, Scope("alice")).position == 5

@@ -1090,3 +1090,9 @@ def test_regression_a_retried_page_whose_pulls_were_dropped_is_expired_not_short
         cursor = page.next_cursor
     with pytest.raises(ExpiredCursor, match="no longer held"):
         paginate(mine, scope=alice, cursor=first.next_cursor, store=store, limits=limits)
+
+
+def test_regression_an_envelope_key_that_is_not_a_string_is_refused() -> None:
+    # keys={"items": 1} got orjson's "Dict key must be str" from inside the frame.
+    with pytest.raises(LimitError, match="envelope keys must be strings"):
+        PageBuilder(Limits(1000), keys={"items": 1})  # type: ignore[dict-item]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import decimal
 import enum
+import pickle
 import threading
 import unicodedata
 import uuid
@@ -307,3 +309,26 @@ def test_regression_a_datetime_out_of_range_in_utc_is_an_encode_error() -> None:
     with pytest.raises(EncodeError, match="out of range") as info:
         canonical_query({"since": early})
     assert info.value.path == "/since"
+
+
+def test_regression_defaults_that_are_not_a_mapping_are_a_type_error() -> None:
+    # A list of defaults raised AttributeError from inside the canonical form.
+    with pytest.raises(TypeError, match="defaults must be a mapping"):
+        canonical_query({"a": 1}, defaults=["a"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="defaults must be a mapping"):
+        Scope("u", {"a": 1}, defaults=[("a", 1)])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "copier", [copy.copy, copy.deepcopy, lambda s: pickle.loads(pickle.dumps(s))]
+)
+def test_regression_a_scope_copies_and_pickles_with_its_fingerprints(copier: Any) -> None:
+    # Scope refused setattr, so copy, deepcopy and pickle all failed (a request context
+    # holding one could not be copied, nor handed to a worker).
+    scope = Scope("alice", {"q": "x", "limit": 5}, defaults={"q": "y"}, page_size_keys={"limit"})
+    twin = copier(scope)
+    assert twin == scope
+    assert (twin.principal, dict(twin.query)) == ("alice", {"q": "x", "limit": 5})
+    assert twin.query_fingerprint == scope.query_fingerprint  # the options travel with it
+    with pytest.raises(AttributeError):
+        twin.principal = "bob"

@@ -185,6 +185,8 @@ def canonical_query(
         query = {}
     if not isinstance(query, Mapping):
         raise TypeError(f"query must be a mapping, not {type(query).__name__}")
+    if defaults is not None and not isinstance(defaults, Mapping):
+        raise TypeError(f"defaults must be a mapping, not {type(defaults).__name__}")
     if isinstance(page_size_keys, str):
         raise TypeError("page_size_keys must be a collection of strings, not a string")
     skip = frozenset(unicodedata.normalize("NFC", k) for k in page_size_keys)
@@ -272,3 +274,21 @@ class Scope:
 
     def __repr__(self) -> str:
         return f"Scope(principal=<redacted>, fingerprint={self.fingerprint[:16]!r}…)"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Copied and pickled as made: its fingerprints (from options a copy cannot ask
+        # again, such as ``defaults``) travel with it, not recomputed from the query.
+        return (_restored, (self.principal, dict(self._query), self.query_fingerprint))
+
+
+def _restored(principal: str, query: dict[str, Any], query_fingerprint: str) -> Scope:
+    """A `Scope` as `Scope.__reduce__` gave it."""
+    scope = Scope.__new__(Scope)
+    pfp = _hex(_PRINCIPAL_TAG, principal.encode("utf-8", "surrogatepass"))
+    set_ = object.__setattr__
+    set_(scope, "principal", principal)
+    set_(scope, "_query", MappingProxyType(query))
+    set_(scope, "principal_fingerprint", pfp)
+    set_(scope, "query_fingerprint", query_fingerprint)
+    set_(scope, "fingerprint", _hex(_SCOPE_TAG, f"{pfp}:{query_fingerprint}".encode()))
+    return scope

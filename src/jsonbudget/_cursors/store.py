@@ -194,6 +194,10 @@ class Keyring:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Keyring is immutable; use rotate()")
 
+    def __reduce__(self) -> tuple[type[Keyring], tuple[CursorKey, list[CursorKey]]]:
+        # Pickled (to a worker process) or copied as its keys, each as `CursorKey` is.
+        return (Keyring, (self.current, [k for k in self._keys.values() if k is not self.current]))
+
     def __repr__(self) -> str:
         return f"Keyring(current_kid={self.current.kid}, kids={sorted(self._keys)})"
 

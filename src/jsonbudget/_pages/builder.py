@@ -679,6 +679,8 @@ def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
         if unknown:
             raise LimitError("keys", dict(keys), f"unknown key(s): {', '.join(sorted(unknown))}")
         merged.update(keys)
+    if any(type(v) is not str for v in merged.values()):
+        raise LimitError("keys", dict(keys or {}), "envelope keys must be strings")
     if len(set(merged.values())) != len(merged):
         raise LimitError("keys", dict(keys or {}), "envelope keys must be distinct")
     return merged
