@@ -19,6 +19,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 /* orjson refuses documents nested deeper than 1,024 levels; a list of lines adds one. */
 #define MAX_NESTING 1025
@@ -259,8 +261,28 @@ first_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i < PyList_GET_SIZE(rows) ? i : PyList_GET_SIZE(rows));
 }
 
+/* Bytes outside strings that one_a_line acts on, by what it does with them. */
+enum { PLAIN, QUOTE, OPEN, CLOSE, COMMA, NEWLINE };
+static const unsigned char OUTSIDE[256] = {
+    ['"'] = QUOTE, ['['] = OPEN, ['{'] = OPEN, [']'] = CLOSE, ['}'] = CLOSE,
+    [','] = COMMA, ['\n'] = NEWLINE,
+};
 /* Bytes that end a run inside a string: its closing quote, an escape, a line break. */
 static const unsigned char STRING_STOP[256] = {['"'] = 1, ['\\'] = 1, ['\n'] = 1};
+
+#define ONES 0x0101010101010101ULL
+/* Whether any byte of *x* is zero (exact as a whole, whichever byte it is). */
+#define HAS_ZERO(x) (((x) - ONES) & ~(x) & (ONES * 0x80))
+
+/* Whether the 8 bytes at *p* hold a quote, a backslash or a line break. */
+static inline int
+string_stop8(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return (HAS_ZERO(v ^ (ONES * '"')) | HAS_ZERO(v ^ (ONES * '\\')) |
+            HAS_ZERO(v ^ (ONES * '\n'))) != 0;
+}
 
 /* one_a_line(chunk) -> bool: whether every line of *chunk* (split at b"\n") closes the
  * strings and containers it opens, and holds no comma outside them. The JSON Lines
@@ -268,7 +290,10 @@ static const unsigned char STRING_STOP[256] = {['"'] = 1, ['\\'] = 1, ['\n'] = 1
  * orjson call instead of one a line); that reading is each line's own value only when
  * no value spans a line break and no line holds two values, which this proves: a
  * string or container left open at a line's end, or a comma at its top level, makes
- * it False. Only the structure is checked; orjson checks the rest. */
+ * it False. Only the structure is checked; orjson checks the rest. It costs about a
+ * fifth of the parse it guards (27 us for 300 lines of 200 bytes), strings crossed a
+ * word at a time; searching sixteen bytes at a time (SSE2) for the next byte that
+ * matters measured slower, the spans between those bytes being short. */
 static PyObject *
 one_a_line(PyObject *module, PyObject *arg)
 {
@@ -279,10 +304,19 @@ one_a_line(PyObject *module, PyObject *arg)
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
     const unsigned char *end = p + PyBytes_GET_SIZE(arg);
     Py_ssize_t depth = 0;
-    while (p < end) {
-        switch (*p++) {
-        case '"':
+    for (;;) {
+        while (p < end && OUTSIDE[*p] == PLAIN) {
+            p++;
+        }
+        if (p >= end) {
+            break;
+        }
+        switch (OUTSIDE[*p++]) {
+        case QUOTE:
             for (;;) {
+                while (end - p >= 8 && !string_stop8(p)) {
+                    p += 8; /* a word at a time through the plain run of a string */
+                }
                 while (p < end && !STRING_STOP[*p]) {
                     p++;
                 }
@@ -298,27 +332,23 @@ one_a_line(PyObject *module, PyObject *arg)
                 p++;
             }
             break;
-        case '[':
-        case '{':
+        case OPEN:
             depth++;
             break;
-        case ']':
-        case '}':
+        case CLOSE:
             if (--depth < 0) {
                 Py_RETURN_FALSE;
             }
             break;
-        case ',':
+        case COMMA:
             if (depth == 0) {
                 Py_RETURN_FALSE;
             }
             break;
-        case '\n':
+        default: /* NEWLINE */
             if (depth != 0) {
                 Py_RETURN_FALSE;
             }
-            break;
-        default:
             break;
         }
     }
