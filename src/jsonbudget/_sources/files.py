@@ -350,8 +350,8 @@ class _Window:
         """Parse the value at ``pos``; return it and the index where it ends.
 
         A value the window cannot hold grows it and is parsed again; past `_SCAN_AGAIN`
-        of its text, its end is found first (`_await_end`), so that it is parsed once
-        more at most: each parse builds the objects of all the text it reads, about 20
+        of its text, its end is found first (`_grow`), so that it is parsed once more
+        at most: each parse builds the objects of all the text it reads, about 20
         times that text for ``[{},{},...]``, which a value too long to hold never needs.
         """
         while True:
