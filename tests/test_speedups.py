@@ -71,7 +71,7 @@ def test_the_test_install_builds_the_extension() -> None:
     assert _bound.compact is speedups.compact
     assert _bound.front is speedups.front
     assert jsonread._rounded is numbers.rounded
-    assert files.one_a_line is numbers.one_a_line
+    assert files.lines_array is numbers.lines_array
 
 
 def test_the_front_door_reads_its_caps_once_when_made() -> None:
@@ -948,37 +948,55 @@ def test_rows_to_dicts_refuses_what_is_not_its_arguments() -> None:
         numbers.rows_to_dicts(("a",), [], 0, 1, 0, (1,), 0)
 
 
-#: Bytes that make or break a JSON Lines chunk's structure, and a few that do not.
-_STRUCTURE = st.binary(max_size=0) | st.sampled_from(list(b'[]{},\n"\\ a1:')).map(
-    lambda c: bytes([c])
+#: Bytes that make or break a JSON Lines chunk's structure, and a few that do not; long
+#: plain runs and backslash runs carry strings and escapes across the compiled check's
+#: 64-byte blocks.
+_STRUCTURE = (
+    st.binary(max_size=0)
+    | st.sampled_from(list(b'[]{},\n"\\ a1:')).map(lambda c: bytes([c]))
+    | st.integers(1, 130).map(lambda n: b"a" * n)
+    | st.integers(1, 9).map(lambda n: b"\\" * n)
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(
     parts=st.lists(
-        _STRUCTURE | st.sampled_from([b'"a\\"b"', b'"\\\\"', b"[1,2]", b'{"k":"v"}']), max_size=16
+        _STRUCTURE | st.sampled_from([b'"a\\"b"', b'"\\\\"', b"[1,2]", b'{"k":"v"}\n']),
+        max_size=40,
     )
 )
-def test_one_a_line_compiled_and_python_agree(parts: list[bytes]) -> None:
+def test_lines_array_compiled_and_python_agree(parts: list[bytes]) -> None:
     chunk = b"".join(parts)
-    assert numbers.one_a_line(chunk) == files.one_a_line_py(chunk)
+    assert numbers.lines_array(chunk) == files.lines_array_py(chunk)
 
 
 @pytest.mark.parametrize(
     ("chunk", "expected"),
     [
-        (b'{"a":1}\n[1,2]\n"x\\"y"\n', True),
-        (b'{"a":"],[\\n"}\n1\n', True),  # structure inside a string does not count
-        (b'{"a":1\n"b":2}\n', False),  # a container open at a line's end
-        (b'"abc\ndef"\n', False),  # a string open at a line's end
-        (b'"a\\\n"\n', False),  # an escape of the line break
-        (b"1,2\n", False),  # two values on a line
-        (b"1],[2\n", False),  # closes what it did not open
-        (b"[1]\n[2]", True),
-        (b"", True),
+        (b'{"a":1}\n[1,2]\n"x\\"y"\n', b'[{"a":1},[1,2],"x\\"y"]'),
+        (b'{"a":"],[\\n"}\n1\n', b'[{"a":"],[\\n"},1]'),  # structure in a string
+        (b'{"a":1\n"b":2}\n', None),  # a container open at a line's end
+        (b'"abc\ndef"\n', None),  # a string open at a line's end
+        (b'"a\\\n"\n', None),  # an escape of the line break
+        (b"1,2\n", None),  # two values on a line
+        (b"1],[2\n", None),  # closes what it did not open
+        (b'1\\"\n', None),  # a backslash outside a string
+        (b"[1]\n[2]", b"[[1],[2]]"),
+        (b"", b"[]"),
+        # A string that runs across the 64-byte blocks, with an escaped quote at the
+        # first byte of the second block and a backslash run ending the third.
+        (
+            b'"' + b"x" * 62 + b'\\"' + b"y" * 60 + b'\\\\"\n7\n',
+            b'["' + b"x" * 62 + b'\\"' + b"y" * 60 + b'\\\\",7]',
+        ),
+        (
+            b'"' + b"x" * 61 + b'\\"' + b"y" * 60 + b'\\\\"\n7\n',
+            b'["' + b"x" * 61 + b'\\"' + b"y" * 60 + b'\\\\",7]',
+        ),
+        (b'"' + b"x" * 62 + b'\\"\n7\n', None),  # the escaped quote leaves it open
     ],
 )
-def test_one_a_line_proves_each_line_its_own_value(chunk: bytes, expected: bool) -> None:
-    assert numbers.one_a_line(chunk) is expected
-    assert files.one_a_line_py(chunk) is expected
+def test_lines_array_joins_only_one_value_a_line(chunk: bytes, expected: bytes | None) -> None:
+    assert numbers.lines_array(chunk) == expected
+    assert files.lines_array_py(chunk) == expected

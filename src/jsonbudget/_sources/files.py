@@ -1192,19 +1192,19 @@ def _parse_all(chunk: bytes, count: int) -> list[Any] | None:
 
     The common case: no blank line and no integer beyond 64 bits anywhere in the chunk
     (see `exact`). The lines are read by one orjson call, as the items of one array (a
-    call per line cost about as much as the parsing): a blank line makes two commas
-    meet, which orjson refuses, and a line holding more than one value (``1,2``) makes
-    more values than lines, so as many values as lines is one value a line.
+    call per line cost about as much as the parsing). `lines_array` joins them only
+    when each line closes what it opens and holds no comma of its own, so that no value
+    spans two lines and no line gives two; a blank line makes two commas meet, which
+    orjson refuses.
     """
-    body = chunk[:-1] if chunk.endswith(b"\n") else chunk
+    joined = lines_array(chunk)
+    if joined is None:
+        return None
     try:
-        values = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        values = orjson.loads(joined)
     except orjson.JSONDecodeError:
         return None
-    # The counts can agree by chance: a value spanning two lines makes one fewer, a
-    # line holding two makes one more. Only lines that each close what they open and
-    # hold no comma of their own make the items each line's value.
-    if len(values) != count or not one_a_line(chunk):
+    if len(values) != count:  # one blank line alone joins to [], which orjson accepts
         return None
     return values if exact(chunk, values) else None
 
@@ -1213,16 +1213,20 @@ _STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
 _NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{},\n"')))
 
 
-def one_a_line_py(chunk: bytes) -> bool:
-    """Whether every line of *chunk* closes the strings and containers it opens, and
-    holds no comma outside them.
+def lines_array_py(chunk: bytes) -> bytes | None:
+    """``b"[" + the lines of *chunk* joined by commas + b"]"`` (a last line break ends
+    the last line), when every line closes the strings and containers it opens and
+    holds no comma outside them and no backslash outside a string; else None.
 
-    The pure-Python twin of the compiled ``_numbers.one_a_line``: the strings (none
+    The pure-Python twin of the compiled ``_numbers.lines_array``: the strings (none
     spans a line break) taken out, then the brackets, commas and line breaks left.
     """
-    skeleton = _STRING.sub(b"", chunk).translate(None, _NOT_STRUCTURE)
+    outside = _STRING.sub(b"", chunk)
+    if b"\\" in outside:
+        return None  # a backslash outside a string, which orjson refuses too
+    skeleton = outside.translate(None, _NOT_STRUCTURE)
     if b'"' in skeleton:
-        return False  # a string open at a line's end
+        return None  # a string open at a line's end
     depth = 0
     for c in skeleton:
         if c in b"[{":
@@ -1230,17 +1234,20 @@ def one_a_line_py(chunk: bytes) -> bool:
         elif c in b"]}":
             depth -= 1
             if depth < 0:
-                return False
+                return None
         elif (c == 44 and not depth) or (c == 10 and depth):  # a comma, a line break
-            return False
-    return depth == 0
+            return None
+    if depth:
+        return None
+    body = chunk[:-1] if chunk.endswith(b"\n") else chunk
+    return b"[" + body.replace(b"\n", b",") + b"]"
 
 
-one_a_line: Callable[[bytes], bool]
+lines_array: Callable[[bytes], bytes | None]
 try:
-    from ._numbers import one_a_line
+    from ._numbers import lines_array
 except ImportError:  # pragma: no cover - built without a C compiler
-    one_a_line = one_a_line_py
+    lines_array = lines_array_py
 
 
 def _parse_lines(
