@@ -457,9 +457,55 @@ def test_regression_pydantic_ai_argument_validation_errors_count_against_the_tur
     ((admitted,),) = [r.results for r in capability.reports]
     (text,) = sent
     assert admitted.tool == "lookup"
-    assert len(text.encode()) <= admitted.admitted_bytes + 200 < TURN  # the retry's framing
+    assert len(text.encode()) <= admitted.admitted_bytes < TURN
     assert ("spilled" in text) is (size > TURN)
-    assert "int_parsing" in text
+    if admitted.spill is None:
+        assert "int_parsing" in text
+    else:  # the note names the spill, which holds the errors as pydantic-ai sends them
+        assert admitted.spill.ref in text
+        errors = orjson.loads(admitted.spill.path.read_bytes())["error"]
+        assert errors[0]["type"] == "int_parsing"
+        assert errors[0]["input"] == "x" * size
+
+
+@pytest.mark.parametrize(("calls", "quotes"), [(3, 100), (5, 2000)], ids=["fit", "spilled"])
+def test_regression_pydantic_ai_validation_errors_count_their_wrapper(
+    calls: int, quotes: int
+) -> None:
+    """Validation errors were counted bare, and a spilled one's note as raw text, while
+    pydantic-ai sends each inside {"error": ...} (the note escaped): parallel calls sent
+    1,005 bytes in a 980-byte turn that reported itself within budget."""
+    sent: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            parts = [
+                ToolCallPart("lookup", {"n": '"' * quotes}, tool_call_id=f"c{i}")
+                for i in range(calls)
+            ]
+            return ModelResponse(parts=parts)
+        sent.extend(
+            p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)
+        )
+        return ModelResponse(parts=[TextPart("done")])
+
+    turn = TurnBudget(max_bytes=1000, max_calls=calls)
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=5)
+
+    @agent.tool_plain
+    def lookup(n: int) -> str:
+        return "ok"
+
+    agent.run_sync("go")
+    (report,) = capability.reports
+    assert len(sent) == calls
+    assert all(t.startswith('{"error":') for t in sent)
+    # Each answer is no longer than what the turn counted for it, so the turn holds.
+    for text, admitted in zip(sent, report.results, strict=True):
+        assert len(text.encode()) <= admitted.admitted_bytes
+    assert sum(len(t.encode()) for t in sent) <= report.used_bytes <= 1000
+    assert not report.over_budget
 
 
 def test_regression_pydantic_ai_model_retry_messages_count_against_the_turn(

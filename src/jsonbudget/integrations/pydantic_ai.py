@@ -127,18 +127,16 @@ class TurnBudgetCapability(AbstractCapability[Any]):
             raise ModelRetry(await self._admit_error(exc.message, tool)) from exc
         except ValidationError as exc:
             errors = exc.errors(include_url=False, include_context=False)
-            admitted = await self.turn.aadmit(errors, tool=tool)
-            if admitted.spill is None:
+            sent = await self._admit_error(errors, tool)
+            if sent is errors:
                 raise  # counted as sent
-            raise ModelRetry(admitted.text) from exc
+            raise ModelRetry(sent) from exc
 
     async def _admit_error(self, message: Any, tool: str) -> Any:
-        """A retry's or a failure's message, admitted as pydantic-ai sends it: a text
-        inside ``{"error": ...}``, JSON-escaped. Where that does not fit, the message
-        becomes a short note naming the spill, whose wrapped form is no longer than what
-        the turn counted; other content (validation errors) is admitted as it is."""
-        if not isinstance(message, str):
-            return await self._admit(message, tool)
+        """A retry's or a failure's message, admitted as pydantic-ai sends it: inside
+        ``{"error": ...}``, a text JSON-escaped, validation errors as the array they are.
+        Where that does not fit, the message becomes a short note naming the spill, whose
+        wrapped form is no longer than what the turn counted."""
         admitted = await self.turn.aadmit({"error": message}, tool=tool)
         if admitted.spill is None:
             return message  # counted as sent: the wrapper and the escapes
