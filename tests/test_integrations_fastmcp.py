@@ -286,6 +286,29 @@ async def test_regression_blocks_beside_structured_content_are_counted_not_dropp
     assert texts[1] == "…[omitted: 2 content blocks]"  # the image and the caption
 
 
+async def test_regression_a_str_results_own_text_is_not_an_omitted_block() -> None:
+    """FastMCP sends a str result as its text plus {"result": text}: the text was not
+    seen as FastMCP's copy, and every cut str result said "…[omitted: 1 content
+    blocks]" though nothing but that copy was left out."""
+    app = FastMCP("logs")
+    app.add_middleware(BoundedResults(max_bytes=2000))
+
+    @app.tool()
+    def log_text() -> str:
+        """A long log."""
+        return "line of log output\n" * 500
+
+    async with Client(app) as client:
+        got = await client.call_tool("log_text", {})
+    assert message_bytes(wire_of(got)) <= 2000
+    (block,) = got.content
+    assert isinstance(block, TextContent)
+    assert "omitted" not in block.text
+    cut = got.structured_content["result"]
+    assert cut.startswith("line of log output\n") and "…[truncated: " in cut
+    assert orjson.loads(block.text) == got.structured_content
+
+
 async def test_regression_a_spilled_text_of_control_characters_keeps_its_reference(
     tmp_path: Path,
 ) -> None:

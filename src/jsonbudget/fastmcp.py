@@ -265,14 +265,15 @@ def _value_of(result: ToolResult) -> tuple[Any, int]:
 
 
 def _copy_of(text: str, structured: dict[str, Any]) -> bool:
-    """Whether *text* is FastMCP's JSON copy of *structured* (or of the value it wraps)."""
-    if text.lstrip()[:1] not in ("{", "["):
-        return False
+    """Whether *text* is FastMCP's copy of *structured* (or of the value it wraps): its
+    JSON, or a wrapped string itself (FastMCP sends a ``str`` result as the text)."""
+    wrapped = structured.get("result", structured) if len(structured) == 1 else structured
+    if isinstance(wrapped, str) and text == wrapped:
+        return True
     try:
         parsed = load_json(text)
     except DecodeError:
-        return False  # prose that starts like JSON: a text of its own
-    wrapped = structured.get("result", structured) if len(structured) == 1 else structured
+        return False  # prose: a text of its own
     return bool(parsed in (structured, wrapped))
 
 
