@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import typing
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -835,6 +835,37 @@ def test_bounded_tool_sync_function_returning_a_coroutine_is_a_type_error() -> N
 
     with pytest.raises(TypeError, match="returned an awaitable"):
         bounded_tool(max_bytes=100)(tool)()  # type: ignore[no-untyped-call]
+
+
+async def test_regression_bounded_tool_refuses_async_iterables_rather_than_lose_them() -> None:
+    """An async generator function's result was encoded as one "…[unencodable:
+    async_generator]" marker: the generator was never iterated and every row lost."""
+
+    async def rows() -> AsyncIterator[dict[str, int]]:
+        for i in range(1000):
+            yield {"id": i}
+
+    with pytest.raises(TypeError, match="async generator function"):
+        bounded_tool(max_bytes=300)(rows)
+
+    def hands_back() -> Any:
+        return rows()
+
+    async def awaits_then_hands_back() -> Any:
+        return rows()
+
+    with pytest.raises(TypeError, match="returned an async iterable"):
+        bounded_tool(max_bytes=300)(hands_back)()
+    with pytest.raises(TypeError, match="returned an async iterable"):
+        await bounded_tool(max_bytes=300)(awaits_then_hands_back)()
+
+    def sync_rows() -> Iterator[dict[str, int]]:
+        yield from ({"id": i} for i in range(1000))
+
+    # A sync generator is still read lazily, cut and marked.
+    out = bounded_tool(max_bytes=300)(sync_rows)()
+    assert out.startswith('[{"id":0},')
+    assert out.endswith('more items]"]')
 
 
 def test_bounded_tool_signature_says_what_it_returns() -> None:

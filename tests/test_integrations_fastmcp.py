@@ -305,7 +305,8 @@ async def test_regression_a_str_results_own_text_is_not_an_omitted_block() -> No
     assert isinstance(block, TextContent)
     assert "omitted" not in block.text
     cut = got.structured_content["result"]
-    assert cut.startswith("line of log output\n") and "…[truncated: " in cut
+    assert cut.startswith("line of log output\n")
+    assert "…[truncated: " in cut
     assert orjson.loads(block.text) == got.structured_content
 
 

@@ -23,7 +23,7 @@ import json
 import operator
 import threading
 import typing
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast, overload
 
@@ -853,7 +853,14 @@ def bounded_tool(
     encoder = Encoder(limits, strategy=strategy, markers=markers, default=default)
     dumps = encoder.dumps
 
-    def finish(value: Any) -> Any:
+    def finish(value: Any, name: str) -> Any:
+        if isinstance(value, AsyncIterable) and not isinstance(value, Iterable):
+            # Its items can only be awaited: encoded, it would be one unencodable marker
+            # and every item lost.
+            raise TypeError(
+                f"{name} returned an async iterable ({type(value).__name__}); bounded_tool "
+                "encodes values and sync iterables: return a list or a sync generator"
+            )
         if output == "str":
             return dumps(value).decode("utf-8")
         if output == "json":
@@ -867,11 +874,16 @@ def bounded_tool(
         if not callable(fn):
             raise TypeError(f"bounded_tool wraps a function, not {type(fn).__name__}")
         name = getattr(fn, "__name__", type(fn).__name__)
+        if inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"bounded_tool cannot wrap {name}, an async generator function: its items "
+                "can only be awaited; return a list or a sync generator"
+            )
         wrapper: Callable[..., Any]
         if _is_async(fn):
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                return finish(await fn(*args, **kwargs))
+                return finish(await fn(*args, **kwargs), name)
 
             wrapper = async_wrapper
         else:
@@ -885,7 +897,7 @@ def bounded_tool(
                         f"{name} returned an awaitable from a sync call; bounded_tool awaits "
                         "only async functions and objects with an async __call__"
                     )
-                return finish(value)
+                return finish(value, name)
 
             wrapper = sync_wrapper
         _retype(wrapper, fn, name, output)
