@@ -855,9 +855,9 @@ async def test_regression_bounded_tool_refuses_async_iterables_rather_than_lose_
         return rows()
 
     with pytest.raises(TypeError, match="returned an async iterable"):
-        bounded_tool(max_bytes=300)(hands_back)()
+        bounded_tool(max_bytes=300)(hands_back)()  # type: ignore[no-untyped-call]
     with pytest.raises(TypeError, match="returned an async iterable"):
-        await bounded_tool(max_bytes=300)(awaits_then_hands_back)()
+        await bounded_tool(max_bytes=300)(awaits_then_hands_back)()  # type: ignore[no-untyped-call]
 
     def sync_rows() -> Iterator[dict[str, int]]:
         yield from ({"id": i} for i in range(1000))
