@@ -14,7 +14,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import pytest
+
+from tests.loopback import free_port
 
 _START_TIMEOUT = 60.0
 _SERVICE_USER = "postgres"
@@ -58,13 +59,6 @@ def _find_binary(name: str) -> str:
         f"PostgreSQL's {name} was not found on PATH or in /usr/lib/postgresql/*/bin; "
         "install it (Debian: apt-get install postgresql)"
     )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class _RunAs(TypedDict, total=False):
@@ -155,7 +149,7 @@ def running_postgres() -> Iterator[PostgresServer]:
             raise RuntimeError(f"initdb failed:\n{init.stdout.decode()}\n{init.stderr.decode()}")
         host = "127.0.0.1"
         for _attempt in range(5):
-            port = _free_port()
+            port = free_port()
             with open(log, "ab") as out:
                 proc = subprocess.Popen(
                     [

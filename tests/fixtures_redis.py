@@ -18,14 +18,9 @@ from typing import Any
 
 import pytest
 
+from tests.loopback import free_port
+
 START_TIMEOUT = 15.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _answers(port: int, pid: int) -> bool:

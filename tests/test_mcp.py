@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
 import re
 import sqlite3
 import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import orjson
 import pytest
+import uvicorn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventStore
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, Implementation
 from pydantic import BaseModel
@@ -48,6 +56,7 @@ from jsonbudget.mcp import (
     paginated_tool,
     read_result_tool,
 )
+from tests.loopback import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "mcp_server.py"
@@ -230,7 +239,7 @@ async def test_async_tool_and_async_source() -> None:
                 yield {"i": i, "pad": "é" * 40}
 
     @server.tool()
-    @paginated_tool(max_bytes=1600, store=MemoryCursorStore(), principal=lambda: "tester")
+    @paginated_tool(max_bytes=1700, store=MemoryCursorStore(), principal=lambda: "tester")
     async def numbers(n: int, limit: int = 5) -> Numbers:
         """Count to n."""
         return Numbers(n)
@@ -243,7 +252,7 @@ async def test_async_tool_and_async_source() -> None:
             if cursor:
                 args["cursor"] = cursor
                 args["limit"] = 7  # a page-size argument may change between pages
-            env = check_sizes(await client.call_tool("numbers", args), 1600)
+            env = check_sizes(await client.call_tool("numbers", args), 1700)
             seen.extend(item["i"] for item in env["items"])
             cursor = env["nextCursor"]
             if cursor is None:
@@ -297,8 +306,8 @@ for spec in sys.argv[1:]:
 server.run("stdio")
 """
 
-SPECS = [("both", 1544), ("both", 2000), ("both", 16384), ("structured", 926),
-         ("structured", 4096), ("text", 1013), ("text", 4096)]  # fmt: skip
+SPECS = [("both", 1611), ("both", 2000), ("both", 16384), ("structured", 993),
+         ("structured", 4096), ("text", 1080), ("text", 4096)]  # fmt: skip
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
@@ -377,6 +386,105 @@ async def test_every_response_line_fits_its_budget_on_the_wire(
     assert seen == sum(calls.values()) > len(SPECS) * 4
 
 
+class UuidEvents(EventStore):
+    """An event store as the SDK's resumable servers keep one: each event gets a UUID,
+    sent in an ``id:`` line of its SSE event (replay is not exercised here)."""
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        return str(uuid.uuid4())
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """*app* served by uvicorn on a free loopback port; yields its MCP endpoint."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(1000):
+            if server.started or not thread.is_alive():
+                break
+            time.sleep(0.01)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("events", [None, UuidEvents()], ids=["sse", "sse-with-event-ids"])
+def test_regression_every_sse_event_fits_its_budget_over_streamable_http(
+    events: EventStore | None,
+) -> None:
+    """Budgets counted the stdio line (the JSON and a newline), while a Streamable HTTP
+    server sends each response as an SSE event: ``event: message``, ``data:`` and the
+    blank line (and an ``id:`` line with an event store) took up to 67 bytes more."""
+    budget, worst_id = 2048, -(2**63)
+    server = MCPServer("sse")
+
+    @server.tool()
+    @paginated_tool(max_bytes=budget, store=MemoryCursorStore(), content="both")
+    def rows(n: int) -> list[dict[str, Any]]:
+        return [{"i": i, "s": 'q"\\' * (i % 3)} for i in range(n)]
+
+    @server.tool()
+    def log(lines: int) -> CallToolResult:
+        return bounded_result("line of output\n" * lines, max_bytes=budget)
+
+    headers = {"accept": "application/json, text/event-stream",
+               "content-type": "application/json"}  # fmt: skip
+
+    def call(http: httpx.Client, url: str, name: str, args: dict[str, Any]) -> tuple[int, Any]:
+        """The SSE event that answers the call (its size) and the result it carries."""
+        message = {"jsonrpc": "2.0", "id": worst_id, "method": "tools/call",
+                   "params": {"name": name, "arguments": args}}  # fmt: skip
+        body = http.post(url, headers=headers, json=message).content
+        # The body is SSE events, each ended by a blank line.
+        for event in body.split(b"\r\n\r\n")[:-1]:
+            data = [line[6:] for line in event.split(b"\r\n") if line.startswith(b"data: ")]
+            answer = orjson.loads(data[0]) if data and data[0] else {}
+            if answer.get("id") == worst_id:
+                return len(event) + 4, answer["result"]
+        raise AssertionError(f"no answer in {body[:200]!r}")
+
+    sizes: list[int] = []
+    items: list[Any] = []
+    with serving(server.streamable_http_app(event_store=events)) as url, httpx.Client() as http:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {},
+                 "clientInfo": {"name": "test", "version": "1"}}  # fmt: skip
+        opening = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        opened = http.post(url, headers=headers, json=opening)
+        headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        headers["mcp-protocol-version"] = "2025-11-25"
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        http.post(url, headers=headers, json=ready)
+        cursor = None
+        for _ in range(100):
+            size, result = call(
+                http, url, "rows", {"n": 400, **({"cursor": cursor} if cursor else {})}
+            )
+            sizes.append(size)
+            items.extend(result["structuredContent"]["items"])
+            cursor = result["structuredContent"]["nextCursor"]
+            if cursor is None:
+                break
+        log_size, logged = call(http, url, "log", {"lines": 1000})
+    assert [item["i"] for item in items] == list(range(400))
+    assert len(sizes) > 3
+    assert max(sizes) <= budget
+    assert "…[truncated: " in logged["content"][0]["text"]
+    assert log_size <= budget
+    # What the budgets count is the event exactly, with a 36-character id line and (on a
+    # 2026-07-28 connection, which this legacy one is not) the resultType member.
+    counted = message_bytes(CallToolResult.model_validate(logged))
+    no_id = 0 if events is not None else len("id: \r\n") + 36
+    assert log_size == counted - len(',"resultType":"complete"') - no_id
+
+
 def test_page_result_content_modes() -> None:
     builder = PageBuilder(Limits(1024), keys=MCP_KEYS)
     builder.fill({"n": i} for i in range(500))
@@ -394,7 +502,7 @@ def test_page_result_content_modes() -> None:
 def test_pager_options_validated() -> None:
     with pytest.raises(LimitError, match="content"):
         McpPager(max_bytes=4096, content="both-ways")  # type: ignore[arg-type]
-    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1544"):
+    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1611"):
         McpPager(max_bytes=1000)
     with pytest.raises(LimitError, match="limits"):
         McpPager(max_bytes=4096, limits=Limits(4096))

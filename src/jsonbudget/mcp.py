@@ -52,6 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = [
     "CURSOR_PARAM",
+    "FRAMING_BYTES",
     "RESULT_SUMMARY_TEXT",
     "SUMMARY_TEXT",
     "TOOL_KEY",
@@ -80,6 +81,12 @@ _MODES: tuple[ContentMode, ...] = ("both", "structured", "text")
 #: The response's id is the client's: budgets count one of up to 20 characters (every
 #: 64-bit integer id; JSON-RPC clients number their requests).
 _WORST_ID = -(2**63)
+#: The most the SDK's transports put around a message: a Streamable HTTP server's SSE
+#: event, ``id: <event id>\r\nevent: message\r\ndata: `` before the JSON and
+#: ``\r\n\r\n`` after, with an event id of up to 36 characters (a UUID, as the SDK's
+#: event stores make; a stream without an event store has no id line). stdio adds a
+#: newline, a JSON response body nothing.
+FRAMING_BYTES = len(b"id: \r\nevent: message\r\ndata: \r\n\r\n") + 36
 #: The text of a ``"structured"`` result: fixed, so the message is the envelope plus it.
 SUMMARY_TEXT = "The page is in structuredContent: items, complete, nextCursor."
 #: The same for any other result (`bounded_result`).
@@ -185,10 +192,10 @@ def _as_written(number: bytes) -> bool:
 def message_bytes(
     result: CallToolResult, *, request_id: int | str = _WORST_ID, server: Any = None
 ) -> int:
-    """The exact length in bytes of the JSON-RPC response line that carries *result*.
+    """The bytes the client receives for the JSON-RPC response that carries *result*.
 
-    Serialized as the SDK serializes it (its stdio transport writes this line, newline
-    included; an HTTP response body is the same JSON without the newline), for a request
+    Serialized as the SDK serializes it, plus `FRAMING_BYTES`, the most the SDK's
+    transports put around a message (an SSE event; stdio adds a newline), for a request
     id of *request_id* (default: the longest 64-bit integer id), on a protocol 2026-07-28
     connection: ``"resultType":"complete"`` counted and, given *server* (the server or
     its ``Implementation``), the ``serverInfo`` stamp the SDK adds to ``_meta``. A legacy
@@ -225,7 +232,7 @@ def _line_bytes(
     line = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped).model_dump_json(
         by_alias=True, exclude_unset=True
     )
-    return len(line.encode("utf-8")) + 1
+    return len(line.encode("utf-8")) + FRAMING_BYTES
 
 
 def cursor_error(exc: CursorError) -> MCPError:
