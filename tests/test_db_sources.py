@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sqlite3
@@ -930,6 +931,93 @@ def test_pg_keys_that_do_not_come_back_from_a_position_are_refused_first(
         assert len(all_ids(PostgresSource(pg, table="tk", order_by=("a",), mode="offset"))) == 20
     finally:
         pg.execute("DROP TABLE tk")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("order", ["iv", "-iv"])
+def test_regression_pg_interval_keys_are_refused_not_skipped(
+    pg: psycopg.Connection[Any], order: str
+) -> None:
+    """psycopg reads interval '1 year' as 365 days, PostgreSQL compares it as 360: by
+    iv, rows 2-4 were skipped and the paging said complete; by -iv it never ended."""
+    pg.execute("DROP TABLE IF EXISTS iv")
+    pg.execute("CREATE TABLE iv (id int PRIMARY KEY, iv interval NOT NULL)")
+    try:
+        pg.execute(
+            "INSERT INTO iv VALUES (1, '1 year'), (2, '361 days'), (3, '362 days'),"
+            " (4, '364 days'), (5, '2 years')"
+        )
+        with pytest.raises(LimitError, match="interval column") as raised:
+            PostgresSource(pg, table="iv", order_by=(order,)).open(None)
+        assert raised.value.name == "order_by"
+        # Ordered by a number the query makes, every row comes once, in its order (to
+        # extract, a year is 365.25 days).
+        query = "SELECT id, iv, extract(epoch FROM iv) AS iv_key FROM iv"
+        keyed = PostgresSource(pg, query=query, order_by=("iv_key", "id"), unique=True)
+        assert page_through(keyed, 1) == [2, 3, 4, 1, 5]
+    finally:
+        pg.execute("DROP TABLE iv")
+
+
+@pytest.mark.postgres
+def test_regression_pg_a_connection_that_makes_dict_rows_pages_as_any_other(
+    postgres_server: PostgresServer,
+) -> None:
+    """The source's cursors took the connection's row_factory: with dict_row, paging
+    raised KeyError: 0, and offset mode served the column names as the values."""
+    with psycopg.connect(postgres_server.dsn, row_factory=psycopg.rows.dict_row) as conn:
+        conn.execute("CREATE TEMP TABLE dr (id int PRIMARY KEY, name text)")
+        conn.execute("INSERT INTO dr SELECT g, 'n' || g FROM generate_series(1, 7) g")
+        for mode in ("keyset", "offset"):
+            source = PostgresSource(conn, table="dr", mode=mode)
+            assert page_through(source, 3) == list(range(1, 8))
+            first = next(source.open(None))[0]
+            assert first == {"id": 1, "name": "n1"}
+        assert conn.row_factory is psycopg.rows.dict_row  # the caller's, untouched
+
+
+def test_regression_sqlite_a_connection_that_converts_keys_is_refused(tmp_path: Path) -> None:
+    """With detect_types, a TIMESTAMP key came back a datetime whose text is not what
+    SQLite stores ('10:00:00' for '10:00:00.000'): the next page began at the same row
+    again, and paging never ended."""
+    path = tmp_path / "conv.db"
+    with contextlib.closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, at TIMESTAMP NOT NULL)")
+        setup.executemany(
+            "INSERT INTO t VALUES (?, ?)",
+            [(i, f"2024-01-01 10:00:0{i}.000") for i in range(1, 4)],
+        )
+        setup.commit()
+    with contextlib.closing(sqlite3.connect(path, detect_types=sqlite3.PARSE_DECLTYPES)) as conn:
+        with pytest.raises(LimitError, match="detect_types") as raised:
+            page_through(SQLiteSource(conn, table="t", order_by=("at",)), 1)
+        assert raised.value.name == "connection"
+        # Keys it leaves as stored page as usual, the other columns converted.
+        rows = list(SQLiteSource(conn, table="t").open(None))
+        assert [row["id"] for row, _ in rows] == [1, 2, 3]
+        assert isinstance(rows[0][0]["at"], dt.datetime)
+    # By path, the source's own connection converts nothing.
+    assert page_through(SQLiteSource(path, table="t", order_by=("at",)), 1) == [1, 2, 3]
+
+
+def test_regression_sqlite_a_connection_that_reads_text_as_bytes_is_refused(
+    tmp_path: Path,
+) -> None:
+    """With text_factory=bytes, a text key was bound as a BLOB, which sorts after every
+    text: ids 3-5 were lost under an empty page that said complete."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "tf.db")) as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+        conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, f"n{i}") for i in range(1, 6)])
+        conn.text_factory = bytes
+        for source in (
+            SQLiteSource(conn, query="SELECT id, name FROM t", order_by=("name",), unique=True),
+            SQLiteSource(conn, table="t"),
+        ):
+            with pytest.raises(LimitError, match="text_factory") as raised:
+                page_through(source, 2)
+            assert raised.value.name == "connection"
+        conn.text_factory = str
+        assert page_through(SQLiteSource(conn, table="t", order_by=("name",)), 2) == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.postgres

@@ -1329,6 +1329,10 @@ def _same_ties(sorts_by: str | None, index: str | None) -> bool:
     return sorts_by == "BINARY" or sorts_by == index.upper()
 
 
+#: The types SQLite values are read as, where no converter is registered.
+_SQLITE_TYPES: Final = (int, float, str, bytes)
+
+
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -1423,6 +1427,15 @@ class SQLiteSource(_SQLSource):
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
+            if self._conn.text_factory is not str:
+                # Keys, names and positions must be the text SQLite stores: as bytes a
+                # key would be bound as a BLOB, which sorts after every text.
+                raise LimitError(
+                    "connection",
+                    f"text_factory={self._conn.text_factory!r}",
+                    "must read text as str (the default text_factory): give the source "
+                    "a connection of its own, or the database's path",
+                )
             return self._conn
         with self._held():
             if self._own is None or self._pid != os.getpid():
@@ -1574,6 +1587,21 @@ class SQLiteSource(_SQLSource):
         finally:
             cur.execute("COMMIT")
         return rows
+
+    @staticmethod
+    def _key(value: object, i: int, plan: _Plan) -> JSONValue:
+        if value is not None and type(value) not in _SQLITE_TYPES:
+            # A converter of the connection's (detect_types) made it: the position would
+            # be the converted value's text, not the text SQLite stores and compares.
+            names = [*plan.columns, plan.hidden] if plan.hidden else plan.columns
+            raise LimitError(
+                "connection",
+                f"order_by column {names[i]!r} read as {type(value).__name__}",
+                "must return order_by columns as SQLite stores them: the connection "
+                "converts them (detect_types); give the source a connection without "
+                "converters, or the database's path",
+            )
+        return _SQLSource._key(value, i, plan)
 
     def _blob_cells(self, plan: _Plan, cur: Any, where: str, row_id: int) -> tuple[Any, ...]:
         """The row *row_id* (``FROM … WHERE`` its rowid: *where*) a cell at a time, a cell
@@ -1827,6 +1855,10 @@ def _uri_path(path: str) -> str:
 _PG_BYTEA: Final = 17
 _PG_AS_TEXT: Final = frozenset({114, 142, 3802})  # json, xml, jsonb
 _PG_FLOAT4: Final = 700
+#: psycopg reads an interval as a timedelta, its months as 30 days and its years as 365,
+#: while PostgreSQL compares a month as 30 days and a year as 360: a position written
+#: from the timedelta does not compare as the row it came from.
+_PG_INTERVAL: Final = 1186
 #: Type categories whose values are bounded by their type, fetched whole: boolean,
 #: date/time, enum, network address, numeric (a ``numeric`` has at most 147,457
 #: characters), timespan. Every other type not cut as text or bytes is cut through its
@@ -1945,7 +1977,7 @@ class PostgresSource(_SQLSource):
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with conn.transaction() if idle else contextlib.nullcontext():
             name = "jsonbudget_" + secrets.token_hex(8)
-            with conn.cursor(name=name) as cur:
+            with conn.cursor(name=name, row_factory=psycopg.rows.tuple_row) as cur:
                 cur.execute(sql, params)
                 rows = self._rows(plan, cur, limit_hint)
                 yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
@@ -1970,7 +2002,7 @@ class PostgresSource(_SQLSource):
             idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
-            cur = stack.enter_context(conn.cursor())
+            cur = stack.enter_context(conn.cursor(row_factory=psycopg.rows.tuple_row))
             carried, kept = self._ahead.get(key)
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
             token = None
@@ -1995,7 +2027,11 @@ class PostgresSource(_SQLSource):
             return super()._together(cur, queries)
         conn = cur.connection
         with contextlib.ExitStack() as stack:
-            cursors = [cur, *(stack.enter_context(conn.cursor()) for _ in queries[1:])]
+            more = (
+                stack.enter_context(conn.cursor(row_factory=psycopg.rows.tuple_row))
+                for _ in queries[1:]
+            )
+            cursors = [cur, *more]
             with conn.pipeline():
                 for each, (sql, params) in zip(cursors, queries, strict=True):
                     each.execute(sql, params)
@@ -2018,7 +2054,7 @@ class PostgresSource(_SQLSource):
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
         query = chunks.first_query(batch)
-        with conn.cursor() as snap:
+        with conn.cursor(row_factory=psycopg.rows.tuple_row) as snap:
             if query is not None and psycopg.Pipeline.is_supported():
                 with conn.pipeline():
                     snap.execute("SELECT pg_current_snapshot()::text")
@@ -2043,7 +2079,9 @@ class PostgresSource(_SQLSource):
         return self._plan_on(conn, cut)
 
     def _plan_on(self, conn: psycopg.Connection[Any], cut: int | None) -> _Plan:
-        with conn.cursor() as cur:
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
             cur.execute(f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0", self._params)
             assert cur.description is not None
             columns = [d.name for d in cur.description]
@@ -2052,7 +2090,7 @@ class PostgresSource(_SQLSource):
                 "SELECT oid::int, typcategory::text FROM pg_type WHERE oid = ANY(%s)",
                 (sorted(set(oids)),),
             )
-            category = dict(cur.fetchall())
+            category: dict[int, str] = dict(cur.fetchall())
             table_keys = None
             if self._table is not None and self._mode == "keyset":
                 table_keys = self._table_keys(cur)
@@ -2109,6 +2147,15 @@ class PostgresSource(_SQLSource):
                         "is a JSON, XML, array, composite or range column, whose values do "
                         "not come back from a cursor position as they were: order by scalar "
                         "columns (in a query, a cast such as tags::text AS tags_key)",
+                    )
+                if oid == _PG_INTERVAL:
+                    raise LimitError(
+                        "order_by",
+                        name,
+                        "is an interval column, which psycopg reads as a timedelta that "
+                        "does not compare as PostgreSQL compares the interval ('1 year' is "
+                        "365 days to it, 360 to PostgreSQL): order by a number in a query, "
+                        "such as extract(epoch FROM iv) AS iv_key",
                     )
         return plan
 
