@@ -333,6 +333,22 @@ def test_describe_has_no_page_size_and_changes_with_the_query(
     assert SQLiteSource(path, table="t").describe()["database"] == str(path)
 
 
+def test_regression_json_params_that_print_alike_describe_apart() -> None:
+    """psycopg's Json and Jsonb print an abbreviation of their document: two long
+    documents of one length described alike, and a cursor minted for one query served
+    the other's rows under the same scope."""
+    query = "SELECT id FROM docs WHERE %s::jsonb @> tags"
+    a, b = [*range(1, 100), 150], [*range(1, 100), 170]
+    assert str(Jsonb(a)) == str(Jsonb(b))  # what the description used to be made of
+    described = [
+        PostgresSource("dbname=unused", query=query, params=[p], unique=True).describe()
+        for p in (Jsonb(a), Jsonb(b), Json(a), Jsonb(a))
+    ]
+    assert described[0] != described[1]
+    assert described[0] != described[2]  # json and jsonb are other parameters
+    assert described[0] == described[3]
+
+
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

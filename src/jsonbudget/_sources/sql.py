@@ -128,6 +128,10 @@ def json_safe(value: object, *, what: str) -> JSONValue:
         return value
     if isinstance(value, bytes | bytearray | memoryview):
         return {"bytes": base64.b64encode(value).decode("ascii")}
+    if type(value).__module__ == "psycopg.types.json":
+        # Json / Jsonb: their str is reprlib's abbreviation, which two long documents of
+        # the same length share; the document itself tells them apart.
+        return {type(value).__name__.lower(): repr(value.obj)}  # type: ignore[attr-defined]
     # Decimal, datetime, date, UUID...: PostgreSQL casts their text back (psycopg sends
     # str as "unknown"); SQLite stores them as text already.
     return {"text": str(value)}
