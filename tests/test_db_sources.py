@@ -1976,7 +1976,7 @@ def test_regression_a_spilled_row_holds_its_long_cells_whole(tmp_path: Path) -> 
     """Regression: the source cut each cell to what one page shows before the builder
     saw the row, so the spill file held `yyy…[truncated: 4300 more bytes]`: 4,300
     bytes out of reach, though oversized="spill" writes the item whole."""
-    from jsonbudget import SpillStore
+    from jsonbudget import MemoryCursorStore, Scope, SpillStore, paginate
 
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT, raw BLOB)")
@@ -1990,9 +1990,17 @@ def test_regression_a_spilled_row_holds_its_long_cells_whole(tmp_path: Path) -> 
     small = SpillStore(tmp_path / "small", max_file_bytes=2000)
     with pytest.raises(SpillError, match="max_file_bytes"):
         _spilled_rows(SQLiteSource(conn, table="t"), small)
-    # max_cell_bytes, when given, is the cut: the row is spilled with its cell cut.
+    # max_cell_bytes, when given, is the cut: the row is spilled with its cell cut, and
+    # the page reports that cut at the row's place.
     (row,) = _spilled_rows(SQLiteSource(conn, table="t", max_cell_bytes=1000), small)
     assert row["body"] == "y" * 1000 + "…[truncated: 4000 more bytes]"
+    page = paginate(SQLiteSource(conn, table="t", max_cell_bytes=1000), scope=Scope("u", {}),
+                    store=MemoryCursorStore(), limits=Limits(700), oversized="spill",
+                    spill_store=small)  # fmt: skip
+    assert [(t.path, t.kind, t.omitted, t.unit) for t in page.truncations] == [
+        ("/items/0", "item", None, "bytes"),
+        ("/items/0", "string", 4000, "bytes"),
+    ]
 
 
 @pytest.mark.postgres

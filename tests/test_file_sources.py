@@ -1266,3 +1266,32 @@ def test_regression_an_item_too_long_to_hold_is_never_parsed_whole(tmp_path: Pat
     assert got["clipped"] == "Clipped"
     assert got["size"] == 6_000_003  # "[", 2,000,000 times "{},", then "0]"
     assert got["kib"] < 24 << 10  # the window's text as it grows, and 256 KiB parsed
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_regression_a_spilled_item_cut_by_its_source_says_so(tmp_path: Path, kind: str) -> None:
+    """An item past max_item_bytes was spilled as a head cut to the page's budget (700 of
+    5,010 bytes), and the page said "spilled" with no word of the cut: the item is now
+    kept up to max_item_bytes, and what its source left out is reported."""
+    from jsonbudget import SpillStore
+
+    item = b'{"k":"' + b"z" * 5000 + b'"}'
+    path = tmp_path / ("items.json" if kind == "array" else "items.jsonl")
+    path.write_bytes(b"[" + item + b", 1]" if kind == "array" else item + b"\n1\n")
+    source: Any = (JsonArrayFileSource if kind == "array" else JsonLinesSource)(
+        path, max_item_bytes=2000
+    )
+    spill = SpillStore(tmp_path / "spill")
+    page = paginate(source, scope=Scope("u", {}), store=MemoryCursorStore(),
+                    limits=Limits(700), oversized="spill", spill_store=spill)  # fmt: skip
+    assert page.items[1] == 1
+    (spilled,) = page.oversized
+    assert spilled.ref is not None
+    held = orjson.loads(spill.read(spilled.ref, 0, 1 << 20))
+    # The item's text as far as the source read it (2,000 bytes), marked where it stops.
+    assert held == item[:2000].decode() + f"…[truncated: {len(item) - 2000} more bytes]"
+    assert [(t.path, t.kind, t.omitted, t.unit) for t in page.truncations] == [
+        ("/items/0", "item", None, "bytes"),
+        ("/items/0", "string", len(item) - 2000, "bytes"),
+    ]
+    assert len(page.to_json()) <= 700

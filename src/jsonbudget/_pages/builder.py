@@ -51,6 +51,7 @@ from .._frozen import fast_constructor
 from .._limits import MAX_LIMIT, Limits
 from .._sources.base import (
     AsyncSource,
+    Clipped,
     Position,
     SequenceSource,
     Source,
@@ -523,7 +524,7 @@ class PageBuilder:
             shown = ref.ref if self._spill_ref is None else _shown_ref(self._spill_ref(ref))
             info = OversizedItem(index, size, "spilled", shown)
             marker = self._spill_marker(shown, size)
-            self._place(item, marker, path, info)
+            self._place(item, marker, path, info, self._source_cuts(item, path))
             return
         if policy == "truncate":
             info = OversizedItem(index, None, "truncated")
@@ -551,8 +552,29 @@ class PageBuilder:
     def _placeholder(self) -> bytes:
         return self._encoder.marker("oversized", _PLACEHOLDER)
 
-    def _place(self, item: Any, marker: bytes, path: str, info: OversizedItem) -> None:
-        cut = [Truncation(path, "item", None, "bytes")]
+    def _source_cuts(self, item: Any, path: str) -> list[Truncation]:
+        """The cuts a source made in *item* (the item a `Clipped` text, or a row's cell
+        one), which a spill file holds as they were read: reported at the item's place,
+        as the encoder reports such a cut, so no spilled item passes for whole."""
+        values = item.values() if type(item) is dict else (item,)
+        cuts = []
+        for value in values:
+            if type(value) is Clipped:
+                if isinstance(value.head, str) or self._encoder.binary != "marker":
+                    cuts.append(Truncation(path, "string", value.omitted, value.unit))
+                else:  # written as the binary marker, which says the size
+                    cuts.append(Truncation(path, "unencodable", None, "bytes"))
+        return cuts
+
+    def _place(
+        self,
+        item: Any,
+        marker: bytes,
+        path: str,
+        info: OversizedItem,
+        cuts: Iterable[Truncation] = (),
+    ) -> None:
+        cut = [Truncation(path, "item", None, "bytes"), *cuts]
         grow = self._report_growth(cut, info)
         if len(marker) + grow > self._room():
             # The builder's own minimum (checked in __init__) leaves room for this marker on

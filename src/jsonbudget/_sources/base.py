@@ -36,6 +36,7 @@ __all__ = [
     "SourceLike",
     "as_source",
     "page_budget",
+    "read_bound",
     "spill_bytes",
 ]
 
@@ -108,6 +109,13 @@ def page_budget(builder: Filler, default: int) -> int:
 def spill_bytes(builder: Filler) -> int:
     """The largest item *builder* spills whole (`PageBuilder.spill_bytes`), else 0."""
     return int(getattr(builder, "spill_bytes", None) or 0)
+
+
+def read_bound(builder: Filler, default: int) -> int:
+    """The most of one long value worth reading for *builder*: its page budget (a longer
+    value can never be shown whole), or more where it spills items whole (the largest
+    it spills); *default* where it says neither."""
+    return max(page_budget(builder, default), spill_bytes(builder))
 
 
 @runtime_checkable

@@ -30,7 +30,16 @@ import orjson
 
 from .._limits import check_int
 from ..errors import DecodeError, InvalidCursor, LimitError
-from .base import Clipped, Filler, JSONValue, Position, Source, check_limit_hint, page_budget
+from .base import (
+    Clipped,
+    Filler,
+    JSONValue,
+    Position,
+    Source,
+    check_limit_hint,
+    page_budget,
+    read_bound,
+)
 from .jsonread import exact, float_or_decimal, load_json, scan_json
 
 __all__ = [
@@ -879,8 +888,8 @@ class JsonArrayFileSource(Source[Any]):
                 resume=resume,
                 bulk=True,
                 # As the SQL sources cut a long cell: nothing longer than the page can
-                # be shown whole.
-                head_bytes=page_budget(builder, self._max_item),
+                # be shown whole, and an item spilled is kept up to max_item_bytes.
+                head_bytes=read_bound(builder, self._max_item),
             )
             more, last = False, None
             try:
@@ -1059,7 +1068,7 @@ class JsonLinesSource(Source[Any]):
                         keep = [i for i, p in enumerate(pieces) if i in too_long or not _blank(p)]
                         lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
                         if too_long:
-                            head = min(page_budget(builder, limit), limit)
+                            head = min(read_bound(builder, limit), limit)
                             values, error = _lines_with_clips(pieces, keep, too_long, base, head)
                         else:
                             values, error = _parse_lines(lines, keep, pieces, base)

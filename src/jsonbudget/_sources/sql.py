@@ -42,8 +42,7 @@ from .base import (
     Source,
     check_limit_hint,
     offset_position,
-    page_budget,
-    spill_bytes,
+    read_bound,
 )
 
 if TYPE_CHECKING:
@@ -723,7 +722,7 @@ class _SQLSource(Source[Row]):
             # No cell longer than the whole page can be shown whole: fetch no more of one;
             # unless an item too big for the page is spilled whole (as far as the spill
             # store takes it).
-            cut = max(MIN_CELL_BYTES, page_budget(builder, 1 << 20), spill_bytes(builder))
+            cut = max(MIN_CELL_BYTES, read_bound(builder, 1 << 20))
         plan = self._plan_for(min(cut, _MAX_CUT))
         more, after = self._fill(
             builder,
