@@ -1017,11 +1017,47 @@ def test_regression_finish_refuses_a_cursor_or_reason_the_page_has_no_room_for(
         builder.finish(complete=False, **{"next_cursor": "c" * 20, **options})
 
 
+def test_regression_finish_refuses_envelopes_that_contradict_themselves() -> None:
+    # Both were written as asked: a page "complete" after add() refused an item (the
+    # source's next one, lost), and a live cursor beside "budget_exhausted".
+    builder = PageBuilder(Limits(400, max_items=1))
+    assert builder.add(1)
+    assert not builder.add(2)
+    with pytest.raises(ValueError, match="refused"):
+        builder.finish(complete=True)
+    with pytest.raises(ValueError, match="budget is spent"):
+        builder.finish(complete=False, next_cursor="abc", incomplete_reason="budget_exhausted")
+    page = builder.finish(complete=False, next_cursor="abc")
+    assert json.loads(page.to_json())["incomplete_reason"] == "max_items"
+
+
 @pytest.mark.parametrize("start", [-3, True, 1.0])
 def test_regression_fill_from_refuses_a_start_that_is_not_an_offset(start: Any) -> None:
     # start=-3 indexed from the end and returned 20, as if all 20 items were placed.
     with pytest.raises(ValueError, match="start"):
         PageBuilder(Limits(400)).fill_from(list(range(20)), start)
+
+
+@pytest.mark.parametrize("shrink", ["pop", "clear"])
+def test_regression_a_list_that_shrinks_while_its_page_is_built_ends_the_page(
+    shrink: str,
+) -> None:
+    # fill_from read len() once, then indexed: a default hook that popped from the list
+    # (or another thread) made a raw IndexError out of paginate and fill_from.
+    rows: list[Any] = [object() for _ in range(20)]
+
+    def default(obj: Any) -> str:
+        if shrink == "pop":
+            rows.pop()
+        else:
+            rows.clear()
+        return "row"
+
+    builder = PageBuilder(Limits(1000), default=default)
+    more, served = builder.fill_from(rows)
+    page = builder.finish(complete=not more)
+    assert (more, served) == (False, 10 if shrink == "pop" else 1)
+    assert json.loads(page.to_json())["items"] == ["row"] * served
 
 
 def test_regression_two_threads_paging_one_generator_take_turns() -> None:
@@ -1092,7 +1128,19 @@ def test_regression_a_retried_page_whose_pulls_were_dropped_is_expired_not_short
         paginate(mine, scope=alice, cursor=first.next_cursor, store=store, limits=limits)
 
 
-def test_regression_an_envelope_key_that_is_not_a_string_is_refused() -> None:
-    # keys={"items": 1} got orjson's "Dict key must be str" from inside the frame.
-    with pytest.raises(LimitError, match="envelope keys must be strings"):
-        PageBuilder(Limits(1000), keys={"items": 1})  # type: ignore[dict-item]
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ({"items": 1}, "must be strings"),  # orjson's "Dict key must be str"
+        ({"items": ["a"]}, "must be strings"),  # "unhashable type: 'list'" from the cache
+        ({"items": "\ud800"}, "valid UTF-8"),  # orjson's "surrogates not allowed"
+        ([("items", "rows")], "must be a mapping"),  # AttributeError: no .items()
+    ],
+)
+def test_regression_envelope_keys_that_are_not_str_names_are_refused(keys: Any, says: str) -> None:
+    # Each got another library's error from inside the frame or the pager's cache key.
+    with pytest.raises(LimitError, match=says) as raised:
+        PageBuilder(Limits(1000), keys=keys)
+    assert raised.value.name == "keys"
+    with pytest.raises(LimitError, match=says):
+        paginate([1], scope=Scope("u"), store=MemoryCursorStore(), limits=Limits(1000), keys=keys)

@@ -249,7 +249,7 @@ class PageBuilder:
         self._encoder = encoder or Encoder(
             limits, strategy=strategy, markers=markers, default=default, binary=binary
         )
-        shape = _shape(None if not keys else tuple(keys.items()), oversized, self._encoder.markers)
+        shape = _shape(_key_pairs(keys), oversized, self._encoder.markers)
         self._keys = shape.keys
         self._items_path = shape.items_path
         self._frame = shape.frame
@@ -368,14 +368,17 @@ class PageBuilder:
             # A negative start would index from the end, and the offset returned would
             # claim the items before it.
             raise ValueError(f"start must be an int of at least 0, not {start!r}")
-        i, n = start, len(seq)
+        i = start
         runs = RunSizer()
-        while i < n:
+        # The length is read again each step: a default hook or another thread may
+        # shrink the list while its items are encoded (the page then ends where it ends).
+        while i < (n := len(seq)):
             count = self._count
             if count and runs.live and n - i >= _RUN_MIN:
                 room = self._cap - len(self._buf) - self._reports_bytes  # comma included
                 k = min(runs.size(room, count, len(self._buf)), n - i, self._max_items - count)
                 run = seq[i : i + k]  # one slice, encoded and kept
+                k = len(run)
                 data = self._call.bulk_run(run, room, 0)
                 if data is not None:
                     self._buf += b","
@@ -385,7 +388,11 @@ class PageBuilder:
                     i += k
                     continue
                 runs.missed(self._call.over)
-            if not self.add(seq[i]):
+            try:
+                item = seq[i]
+            except IndexError:  # another thread shrank it since its length was read
+                break
+            if not self.add(item):
                 return True, i
             i += 1
         return False, i
@@ -412,6 +419,11 @@ class PageBuilder:
         """Close the envelope. ``complete`` only when the source said there is no more."""
         if complete and next_cursor is not None:
             raise ValueError("a complete page has no next_cursor")
+        if complete and self._full_reason is not None:
+            # The refused item is the source's next one: the page cannot say there is none.
+            raise ValueError("an item was refused for this page, so it is not complete")
+        if next_cursor is not None and incomplete_reason == "budget_exhausted":
+            raise ValueError("a page whose budget is spent offers no next_cursor")
         # The page kept room for a cursor JSON writes as it is: a character it escapes
         # or writes in more than one byte would pass that room.
         if next_cursor is not None and (
@@ -692,6 +704,24 @@ def _oversized_error(path: str, index: int, size: int | None, limit: int) -> Ove
     # caller's ``keys=``) has the item elsewhere, at the pointer its truncations use.
     err.path = path
     return err
+
+
+def _key_pairs(keys: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | None:
+    """*keys* as `_shape` caches them; `LimitError` for what is not a mapping of str to
+    str that JSON can write (a list value is unhashable, a lone surrogate unwritable)."""
+    if not keys:
+        return None
+    if not isinstance(keys, Mapping):
+        raise LimitError("keys", keys, "must be a mapping of envelope key names")
+    pairs = tuple(keys.items())
+    for name, spelled in pairs:
+        if type(name) is not str or type(spelled) is not str:
+            raise LimitError("keys", dict(keys), "envelope keys must be strings")
+        try:
+            spelled.encode("utf-8")
+        except UnicodeEncodeError:
+            raise LimitError("keys", dict(keys), "envelope keys must be valid UTF-8") from None
+    return pairs
 
 
 def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
@@ -1135,7 +1165,7 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
 
     if type(limits) is not Limits:
         return make()  # refused there, or a subclass whose equality is its own
-    named = None if keys is None else tuple(keys.items())
+    named = _key_pairs(keys)
     key = (
         limits,
         id(store),
