@@ -1036,6 +1036,30 @@ def test_regression_sqlite_a_connection_that_reads_text_as_bytes_is_refused(
         assert page_through(SQLiteSource(conn, table="t", order_by=("name",)), 2) == [1, 2, 3, 4, 5]
 
 
+def test_regression_sqlite_text_that_is_not_utf8_is_a_decode_error(tmp_path: Path) -> None:
+    """A short TEXT value that is not UTF-8 made every page that reached it fail with
+    sqlite3's own OperationalError: no JsonBudgetError, and no way past it."""
+    from jsonbudget.errors import DecodeError
+
+    path = tmp_path / "bad.db"
+    with contextlib.closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, x TEXT)")
+        setup.execute("INSERT INTO t VALUES (1, 'ok'), (2, CAST(x'61ff62' AS TEXT)), (3, 'after')")
+        setup.commit()
+    for source in (SQLiteSource(path, table="t"), SQLiteSource(path, table="t", mode="offset")):
+        with pytest.raises(DecodeError, match="column 'x'") as raised:
+            page_through(source, 5)
+        assert raised.value.offset is None
+        with pytest.raises(DecodeError):
+            list(source.open(None))
+        source.close()
+    # A connection that decodes such text its own way pages every row.
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")
+        assert page_through(SQLiteSource(conn, table="t"), 1) == [1, 2, 3]
+        assert next(SQLiteSource(conn, table="t").open([1]))[0]["x"] == "a\ufffdb"
+
+
 @pytest.mark.postgres
 def test_pg_a_unique_index_under_another_collation_is_not_enough(
     pg: psycopg.Connection[Any],

@@ -333,6 +333,7 @@ def test_property_arbitrary_bytes_give_valid_text_or_decode_error(data: bytes, l
     except DecodeError as exc:
         error = exc
     if error is not None:
+        assert error.offset is not None
         assert 0 <= error.offset <= min(len(data), limit + 1)
         # The bytes before the offset are a valid prefix.
         data[: error.offset].decode("utf-8", "strict")

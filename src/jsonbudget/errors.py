@@ -69,11 +69,15 @@ class EncodeError(JsonBudgetError, TypeError):
 
 
 class DecodeError(JsonBudgetError, ValueError):
-    """Input bytes are not valid text in the declared encoding."""
+    """Input bytes are not valid text in the declared encoding.
 
-    def __init__(self, message: str, *, offset: int) -> None:
+    ``offset`` is where in the decoded input, or None where the input is no stream (a
+    database cell).
+    """
+
+    def __init__(self, message: str, *, offset: int | None) -> None:
         self.offset = offset
-        super().__init__(f"{message} (at decoded byte {offset})")
+        super().__init__(message if offset is None else f"{message} (at decoded byte {offset})")
 
 
 class OversizedItemError(JsonBudgetError, ValueError):

@@ -1302,7 +1302,7 @@ def parse_line(line: bytes, offset: int) -> Any:
         return load_json(line.rstrip(b"\r\n"))
     except DecodeError as exc:
         message = f"line at byte {offset}: {_reason(exc)}"
-        raise DecodeError(message, offset=offset + exc.offset) from None
+        raise DecodeError(message, offset=offset + (exc.offset or 0)) from None
 
 
 def _reason(exc: DecodeError) -> str:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 import orjson
 
 from .._limits import check_int
-from ..errors import EncodeError, InvalidCursor, LimitError
+from ..errors import DecodeError, EncodeError, InvalidCursor, LimitError
 from .base import (
     MAX_OFFSET,
     Clipped,
@@ -1332,6 +1332,19 @@ def _same_ties(sorts_by: str | None, index: str | None) -> bool:
     return sorts_by == "BINARY" or sorts_by == index.upper()
 
 
+def _not_utf8(exc: sqlite3.OperationalError) -> DecodeError | None:
+    """sqlite3's error for a text value that is not UTF-8, as the `DecodeError` it is (a
+    long one arrives cut, decoded with U+FFFD; a short one whole, which str refuses)."""
+    if not str(exc).startswith("Could not decode to UTF-8"):
+        return None
+    return DecodeError(
+        f"an SQLite text value is not valid UTF-8 ({exc}); to read such text, pass a "
+        "connection whose text_factory decodes it, such as "
+        "lambda b: b.decode('utf-8', 'replace')",
+        offset=None,
+    )
+
+
 #: The types SQLite values are read as, where no converter is registered.
 _SQLITE_TYPES: Final = (int, float, str, bytes)
 
@@ -1430,14 +1443,15 @@ class SQLiteSource(_SQLSource):
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
-            if self._conn.text_factory is not str:
-                # Keys, names and positions must be the text SQLite stores: as bytes a
-                # key would be bound as a BLOB, which sorts after every text.
+            factory = self._conn.text_factory
+            if factory is not str and not isinstance(factory(b"id"), str):
+                # Keys, names and positions must be text: as bytes a key would be bound
+                # as a BLOB, which sorts after every text.
                 raise LimitError(
                     "connection",
-                    f"text_factory={self._conn.text_factory!r}",
-                    "must read text as str (the default text_factory): give the source "
-                    "a connection of its own, or the database's path",
+                    f"text_factory={factory!r}",
+                    "must read text as str (str, the default, or a function that returns "
+                    "str): give the source a connection of its own, or the database's path",
                 )
             return self._conn
         with self._held():
@@ -1462,6 +1476,11 @@ class SQLiteSource(_SQLSource):
             serial.execute(sql, params)
             rows = self._rows(plan, serial, limit_hint)
             yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
+        except sqlite3.OperationalError as exc:
+            bad = _not_utf8(exc)
+            if bad is None:
+                raise
+            raise bad from exc
         finally:
             cur.close()
 
@@ -1495,6 +1514,11 @@ class SQLiteSource(_SQLSource):
                 more, after, ahead = self._fill_rows(
                     builder, plan, chunks, limit_hint=limit_hint, start=start, position=position
                 )
+            except sqlite3.OperationalError as exc:
+                bad = _not_utf8(exc)
+                if bad is None:
+                    raise
+                raise bad from exc
             finally:
                 cur.close()
                 if bare:
