@@ -341,6 +341,11 @@ def test_page_cursor_errors_exit_3(
     # The right query continues (the page size may change).
     assert main([*q, "--param", "open", "--cursor", cursor, "--max-items", "3", *store]) == 0
     assert [r["id"] for r in orjson.loads(capsys.readouterr().out)["items"]] == [8, 10, 11]
+    # So may the byte budget: it once set the source's cell cut, which the cursor is
+    # bound to, and --max-bytes 32K after the default was "scope_query".
+    grown = [*q, "--param", "open", "--cursor", cursor, "--max-items", "2", *store]
+    assert main([*grown, "--max-bytes", "32K"]) == EXIT_OK
+    assert [r["id"] for r in orjson.loads(capsys.readouterr().out)["items"]] == [8, 10]
 
 
 def test_page_max_pages_and_mcp_keys(
@@ -372,6 +377,18 @@ def test_page_usage_errors(
     assert "need an SQLite database" in capsys.readouterr().err
     assert main(["page", str(tickets_db), "--table", "t", "--order-by", "nope"]) == EXIT_USAGE
     assert capsys.readouterr().err.startswith("jsonbudget: error: order_by='nope' is invalid")
+
+
+@pytest.mark.parametrize(
+    ("option", "says"), [("--ttl=0", "ttl=0 is invalid"), ("--principal=", "principal='' is")]
+)
+def test_regression_page_checks_ttl_and_principal_before_opening_the_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, says: str
+) -> None:
+    # Both were checked after the input was opened: on a FIFO with no writer the command
+    # hung, and on a missing file it said "no such file" (exit 1), not the bad option.
+    assert main(["page", str(tmp_path / "missing.json"), option]) == EXIT_USAGE
+    assert capsys.readouterr().err.startswith(f"jsonbudget: error: {says}")
 
 
 def test_page_oversized_error_outcome(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -809,6 +826,19 @@ def test_closed_stderr_still_gives_the_output_and_the_exit_code(items_file: Path
     proc = _in_shell("<&- 2>&-", "dump")
     assert proc.returncode == EXIT_ERROR
     assert proc.stdout == b""
+
+
+def test_regression_a_pipe_needs_its_kind_not_a_sniff(tmp_path: Path) -> None:
+    # --kind auto read the start of a pipe to tell its kind, and the source then read
+    # the rest: a valid array lost its "[" and was called invalid JSON.
+    items = b'[{"id": 1}, {"id": 2}]'
+    store = str(tmp_path / "c.sqlite3")
+    proc = run("page", "/dev/stdin", "--store", store, stdin=items)
+    assert proc.returncode == EXIT_USAGE
+    assert b"give --kind json or --kind jsonl" in proc.stderr
+    proc = run("page", "/dev/stdin", "--kind", "json", "--store", store, stdin=items)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert orjson.loads(proc.stdout)["items"] == [{"id": 1}, {"id": 2}]
 
 
 def test_regression_page_refuses_a_small_budget_before_reading_a_fifo(tmp_path: Path) -> None:

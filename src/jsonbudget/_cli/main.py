@@ -37,7 +37,7 @@ from rich.table import Table
 
 from .._cursors.scope import Scope
 from .._cursors.sqlite_store import SQLiteCursorStore
-from .._cursors.store import CursorStore
+from .._cursors.store import CursorStore, check_ttl
 from .._encode.encoder import Encoder
 from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
@@ -732,10 +732,20 @@ def _kind(args: argparse.Namespace) -> str:
             if head and head != _SQLITE_MAGIC:  # an empty file is an empty database
                 raise _Usage(f"--table and --query need an SQLite database; {path} is not one")
         return "sqlite"
+    jsonl = path.lower().endswith(_JSONL_EXT)
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        if jsonl:
+            return "jsonl"
+        # A pipe or a device: what sniffing reads is gone before the source opens it (a
+        # valid array lost its "[" and was called invalid).
+        raise _Usage(
+            f"{path} is not a regular file, so its kind cannot be told without consuming "
+            "it: give --kind json or --kind jsonl"
+        )
     with open(path, "rb") as f:
         if f.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC:
             return "sqlite"
-    if path.lower().endswith(_JSONL_EXT):
+    if jsonl:
         return "jsonl"
     return "json" if args.prefix != "item" else _sniff_kind(path)
 
@@ -750,10 +760,13 @@ def _order_by(args: argparse.Namespace) -> list[str] | None:
     return [c.strip() for spec in args.order_by for c in spec.split(",") if c.strip()]
 
 
-def _source(args: argparse.Namespace, cell_bytes: int) -> tuple[Source[Any], dict[str, Any]]:
+def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[Any], dict[str, Any]]:
     """The source named by the options and the query a cursor is bound to.
 
-    *cell_bytes* bounds what is fetched of one database cell (the page budget).
+    *cell_bytes* bounds what is fetched of one database cell; None leaves it to the page
+    (a page fetches no more of a cell than its own budget). It is part of the source's
+    description, which a cursor is bound to: a bound that followed ``--max-bytes`` made
+    a cursor refused when the page size changed.
     """
     path = os.path.abspath(args.source)
     if not os.path.exists(path):
@@ -779,8 +792,7 @@ def _source(args: argparse.Namespace, cell_bytes: int) -> tuple[Source[Any], dic
             order_by=order,
             mode=args.mode,
             unique=args.unique,
-            # A cell longer than the whole page cannot fit it: never fetch more of one.
-            max_cell_bytes=max(MIN_CELL_BYTES, cell_bytes),
+            max_cell_bytes=None if cell_bytes is None else max(MIN_CELL_BYTES, cell_bytes),
         )
         query |= {
             "table": args.table,
@@ -829,8 +841,11 @@ def _cmd_page(args: argparse.Namespace) -> int:
     # The smallest page depends on these options, so only the builder knows it: refuse a
     # budget below it before the input is opened (a FIFO would block) or the store made.
     PageBuilder(limits, **options)
-    source, query = _source(args, args.max_bytes)
+    # So are the principal and the TTL: checked here, they are refused before any I/O.
     principal = args.principal if args.principal is not None else _default_principal()
+    Scope(principal)
+    check_ttl(args.ttl)
+    source, query = _source(args, None)  # a page cuts cells at its own budget
     scope = Scope(principal, query)
     with ExitStack() as stack:
         store = _store(args.store, args.ttl, stack)
