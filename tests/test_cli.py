@@ -136,6 +136,14 @@ def test_dump_cuts_and_reports(items_file: Path, capsys: pytest.CaptureFixture[s
     assert lines[1:] == [f"  /{kept}\titems\tmore items"]
 
 
+def test_regression_the_report_tells_the_root_from_the_member_named_empty() -> None:
+    # Both printed "/": a cut top-level string and a cut value under the key "".
+    root = run("dump", "--max-bytes", "64", "--report", stdin=b'"' + b"x" * 500 + b'"')
+    member = run("dump", "--max-bytes", "64", "--report", stdin=b'{"": "' + b"x" * 500 + b'"}')
+    assert root.stderr.splitlines()[1] == b'  ""\tstring\t468 chars'
+    assert member.stderr.splitlines()[1] == b"  /\tstring\t473 chars"
+
+
 def test_dump_report_json(items_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dump", str(items_file), "--max-bytes", "1K", "--report", "--json"]) == 0
     cap = capsys.readouterr()
@@ -563,6 +571,21 @@ def test_truncated_gzip_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert err.startswith("jsonbudget: error: the gzip stream ends inside a member (truncated)")
     assert err.count("\n") == 1
     assert "b'" not in err  # never a Python bytes literal
+
+
+@pytest.mark.parametrize("command", ["dump", "page", "tune"])
+def test_regression_trailing_bytes_after_gzip_show_no_bytes_literal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # The gzip module's "Not a gzipped file (b'ga')" went out as it was.
+    path = tmp_path / "x.json.gz"
+    path.write_bytes(gzip.compress(b"[1, 2, 3]") + b"garbage")
+    extra = ["--store", str(tmp_path / "c.sqlite3")] if command == "page" else []
+    assert main([command, str(path), *extra]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("jsonbudget: error: invalid gzip data: bytes after a member")
+    assert err.count("\n") == 1
+    assert "b'" not in err
 
 
 def test_page_query_with_ties_is_refused_not_short(

@@ -50,6 +50,7 @@ from .._sources.files import (
     JsonLinesSource,
     array_items,
     file_errors,
+    gzip_reason,
     parse_line,
 )
 from .._sources.jsonread import load_json
@@ -418,6 +419,8 @@ def _wait_writable(buffer: IO[bytes]) -> None:
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         return f"{exc.strerror}: {exc.filename}"
+    if isinstance(exc, gzip.BadGzipFile):  # met where no source wrapped it (sniffing)
+        return f"invalid gzip data: {gzip_reason(exc)}"
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
 
@@ -712,7 +715,9 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             ]
             for t in result.truncations:
                 omitted = "more" if t.omitted is None else str(t.omitted)
-                lines.append(f"  {t.path or '/'}\t{t.kind}\t{omitted} {t.unit}\n")
+                # The root's pointer is empty: shown as "" ("/" is the member named "").
+                where = t.path or '""'
+                lines.append(f"  {where}\t{t.kind}\t{omitted} {t.unit}\n")
             _say("".join(lines))
     return EXIT_OK
 

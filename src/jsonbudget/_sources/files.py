@@ -53,6 +53,7 @@ __all__ = [
     "array_items",
     "array_runs",
     "file_errors",
+    "gzip_reason",
     "parse_line",
 ]
 
@@ -126,7 +127,16 @@ def file_errors(offset: Callable[[], int]) -> Iterator[None]:
             "the gzip stream ends inside a member (truncated)", offset=offset()
         ) from None
     except (gzip_module.BadGzipFile, zlib.error) as exc:
-        raise DecodeError(f"invalid gzip data: {exc}", offset=offset()) from None
+        raise DecodeError(f"invalid gzip data: {gzip_reason(exc)}", offset=offset()) from None
+
+
+def gzip_reason(exc: Exception) -> str:
+    """What is wrong with a gzip stream, in words: the gzip module's "Not a gzipped file
+    (b'ga')" shows a bytes literal."""
+    text = str(exc)
+    if text.startswith("Not a gzipped file"):
+        return "bytes after a member that do not start another member"
+    return text
 
 
 class _File:
