@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import itertools
 import json
@@ -1295,3 +1296,21 @@ def test_regression_a_spilled_item_cut_by_its_source_says_so(tmp_path: Path, kin
         ("/items/0", "string", len(item) - 2000, "bytes"),
     ]
     assert len(page.to_json()) <= 700
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS file names must be UTF-8")
+def test_regression_a_file_named_in_bytes_that_are_not_utf8_pages(tmp_path: Path) -> None:
+    """The path went into the cursor's scope as Python holds it, with a lone surrogate,
+    which the scope refuses: such a file could not be paged at all."""
+    named = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9.json")
+    Path(named).write_bytes(b"[1, 2, 3]")
+    source = JsonArrayFileSource(named)
+    assert source.describe()["path_bytes"] == base64.b64encode(os.fsencode(named)).decode()
+    store, scope, limits = MemoryCursorStore(), Scope("u"), Limits(400, max_items=2)
+    first = paginate(source, scope=scope, store=store, limits=limits)
+    rest = paginate(source, scope=scope, store=store, limits=limits, cursor=first.next_cursor)
+    assert [*first.items, *rest.items] == [1, 2, 3]
+    # A name of text that spells those bytes out is another file, described apart.
+    spelled = tmp_path / "caf\\xe9.json"
+    spelled.write_bytes(b"[1, 2, 3]")
+    assert JsonArrayFileSource(spelled).describe() != source.describe()

@@ -42,7 +42,7 @@ from .._encode.encoder import Encoder
 from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
 from .._pages.builder import MCP_KEYS, PageBuilder, Paginator
-from .._sources.base import Source
+from .._sources.base import Source, described_path
 from .._sources.files import (
     BOM,
     GZIP_MAGIC,
@@ -782,7 +782,7 @@ def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[An
         raise _Usage(
             "--table, --query, --param, --order-by and --unique apply to SQLite sources only"
         )
-    query: dict[str, Any] = {"kind": kind, "path": path}
+    query: dict[str, Any] = {"kind": kind, **described_path("path", path)}
     if kind == "sqlite":
         if (args.table is None) == (args.query is None):
             raise _Usage("an SQLite source needs exactly one of --table or --query")

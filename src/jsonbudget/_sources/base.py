@@ -7,6 +7,8 @@ exactly after the item that position was yielded with.
 
 from __future__ import annotations
 
+import base64
+import os
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -35,6 +37,7 @@ __all__ = [
     "Source",
     "SourceLike",
     "as_source",
+    "described_path",
     "page_budget",
     "read_bound",
     "spill_bytes",
@@ -98,6 +101,18 @@ class Filler(Protocol):
     """
 
     def fill_from(self, seq: list[Any], start: int = 0) -> tuple[bool, int]: ...
+
+
+def described_path(key: str, path: str) -> dict[str, JSONValue]:
+    """*path* for a `describe()` under *key*: as it is where it is text; a name that is
+    not (POSIX allows any bytes, which Python holds as lone surrogates, and a cursor's
+    scope is text) goes as its bytes in base64 under ``key + "_bytes"``, a key no text
+    path uses, so two paths never describe alike."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return {key + "_bytes": base64.b64encode(os.fsencode(path)).decode("ascii")}
+    return {key: path}
 
 
 def page_budget(builder: Filler, default: int) -> int:

@@ -37,6 +37,7 @@ from .base import (
     Position,
     Source,
     check_limit_hint,
+    described_path,
     page_budget,
     read_bound,
 )
@@ -922,7 +923,7 @@ class JsonArrayFileSource(Source[Any]):
         """Kind, absolute path, prefix and gzip setting."""
         return {
             "kind": "json_array_file",
-            "path": self._path,
+            **described_path("path", self._path),
             "prefix": self._prefix,
             "gzip": self._gzip,
         }
@@ -1110,7 +1111,7 @@ class JsonLinesSource(Source[Any]):
 
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path and gzip setting."""
-        return {"kind": "json_lines_file", "path": self._path, "gzip": self._gzip}
+        return {"kind": "json_lines_file", **described_path("path", self._path), "gzip": self._gzip}
 
 
 def _skip_line(readline: Callable[[int], bytes], last: int) -> tuple[int, int]:

@@ -41,6 +41,7 @@ from .base import (
     Position,
     Source,
     check_limit_hint,
+    described_path,
     offset_position,
     read_bound,
 )
@@ -1868,7 +1869,7 @@ class SQLiteSource(_SQLSource):
         """As `_SQLSource.describe`, plus the database path when one was given."""
         out = self._describe()
         if self._path is not None:
-            out["database"] = self._path
+            out |= described_path("database", self._path)
         return out
 
 
