@@ -163,6 +163,10 @@ def test_unknown_or_non_text_encoding_refused_before_reading() -> None:
         read_bounded_text(source, 10, encoding="no-such-codec")
     with pytest.raises(LimitError, match="not a text encoding"):
         read_bounded_text(source, 10, encoding="zlib")
+    # Regression: punycode's incremental decoder decodes each chunk as a whole text, so
+    # "bücher" read in two chunks came back as "bcherͩ", complete.
+    with pytest.raises(LimitError, match="decodes only whole texts"):
+        read_bounded_text(source, 10, encoding="punycode")
     assert source.handed_out == 0
 
 

@@ -6,7 +6,7 @@ import codecs
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from ._limits import check_int
 from .errors import DecodeError, LimitError
@@ -139,7 +139,17 @@ def _check_encoding(encoding: object) -> str:
     # bytes-to-bytes codecs such as "zlib" or "base64" are not text encodings.
     if not getattr(info, "_is_text_encoding", True):
         raise LimitError("encoding", encoding, "is not a text encoding")
+    if info.name in _WHOLE_ONLY:
+        raise LimitError(
+            "encoding", encoding, "decodes only whole texts: its incremental decoder is not"
+        )
     return info.name
+
+
+#: Text codecs whose incremental decoder decodes each chunk as if it were the whole text
+#: (punycode read "bücher" in two chunks as "bcherͩ", complete): a bounded read, which
+#: reads in chunks and cuts, would return the wrong text.
+_WHOLE_ONLY: Final = frozenset({"punycode"})
 
 
 class _RawChunks:
