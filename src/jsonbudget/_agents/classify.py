@@ -320,7 +320,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "openai_context_window",
-        r"(?:model's|endpoint's|model) maximum context length (?:is|of) " + _N + r" tokens",
+        r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) " + _N + r" tokens",
         None,
         _context_window,
     ),
@@ -631,7 +631,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "context_window_bare",
         # The window with nothing after it to compare.
-        r"(?:model's|endpoint's|model) maximum context length (?:is|of) " + _N + r" tokens",
+        r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) " + _N + r" tokens",
         None,
         lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either", limit=_g(m, 1)),
     ),
@@ -664,6 +664,13 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
         lambda m, c: _input_wording(c.text, c.provider),
     ),
     _rule(
+        "anthropic_prompt_too_long_bare",
+        # Anthropic's wording without its counts (a proxy or a log that dropped them).
+        r"prompt is too long",
+        "anthropic",
+        lambda m, c: _input_wording(c.text, c.provider),
+    ),
+    _rule(
         "llama_cpp_context_size",
         r"request exceeds the available context size",
         "llama.cpp",
@@ -672,6 +679,13 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "messages_or_completion",
         r"reduce the length of the messages or completion",
+        None,
+        lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either"),
+    ),
+    _rule(
+        "context_length_exceeded",
+        # OpenAI's error code as text, or its words: some window was passed, not which.
+        r"context[_ ]length[_ ]exceeded",
         None,
         lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either"),
     ),
