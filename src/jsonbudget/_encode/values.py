@@ -408,9 +408,16 @@ class _ArrayView(SeqView):
         return [conv(v) for v in part]
 
 
+class _MaskedView(SeqView):
+    """One level of a masked array, read element by element (a row of a masked array is
+    a masked array again): a masked element is null."""
+
+    __slots__ = ()
+
+
 #: What the renderer walks as it is (besides the JSON types).
 WALKABLE: Final = (MapView, SeqView, Raw, Clip)
-_VIEWS = frozenset({MapView, _DictView, SeqView, _ArrayView})
+_VIEWS = frozenset({MapView, _DictView, SeqView, _ArrayView, _MaskedView})
 
 
 # -- selection -----------------------------------------------------------------------
@@ -621,17 +628,37 @@ def _array(a: Any, opts: Options) -> Any:
     np = sys.modules["numpy"]
     if type(a) is not np.ndarray:
         if isinstance(a, np.ma.MaskedArray):
-            # A masked value is null, never the data under the mask.
-            mask = np.ma.getmaskarray(a)
-            a = np.asarray(a.data).astype(object)
-            a[mask] = None
-        else:
-            # A subclass indexes its own way: a matrix's row is a matrix again, so it
-            # would never reach its values. Its data is an ordinary array's.
-            a = a.view(np.ndarray)
+            # A masked value is null, never the data under the mask: each element is
+            # read, with its mask, only when it is written (never the whole array).
+            if a.ndim == 0:
+                v = a[()]
+                return None if v is np.ma.masked else _np_zero_d(v, opts)
+            return _MaskedView(a, partial(_masked_item, opts=opts), indexable=True)
+        # A subclass indexes its own way: a matrix's row is a matrix again, so it
+        # would never reach its values. Its data is an ordinary array's.
+        a = a.view(np.ndarray)
     if a.ndim == 0:
-        return _np_scalar(a[()], opts)
+        return _np_zero_d(a[()], opts)
     return _ArrayView(a, partial(_np_item, opts=opts), native=lambda: _dumps(a, option=_NUMPY_OPT))
+
+
+def _np_zero_d(v: Any, opts: Options) -> Any:
+    """What a 0-d array holds: a scalar of its dtype, or an object array's Python object,
+    written as it is where JSON has it, else as `adapt` makes it (a Decimal, a model);
+    anything else is `UNKNOWN`, so ``default`` and the marker meet the array."""
+    np = sys.modules["numpy"]
+    if isinstance(v, np.ndarray | np.generic):
+        return _np_item(v, opts)
+    if type(v) in _PLAIN_JSON:
+        return v
+    return adapt(v, opts)
+
+
+_PLAIN_JSON: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+
+
+def _masked_item(v: Any, opts: Options) -> Any:
+    return None if v is sys.modules["numpy"].ma.masked else _np_item(v, opts)
 
 
 def _np_item(v: Any, opts: Options) -> Any:
