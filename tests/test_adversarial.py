@@ -733,6 +733,48 @@ def test_regression_generators_in_page_items_are_served_whole() -> None:
 # -- values whose own code runs inside orjson --------------------------------------------
 
 
+def test_regression_proxies_that_claim_their_wrapped_class_get_a_marker_or_default() -> None:
+    # A proxy's __class__ names what it wraps, so isinstance(p, str) holds while str's own
+    # methods refuse it: str.__len__, set.__len__ and Enum's .value raised a bare
+    # TypeError or AttributeError, and a proxy of 5 was "an int beyond 64 bits".
+    code = """
+    import enum, json
+    from unittest import mock
+    from jsonbudget import bounded_dumps, encode, EncodeError
+
+    class Proxy:  # as wrapt's ObjectProxy and werkzeug's LocalProxy are made
+        def __init__(self, wrapped): object.__setattr__(self, "_w", wrapped)
+        @property
+        def __class__(self): return type(self._w)
+        def __getattr__(self, name): return getattr(self._w, name)
+        def __len__(self): return len(self._w)
+        def __iter__(self): return iter(self._w)
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    def unwrap(o):
+        return o._w if type(o) is Proxy else type(o).__name__
+
+    values = [Proxy("hello"), Proxy({1, 2}), Proxy(5), Proxy(True), Proxy([1, 2]),
+              Proxy({"a": 1}), mock.Mock(spec=str), mock.Mock(spec=Color)]
+    for v in values:
+        for shape in (v, {"field": v}, [v, "x" * 300]):
+            out = bounded_dumps(shape, max_bytes=120)
+            assert len(out) <= 120
+            assert "unencodable: " in json.dumps(json.loads(out), ensure_ascii=False), out
+            unwrapped = bounded_dumps(shape, max_bytes=120, default=unwrap)
+            assert len(unwrapped) <= 120
+    print(bounded_dumps([Proxy("hello"), Proxy(5)], max_bytes=120, default=unwrap))
+    try:
+        encode(Proxy("x"), max_bytes=100, unencodable="error")
+    except EncodeError as exc:
+        print("EncodeError:", exc)
+    """
+    out = bounded_run(code).splitlines()
+    assert out == ["b'[\"hello\",5]'", "EncodeError: cannot encode Proxy (at /)"]
+
+
 def test_regression_a_tzinfo_that_raises_cannot_crash_the_encoder() -> None:
     # orjson.dumps of such a datetime segfaults (orjson 3.13): the encoder asks for the
     # offset itself and hands orjson a built-in timezone.

@@ -16,6 +16,7 @@ import sys
 import tracemalloc
 import types
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, ClassVar, NamedTuple
 
@@ -1513,6 +1514,25 @@ def test_regression_a_0d_object_array_writes_what_it_holds(held: Any) -> None:
     assert orjson.loads(encode([zero_d], max_bytes=200).data) == [expected]
     masked = np.ma.masked_array(zero_d, mask=True)
     assert encode(masked, max_bytes=200).data == b"null"
+
+
+def test_regression_a_sequence_with_items_of_its_own_is_written_as_list_gives_them() -> None:
+    # A tuple subclass was written from its stored items, past its own __iter__, where
+    # the documented outcome is orjson.dumps(list(s)); a list subclass followed __iter__.
+    class Lies(tuple[Any, ...]):
+        def __iter__(self) -> Iterator[Any]:
+            return iter(["from-iter"])
+
+    class Shown(tuple[Any, ...]):
+        def __getitem__(self, i: Any) -> Any:
+            return "from-getitem"
+
+    for value in (Lies((1, 2)), {"t": Lies((1, 2))}):
+        assert encode(value, max_bytes=100).data == orjson.dumps(value, default=list)
+    # One that only counts and indexes in C is still read by slices.
+    Point = collections.namedtuple("Point", "x y")
+    assert encode([Point(1, 2)], max_bytes=100).data == b"[[1,2]]"
+    assert orjson.loads(encode(Shown((1, 2)), max_bytes=100).data) == list(Shown((1, 2)))
 
 
 # -- found by a tester, round 2 ----------------------------------------------------------

@@ -310,6 +310,14 @@ def _path(where: Any) -> str:
     return str(where) + "".join(reversed(parts))
 
 
+def _proxy(obj: Any) -> bool:
+    """Whether *obj* says it is of a class it is not (its ``__class__`` lies)."""
+    try:
+        return obj.__class__ is not type(obj)
+    except Exception:  # noqa: BLE001 - a __class__ that raises says nothing true either
+        return True
+
+
 def _describe(obj: Any) -> str:
     """Say what stood where a marker now stands, at a bounded cost, without its content."""
     # The compiled counts: a subclass's own __len__ may lie or raise.
@@ -465,7 +473,9 @@ class EncodeCall:
         once per object): enums by value, native values (see `values.adapt`), iterators
         as streams, then ``default``, then `values.fallback`; what is left is unencodable.
         """
-        if type(obj) in _WALKED or (isinstance(obj, _WALKED_BASES) and not isinstance(obj, str)):
+        # Its type's bases, not isinstance: a proxy passes that as what it wraps.
+        t = type(obj)
+        if t in _WALKED or (issubclass(t, _WALKED_BASES) and not issubclass(t, str)):
             return obj
         hit = self.converted.get(id(obj))
         if hit is not None and hit[0] is obj:
@@ -476,6 +486,14 @@ class EncodeCall:
 
     def _convert(self, obj: Any, where: Any) -> Any:
         for _ in range(_DEFAULT_CHAIN + 1):  # the last round only checks
+            if _proxy(obj):
+                # It passes isinstance as what it wraps (wrapt's ObjectProxy, werkzeug's
+                # LocalProxy, a Mock with a spec), but that type's own methods refuse
+                # it: only `default` may read it, else it is unencodable.
+                if self.default is None:
+                    return self._unknown(type(obj).__name__, where)
+                obj = self._default(obj, where)
+                continue
             if isinstance(obj, str):
                 return exact_text(obj, self.most) if type(obj) is not str else obj
             if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
@@ -501,14 +519,7 @@ class EncodeCall:
                     stream = self.streams[id(obj)] = Stream(obj)
                 return stream
             if self.default is not None:
-                try:
-                    obj = self.default(obj)
-                except Exception as exc:
-                    # Chained, not swallowed: the caller sees the hook's own error.
-                    raise EncodeError(
-                        f"default raised {type(exc).__name__} for {t.__name__}",
-                        path=_path(where),
-                    ) from exc
+                obj = self._default(obj, where)
                 continue
             # Where orjson would raise: a subclass as its base, a Mapping or Sequence walked.
             try:
@@ -521,6 +532,17 @@ class EncodeCall:
                 return native
             return self._unknown(_describe(obj), where)
         raise EncodeError("default kept returning unencodable values", path=_path(where))
+
+    def _default(self, obj: Any, where: Any) -> Any:
+        assert self.default is not None
+        try:
+            return self.default(obj)
+        except Exception as exc:
+            # Chained, not swallowed: the caller sees the hook's own error.
+            raise EncodeError(
+                f"default raised {type(exc).__name__} for {type(obj).__name__}",
+                path=_path(where),
+            ) from exc
 
     def _unknown(self, what: str, where: Any) -> Mark:
         if self.error_on_unencodable:

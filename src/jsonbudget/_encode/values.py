@@ -494,15 +494,23 @@ def fallback(obj: Any) -> Any:
         # Its text: as a Sequence, each character is a UserString again, 64 levels deep.
         return str.__str__(obj.data)
     if isinstance(obj, Sequence) and not isinstance(obj, str | bytes | bytearray | memoryview):
-        # A count from Python code may not be the truth: such a sequence is iterated.
-        return SeqView(obj, _identity) if counts_in_c(type(obj)) else obj
+        # A count from Python code may not be the truth, and items of its own (an
+        # __iter__ or __getitem__ in Python, as list() would ask) are its items: such a
+        # sequence is iterated.
+        t = type(obj)
+        indexed = counts_in_c(t) and _in_c(t, "__getitem__") and _in_c(t, "__iter__")
+        return SeqView(obj, _identity) if indexed else obj
     return UNKNOWN
+
+
+def _in_c(t: type, name: str) -> bool:
+    return isinstance(getattr(t, name, None), _C_METHODS)
 
 
 def counts_in_c(t: type) -> bool:
     """Whether *t*'s ``__len__`` is compiled (a deque, a range): a count no Python code
     can make disagree with the items."""
-    return isinstance(getattr(t, "__len__", None), _C_METHODS)
+    return _in_c(t, "__len__")
 
 
 _C_METHODS: Final = (types.WrapperDescriptorType, types.MethodDescriptorType)
