@@ -379,6 +379,8 @@ class PageBuilder:
                 k = min(runs.size(room, count, len(self._buf)), n - i, self._max_items - count)
                 run = seq[i : i + k]  # one slice, encoded and kept
                 k = len(run)
+                if not k:  # another thread emptied it since its length was read
+                    break
                 data = self._call.bulk_run(run, room, 0)
                 if data is not None:
                     self._buf += b","
