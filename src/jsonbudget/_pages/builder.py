@@ -378,9 +378,10 @@ class PageBuilder:
                 room = self._cap - len(self._buf) - self._reports_bytes  # comma included
                 k = min(runs.size(room, count, len(self._buf)), n - i, self._max_items - count)
                 run = seq[i : i + k]  # one slice, encoded and kept
-                k = len(run)
-                if not k:  # another thread emptied it since its length was read
-                    break
+                if len(run) < k:  # another thread shrank it since its length was read
+                    k = len(run)
+                    if not k:
+                        break
                 data = self._call.bulk_run(run, room, 0)
                 if data is not None:
                     self._buf += b","
