@@ -1235,7 +1235,9 @@ f_least(Fill *f, PyObject *v, int depth, int *whole)
         if (want < 0) {
             return F_ERROR;
         }
-        Py_ssize_t mkey = f_marker_key(v, NULL, want);
+        /* The keys that could show at this room, whatever an earlier read took (the
+           renderer's `least` looks at the same ones). */
+        Py_ssize_t mkey = f_marker_key(v, NULL, F_LEAST_ROOM / 5 + 2);
         if (mkey < 0) {
             return mkey;
         }
@@ -1727,7 +1729,11 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
         }
     }
     int everything = n == got;
-    Py_ssize_t mkey = f_marker_key(NULL, pairs, got);
+    /* The marker's key avoids the keys that could show at this room (no more members
+       fit it), whatever an earlier read of the object took: the renderer's `_members`
+       looks at the same ones, so both choose one key. */
+    Py_ssize_t could_show = (avail > 0 ? avail : 0) / 5 + 1 + 1;
+    Py_ssize_t mkey = f_marker_key(NULL, pairs, got < could_show ? got : could_show);
     if (mkey < 0) {
         result = mkey;
         goto done;

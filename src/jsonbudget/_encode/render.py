@@ -943,7 +943,7 @@ class EncodeCall:
             snap = self._snap(self._entry(obj, v, depth), limit, where)
             if not snap.members:
                 return 2
-            key = mk.key(self._short_keys(snap.members))
+            key = mk.key(self._short_keys(snap.members[:limit]))
             cut = 2 + len(mk.keys(snap.n, key))
         else:
             snap = self._snap(self._entry(obj, v, depth), 2, where)
@@ -1065,8 +1065,13 @@ class EncodeCall:
     ) -> tuple[list[Any], int | None, set[str], int]:
         """The snapshot's pairs, its count, its short keys, and how many may show."""
         limit = self.max_keys
-        snap = self._snap(ent, min(limit, max(avail, 0) // 5 + 1) + 1, where)
-        return snap.members, snap.n, self._short_keys(snap.members), min(len(snap.members), limit)
+        # No more members than these fit the room (each takes 5 bytes or more): the
+        # marker's key avoids their keys, whatever an earlier read of the object took,
+        # as the compiled cut does, so both choose one key.
+        could_show = min(limit, max(avail, 0) // 5 + 1) + 1
+        snap = self._snap(ent, could_show, where)
+        taken = self._short_keys(snap.members[:could_show])
+        return snap.members, snap.n, taken, min(len(snap.members), limit)
 
     def _cut_map(self, ent: _Seen, allot: int, where: Any, depth: int) -> Out | None:
         """Balanced: as many members as fit at their least, in order; water-fill the room."""
