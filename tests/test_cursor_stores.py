@@ -14,12 +14,14 @@ import multiprocessing
 import os
 import pickle
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -801,6 +803,21 @@ def test_sqlite_cursors_survive_a_process_restart(tmp_path: Path) -> None:
     with SQLiteCursorStore(path) as store:
         state = store.resume(token, Scope(cursor_workers.PRINCIPAL, cursor_workers.QUERY))
     assert state.position == [7, "k"]
+
+
+def test_regression_a_position_changed_in_the_store_by_hand_is_an_invalid_cursor(
+    tmp_path: Path,
+) -> None:
+    # orjson's own JSONDecodeError came out of resume() for a row edited into non-JSON.
+    path = tmp_path / "c.db"
+    scope = Scope(cursor_workers.PRINCIPAL, cursor_workers.QUERY)
+    with SQLiteCursorStore(path) as store:
+        token = store.mint(store.start(scope, max_pages=None), [1, "k"])
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE jsonbudget_tokens SET position = ?", (b"{not json",))
+        conn.commit()
+    with SQLiteCursorStore(path) as store, pytest.raises(InvalidCursor, match="not JSON"):
+        store.resume(token, scope)
 
 
 def test_eight_processes_racing_never_overspend(shared_backend: Backend) -> None:

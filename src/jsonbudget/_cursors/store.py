@@ -422,7 +422,12 @@ def has_non_finite(value: object, depth: int) -> bool:
 
 
 def decode_position(data: bytes | str) -> JSONValue:
-    value: JSONValue = orjson.loads(data)
+    """A position as a shared store holds it; `InvalidCursor` where its row was changed
+    by hand into text that is not JSON (nothing of ours writes that)."""
+    try:
+        value: JSONValue = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise InvalidCursor("the store holds a position for this cursor that is not JSON") from None
     return value
 
 
