@@ -118,6 +118,25 @@ def test_sample_takes_the_first_items() -> None:
     assert report.item_bytes.max == 17
 
 
+def test_regression_nothing_measured_recommends_nothing() -> None:
+    # An empty sample met every goal (0 of 0 cut) and recommended the smallest budget.
+    report = tune([])
+    assert report.items == 0
+    assert report.recommended_max_bytes is None
+    assert all(row.meets_goal for row in report.budgets)  # the rows say what they saw
+
+
+def test_regression_the_cli_says_an_empty_source_has_nothing_to_measure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    assert main(["tune", str(empty), "-q"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "Nothing to recommend: the source has no items to measure."
+    )
+
+
 def test_bad_options_are_refused() -> None:
     with pytest.raises(LimitError, match="max_bytes"):
         Tuner(budgets=[10])

@@ -987,7 +987,9 @@ def _print_tune(report: TuneReport, chart: str | None) -> None:
             mark,
         )
     out.print(table)
-    if report.recommended_max_bytes is None:
+    if not report.items:
+        out.print("Nothing to recommend: the source has no items to measure.")
+    elif report.recommended_max_bytes is None:
         out.print("No candidate budget meets the goal; try larger --budgets or --max-field-bytes.")
     else:
         out.print(

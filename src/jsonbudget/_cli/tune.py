@@ -129,7 +129,8 @@ class TuneReport:
 
     ``item_sizes`` keeps each measured item's encoded size in source order (for charts).
     ``sample_complete`` is True when the source had no more items than the sample took.
-    ``recommended_max_bytes`` is the smallest candidate meeting the goal, or None.
+    ``recommended_max_bytes`` is the smallest candidate meeting the goal, or None (none
+    does, or there were no items to measure).
     ``suggested_max_field_bytes`` is the smallest power of two at least the p99 of string
     field sizes (and at least ``MIN_FIELD_BYTES``), or None when there are no strings.
     """
@@ -309,7 +310,8 @@ class Tuner:
             if progress is not None:
                 progress(1)
         rows = tuple(self._page_all(taken, budget, progress) for budget in self.budgets)
-        recommended = next((row.max_bytes for row in rows if row.meets_goal), None)
+        # Nothing measured, nothing recommended: a budget met by no items is no finding.
+        recommended = next((row.max_bytes for row in rows if row.meets_goal and taken), None)
         field_stats = SizeStats.of(fields)
         suggested = None
         if field_stats.p99 is not None:
