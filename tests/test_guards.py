@@ -1042,6 +1042,19 @@ def test_regression_a_result_of_more_than_one_json_value_is_spilled_as_text(
         assert "".join(env["items"][0] for env in pages).encode() == body
 
 
+@pytest.mark.parametrize("index", ["²", "1" * 5000, "١", "１", "01", "-1", "+1", " 1"])
+def test_regression_an_array_index_is_ascii_digits_as_rfc_6901_says(
+    store: SpillStore, reader: ResultReader, index: str
+) -> None:
+    # str.isdigit() took "²" (int() then raised a bare ValueError), 5,000 digits (past
+    # int()'s limit) and "١" or "１" (read as item 1: two pointers for one value).
+    out = ResultGate(max_bytes=4096, store=store, reader=reader, principal="alice").gate(BIG)
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    with pytest.raises(SpillError, match="nothing stands at"):
+        reader.read(ref, f"/rows/{index}", principal="alice")
+    assert orjson.loads(reader.read(ref, "/rows/1", principal="alice").data)["items"]
+
+
 def test_read_refuses_other_principals_and_other_reads(
     store: SpillStore, reader: ResultReader
 ) -> None:

@@ -652,6 +652,11 @@ def _tokens(pointer: object) -> list[str]:
     return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
 
 
+#: RFC 6901's array-index: ASCII digits, no leading zero (str.isdigit takes "²" and "١",
+#: which int() refuses or reads as 1); 19 digits are more than any array holds.
+_ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
 def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str, Any]:
     """Advance *events* to the first event of the value at *tokens*; its event and value."""
     depth = 0  # how many of *tokens* the current container matches
@@ -667,7 +672,7 @@ def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str
             depth += 1
         elif event == "start_array":
             token = tokens[depth]
-            if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+            if not _ARRAY_INDEX.fullmatch(token):
                 break
             index = int(token)
             if not _skip_items(events, index):
