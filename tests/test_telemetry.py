@@ -199,9 +199,15 @@ def test_logging_filter_replaces_raw_objects(caplog: pytest.LogCaptureFixture) -
             logger.info("served %s", "page", extra={SUMMARY_KEY: _page()})
             logger.info("odd", extra={SUMMARY_KEY: {"token": SECRET}})
             logger.info("plain record")
+            # Regression: a dict that said the kind of a summary was kept unread, with a
+            # page (rows, cursor) under another key.
+            logger.info("posing", extra={SUMMARY_KEY: {"kind": "page", "page": _page()}})
+            logger.info("summary", extra={SUMMARY_KEY: summarize(_page())})
     finally:
         logger.removeFilter(guard)
-    page_record, odd_record, plain = caplog.records
+    page_record, odd_record, plain, posing, already = caplog.records
+    assert getattr(posing, SUMMARY_KEY) == {"kind": "unknown", "type": "dict"}
+    assert getattr(already, SUMMARY_KEY) == summarize(_page())  # a summary stays one
     summary = getattr(page_record, SUMMARY_KEY)
     assert summary["kind"] == "page"
     assert summary["has_next_cursor"] is True

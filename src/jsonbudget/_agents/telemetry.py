@@ -354,7 +354,19 @@ _SUMMARY_KINDS: Final = frozenset(
 
 
 def _is_summary(value: object) -> bool:
-    return isinstance(value, dict) and value.get("kind") in _SUMMARY_KINDS
+    """Whether *value* is a summary already: its kind, and nothing but counts and words
+    (a dict that only says its kind may hide a page under another key)."""
+    return (
+        isinstance(value, dict)
+        and value.get("kind") in _SUMMARY_KINDS
+        and all(
+            _plain(v) or (type(v) is dict and all(map(_plain, v.values()))) for v in value.values()
+        )
+    )
+
+
+def _plain(value: object) -> bool:
+    return value is None or type(value) in (str, int, bool, float)
 
 
 _DEFAULT_SUMMARIZER: Final = Summarizer()
