@@ -997,6 +997,28 @@ def test_regression_a_cursor_is_refused_for_a_source_string_in_another_normal_fo
     assert pager.paginate(Named(nfc), scope=ALICE, cursor=first.next_cursor).items[0] == {"i": 3}
 
 
+@pytest.mark.parametrize(("a", "b"), [(1.0, 1), (-0.0, 0), (1e16, 10**16), (True, 1)])
+def test_regression_a_cursor_is_refused_for_a_source_number_of_another_type(a: Any, b: Any) -> None:
+    # The scope folds 1.0 and 1 into one question; an SQL parameter 1.0 binds as '1.0'
+    # against a text column and 1 as '1': a cursor of one query served the other's rows.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, tag TEXT)")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?)", [(i, str(a) if i < 5 else str(b)) for i in range(10)]
+    )
+    query = "SELECT id, tag FROM t WHERE tag = ? OR ? IS NOT NULL"
+    pager = Paginator(Limits(400, max_items=2))
+    first = pager.paginate(SQLiteSource(conn, query=query, params=(a, a), unique=True), scope=ALICE)
+    with pytest.raises(CursorScopeError):
+        pager.paginate(
+            SQLiteSource(conn, query=query, params=(b, b), unique=True),
+            scope=ALICE,
+            cursor=first.next_cursor,
+        )
+    again = SQLiteSource(conn, query=query, params=(a, a), unique=True)
+    assert pager.paginate(again, scope=ALICE, cursor=first.next_cursor).items
+
+
 @pytest.mark.parametrize(
     "options",
     [

@@ -17,7 +17,7 @@ import secrets
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
@@ -962,11 +962,11 @@ class Paginator:
         ):
             return last[2]
         binding = {"query": scope.query_fingerprint, "source": described}
-        if text is not None and not text.isascii():
-            # The scope folds a string to NFC, as one question to a tool; to a source,
-            # two spellings are two SQL parameters or two paths: its strings go in as
-            # they are.
-            binding["texts"] = hashlib.sha256(b"\x00".join(_texts(orjson.loads(text)))).hexdigest()
+        if text is not None:
+            # The scope folds what is one question to a tool (a string to NFC, 1.0 to
+            # 1); to a source those are other SQL parameters or paths (1.0 binds as
+            # '1.0' against a text column): its description goes in as written too.
+            binding["exact"] = hashlib.sha256(text).hexdigest()
         bound = Scope(scope.principal, binding)
         self._binding = None if text is None else (scope.fingerprint, text, bound)
         return bound
@@ -1055,19 +1055,6 @@ class Paginator:
                 _PULLED.keep(builder._streams)
             raise
         return self._finish(builder, state, more, position)
-
-
-def _texts(value: object) -> Iterator[bytes]:
-    """The strings of JSON *value* (keys included), in order, as UTF-8."""
-    if isinstance(value, str):
-        yield value.encode("utf-8", "surrogatepass")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield key.encode("utf-8", "surrogatepass")
-            yield from _texts(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _texts(item)
 
 
 def _json_text(described: object) -> bytes | None:
