@@ -61,6 +61,50 @@ def test_different_queries_have_different_fingerprints(
         assert fp(a) != fp(b)
 
 
+@pytest.mark.parametrize(
+    ("a", "b", "says"),
+    [
+        (decimal.Decimal(2**64), decimal.Decimal(2**64 + 1), "integer beyond 64 bits"),
+        (decimal.Decimal("1e300"), decimal.Decimal("1e300") + 1, "integer beyond 64 bits"),
+        (decimal.Decimal("1e-400"), decimal.Decimal("-1e-400"), "beyond the float range"),
+    ],
+)
+def test_regression_decimals_a_float_cannot_hold_are_refused(
+    a: decimal.Decimal, b: decimal.Decimal, says: str
+) -> None:
+    # Each went through float(): 2**64 and 2**64 + 1 were one query (an account number in
+    # NUMERIC(38) shared cursors with its neighbour), and 1E-400 was 0, as -1E-400 was.
+    for value in (a, b):
+        with pytest.raises(EncodeError, match=says):
+            fp({"k": value})
+
+
+def test_regression_a_wide_query_under_a_long_key_is_walked_in_linear_work() -> None:
+    # Each value's JSON Pointer was spelled as the walk went: 250,000 items under a key of
+    # a million characters copied the key once an item (6 s). Paths are spelled for an
+    # error only: the work is the query's size, counted in path characters made.
+    import jsonbudget._cursors.scope as scope_module
+
+    made = 0
+    real = scope_module._pointer
+
+    def counting(where: Any) -> str:
+        nonlocal made
+        out = real(where)
+        made += len(out)
+        return out
+
+    scope_module._pointer = counting
+    try:
+        fp({"k" * 100_000: list(range(20_000))})
+        with pytest.raises(EncodeError, match="lone surrogate") as raised:
+            fp({"k" * 1000: [*range(50), "\ud800"]})
+    finally:
+        scope_module._pointer = real
+    assert raised.value.path == "/" + "k" * 1000 + "/50"
+    assert made == len(raised.value.path)  # one pointer spelled: the error's
+
+
 def test_equivalent_spellings_share_a_fingerprint() -> None:
     class Status(enum.Enum):
         OPEN = "open"
@@ -83,7 +127,7 @@ def test_equivalent_spellings_share_a_fingerprint() -> None:
     assert fp(a) == fp(b)
     assert fp({"k": -0.0}) == fp({"k": 0})
     assert fp({"k": 2.0**63}) == fp({"k": 2**63})
-    assert fp({"k": 1e300}) == fp({"k": decimal.Decimal("1e300")})
+    assert fp({"k": 2.5e-300}) == fp({"k": decimal.Decimal("2.5e-300")})
     assert fp({"set": {3, 1, 2}}) == fp({"set": frozenset({2, 3, 1})})
     assert fp({nfd: 1}) == fp({nfc: 1})
 
