@@ -670,11 +670,9 @@ class _Shape(NamedTuple):
 def _shape(
     keys: tuple[tuple[str, str], ...] | None, oversized: OversizedPolicy, markers: MarkerStyle
 ) -> _Shape:
-    """The envelope for these options, worked out once (it was most of a builder's setup).
-
-    Raises `LimitError` for unknown or repeated envelope keys (not cached).
-    """
-    k = _envelope_keys(dict(keys) if keys else None)
+    """The envelope for these options, worked out once (it was most of a builder's setup);
+    *keys* as `_key_pairs` checked them."""
+    k = {**ENVELOPE_KEYS, **dict(keys or ())}
     items_path = pointer("", k["items"])
     frame = (
         b"{" + _dumps(k["items"]) + b":[",
@@ -710,8 +708,9 @@ def _oversized_error(path: str, index: int, size: int | None, limit: int) -> Ove
 
 
 def _key_pairs(keys: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | None:
-    """*keys* as `_shape` caches them; `LimitError` for what is not a mapping of str to
-    str that JSON can write (a list value is unhashable, a lone surrogate unwritable)."""
+    """*keys* as `_shape` caches them, checked: `LimitError` for what is not a mapping of
+    envelope keys to distinct str spellings JSON can write (a list value is unhashable, a
+    lone surrogate unwritable)."""
     if not keys:
         return None
     if not isinstance(keys, Mapping):
@@ -724,21 +723,12 @@ def _key_pairs(keys: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | 
             spelled.encode("utf-8")
         except UnicodeEncodeError:
             raise LimitError("keys", dict(keys), "envelope keys must be valid UTF-8") from None
+    unknown = {name for name, _ in pairs} - set(ENVELOPE_KEYS)
+    if unknown:
+        raise LimitError("keys", dict(keys), f"unknown key(s): {', '.join(sorted(unknown))}")
+    if len(set({**ENVELOPE_KEYS, **dict(pairs)}.values())) != len(ENVELOPE_KEYS):
+        raise LimitError("keys", dict(keys), "envelope keys must be distinct")
     return pairs
-
-
-def _envelope_keys(keys: Mapping[str, str] | None) -> dict[str, str]:
-    merged = dict(ENVELOPE_KEYS)
-    if keys:
-        unknown = set(keys) - set(ENVELOPE_KEYS)
-        if unknown:
-            raise LimitError("keys", dict(keys), f"unknown key(s): {', '.join(sorted(unknown))}")
-        merged.update(keys)
-    if any(type(v) is not str for v in merged.values()):
-        raise LimitError("keys", dict(keys or {}), "envelope keys must be strings")
-    if len(set(merged.values())) != len(merged):
-        raise LimitError("keys", dict(keys or {}), "envelope keys must be distinct")
-    return merged
 
 
 #: Pages whose pulls from iterators inside items this process keeps (see `_Pulled`).
