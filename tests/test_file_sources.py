@@ -1314,3 +1314,75 @@ def test_regression_a_file_named_in_bytes_that_are_not_utf8_pages(tmp_path: Path
     spelled = tmp_path / "caf\\xe9.json"
     spelled.write_bytes(b"[1, 2, 3]")
     assert JsonArrayFileSource(spelled).describe() != source.describe()
+
+
+@pytest.mark.parametrize("way", ["open", "paginate"])
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_regression_an_endless_item_in_a_pipe_ends_with_an_error(
+    tmp_path: Path, kind: str, way: str
+) -> None:
+    """A line (or string item) that never ends, from a pipe or a device, was passed over
+    forever. Where the stream's end is not known, passing over stops after
+    MAX_PASS_OVER bytes with a DecodeError at the item's start."""
+    fifo = tmp_path / "endless"
+    os.mkfifo(fifo)
+    head = b'[1, "' if kind == "array" else b"1\n"
+    out = bounded_run(
+        f"""
+        import threading
+        from jsonbudget import (JsonArrayFileSource, JsonLinesSource, Limits,
+                                MemoryCursorStore, Scope, paginate)
+        from jsonbudget.errors import DecodeError
+        written = 0
+        def write():
+            global written
+            block = b"a" * 65536
+            try:
+                with open({str(fifo)!r}, "wb") as f:
+                    f.write({head!r})
+                    while True:
+                        f.write(block)
+                        written += len(block)
+            except BrokenPipeError:
+                pass
+        writer = threading.Thread(target=write)
+        writer.start()
+        cls = JsonArrayFileSource if {kind!r} == "array" else JsonLinesSource
+        source = cls({str(fifo)!r}, max_item_bytes=1000)
+        try:
+            if {way!r} == "open":
+                for _ in source.open(None):
+                    pass
+            else:
+                paginate(source, scope=Scope("t", {{}}), store=MemoryCursorStore(),
+                         limits=Limits(4096))
+        except DecodeError as exc:
+            error = exc
+        writer.join()
+        print("offset", error.offset)
+        print(error)
+        print("written MiB", written >> 20)
+        """,
+        timeout=120,
+    )
+    lines = out.splitlines()
+    assert lines[0] == f"offset {len(head) - (1 if kind == 'array' else 0)}"
+    assert "longer than 268435456 bytes in a stream whose end is not known" in lines[1]
+    written = int(lines[2].split()[-1])
+    assert 256 <= written < 256 + 8  # the cap and a few reads in flight, not more
+
+
+def test_regression_a_gzip_item_is_passed_over_only_so_far(tmp_path: Path) -> None:
+    """A gzip file that inflates to one endless-looking line was passed over to its end
+    (a small file can hold gigabytes): gzip streams stop at MAX_PASS_OVER too."""
+    path = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(b"1\n")
+        block = b"a" * (1 << 20)
+        for _ in range(300):  # 300 MiB inflated, past the 256 MiB cap
+            f.write(block)
+        f.write(b"\n2\n")
+    assert path.stat().st_size < 2 << 20
+    with pytest.raises(DecodeError, match="268435456 bytes") as caught:
+        all_items(JsonLinesSource(path, max_item_bytes=1000))
+    assert caught.value.offset == 2

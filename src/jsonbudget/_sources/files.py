@@ -20,6 +20,7 @@ import gzip as gzip_module
 import json
 import os
 import re
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -67,6 +68,10 @@ _LINES_READ: Final = 1 << 20
 MAX_READ_SIZE: Final = 64 * 1024 * 1024
 #: The largest single item (or skipped sibling value) the sources will hold in memory.
 DEFAULT_MAX_ITEM_BYTES: Final = 64 * 1024 * 1024
+#: The most bytes an item too long to hold is passed over for, in a stream whose end is
+#: not known (a pipe, a device, gzip): an endless line or string must not read forever.
+#: A plain regular file's own size bounds the pass.
+MAX_PASS_OVER: Final = 256 * 1024 * 1024
 
 #: The first two bytes of every gzip member.
 GZIP_MAGIC: Final = b"\x1f\x8b"
@@ -143,7 +148,7 @@ def gzip_reason(exc: Exception) -> str:
 class _File:
     """An opened file, its identity and the stream that yields its (decoded) bytes."""
 
-    __slots__ = ("mtime_ns", "raw", "size", "stream")
+    __slots__ = ("mtime_ns", "pass_over", "raw", "size", "stream")
 
     def __init__(self, path: str, gzip: bool | None) -> None:
         raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
@@ -154,6 +159,9 @@ class _File:
             if gzip is None:
                 gzip = raw.peek(2)[:2] == GZIP_MAGIC
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
+            # How far an item too long to hold may be passed over (`MAX_PASS_OVER`).
+            bounded = stat.S_ISREG(st.st_mode) and not gzip
+            self.pass_over: int | None = None if bounded else MAX_PASS_OVER
         except BaseException:
             raw.close()
             raise
@@ -215,6 +223,7 @@ class _Window:
         "_decoder",
         "_finding",
         "_max",
+        "_pass_over",
         "_read",
         "_read_size",
         "_stream",
@@ -224,8 +233,11 @@ class _Window:
         "pos",
     )
 
-    def __init__(self, stream: IO[bytes], bpos: int, read_size: int, max_item: int) -> None:
+    def __init__(
+        self, stream: IO[bytes], bpos: int, read_size: int, max_item: int, pass_over: int | None
+    ) -> None:
         self._stream = stream
+        self._pass_over = pass_over
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self._read_size = read_size
         self._max = max_item
@@ -322,6 +334,8 @@ class _Window:
             data = self._stream.read(self._read_size)
             if not data:
                 raise DecodeError("invalid JSON: the input ends inside an item", offset=start)
+            if self._pass_over is not None and size > self._pass_over:
+                raise _passed_over_too_far(self._pass_over, start)
             at = end.feed(data, 0, _BYTE_PATTERNS)
             if at >= 0:
                 break
@@ -642,6 +656,7 @@ def array_items(
     read_size: int = DEFAULT_READ_SIZE,
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     resume: tuple[int, int] | None = None,
+    pass_over: int | None = MAX_PASS_OVER,
 ) -> Iterator[tuple[Any, int, int, str]]:
     """Yield ``(item, items so far, byte offset after it, its last character)``.
 
@@ -649,7 +664,9 @@ def array_items(
     ``resume=(offset, index)``, just after the item that ended at *offset*. *keys* are the
     object keys of the prefix. After a top-level array (no keys) only whitespace may
     follow; for a nested prefix the rest of the document is not read. An item longer
-    than *max_item_bytes* is a `Clipped` of its text's first *max_item_bytes* bytes.
+    than *max_item_bytes* is a `Clipped` of its text's first *max_item_bytes* bytes,
+    passed over for at most *pass_over* bytes (``None``: to its end, for a stream that
+    ends).
     """
     runs = array_runs(
         stream,
@@ -658,6 +675,7 @@ def array_items(
         read_size=read_size,
         max_item_bytes=max_item_bytes,
         resume=resume,
+        pass_over=pass_over,
     )
     for objs, where, before in runs:
         for k, obj in enumerate(objs):
@@ -674,6 +692,7 @@ def array_runs(
     resume: tuple[int, int] | None = None,
     bulk: bool = False,
     head_bytes: int | None = None,
+    pass_over: int | None = MAX_PASS_OVER,
 ) -> Generator[Run, None, None]:
     """`array_items` in runs: the items that lie wholly in one window of text at a time.
 
@@ -694,7 +713,7 @@ def array_runs(
     with file_errors(at):
         c_scan, scan = _new_scanner()
         if resume is None:
-            win = _Window(stream, 0, read_size, max_item_bytes)
+            win = _Window(stream, 0, read_size, max_item_bytes, pass_over)
             while not win.buf and not win.eof:
                 win.refill()
             if win.buf.startswith("\ufeff"):
@@ -705,7 +724,7 @@ def array_runs(
             if not more:
                 win.expect("]", "")
         else:
-            win = _Window(stream, resume[0], read_size, max_item_bytes)
+            win = _Window(stream, resume[0], read_size, max_item_bytes, pass_over)
             index = resume[1]
             more = _after_item(win)
         sep = _SEP.match
@@ -871,6 +890,7 @@ class JsonArrayFileSource(Source[Any]):
                 read_size=self._read_size,
                 max_item_bytes=self._max_item,
                 resume=resume,
+                pass_over=file.pass_over,
             ):
                 yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": last}
         finally:
@@ -901,6 +921,7 @@ class JsonArrayFileSource(Source[Any]):
                 # As the SQL sources cut a long cell: nothing longer than the page can
                 # be shown whole, and an item spilled is kept up to max_item_bytes.
                 head_bytes=read_bound(builder, self._max_item),
+                pass_over=file.pass_over,
             )
             more, last = False, None
             try:
@@ -987,7 +1008,7 @@ class JsonLinesSource(Source[Any]):
                         start = len(BOM)
                     extra, last = 0, line[-1] if line else 10
                     if len(line) > limit and last != 10:
-                        extra, last = _skip_line(readline, last)
+                        extra, last = _skip_line(readline, last, start, file.pass_over)
                         offset += extra
                     length = len(line) + extra - (last == 10)  # its newline not counted
                     if length > limit:
@@ -1058,7 +1079,10 @@ class JsonLinesSource(Source[Any]):
                         ends_with_newline = True
                     extra, last_byte = 0, chunk[-1] if chunk else 10
                     if not ends_with_newline and len(chunk) - chunk.rfind(b"\n") - 1 > limit:
-                        extra, last_byte = _skip_line(readline, last_byte)
+                        line_start = base + chunk.rfind(b"\n") + 1
+                        extra, last_byte = _skip_line(
+                            readline, last_byte, line_start, file.pass_over
+                        )
                         offset += extra
                     # Splitting into lines made a bytes object a line (a tenth of the
                     # fill): the common chunk is parsed and its end found without it.
@@ -1114,11 +1138,17 @@ class JsonLinesSource(Source[Any]):
         return {"kind": "json_lines_file", **described_path("path", self._path), "gzip": self._gzip}
 
 
-def _skip_line(readline: Callable[[int], bytes], last: int) -> tuple[int, int]:
+def _skip_line(
+    readline: Callable[[int], bytes], last: int, start: int, pass_over: int | None
+) -> tuple[int, int]:
     """Read past the rest of a line too long to hold, a read at a time: how many bytes
-    that was, and the line's last byte (its newline, unless the file ends first)."""
+    that was, and the line's last byte (its newline, unless the file ends first).
+
+    *start* is where the line starts, for the error past *pass_over* bytes."""
     skipped = 0
     while True:
+        if pass_over is not None and skipped > pass_over:
+            raise _passed_over_too_far(pass_over, start)
         part = readline(DEFAULT_READ_SIZE)
         if not part:
             return skipped, last
@@ -1126,6 +1156,14 @@ def _skip_line(readline: Callable[[int], bytes], last: int) -> tuple[int, int]:
         last = part[-1]
         if last == 10:
             return skipped, last
+
+
+def _passed_over_too_far(pass_over: int, start: int) -> DecodeError:
+    return DecodeError(
+        f"an item is longer than {pass_over} bytes in a stream whose end is not known"
+        " (a pipe, a device or gzip): it is not passed over further",
+        offset=start,
+    )
 
 
 def _clip_line(line: bytes, length: int, head: int, offset: int) -> Clipped:
