@@ -348,6 +348,22 @@ def test_regression_a_float_subclass_in_a_query_is_its_float() -> None:
     assert canonical_query({"p": np.float64(2.0)}) == b'{"p":2}'
 
 
+def test_regression_numpy_scalars_in_a_query_are_their_numbers() -> None:
+    # numpy.int64(5) was refused ("no JSON form") while numpy.float64 was folded: a query
+    # built from an array's values could not be paged at all.
+    import numpy as np
+
+    assert canonical_query(
+        {"i": np.int64(5), "u": np.uint64(2**64 - 1), "f": np.float32(0.5), "b": np.bool_(True)}
+    ) == canonical_query({"i": 5, "u": 2**64 - 1, "f": 0.5, "b": True})
+    assert canonical_query({"f": np.float16(3.0)}) == b'{"f":3}'
+    with pytest.raises(EncodeError, match="non-finite") as info:
+        canonical_query({"f": [np.float32("nan")]})
+    assert info.value.path == "/f/0"
+    with pytest.raises(EncodeError, match="no JSON form"):
+        canonical_query({"c": np.complex64(1)})
+
+
 def test_regression_a_datetime_out_of_range_in_utc_is_an_encode_error() -> None:
     early = dt.datetime.min.replace(tzinfo=dt.timezone(dt.timedelta(hours=23)))
     with pytest.raises(EncodeError, match="out of range") as info:

@@ -128,6 +128,16 @@ def _canon(value: object, path: _Where, depth: int) -> object:
         return value.isoformat()
     if isinstance(value, uuid.UUID):
         return str(value)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic):
+        # NumPy scalars as the Python number they hold (float64 is a float already):
+        # a query built from an array's values says what a list of them says.
+        if isinstance(value, numpy.bool_):
+            return bool(value)
+        if isinstance(value, numpy.integer):
+            return _canon(int(value), path, depth)
+        if isinstance(value, numpy.floating):
+            return _canon(float(value), path, depth)
     # A tool's arguments as the client sent them: an SDK builds models and dataclasses
     # from the JSON arguments, and their JSON form is what was asked.
     pydantic = sys.modules.get("pydantic")
