@@ -950,6 +950,53 @@ def test_pg_keys_that_do_not_come_back_from_a_position_are_refused_first(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("order", ["id", "until", "-until"])
+def test_regression_pg_infinite_dates_page_as_their_names(
+    pg: psycopg.Connection[Any], order: str
+) -> None:
+    """psycopg refuses 'infinity' dates ("timestamp too large (after year 10K)"): a
+    table with an open-ended validity column could not be paged past that row. They
+    are read as PostgreSQL's own JSON has them, the strings "infinity" and "-infinity",
+    and as keys they are cast back exactly."""
+    pg.execute("DROP TABLE IF EXISTS inf")
+    pg.execute("CREATE TABLE inf (id int PRIMARY KEY, until timestamptz, d date, ts timestamp)")
+    try:
+        pg.execute(
+            "INSERT INTO inf VALUES (1, '2020-01-02 03:04:05+00', '2020-01-02', NULL),"
+            " (2, 'infinity', 'infinity', '-infinity'), (3, '-infinity', '-infinity',"
+            " 'infinity'), (4, NULL, NULL, '2020-01-02'), (5, '2021-01-01+00', NULL, NULL)"
+        )
+        expected = {
+            r[0]: {"id": r[0], "until": r[1], "d": r[2], "ts": r[3]}
+            for r in pg.execute(
+                "SELECT id, to_json(until)#>>'{}', to_json(d)#>>'{}', to_json(ts)#>>'{}' FROM inf"
+            )
+        }
+        want = {"id": [1, 2, 3, 4, 5], "until": [3, 1, 5, 2, 4], "-until": [4, 2, 5, 1, 3]}
+        by_order = want[order]
+        keys = (order,) if order == "id" else (order, "id")
+        for pages in (
+            pages_by_fill(PostgresSource(pg, table="inf", order_by=keys), Limits(4096)),
+            pages_by_paginate(
+                PostgresSource(pg, table="inf", order_by=keys), Limits(4096, max_items=1)
+            ),
+            [[row for row, _ in PostgresSource(pg, table="inf", order_by=keys).open(None)]],
+        ):
+            rows = [row for page in pages for row in page]
+            assert [row["id"] for row in rows] == by_order
+            for row in rows:
+                want_row = expected[row["id"]]
+                for column in ("until", "d", "ts"):
+                    value = row[column]
+                    if value in ("infinity", "-infinity") or value is None:
+                        assert value == want_row[column]
+                    else:  # a finite date is still a date
+                        assert isinstance(value, dt.date)
+    finally:
+        pg.execute("DROP TABLE inf")
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize("order", ["iv", "-iv"])
 def test_regression_pg_interval_keys_are_refused_not_skipped(
     pg: psycopg.Connection[Any], order: str

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import codecs
 import contextlib
+import functools
 import math
 import os
 import re
@@ -1900,6 +1901,43 @@ _PG_BOUNDED: Final = frozenset(
 )
 
 
+def _row_cursor(conn: psycopg.Connection[Any], name: str = "") -> Any:
+    """A cursor of *conn* that makes tuples (whatever the connection's row factory) and
+    reads the dates PostgreSQL calls infinite (`_infinite`)."""
+    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+    tuples = psycopg.rows.tuple_row
+    cur = conn.cursor(name, row_factory=tuples) if name else conn.cursor(row_factory=tuples)
+    adapters = cur.adapters
+    for type_name in ("date", "timestamp", "timestamptz"):
+        base = adapters.get_loader(adapters.types[type_name].oid, psycopg.pq.Format.TEXT)
+        if base is not None:
+            adapters.register_loader(type_name, _infinite(base))
+    return cur
+
+
+@functools.cache
+def _infinite(base: type[Any]) -> type[Any]:
+    """A text loader of date, timestamp or timestamptz that reads ``infinity`` and
+    ``-infinity`` as those strings (PostgreSQL's own JSON for them, and a key value it
+    casts back exactly) and every other value as *base*, the loader it stands in for.
+    psycopg refuses them ("timestamp too large"), which ended the paging at that row."""
+    from psycopg.adapt import Loader  # noqa: PLC0415  # optional dependency
+
+    class Infinite(Loader):
+        def __init__(self, oid: int, context: Any = None) -> None:
+            super().__init__(oid, context)
+            self._inner = base(oid, context)
+
+        def load(self, data: Any) -> Any:
+            # A memoryview is unhashable: no `in` a set.
+            if data == b"infinity" or data == b"-infinity":  # noqa: PLR1714
+                return bytes(data).decode("ascii")
+            return self._inner.load(data)
+
+    return Infinite
+
+
 class PostgresSource(_SQLSource):
     """Rows of a PostgreSQL table or query, streamed through a server-side cursor.
 
@@ -2005,7 +2043,7 @@ class PostgresSource(_SQLSource):
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with conn.transaction() if idle else contextlib.nullcontext():
             name = "jsonbudget_" + secrets.token_hex(8)
-            with conn.cursor(name=name, row_factory=psycopg.rows.tuple_row) as cur:
+            with _row_cursor(conn, name=name) as cur:
                 cur.execute(sql, params)
                 rows = self._rows(plan, cur, limit_hint)
                 yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
@@ -2030,7 +2068,7 @@ class PostgresSource(_SQLSource):
             idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
-            cur = stack.enter_context(conn.cursor(row_factory=psycopg.rows.tuple_row))
+            cur = stack.enter_context(_row_cursor(conn))
             carried, kept = self._ahead.get(key)
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
             token = None
@@ -2055,10 +2093,7 @@ class PostgresSource(_SQLSource):
             return super()._together(cur, queries)
         conn = cur.connection
         with contextlib.ExitStack() as stack:
-            more = (
-                stack.enter_context(conn.cursor(row_factory=psycopg.rows.tuple_row))
-                for _ in queries[1:]
-            )
+            more = (stack.enter_context(_row_cursor(conn)) for _ in queries[1:])
             cursors = [cur, *more]
             with conn.pipeline():
                 for each, (sql, params) in zip(cursors, queries, strict=True):
@@ -2107,9 +2142,7 @@ class PostgresSource(_SQLSource):
         return self._plan_on(conn, cut)
 
     def _plan_on(self, conn: psycopg.Connection[Any], cut: int | None) -> _Plan:
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
-
-        with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+        with _row_cursor(conn) as cur:
             cur.execute(f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0", self._params)
             assert cur.description is not None
             columns = [d.name for d in cur.description]
