@@ -18,7 +18,7 @@ import types
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 import attrs
 import msgspec
@@ -32,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from typing_extensions import TypedDict
 
 from jsonbudget import Limits, bounded_dumps, encode
 from jsonbudget.errors import EncodeError, LimitError
@@ -245,6 +246,133 @@ def test_field_serializer_runs_even_when_the_model_is_cut() -> None:
     assert got["items"] == 1000
     assert got["label"].startswith("yyy")
     assert got["label"].endswith("more chars]")
+
+
+def masked(v: str) -> str:
+    return v[:2] + "***"
+
+
+Masked = Annotated[str, pydantic.PlainSerializer(masked)]
+
+
+class NestedSerializers(pydantic.BaseModel):
+    key: Masked | None = None
+    backups: list[Masked] = []
+    by_name: dict[str, Masked] = {}
+    numbered: list[Annotated[int, pydantic.PlainSerializer(lambda v: f"#{v}")]] = []
+    log: str = ""
+
+
+class EveryField(pydantic.BaseModel):
+    user: str
+    token: str
+    log: str
+
+    @pydantic.field_serializer("*")
+    def redact(self, v: Any, info: Any) -> Any:
+        return "[redacted]" if info.field_name == "token" else v
+
+
+class Creds(TypedDict):
+    user: str
+    password: Annotated[str, pydantic.Field(exclude=True)]
+
+
+ConnField = Annotated[str, pydantic.Field(exclude=True)]
+
+
+@dataclasses.dataclass
+class ConnHidden:
+    host: str
+    token: ConnField = ""
+
+
+class NestedExclusions(pydantic.BaseModel):
+    creds: Creds
+    conn: ConnHidden
+    log: str
+
+
+class Temporal(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(ser_json_temporal="milliseconds")
+    when: dt.datetime
+    log: str
+
+
+class FloatField(pydantic.BaseModel):
+    ratio: float
+    log: str
+
+
+class OddKeys(pydantic.BaseModel):
+    cells: dict[Any, str]
+    log: str
+
+
+class MaskedRoot(pydantic.RootModel[Masked]):
+    pass
+
+
+def consistent(cut: Any, whole: Any) -> None:
+    """*cut* shows nothing *whole* does not: each value is the whole one, or its cut."""
+    if isinstance(cut, str) and "…[" in cut:
+        assert isinstance(whole, str | dict | list)
+        if isinstance(whole, str):
+            assert whole.startswith(cut[: cut.index("…[")])
+    elif isinstance(cut, dict):
+        assert isinstance(whole, dict)
+        for k, v in cut.items():
+            if k != "…":
+                consistent(v, whole[k])
+    elif isinstance(cut, list):
+        assert isinstance(whole, list)
+        for a, b in zip(cut, whole, strict=False):
+            consistent(a, b)
+    else:
+        assert (cut, type(cut)) == (whole, type(whole))  # 1 is not 1.0 here
+
+
+schema_models = [
+    NestedSerializers(
+        key="sk-live-SECRET",
+        backups=["sk-old-SECRET"],
+        by_name={"a": "sk-a-SECRET"},
+        numbered=[1, 2],
+        log="n" * 500,
+    ),
+    EveryField(user="bob", token="tok-SECRET", log="x" * 500),
+    NestedExclusions(
+        creds={"user": "bob", "password": "hunter2"},
+        conn=ConnHidden(host="db", token="tok-SECRET"),
+        log="x" * 500,
+    ),
+    Temporal(when=dt.datetime(2020, 1, 1, tzinfo=dt.UTC), log="x" * 500),
+    FloatField.model_construct(ratio=1, log="x" * 500),
+    OddKeys(cells={(0, 1): "a", None: "b", 7: "c"}, log="x" * 500),
+]
+
+
+@pytest.mark.parametrize("m", schema_models, ids=lambda m: type(m).__name__)
+def test_regression_a_cut_model_is_written_by_its_schema(m: Any) -> None:
+    """A cut model's fields were written from their runtime types: a serializer nested
+    in Optional/list/dict or given as "*", exclusions inside a TypedDict or dataclass,
+    ser_json_temporal, a float field holding an int and pydantic's spelling of tuple and
+    None keys were all lost (masked secrets printed) once an unrelated field was long."""
+    whole = pydantic_json(m)
+    assert bounded_dumps(m, max_bytes=BIG) == whole
+    expected = orjson.loads(whole)
+    for max_bytes in (120, 200, 300):
+        cut = orjson.loads(bounded_dumps(m, max_bytes=max_bytes))
+        consistent(cut, expected)
+    assert b"SECRET" not in bounded_dumps(m, max_bytes=200)
+    assert b"hunter2" not in bounded_dumps(m, max_bytes=200)
+
+
+def test_regression_a_root_model_with_a_serializer_is_written_by_it() -> None:
+    # A scalar root was written raw, even when it fit: "sk-live-SECRET".
+    m = MaskedRoot("sk-live-SECRET")
+    assert bounded_dumps(m, max_bytes=BIG) == b'"sk***"' == pydantic_json(m)
+    assert bounded_dumps([m], max_bytes=BIG) == b'["sk***"]'
 
 
 nan_serialized = [

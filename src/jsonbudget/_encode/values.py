@@ -703,6 +703,8 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
     conv = pconv.conv
     native = lambda: ser.to_json(obj)  # noqa: E731 - a thunk, run only if it fits
     if plan.root:
+        if plan.fields and plan.fields[0][2]:
+            return plan.jsonable(obj)  # the root's type has a serializer: pydantic's
         spec = plan.fields[0][4] if plan.fields else None
         root = (conv if spec is None else pconv.typed(spec).conv)(obj.root)
         if type(root) in _VIEWS:
@@ -715,7 +717,9 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             continue  # left unset by `model_construct`: pydantic leaves it out too
         if exclude_if is not None and exclude_if(v):
             continue
-        if custom:
+        if name in plan.floats and type(v) is int:
+            v = float(v)  # assigned without validation: pydantic writes the float
+        elif custom:
             # A field serializer sees the whole field: pydantic runs it, once, here.
             v = plan.jsonable(obj, {name})[key]
         elif spec is not None:
@@ -737,7 +741,16 @@ _MISSING = object()
 class _Plan:
     """How a pydantic class writes its members: computed once per class."""
 
-    __slots__ = ("_json_ser", "cls", "computed", "config", "fields", "root", "whole_only")
+    __slots__ = (
+        "_json_ser",
+        "cls",
+        "computed",
+        "config",
+        "fields",
+        "floats",
+        "root",
+        "whole_only",
+    )
 
     def __init__(self, t: Any) -> None:
         self.cls = t
@@ -749,13 +762,26 @@ class _Plan:
         self.whole_only = bool(decorators.model_serializers)
         self.root = bool(getattr(t, "__pydantic_root_model__", False))
         custom = {f for d in decorators.field_serializers.values() for f in d.info.fields}
+        schemas = _field_schemas(t)
         self.fields: list[tuple[str, str, bool, Any, _Spec | None]] = []
+        self.floats: frozenset[str] = frozenset()
         for name, info in t.__pydantic_fields__.items():
             if info.exclude is True:
                 continue
             key = (info.serialization_alias or name) if by_alias else name
             marks = {type(m).__name__ for m in info.metadata}
-            own = name in custom or bool(marks & {"PlainSerializer", "WrapSerializer"})
+            # What the walk writes as pydantic does ("lazy", or "float"); anything else in
+            # the field's type (a serializer at any depth, an exclusion, a TypedDict...)
+            # is pydantic's to write, whole.
+            how = _how_written(schemas.get(name), self.config) if schemas else "pydantic"
+            if how == "float":
+                self.floats |= {name}
+            own = (
+                name in custom
+                or "*" in custom
+                or how == "pydantic"
+                or bool(marks & {"PlainSerializer", "WrapSerializer"})
+            )
             # SerializeAsAny: pydantic writes what the value is, not what is declared.
             spec = None if "SerializeAsAny" in marks else _declared(info.annotation)
             self.fields.append((name, key, own, getattr(info, "exclude_if", None), spec))
@@ -805,6 +831,120 @@ def _nan_keeping(t: Any) -> Any:
     schema = rebuilt(t.__pydantic_core_schema__)
     config = own[0] if own else {"ser_json_inf_nan": "constants"}
     return sys.modules["pydantic_core"].SchemaSerializer(schema, config)
+
+
+def _field_schemas(t: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Each field of pydantic class *t* with its core schema and the schema's definitions;
+    empty where the schema's shape is not one this reads (every field is then written
+    by pydantic)."""
+    schema = t.__pydantic_core_schema__
+    defs: dict[str, Any] = {}
+    if schema.get("type") == "definitions":
+        defs = {d["ref"]: d for d in schema["definitions"] if "ref" in d}
+        schema = schema["schema"]
+    if schema.get("type") == "definition-ref":
+        schema = defs.get(schema["schema_ref"], {})
+    while schema.get("type") in _VALIDATORS and "serialization" not in schema:
+        schema = schema["schema"]  # a model validator ("after", "wrap") wraps the model
+    kind = schema.get("type")
+    if kind not in ("model", "dataclass") or schema.get("cls") is not t:
+        return {}
+    inner = schema["schema"]
+    if schema.get("root_model"):
+        return {"root": (inner, defs)}
+    while inner.get("type") in _VALIDATORS:  # a model validator wraps the fields
+        inner = inner["schema"]
+    fields = inner.get("fields")
+    if inner.get("type") == "model-fields" and isinstance(fields, dict):
+        return {name: (f["schema"], defs) for name, f in fields.items()}
+    if inner.get("type") == "dataclass-args" and isinstance(fields, list):
+        return {f["name"]: (f["schema"], defs) for f in fields}
+    return {}
+
+
+#: Schemas that validate around an inner one and leave its serialization as it is.
+_VALIDATORS: Final = frozenset({"function-before", "function-after", "function-wrap"})
+#: Leaf schemas whose values the walk writes as pydantic does (by `_leaf`, the runtime
+#: type's JSON, under `_PydConv.modes`). Temporal ones only under the default
+#: ``ser_json_temporal``.
+_PLAIN_LEAVES: Final = frozenset(
+    {"any", "none", "bool", "int", "str", "bytes", "decimal", "uuid", "literal", "enum", "url"}
+)
+_TEMPORAL: Final = frozenset({"date", "time", "datetime", "timedelta"})
+
+
+def _how_written(field: tuple[Any, dict[str, Any]] | None, config: Mapping[str, Any]) -> str:
+    """How a model's field is written when the model is walked: "lazy" (by the walk, one
+    level at a time, as pydantic would), "float" (lazily, an int made a float first, as a
+    float field does) or "pydantic" (its schema changes how pydantic writes it somewhere
+    the walk cannot follow: a serializer at any depth, a TypedDict, a dataclass with an
+    excluded or aliased field, keys that are not plain: pydantic writes it, whole)."""
+    if field is None:
+        return "pydantic"
+    schema, defs = field
+    temporal = config.get("ser_json_temporal", "iso8601") == "iso8601"
+    seen: set[str] = set()
+
+    def plain(node: Any, depth: int) -> bool:
+        if type(node) is not dict or depth > 64 or "serialization" in node:
+            return False
+        kind = node.get("type")
+        if kind in _PLAIN_LEAVES or (temporal and kind in _TEMPORAL) or kind == "float":
+            return True
+        if kind == "definition-ref":
+            ref = str(node.get("schema_ref"))
+            if ref in seen:
+                return True  # a recursive type: the first visit decides
+            seen.add(ref)
+            return ref in defs and plain(defs[ref], depth + 1)
+        if kind in ("model", "dataclass") and "__pydantic_fields__" in node["cls"].__dict__:
+            return True  # a pydantic class: written by a plan of its own
+        if kind == "dataclass":  # a standard dataclass: every field, by name
+            args = node.get("schema", {})
+            return args.get("type") == "dataclass-args" and all(
+                not f.get("serialization_exclude")
+                and not f.get("serialization_alias")
+                and plain(f.get("schema"), depth + 1)
+                for f in args.get("fields", ())
+            )
+        if kind in ("nullable", "default") or kind in _VALIDATORS:
+            return plain(node.get("schema"), depth + 1)
+        if kind in ("list", "set", "frozenset", "generator"):
+            return "items_schema" not in node or plain(node["items_schema"], depth + 1)
+        if kind == "tuple":
+            return all(plain(x, depth + 1) for x in node.get("items_schema", ()))
+        if kind == "dict":
+            keys = node.get("keys_schema", {"type": "any"})
+            return (
+                type(keys) is dict
+                and keys.get("type") in ("any", "str", "int")
+                and "serialization" not in keys
+                and ("values_schema" not in node or plain(node["values_schema"], depth + 1))
+            )
+        if kind == "union":
+            return all(
+                plain(c[0] if type(c) is tuple else c, depth + 1) for c in node.get("choices", ())
+            )
+        if kind == "tagged-union":
+            return all(plain(c, depth + 1) for c in node.get("choices", {}).values())
+        if kind in ("lax-or-strict", "json-or-python"):
+            return all(
+                plain(node[k], depth + 1)
+                for k in ("lax_schema", "strict_schema", "json_schema", "python_schema")
+                if k in node
+            )
+        return False  # typed-dict, function-plain, is-instance, chain, anything new
+
+    top = schema
+    while (
+        type(top) is dict
+        and top.get("type") in ("default", "nullable")
+        and "serialization" not in top
+    ):
+        top = top.get("schema")
+    if not plain(schema, 0):
+        return "pydantic"
+    return "float" if type(top) is dict and top.get("type") == "float" else "lazy"
 
 
 @lru_cache(maxsize=1024)  # a pure function of the class; holds no per-call state
@@ -1018,13 +1158,15 @@ def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
 
 
 def _key_text(to_json: Callable[[Any], bytes], k: Any) -> Any:
+    """Key *k* as its library spells a dict key (pydantic writes a tuple key as "0,1"
+    and None as "None", not as their JSON values): read off a one-member dict."""
     try:
-        data = to_json(k)
+        data = to_json({k: None})
     except Exception as exc:
         if _refusal(exc):
             return k  # the encoder marks a key it cannot write
         raise
-    return _loads(data) if data[:1] == b'"' else data.decode()
+    return next(iter(_loads(data)))
 
 
 # -- msgspec ---------------------------------------------------------------------------
