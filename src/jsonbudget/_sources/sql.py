@@ -2229,15 +2229,29 @@ class PostgresSource(_SQLSource):
             (regclass,),
         )
         notnull = {row[0] for row in cur.fetchall()}
+        # A table's rows include its inheritance children's, which its keys do not cover
+        # (a partitioned table's do: PostgreSQL enforces them across the partitions).
+        cur.execute(
+            "SELECT c.relkind = 'p' OR NOT EXISTS"
+            " (SELECT 1 FROM pg_inherits WHERE inhparent = c.oid)"
+            " FROM pg_class c WHERE c.oid = %s::regclass",
+            (regclass,),
+        )
+        row = cur.fetchone()
+        if row is not None and not row[0]:
+            return _TableKeys([], [], notnull, [])
         # An index counts only under the collations its columns sort by: unique under
-        # "C" is not unique under a case-insensitive (nondeterministic) collation.
+        # "C" is not unique under a case-insensitive (nondeterministic) collation. An
+        # index a failed CREATE INDEX CONCURRENTLY left (not valid) enforces nothing, nor
+        # does a deferred constraint within a transaction.
         cur.execute(
             "SELECT i.indisprimary, array_agg(a.attname ORDER BY k.ord),"
             " bool_and(i.indcollation[k.ord - 1] = a.attcollation)"
             " FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)"
             " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
             " WHERE i.indrelid = %s::regclass AND i.indisunique AND i.indpred IS NULL"
-            " AND i.indexprs IS NULL GROUP BY i.indexrelid, i.indisprimary"
+            " AND i.indexprs IS NULL AND i.indisvalid AND i.indisready AND i.indimmediate"
+            " GROUP BY i.indexrelid, i.indisprimary"
             " ORDER BY i.indisprimary DESC",
             (regclass,),
         )
