@@ -301,8 +301,9 @@ def test_resume_after_same_size_same_mtime_rewrite_is_refused(tmp_path: Path) ->
         "x",
         [],
         {"i": 1},
-        {"i": 1, "o": 0, "s": 1, "m": 1, "c": "]"},
-        {"i": -1, "o": 2, "s": 1, "m": 1, "c": "1"},
+        {"i": 1, "o": 0, "s": 1, "m": 1, "t": 1, "n": 1, "c": "]"},
+        {"i": -1, "o": 2, "s": 1, "m": 1, "t": 1, "n": 1, "c": "1"},
+        {"i": 1, "o": 2, "s": 1, "m": 1, "c": "1"},  # before ctime and inode were kept
     ],
 )
 def test_malformed_file_positions_are_invalid_cursors(tmp_path: Path, bad: Any) -> None:
@@ -320,7 +321,15 @@ def test_regression_an_offset_past_the_file_is_an_invalid_cursor(
     path = write(tmp_path / "a.json", "[1, 2]" if kind == "array" else "1\n2\n")
     source: Any = JsonArrayFileSource(path) if kind == "array" else JsonLinesSource(path)
     st = path.stat()
-    bad = {"i": 1, "o": offset, "s": st.st_size, "m": st.st_mtime_ns, "c": "1"}
+    bad = {
+        "i": 1,
+        "o": offset,
+        "s": st.st_size,
+        "m": st.st_mtime_ns,
+        "t": st.st_ctime_ns,
+        "n": st.st_ino,
+        "c": "1",
+    }
     with pytest.raises(InvalidCursor):
         all_items(source, bad)
     with pytest.raises(InvalidCursor):
@@ -1386,3 +1395,34 @@ def test_regression_a_gzip_item_is_passed_over_only_so_far(tmp_path: Path) -> No
     with pytest.raises(DecodeError, match="268435456 bytes") as caught:
         all_items(JsonLinesSource(path, max_item_bytes=1000))
     assert caught.value.offset == 2
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_regression_a_file_rewritten_with_its_size_and_mtime_is_refused(
+    tmp_path: Path, kind: str
+) -> None:
+    """A file rewritten in place at the same size, its mtime put back (cp -p, rsync -a,
+    tar x) and the byte before the offset the same, passed the check: the array source
+    served [5, 6] from inside a string of the new file, JSON Lines served the new file's
+    lines as the old one's continuation. The file's ctime (and inode) now count too."""
+    if kind == "array":
+        old, new = '[{"a":1}, {"b":2}, {"c":3}, {"d":4}]', '["aaaaaaaaaaaaaa}, 5, 6, 7, 8  "   ]'
+        source: Any = JsonArrayFileSource(write(tmp_path / "a.json", old))
+    else:
+        old, new = (
+            "".join(f'{{"id":{i}}}\n' for i in range(1, 5)),
+            "".join(f'{{"id":{i}}}\n' for i in (7, 8, 9, 0)),
+        )
+        source = JsonLinesSource(write(tmp_path / "a.jsonl", old))
+    path = tmp_path / ("a.json" if kind == "array" else "a.jsonl")
+    assert len(old) == len(new)
+    first = take(source, None, 2)
+    position = roundtrip(first[-1][1])
+    st = path.stat()
+    path.write_text(new)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_mtime_ns == st.st_mtime_ns
+    with pytest.raises(InvalidCursor, match="changed"):
+        all_items(source, position)
+    with pytest.raises(InvalidCursor, match="changed"):
+        pages_by_fill_from(source, Limits(4096), position)

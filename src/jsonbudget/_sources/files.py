@@ -148,7 +148,7 @@ def gzip_reason(exc: Exception) -> str:
 class _File:
     """An opened file, its identity and the stream that yields its (decoded) bytes."""
 
-    __slots__ = ("mtime_ns", "pass_over", "raw", "size", "stream")
+    __slots__ = ("ctime_ns", "inode", "mtime_ns", "pass_over", "raw", "size", "stream")
 
     def __init__(self, path: str, gzip: bool | None) -> None:
         raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
@@ -156,6 +156,10 @@ class _File:
             st = os.fstat(raw.fileno())
             self.size = st.st_size
             self.mtime_ns = st.st_mtime_ns
+            # A file rewritten in place at the same size with its mtime put back (cp -p,
+            # rsync -a, tar x) keeps both; its ctime moves, and a replacement's inode.
+            self.ctime_ns = st.st_ctime_ns
+            self.inode = st.st_ino
             if gzip is None:
                 gzip = raw.peek(2)[:2] == GZIP_MAGIC
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
@@ -170,7 +174,7 @@ class _File:
 
     def seek_checked(self, position: dict[str, JSONValue]) -> int:
         """Move to the position's offset after checking the file is the one it came from."""
-        if position["s"] != self.size or position["m"] != self.mtime_ns:
+        if (position["s"], position["m"], position["t"], position["n"]) != self.identity():
             raise InvalidCursor("the file changed since the cursor was minted")
         offset = position["o"]
         assert isinstance(offset, int)
@@ -185,6 +189,23 @@ class _File:
             raise InvalidCursor("the file changed since the cursor was minted")
         return offset
 
+    def identity(self) -> tuple[int, int, int, int]:
+        """What a position records of the file: size, mtime, ctime and inode."""
+        return self.size, self.mtime_ns, self.ctime_ns, self.inode
+
+    def position(self, index: int, offset: int, last: str) -> dict[str, JSONValue]:
+        """The position after an item: its index and end, the file's identity and the
+        item's last character."""
+        return {
+            "i": index,
+            "o": offset,
+            "s": self.size,
+            "m": self.mtime_ns,
+            "t": self.ctime_ns,
+            "n": self.inode,
+            "c": last,
+        }
+
     def close(self) -> None:
         try:
             if self.stream is not self.raw:
@@ -198,8 +219,8 @@ def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
         return None
     if (
         isinstance(position, dict)
-        and position.keys() == {"i", "o", "s", "m", "c"}
-        and all(type(position[k]) is int and position[k] >= 0 for k in "iosm")  # type: ignore[operator]
+        and position.keys() == {"i", "o", "s", "m", "t", "n", "c"}
+        and all(type(position[k]) is int and position[k] >= 0 for k in "iosmtn")  # type: ignore[operator]
         and isinstance(position["c"], str)
         and len(position["c"]) == 1
     ):
@@ -882,7 +903,6 @@ class JsonArrayFileSource(Source[Any]):
                 resume = None
             else:
                 resume = (file.seek_checked(position), cast(int, position["i"]))
-            size, mtime = file.size, file.mtime_ns
             for obj, index, offset, last in array_items(
                 file.stream,
                 keys=self._keys,
@@ -892,7 +912,7 @@ class JsonArrayFileSource(Source[Any]):
                 resume=resume,
                 pass_over=file.pass_over,
             ):
-                yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": last}
+                yield obj, file.position(index, offset, last)
         finally:
             file.close()
 
@@ -936,7 +956,7 @@ class JsonArrayFileSource(Source[Any]):
             if last is None:
                 return more, position
             index, offset, char = last
-            return more, {"i": index, "o": offset, "s": file.size, "m": file.mtime_ns, "c": char}
+            return more, file.position(index, offset, char)
         finally:
             file.close()
 
@@ -993,7 +1013,7 @@ class JsonLinesSource(Source[Any]):
                 else:
                     offset = file.seek_checked(position)
                     index = cast(int, position["i"])
-                size, mtime, limit = file.size, file.mtime_ns, self._max_item
+                limit = self._max_item
                 readline = file.stream.readline
                 while True:
                     # A byte order mark's room: what is held has more than *limit* bytes
@@ -1018,7 +1038,7 @@ class JsonLinesSource(Source[Any]):
                     else:
                         obj = parse_line(line, start)
                     index += 1
-                    yield obj, {"i": index, "o": offset, "s": size, "m": mtime, "c": chr(last)}
+                    yield obj, file.position(index, offset, chr(last))
         finally:
             file.close()
 
@@ -1129,7 +1149,7 @@ class JsonLinesSource(Source[Any]):
                 if last is None:
                     return more, position
                 i, end, char = last
-                return more, {"i": i, "o": end, "s": file.size, "m": file.mtime_ns, "c": chr(char)}
+                return more, file.position(i, end, chr(char))
         finally:
             file.close()
 
