@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import inspect
 import io
@@ -21,7 +22,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import orjson
+import pydantic
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -894,6 +897,60 @@ def test_bounded_tool_signature_says_what_it_returns() -> None:
     assert inspect.signature(shaped).return_annotation == dict[str, Any]
 
 
+class TicketModel(pydantic.BaseModel):
+    id: int
+    subject: str
+
+
+class TicketStruct(msgspec.Struct):
+    id: int
+
+
+class TicketRow(msgspec.Struct, array_like=True):
+    id: int
+
+
+@dataclasses.dataclass
+class TicketRecord:
+    id: int
+
+
+@pytest.mark.parametrize(
+    ("returns", "value", "shape"),
+    [
+        (TicketModel, TicketModel(id=1, subject="s"), dict[str, Any]),
+        (TicketStruct, TicketStruct(id=1), dict[str, Any]),
+        (TicketRecord, TicketRecord(id=1), dict[str, Any]),
+        (TicketRow, TicketRow(id=1), list[Any]),
+        (set[int], {1, 2}, Any),
+        (Iterator[int], iter([1, 2]), list[Any]),
+        (bytes, b"abc", Any),
+        (bytearray, bytearray(b"abc"), Any),
+    ],
+    ids=lambda x: getattr(x, "__name__", None) or str(x)[:20],
+)
+def test_regression_json_output_declares_the_shape_it_writes(
+    returns: Any, value: Any, shape: Any
+) -> None:
+    """A pydantic model is iterable (it yields its fields), so a tool returning one was
+    declared `list[Any]` while it returned an object: the MCP SDK published an array
+    output schema and answered every call with isError. bytes were declared an array."""
+
+    def tool() -> Any:
+        return value
+
+    tool.__annotations__["return"] = returns
+    wrapped: Any = bounded_tool(max_bytes=500, output="json")(tool)
+    assert inspect.signature(wrapped).return_annotation == shape
+    got = wrapped()
+    if shape == dict[str, Any]:
+        assert isinstance(got, dict)
+    elif shape == list[Any]:
+        assert isinstance(got, list)
+    else:
+        assert isinstance(got, str)
+
+
 def test_bounded_tool_json_output_is_the_bounded_value() -> None:
     @bounded_tool(max_bytes=300, output="json")
     def search() -> dict[str, Any]:
@@ -1034,6 +1091,33 @@ def test_regression_a_result_of_more_than_one_json_value_is_spilled_as_text(
     for result in (body, iter([body[:10], body[10:]])):
         out = ResultGate(max_bytes=2000, store=store, reader=reader, principal="c", kind=kind)
         gated = out.gate(result)
+        assert gated.kind == "text"
+        assert gated.spill is not None
+        assert gated.spill.media_type == "text/plain"
+        ref = gated.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+        pages = follow_read(reader, ref, "", "c")
+        assert "".join(env["items"][0] for env in pages).encode() == body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"".join(b"[INFO] request %d served in 3 ms\n" % i for i in range(500)),
+        b"[section]\nkey=value\n" * 500,
+        b"[a link](http://example.com) " * 500,
+        str([{"id": i, "name": "x"} for i in range(500)]).encode(),  # a Python repr
+        b'{"a": 1, "b": [1 2 3]}' + b" " * 5000,
+    ],
+    ids=["log-lines", "ini", "markdown", "python-repr", "json-with-an-error"],
+)
+def test_regression_text_that_starts_like_json_is_spilled_as_text(
+    store: SpillStore, reader: ResultReader, body: bytes
+) -> None:
+    """Regression: text that starts with [ or { and fails to parse inside the sniffed
+    head (not where the head was cut) was stored as JSON: read_result then raised
+    "not valid JSON" on the first call, and the result was out of reach."""
+    for result in (body, body.decode(), iter([body[:10], body[10:]])):
+        gated = ResultGate(max_bytes=1000, store=store, reader=reader, principal="c").gate(result)
         assert gated.kind == "text"
         assert gated.spill is not None
         assert gated.spill.media_type == "text/plain"

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pydantic
 import pytest
 import uvicorn
 from hypothesis import given, settings
@@ -574,6 +575,32 @@ async def test_regression_bounded_tool_under_mcpserver_keeps_structured_output()
         assert value.is_error is False
         assert len(orjson.dumps(value.structured_content)) <= 2000
         assert value.structured_content["rows"][-1].startswith("…[omitted: ")
+
+
+class Ticket(pydantic.BaseModel):
+    id: int
+    notes: list[str]
+
+
+async def test_regression_a_model_returned_as_json_is_an_object_under_mcpserver() -> None:
+    """A tool returning a pydantic model with output="json" was declared list[Any] (a
+    model is iterable): the SDK published an array schema and every call was isError."""
+    server = MCPServer("tickets")
+
+    @server.tool()
+    @bounded_tool(max_bytes=2000, output="json")
+    def ticket(id: int) -> Ticket:
+        """One ticket."""
+        return Ticket(id=id, notes=[f"note {i}" for i in range(1000)])
+
+    async with Client(server, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert tools["ticket"].output_schema["type"] == "object"  # type: ignore[index]
+        got = await client.call_tool("ticket", {"id": 7})
+        assert got.is_error is False
+        assert got.structured_content["id"] == 7
+        assert got.structured_content["notes"][-1].startswith("…[omitted: ")
+        assert len(orjson.dumps(got.structured_content)) <= 2000
 
 
 async def test_read_result_tool_reads_a_spill_back_for_its_principal_only(tmp_path: Path) -> None:

@@ -909,6 +909,30 @@ def bounded_tool(
 _RETURNS: dict[str, Any] = {"str": str, "json": Any, "bytes": bytes}
 _OBJECT_TYPES: tuple[type, ...] = (dict, collections.abc.Mapping)
 _ARRAY_TYPES: tuple[type, ...] = (list, tuple, collections.abc.Sequence, collections.abc.Iterable)
+#: Iterable, but no array: written as a string, or a marker (orjson writes no set).
+_TEXT_TYPES: tuple[type, ...] = (str, bytes, bytearray, memoryview, collections.abc.Set)
+
+
+def _json_shape(t: type) -> Any:
+    """The JSON shape a value of class *t* is written as: ``dict[str, Any]`` for a mapping
+    or a record class (a pydantic model or dataclass, a standard dataclass, an attrs
+    class, a msgspec Struct that is not ``array_like``), ``list[Any]`` for another
+    iterable (a sequence, a generator), else ``Any``. A model is iterable (pydantic
+    yields its fields), so records are asked first."""
+    config = getattr(t, "__struct_config__", None)  # msgspec
+    if config is not None:
+        return list[Any] if config.array_like else dict[str, Any]
+    if getattr(t, "__pydantic_root_model__", False):
+        return Any  # its root's shape, whatever that is
+    if issubclass(t, _OBJECT_TYPES) or (
+        dataclasses.is_dataclass(t)
+        or hasattr(t, "__attrs_attrs__")
+        or hasattr(t, "__pydantic_fields__")
+    ):
+        return dict[str, Any]
+    if issubclass(t, _ARRAY_TYPES) and not issubclass(t, _TEXT_TYPES):
+        return list[Any]
+    return Any
 
 
 def _is_async(fn: Any) -> bool:
@@ -943,10 +967,8 @@ def _retype(wrapper: Callable[..., Any], fn: Any, name: str, output: str) -> Non
     if output == "json":
         declared = sig.return_annotation
         origin = typing.get_origin(declared) or declared
-        if isinstance(origin, type) and issubclass(origin, _OBJECT_TYPES):
-            returns = dict[str, Any]
-        elif isinstance(origin, type) and issubclass(origin, _ARRAY_TYPES) and origin is not str:
-            returns = list[Any]
+        if isinstance(origin, type):
+            returns = _json_shape(origin)
     setattr(wrapper, "__signature__", sig.replace(return_annotation=returns))  # noqa: B010 - mypy knows no such attribute
     wrapper.__annotations__ = {
         **{p.name: p.annotation for p in params if p.annotation is not p.empty},
@@ -1128,9 +1150,17 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
                 keys[-1] = value
             else:
                 add(value)
-    except _PREFIX_ERRORS:
+    except _PREFIX_ERRORS as exc:
         # Past a root that ended (not stack): what follows is no part of one JSON value.
         if whole or root is _NO_OBJECT or not stack:
+            return None
+        # Only the prefix's end may stop it: `[INFO] ...` or `[{'a': 1}]` is text. yajl
+        # calls a literal cut short (`tru`) a lexical error, so any error but its
+        # "premature EOF" is left to the Python backend, which tells the two apart.
+        cut_short = type(exc) is ijson.IncompleteJSONError and (
+            backend is _IJSON_PY or "premature EOF" in str(exc)
+        )
+        if not cut_short:
             return None
     if root is _NO_OBJECT:
         return None
