@@ -1170,3 +1170,23 @@ def test_regression_envelope_keys_that_are_not_str_names_are_refused(keys: Any, 
     assert raised.value.name == "keys"
     with pytest.raises(LimitError, match=says):
         paginate([1], scope=Scope("u"), store=MemoryCursorStore(), limits=Limits(1000), keys=keys)
+
+
+def test_regression_wrong_stores_and_encoders_are_type_errors(tmp_path: Path) -> None:
+    # Each raised a bare AttributeError (the spill store only when an item was oversized).
+    from jsonbudget._agents.reader import ResultReader
+
+    limits, scope = Limits(1000), Scope("a", {})
+    with pytest.raises(TypeError, match="store must be a cursor store"):
+        paginate([1], scope=scope, store=3, limits=limits)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="store must be a cursor store"):
+        Paginator(limits, store=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="spill_store must be a spill store"):
+        paginate(
+            [1], scope=scope, store=MemoryCursorStore(), limits=limits,
+            oversized="spill", spill_store=3,  # type: ignore[arg-type]
+        )  # fmt: skip
+    with pytest.raises(TypeError, match="encoder must be an Encoder"):
+        PageBuilder(limits, encoder=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="cursors must be a cursor store"):
+        ResultReader(spill=SpillStore(tmp_path), cursors=3)  # type: ignore[arg-type]

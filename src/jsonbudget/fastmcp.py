@@ -71,19 +71,19 @@ class BoundedResults(Middleware):
         reader: ResultReader | None = None,
         principal: str | Callable[[], str] = "anonymous",
     ) -> None:
-        self._fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=default)
-        self._options: dict[str, Any] = {"max_bytes": max_bytes, "content": content,
-                                         "default": default}  # fmt: skip
         # A result over the budget may carry, beside its value, FastMCP's own _meta and the
         # line saying how many blocks were left out: the value must still have room then.
         meta, notes = _omitted_meta(_WORST_META), [_omitted_note(_WORST_COUNT)]
         probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
-        least = max(self._fitter._least_bytes(p, meta=meta, notes=notes) for p in probes)
-        if max_bytes < least:
-            raise LimitError("max_bytes", max_bytes,
-                             f"must be at least {least} for content={content!r}: a cut "
-                             f"result keeps FastMCP's _meta key and a line saying how many "
-                             f"content blocks were left out")  # fmt: skip
+        # Asked of a fitter with room to spare, so the message names the one minimum
+        # (the fitter's own, for a bare result, is smaller).
+        roomy = McpResultFitter(max_bytes=_ROOMY, content=content, default=default)
+        least = max(roomy._least_bytes(p, meta=meta, notes=notes) for p in probes)
+        if type(max_bytes) is int and max_bytes < least:
+            raise _too_small(max_bytes, content, reader=reader, least=least, meta=meta, notes=notes)
+        self._fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=default)
+        self._options: dict[str, Any] = {"max_bytes": max_bytes, "content": content,
+                                         "default": default}  # fmt: skip
         # One fitter per server identity (its serverInfo stamp is part of every message).
         self._fitters: dict[int, McpResultFitter] = {}
         # With a reader, one gate for JSON values and one for text. Each preview is as
@@ -100,8 +100,9 @@ class BoundedResults(Middleware):
                                                    default=default, reader=reader,
                                                    principal=principal)  # fmt: skip
                 except LimitError as exc:
-                    reason = f"too small with a reader: a preview gets {preview} bytes ({exc})"
-                    raise LimitError("max_bytes", max_bytes, reason) from exc
+                    raise _too_small(
+                        max_bytes, content, reader=reader, least=least, meta=meta, notes=notes
+                    ) from exc
         if tools is not None and (
             isinstance(tools, str) or not all(isinstance(t, str) for t in tools)
         ):
@@ -280,3 +281,65 @@ def _copy_of(text: str, structured: dict[str, Any]) -> bool:
 def _omitted_note(count: int) -> str:
     """The text block after a cut value that says how many blocks it left out."""
     return f"…[omitted: {count} content blocks]"
+
+
+#: A budget every mode holds: for asking a fitter what the least budget is.
+_ROOMY: Final = 1 << 20
+
+
+def _too_small(
+    max_bytes: int,
+    content: ContentMode,
+    *,
+    reader: ResultReader | None,
+    least: int,
+    meta: dict[str, Any],
+    notes: list[str],
+) -> LimitError:
+    """The error for a budget below the least, which it names (with a reader, the least
+    whose previews hold a reference, searched only here)."""
+    what = ""
+    if reader is not None:
+
+        def takes(preview: int) -> bool:
+            try:
+                ResultGate(max_bytes=preview, preview_bytes=preview, reader=reader)
+            except LimitError:
+                return False
+            return True
+
+        least = max(least, _least_with_reader(content, meta, notes, takes))
+        what = " with a reader (each preview ends with its reference)"
+    return LimitError("max_bytes", max_bytes,
+                      f"must be at least {least} for content={content!r}{what}: a cut result "
+                      f"keeps FastMCP's _meta key and a line saying how many content blocks "
+                      f"were left out")  # fmt: skip
+
+
+def _least_with_reader(
+    content: ContentMode,
+    meta: dict[str, Any],
+    notes: list[str],
+    takes: Callable[[int], bool],
+) -> int:
+    """The least ``max_bytes`` whose previews (`BoundedResults.__init__`: the room beside
+    the envelope, a sixth of it for text) the reader's gate *takes*: the room grows with
+    the budget, so the least is searched."""
+
+    def fits(max_bytes: int) -> bool:
+        fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=None)
+        text = fitter._room("", meta=meta, notes=notes) // 6
+        return takes(min(fitter._room([], meta=meta, notes=notes), text))
+
+    lo, hi = 1, _ROOMY
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            ok = fits(mid)
+        except LimitError:  # below the fitter's own least
+            ok = False
+        if ok:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

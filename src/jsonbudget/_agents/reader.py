@@ -105,6 +105,8 @@ class ResultReader:
     ) -> None:
         if not isinstance(spill, SpillBackend):
             raise TypeError(f"spill must be a spill store, not {type(spill).__name__}")
+        if cursors is not None and not isinstance(cursors, CursorStore):
+            raise TypeError(f"cursors must be a cursor store, not {type(cursors).__name__}")
         self._spill = spill
         self._cursors: CursorStore = cursors if cursors is not None else MemoryCursorStore()
         self._limits = Limits(max_bytes)

@@ -242,6 +242,10 @@ class PageBuilder:
             )
         if oversized == "spill" and spill_store is None:
             raise LimitError("spill_store", spill_store, "oversized='spill' needs a spill store")
+        if spill_store is not None and not callable(getattr(spill_store, "put", None)):
+            raise TypeError(f"spill_store must be a spill store, not {type(spill_store).__name__}")
+        if encoder is not None and not isinstance(encoder, Encoder):
+            raise TypeError(f"encoder must be an Encoder, not {type(encoder).__name__}")
         self.limits = limits
         self.oversized: OversizedPolicy = oversized
         self._spill_store = spill_store
@@ -901,6 +905,8 @@ class Paginator:
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
         if spill_ref is not None and not callable(spill_ref):
             raise TypeError(f"spill_ref must be callable, not {type(spill_ref).__name__}")
+        if store is not None and not isinstance(store, CursorStore):
+            raise TypeError(f"store must be a cursor store, not {type(store).__name__}")
         self._spill_ref = spill_ref
         self.limits = limits
         self.store: CursorStore = store if store is not None else MemoryCursorStore()
