@@ -48,6 +48,45 @@ def test_error_leaves_keep_the_stdlib_class_users_catch() -> None:
     assert issubclass(jsonbudget.SpillError, OSError)
 
 
+ERROR_SAMPLES = [
+    errors.LimitError("max_bytes", 3, "too small"),
+    errors.EncodeError("no JSON form", path="/a"),
+    errors.DecodeError("bad byte", offset=3),
+    errors.OversizedItemError(index=1, encoded_bytes=5000, limit=300),
+    errors.SpillError("gone"),
+    errors.TokenizerUnavailable("not cached"),
+    errors.InvalidCursor("garbled"),
+    errors.ExpiredCursor("expired"),
+    errors.CursorScopeError("another principal", mismatch="principal"),
+    errors.BudgetExhausted(limit=2, used=2),
+]
+
+
+def _raise(error: Exception) -> None:
+    raise error
+
+
+def test_regression_errors_cross_process_boundaries() -> None:
+    """Errors with keyword-only data could not be unpickled (their __init__ was called
+    with the message alone): a process pool whose worker raised CursorScopeError or
+    BudgetExhausted broke (BrokenProcessPool) instead of raising it."""
+    import copy
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    for error in ERROR_SAMPLES:
+        for back in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+            assert type(back) is type(error)
+            assert str(back) == str(error)
+            assert back.__dict__ == error.__dict__
+            assert getattr(back, "reason", None) == getattr(error, "reason", None)
+    with ProcessPoolExecutor(1) as pool:
+        for error in ERROR_SAMPLES[-2:]:
+            raised = pool.submit(_raise, error).exception()
+            assert type(raised) is type(error)
+            assert raised.http_status == error.http_status  # type: ignore[attr-defined]
+
+
 def test_import_needs_no_optional_dependency() -> None:
     code = (
         "import sys, jsonbudget; "

@@ -22,7 +22,7 @@ Each leaf also inherits the stdlib class that users already catch, so
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "BudgetExhausted",
@@ -45,6 +45,19 @@ class JsonBudgetError(Exception):
 
     #: RFC 6901 JSON Pointer of the value concerned, where one applies.
     path: str | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its message and attributes, never through __init__, whose
+        # keyword-only data `args` does not hold: a process pool's worker could not send
+        # a LimitError or a BudgetExhausted back (BrokenProcessPool instead).
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(cls: type[JsonBudgetError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class LimitError(JsonBudgetError, ValueError):
