@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
+import pydantic
 import pytest
 from agents import Agent, RunConfig, Runner, ToolOutputImage, ToolOutputText, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
@@ -96,6 +97,48 @@ async def test_openai_agents_parallel_calls_stay_within_the_turn(turn: TurnBudge
     outputs = [item["output"] for item in second if item.get("type") == "function_call_output"]
     hooks.reports.append(turn.reset())  # the run ended after the last model call
     check_turn(outputs, turn, [r for r in hooks.reports if r.results])
+
+
+class Row(pydantic.BaseModel):
+    id: int
+    text: str
+
+
+class Report(pydantic.BaseModel):
+    rows: list[Row]
+
+
+async def test_regression_openai_agents_a_typed_tool_output_may_be_spilled(
+    turn: TurnBudget,
+) -> None:
+    """A tool with a declared output_type has every output validated against it by the
+    SDK: once its result was spilled, the preview failed that check and Runner.run raised
+    UserError. The budgeted tool declares no output type: the model gets the preview."""
+
+    @function_tool(output_type=Report)
+    def report(q: str) -> Report:
+        """A report."""
+        return Report(rows=[Row(id=i, text="x" * 50) for i in range(300)])
+
+    model = ScriptedModel([
+        ModelStep(output=[function_call("report", {"q": "a"}, call_id="c1")]),
+        ModelStep(output=[assistant_message("done")]),
+    ])  # fmt: skip
+    hooks = TurnBudgetHooks(turn)
+    agent = Agent(name="reporter", model=model, tools=budget_tools([report], turn))
+    result = await Runner.run(agent, "go", hooks=hooks, run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == "done"
+    (output,) = [
+        i["output"] for i in model.calls[1].input if i.get("type") == "function_call_output"
+    ]
+    assert len(output.encode()) <= TURN
+    doc = orjson.loads(output)
+    whole = orjson.loads(turn.gate.store.read(doc["spilled"]["ref"], 0, 10**7))
+    assert whole == report_rows_json()
+
+
+def report_rows_json() -> Any:
+    return {"rows": [{"id": i, "text": "x" * 50} for i in range(300)]}
 
 
 # --- pydantic-ai --------------------------------------------------------------------------

@@ -88,7 +88,15 @@ def _budgeted(tool: FunctionTool, turn: TurnBudget) -> FunctionTool:
         rest = [part for part in parts if not isinstance(part, ToolOutputText)]
         return [ToolOutputText(text=admitted.text), *rest]
 
-    return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+    # What the model gets may be a preview, no longer the declared output type, which
+    # the SDK validates every output of such a tool against (the run failed with
+    # UserError once a result was spilled): the budgeted tool declares none.
+    declared: dict[str, Any] = {
+        name: None
+        for name in ("output_json_schema", "_output_type_adapter")
+        if getattr(tool, name, None) is not None
+    }
+    return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool, **declared)
 
 
 def _structured(output: Any) -> list[ValidToolOutputPydanticModels] | None:
