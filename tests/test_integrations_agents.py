@@ -310,10 +310,12 @@ def test_pydantic_ai_tool_return_keeps_content_metadata_and_files(turn: TurnBudg
     assert ["look at this"] in prompts
     assert returns["img"].content == ["a chart", png]  # the image is still an image
     assert returns["img"].files == [png]
-    # Only text counted: "ok" and the caption.
+    # Only text counted: "ok", and the caption as a provider whose tool results take
+    # text only sends it, with a reference to the file.
     assert turn.report().used_bytes == 0  # the turn was reset before the last request
     (report,) = capability.reports
-    assert report.used_bytes == len(b"ok") + len(b"a chart")
+    sent = orjson.dumps(["a chart", f"See file {png.identifier}."])
+    assert report.used_bytes == len(b"ok") + len(sent)
 
 
 async def test_regression_openai_agents_one_call_of_many_parts_is_one_result(

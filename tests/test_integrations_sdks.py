@@ -145,3 +145,51 @@ def test_openai_gets_the_tool_result_as_text_and_a_smaller_cap(provider: Provide
     assert first["max_completion_tokens"] == 32_000
     assert second["max_completion_tokens"] == 30_000  # 128000 - 98000
     assert first["messages"][2]["content"] == result  # the text, not a list of byte values
+
+
+def test_regression_pydantic_ai_files_over_openai_chat_stay_within_the_turn(
+    provider: Provider, tmp_path: Any
+) -> None:
+    """A tool result holding files reaches OpenAI's chat API (and Groq, Mistral...) as one
+    JSON array, ``[text, "See file <id>."]``, the text escaped once more: 1,454 bytes went
+    to the model in a 1,000-byte turn that counted 927. The array is what is counted."""
+    from pydantic_ai import Agent, BinaryContent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from jsonbudget import SpillStore, TurnBudget
+    from jsonbudget.integrations.pydantic_ai import TurnBudgetCapability
+
+    call = {
+        "id": "chatcmpl-0", "object": "chat.completion", "created": 1, "model": "gpt-test",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None, "tool_calls": [{
+                "id": "c1", "type": "function",
+                "function": {"name": "chart", "arguments": "{}"}}]}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+    }  # fmt: skip
+    png = BinaryContent(b"\x89PNG\r\n\x1a\n" + bytes(range(256)), media_type="image/png")
+    rows = [{"id": i, "label": f"point {i}"} for i in range(30)]
+    for rows_shown, turn_bytes in ((rows[:5], 1000), (rows, 1000)):
+        provider.requests.clear()
+        provider.answers = [(200, call), (200, OPENAI_OK)]
+        model = OpenAIChatModel(
+            "gpt-test", provider=OpenAIProvider(base_url=provider.url + "/v1", api_key="test")
+        )
+        turn = TurnBudget(max_bytes=turn_bytes, store=SpillStore(tmp_path / "spill"))
+        agent = Agent(model, capabilities=[TurnBudgetCapability(turn)])
+
+        @agent.tool_plain
+        def chart() -> list[Any]:
+            return [rows_shown, png]  # noqa: B023 - called within this iteration
+
+        assert agent.run_sync("draw").output == "done"
+        (message,) = [m for m in provider.requests[1]["messages"] if m["role"] == "tool"]
+        sent = message["content"]
+        assert isinstance(sent, str)
+        assert len(sent.encode()) <= turn_bytes
+        first = json.loads(sent)[0]
+        if rows_shown is rows:  # 1,900 bytes once escaped: spilled, the note names it
+            assert first.startswith("…[spilled: ")
+        else:
+            assert json.loads(first) == rows_shown

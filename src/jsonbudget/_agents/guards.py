@@ -366,6 +366,11 @@ class ResultGate:
         return self._preview_bytes
 
     @property
+    def default(self) -> Callable[[Any], Any] | None:
+        """The ``default`` hook results are encoded with (None: markers only)."""
+        return self._default
+
+    @property
     def bare_reference_bytes(self) -> int:
         """The most bytes the shortest answer for a spilled result (its bare reference) takes."""
         return self._bare_bytes

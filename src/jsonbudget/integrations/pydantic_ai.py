@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from .._agents.guards import TurnBudget, TurnReport
+from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
 
 try:
@@ -157,9 +158,38 @@ class TurnBudgetCapability(AbstractCapability[Any]):
             if files and not data:
                 return value
             if files:
-                one = data[0] if len(data) == 1 else data
-                return [(await self.turn.aadmit(one, tool=tool)).text, *files]
+                return await self._admit_with_files(data, files, tool)
         return (await self.turn.aadmit(value, tool=tool)).text
+
+    async def _admit_with_files(self, data: list[Any], files: list[Any], tool: str) -> Any:
+        """The items of a result that holds files: their text goes first, then the files.
+
+        A provider whose tool results take text only (OpenAI's chat API, Groq, Mistral...)
+        sends ``[text, "See file <id>.", ...]`` as one JSON array, the text escaped once
+        more: that array is what is admitted. Where it does not fit, the text becomes a
+        short note naming the spill, whose array is no longer than what was counted."""
+        one = data[0] if len(data) == 1 else data
+        limit = self.turn.max_bytes
+        default = self.turn.gate.default
+        text = one
+        if not isinstance(one, str):
+            data_json = dumps_whole(one, default=default, max_bytes=limit)
+            text = None if data_json is None else data_json.decode()
+        refs = [f"See file {item.identifier}." for item in files]
+        if text is None:  # longer than the turn: spilled whichever way it is counted
+            admitted = await self.turn.aadmit(one, tool=tool)
+        else:
+            # Counted as sent (bytes are admitted as they are); a spill keeps the array,
+            # whose first item is the text.
+            admitted = await self.turn.aadmit(orjson.dumps([text, *refs]), tool=tool)
+            if admitted.spill is None:
+                return [text, *files]
+        assert admitted.spill is not None
+        ref = _model_ref(admitted.data, admitted.spill.ref)
+        note = f"…[spilled: {admitted.spill.size} bytes as {ref}; read it with read_result]"
+        if len(orjson.dumps([note, *refs])) > len(admitted.data):
+            note = ref
+        return [note, *files]
 
 
 def _model_ref(preview: bytes, stored: str) -> str:
