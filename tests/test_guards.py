@@ -951,6 +951,26 @@ def test_regression_json_output_declares_the_shape_it_writes(
         assert isinstance(got, str)
 
 
+@pytest.mark.parametrize("nested", [False, True])
+def test_regression_a_generator_tools_exception_passes_through(nested: bool) -> None:
+    """A generator tool that raised while its items were read came out as EncodeError:
+    pydantic-ai's ModelRetry or FastMCP's ToolError was no longer recognised."""
+
+    class ToolRetry(Exception):
+        pass
+
+    def rows() -> Iterator[int]:
+        yield 1
+        raise ToolRetry("try again")
+
+    @bounded_tool(max_bytes=300)
+    def tool() -> Any:
+        return {"rows": rows()} if nested else rows()
+
+    with pytest.raises(ToolRetry, match="try again"):
+        tool()  # type: ignore[no-untyped-call]
+
+
 def test_bounded_tool_json_output_is_the_bounded_value() -> None:
     @bounded_tool(max_bytes=300, output="json")
     def search() -> dict[str, Any]:

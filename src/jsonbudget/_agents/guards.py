@@ -866,12 +866,22 @@ def bounded_tool(
                 f"{name} returned an async iterable ({type(value).__name__}); bounded_tool "
                 "encodes values and sync iterables: return a list or a sync generator"
             )
+        try:
+            data = dumps(value)
+        except EncodeError as exc:
+            # A generator the tool returned (or one inside its value) is the tool's own
+            # code running: what it raises is the tool's exception (a framework's
+            # ModelRetry or ToolError among them) and passes through unchanged.
+            cause = exc.__cause__
+            if isinstance(cause, Exception) and str(exc).startswith("iterator raised "):
+                raise cause from None
+            raise
         if output == "str":
-            return dumps(value).decode("utf-8")
+            return data.decode("utf-8")
         if output == "json":
             # The bounded bytes parsed back: a value that re-encodes within the budget.
-            return orjson.loads(dumps(value))
-        return dumps(value)
+            return orjson.loads(data)
+        return data
 
     def decorate(fn: Any) -> Any:
         if isinstance(fn, staticmethod | classmethod):
