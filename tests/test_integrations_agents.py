@@ -553,6 +553,36 @@ def test_regression_pydantic_ai_validation_errors_count_their_wrapper(
     assert not report.over_budget
 
 
+def test_regression_pydantic_ai_validation_errors_count_wide_ints_in_full() -> None:
+    """The turn counted a 1,268-digit integer in the errors as the encoder's short marker
+    (132 bytes) while pydantic-ai sends every digit: 1,362 bytes in a 1,000-byte turn."""
+    sent: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("lookup", {"q": 7**1500}, tool_call_id="c")])
+        sent.extend(
+            p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)
+        )
+        return ModelResponse(parts=[TextPart("done")])
+
+    turn = TurnBudget(max_bytes=1000)
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=5)
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return "ok"
+
+    agent.run_sync("go")
+    (report,) = capability.reports
+    (text,) = sent
+    (admitted,) = report.results
+    assert len(text.encode()) <= admitted.admitted_bytes <= report.used_bytes <= 1000
+    assert admitted.spill is not None  # the digits do not fit: the note names the spill
+    assert str(7**1500) in admitted.spill.path.read_text()
+
+
 def test_regression_pydantic_ai_model_retry_messages_count_against_the_turn(
     turn: TurnBudget,
 ) -> None:

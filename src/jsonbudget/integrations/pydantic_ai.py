@@ -23,7 +23,7 @@ try:
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler, WrapToolValidateHandler
     from pydantic_ai.exceptions import ToolFailedError, ToolRetryError
-    from pydantic_ai.messages import ToolCallPart, is_multi_modal_content
+    from pydantic_ai.messages import ToolCallPart, is_multi_modal_content, tool_return_ta
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_core import ValidationError
@@ -138,7 +138,13 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         ``{"error": ...}``, a text JSON-escaped, validation errors as the array they are.
         Where that does not fit, the message becomes a short note naming the spill, whose
         wrapped form is no longer than what the turn counted."""
-        admitted = await self.turn.aadmit({"error": message}, tool=tool)
+        try:
+            # The bytes pydantic-ai sends (an int beyond 64 bits in full, where the encoder
+            # writes a short marker), admitted as they are.
+            sent: Any = tool_return_ta.dump_json({"error": message})
+        except (ValueError, TypeError):  # a value it cannot write: the encoder's markers
+            sent = {"error": message}
+        admitted = await self.turn.aadmit(sent, tool=tool)
         if admitted.spill is None:
             return message  # counted as sent: the wrapper and the escapes
         ref = _model_ref(admitted.data, admitted.spill.ref)
