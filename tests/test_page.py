@@ -38,6 +38,7 @@ from jsonbudget import (
     SpillStore,
     SQLiteSource,
     apaginate,
+    bounded_dumps,
     paginate,
 )
 from jsonbudget._pages.builder import _LONGEST_SPILL_REF, _MAX_PULLED_PAGES
@@ -1190,3 +1191,63 @@ def test_regression_wrong_stores_and_encoders_are_type_errors(tmp_path: Path) ->
         PageBuilder(limits, encoder=3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="cursors must be a cursor store"):
         ResultReader(spill=SpillStore(tmp_path), cursors=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("oversized", ["truncate", "placeholder", "error"])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("a" * 30 + "\ud800", 64),
+        ("\ud800", 32),
+        ("a\ud800" + "b" * 20, 32),
+        ("a" * 70 + "\udc80", 100),
+    ],
+)
+def test_regression_a_lone_surrogate_cut_by_the_field_cap_is_no_oversized_item(
+    text: str, field: int, oversized: Any
+) -> None:
+    """A string with a lone surrogate, shorter than max_field_bytes but longer than it
+    once its U+FFFD and note were written, had no full rendering on a page: its item was
+    "oversized" (a placeholder claiming it was larger than the page, or an error)."""
+    limits = Limits(4000, max_field_bytes=field)
+    item = {"id": 1, "note": text}
+    page = paginate(
+        [item, {"id": 2}], scope=Scope("u", {}), store=MemoryCursorStore(), limits=limits,
+        oversized=oversized,
+    )  # fmt: skip
+    assert not page.oversized
+    assert page.complete
+    shown = orjson.loads(page.to_json())["items"]
+    assert shown == [orjson.loads(bounded_dumps(item, limits=limits)), {"id": 2}]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        # Two distinct lone surrogates (ruff reads both as U+FFFD).
+        {"\ud800": 1, "x": [], "\ud801": 2, "pad": "x" * 800},  # noqa: F601
+        {"\ud800": list(range(600))},
+        {"\ud800": (i for i in range(3)), "pad": "x" * 800},
+    ],
+    ids=["rewritten-keys-in-runs", "streamed-member", "iterator-member"],
+)
+def test_regression_a_spilled_object_with_lone_surrogate_keys_reads_back_whole(
+    tmp_path: Path, item: dict[str, Any]
+) -> None:
+    """A spilled object was written in runs: two keys with lone surrogates were rewritten
+    alike (one value lost on read-back), and a streamed member's key met bare orjson
+    (a raw TypeError, no page)."""
+    spill = SpillStore(tmp_path)
+    expected = orjson.loads(bounded_dumps(dict(item), max_bytes=1 << 20))
+    page = paginate(
+        [item], scope=Scope("u", {}), store=MemoryCursorStore(), limits=Limits(700),
+        oversized="spill", spill_store=spill,
+    )  # fmt: skip
+    (oversized,) = page.oversized
+    assert oversized.outcome == "spilled"
+    with spill.open(oversized.ref) as f:  # type: ignore[arg-type]
+        written = f.read()
+    back = json.loads(written)
+    assert len(back) == len(item)  # no two keys alike
+    if not any(isinstance(v, Iterator) for v in item.values()):
+        assert back == expected

@@ -1313,12 +1313,17 @@ class EncodeCall:
         if n + 2 <= lim:
             try:
                 data = _dumps(s)
-            except _JSONError:  # lone surrogates
-                return self._scrubbed(s, cap)
-            if len(data) <= lim:
-                return data, _NONE
-            if len(data) <= field:
-                return None  # whole, it is longer than the cap
+            except _JSONError:  # lone surrogates: each U+FFFD, and a note says so
+                whole = self._scrubbed(s, field)
+                if whole is not None:
+                    return whole if len(whole[0]) <= cap else None
+                # With its note it passes the field cap, whose cut (below) is its full
+                # rendering: None here made a short item "oversized" on any page.
+            else:
+                if len(data) <= lim:
+                    return data, _NONE
+                if len(data) <= field:
+                    return None  # whole, it is longer than the cap
         elif n + 2 <= field and (field > 2 * cap or 6 * n + 2 <= field):
             return None  # whole it passes the cap; cut by the field cap it would too
         # The field cap cuts it whatever the budget: that cut is its full rendering.

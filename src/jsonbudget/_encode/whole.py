@@ -16,6 +16,7 @@ import orjson
 
 from ..errors import SpillError
 from .encoder import BinaryMode, MarkerStyle, dumps_whole
+from .strings import SURROGATE
 
 __all__ = ["JsonWriter"]
 
@@ -163,9 +164,11 @@ class JsonWriter:
         if (
             depth >= _STREAM_DEPTH
             or not (len(obj) > _BATCH or any(map(_nests, obj.values())))
-            # The encoder decides non-str keys for the whole object (which to keep, the
-            # marker's own key): such an object is encoded in one call.
-            or not all(type(key) is str for key in obj)
+            # The encoder decides non-str keys, and keys with lone surrogates (rewritten
+            # until unique), for the whole object (which to keep, the marker's own key):
+            # such an object is encoded in one call. In runs, two rewritten keys could
+            # come out the same, and a streamed member's key would meet bare orjson.
+            or not all(type(key) is str and _plain_key(key) for key in obj)
         ):
             self._leaf(obj)
             yield from self._flush()
@@ -206,6 +209,11 @@ class JsonWriter:
             self._put(b",")
         self._put(inner)
         return False
+
+
+def _plain_key(key: str) -> bool:
+    """Whether orjson writes *key* as it is (no lone surrogate in it)."""
+    return key.isascii() or SURROGATE.search(key) is None
 
 
 def _nests(value: object) -> bool:
