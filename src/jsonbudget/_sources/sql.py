@@ -555,6 +555,13 @@ class _SQLSource(Source[Row]):
 
     # -- the plan ---------------------------------------------------------------------
 
+    @property
+    def _wants_table_keys(self) -> bool:
+        """Whether the catalog's keys are read: keyset mode makes its order total with
+        them, and a default order without an `id` column is the table's key (offset mode
+        too)."""
+        return self._mode == "keyset" or self._default_order
+
     def _resolve(
         self,
         columns: list[str],
@@ -1701,7 +1708,7 @@ class SQLiteSource(_SQLSource):
             finally:
                 cur.close()
             table_keys = None
-            if self._table is not None and self._mode == "keyset":
+            if self._table is not None and self._wants_table_keys:
                 table_keys = self._table_keys(conn)
             # SQLite's types are per value: any column may hold a long text or blob.
             n = cut
@@ -2153,7 +2160,7 @@ class PostgresSource(_SQLSource):
             )
             category: dict[int, str] = dict(cur.fetchall())
             table_keys = None
-            if self._table is not None and self._mode == "keyset":
+            if self._table is not None and self._wants_table_keys:
                 table_keys = self._table_keys(cur)
         n = cut
         # Counting a text's characters reads all of it (seconds for 1 GB); its size in
