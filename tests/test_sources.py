@@ -16,6 +16,7 @@ from jsonbudget import (
     AsyncIterableSource,
     AsyncSource,
     IterableSource,
+    Limits,
     MemoryCursorStore,
     PageBuilder,
     Scope,
@@ -337,3 +338,19 @@ def pages_by_paginate(source: Any, limits: Any) -> list[list[Any]]:
         if cursor is None:
             return pages
     raise AssertionError("did not terminate")
+
+
+def test_regression_a_sequence_that_overstates_its_length_ends_where_indexing_does() -> None:
+    # A bare IndexError escaped from the page that reached the shorter end.
+    class Lying(Sequence[int]):
+        def __len__(self) -> int:
+            return 100
+
+        def __getitem__(self, i: Any) -> Any:
+            if isinstance(i, slice) or not 0 <= i < 10:
+                raise IndexError(i)
+            return i
+
+    assert list(Lying()) == list(range(10))
+    pages = pages_by_paginate(Lying(), Limits(1000, max_items=3))
+    assert [x for page in pages for x in page] == list(range(10))

@@ -231,7 +231,12 @@ class SequenceSource(Source[T]):
             return
         i = start
         while (stop is None or i < stop) and i < len(seq):
-            item = seq[i]
+            try:
+                item = seq[i]
+            except IndexError:
+                # A `__len__` that says more than `__getitem__` holds: the sequence ends
+                # where indexing does, as Python's own iteration takes it.
+                return
             i += 1
             yield item, i
 
