@@ -486,6 +486,30 @@ def test_regression_a_generator_is_pulled_no_further_than_it_could_show(
         assert len(b",".join(unshown)) <= marker + 1 + straddling, (nested, len(pulled))
 
 
+@pytest.mark.parametrize(
+    ("strategy", "count"),
+    # "balanced" cuts only a list's first item (a later one is left out, and counted).
+    [("balanced", 1), ("prefix", 1), ("prefix", 2)],
+)
+def test_regression_a_stream_whose_last_item_is_cut_claims_no_more(
+    strategy: Strategy, count: int
+) -> None:
+    """A generator whose items all showed, the last cut, got "…[omitted: more items]"
+    and an items report though it had ended: the look-ahead that tells was never
+    pulled (guarantee 4: no claim without a measurement)."""
+    items = ["x" * 30] * (count - 1) + ["y" * 1000]
+    for wrap in (lambda g: g, lambda g: {"id": 1, "vals": g}):
+        out = encode(wrap(iter(items)), max_bytes=150, strategy=strategy)
+        doc = json.loads(out.data)
+        shown = doc if isinstance(doc, list) else doc["vals"]
+        assert not any(isinstance(x, str) and x.startswith(f"{MARK}omitted") for x in shown)
+        assert all(t.kind != "items" for t in out.truncations)
+        assert [t.kind for t in out.truncations] == ["string"]
+    # With an item past the cut one, "more" is the truth.
+    out = encode(iter([*items, "z"]), max_bytes=150, strategy=strategy)
+    assert json.loads(out.data)[-1].startswith(f"{MARK}omitted")
+
+
 def test_finite_generator_that_fits_is_a_list() -> None:
     assert bounded_dumps((i for i in range(3)), max_bytes=64) == b"[0,1,2]"
 

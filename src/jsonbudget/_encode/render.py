@@ -1030,6 +1030,16 @@ class EncodeCall:
             i += 1
             if partial:
                 break
+        stream = ent.value
+        if n is None and i == len(items) and type(stream) is Stream:
+            # Every item pulled shows (the last cut): one more pull, the look-ahead, tells
+            # whether the stream has more, so the marker claims only what it saw. (An
+            # earlier cut of it may have pulled it: the snapshot's count is then stale.)
+            if not stream.done and len(stream.items) == i:
+                stream._next(where)
+            if stream.done and len(stream.items) == i:
+                n = i
+                complete = i <= limit
         if not (complete and i == total):
             omitted = None if n is None else n - i
             marker = mk.items(omitted)
