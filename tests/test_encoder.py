@@ -1000,3 +1000,16 @@ def test_regression_fit_refuses_a_path_that_is_not_a_json_pointer(path: Any) -> 
     out = enc.fit({"k": "v" * 200}, 50, path="/items/3")
     assert out is not None
     assert [t.path for t in out.truncations] == ["/items/3/k"]
+
+
+def test_regression_a_rewritten_key_never_claims_a_cut_of_nothing() -> None:
+    # A lone-surrogate key whose note did not fit was "…[key truncated: 0 more chars]",
+    # reported as a string cut of 0 characters.
+    # Two distinct lone surrogates (ruff reads both as U+FFFD).
+    keys = {"\ud801": None, "a": None, "\ud800": None}  # noqa: F601
+    for max_bytes in range(64, 140):
+        out = encode(keys, max_bytes=max_bytes)
+        for t in out.truncations:
+            if t.kind == "string":
+                assert t.omitted
+        assert b"truncated: 0 more" not in out.data

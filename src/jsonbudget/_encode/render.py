@@ -1442,6 +1442,9 @@ class EncodeCall:
                     return None
                 longest = len(f"…[key truncated: {n} more chars]".encode())
                 _, kept, _ = prefix(k, room - 3 - longest)
+                # A key whose surrogates' note does not fit may fit whole without it: it is
+                # cut by one character at least, so "truncated" is true ("0 more" was not).
+                kept = min(kept, n - 1) if n else 0
                 text, replaced = SURROGATE.subn("\ufffd", k[:kept])
                 text += f"…[key truncated: {n - kept} more chars]"
                 report = ("string", n - kept, "chars")
