@@ -2349,7 +2349,7 @@ def test_sqlite_inside_the_callers_transaction_nothing_is_kept(
 @pytest.fixture
 def pg_traced(
     postgres_server: PostgresServer, tmp_path: Path
-) -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path]]:
+) -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace]]:
     """A writer, and a reader whose protocol traffic libpq writes to a file."""
     with (
         psycopg.connect(postgres_server.dsn, autocommit=True) as writer,
@@ -2362,22 +2362,46 @@ def pg_traced(
                 "INSERT INTO la VALUES (%s, %s)",
                 [(i, f"r{i}-" + "x" * 150) for i in range(1, 61, 2)],
             )
-        trace = tmp_path / "libpq.trace"
-        with trace.open("w") as f:
-            reader.pgconn.trace(f.fileno())
-            reader.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        path = tmp_path / "libpq.trace"
+        with path.open("w") as f:
+            trace = LibpqTrace(path, reader, f.fileno())
+            trace.start()
             yield writer, reader, trace
             reader.pgconn.untrace()
         writer.execute("DROP TABLE la")
 
 
-def rows_on_the_wire(trace: Path) -> list[int]:
+class LibpqTrace:
+    """libpq's trace of *conn*'s traffic, written to *path* through *fileno*.
+
+    libpq writes it through a buffered stream: `text` flushes it first (PQuntrace does,
+    and tracing starts again on the same file), or the last round trips are missing.
+    """
+
+    def __init__(self, path: Path, conn: psycopg.Connection[Any], fileno: int) -> None:
+        self.path, self.conn, self.fileno = path, conn, fileno
+
+    def start(self) -> None:
+        self.conn.pgconn.trace(self.fileno)
+        self.conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    def text(self) -> str:
+        self.conn.pgconn.untrace()
+        self.start()
+        return self.path.read_text()
+
+
+def _trace_text(trace: Path | LibpqTrace) -> str:
+    return trace.text() if isinstance(trace, LibpqTrace) else trace.read_text()
+
+
+def rows_on_the_wire(trace: Path | LibpqTrace) -> list[int]:
     """The ids of every row whose body crossed the wire, as often as it did."""
     import re
 
     return [
         int(m)
-        for line in trace.read_text().splitlines()
+        for line in _trace_text(trace).splitlines()
         if "DataRow" in line
         for m in re.findall(r"'r(\d+)-x", line)
     ]
@@ -2386,7 +2410,7 @@ def rows_on_the_wire(trace: Path) -> list[int]:
 @pytest.mark.postgres
 @pytest.mark.parametrize("pipelined", [True, False])
 def test_pg_look_ahead_row_crosses_the_wire_once(
-    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace],
     pipelined: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -2398,14 +2422,16 @@ def test_pg_look_ahead_row_crosses_the_wire_once(
     assert sorted(rows_on_the_wire(trace)) == list(range(1, 61, 2))
 
 
-def syncs(trace: Path) -> int:
-    """How many times the client waited on the server: each Sync ends a round trip."""
-    return sum("\tSync" in line for line in trace.read_text().splitlines())
+def round_trips(trace: Path | LibpqTrace) -> int:
+    """How many times the client waited on the server: each Sync ends a round trip, as a
+    simple Query does (a snapshot sent alone, where the carried rows fill the page)."""
+    sent = [line.split("\t") for line in _trace_text(trace).splitlines()]
+    return sum(parts[0] == "F" and ("Sync" in parts or "Query" in parts) for parts in sent)
 
 
 @pytest.mark.postgres
 def test_pg_page_checks_its_carried_rows_and_fetches_in_one_round_trip(
-    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace],
 ) -> None:
     # The snapshot that proves the carried rows current and the page's first query
     # are pipelined: a page that needs one query costs one round trip, not two.
@@ -2414,26 +2440,26 @@ def test_pg_page_checks_its_carried_rows_and_fetches_in_one_round_trip(
     got: list[Any] = []
     pages = 0
     position = None
-    first_page_syncs = None
+    first_page_trips = None
     while True:
         builder = PageBuilder(Limits(1024))
         more, position = source.fill(builder, position)
         got += builder.finish(complete=not more).items
         pages += 1
-        if first_page_syncs is None:
-            first_page_syncs = syncs(trace)  # the plan's probes, then the first page
+        if first_page_trips is None:
+            first_page_trips = round_trips(trace)  # the plan's probes, then the first page
         if not more:
             break
     assert [r["id"] for r in got] == list(range(1, 61, 2))
     assert pages >= 4
-    assert syncs(trace) - first_page_syncs == pages - 1
+    assert round_trips(trace) - first_page_trips == pages - 1
     assert sorted(rows_on_the_wire(trace)) == list(range(1, 61, 2))
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_pg_a_declared_unique_order_is_checked_in_the_round_trips_it_has(
-    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace],
     tmp_path: Path,
     batch_size: int,
 ) -> None:
@@ -2513,7 +2539,7 @@ def test_pg_query_that_fails_in_the_pipeline_raises_its_own_error(
 @pytest.mark.parametrize("writer_is_reader", [False, True])
 @pytest.mark.parametrize("change", ["delete", "update", "insert-before", "delete-and-insert"])
 def test_pg_carried_row_follows_changes_between_pages(
-    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace],
     change: str,
     writer_is_reader: bool,
 ) -> None:
@@ -2548,7 +2574,7 @@ def test_pg_carried_row_follows_changes_between_pages(
 
 @pytest.mark.postgres
 def test_pg_query_source_look_ahead_crosses_the_wire_once(
-    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace],
 ) -> None:
     _, reader, trace = pg_traced
     source = PostgresSource(reader, query="SELECT * FROM la", order_by=("id",), unique=True)
@@ -2559,7 +2585,7 @@ def test_pg_query_source_look_ahead_crosses_the_wire_once(
 
 @pytest.mark.postgres
 def test_pg_inside_the_callers_transaction_nothing_is_kept(
-    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace],
 ) -> None:
     # The caller's own writes inside its transaction leave the snapshot unchanged, so
     # there the look-ahead is fetched again rather than trusted.
@@ -2664,7 +2690,7 @@ def test_property_sqlite_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
     offset_mode=st.booleans(),
 )
 def test_property_pg_pages_with_carried_rows_are_the_pages_of_a_fresh_read(
-    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], Path],
+    pg_traced: tuple[psycopg.Connection[Any], psycopg.Connection[Any], LibpqTrace],
     budget: int,
     changes: list[list[tuple[str, int]]],
     offset_mode: bool,
@@ -2852,3 +2878,48 @@ def test_a_path_source_pages_from_many_threads_at_once(tmp_path: Path) -> None:
                 assert got == (streamed if k % 4 == 3 else expected), k
     finally:
         sys.setswitchinterval(switch)
+
+
+class _CountingCursor(sqlite3.Cursor):
+    """Counts the rows of wide results (more than 100 columns) fetched through it."""
+
+    fetched = 0
+
+    def _count(self, rows: list[Any]) -> list[Any]:
+        if rows and len(rows[0]) > 100:
+            _CountingCursor.fetched += len(rows)
+        return rows
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        return self._count(super().fetchmany(size))
+
+    def fetchall(self) -> list[Any]:
+        return self._count(super().fetchall())
+
+
+class _CountingConnection(sqlite3.Connection):
+    """A real connection whose cursors count the rows fetched through them."""
+
+    def cursor(self, factory: Any = _CountingCursor) -> Any:
+        return super().cursor(factory)
+
+
+def test_regression_a_first_page_of_wide_rows_fetches_few_of_them() -> None:
+    """Every first page fetched 16 rows and every later one at least 16, each cell up to
+    the page's budget: a 64 KiB page of rows with 200 text columns of 60 KB received
+    192 MB. A first fetch is now held to what AHEAD_BYTES allows at the cut (two rows at
+    least), and a later page fetches about as many rows as the last held, plus two."""
+    conn = sqlite3.connect(":memory:", factory=_CountingConnection)
+    cols = [f"c{i}" for i in range(300)]
+    conn.execute(f"CREATE TABLE w (id INTEGER PRIMARY KEY, {', '.join(cols)})")
+    conn.executemany(
+        f"INSERT INTO w VALUES (?{', ?' * len(cols)})",
+        [(i, *(["v" * 200] * len(cols))) for i in range(1, 11)],
+    )
+    _CountingCursor.fetched = 0
+    pages = pages_by_fill(SQLiteSource(conn, table="w"), Limits(65536))
+    assert [row["id"] for page in pages for row in page] == list(range(1, 11))
+    assert all(len(page) == 1 for page in pages)  # one 60 KB row a page
+    # The first page fetches 2 rows (one kept for the next page), each later one up to
+    # 3: at most 2 + 3 * 9 rows for 10, where 16 a page were fetched before.
+    assert _CountingCursor.fetched <= 2 + 3 * 9

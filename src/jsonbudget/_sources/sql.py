@@ -333,6 +333,7 @@ class _Plan:
         "keys",
         "long_at",
         "longest",
+        "row_bound",
         "select",
         "text_keys",
         "units",
@@ -371,6 +372,9 @@ class _Plan:
         # longer than *longest* are one; no uncut text or blob is that long.
         self.long_at = long_at
         self.longest = longest
+        # The most bytes of text and binary data a row can bring at the cut (set with
+        # the cut, `_plan_for`; 0: not bounded).
+        self.row_bound = 0
 
 
 class _Ahead:
@@ -709,6 +713,7 @@ class _SQLSource(Source[Row]):
         plan = self._plans.get(cut)
         if plan is None:
             plan = self._plans[cut] = self._make_plan(cut)
+            plan.row_bound = (len(plan.cut_index) + len(plan.long_at)) * (cut or 0)
         return plan
 
     def fill(
@@ -783,7 +788,7 @@ class _SQLSource(Source[Row]):
         Returns whether a row was left over, the position after the page's last row,
         and the raw rows fetched but not served (the look-ahead first).
         """
-        batch = self._first_batch(limit_hint)
+        batch = self._first_batch(limit_hint, plan)
         served = 0
         last: tuple[list[Any], int] = ([], 0)  # the last batch that served rows, and how many
         fetchmany = cursor.fetchmany
@@ -844,11 +849,17 @@ class _SQLSource(Source[Row]):
         if tail is not None and len(found[-1]) > 1:
             raise self._tie(tail)
 
-    def _first_batch(self, limit_hint: int | None) -> int:
+    def _first_batch(self, limit_hint: int | None, plan: _Plan) -> int:
         """How many rows `_fill_rows` asks for first (see `fill`)."""
         if limit_hint is not None:
             return min(self._batch, limit_hint + 1)
-        return min(self._batch, max(FIRST_FETCH, self._rows_hint + 2))
+        if self._rows_hint:
+            return min(self._batch, self._rows_hint + 2)
+        # A first page: FIRST_FETCH rows, fewer (two at least) where that many could
+        # bring more than AHEAD_BYTES at the cut: 200 text columns cut at 64 KiB are
+        # 12.8 MB a row, and 16 such rows were fetched for a page that shows one.
+        wide = AHEAD_BYTES // plan.row_bound if plan.row_bound else FIRST_FETCH
+        return min(self._batch, FIRST_FETCH, max(2, wide))
 
     def _position_after(
         self, plan: _Plan, rows: list[Any], served: int, start: Position | None
@@ -2080,7 +2091,7 @@ class PostgresSource(_SQLSource):
             chunks = _Chunks(self, plan, cur, position, start, carried=carried)
             token = None
             if idle:
-                token = self._snapshot(conn, cur, chunks, self._first_batch(limit_hint))
+                token = self._snapshot(conn, cur, chunks, self._first_batch(limit_hint, plan))
             # Inside the caller's transaction its own writes leave the snapshot as it
             # is: keep nothing there. (Without carried rows the query sent stands.)
             if carried and not _unchanged(kept, token):
