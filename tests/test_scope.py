@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
 import datetime as dt
@@ -11,6 +12,7 @@ import pickle
 import threading
 import unicodedata
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -392,3 +394,42 @@ def test_regression_a_scope_copies_and_pickles_with_its_fingerprints(copier: Any
     assert twin.query_fingerprint == scope.query_fingerprint  # the options travel with it
     with pytest.raises(AttributeError):
         twin.principal = "bob"
+
+
+def test_regression_a_query_value_that_raises_while_read_is_an_encode_error() -> None:
+    # A lying mapping, a dataclass field never set and a tzinfo whose offset is out of
+    # range raised their own KeyError / AttributeError / ValueError from Scope(...).
+    class Liar(collections.abc.Mapping[str, Any]):
+        def __getitem__(self, k: str) -> Any:
+            raise KeyError(k)
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["a", "b"])
+
+        def __len__(self) -> int:
+            return 2
+
+    @dataclasses.dataclass
+    class Args:
+        a: int
+        b: int = dataclasses.field(init=False)
+
+    class Far(dt.tzinfo):
+        def utcoffset(self, d: dt.datetime | None) -> dt.timedelta:
+            return dt.timedelta(hours=30)
+
+        def dst(self, d: dt.datetime | None) -> None:
+            return None
+
+        def tzname(self, d: dt.datetime | None) -> str:
+            return "far"
+
+    for value, cause in (
+        (Liar(), KeyError),
+        (Args(1), AttributeError),
+        (dt.datetime(2024, 1, 1, tzinfo=Far()), ValueError),
+    ):
+        with pytest.raises(EncodeError, match="raised") as info:
+            canonical_query({"x": [value]})
+        assert info.value.path == "/x/0"
+        assert isinstance(info.value.__cause__, cause)

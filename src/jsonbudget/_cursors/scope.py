@@ -24,7 +24,7 @@ from typing import Any, Final, TypeAlias
 
 import orjson
 
-from ..errors import EncodeError, LimitError
+from ..errors import EncodeError, JsonBudgetError, LimitError
 
 __all__ = [
     "DEFAULT_PAGE_SIZE_KEYS",
@@ -85,7 +85,21 @@ def _pointer(where: _Where) -> str:
 
 
 def _canon(value: object, path: _Where, depth: int) -> object:
-    """One value in canonical JSON form; raises `EncodeError` naming *path*."""
+    """One value in canonical JSON form; raises `EncodeError` naming *path*, also where
+    reading the value raised (a mapping that lies about its keys, a dataclass field
+    never set, a tzinfo with an offset out of range), as the encoder does."""
+    try:
+        return _canon_value(value, path, depth)
+    except JsonBudgetError:
+        raise
+    except Exception as exc:  # the caller's object raised: chained, with where it was
+        what = f"query value of type {type(value).__name__}"
+        raise EncodeError(
+            f"{what} raised {type(exc).__name__} while read", path=_pointer(path)
+        ) from exc
+
+
+def _canon_value(value: object, path: _Where, depth: int) -> object:
     if depth > MAX_QUERY_DEPTH:
         raise EncodeError(f"query nests deeper than {MAX_QUERY_DEPTH} levels", path=_pointer(path))
     # bool before int: True is an int, but a JSON reader tells them apart.
