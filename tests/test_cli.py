@@ -144,6 +144,39 @@ def test_regression_the_report_tells_the_root_from_the_member_named_empty() -> N
     assert member.stderr.splitlines()[1] == b"  /\tstring\t473 chars"
 
 
+def test_regression_the_report_escapes_pointers_that_would_break_its_lines() -> None:
+    # A key's line break split a cut's line in two, and an escape sequence in a key
+    # (clear the screen, set the title) reached the terminal as it was.
+    keys = ["a\nb", "t\tab", "\x1b[2J", "\x9b1m", 'q"', "b\\", "plain"]
+    doc = dict.fromkeys(keys, "x" * 500)
+    out = run("dump", "--max-bytes", "400", "--report", stdin=json.dumps(doc).encode())
+    lines = out.stderr.decode().splitlines()[1:]
+    assert lines, out.stderr
+    shown = {}
+    for line in lines:
+        where, kind, _ = line.strip().split("\t")
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in where)
+        shown[json.loads(where) if where.startswith('"') else where] = kind
+    for key in shown:
+        assert key.startswith("/")
+        assert key[1:] in keys
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_regression_tune_and_demo_finish_on_a_stdout_that_is_not_utf8(
+    items_file: Path, encoding: str
+) -> None:
+    # The tables' "←" and rich's "⋯" could not be encoded: exit 1 midway, no
+    # recommendation printed.
+    env = {**ENV, "PYTHONIOENCODING": encoding}
+    tune = run("tune", str(items_file), env=env)
+    assert tune.returncode == 0, tune.stderr
+    assert b"Recommended: --max-bytes" in tune.stdout
+    demo = run("demo", "--rows", "10", "-q", env=env)
+    assert demo.returncode == 0, demo.stderr
+    assert b"every row once, in order: yes" in demo.stdout
+
+
 def test_dump_report_json(items_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dump", str(items_file), "--max-bytes", "1K", "--report", "--json"]) == 0
     cap = capsys.readouterr()

@@ -444,8 +444,12 @@ class _StdoutText:
         return self._stream.encoding or "utf-8"
 
     def write(self, text: str) -> int:
-        stream = self._stream
-        _write_all(stream, text.encode(self.encoding, getattr(stream, "errors", None) or "strict"))
+        # Text for people: a character the terminal's encoding lacks (the tables' "←",
+        # rich's "⋯" under a latin-1 or ASCII locale) becomes "?", where "strict" ended
+        # the command midway with exit 1.
+        errors = getattr(self._stream, "errors", None)
+        data = text.encode(self.encoding, "replace" if errors in (None, "strict") else errors)
+        _write_all(self._stream, data)
         return len(text)
 
     def flush(self) -> None:
@@ -715,11 +719,26 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             ]
             for t in result.truncations:
                 omitted = "more" if t.omitted is None else str(t.omitted)
-                # The root's pointer is empty: shown as "" ("/" is the member named "").
-                where = t.path or '""'
-                lines.append(f"  {where}\t{t.kind}\t{omitted} {t.unit}\n")
+                lines.append(f"  {_shown_pointer(t.path)}\t{t.kind}\t{omitted} {t.unit}\n")
             _say("".join(lines))
     return EXIT_OK
+
+
+def _shown_pointer(path: str) -> str:
+    """*path* for the text report, one line a cut: as it is, or as a JSON string where it
+    is empty (the root: "/" is the member named "") or holds a control character (a tab
+    or a line break would break the line; an escape sequence would reach the terminal)."""
+    if path and not _SHOWN_QUOTED.search(path):
+        return path
+    # orjson escapes C0, the quote and the backslash; DEL and C1 (a terminal reads \x9b
+    # as the start of an escape sequence) are escaped here, as JSON allows.
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", orjson.dumps(path).decode())
+
+
+#: What makes a pointer shown as a JSON string: a control character (C0, DEL, C1), and
+#: the quote and backslash, which a JSON string escapes.
+_SHOWN_QUOTED: Final = re.compile(r'[\x00-\x1f\x7f-\x9f"\\]')
+_C1: Final = re.compile(r"[\x7f-\x9f]")
 
 
 # -- sources (page, tune) ---------------------------------------------------------------
