@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import itertools
 import json
@@ -1426,3 +1427,34 @@ def test_regression_a_file_rewritten_with_its_size_and_mtime_is_refused(
         all_items(source, position)
     with pytest.raises(InvalidCursor, match="changed"):
         pages_by_fill_from(source, Limits(4096), position)
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_regression_a_pipes_cursor_says_a_pipe_cannot_be_resumed(tmp_path: Path, kind: str) -> None:
+    """The cursor of a page read from a pipe was refused on the next page as "the file
+    changed since the cursor was minted", which was untrue: a pipe cannot be read again."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    body = b"[1, 2, 3, 4]" if kind == "array" else b"1\n2\n3\n4\n"
+    cls: Any = JsonArrayFileSource if kind == "array" else JsonLinesSource
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as f:
+            f.write(body)  # the reader may close first: nothing more to give it
+
+    position = None
+    for attempt in range(2):
+        writer = threading.Thread(target=feed)
+        writer.start()
+        try:
+            if attempt == 0:
+                got = take(cls(fifo), None, 2)
+                position = roundtrip(got[-1][1])
+            else:
+                with pytest.raises(InvalidCursor, match="not a regular file"):
+                    all_items(cls(fifo), position)
+        finally:
+            writer.join(timeout=30)
+        assert not writer.is_alive()

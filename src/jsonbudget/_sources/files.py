@@ -148,7 +148,7 @@ def gzip_reason(exc: Exception) -> str:
 class _File:
     """An opened file, its identity and the stream that yields its (decoded) bytes."""
 
-    __slots__ = ("ctime_ns", "inode", "mtime_ns", "pass_over", "raw", "size", "stream")
+    __slots__ = ("ctime_ns", "inode", "mtime_ns", "pass_over", "raw", "regular", "size", "stream")
 
     def __init__(self, path: str, gzip: bool | None) -> None:
         raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
@@ -163,8 +163,9 @@ class _File:
             if gzip is None:
                 gzip = raw.peek(2)[:2] == GZIP_MAGIC
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
+            self.regular = stat.S_ISREG(st.st_mode)
             # How far an item too long to hold may be passed over (`MAX_PASS_OVER`).
-            bounded = stat.S_ISREG(st.st_mode) and not gzip
+            bounded = self.regular and not gzip
             self.pass_over: int | None = None if bounded else MAX_PASS_OVER
         except BaseException:
             raw.close()
@@ -174,6 +175,12 @@ class _File:
 
     def seek_checked(self, position: dict[str, JSONValue]) -> int:
         """Move to the position's offset after checking the file is the one it came from."""
+        if not self.regular:
+            # What a pipe or a device gave is gone: no offset reads it again.
+            raise InvalidCursor(
+                "the input is not a regular file (a pipe or a device): its pages after the "
+                "first cannot be read; page a file instead"
+            )
         if (position["s"], position["m"], position["t"], position["n"]) != self.identity():
             raise InvalidCursor("the file changed since the cursor was minted")
         offset = position["o"]
