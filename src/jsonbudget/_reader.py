@@ -324,7 +324,7 @@ def _check_pending(decoder: codecs.IncrementalDecoder, encoding: str, end: int) 
     ``F4 90`` as if they might complete; with any continuation byte they cannot.
     """
     pending = decoder.getstate()[0]
-    if len(pending) < 2 or codecs.lookup(encoding).name != "utf-8":
+    if len(pending) < 2 or codecs.lookup(encoding).name not in ("utf-8", "utf-8-sig"):
         return
     lead = pending[0]
     length = 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2
