@@ -172,3 +172,13 @@ def test_cross_import_check_sees_a_violation(tmp_path: Path) -> None:
     assert _private_cross_imports(pkg) == [
         "jsonbudget._pages.builder imports jsonbudget._encode.encoder._complete"
     ]
+
+
+def test_regression_the_error_tree_in_the_docs_is_the_modules_docstring() -> None:
+    # docs/errors.md says its tree is the docstring of jsonbudget.errors; the two had
+    # drifted (the docstring named an `outcome="error"` option that does not exist).
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    shown = docs.split("```text\n", 1)[1].split("```", 1)[0].rstrip("\n").splitlines()
+    assert errors.__doc__ is not None
+    drawn = errors.__doc__.split("::\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line.removeprefix("    ") for line in drawn] == shown

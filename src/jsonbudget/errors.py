@@ -3,17 +3,17 @@
 ::
 
     JsonBudgetError                      base of everything raised on purpose
-    ├── LimitError (ValueError)          a limit, mode or option is invalid; raised before any work
-    ├── EncodeError (TypeError)          a value cannot be encoded and no marker was asked for
+    ├── LimitError (ValueError)          a limit or option is invalid; raised before any work
+    ├── EncodeError (TypeError)          a value cannot be encoded and unencodable="error"
     ├── DecodeError (ValueError)         input bytes are not valid text in the declared encoding
-    ├── OversizedItemError (ValueError)  an item cannot fit an empty page and outcome="error"
-    ├── SpillError (OSError)             a spill file cannot be written or read
+    ├── OversizedItemError (ValueError)  an item cannot fit an empty page and oversized="error"
+    ├── SpillError (OSError)             a spill file cannot be written, found or read
     ├── TokenizerUnavailable (ImportError)  a tokenizer is not installed or not cached offline
     └── CursorError (ValueError)         a cursor is refused; no data is returned
-        ├── InvalidCursor                garbled, forged, tampered or unknown
-        ├── ExpiredCursor                past the operation's expiry (or its store lost it)
-        ├── CursorScopeError             presented by another principal or for another query
-        └── BudgetExhausted              the operation's page budget is spent
+        ├── InvalidCursor                garbled, forged, tampered or unknown (400)
+        ├── ExpiredCursor                past the operation's expiry, or its store lost it (410)
+        ├── CursorScopeError             another principal (403) or another query (400)
+        └── BudgetExhausted              the operation's page budget is spent (429)
 
 Each leaf also inherits the stdlib class that users already catch, so
 ``except ValueError`` keeps working. Errors carry data (``path``, ``limit``,
