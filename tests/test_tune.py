@@ -435,3 +435,19 @@ def test_regression_tune_takes_strategy_and_markers() -> None:
         tune(items, markers="loud")  # type: ignore[arg-type]
     with pytest.raises(LimitError, match="strategy"):
         tune(items, strategy="middle")  # type: ignore[arg-type]
+
+
+def test_regression_tune_measures_with_the_default_hook_pages_are_served_with() -> None:
+    # Tuner took no `default`: a value paginate(default=...) serves as an object was
+    # measured as an unencodable marker, every item "cut".
+    class Point:
+        def __init__(self, i: int) -> None:
+            self.x, self.y = i, -i
+
+    items = [{"id": i, "at": Point(i)} for i in range(50)]
+    plain = Tuner(budgets=[4096]).tune(items)
+    hooked = Tuner(budgets=[4096], default=vars).tune(items)
+    assert plain.budgets[0].truncated_items == 50
+    assert hooked.budgets[0].truncated_items == 0
+    assert hooked.item_bytes.max == len(b'{"id":49,"at":{"x":49,"y":-49}}')
+    assert tune(items, budgets=[4096], default=vars) == hooked

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from .._encode.encoder import Encoder, MarkerStyle, Strategy
+from .._encode.encoder import BinaryMode, Encoder, MarkerStyle, Strategy
 from .._extras import missing_extra
 from .._limits import MAX_DEPTH, MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
 from .._pages.builder import OversizedPolicy, PageBuilder
@@ -227,7 +227,9 @@ class Tuner:
     """A configured, reusable measurement: candidate budgets, goal, sample size, options."""
 
     __slots__ = (
+        "binary",
         "budgets",
+        "default",
         "goal_truncated",
         "markers",
         "max_field_bytes",
@@ -250,6 +252,8 @@ class Tuner:
         oversized: OversizedPolicy = "truncate",
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
+        default: Callable[[Any], Any] | None = None,
+        binary: BinaryMode = "marker",
     ) -> None:
         if isinstance(budgets, str | bytes) or not isinstance(budgets, Sequence) or not budgets:
             raise LimitError("budgets", budgets, "must be a non-empty sequence of ints")
@@ -279,6 +283,9 @@ class Tuner:
         self.oversized: OversizedPolicy = oversized
         self.strategy: Strategy = strategy
         self.markers: MarkerStyle = markers
+        # As `paginate` is given them: the pages measured are the pages served.
+        self.default = default
+        self.binary: BinaryMode = binary
         # Before reading anything, each candidate is checked by the builder that would page
         # with it: it refuses a bad strategy or marker style, caps that do not fit the
         # budget, and a budget below its smallest page (which depends on these options).
@@ -301,7 +308,12 @@ class Tuner:
         taken = list(islice(it, self.sample))
         sample_complete = next(it, _END) is _END
         fallback = Encoder(
-            max_bytes=MAX_LIMIT, max_depth=MAX_DEPTH, strategy=self.strategy, markers=self.markers
+            max_bytes=MAX_LIMIT,
+            max_depth=MAX_DEPTH,
+            strategy=self.strategy,
+            markers=self.markers,
+            default=self.default,
+            binary=self.binary,
         )
         sizes: list[int] = []
         fields: list[int] = []
@@ -334,6 +346,8 @@ class Tuner:
             oversized=self.oversized,
             strategy=self.strategy,
             markers=self.markers,
+            default=self.default,
+            binary=self.binary,
             encoder=encoder,
         )
 
@@ -349,7 +363,13 @@ class Tuner:
         self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
     ) -> BudgetRow:
         limits = self._limits(budget)
-        encoder = Encoder(limits, strategy=self.strategy, markers=self.markers)
+        encoder = Encoder(
+            limits,
+            strategy=self.strategy,
+            markers=self.markers,
+            default=self.default,
+            binary=self.binary,
+        )
         pages = 0
         truncated = 0
         oversized = 0
@@ -406,6 +426,8 @@ def tune(
     oversized: OversizedPolicy = "truncate",
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
+    default: Callable[[Any], Any] | None = None,
+    binary: BinaryMode = "marker",
     progress: Callable[[int], None] | None = None,
 ) -> TuneReport:
     """One call: measure *items* with a `Tuner` configured by the options."""
@@ -419,6 +441,8 @@ def tune(
         oversized=oversized,
         strategy=strategy,
         markers=markers,
+        default=default,
+        binary=binary,
     ).tune(items, progress=progress)
 
 
