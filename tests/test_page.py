@@ -1251,3 +1251,18 @@ def test_regression_a_spilled_object_with_lone_surrogate_keys_reads_back_whole(
     assert len(back) == len(item)  # no two keys alike
     if not any(isinstance(v, Iterator) for v in item.values()):
         assert back == expected
+
+
+def test_regression_an_incomplete_page_claims_no_reason_nothing_measured() -> None:
+    # finish(complete=False) on a builder that refused nothing wrote "page_full".
+    builder = PageBuilder(Limits(1000))
+    assert builder.add({"a": 1})
+    doc = orjson.loads(builder.finish(complete=False).to_json())
+    assert "incomplete_reason" not in doc
+    full = PageBuilder(Limits(400))
+    while full.add({"a": "x" * 50}):
+        pass
+    assert orjson.loads(full.finish(complete=False).to_json())["incomplete_reason"] == "page_full"
+    told = PageBuilder(Limits(1000))
+    doc = orjson.loads(told.finish(complete=False, incomplete_reason="max_items").to_json())
+    assert doc["incomplete_reason"] == "max_items"

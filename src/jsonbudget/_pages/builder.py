@@ -447,7 +447,11 @@ class PageBuilder:
         ):
             raise ValueError(f"incomplete_reason must be one of {', '.join(sorted(_REASONS))}")
         if not complete and incomplete_reason is None:
-            incomplete_reason = self._full_reason or "page_full"
+            # Without a cursor or a refused item, nothing says why: the caller's to tell
+            # (a "page_full" here was a claim nothing measured).
+            incomplete_reason = self._full_reason
+            if incomplete_reason is None and next_cursor is not None:
+                incomplete_reason = "page_full"
         if complete:
             incomplete_reason = None
         k = self._keys
