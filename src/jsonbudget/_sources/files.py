@@ -930,7 +930,8 @@ class JsonArrayFileSource(Source[Any]):
 
         Items are parsed a window of text (``read_size`` bytes) at a time and each run is
         handed to the builder's bulk path; the position is built once, for the page's
-        last item. At most one window is parsed past the page.
+        last item. At most one window is parsed past the page (or the next item, where it
+        is longer: the look-ahead).
         """
         pos = _file_position(position)
         check_limit_hint(limit_hint)
