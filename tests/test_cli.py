@@ -906,3 +906,25 @@ def test_regression_page_refuses_a_small_budget_before_reading_a_fifo(tmp_path: 
     assert proc.returncode == EXIT_USAGE
     assert b"a page needs at least" in proc.stderr
     assert not store.exists()  # refused before the store was made, too
+
+
+def test_regression_dump_refuses_binary_input_at_its_first_byte() -> None:
+    # /dev/zero (or binary junk) was read up to MAX_LOAD_BYTES, 256 MiB, and about 820 MB
+    # of memory, before being refused, though a NUL at byte 0 starts no JSON value.
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (300 << 20, 300 << 20))\n"
+        "from jsonbudget._cli.main import main\n"
+        "sys.exit(main(['dump', '--max-bytes', '100', '/dev/zero']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, env=ENV, timeout=60, check=False
+    )
+    assert done.returncode == 1
+    said = b"jsonbudget: error: invalid JSON: no value starts with the byte 0x00"
+    assert done.stderr == said + b" (at decoded byte 0)\n"
+    junk = run("dump", "--max-bytes", "100", "-", stdin=b"  \x89PNG\r\n")
+    assert junk.returncode == 1
+    assert b"no value starts with the byte 0x89 (at decoded byte 2)" in junk.stderr
+    # A top-level string still starts a value.
+    assert run("dump", "--max-bytes", "100", "-", stdin=b'"abc"').stdout == b'"abc"\n'

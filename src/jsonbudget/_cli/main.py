@@ -638,6 +638,13 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
     first = _first_char(stream, lambda: stream.read_bytes)
     if not first:
         raise DecodeError("the input is empty", offset=stream.read_bytes)
+    if first not in _VALUE_START and first != b'"':
+        # No JSON value starts so (binary data, /dev/zero): said at once, where reading
+        # on for a value to parse took up to MAX_LOAD_BYTES and several times that memory.
+        raise DecodeError(
+            f"invalid JSON: no value starts with the byte 0x{first[0]:02x}",
+            offset=stream.read_bytes,
+        )
     if first == b"[":
         with file_errors(lambda: stream.read_bytes):
             line = stream.readline(_READ + 1)
