@@ -1110,13 +1110,17 @@ def test_regression_a_result_of_more_than_one_json_value_is_spilled_as_text(
     that value with complete=true; 9,999 records were out of reach."""
     for result in (body, iter([body[:10], body[10:]])):
         out = ResultGate(max_bytes=2000, store=store, reader=reader, principal="c", kind=kind)
-        gated = out.gate(result)
-        assert gated.kind == "text"
-        assert gated.spill is not None
-        assert gated.spill.media_type == "text/plain"
-        ref = gated.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
-        pages = follow_read(reader, ref, "", "c")
-        assert "".join(env["items"][0] for env in pages).encode() == body
+        assert spilled_text_read_back(out.gate(result), reader, "c") == body
+
+
+def spilled_text_read_back(gated: Any, reader: ResultReader, principal: str) -> bytes:
+    """What read_result gives back of a result *gated* spilled as text, page by page."""
+    assert gated.kind == "text"
+    assert gated.spill is not None
+    assert gated.spill.media_type == "text/plain"
+    ref = gated.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+    pages = follow_read(reader, ref, "", principal)
+    return "".join(env["items"][0] for env in pages).encode()
 
 
 @pytest.mark.parametrize(
@@ -1138,12 +1142,7 @@ def test_regression_text_that_starts_like_json_is_spilled_as_text(
     "not valid JSON" on the first call, and the result was out of reach."""
     for result in (body, body.decode(), iter([body[:10], body[10:]])):
         gated = ResultGate(max_bytes=1000, store=store, reader=reader, principal="c").gate(result)
-        assert gated.kind == "text"
-        assert gated.spill is not None
-        assert gated.spill.media_type == "text/plain"
-        ref = gated.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
-        pages = follow_read(reader, ref, "", "c")
-        assert "".join(env["items"][0] for env in pages).encode() == body
+        assert spilled_text_read_back(gated, reader, "c") == body
 
 
 @pytest.mark.parametrize("index", ["²", "1" * 5000, "١", "１", "01", "-1", "+1", " 1"])

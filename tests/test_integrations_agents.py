@@ -33,7 +33,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from jsonbudget import SpillStore, TurnBudget
+from jsonbudget import SpillStore, TurnBudget, TurnReport
 from jsonbudget.integrations.langchain import TurnBudgetCallback, budget_tool
 from jsonbudget.integrations.openai_agents import TurnBudgetHooks, budget_tools
 from jsonbudget.integrations.pydantic_ai import TurnBudgetCapability
@@ -513,6 +513,29 @@ def test_regression_pydantic_ai_argument_validation_errors_count_against_the_tur
         assert errors[0]["input"] == "x" * size
 
 
+def answers_to(
+    calls: list[ToolCallPart], tool: Any, turn: TurnBudget
+) -> tuple[list[str], TurnReport]:
+    """What pydantic-ai sends the model for *calls* of *tool* (its retry answers
+    included), one request later, and the report of the turn that admitted them."""
+    sent: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=list(calls))
+        sent.extend(
+            p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)
+        )
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=5)
+    agent.tool_plain(tool)
+    agent.run_sync("go")
+    (report,) = capability.reports
+    return sent, report
+
+
 @pytest.mark.parametrize(("calls", "quotes"), [(3, 100), (5, 2000)], ids=["fit", "spilled"])
 def test_regression_pydantic_ai_validation_errors_count_their_wrapper(
     calls: int, quotes: int
@@ -520,30 +543,14 @@ def test_regression_pydantic_ai_validation_errors_count_their_wrapper(
     """Validation errors were counted bare, and a spilled one's note as raw text, while
     pydantic-ai sends each inside {"error": ...} (the note escaped): parallel calls sent
     1,005 bytes in a 980-byte turn that reported itself within budget."""
-    sent: list[str] = []
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if len(messages) == 1:
-            parts = [
-                ToolCallPart("lookup", {"n": '"' * quotes}, tool_call_id=f"c{i}")
-                for i in range(calls)
-            ]
-            return ModelResponse(parts=parts)
-        sent.extend(
-            p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)
-        )
-        return ModelResponse(parts=[TextPart("done")])
-
-    turn = TurnBudget(max_bytes=1000, max_calls=calls)
-    capability = TurnBudgetCapability(turn)
-    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=5)
-
-    @agent.tool_plain
     def lookup(n: int) -> str:
         return "ok"
 
-    agent.run_sync("go")
-    (report,) = capability.reports
+    parts = [
+        ToolCallPart("lookup", {"n": '"' * quotes}, tool_call_id=f"c{i}") for i in range(calls)
+    ]
+    sent, report = answers_to(parts, lookup, TurnBudget(max_bytes=1000, max_calls=calls))
     assert len(sent) == calls
     assert all(t.startswith('{"error":') for t in sent)
     # Each answer is no longer than what the turn counted for it, so the turn holds.
@@ -556,26 +563,12 @@ def test_regression_pydantic_ai_validation_errors_count_their_wrapper(
 def test_regression_pydantic_ai_validation_errors_count_wide_ints_in_full() -> None:
     """The turn counted a 1,268-digit integer in the errors as the encoder's short marker
     (132 bytes) while pydantic-ai sends every digit: 1,362 bytes in a 1,000-byte turn."""
-    sent: list[str] = []
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if len(messages) == 1:
-            return ModelResponse(parts=[ToolCallPart("lookup", {"q": 7**1500}, tool_call_id="c")])
-        sent.extend(
-            p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)
-        )
-        return ModelResponse(parts=[TextPart("done")])
-
-    turn = TurnBudget(max_bytes=1000)
-    capability = TurnBudgetCapability(turn)
-    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=5)
-
-    @agent.tool_plain
     def lookup(q: str) -> str:
         return "ok"
 
-    agent.run_sync("go")
-    (report,) = capability.reports
+    parts = [ToolCallPart("lookup", {"q": 7**1500}, tool_call_id="c")]
+    sent, report = answers_to(parts, lookup, TurnBudget(max_bytes=1000))
     (text,) = sent
     (admitted,) = report.results
     assert len(text.encode()) <= admitted.admitted_bytes <= report.used_bytes <= 1000
