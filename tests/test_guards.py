@@ -971,6 +971,19 @@ def test_regression_a_generator_tools_exception_passes_through(nested: bool) -> 
         tool()  # type: ignore[no-untyped-call]
 
 
+def test_regression_bounded_tool_takes_its_limits_as_the_spec_writes_them() -> None:
+    # SPEC writes bounded_tool(limits); the decorator took keywords only (TypeError).
+    @bounded_tool(Limits(200, max_items=5))
+    def rows() -> list[int]:
+        return list(range(1000))
+
+    assert orjson.loads(rows()) == [0, 1, 2, 3, 4, "…[omitted: 995 more items]"]
+    with pytest.raises(LimitError, match="given twice"):
+        bounded_tool(Limits(200), limits=Limits(300))
+    with pytest.raises(TypeError, match=r"@bounded_tool\(max_bytes=N\)"):
+        bounded_tool(rows)  # type: ignore[call-overload]
+
+
 def test_bounded_tool_json_output_is_the_bounded_value() -> None:
     @bounded_tool(max_bytes=300, output="json")
     def search() -> dict[str, Any]:

@@ -771,6 +771,8 @@ class ToolDecorator(Protocol[OutT_co]):
 
 @overload
 def bounded_tool(
+    given: Limits | None = None,
+    /,
     *,
     max_bytes: int | None = None,
     limits: Limits | None = None,
@@ -785,6 +787,8 @@ def bounded_tool(
 ) -> ToolDecorator[str]: ...
 @overload
 def bounded_tool(
+    given: Limits | None = None,
+    /,
     *,
     max_bytes: int | None = None,
     limits: Limits | None = None,
@@ -799,6 +803,8 @@ def bounded_tool(
 ) -> ToolDecorator[Any]: ...
 @overload
 def bounded_tool(
+    given: Limits | None = None,
+    /,
     *,
     max_bytes: int | None = None,
     limits: Limits | None = None,
@@ -812,6 +818,8 @@ def bounded_tool(
     default: Callable[[Any], Any] | None = None,
 ) -> ToolDecorator[bytes]: ...
 def bounded_tool(
+    given: Limits | None = None,
+    /,
     *,
     max_bytes: int | None = None,
     limits: Limits | None = None,
@@ -826,13 +834,25 @@ def bounded_tool(
 ) -> ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]:
     """Wrap a tool function (sync or async, plain or method) so its result is bounded JSON.
 
-    Give *max_bytes* (with the other `Limits` options) or *limits*; they are validated
-    here, when the decorator is built. The result is encoded within them and returned as
-    JSON text (``output="str"``, the default: what a model reads), as the bounded value
-    itself (``"json"``: a dict, list or scalar that frameworks with structured output
-    validate and send), or as UTF-8 bytes (``"bytes"``, for byte transports only). The
-    wrapper's signature and annotations say so; exceptions pass through unchanged.
+    Give *max_bytes* (with the other `Limits` options) or *limits* (also positionally,
+    ``bounded_tool(limits)``); they are validated here, when the decorator is built.
+    The result is encoded within them and returned as JSON text (``output="str"``, the
+    default: what a model reads), as the bounded value itself (``"json"``: a dict, list
+    or scalar that frameworks with structured output validate and send), or as UTF-8
+    bytes (``"bytes"``, for byte transports only). The wrapper's signature and
+    annotations say so; exceptions pass through unchanged.
     """
+    if given is not None:
+        # SPEC's spelling, bounded_tool(limits): the same as limits=.
+        if not isinstance(given, Limits):
+            what = "a function: write @bounded_tool(max_bytes=N)" if callable(given) else ""
+            raise TypeError(
+                f"bounded_tool takes Limits as its one positional argument, not "
+                f"{what or type(given).__name__}"
+            )
+        if limits is not None:
+            raise LimitError("limits", limits, "given twice (positionally and as limits=)")
+        limits = given
     if limits is None:
         if max_bytes is None:
             raise LimitError("max_bytes", None, "bounded_tool needs max_bytes or limits")
