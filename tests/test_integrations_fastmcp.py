@@ -178,12 +178,12 @@ async def test_regression_a_paginated_tools_spilled_item_reads_back_under_fastmc
     server = FastMCP("pages")
 
     @server.tool(output_schema=page_output_schema())
-    @paginated_tool(max_bytes=4096, oversized="spill", reader=reader, principal="agent")
+    @paginated_tool(max_bytes=6144, oversized="spill", reader=reader, principal="agent")
     def rows() -> list[dict[str, Any]]:
         """One oversized row."""
         return [row]
 
-    server.tool()(read_result_tool(reader=reader, max_bytes=4096, principal="agent"))
+    server.tool()(read_result_tool(reader=reader, max_bytes=6144, principal="agent"))
     async with Client(server) as client:
         page = await client.call_tool("rows", {})
         assert wire_bytes(page) <= 4096
@@ -378,7 +378,7 @@ async def test_a_read_result_page_over_the_middleware_budget_is_refused(
     paginated tool's would: refused, never cut."""
     reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
     app = FastMCP("reads")
-    app.tool()(read_result_tool(reader=reader, max_bytes=8192, principal="agent"))
+    app.tool()(read_result_tool(reader=reader, max_bytes=16384, principal="agent"))
     app.add_middleware(BoundedResults(max_bytes=4096, tools=["read_result"]))
     ref = reader.reference(reader.spill.put(orjson.dumps(ROWS), label="rows"), principal="agent")
     async with Client(app) as client:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import os
 import re
 import sqlite3
@@ -154,7 +156,7 @@ def test_cursor_error_maps_to_invalid_params() -> None:
 
 
 def test_pager_raises_mcp_error() -> None:
-    pager = McpPager(max_bytes=2048)
+    pager = McpPager(max_bytes=3072)
     first = pager.paginate(list(range(500)), scope=Scope("p", {"q": 1}))
     cursor = first.structured_content["nextCursor"]
     with pytest.raises(MCPError) as info:
@@ -166,7 +168,7 @@ def test_pager_raises_mcp_error() -> None:
 def test_paginated_tool_refuses_a_cursor_parameter() -> None:
     with pytest.raises(TypeError, match="already has a 'cursor' parameter"):
 
-        @paginated_tool(max_bytes=2048)
+        @paginated_tool(max_bytes=3072)
         def tool(cursor: str) -> list[int]:
             return []
 
@@ -240,7 +242,7 @@ async def test_async_tool_and_async_source() -> None:
                 yield {"i": i, "pad": "é" * 40}
 
     @server.tool()
-    @paginated_tool(max_bytes=1700, store=MemoryCursorStore(), principal=lambda: "tester")
+    @paginated_tool(max_bytes=2600, store=MemoryCursorStore(), principal=lambda: "tester")
     async def numbers(n: int, limit: int = 5) -> Numbers:
         """Count to n."""
         return Numbers(n)
@@ -253,7 +255,7 @@ async def test_async_tool_and_async_source() -> None:
             if cursor:
                 args["cursor"] = cursor
                 args["limit"] = 7  # a page-size argument may change between pages
-            env = check_sizes(await client.call_tool("numbers", args), 1700)
+            env = check_sizes(await client.call_tool("numbers", args), 2600)
             seen.extend(item["i"] for item in env["items"])
             cursor = env["nextCursor"]
             if cursor is None:
@@ -307,8 +309,8 @@ for spec in sys.argv[1:]:
 server.run("stdio")
 """
 
-SPECS = [("both", 1611), ("both", 2000), ("both", 16384), ("structured", 993),
-         ("structured", 4096), ("text", 1080), ("text", 4096)]  # fmt: skip
+SPECS = [("both", 2461), ("both", 3000), ("both", 16384), ("structured", 1503),
+         ("structured", 4096), ("text", 1420), ("text", 4096)]  # fmt: skip
 
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
@@ -424,7 +426,7 @@ def test_regression_every_sse_event_fits_its_budget_over_streamable_http(
     """Budgets counted the stdio line (the JSON and a newline), while a Streamable HTTP
     server sends each response as an SSE event: ``event: message``, ``data:`` and the
     blank line (and an ``id:`` line with an event store) took up to 67 bytes more."""
-    budget, worst_id = 2048, -(2**63)
+    budget, worst_id = 3072, -(2**63)
     server = MCPServer("sse")
 
     @server.tool()
@@ -480,10 +482,75 @@ def test_regression_every_sse_event_fits_its_budget_over_streamable_http(
     assert "…[truncated: " in logged["content"][0]["text"]
     assert log_size <= budget
     # What the budgets count is the event exactly, with a 36-character id line and (on a
-    # 2026-07-28 connection, which this legacy one is not) the resultType member.
+    # 2026-07-28 connection, which this legacy one is not) the resultType member and the
+    # \uXXXX escape of each non-ASCII character (the marker's "…" here), which that
+    # connection's HTTP path writes.
     counted = message_bytes(CallToolResult.model_validate(logged))
     no_id = 0 if events is not None else len("id: \r\n") + 36
-    assert log_size == counted - len(',"resultType":"complete"') - no_id
+    escapes = len(json.dumps(logged, separators=(",", ":"))) - len(orjson.dumps(logged))
+    assert escapes == 3 * str(logged).count("…") > 0
+    assert log_size == counted - len(',"resultType":"complete"') - no_id - escapes
+
+
+class _BodySizes:
+    """An ASGI app that passes every request to *app* and records each response body's
+    bytes (a whole JSON body, or each SSE chunk), as the client receives them."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.sizes: list[int] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def record(message: Any) -> None:
+            if message["type"] == "http.response.body" and message.get("body"):
+                self.sizes.append(len(message["body"]))
+            await send(message)
+
+        await self.app(scope, receive, record)
+
+
+@pytest.mark.parametrize("text", ["é" * 40, "€" * 30, "😀" * 20, '\u2028 \x01 "q"'])
+def test_regression_the_default_http_client_gets_every_message_within_budget(text: str) -> None:
+    """The SDK's 2026-07-28 Streamable HTTP path (what its Client negotiates by default)
+    writes messages with json.dumps, which escapes every non-ASCII character: "é", 2
+    bytes, went as \\u00e9, 6, in both copies, and pages reached 2.3x max_bytes."""
+    budget = 4096
+    server = MCPServer("escapes")
+
+    @server.tool()
+    @paginated_tool(max_bytes=budget, store=MemoryCursorStore())
+    def rows() -> list[dict[str, Any]]:
+        return [{"id": i, "t": text} for i in range(300)]
+
+    @server.tool()
+    def blob() -> CallToolResult:
+        return bounded_result({"t": [text] * 500}, max_bytes=budget)
+
+    @server.tool()
+    def log() -> CallToolResult:
+        return bounded_result(text * 2000, max_bytes=budget)
+
+    async def run(url: str) -> list[Any]:
+        got: list[Any] = []
+        async with Client(url) as client:
+            cursor = None
+            while True:
+                page = await client.call_tool("rows", {"cursor": cursor} if cursor else {})
+                got += page.structured_content["items"]
+                cursor = page.structured_content["nextCursor"]
+                if cursor is None:
+                    break
+            for name in ("blob", "log"):
+                assert (await client.call_tool(name, {})).is_error is False
+        return got
+
+    app = _BodySizes(server.streamable_http_app())
+    with serving(app) as url:
+        got = asyncio.run(run(url))
+    assert [row["id"] for row in got] == list(range(300))
+    assert all(row["t"] == text for row in got)
+    assert len(app.sizes) > 5
+    assert max(app.sizes) <= budget
 
 
 def test_page_result_content_modes() -> None:
@@ -503,7 +570,7 @@ def test_page_result_content_modes() -> None:
 def test_pager_options_validated() -> None:
     with pytest.raises(LimitError, match="content"):
         McpPager(max_bytes=4096, content="both-ways")  # type: ignore[arg-type]
-    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 1611"):
+    with pytest.raises(LimitError, match=r"max_bytes=1000 is invalid: must be at least 2461"):
         McpPager(max_bytes=1000)
     with pytest.raises(LimitError, match="limits"):
         McpPager(max_bytes=4096, limits=Limits(4096))
@@ -536,28 +603,28 @@ def test_pager_default_hook_encodes_what_the_encoder_does_not_know() -> None:
 
 def test_regression_message_budget_holds_with_a_page_budget_and_a_cursor() -> None:
     """With max_pages, a continuation cannot be read twice: it takes the safe budget."""
-    pager = McpPager(limits=Limits(2000, max_pages=50))
+    pager = McpPager(limits=Limits(3000, max_pages=50))
     code = [{"src": '"\\\\"' * 40, "i": i} for i in range(200)]
     first = pager.paginate(code, scope=Scope("p", {}))
-    assert message_bytes(first) <= 2000
+    assert message_bytes(first) <= 3000
     cursor = first.structured_content["nextCursor"]
     second = pager.paginate(code, scope=Scope("p", {}), cursor=cursor)
-    assert message_bytes(second) <= 2000
+    assert message_bytes(second) <= 3000
 
 
 async def test_regression_bounded_tool_under_mcpserver_keeps_structured_output() -> None:
-    """`@server.tool()` over `@bounded_tool(max_bytes=2000)` on `-> list[dict]` declared
+    """`@server.tool()` over `@bounded_tool(max_bytes=3000)` on `-> list[dict]` declared
     an array output schema and returned a str: the server answered isError."""
     server = MCPServer("search")
 
     @server.tool()
-    @bounded_tool(max_bytes=2000)
+    @bounded_tool(max_bytes=3000)
     def search(query: str) -> list[dict[str, Any]]:
         """Search."""
         return [{"id": i, "title": f"{query} {i}"} for i in range(1000)]
 
     @server.tool()
-    @bounded_tool(max_bytes=2000, output="json")
+    @bounded_tool(max_bytes=3000, output="json")
     def lookup(query: str) -> dict[str, Any]:
         """Look up."""
         return {"query": query, "rows": [{"id": i} for i in range(1000)]}
@@ -569,11 +636,11 @@ async def test_regression_bounded_tool_under_mcpserver_keeps_structured_output()
         text = await client.call_tool("search", {"query": "cats"})
         assert text.is_error is False
         bounded = text.structured_content["result"]
-        assert len(bounded.encode()) <= 2000
+        assert len(bounded.encode()) <= 3000
         assert orjson.loads(bounded)[-1].startswith("…[omitted: ")
         value = await client.call_tool("lookup", {"query": "cats"})
         assert value.is_error is False
-        assert len(orjson.dumps(value.structured_content)) <= 2000
+        assert len(orjson.dumps(value.structured_content)) <= 3000
         assert value.structured_content["rows"][-1].startswith("…[omitted: ")
 
 
@@ -588,7 +655,7 @@ async def test_regression_a_model_returned_as_json_is_an_object_under_mcpserver(
     server = MCPServer("tickets")
 
     @server.tool()
-    @bounded_tool(max_bytes=2000, output="json")
+    @bounded_tool(max_bytes=3000, output="json")
     def ticket(id: int) -> Ticket:
         """One ticket."""
         return Ticket(id=id, notes=[f"note {i}" for i in range(1000)])
@@ -600,7 +667,7 @@ async def test_regression_a_model_returned_as_json_is_an_object_under_mcpserver(
         assert got.is_error is False
         assert got.structured_content["id"] == 7
         assert got.structured_content["notes"][-1].startswith("…[omitted: ")
-        assert len(orjson.dumps(got.structured_content)) <= 2000
+        assert len(orjson.dumps(got.structured_content)) <= 3000
 
 
 async def test_read_result_tool_reads_a_spill_back_for_its_principal_only(tmp_path: Path) -> None:
@@ -674,7 +741,7 @@ async def test_regression_a_paginated_tool_spills_what_read_result_reads_back(
     server = MCPServer("pages")
 
     @server.tool()
-    @paginated_tool(max_bytes=4096, oversized="spill", reader=reader,
+    @paginated_tool(max_bytes=6144, oversized="spill", reader=reader,
                     principal=lambda: caller["name"])  # fmt: skip
     def listing() -> list[dict[str, Any]]:
         """Rows; an oversized one is spilled."""
@@ -718,16 +785,16 @@ def test_pager_reader_option(tmp_path: Path) -> None:
     reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
     row = [{"blob": "z" * 20_000}]
     with pytest.raises(LimitError, match=r"^spill_store=.*must be the reader's spill store"):
-        McpPager(max_bytes=4096, oversized="spill", reader=reader,
+        McpPager(max_bytes=6144, oversized="spill", reader=reader,
                  spill_store=SpillStore(tmp_path / "other"))  # fmt: skip
     with pytest.raises(TypeError, match="reader must be a ResultReader"):
-        McpPager(max_bytes=4096, oversized="spill", reader=reader.spill)  # type: ignore[arg-type]
-    same = McpPager(max_bytes=4096, oversized="spill", reader=reader, spill_store=reader.spill)
+        McpPager(max_bytes=6144, oversized="spill", reader=reader.spill)  # type: ignore[arg-type]
+    same = McpPager(max_bytes=6144, oversized="spill", reader=reader, spill_store=reader.spill)
     ref = same.paginate(row, scope=Scope("alice", {})).structured_content["oversized"][0]["ref"]
     read = orjson.loads(read_result(ref, "/blob", reader=reader, principal="alice").data)
     assert read["items"][0].startswith("z" * 1000)
     # Without a reader, as before: the store's own name, read from the store.
-    plain = McpPager(max_bytes=4096, oversized="spill", spill_store=reader.spill)
+    plain = McpPager(max_bytes=6144, oversized="spill", spill_store=reader.spill)
     name = plain.paginate(row, scope=Scope("alice", {})).structured_content["oversized"][0]["ref"]
     assert orjson.loads(reader.spill.read(name, 0, 100_000)) == row[0]
     with pytest.raises(InvalidCursor):
@@ -818,7 +885,7 @@ async def test_modern_protocol_stamps_count_against_the_budget(protocol: str) ->
 
 def test_message_bytes_counts_the_stamp_of_a_server() -> None:
     server = MCPServer("x" * 300, version="9")
-    result = bounded_result({"a": 1}, max_bytes=2000)
+    result = bounded_result({"a": 1}, max_bytes=3000)
     assert message_bytes(result, server=server) - message_bytes(result) > 300
     assert message_bytes(result, server=server) == message_bytes(
         result, server=server._lowlevel_server
@@ -846,14 +913,14 @@ async def test_paginated_tool_leaves_context_out_of_the_scope_and_dumps_models()
     seen: list[Any] = []
 
     @server.tool()
-    @paginated_tool(max_bytes=2000)
+    @paginated_tool(max_bytes=3000)
     def with_ctx(ctx: Context, status: str = "open") -> list[dict[str, Any]]:
         """Rows."""
         seen.append(ctx)
         return [{"id": i, "status": status} for i in range(300)]
 
     @server.tool()
-    @paginated_tool(max_bytes=2000)
+    @paginated_tool(max_bytes=3000)
     async def with_model(f: Filter, ctx: Context | None = None) -> list[dict[str, Any]]:
         """Rows."""
         return [{"id": i, "status": f.status} for i in range(300)]
@@ -884,7 +951,7 @@ async def test_paginated_tool_leaves_context_out_of_the_scope_and_dumps_models()
 
 
 def test_scope_takes_the_json_form_of_models_and_dataclasses() -> None:
-    @paginated_tool(max_bytes=2000)
+    @paginated_tool(max_bytes=3000)
     def rows(f: Filter, w: Window, many: list[Window]) -> list[int]:
         return list(range(500))
 
@@ -953,7 +1020,7 @@ def test_regression_long_decimals_are_the_same_value_in_text_and_structured_copi
     value = {"price": Decimal(exact), "tiny": Decimal("1E-400"), "plain": Decimal("19.90"),
              "float": 0.1, "e16": 1e16}  # fmt: skip
     for content in ("both", "structured"):
-        result = bounded_result(value, max_bytes=2000, content=content)
+        result = bounded_result(value, max_bytes=3000, content=content)
         structured = result.structured_content
         assert structured is not None
         # What the SDK cannot write back as it stands is its exact text, as a string.
@@ -991,7 +1058,7 @@ def test_regression_paginated_tool_binds_cursors_to_the_registered_name() -> Non
     store = MemoryCursorStore()
 
     def make(name: str, rows: list[int]) -> Any:
-        @paginated_tool(max_bytes=2000, store=store, name=name)
+        @paginated_tool(max_bytes=3000, store=store, name=name)
         def rows_tool() -> list[int]:
             return rows
 
@@ -1005,4 +1072,4 @@ def test_regression_paginated_tool_binds_cursors_to_the_registered_name() -> Non
     assert refused.value.error.code == INVALID_PARAMS
     assert refused.value.error.data == {"reason": "scope_query"}
     with pytest.raises(TypeError, match="name"):
-        paginated_tool(max_bytes=2000, name="")
+        paginated_tool(max_bytes=3000, name="")

@@ -88,13 +88,12 @@ class BoundedResults(Middleware):
         self._fitters: dict[int, McpResultFitter] = {}
         # With a reader, one gate for JSON values and one for text. Each preview is as
         # large as always fits whole, so the reference at its end always arrives: a JSON
-        # preview's bytes grow at worst as the fitter's worst case, a text preview's up to
-        # 6 bytes a byte once escaped (a control character's \u001f).
+        # preview's bytes grow at worst as the fitter's worst case (`_text_preview`).
         self._gates: dict[bool, ResultGate] = {}
         if reader is not None:
             for text in (False, True):
                 room = self._fitter._room("" if text else [], meta=meta, notes=notes)
-                preview = room // 6 if text else room
+                preview = _text_preview(room) if text else room
                 try:
                     self._gates[text] = ResultGate(max_bytes=preview, preview_bytes=preview,
                                                    default=default, reader=reader,
@@ -283,6 +282,13 @@ def _omitted_note(count: int) -> str:
     return f"…[omitted: {count} content blocks]"
 
 
+def _text_preview(room: int) -> int:
+    """The bytes of a text preview that always fit the *room* a fitter gives a text (its
+    escaped JSON, with 3 a byte of slack for the escapes of the SDK's HTTP path): a
+    preview byte is at most 6 on the wire (a control character's \u001f), half that."""
+    return room // 2
+
+
 #: A budget every mode holds: for asking a fitter what the least budget is.
 _ROOMY: Final = 1 << 20
 
@@ -323,12 +329,12 @@ def _least_with_reader(
     takes: Callable[[int], bool],
 ) -> int:
     """The least ``max_bytes`` whose previews (`BoundedResults.__init__`: the room beside
-    the envelope, a sixth of it for text) the reader's gate *takes*: the room grows with
-    the budget, so the least is searched."""
+    the envelope, `_text_preview` of it for text) the reader's gate *takes*: the room
+    grows with the budget, so the least is searched."""
 
     def fits(max_bytes: int) -> bool:
         fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=None)
-        text = fitter._room("", meta=meta, notes=notes) // 6
+        text = _text_preview(fitter._room("", meta=meta, notes=notes))
         return takes(min(fitter._room([], meta=meta, notes=notes), text))
 
     lo, hi = 1, _ROOMY

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import math
 import re
 import sys
@@ -22,7 +23,7 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import orjson
 
@@ -91,13 +92,14 @@ FRAMING_BYTES = len(b"id: \r\nevent: message\r\ndata: \r\n\r\n") + 36
 SUMMARY_TEXT = "The page is in structuredContent: items, complete, nextCursor."
 #: The same for any other result (`bounded_result`).
 RESULT_SUMMARY_TEXT = "The result is in structuredContent."
-# Bytes of the message per envelope byte in the worst case. The text copy's escaping at
-# most doubles a byte (a quote or a backslash), and "both" carries the envelope twice:
-# 3. A number the SDK cannot write back as it stands goes as a string in both copies
-# (`_wire_copy`): the shortest such number with its comma, `1e5,`, takes 4 bytes and
-# becomes 6 in the structured copy (`"1e5",`) and 8 in the escaped text copy, 14 for 4
-# (3.5; 1.5 for the structured copy alone). The text-only copy is the envelope escaped: 2.
-_WORST_GROWTH = {"both": Fraction(7, 2), "text": Fraction(2), "structured": Fraction(3, 2)}
+# Bytes of the message per envelope byte in the worst case. The SDK's 2026-07-28 HTTP path
+# escapes every non-ASCII character (`_line_bytes`): "é", 2 bytes, is 6 in either copy,
+# and an astral character's 4 bytes are 12 (a surrogate pair): 3 a byte in each copy, 6
+# for "both", which carries the envelope twice. Elsewhere the text copy's escaping at
+# most doubles a byte (a quote or a backslash), and a number the SDK cannot write back as
+# it stands goes as a string in both copies (`_wire_copy`): `1e5,`, 4 bytes, becomes 6
+# in the structured copy and 8 in the escaped text copy (3.5 for "both").
+_WORST_GROWTH = {"both": Fraction(6), "text": Fraction(3), "structured": Fraction(3)}
 # The first try's guess for ordinary data (keys' quotes escaped once more in the text).
 _FIRST_GROWTH = {"both": 2.3, "text": 1.3, "structured": 1.0}
 _ROUNDS = 3
@@ -229,10 +231,14 @@ def _line_bytes(
     meta = dumped.get("_meta")
     if stamp is not None and (meta is None or meta.get(SERVER_INFO_META_KEY) is None):
         dumped["_meta"] = {**(meta or {}), SERVER_INFO_META_KEY: stamp}
-    line = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped).model_dump_json(
-        by_alias=True, exclude_unset=True
-    )
-    return len(line.encode("utf-8")) + FRAMING_BYTES
+    response = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
+    line = response.model_dump_json(by_alias=True, exclude_unset=True)
+    # The 2026-07-28 Streamable HTTP path writes the message with the standard library's
+    # json.dumps, which escapes every non-ASCII character ("é", 2 bytes, as \u00e9, 6):
+    # the larger of the two is what a client may receive.
+    body = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    escaped = json.dumps(body, separators=(",", ":"))
+    return max(len(line.encode("utf-8")), len(escaped)) + FRAMING_BYTES
 
 
 def cursor_error(exc: CursorError) -> MCPError:
@@ -506,7 +512,8 @@ class McpResultFitter:
             raise LimitError("meta", f"{fixed - self._fixed[mode]} bytes",
                              f"leaves {room} bytes of max_bytes={self.max_bytes} for the "
                              f"value, under the least {math.ceil(MIN_BYTES * worst)}")  # fmt: skip
-        budget = min(room, max(safe, int(room / (1.0 if worst == 1 else _FIRST_GROWTH[mode]))))
+        first_growth = 1.0 if isinstance(value, str) else _FIRST_GROWTH[mode]
+        budget = min(room, max(safe, int(room / first_growth)))
         for tried in range(_ROUNDS):
             data = Encoder(self._limits.replace(max_bytes=budget),
                            **self._options).dumps(value)  # fmt: skip
@@ -526,8 +533,12 @@ class McpResultFitter:
 
 
 def _worst(value: Any, mode: ContentMode) -> Fraction:
-    # A str goes as text only, cut on its escaped bytes: it never grows.
-    return Fraction(1) if isinstance(value, str) else _WORST_GROWTH[mode]
+    # A str goes as text only, cut on its escaped bytes: it grows only where the SDK's
+    # 2026-07-28 HTTP path escapes a non-ASCII character (`_WORST_GROWTH`): 3 a byte.
+    return _STR_GROWTH if isinstance(value, str) else _WORST_GROWTH[mode]
+
+
+_STR_GROWTH: Final = Fraction(3)
 
 
 def _value_result(
