@@ -397,3 +397,52 @@ def test_containers_past_the_bounds_are_replaced_whole() -> None:
 def test_a_jsonbudget_object_as_a_dict_key_replaces_the_dict() -> None:
     event = summary_processor(None, "info", {"m": {Limits(4096): 1}})  # Limits is hashable
     assert event["m"] == {"kind": "unchecked", "type": "dict"}
+
+
+def test_regression_a_value_that_raises_while_read_does_not_fail_logging() -> None:
+    # The filter caught EncodeError only: an attribute dict's KeyError, a failing
+    # property's RuntimeError or a mapping argument that failed to iterate escaped
+    # log.info() itself, as summary_processor let them escape a structlog call.
+    import collections.abc
+    import io
+    import logging
+
+    class AttrDict(dict[str, Any]):
+        __getattr__ = dict.__getitem__
+
+    class Failing:
+        @property
+        def data(self) -> Any:
+            raise RuntimeError("connection closed")
+
+    class Lazy(collections.abc.Mapping[str, Any]):
+        def __getitem__(self, k: str) -> Any:
+            raise RuntimeError("backend gone")
+
+        def __iter__(self) -> Any:
+            raise RuntimeError("backend gone")
+
+        def __len__(self) -> int:
+            return 1
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(SummaryFilter())
+    log = logging.getLogger("test.telemetry.raising")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        for value in (AttrDict(user="alice@example.com"), Failing()):
+            log.info("served", extra={"jsonbudget": value})
+        log.info("row %s", Lazy())
+        log.info("rows %s %s", [Lazy()], "x")
+    finally:
+        log.removeHandler(handler)
+    text = stream.getvalue()
+    assert "alice@example.com" not in text
+    assert text.count("served") == 2
+    assert "'kind': 'unchecked'" in text
+    assert "'error': 'RuntimeError'" in text
+    event = summary_processor(None, "info", {"event": "x", "row": Lazy()})
+    assert event["row"] == {"kind": "unchecked", "type": "Lazy", "error": "RuntimeError"}

@@ -13,7 +13,7 @@ import logging
 import operator
 import re
 from collections.abc import Iterable, Mapping, MutableMapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from ..errors import EncodeError, LimitError
 
@@ -259,6 +259,10 @@ class SummaryFilter(logging.Filter):
             except EncodeError:
                 # Logging must not fail, and an unknown object must not reach the formatter.
                 summary = {"kind": "unknown", "type": type(value).__name__}
+            # Its own reads raised (a property, a mapping): logging must not.
+            except Exception as exc:  # noqa: BLE001 - named in the summary, not re-raised
+                summary = {"kind": "unknown", "type": type(value).__name__,
+                           "error": type(exc).__name__}  # fmt: skip
             setattr(record, self.key, summary)
         record.msg = _safe(self.summarizer, record.msg)
         args = record.args
@@ -267,9 +271,10 @@ class SummaryFilter(logging.Filter):
             if any(map(operator.is_not, safe, args)):
                 record.args = safe
         elif isinstance(args, Mapping):
-            pairs = {k: _safe(self.summarizer, v) for k, v in args.items()}
-            if any(pairs[k] is not v for k, v in args.items()):
-                record.args = pairs
+            # One mapping argument is the args themselves (logging's "%(name)s" form).
+            safe_args = _safe(self.summarizer, args)
+            if safe_args is not args:
+                record.args = cast(Mapping[str, object], safe_args)
         return True
 
 
@@ -299,6 +304,9 @@ def _safe(summarizer: Summarizer, value: object) -> object:
         return _scrubbed(summarizer, value, 0, [_MAX_SCAN])
     except _Unchecked:
         return {"kind": "unchecked", "type": type(value).__name__}
+    # Reading it raised: logging must not, nor show the value unchecked.
+    except Exception as exc:  # noqa: BLE001 - named in the summary, not re-raised
+        return {"kind": "unchecked", "type": type(value).__name__, "error": type(exc).__name__}
 
 
 def _scrubbed(summarizer: Summarizer, value: object, depth: int, left: list[int]) -> object:
