@@ -7,6 +7,8 @@ import io
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -289,6 +291,31 @@ def test_read_refuses_a_symlink_planted_under_a_valid_name(tmp_path: Path) -> No
     (store.directory / name).symlink_to(secret)
     with pytest.raises(SpillError):
         store.read(name)
+
+
+def test_regression_a_fifo_planted_under_a_valid_name_is_refused_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    # Opening a FIFO for reading waited for a writer: read, get and open hung forever.
+    store = SpillStore(tmp_path / "s")
+    name = "t." + "b" * 64 + ".json"
+    os.mkfifo(store.directory / name)
+    code = (
+        "import sys\n"
+        "from jsonbudget import SpillStore, SpillError\n"
+        f"store = SpillStore({str(tmp_path / 's')!r})\n"
+        "for call in (lambda: store.read(sys.argv[1]), lambda: store.get(sys.argv[1])):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except SpillError as exc:\n"
+        "        print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, name], capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("is not a regular file") == 2
 
 
 def test_get_rebuilds_the_reference(tmp_path: Path) -> None:

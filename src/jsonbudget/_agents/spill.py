@@ -391,7 +391,15 @@ class SpillStore:
         return self._dir / ref
 
     def _open(self, path: Path) -> int:
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK: opening a FIFO planted under a valid name waited for a writer
+        # forever; it opens at once now, and the check below refuses it (a regular
+        # file's reads do not block either way).
+        flags = (
+            os.O_RDONLY
+            | getattr(os, "O_NOFOLLOW", 0)
+            | getattr(os, "O_CLOEXEC", 0)
+            | getattr(os, "O_NONBLOCK", 0)
+        )
         try:
             fd = os.open(path, flags)
         except FileNotFoundError:
