@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from typing import Any
 
 import orjson
 import pytest
@@ -222,3 +223,12 @@ def test_regression_whole_object_just_over_the_tokens_still_fits() -> None:
     assert result.tokens <= max_tokens
     assert not result.complete
     assert len(result.data) > whole // 2
+
+
+@pytest.mark.parametrize("counter", ["o200k_base", b"cl100k_base", ["x"], ("x",)])
+def test_regression_an_encodings_name_is_no_counter(counter: Any) -> None:
+    # A str has a count() method (occurrences of a substring): fit_tokens took
+    # counter="o200k_base", counted 0 tokens for every output and enforced nothing.
+    with pytest.raises(LimitError, match="counter") as info:
+        fit_tokens([1] * 1000, max_tokens=5, counter=counter)
+    assert info.value.name == "counter"

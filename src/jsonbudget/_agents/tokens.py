@@ -203,6 +203,13 @@ class TokenFitter:
         **encode_options: Unpack[EncodeOptions],
     ) -> None:
         self.max_tokens = check_int("max_tokens", max_tokens, minimum=1)
+        if isinstance(counter, str | bytes | bytearray | list | tuple):
+            # Their count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
+            raise LimitError(
+                "counter",
+                type(counter).__name__,
+                "must be a token counter, not an encoding's name: TiktokenCounter('o200k_base')",
+            )
         if not callable(getattr(counter, "count", None)):
             raise LimitError("counter", type(counter).__name__, "must have a count(text) method")
         if limits is not None and not isinstance(limits, Limits):
