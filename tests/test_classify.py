@@ -924,3 +924,71 @@ def test_openai_integer_above_maximum_value_is_an_output_cap(param: str) -> None
         requested=200000, available=100000, window=None, provider="openai"
     )
     assert next_output_cap(200000, error) == 100000
+
+
+def _anthropic_cap_error() -> anthropic.BadRequestError:
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message":
+            "input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000, "
+            "decrease input length or `max_tokens` and try again"}}  # fmt: skip
+    request = httpx2.Request("POST", "https://api.anthropic.com/v1/messages")
+    response = httpx2.Response(400, json=body, request=request)
+    return anthropic.BadRequestError(f"Error code: 400 - {body}", response=response, body=body)
+
+
+def _openai_prompt_error() -> openai.BadRequestError:
+    error = {"message": "This model's maximum context length is 128000 tokens. However, your "
+             "messages resulted in 197202 tokens. Please reduce the length of the messages.",
+             "type": "invalid_request_error", "param": "messages",
+             "code": "context_length_exceeded"}  # fmt: skip
+    request = httpx2.Request("POST", "https://api.openai.com/v1/chat/completions")
+    response = httpx2.Response(400, json={"error": error}, request=request)
+    return openai.BadRequestError(f"Error code: 400 - {error}", response=response, body=error)
+
+
+def test_regression_the_raised_error_decides_before_those_it_was_raised_during() -> None:
+    """A fallback call's PromptTooLong raised while handling the first provider's
+    OutputCapTooLarge was read as the older error (every link's text joined, rules in
+    rule order): OutputCapTooLarge, provider anthropic, and a smaller cap was tried."""
+    try:
+        try:
+            raise _anthropic_cap_error()
+        except anthropic.BadRequestError:
+            raise _openai_prompt_error()  # noqa: B904 - raised during, as a fallback is
+    except openai.BadRequestError as raised:
+        verdict = classify_size_error(raised)
+    assert verdict == PromptTooLong(prompt_tokens=197202, limit=128000, provider="openai")
+    # The older error alone is still what it is.
+    cap = classify_size_error(_anthropic_cap_error())
+    assert isinstance(cap, OutputCapTooLarge)
+    assert cap.provider == "anthropic"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "http://127.0.0.1:11434/v1/chat/completions",
+            "the input length exceeds the context length",
+        ),
+        ("https://gw.example/v1/completions", "Input is too long for requested model."),
+    ],
+)
+def test_regression_a_request_url_is_no_wording(url: str, message: str) -> None:
+    # httpx's HTTPStatusError names the URL: "completions" in it was read as the
+    # provider's word for the output, and prompt errors came back ambiguous.
+    request = httpx.Request("POST", url)
+    response = httpx.Response(400, text=message, request=request)
+    error = httpx.HTTPStatusError(
+        f"Client error '400 Bad Request' for url '{url}'", request=request, response=response
+    )
+    assert isinstance(classify_size_error(error), PromptTooLong)
+
+
+def test_regression_a_per_day_token_quota_is_no_size_error() -> None:
+    # Groq's 413 "... on tokens per day (TPD)" was taken for a request too large.
+    request = httpx.Request("POST", "https://api.groq.com/openai/v1/chat/completions")
+    text = ("Request too large for model `llama-3.3-70b-versatile` on tokens per day (TPD): "
+            "Limit 100000, Used 99000, Requested 2000.")  # fmt: skip
+    response = httpx.Response(413, text=text, request=request)
+    error = httpx.HTTPStatusError(text, request=request, response=response)
+    assert classify_size_error(error) is None

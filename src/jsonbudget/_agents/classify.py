@@ -691,7 +691,9 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
     ),
 )
 
-_RATE_LIMIT = re.compile(r"rate[_ ]limit|tokens per min|per-minute", _I)
+_RATE_LIMIT = re.compile(
+    r"rate[_ ]limit|tokens per (?:min|day)|per-minute|per-day|\((?:TPM|TPD)\)", _I
+)
 _RATE_LIMIT_CODE: Final = "rate_limit_exceeded"
 # llama.cpp's server gives the counts as fields; in a logged body they are text.
 _LLAMA_CPP_FIELDS = re.compile(
@@ -830,13 +832,16 @@ class _Scan:
             self.codes.add(item[:64].lower())
 
     def text(self) -> str:
-        # Logs and SDK reprs escape quotes and fold lines; undo that before matching.
-        joined = "\n".join(self.parts)[:MAX_SCAN_CHARS]
+        # Logs and SDK reprs escape quotes and fold lines; undo that before matching. A
+        # URL is left out: httpx's message names the request's, and ".../chat/completions"
+        # read as the provider's own word for the output.
+        joined = _URL.sub(" ", "\n".join(self.parts)[:MAX_SCAN_CHARS])
         joined = joined.replace("\\'", "'").replace('\\"', '"').replace("\\n", " ")
         return " ".join(joined.split())
 
 
 _NUMERIC_FIELDS: Final = frozenset({"n_prompt_tokens", "n_ctx"})
+_URL: Final = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+", _I)
 
 
 def _read_response(response: object, scan: _Scan) -> None:
@@ -939,10 +944,11 @@ _SDK_PROVIDERS: Final = {
 }
 
 
-def _sdk_provider(error: object) -> str | None:
+def _sdk_provider(error: object, *, deep: bool = True) -> str | None:
+    """The provider whose SDK raised *error* (or, *deep*, an exception in its chain)."""
     if _is(error, (str, bytes, bytearray, Mapping)):
         return None
-    for link in _chain(error):
+    for link in _chain(error) if deep else (error,):
         module = _attr(type(link), "__module__")
         if type(module) is str:
             found = _SDK_PROVIDERS.get(module.partition(".")[0])
@@ -964,7 +970,25 @@ def _status_of(error: object) -> int | None:
 def _decide(
     error: object, requested: int | None, provider: str | None
 ) -> tuple[str | None, SizeVerdict | None]:
-    scan = _scan(error)
+    """The rule and the verdict for *error*. *provider* is the caller's override."""
+    links = [] if _is(error, (str, bytes, bytearray, Mapping)) else list(_chain(error))
+    if len(links) > 1:
+        # Each exception by its own words first, the one raised before those it was raised
+        # from or during: a fallback call's PromptTooLong, raised while handling another
+        # provider's OutputCapTooLarge, is a PromptTooLong (the chain's text joined read
+        # as the earlier error, named after the wrong provider).
+        for link in links:
+            scan = _Scan()
+            _scan_object(link, scan)
+            found = _decide_scan(scan, link, requested, provider or _sdk_provider(link, deep=False))
+            if isinstance(found[1], OutputCapTooLarge | PromptTooLong):
+                return found
+    return _decide_scan(_scan(error), error, requested, provider or _sdk_provider(error))
+
+
+def _decide_scan(
+    scan: _Scan, error: object, requested: int | None, provider: str | None
+) -> tuple[str | None, SizeVerdict | None]:
     text = scan.text()
     found = _classify_text(text, requested=requested, provider=provider)
     rule, verdict = found if found is not None else (None, None)
@@ -1010,7 +1034,6 @@ def classify_size_error(
     """
     if requested is not None:
         check_int("requested", requested, minimum=1)
-    provider = provider or _sdk_provider(error)
     return _decide(error, requested, provider)[1]
 
 
