@@ -992,3 +992,17 @@ def test_regression_a_per_day_token_quota_is_no_size_error() -> None:
     response = httpx.Response(413, text=text, request=request)
     error = httpx.HTTPStatusError(text, request=request, response=response)
     assert classify_size_error(error) is None
+
+
+def test_regression_a_body_given_as_text_or_bytes_is_read_as_its_json() -> None:
+    # A Go gateway writes ">" as \u003e: a body given as bytes or text was read raw, so
+    # "197202 + 21333 \u003e 200000" decided nothing, where the same body as a dict did.
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": (
+        "input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000, "
+        "decrease input length or `max_tokens` and try again")}}  # fmt: skip
+    escaped = json.dumps(body).replace(">", "\\u003e")
+    assert "\\u003e" in escaped
+    expected = classify_size_error(body)
+    assert isinstance(expected, OutputCapTooLarge)
+    assert classify_size_error(escaped) == expected
+    assert classify_size_error(escaped.encode()) == expected

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeVar, cast
 
+import orjson
+
 from .._limits import check_int
 from ..errors import LimitError
 
@@ -918,12 +920,27 @@ def _scan(error: object) -> _Scan:
     scan = _Scan()
     if _is(error, str):
         scan.add(cast(str, error))
+        _json_body(cast(str, error), scan)
     elif _is(error, (bytes, bytearray, Mapping)):
         scan.walk(error)
+        if not _is(error, Mapping):
+            _json_body(cast(bytes, error), scan)
     else:
         for link in _chain(error):
             _scan_object(link, scan)
     return scan
+
+
+def _json_body(text: str | bytes, scan: _Scan) -> None:
+    """A body given as text or bytes, read as the JSON it may be: its strings unescaped
+    (a Go server writes ">" as \\u003e) and its numeric fields, as for a dict body."""
+    if len(text) > MAX_SCAN_CHARS or text.lstrip()[:1] not in ("{", "[", b"{", b"["):
+        return
+    try:
+        body = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return  # not JSON: its text alone was read
+    scan.walk(body)
 
 
 # The SDK an exception comes from names the provider better than the message wording:
