@@ -196,8 +196,10 @@ def message_bytes(
 ) -> int:
     """The bytes the client receives for the JSON-RPC response that carries *result*.
 
-    Serialized as the SDK serializes it, plus `FRAMING_BYTES`, the most the SDK's
-    transports put around a message (an SSE event; stdio adds a newline), for a request
+    Serialized as the SDK serializes it (the larger of pydantic's JSON and the
+    ``json.dumps`` of its 2026-07-28 HTTP path, which escapes non-ASCII characters), plus
+    `FRAMING_BYTES`, the most the SDK's transports put around a message (an SSE event;
+    stdio adds a newline), for a request
     id of *request_id* (default: the longest 64-bit integer id), on a protocol 2026-07-28
     connection: ``"resultType":"complete"`` counted and, given *server* (the server or
     its ``Implementation``), the ``serverInfo`` stamp the SDK adds to ``_meta``. A legacy
