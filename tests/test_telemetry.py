@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
 import logging.config
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -329,21 +331,30 @@ def test_structlog_processor_summarizes_jsonbudget_values(tmp_path: Path) -> Non
     assert SECRET not in rendered
 
 
-def test_regression_nested_pages_in_logging_args_are_summarized() -> None:
-    # A page inside a list or dict argument reached the formatter whole.
+@contextlib.contextmanager
+def filtered_logger(name: str) -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    """Logger *name* writing INFO records to a string through a `SummaryFilter`'d
+    handler, as the docs attach it; the handler is removed afterwards."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.addFilter(SummaryFilter())
-    logger = logging.getLogger("jsonbudget.test.nested")
+    logger = logging.getLogger(name)
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False
     try:
+        yield logger, stream
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_regression_nested_pages_in_logging_args_are_summarized() -> None:
+    # A page inside a list or dict argument reached the formatter whole.
+    with filtered_logger("jsonbudget.test.nested") as (logger, stream):
         page = _real_page()
         logger.info("pages %s %s", [page], ({"p": (page,)}, "x"))
         logger.info("by id %(pages)s", {"pages": {"p1": page}})
         logger.info([page])
-    finally:
-        logger.removeHandler(handler)
     text = stream.getvalue()
     assert text.count("'kind': 'page'") == 4
     assert SECRET not in text
@@ -404,8 +415,6 @@ def test_regression_a_value_that_raises_while_read_does_not_fail_logging() -> No
     # property's RuntimeError or a mapping argument that failed to iterate escaped
     # log.info() itself, as summary_processor let them escape a structlog call.
     import collections.abc
-    import io
-    import logging
 
     class AttrDict(dict[str, Any]):
         __getattr__ = dict.__getitem__
@@ -425,20 +434,11 @@ def test_regression_a_value_that_raises_while_read_does_not_fail_logging() -> No
         def __len__(self) -> int:
             return 1
 
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.addFilter(SummaryFilter())
-    log = logging.getLogger("test.telemetry.raising")
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    try:
+    with filtered_logger("test.telemetry.raising") as (log, stream):
         for value in (AttrDict(user="alice@example.com"), Failing()):
             log.info("served", extra={"jsonbudget": value})
         log.info("row %s", Lazy())
         log.info("rows %s %s", [Lazy()], "x")
-    finally:
-        log.removeHandler(handler)
     text = stream.getvalue()
     assert "alice@example.com" not in text
     assert text.count("served") == 2
