@@ -307,14 +307,7 @@ class Tuner:
         it = iter(items)
         taken = list(islice(it, self.sample))
         sample_complete = next(it, _END) is _END
-        fallback = Encoder(
-            max_bytes=MAX_LIMIT,
-            max_depth=MAX_DEPTH,
-            strategy=self.strategy,
-            markers=self.markers,
-            default=self.default,
-            binary=self.binary,
-        )
+        fallback = self._encoder(Limits(MAX_LIMIT, max_depth=MAX_DEPTH))
         sizes: list[int] = []
         fields: list[int] = []
         for item in taken:
@@ -351,6 +344,16 @@ class Tuner:
             encoder=encoder,
         )
 
+    def _encoder(self, limits: Limits) -> Encoder:
+        """An encoder with this tuner's options, as the pages it measures use them."""
+        return Encoder(
+            limits,
+            strategy=self.strategy,
+            markers=self.markers,
+            default=self.default,
+            binary=self.binary,
+        )
+
     def _limits(self, budget: int) -> Limits:
         return Limits(
             budget,
@@ -363,13 +366,7 @@ class Tuner:
         self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
     ) -> BudgetRow:
         limits = self._limits(budget)
-        encoder = Encoder(
-            limits,
-            strategy=self.strategy,
-            markers=self.markers,
-            default=self.default,
-            binary=self.binary,
-        )
+        encoder = self._encoder(limits)
         pages = 0
         truncated = 0
         oversized = 0
