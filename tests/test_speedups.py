@@ -90,6 +90,23 @@ def test_the_front_door_reads_its_caps_once_when_made() -> None:
     assert door([1, 2, 3, 4], max_bytes=64) == "fallback"  # over max_items 3
 
 
+def test_clean_dumps_reads_the_caps_each_call_passes() -> None:
+    # clean_dumps keeps the caps tuple it last read: alternating owners, and bad caps
+    # after good ones, must each get their own caps' answer.
+    shallow, deep = (2, BIG, BIG, BIG, SCALARS), (8, BIG, BIG, BIG, SCALARS)
+    value = [[[1, 2]]]
+    for _ in range(3):
+        assert speedups.clean_dumps(value, 64, 0, deep) == b"[[[1,2]]]"
+        assert speedups.clean_dumps(value, 64, 0, shallow) == _bound.UNCLEAN
+        assert speedups.clean_dumps(value, 64, 0, (8, 1, BIG, BIG, SCALARS)) == _bound.UNCLEAN
+    with pytest.raises(ValueError, match="depth"):
+        speedups.clean_dumps(value, 64, 0, (MAX_DEPTH + 10**6, BIG, BIG, BIG, SCALARS))
+    with pytest.raises(TypeError, match="scalars"):
+        speedups.clean_dumps(value, 64, 0, (8, BIG, BIG, BIG, "dates"))  # type: ignore[arg-type]
+    assert speedups.clean_dumps(value, 64, 0, deep) == b"[[[1,2]]]"
+    assert speedups.clean_dumps(value, 4, 0, deep) == _bound.TOO_BIG
+
+
 def test_the_front_door_finishes_with_its_extra_arguments() -> None:
     # encode()'s door makes its Encoded by calling the constructor itself, with the
     # arguments after the bytes given once, when the door is made.
