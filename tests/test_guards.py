@@ -1470,8 +1470,14 @@ def test_read_back_text_with_invalid_utf8_terminates_and_covers_every_byte(
             while True:
                 page = read_result(ref, "", cursor, reader=reader, principal="alice")
                 assert len(page.data) <= 2000
-                (item,) = __import__("orjson").loads(page.data)["items"]
+                envelope = __import__("orjson").loads(page.data)
+                (item,) = envelope["items"]
                 assert item, "an empty page"
+                # Every marker is reported side-band too: one report, their bytes in all.
+                bad = sum(int(n) for n, _ in MARK.findall(item))
+                report = {"path": "/items/0", "kind": "unencodable", "omitted": bad,
+                          "unit": "bytes"}
+                assert envelope.get("truncated", []) == ([report] if bad else []), envelope
                 text += item
                 pages += 1
                 cursor = page.next_cursor
@@ -1492,6 +1498,37 @@ def test_read_back_text_with_invalid_utf8_terminates_and_covers_every_byte(
     pages = [int(n) for n in done.stdout.split()]
     assert len(pages) == 4
     assert all(n > 1 for n in pages)
+
+
+@pytest.mark.parametrize("max_bytes", [LEAST_READ_BYTES, 600, 4096])
+def test_regression_read_pages_report_their_markers_side_band(
+    tmp_path: Path, max_bytes: int
+) -> None:
+    """A string page's cut and lone-surrogate markers, and a text page's not-UTF-8
+    markers, were in-band only: guarantee 3 wants each reported in `truncated` too."""
+    reader = ResultReader(spill=SpillStore(tmp_path), max_bytes=max_bytes)
+    gate = ResultGate(max_bytes=1000, reader=reader, principal="p")
+    out = gate.gate({"s": "x" * 5000 + "é" * 3000})
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    pages = follow_read(reader, ref, "/s", "p")
+    assert len(pages) > 1
+    text = ""
+    for page in pages[:-1]:
+        left = int(re.findall(r"…\[truncated: (\d+) more chars\]\Z", page["items"][0])[0])
+        assert page["truncated"] == [
+            {"path": "/items/0", "kind": "string", "omitted": left, "unit": "chars"}
+        ]
+        text += page["items"][0].rsplit("…[", 1)[0]
+    assert "truncated" not in pages[-1]
+    assert text + pages[-1]["items"][0] == "x" * 5000 + "é" * 3000
+    out = gate.gate(b"ok \xff\xfe then more\n" * 200, label="blob")
+    ref = out.text.rsplit("the whole result is ", 1)[1].split(" ", 1)[0]
+    for page in follow_read(reader, ref, "", "p"):
+        bad = sum(int(n) for n, _ in NOT_UTF8.findall(page["items"][0]))
+        assert bad
+        assert page["truncated"] == [
+            {"path": "/items/0", "kind": "unencodable", "omitted": bad, "unit": "bytes"}
+        ]
 
 
 def test_read_back_text_marks_bad_bytes_in_place(store: SpillStore, reader: ResultReader) -> None:

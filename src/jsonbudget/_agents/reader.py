@@ -306,7 +306,10 @@ class ResultReader:
             at = len(value) - left
             token = self._continue(call, at)
             self._keep((call.name, call.pointer, at), _Kept(None, iter(()), value, "string"))
-        return self._finish(call, [orjson.Fragment(shown.data)], "string", token)
+        # At most two reports (the cut, lone surrogates replaced): the envelope's room
+        # holds them with a 56-character cursor (283 of _STRING_ENVELOPE's 300 bytes).
+        reports = [{**t.to_dict(), "path": "/items/0" + t.path} for t in shown.truncations]
+        return self._finish(call, [orjson.Fragment(shown.data)], "string", token, reports)
 
     def _scalar(self, call: _Read, value: Any) -> ReadPage:
         # Through the page builder, as a list's items go: a number as written (ijson reads
@@ -318,19 +321,29 @@ class ResultReader:
         budget = self._limits.max_bytes - _STRING_ENVELOPE
         size = self._spill.get(call.name).size
         raw = self._spill.read(call.name, call.at, budget + 1)
-        shown, used = _text_page(raw, budget, call.at + len(raw) >= size)
+        shown, used, bad = _text_page(raw, budget, call.at + len(raw) >= size)
         end = call.at + used
         more = end < size
-        return self._finish(call, [shown], "text", self._continue(call, end) if more else None)
+        token = self._continue(call, end) if more else None
+        return self._finish(call, [shown], "text", token, [_not_utf8_report(bad)] if bad else [])
 
     def _continue(self, call: _Read, at: int) -> str:
         return self._cursors.mint(call.state, {"ref": call.name, "pointer": call.pointer, "at": at})
 
     def _finish(
-        self, call: _Read, items: list[Any], kind: _ValueKind, token: str | None
+        self,
+        call: _Read,
+        items: list[Any],
+        kind: _ValueKind,
+        token: str | None,
+        reports: list[dict[str, Any]],
     ) -> ReadPage:
-        data = orjson.dumps({"items": items, "complete": token is None, "next_cursor": token,
-                             "pointer": orjson.Fragment(call.echo), "kind": kind})  # fmt: skip
+        page: dict[str, Any] = {"items": items, "complete": token is None, "next_cursor": token}
+        if reports:
+            page["truncated"] = reports
+        page["pointer"] = orjson.Fragment(call.echo)
+        page["kind"] = kind
+        data = orjson.dumps(page)
         if len(data) > self._limits.max_bytes:  # pragma: no cover - sized above
             raise LimitError("max_bytes", self._limits.max_bytes, "a read page did not fit")
         return ReadPage(data, kind, token is None, token)
@@ -563,16 +576,29 @@ class _Watched:
         return data
 
 
-def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:
-    """The text of a page of at most *budget* JSON bytes from *raw*, and the bytes it covers.
+def _not_utf8_report(count: int) -> dict[str, Any]:
+    """The side-band report of a text page's not-UTF-8 markers: *count* bytes in all."""
+    return {"path": "/items/0", "kind": "unencodable", "omitted": count, "unit": "bytes"}
+
+
+def _report_cost(count: int) -> int:
+    # What a text page's report of *count* bad bytes adds to its envelope.
+    return len(b',"truncated":[]') + len(orjson.dumps(_not_utf8_report(count))) if count else 0
+
+
+def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int, int]:
+    """The text of a page of at most *budget* JSON bytes from *raw*, the bytes it covers,
+    and how many of them are not UTF-8.
 
     Bytes that are not UTF-8 (a text result may be binary) are shown in place as a marker
     with their hex, ``…[not UTF-8: 2 bytes, hex fffe]``, and reading goes on after them:
     a page never stops at a bad byte, so following cursors always ends and reaches every
-    byte. *ends* says *raw* runs to the end of the result (an incomplete character there
-    is bad bytes, not a character cut by the read).
+    byte. The page reports them side-band too, in one report of the bytes in all, which
+    *budget* pays for. *ends* says *raw* runs to the end of the result (an incomplete
+    character there is bad bytes, not a character cut by the read).
     """
     pieces: list[str] = []
+    bad_bytes = 0
     pos = 0
     room = budget
     while pos < len(raw):
@@ -589,17 +615,19 @@ def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int]:
             text, used = chunk[: exc.start].decode("utf-8"), exc.start
         cost = len(orjson.dumps(text)) - 2  # its quotes are the envelope's
         if not used:
-            bad = _not_utf8(raw[pos:], ends, max(1, (room - 40) // 2))
+            bad = _not_utf8(raw[pos:], ends, max(1, (room - 140) // 2))
             if not bad:
                 break  # a character the read cut: the next page starts with it
             text = f"…[not UTF-8: {bad} bytes, hex {raw[pos : pos + bad].hex()}]"
-            used, cost = bad, len(text.encode())
+            report = _report_cost(bad_bytes + bad) - _report_cost(bad_bytes)
+            used, cost = bad, len(text.encode()) + report
             if pieces and cost > room:
                 break
+            bad_bytes += bad
         pieces.append(text)
         pos += used
         room -= cost
-    return "".join(pieces), pos
+    return "".join(pieces), pos, bad_bytes
 
 
 def _not_utf8(raw: bytes, ends: bool, most: int) -> int:
