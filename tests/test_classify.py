@@ -1006,3 +1006,12 @@ def test_regression_a_body_given_as_text_or_bytes_is_read_as_its_json() -> None:
     assert isinstance(expected, OutputCapTooLarge)
     assert classify_size_error(escaped) == expected
     assert classify_size_error(escaped.encode()) == expected
+
+
+def test_regression_a_range_without_a_space_is_read_as_two_numbers() -> None:
+    # Found by a tester: "[1,8192]" read no number (none is read right after "digit,",
+    # which keeps "8,192" whole), so the message gave no verdict; "[1, 8192]" did.
+    spaced = classify_size_error("Range of max_tokens should be [1, 8192]")
+    assert isinstance(spaced, OutputCapTooLarge)
+    assert spaced.available == 8192
+    assert classify_size_error("Range of max_tokens should be [1,8192]") == spaced

@@ -839,11 +839,15 @@ class _Scan:
         # read as the provider's own word for the output.
         joined = _URL.sub(" ", "\n".join(self.parts)[:MAX_SCAN_CHARS])
         joined = joined.replace("\\'", "'").replace('\\"', '"').replace("\\n", " ")
+        # A range written without a space, "[1,8192]", is two numbers: a number is not
+        # read right after "digit," (that is how "8,192" is kept whole).
+        joined = _RANGE.sub(r"\1, ", joined)
         return " ".join(joined.split())
 
 
 _NUMERIC_FIELDS: Final = frozenset({"n_prompt_tokens", "n_ctx"})
 _URL: Final = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+", _I)
+_RANGE: Final = re.compile(r"([\[(]\d{1,12}),(?=\d{1,12}[\])])")
 
 
 def _read_response(response: object, scan: _Scan) -> None:
