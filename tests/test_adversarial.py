@@ -353,6 +353,43 @@ def test_regression_a_key_whose_repr_raises() -> None:
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
+def test_regression_a_key_whose_class_raises_or_lies_is_a_non_string_key() -> None:
+    # Found by a tester: isinstance(key, str) reads a proxy's __class__; one that raised
+    # (a lazy proxy whose factory fails) leaked from every entry point, and one that
+    # claimed str met str's own methods, which refuse it (a bare TypeError).
+    out = bounded_run(
+        """
+        import orjson
+        from jsonbudget import ResultGate, SpillStore, bounded_dumps, encode
+
+        class Raises:
+            @property
+            def __class__(self):
+                raise RuntimeError("Working outside of application context")
+            def __repr__(self):
+                return "Raises()"
+
+        class ClaimsStr:
+            @property
+            def __class__(self):
+                return str
+            def __repr__(self):
+                return "ClaimsStr()"
+
+        for key in (Raises(), ClaimsStr()):
+            name = type(key).__name__
+            want = {f"…[key: {name} {name}()]": 1, "a": "x"}
+            for options in ({}, {"strategy": "prefix"}, {"unencodable": "error"}):
+                data = bounded_dumps({key: 1, "a": "x"}, max_bytes=300, **options)
+                assert orjson.loads(data) == want, data
+            (report,) = encode({key: 1}, max_bytes=300).truncations
+            assert (report.kind, report.unit) == ("unencodable", "keys")
+        print("ok")
+        """
+    )
+    assert out.split() == ["ok"]
+
+
 def test_regression_a_huge_int_key_is_described_without_str() -> None:
     doc = valid(bounded_dumps({10**5000: 1}, max_bytes=100), 100)
     assert doc == {"…[key: int of 16610 bits]": 1}

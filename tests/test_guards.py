@@ -1828,3 +1828,100 @@ def test_regression_a_preview_of_a_long_result_keeps_its_numbers_and_budget(
     admitted = turn.admit(data, tool="nums")
     assert not admitted.over_budget
     assert turn.report().used_bytes <= 4096
+
+
+# --- regressions: hostile values met while a result is spilled ---------------------------
+
+
+def test_regression_a_default_hook_that_changes_a_dict_being_spilled(tmp_path: Path) -> None:
+    """The spill iterated the dict itself while the hook added to it: a bare RuntimeError
+    ("dictionary changed size during iteration"). It reads a snapshot, as the encoder does."""
+    code = f"""
+        import orjson
+        from jsonbudget import ResultGate, SpillStore, TurnBudget, gate_result
+
+        class Handle:
+            def __init__(self, owner):
+                self.owner = owner
+
+        def grow(o):
+            o.owner["resolved_at"] = "now"
+            return "resolved"
+
+        def shrink(o):
+            o.owner.pop("k0", None)
+            return "resolved"
+
+        store = SpillStore({str(tmp_path)!r})
+        for hook in (grow, shrink):
+            for call in (
+                lambda d: ResultGate(max_bytes=3000, store=store, default=hook).gate(d),
+                lambda d: gate_result(d, max_bytes=3000, store=store, default=hook),
+                lambda d: TurnBudget(max_bytes=3000, store=store, default=hook).admit(d),
+            ):
+                d = {{f"k{{i}}": "v" * 50 for i in range(600)}}
+                d["k300"] = Handle(d)
+                out = call(d)
+                spilled = orjson.loads(out.spill.path.read_bytes())
+                assert list(spilled) == [f"k{{i}}" for i in range(600)], hook
+                assert spilled["k300"] == "resolved"
+        print("ok")
+    """
+    done = run_limited(code, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]
+
+
+class _Unwritable:
+    pass
+
+
+def _refuse(obj: object) -> object:
+    raise ValueError(f"cannot serialize {type(obj).__name__}")
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ([*(["x" * 60] * 300), _Unwritable(), *(["x" * 60] * 299)], "/300"),
+        ({"data": {"rows": [*(["x" * 60] * 300), _Unwritable()]}}, "/data/rows/300"),
+        ({**{f"k{i}": "x" * 60 for i in range(600)}, "k/300": _Unwritable()}, "/k~1300"),
+        ([[*(["x" * 60] * 600), {"a": _Unwritable()}]], "/0/600/a"),
+    ],
+    ids=["list", "nested", "object", "deep"],
+)
+def test_regression_an_encode_error_met_while_spilling_names_its_place(
+    store: SpillStore, value: Any, path: str
+) -> None:
+    """A long list is spilled in runs of items, one encoder call a run: the error named
+    the item's index in its run (/45), a different, valid item."""
+    for admit in (
+        lambda: ResultGate(max_bytes=3000, store=store, default=_refuse).gate(value),
+        lambda: TurnBudget(max_bytes=3000, store=store, default=_refuse).admit(value),
+    ):
+        with pytest.raises(EncodeError) as info:
+            admit()
+        assert info.value.path == path
+        assert str(info.value).endswith(f"(at {path})")
+        assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_regression_a_strided_or_released_memoryview_is_a_result(store: SpillStore) -> None:
+    """memoryview(result).cast("B") raised a bare TypeError for a strided view and a
+    ValueError for a released one."""
+    data = b'{"a": 1}' + b" " * 5000
+    strided = memoryview(data + data)[::2]
+    released = memoryview(b'{"a": 1}')
+    released.release()
+    for call in (
+        lambda r: ResultGate(max_bytes=1000, store=store).gate(r),
+        lambda r: gate_result(r, max_bytes=1000, store=store),
+        lambda r: TurnBudget(max_bytes=1000, store=store).admit(r),
+    ):
+        out = call(strided)
+        assert out.spill is not None
+        assert spilled_file(store, out) == bytes(strided)
+        assert orjson.loads(call(released).data) == "…[unencodable: released memoryview]"
+    chunks = iter([b"[1,", released])
+    with pytest.raises(TypeError, match="released memoryview"):
+        ResultGate(max_bytes=1000, store=store).gate(chunks)

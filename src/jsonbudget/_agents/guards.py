@@ -404,8 +404,8 @@ class ResultGate:
 
     def _measure(self, result: Any) -> _Measured:
         limit = self._max_bytes
-        if isinstance(result, bytes | bytearray | memoryview):
-            view = memoryview(result).cast("B")
+        view = _byte_view(result) if isinstance(result, bytes | bytearray | memoryview) else None
+        if view is not None:
             kind = self._sniff(view[:4096])
             if len(view) <= limit and _is_utf8(view):
                 return _Measured(kind, data=result if isinstance(result, bytes) else bytes(view))
@@ -1092,8 +1092,22 @@ def _stream_chunks(source: Any) -> Iterator[memoryview]:
 
 def _checked_view(chunk: object) -> memoryview:
     if isinstance(chunk, bytes | bytearray | memoryview):
-        return memoryview(chunk).cast("B")
+        view = _byte_view(chunk)
+        if view is not None:
+            return view
+        raise TypeError("a streamed result yielded a released memoryview, which holds no bytes")
     raise TypeError(f"a streamed result must yield bytes, not {type(chunk).__name__}")
+
+
+def _byte_view(data: bytes | bytearray | memoryview) -> memoryview | None:
+    """*data*'s bytes as one flat view (a strided view's are copied out: only a
+    contiguous one can be cast); None for a released view, which holds none (as a
+    value, the encoder marks it)."""
+    try:
+        view = memoryview(data)
+    except ValueError:  # "operation forbidden on released memoryview object"
+        return None
+    return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
 
 
 def _encode_str(text: str) -> bytes:

@@ -310,6 +310,13 @@ def _path(where: Any) -> str:
     return str(where) + "".join(reversed(parts))
 
 
+def _is_str(key: Any) -> bool:
+    """Whether *key* is a str, by its type alone: ``isinstance`` would read a proxy's
+    ``__class__``, which may raise, or claim str for an object str's own methods refuse.
+    Any other key, a proxy's too, is written as a non-string key."""
+    return issubclass(type(key), str)
+
+
 def _proxy(obj: Any) -> bool:
     """Whether *obj* says it is of a class it is not (its ``__class__`` lies)."""
     try:
@@ -715,7 +722,7 @@ class EncodeCall:
         value)`` tuple, a key that subclasses str made exact (`exact_key`) and a str key
         read before made a `RepeatedKey`: what the renderer reads after."""
         pairs = members[fresh:]
-        if type(v) is dict and all(type(k) is str or not isinstance(k, str) for k, _ in pairs):
+        if type(v) is dict and all(type(k) is str or not _is_str(k) for k, _ in pairs):
             return pairs  # a dict's items are tuples, its exact str keys each once
         out = list(pairs)
         # The keys read before these, by an earlier read of the same snapshot.
@@ -730,7 +737,7 @@ class EncodeCall:
                     path=_path(where),
                 )
             k, x = tuple.__getitem__(p, 0), tuple.__getitem__(p, 1)
-            if type(k) is not str and isinstance(k, str):
+            if type(k) is not str and _is_str(k):
                 k = exact_key(k, self.most)  # two subclass keys may make one str
             if type(k) is str:
                 if k in seen:
@@ -1097,7 +1104,7 @@ class EncodeCall:
             sep = 1 if i else 0
             room = avail - used[-1] - sep - 1
             if (
-                isinstance(k, str)
+                _is_str(k)
                 and i + 1 < (n or total + 1)
                 and (
                     len(k) + 3 > room - 40
@@ -1401,7 +1408,7 @@ class EncodeCall:
     @staticmethod
     def _short_keys(pairs: list[Any]) -> set[str]:
         """The snapshot's short string keys: the only ones a chosen key can repeat."""
-        return {k for k, _ in pairs if isinstance(k, str) and len(k) <= _SHORT_KEY}
+        return {k for k, _ in pairs if _is_str(k) and len(k) <= _SHORT_KEY}
 
     def _key(
         self, k: Any, room: int, pairs: list[Any], taken: set[str], where: Any, *, whole: bool
@@ -1420,7 +1427,7 @@ class EncodeCall:
         if type(k) is RepeatedKey:
             text = "…[key repeated: " + self._key_text(str(k), where) + "]"
             report = ("unencodable", None, "keys")
-        elif isinstance(k, str):
+        elif _is_str(k):
             n = k.total if type(k) is LongKey else len(k)
             cut = n + 3 > room
             if not cut:
@@ -1470,13 +1477,16 @@ class EncodeCall:
 
     def _key_text(self, k: Any, where: Any) -> str:
         """A non-string key described at a bounded cost: its type and a short repr."""
-        name = type(k).__name__[:40]
-        if isinstance(k, int) and not isinstance(k, bool):
+        # By type: isinstance() would read a proxy's __class__, which may raise or claim
+        # a class whose methods below then refuse the object.
+        kind = type(k)
+        name = kind.__name__[:40]
+        if issubclass(kind, int) and not issubclass(kind, bool):
             bits = int.bit_length(k)  # int's own: a subclass's methods may raise
             if bits > 128:  # no str() of thousands of digits
                 return f"{name} of {bits} bits"
             return f"{name} {int.__repr__(k)}"
-        if isinstance(k, float):
+        if issubclass(kind, float):
             return f"{name} {float.__repr__(k)}"
         try:
             # reprlib slices built-in containers before it repr()s them; it would also
@@ -1565,7 +1575,7 @@ def _counted(v: Any) -> bool:
 def _repeats(text: str, pairs: list[Any]) -> bool:
     """Whether a long chosen key repeats a key of the snapshot (compared by length first)."""
     n = len(text)
-    return any(isinstance(k, str) and len(k) == n and k == text for k, _ in pairs)
+    return any(_is_str(k) and len(k) == n and k == text for k, _ in pairs)
 
 
 def _water_level(sizes: list[int], mins: list[int], space: int) -> int:

@@ -14,8 +14,9 @@ from typing import Any, NoReturn
 
 import orjson
 
-from ..errors import SpillError
+from ..errors import EncodeError, SpillError
 from .encoder import BinaryMode, MarkerStyle, dumps_whole
+from .render import pointer
 from .strings import SURROGATE
 
 __all__ = ["JsonWriter"]
@@ -73,7 +74,7 @@ class JsonWriter:
         return self.limit - self.left
 
     def chunks(self, obj: Any) -> Iterator[bytes]:
-        yield from self._value(obj, 0)
+        yield from self._value(obj, 0, "")
         if self.buf:
             yield bytes(self.buf)
             self.buf.clear()
@@ -106,26 +107,31 @@ class JsonWriter:
             return self.descend and any(map(_nests, value.values() if kind is dict else value))
         return isinstance(value, Iterator) and not isinstance(value, str | bytes)
 
-    def _value(self, obj: Any, depth: int) -> Iterator[bytes]:
+    def _value(self, obj: Any, depth: int, path: str) -> Iterator[bytes]:
         if type(obj) is dict:
-            yield from self._object(obj, depth)
+            yield from self._object(obj, depth, path)
         elif self._streamed(obj, depth):
-            yield from self._array(obj, depth)
+            yield from self._array(obj, depth, path)
         else:
-            self._leaf(obj)
+            self._leaf(obj, path)
             yield from self._flush()
 
-    def _leaf(self, obj: Any) -> None:
+    def _leaf(self, obj: Any, path: str) -> None:
         if type(obj) is str and len(obj) > self.left:
             self._refuse()  # at least one byte a char: refused before it is encoded
-        self._put(self._dumps(obj, self.left))
+        self._put(self._dumps(obj, self.left, path, None))
 
-    def _dumps(self, obj: Any, most: int) -> bytes:
+    def _dumps(self, obj: Any, most: int, path: str, first: int | None) -> bytes:
         """*obj* whole, refused once it passes *most* bytes: never made whole first (a
-        value of shared subtrees may encode to terabytes)."""
-        data = dumps_whole(
-            obj, default=self.default, markers=self.markers, binary=self.binary, max_bytes=most
-        )
+        value of shared subtrees may encode to terabytes). *obj* stands at *path*, or is
+        a run of the members there, its first item at index *first* of the list (None:
+        of the object)."""
+        try:
+            data = dumps_whole(
+                obj, default=self.default, markers=self.markers, binary=self.binary, max_bytes=most
+            )
+        except EncodeError as exc:
+            raise _rebased(exc, path, first) from exc.__cause__
         if data is None:
             self._refuse()
         return data
@@ -136,72 +142,82 @@ class JsonWriter:
             return it
         return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
 
-    def _array(self, obj: Any, depth: int) -> Iterator[bytes]:
-        source = obj if type(obj) is list or type(obj) is tuple else self._replay(obj)
+    def _array(self, obj: Any, depth: int, path: str) -> Iterator[bytes]:
+        # A list is read once into a snapshot, as the encoder reads one: a `default` hook
+        # (or another thread) that empties it or adds to it mid-spill changes nothing here.
+        kind = type(obj)
+        source = obj if kind is tuple else list(obj) if kind is list else self._replay(obj)
         self._put(b"[")
         first = True
         run: list[Any] = []
+        at = 0  # the index of the run's first item
         size = 1  # members per run: grows while runs are small, shrinks when large
-        for member in source:
+        for index, member in enumerate(source):
             if self._streamed(member, depth + 1):
-                first = self._run(run, first, b"[", b"]")
+                first = self._run(run, first, path, at)
                 if not first:
                     self._put(b",")
                 first = False
-                yield from self._value(member, depth + 1)
+                yield from self._value(member, depth + 1, pointer(path, index))
+                at = index + 1
                 continue
             run.append(member)
             if len(run) >= size:
                 before = len(self.buf)
-                first = self._run(run, first, b"[", b"]")
+                first = self._run(run, first, path, at)
+                at = index + 1
                 size = _next_run(size, len(self.buf) - before)
                 yield from self._flush()
-        first = self._run(run, first, b"[", b"]")
+        first = self._run(run, first, path, at)
         self._put(b"]")
         yield from self._flush()
 
-    def _object(self, obj: dict[Any, Any], depth: int) -> Iterator[bytes]:
+    def _object(self, obj: dict[Any, Any], depth: int, path: str) -> Iterator[bytes]:
+        # Read once into a snapshot (see _array): iterating the dict itself, a hook that
+        # adds or pops a member raised a bare RuntimeError mid-spill.
+        keys, values = list(obj), list(obj.values())
         if (
             depth >= _STREAM_DEPTH
-            or not (len(obj) > _BATCH or any(map(_nests, obj.values())))
+            or not (len(keys) > _BATCH or any(map(_nests, values)))
             # The encoder decides non-str keys, and keys with lone surrogates (rewritten
             # until unique), for the whole object (which to keep, the marker's own key):
             # such an object is encoded in one call. In runs, two rewritten keys could
             # come out the same, and a streamed member's key would meet bare orjson.
-            or not all(type(key) is str and _plain_key(key) for key in obj)
+            or not all(type(key) is str and _plain_key(key) for key in keys)
         ):
-            self._leaf(obj)
+            self._leaf(obj, path)  # the encoder takes its own snapshot
             yield from self._flush()
             return
         self._put(b"{")
         first = True
         run: dict[Any, Any] = {}
         size = 1
-        for key, member in obj.items():
+        for key, member in zip(keys, values, strict=True):
             if self._streamed(member, depth + 1):
-                first = self._run(run, first, b"{", b"}")
+                first = self._run(run, first, path, None)
                 if not first:
                     self._put(b",")
                 first = False
                 self._put(orjson.dumps(key) + b":")
-                yield from self._value(member, depth + 1)
+                yield from self._value(member, depth + 1, pointer(path, key))
                 continue
             run[key] = member
             if len(run) >= size:
                 before = len(self.buf)
-                first = self._run(run, first, b"{", b"}")
+                first = self._run(run, first, path, None)
                 size = _next_run(size, len(self.buf) - before)
                 yield from self._flush()
-        first = self._run(run, first, b"{", b"}")
+        first = self._run(run, first, path, None)
         self._put(b"}")
         yield from self._flush()
 
-    def _run(self, run: Any, first: bool, open_: bytes, close: bytes) -> bool:
-        """Write *run*'s members (a list or dict) joined as orjson joins them; clear it."""
+    def _run(self, run: list[Any] | dict[Any, Any], first: bool, path: str, at: int | None) -> bool:
+        """Write *run*'s members (a list or dict) joined as orjson joins them; clear it.
+        They are members of the container at *path*, a list's from index *at*."""
         if not run:
             return first
         # "[a,b]"[1:-1] is "a,b": members joined exactly as orjson joins them.
-        inner = self._dumps(run, self.left + len(open_) + len(close))[len(open_) : -len(close)]
+        inner = self._dumps(run, self.left + 2, path, at)[1:-1]
         run.clear()
         if not inner:
             return first  # an object whose only keys the encoder had to drop
@@ -209,6 +225,19 @@ class JsonWriter:
             self._put(b",")
         self._put(inner)
         return False
+
+
+def _rebased(exc: EncodeError, path: str, first: int | None) -> EncodeError:
+    """*exc*, raised for a value at *path* (or a run of the members there, a list's from
+    index *first*), naming its place in the whole spilled value."""
+    if exc.path is None:
+        return exc
+    rest = exc.path
+    if first is not None and rest:
+        index, slash, tail = rest[1:].partition("/")
+        rest = f"/{int(index) + first}{slash}{tail}"
+    message = str(exc).removesuffix(f" (at {exc.path or '/'})")
+    return EncodeError(message, path=path + rest)
 
 
 def _plain_key(key: str) -> bool:
