@@ -2923,3 +2923,43 @@ def test_regression_a_first_page_of_wide_rows_fetches_few_of_them() -> None:
     # The first page fetches 2 rows (one kept for the next page), each later one up to
     # 3: at most 2 + 3 * 9 rows for 10, where 16 a page were fetched before.
     assert _CountingCursor.fetched <= 2 + 3 * 9
+
+
+@pytest.mark.postgres
+def test_regression_rows_fetched_ahead_for_one_principal_are_not_anothers(
+    postgres_server: PostgresServer,
+) -> None:
+    """Found by a tester: one source on one connection, the app switching the role (row-
+    level security) or the search_path per request. The rows a page fetched ahead were
+    kept by position alone, trusted while the snapshot was unchanged (no write), and
+    served to the next principal whose page ended there: a private row to a user the
+    policy hides it from, another tenant's row. They are now kept per reader."""
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS docs")
+        conn.execute("DROP ROLE IF EXISTS jb_reader")
+        conn.execute("CREATE ROLE jb_reader")
+        conn.execute("CREATE TABLE docs (id int PRIMARY KEY, private bool NOT NULL)")
+        conn.execute("INSERT INTO docs SELECT g, g % 4 = 0 FROM generate_series(1, 12) g")
+        conn.execute("ALTER TABLE docs ENABLE ROW LEVEL SECURITY")
+        conn.execute("CREATE POLICY public_only ON docs TO jb_reader USING (NOT private)")
+        conn.execute("GRANT SELECT ON docs TO jb_reader")
+        try:
+            source = PostgresSource(conn, table="docs")
+            store, limits = MemoryCursorStore(), Limits(4000, max_items=3)
+
+            def page(principal: str, cursor: str | None = None) -> Any:
+                role = "jb_reader" if principal == "user" else "NONE"
+                conn.execute(f"SET ROLE {role}")
+                return paginate(
+                    source, scope=Scope(principal, {}), cursor=cursor, store=store, limits=limits
+                )
+
+            first = page("user")
+            assert [r["id"] for r in first.items] == [1, 2, 3]
+            assert [r["id"] for r in page("admin").items] == [1, 2, 3]  # ends where the user's did
+            second = page("user", first.next_cursor)
+            assert [r["id"] for r in second.items] == [5, 6, 7]  # never the private 4
+        finally:
+            conn.execute("RESET ROLE")
+            conn.execute("DROP TABLE docs")
+            conn.execute("DROP ROLE jb_reader")

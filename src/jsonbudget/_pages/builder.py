@@ -17,7 +17,7 @@ import secrets
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
@@ -210,6 +210,7 @@ class PageBuilder:
         "_max_items",
         "_oversized",
         "_pulled_ahead",
+        "_reader",
         "_reports_bytes",
         "_spill_label",
         "_spill_ref",
@@ -271,6 +272,7 @@ class PageBuilder:
 
     def _start(self) -> None:
         """Set up the state of an empty page."""
+        self._reader: Hashable | None = None
         # Per-page state, reused for every item.
         self._call = EncodeCall(self._encoder, self._streams)
         self._buf = bytearray()
@@ -299,6 +301,13 @@ class PageBuilder:
     def count(self) -> int:
         """Items on the page so far."""
         return self._count
+
+    @property
+    def reader(self) -> Hashable | None:
+        """Who the page is for: the fingerprint of the cursor's scope (its principal and
+        query) when a `Paginator` fills it, else None. A database source serves the rows
+        it fetched ahead for a page only to a page of the same reader."""
+        return self._reader
 
     @property
     def spill_bytes(self) -> int | None:
@@ -935,6 +944,7 @@ class Paginator:
         """The operation's state, the source position to read from, and a blank page."""
         bound = self._bind(scope, source)
         builder = self._template._blank(_PageStreams())
+        builder._reader = bound.fingerprint
         spill_ref = self._spill_ref
         if spill_ref is not None:
             # The caller's scope, not the bound one: a reference is minted for its principal.

@@ -13,6 +13,7 @@ from collections.abc import (
     AsyncIterable,
     AsyncIterator,
     Callable,
+    Hashable,
     Iterable,
     Iterator,
     Mapping,
@@ -113,6 +114,12 @@ def described_path(key: str, path: str) -> dict[str, JSONValue]:
     except UnicodeEncodeError:
         return {key + "_bytes": base64.b64encode(os.fsencode(path)).decode("ascii")}
     return {key: path}
+
+
+def page_reader(builder: Filler) -> Hashable | None:
+    """Who *builder*'s page is for (`PageBuilder.reader`), else None."""
+    reader = getattr(builder, "reader", None)
+    return reader if isinstance(reader, Hashable) else None
 
 
 def page_budget(builder: Filler, default: int) -> int:

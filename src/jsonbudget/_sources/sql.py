@@ -44,6 +44,7 @@ from .base import (
     check_limit_hint,
     described_path,
     offset_position,
+    page_reader,
     read_bound,
 )
 
@@ -78,6 +79,8 @@ Row = dict[str, Any]
 #: the cut value carries it, see `_untag`), of the head when it is not the cut value, and
 #: the length's unit (None: by the value).
 _Cut = tuple[str, str, str | None, str | None, Literal["chars", "bytes"] | None]
+#: Where a page's rows fetched ahead are kept: its cut, its reader, the position it ends at.
+_AheadKey = tuple[int, Hashable, bytes]
 #: Digits of the length a tagged cut value starts with (`_untag`).
 _TAG_DIGITS: Final = 20
 Params = Sequence[Any] | Mapping[str, Any]
@@ -741,7 +744,10 @@ class _SQLSource(Source[Row]):
         more, after = self._fill(
             builder,
             plan,
-            key=(cut, _position_key(position)),
+            # Rows fetched ahead for one reader are never another's: the snapshot proves
+            # nothing was written, not that the next page's session sees the same rows
+            # (another role under row-level security, another search_path).
+            key=(cut, page_reader(builder), _position_key(position)),
             position=position,
             limit_hint=limit_hint,
             start=start,
@@ -753,7 +759,7 @@ class _SQLSource(Source[Row]):
         builder: Filler,
         plan: _Plan,
         *,
-        key: tuple[int, bytes],
+        key: _AheadKey,
         position: Position | None,
         limit_hint: int | None,
         start: int,
@@ -761,17 +767,17 @@ class _SQLSource(Source[Row]):
         """Fill one page; *key* finds the row the page before kept (see `_Ahead`)."""
         raise NotImplementedError
 
-    def _kept(self, key: tuple[int, bytes], token: Hashable) -> list[tuple[Any, ...]]:
+    def _kept(self, key: _AheadKey, token: Hashable) -> list[tuple[Any, ...]]:
         """The rows the page before left at *key*, if the database still has *token*."""
         rows, kept = self._ahead.get(key)
         return rows if _unchanged(kept, token) else []
 
     def _keep(
-        self, key: tuple[int, bytes], after: Position | None, rows: list[Any], token: Hashable
+        self, key: _AheadKey, after: Position | None, rows: list[Any], token: Hashable
     ) -> None:
         """Keep *rows*, fetched with *token*, for the page that starts at *after*."""
         if rows and token is not None:
-            self._ahead.put((key[0], _position_key(after)), rows, token)
+            self._ahead.put((*key[:2], _position_key(after)), rows, token)
 
     def _fill_rows(
         self,
@@ -1509,7 +1515,7 @@ class SQLiteSource(_SQLSource):
         builder: Filler,
         plan: _Plan,
         *,
-        key: tuple[int, bytes],
+        key: _AheadKey,
         position: Position | None,
         limit_hint: int | None,
         start: int,
@@ -2071,7 +2077,7 @@ class PostgresSource(_SQLSource):
         builder: Filler,
         plan: _Plan,
         *,
-        key: tuple[int, bytes],
+        key: _AheadKey,
         position: Position | None,
         limit_hint: int | None,
         start: int,
