@@ -2963,3 +2963,60 @@ def test_regression_rows_fetched_ahead_for_one_principal_are_not_anothers(
             conn.execute("RESET ROLE")
             conn.execute("DROP TABLE docs")
             conn.execute("DROP ROLE jb_reader")
+
+
+def _offset_ids(source: Source[Any]) -> tuple[list[int], bool]:
+    store, limits = MemoryCursorStore(), Limits(4000, max_items=10)
+    ids: list[int] = []
+    page = paginate(source, scope=Scope("p", {}), store=store, limits=limits)
+    ids += [row["id"] for row in page.items]
+    while page.next_cursor is not None:
+        page = paginate(
+            source, scope=Scope("p", {}), cursor=page.next_cursor, store=store, limits=limits
+        )
+        ids += [row["id"] for row in page.items]
+    return ids, page.complete
+
+
+@pytest.mark.postgres
+def test_regression_offset_mode_orders_ties_the_same_on_every_page(
+    postgres_server: PostgresServer,
+) -> None:
+    """Found by a tester: mode="offset" with a non-unique order on an unchanging table
+    served 753 distinct rows of 1000, complete. PostgreSQL's top-N sort gives tied rows
+    another order for each LIMIT and OFFSET; the order is now made total (the table's
+    key, or for a query the whole row)."""
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS ties")
+        conn.execute("CREATE TABLE ties (id int PRIMARY KEY, g int, doc json)")
+        conn.execute(
+            "INSERT INTO ties SELECT i, i % 3, json_build_object('i', i) "
+            "FROM generate_series(1, 1000) i"
+        )
+        try:
+            for source in (
+                PostgresSource(conn, table="ties", order_by=("g",), mode="offset"),
+                PostgresSource(conn, query="SELECT * FROM ties", order_by=("g",), mode="offset"),
+            ):
+                ids, complete = _offset_ids(source)
+                assert complete
+                assert sorted(ids) == list(range(1, 1001))
+        finally:
+            conn.execute("DROP TABLE ties")
+
+
+def test_offset_mode_on_sqlite_orders_ties_by_the_key_or_the_row(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "ties.db")
+    conn.execute("CREATE TABLE ties (id INTEGER PRIMARY KEY, g INTEGER, note TEXT)")
+    conn.executemany("INSERT INTO ties VALUES (?, ?, ?)", [(i, i % 3, None) for i in range(1, 301)])
+    conn.commit()
+    for source in (
+        SQLiteSource(conn, table="ties", order_by=("g",), mode="offset"),
+        SQLiteSource(conn, query="SELECT * FROM ties", order_by=("g",), mode="offset"),
+    ):
+        ids, complete = _offset_ids(source)
+        assert complete
+        assert sorted(ids) == list(range(1, 301))
+        # the ties in a total order: by the key (the table) or by every column (the query)
+        assert ids == sorted(ids, key=lambda i: (i % 3, i))
+    conn.close()

@@ -337,6 +337,7 @@ class _Plan:
         "long_at",
         "longest",
         "row_bound",
+        "row_order",
         "select",
         "text_keys",
         "units",
@@ -357,6 +358,7 @@ class _Plan:
         distinct_at: list[tuple[int, list[int]]] | None = None,
         long_at: tuple[int, ...] = (),
         longest: int = 0,
+        row_order: bool = False,
     ) -> None:
         self.columns = columns
         self.keys = keys
@@ -375,6 +377,9 @@ class _Plan:
         # longer than *longest* are one; no uncut text or blob is that long.
         self.long_at = long_at
         self.longest = longest
+        # Offset mode, an order not known to be total and no key to append: ties are
+        # ordered by the whole row (`_row_order`), so rows only alike in every column tie.
+        self.row_order = row_order
         # The most bytes of text and binary data a row can bring at the cut (set with
         # the cut, `_plan_for`; 0: not bounded).
         self.row_bound = 0
@@ -552,6 +557,10 @@ class _SQLSource(Source[Row]):
     def _no_limit(self) -> str:
         return ""
 
+    def _row_order(self, plan: _Plan) -> str:
+        """The ORDER BY terms that order rows tied on the keys by all of their columns."""
+        raise NotImplementedError
+
     def _nulls_first(self, desc: bool) -> bool:
         """Whether the database puts NULLs first for this direction (its default)."""
         raise NotImplementedError
@@ -565,9 +574,11 @@ class _SQLSource(Source[Row]):
     @property
     def _wants_table_keys(self) -> bool:
         """Whether the catalog's keys are read: keyset mode makes its order total with
-        them, and a default order without an `id` column is the table's key (offset mode
-        too)."""
-        return self._mode == "keyset" or self._default_order
+        them, offset mode too unless the order is declared unique (PostgreSQL's sort
+        gives tied rows another order for each LIMIT and OFFSET, so pages skipped rows
+        and repeated others), and a default order without an `id` column is the
+        table's key."""
+        return self._mode == "keyset" or self._default_order or not self._unique
 
     def _resolve(
         self,
@@ -610,7 +621,11 @@ class _SQLSource(Source[Row]):
         notnull: set[str] = table_keys.notnull if table_keys is not None else set()
         keys = [(name, desc, name in notnull) for name, desc in order]
         hidden = ""
-        if by_table or (self._mode == "keyset" and not self._unique):
+        row_order = False
+        offset_ties = self._mode == "offset" and bool(order) and not self._unique
+        if offset_ties and table_keys is None:
+            row_order = True  # a query's result: no key known to append
+        elif by_table or offset_ties or (self._mode == "keyset" and not self._unique):
             given = {name for name, _ in order}
             if table_keys is None:
                 last = order[-1][0]
@@ -624,7 +639,9 @@ class _SQLSource(Source[Row]):
                 )
             append = table_keys.append
             if not any(set(cols) <= given for cols in table_keys.unique):
-                if not append:
+                if not append and offset_ties:
+                    row_order = True
+                elif not append:
                     raise LimitError(
                         "order_by",
                         [("-" if d else "") + n for n, d in order],
@@ -692,6 +709,7 @@ class _SQLSource(Source[Row]):
             distinct_at=distinct_at,
             long_at=tuple(long_at),
             longest=longest,
+            row_order=row_order,
         )
 
     # -- one page -----------------------------------------------------------------------
@@ -954,6 +972,8 @@ class _SQLSource(Source[Row]):
             sql += " ORDER BY " + ", ".join(
                 _col(n) + (" DESC" if d else " ASC") for n, d, _ in plan.keys
             )
+            if plan.row_order:
+                sql += ", " + self._row_order(plan)
         if limit_hint is not None:
             sql += " LIMIT " + bind(limit_hint + 1)
         if offset:
@@ -1453,6 +1473,10 @@ class SQLiteSource(_SQLSource):
 
     def _no_limit(self) -> str:
         return " LIMIT -1"  # SQLite accepts OFFSET only after a LIMIT
+
+    def _row_order(self, plan: _Plan) -> str:
+        # Every value compares in SQLite (NULL, numbers, text, blobs, in that order).
+        return ", ".join(_col(name) for name in plan.columns)
 
     def _null_safe_eq(self, col: str, mark: str) -> str:
         return f"{col} IS {mark}"  # IS compares as = does, by the column's collation
@@ -2020,6 +2044,11 @@ class PostgresSource(_SQLSource):
 
     def _placeholder(self, name: str) -> str:
         return f"%({name})s" if self._named else "%s"
+
+    def _row_order(self, plan: _Plan) -> str:
+        # The whole row as text: JSON, XML and geometric columns have no ordering of
+        # their own, and rows with the same text are written alike.
+        return "_jb_q::text"
 
     def _nulls_first(self, desc: bool) -> bool:
         return desc  # NULL is PostgreSQL's largest value
