@@ -3020,3 +3020,36 @@ def test_offset_mode_on_sqlite_orders_ties_by_the_key_or_the_row(tmp_path: Path)
         # the ties in a total order: by the key (the table) or by every column (the query)
         assert ids == sorted(ids, key=lambda i: (i % 3, i))
     conn.close()
+
+
+@pytest.mark.postgres
+def test_regression_a_percent_sign_in_a_name_pages(postgres_server: PostgresServer) -> None:
+    """Found by a tester: psycopg reads "%" as a placeholder in every statement the source
+    runs (it always passes parameters), and names were quoted with it bare: a column
+    "margin %" or a table "growth%" failed every page with a ProgrammingError."""
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute('DROP TABLE IF EXISTS "growth%"')
+        conn.execute(
+            'CREATE TABLE "growth%" (id int PRIMARY KEY, "margin %" numeric, "%s" text,'
+            ' "%(x)s" text)'
+        )
+        conn.execute(
+            "INSERT INTO \"growth%\" SELECT i, i / 4.0, 'a' || i, repeat('b', 300)"
+            " FROM generate_series(1, 40) i"
+        )
+        try:
+            for source in (
+                PostgresSource(conn, table="growth%", max_cell_bytes=64),
+                PostgresSource(conn, table="growth%", order_by=("margin %", "id")),
+                PostgresSource(
+                    conn, query='SELECT * FROM "growth%%" WHERE id > %s', params=(0,), unique=True
+                ),
+            ):
+                limits = Limits(2000, max_items=7)
+                for pages in (pages_by_paginate(source, limits), pages_by_fill(source, limits)):
+                    rows = [row for page in pages for row in page]
+                    assert sorted(row["id"] for row in rows) == list(range(1, 41))
+                    assert {row["margin %"] for row in rows if row["id"] == 4} == {1}
+                    assert {row["%s"] for row in rows if row["id"] == 4} == {"a4"}
+        finally:
+            conn.execute('DROP TABLE "growth%"')

@@ -103,11 +103,6 @@ def quote_ident(name: object, what: str = "identifier") -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _col(name: str) -> str:
-    """A column of the wrapped query (never an output alias of the same name)."""
-    return "_jb_q." + quote_ident(name)
-
-
 def _parse_order(order_by: object) -> tuple[tuple[str, bool], ...]:
     if isinstance(order_by, str) or not isinstance(order_by, Sequence):
         raise LimitError("order_by", order_by, "must be a sequence of column names")
@@ -508,7 +503,9 @@ class _SQLSource(Source[Row]):
             parts = (table,) if isinstance(table, str) else tuple(table or ())
             if not parts or len(parts) > 2:
                 raise LimitError("table", table, "must be a name or (schema, name)")
-            self._inner = "SELECT * FROM " + ".".join(quote_ident(p, "table") for p in parts)
+            for p in parts:
+                quote_ident(p, "table")  # refused here, named as the table
+            self._inner = "SELECT * FROM " + ".".join(self._ident(p) for p in parts)
             self._table = parts
         self._query = query
         if mode not in ("keyset", "offset"):
@@ -556,6 +553,14 @@ class _SQLSource(Source[Row]):
 
     def _no_limit(self) -> str:
         return ""
+
+    def _ident(self, name: str) -> str:
+        """An identifier as this database's statements spell it (see `quote_ident`)."""
+        return quote_ident(name)
+
+    def _col(self, name: str) -> str:
+        """A column of the wrapped query (never an output alias of the same name)."""
+        return "_jb_q." + self._ident(name)
 
     def _row_order(self, plan: _Plan) -> str:
         """The ORDER BY terms that order rows tied on the keys by all of their columns."""
@@ -668,7 +673,7 @@ class _SQLSource(Source[Row]):
         for i, name in enumerate(columns):
             if name in by_name and name not in key_cols:  # a key must stay whole
                 value, length, head, unit = by_name[name]
-                select.append(f"{value} AS {quote_ident(name)}")
+                select.append(f"{value} AS {self._ident(name)}")
                 if length is None:
                     long_at.append(i)
                     continue
@@ -679,10 +684,10 @@ class _SQLSource(Source[Row]):
                 if head is not None:
                     head_sql.append(head)
             else:
-                select.append(_col(name))
-        bare = [_col(name) for name in columns]
+                select.append(self._col(name))
+        bare = [self._col(name) for name in columns]
         if hidden:
-            select.append("_jb_q." + quote_ident(hidden))
+            select.append(self._col(hidden))
             bare.append(select[-1])
         first_head = len(columns) + (1 if hidden else 0) + len(lengths)
         heads = [None if h is None else first_head + h for h in head_at]
@@ -970,7 +975,7 @@ class _SQLSource(Source[Row]):
             offset = offset_position(position, "row")
         if plan.keys:
             sql += " ORDER BY " + ", ".join(
-                _col(n) + (" DESC" if d else " ASC") for n, d, _ in plan.keys
+                self._col(n) + (" DESC" if d else " ASC") for n, d, _ in plan.keys
             )
             if plan.row_order:
                 sql += ", " + self._row_order(plan)
@@ -1031,7 +1036,7 @@ class _SQLSource(Source[Row]):
         if not isinstance(key, list) or len(key) != len(plan.keys):
             raise InvalidCursor("the position is not a valid keyset position")
         return " AND ".join(
-            self._null_safe_eq(_col(name), bind(_key_value(v)))
+            self._null_safe_eq(self._col(name), bind(_key_value(v)))
             for (name, _, _), v in zip(plan.keys, key, strict=True)
         )
 
@@ -1062,7 +1067,7 @@ class _SQLSource(Source[Row]):
                 # No other row shares the first k keys: the keys after them never decide.
                 keys, values = keys[:k], values[:k]
                 break
-        cols = [_col(n) for n, _, _ in keys]
+        cols = [self._col(n) for n, _, _ in keys]
         directions = {d for _, d, _ in keys}
         if len(directions) == 1 and all(nn for _, _, nn in keys) and None not in values:
             # NOT NULL columns in one direction: a row value, which an index serves.
@@ -1476,7 +1481,7 @@ class SQLiteSource(_SQLSource):
 
     def _row_order(self, plan: _Plan) -> str:
         # Every value compares in SQLite (NULL, numbers, text, blobs, in that order).
-        return ", ".join(_col(name) for name in plan.columns)
+        return ", ".join(self._col(name) for name in plan.columns)
 
     def _null_safe_eq(self, col: str, mark: str) -> str:
         return f"{col} IS {mark}"  # IS compares as = does, by the column's collation
@@ -1690,7 +1695,9 @@ class SQLiteSource(_SQLSource):
         cells: list[Any] = []
         for i, name in enumerate(names):
             try:
-                cells.append(cur.execute(f"SELECT {_col(name)} {where}", (row_id,)).fetchone()[0])
+                cells.append(
+                    cur.execute(f"SELECT {self._col(name)} {where}", (row_id,)).fetchone()[0]
+                )
             except sqlite3.DataError as exc:
                 if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG or i not in plan.long_at:
                     raise
@@ -1698,7 +1705,9 @@ class SQLiteSource(_SQLSource):
                 # one on the row's own page is read, and stopped by the limit: lifted.
                 conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
                 try:
-                    kind = cur.execute(f"SELECT typeof({_col(name)}) {where}", (row_id,)).fetchone()
+                    kind = cur.execute(
+                        f"SELECT typeof({self._col(name)}) {where}", (row_id,)
+                    ).fetchone()
                 finally:
                     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, plan.longest)
                 # The blob handle reads the size and a prefix, never the rest.
@@ -1756,7 +1765,7 @@ class SQLiteSource(_SQLSource):
             cuts: list[_Cut] = []
             utf8 = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
             for name in columns if n is not None else ():
-                col = _col(name)
+                col = self._col(name)
                 if utf8:
                     # A value's size in bytes (a text cast to a blob is the same bytes) is
                     # known without reading it, and counts past a NUL, where length() and
@@ -2045,6 +2054,11 @@ class PostgresSource(_SQLSource):
     def _placeholder(self, name: str) -> str:
         return f"%({name})s" if self._named else "%s"
 
+    def _ident(self, name: str) -> str:
+        # psycopg reads "%" as a placeholder wherever parameters are passed, which is
+        # every statement here: a "%" in a name (a column "margin %") must be "%%".
+        return quote_ident(name).replace("%", "%%")
+
     def _row_order(self, plan: _Plan) -> str:
         # The whole row as text: JSON, XML and geometric columns have no ordering of
         # their own, and rows with the same text are written alike.
@@ -2215,7 +2229,7 @@ class PostgresSource(_SQLSource):
         text_length = "octet_length" if text_unit == "bytes" else "length"
         cuts: list[_Cut] = []
         for name, oid in zip(columns, oids, strict=True) if n is not None else ():
-            col = _col(name)
+            col = self._col(name)
             if oid == _PG_BYTEA:
                 # octet_length reads the stored size; substring detoasts only the slice.
                 when = f"octet_length({col}) > {n}"
