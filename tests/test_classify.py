@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -15,6 +16,7 @@ import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_ai.exceptions import ModelHTTPError
 
 from jsonbudget import (
     AmbiguousSizeError,
@@ -1015,3 +1017,114 @@ def test_regression_a_range_without_a_space_is_read_as_two_numbers() -> None:
     assert isinstance(spaced, OutputCapTooLarge)
     assert spaced.available == 8192
     assert classify_size_error("Range of max_tokens should be [1,8192]") == spaced
+
+
+# -- regressions: a bare status is the weakest evidence in a chain --------------------------
+
+
+def _client_error(
+    client: anthropic.Anthropic | openai.OpenAI, url: str, status: int, body: dict[str, Any]
+) -> anthropic.APIStatusError | openai.APIStatusError:
+    # Built as the clients build them from a response, so str(), body and status are real.
+    response = httpx2.Response(status, json=body, request=httpx2.Request("POST", url))
+    return client._make_status_error_from_response(response)
+
+
+def _groq_client_413(message: str, **fields: str) -> openai.APIStatusError:
+    client = openai.OpenAI(api_key="k", base_url="https://api.groq.com/openai/v1")
+    body = {"error": {"message": message, **fields}}
+    error = _client_error(client, "https://api.groq.com/openai/v1/chat/completions", 413, body)
+    assert isinstance(error, openai.APIStatusError)
+    return error
+
+
+class UpstreamError(Exception):
+    """A user's own wrapper that keeps only the status of what it wraps."""
+
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"upstream returned HTTP {status_code}")
+        self.status_code = status_code
+
+
+def _raised_from(
+    error: anthropic.APIStatusError | openai.APIStatusError,
+    wrap: Callable[[anthropic.APIStatusError | openai.APIStatusError], Exception],
+) -> Exception:
+    try:
+        try:
+            raise error
+        except (anthropic.APIStatusError, openai.APIStatusError) as inner:
+            raise wrap(inner) from inner
+    except Exception as outer:  # noqa: BLE001 - whichever wrapper it was
+        return outer
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _status_only(error: anthropic.APIStatusError | openai.APIStatusError) -> list[Exception]:
+    """*error* raised from, under wrappers that keep only its status."""
+    return [
+        _raised_from(error, lambda e: ModelHTTPError(e.status_code, "m", body=None)),
+        _raised_from(error, lambda e: UpstreamError(e.status_code)),
+    ]
+
+
+def test_regression_a_status_only_413_wrapper_does_not_hide_a_rate_limit() -> None:
+    """Found by a tester: Groq's per-minute 413 (None alone) raised from under a wrapper
+    that keeps only the status was PromptTooLong: each link was decided alone first, and
+    the wrapper's bare 413 counted as a decision before the quota's words were read."""
+    quota = _groq_client_413(GROQ_TPM_BODY["error"]["message"], code="rate_limit_exceeded")
+    assert classify_size_error(quota) is None
+    for outer in _status_only(quota):
+        assert classify_size_error(outer) is None, type(outer)
+        assert classify_size_error(outer, requested=4000) is None
+
+        def call(cap: int, outer: Exception = outer) -> str:
+            raise outer
+
+        # A quota: re-raised unchanged, the prompt never compressed for it.
+        compressed: list[PromptTooLong] = []
+        with pytest.raises(type(outer)) as info:
+            call_with_output_cap(call, max_output_tokens=4000, compress_prompt=compressed.append)
+        assert info.value is outer
+        assert compressed == []
+    # The code alone marks the quota too, under the wrapper as without it.
+    coded = _groq_client_413("Request too large", code="rate_limit_exceeded")
+    assert classify_size_error(coded) is None
+    assert [classify_size_error(outer) for outer in _status_only(coded)] == [None, None]
+    # A 413 that is no quota stays the prompt, wrapped or not, named after the client.
+    plain = _groq_client_413("Request Entity Too Large", type="invalid_request_error")
+    expected = PromptTooLong(None, None, "openai")
+    assert classify_size_error(plain) == expected
+    assert [classify_size_error(outer) for outer in _status_only(plain)] == [expected] * 2
+
+
+def test_regression_a_bare_status_does_not_decide_before_another_links_words() -> None:
+    # The same cause: a bare 413 on the raised link decided before any other evidence.
+    # A link's words decide first, then a code, then the status.
+    message = "input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000"
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    url = "https://api.anthropic.com/v1/messages"
+    cap = _client_error(anthropic.Anthropic(api_key="k"), url, 413, body)
+    expected_cap = OutputCapTooLarge(21333, 2798, 200000, "anthropic", 197202)
+    assert classify_size_error(cap) == expected_cap
+    assert [classify_size_error(outer) for outer in _status_only(cap)] == [expected_cap] * 2
+    coded = _groq_client_413("Request rejected", code="context_length_exceeded")
+    vague = AmbiguousSizeError(provider="openai")
+    assert classify_size_error(coded) == vague
+    assert [classify_size_error(outer) for outer in _status_only(coded)] == [vague] * 2
+
+
+def test_regression_a_413_re_raised_by_pydantic_ai_names_the_sdk_it_came_from() -> None:
+    """Found by a tester: an anthropic 413 re-raised as pydantic-ai does it gave
+    provider=None: the wrapper's own status decided, named after the wrapper alone."""
+    message = "Request exceeds the maximum allowed number of bytes."
+    body = {"type": "error", "error": {"type": "request_too_large", "message": message}}
+    url = "https://api.anthropic.com/v1/messages"
+    error = _client_error(anthropic.Anthropic(api_key="k"), url, 413, body)
+    expected = PromptTooLong(None, None, "anthropic")
+    assert classify_size_error(error) == expected
+    # As pydantic-ai's AnthropicModel re-raises a status error: the body kept.
+    reraised = _raised_from(error, lambda e: ModelHTTPError(e.status_code, "claude-x", body=e.body))
+    assert classify_size_error(reraised) == expected
+    assert classify_size_error(reraised, provider="bedrock") == PromptTooLong(None, None, "bedrock")
+    assert [classify_size_error(outer) for outer in _status_only(error)] == [expected] * 2

@@ -965,11 +965,11 @@ _SDK_PROVIDERS: Final = {
 }
 
 
-def _sdk_provider(error: object, *, deep: bool = True) -> str | None:
-    """The provider whose SDK raised *error* (or, *deep*, an exception in its chain)."""
+def _sdk_provider(error: object) -> str | None:
+    """The provider whose SDK raised *error* or an exception in its chain, first found."""
     if _is(error, (str, bytes, bytearray, Mapping)):
         return None
-    for link in _chain(error) if deep else (error,):
+    for link in _chain(error):
         module = _attr(type(link), "__module__")
         if type(module) is str:
             found = _SDK_PROVIDERS.get(module.partition(".")[0])
@@ -988,28 +988,39 @@ def _status_of(error: object) -> int | None:
     return None
 
 
-def _decide(
-    error: object, requested: int | None, provider: str | None
-) -> tuple[str | None, SizeVerdict | None]:
-    """The rule and the verdict for *error*. *provider* is the caller's override."""
-    links = [] if _is(error, (str, bytes, bytearray, Mapping)) else list(_chain(error))
+_Decision = tuple[str | None, SizeVerdict | None]
+
+
+def _decide(error: object, requested: int | None, provider: str | None) -> _Decision:
+    """The rule and the verdict for *error*. *provider* is the caller's override.
+
+    Evidence is ranked, strongest first: one exception's own words (its numbers, then its
+    wording), the raised one before those it was raised from or during; then every
+    link's text together; then error codes; last a bare HTTP 413, which only decides
+    when no link's text or code says more (a rate limit anywhere in the chain says more).
+    """
+    if _is(error, (str, bytes, bytearray, Mapping)):
+        whole = _scan(error)
+        return _by_weak_evidence(whole, [whole], [], requested, provider)
+    links = list(_chain(error))
+    scans: list[_Scan] = []
     if len(links) > 1:
-        # Each exception by its own words first, the one raised before those it was raised
-        # from or during: a fallback call's PromptTooLong, raised while handling another
-        # provider's OutputCapTooLarge, is a PromptTooLong (the chain's text joined read
-        # as the earlier error, named after the wrong provider).
+        # A fallback call's PromptTooLong, raised while handling another provider's
+        # OutputCapTooLarge, is a PromptTooLong (the chain's text joined read as the
+        # earlier error, named after the wrong provider).
         for link in links:
             scan = _Scan()
             _scan_object(link, scan)
-            found = _decide_scan(scan, link, requested, provider or _sdk_provider(link, deep=False))
+            scans.append(scan)
+            found = _by_words(scan, requested, provider or _sdk_provider(link))
             if isinstance(found[1], OutputCapTooLarge | PromptTooLong):
                 return found
-    return _decide_scan(_scan(error), error, requested, provider or _sdk_provider(error))
+    whole = _scan(error)
+    return _by_weak_evidence(whole, [whole, *scans], links, requested, provider)
 
 
-def _decide_scan(
-    scan: _Scan, error: object, requested: int | None, provider: str | None
-) -> tuple[str | None, SizeVerdict | None]:
+def _by_words(scan: _Scan, requested: int | None, provider: str | None) -> _Decision:
+    """The numeric and wording rules on one scan's text, then llama.cpp's count fields."""
     text = scan.text()
     found = _classify_text(text, requested=requested, provider=provider)
     rule, verdict = found if found is not None else (None, None)
@@ -1026,18 +1037,41 @@ def _decide_scan(
         return "llama_cpp_fields", _by_arithmetic(
             prompt, requested, window, provider or "llama.cpp"
         )
-    if verdict is not None:
-        return rule, verdict
-    if scan.codes & _CODE_HINTS:
-        return "error_code", AmbiguousSizeError(provider=provider)
-    if not _is(error, (str, bytes, bytearray, Mapping)) and _status_of(error) == 413:
-        if _RATE_LIMIT.search(text) or _RATE_LIMIT_CODE in scan.codes:
-            # Groq sends its tokens-per-minute quota as a 413 ("Request too large ... on
-            # tokens per minute (TPM)"): a quota, not a body or window size, as without it.
-            return None, None
-        # 413 is a request body too large in bytes; the cap is one number, so it is the prompt.
-        return "http_413", PromptTooLong(prompt_tokens=None, limit=None, provider=provider)
-    return None, None
+    return rule, verdict
+
+
+def _by_weak_evidence(
+    whole: _Scan,
+    scans: list[_Scan],
+    links: list[object],
+    requested: int | None,
+    provider: str | None,
+) -> _Decision:
+    """*whole* (every link's text together) by its words, then by codes and statuses.
+
+    *scans* are *whole* and each link's own scan, whose codes and rate-limit wording
+    count: a long first link may leave no scan budget for the next. *links* are the
+    exceptions, raised one first; none for a body or a text.
+    """
+    named = provider or (_sdk_provider(links[0]) if links else None)
+    found = _by_words(whole, requested, named)
+    if found[1] is not None:
+        return found
+    codes: set[str] = set().union(*(scan.codes for scan in scans))
+    if codes & _CODE_HINTS:
+        return "error_code", AmbiguousSizeError(provider=named)
+    status_link = next((link for link in links if _status_of(link) == 413), None)
+    if status_link is None:
+        return None, None
+    if _RATE_LIMIT_CODE in codes or any(_RATE_LIMIT.search(scan.text()) for scan in scans):
+        # Groq sends its tokens-per-minute quota as a 413 ("Request too large ... on tokens
+        # per minute (TPM)"): a quota, not a body or window size, as without it. A wrapper
+        # that keeps only the status (raised from it) does not make it one.
+        return None, None
+    # 413 is a request body too large in bytes; the cap is one number, so it is the prompt.
+    return "http_413", PromptTooLong(
+        prompt_tokens=None, limit=None, provider=provider or _sdk_provider(status_link)
+    )
 
 
 def classify_size_error(
