@@ -162,7 +162,7 @@ def test_regression_the_report_escapes_pointers_that_would_break_its_lines() -> 
         assert key[1:] in keys
 
 
-@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii", "ascii:surrogateescape"])
 def test_regression_tune_and_demo_finish_on_a_stdout_that_is_not_utf8(
     items_file: Path, encoding: str
 ) -> None:
@@ -928,3 +928,49 @@ def test_regression_dump_refuses_binary_input_at_its_first_byte() -> None:
     assert b"no value starts with the byte 0x89 (at decoded byte 2)" in junk.stderr
     # A top-level string still starts a value.
     assert run("dump", "--max-bytes", "100", "-", stdin=b'"abc"').stdout == b'"abc"\n'
+
+
+def test_regression_dump_waits_on_a_non_blocking_stdin() -> None:
+    """Found by a tester: on a stdin left non-blocking by the program that started the
+    command, a read with nothing ready (None) was taken for the end: lines sent later
+    were lost under a "complete" report, exit 0; with nothing ready at the start, a
+    traceback."""
+    import fcntl
+
+    for first, second, want in (
+        (b'{"id": 1}\n{"id": 2}\n', b'{"id": 3}\n', [{"id": 1}, {"id": 2}, {"id": 3}]),
+        (b"", b"[1, 2]", [1, 2]),
+        (b'[{"id": 1}, ', b'{"id": 2}]', [{"id": 1}, {"id": 2}]),
+    ):
+        r, w = os.pipe()
+        fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_NONBLOCK)
+        os.write(w, first)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jsonbudget", "dump", "--report"],
+            stdin=r,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=ENV,
+        )
+        os.close(r)
+        time.sleep(0.5)  # the command is reading, and finds nothing ready
+        os.write(w, second)
+        os.close(w)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert orjson.loads(out) == want
+        assert b"complete" in err
+
+
+def test_regression_a_gzip_file_cut_short_is_one_line_for_page_and_tune(tmp_path: Path) -> None:
+    """Found by a tester: with --kind auto, page and tune sniffed the first line of a
+    truncated gzip file outside the error wrapper: an EOFError traceback."""
+    data = gzip.compress(b'[{"id": 1}, {"id": 2}, {"id": 3}]\n')
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(data[:-6])
+    for args in (("page", str(cut), "--store", str(tmp_path / "c.db")), ("tune", str(cut), "-q")):
+        done = run(*args)
+        assert done.returncode == 1
+        assert done.stderr.count(b"\n") == 1, done.stderr
+        assert b"Traceback" not in done.stderr
+        assert b"gzip" in done.stderr

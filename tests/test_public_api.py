@@ -54,6 +54,7 @@ ERROR_SAMPLES = [
     errors.DecodeError("bad byte", offset=3),
     errors.OversizedItemError(index=1, encoded_bytes=5000, limit=300),
     errors.SpillError("gone"),
+    errors.SpillError(2, "No such file or directory", "spill/x.json"),
     errors.TokenizerUnavailable("not cached"),
     errors.InvalidCursor("garbled"),
     errors.ExpiredCursor("expired"),
@@ -80,6 +81,9 @@ def test_regression_errors_cross_process_boundaries() -> None:
             assert str(back) == str(error)
             assert back.__dict__ == error.__dict__
             assert getattr(back, "reason", None) == getattr(error, "reason", None)
+            # Fields of ImportError and OSError of their own, which `args` does not hold.
+            for field in ("msg", "name", "path", "errno", "strerror", "filename"):
+                assert getattr(back, field, None) == getattr(error, field, None), field
     with ProcessPoolExecutor(1) as pool:
         for error in ERROR_SAMPLES[-2:]:
             raised = pool.submit(_raise, error).exception()

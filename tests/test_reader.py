@@ -171,6 +171,9 @@ def test_unknown_or_non_text_encoding_refused_before_reading() -> None:
     # "bücher" read in two chunks came back as "bcherͩ", complete.
     with pytest.raises(LimitError, match="decodes only whole texts"):
         read_bounded_text(source, 10, encoding="punycode")
+    # Regression: a NUL in the name made codecs.lookup raise a bare ValueError.
+    with pytest.raises(LimitError, match="encoding"):
+        read_bounded_text(source, 10, encoding="utf-8\0")
     assert source.handed_out == 0
 
 

@@ -134,7 +134,7 @@ def _check_encoding(encoding: object) -> str:
         raise LimitError("encoding", encoding, "must be a str naming a text encoding")
     try:
         info = codecs.lookup(encoding)
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL in the name ("utf-8\0")
         raise LimitError("encoding", encoding, "is not a known encoding") from None
     # bytes-to-bytes codecs such as "zlib" or "base64" are not text encodings.
     if not getattr(info, "_is_text_encoding", True):

@@ -50,13 +50,24 @@ class JsonBudgetError(Exception):
         # Rebuilt from its message and attributes, never through __init__, whose
         # keyword-only data `args` does not hold: a process pool's worker could not send
         # a LimitError or a BudgetExhausted back (BrokenProcessPool instead).
-        return (_restore, (type(self), self.args, self.__dict__))
+        state = dict(self.__dict__)
+        # ImportError and OSError keep these in fields of their own, which `args` does
+        # not hold (an OSError's file name) or only __init__ sets (ImportError's).
+        # Unset ones stay unset: an OSError with a file name of None is shown as one.
+        fields = {}
+        if isinstance(self, ImportError):
+            fields = {"msg": self.msg, "name": self.name, "path": self.path}
+        if isinstance(self, OSError):
+            fields = {"filename": self.filename, "filename2": self.filename2}
+        state.update((k, v) for k, v in fields.items() if v is not None)
+        return (_restore, (type(self), self.args, state))
 
 
 def _restore(cls: type[JsonBudgetError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
     error = cls.__new__(cls, *args)
     error.args = args
-    error.__dict__.update(state)
+    for name, value in state.items():
+        setattr(error, name, value)  # through the fields' descriptors (ImportError's)
     return error
 
 

@@ -416,6 +416,32 @@ def _wait_writable(buffer: IO[bytes]) -> None:
     select.select([], [buffer.fileno()], [])
 
 
+class _Waiting:
+    """A non-blocking binary input (a stdin the program that started us left so) read as
+    a blocking one is: ``read(n)`` waits for data and returns fewer than *n* bytes only at
+    the end. Read as it is, a read with nothing ready yet returns None, which was taken
+    for the end: lines sent later were lost under a "complete" report."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+
+    def read(self, size: int = -1) -> bytes:
+        chunks: list[bytes] = []
+        got = 0
+        while size < 0 or got < size:
+            data = self.raw.read(_READ if size < 0 else size - got)
+            if data is None:  # nothing ready yet
+                select.select([self.raw.fileno()], [], [])
+                continue
+            if not data:
+                break
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+
+
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         return f"{exc.strerror}: {exc.filename}"
@@ -447,8 +473,13 @@ class _StdoutText:
         # Text for people: a character the terminal's encoding lacks (the tables' "←",
         # rich's "⋯" under a latin-1 or ASCII locale) becomes "?", where "strict" ended
         # the command midway with exit 1.
-        errors = getattr(self._stream, "errors", None)
-        data = text.encode(self.encoding, "replace" if errors in (None, "strict") else errors)
+        # The stream's own handler first (surrogateescape gives a file name's bytes back),
+        # "replace" where it cannot encode a character (Python's true ASCII locale uses
+        # surrogateescape, which has no answer for "←").
+        try:
+            data = text.encode(self.encoding, getattr(self._stream, "errors", None) or "strict")
+        except UnicodeEncodeError:
+            data = text.encode(self.encoding, "replace")
         _write_all(self._stream, data)
         return len(text)
 
@@ -585,6 +616,9 @@ def _open_input(name: str, stack: ExitStack) -> _Prepended:
         if sys.stdin is None:
             raise _Closed("stdin is closed (give a FILE, or feed it with < or |)")
         raw: IO[bytes] = sys.stdin.buffer
+        with file_errors(lambda: 0):
+            if not os.get_blocking(raw.fileno()):
+                raw = cast(IO[bytes], _Waiting(raw))
     else:
         raw = stack.enter_context(open(name, "rb"))  # noqa: SIM115  # the stack closes it
     head = raw.read(len(GZIP_MAGIC))
@@ -680,7 +714,9 @@ def _sniff_kind(path: str) -> str:
         # An array's first line may be all of a huge array file: only a short one is
         # read to learn whether it is a line of JSON Lines (`dump` decides the same way).
         most = _READ if first == b"[" else MAX_LOAD_BYTES
-        if _whole_line(stream.readline(most + 1), most) is _NOTHING:
+        with file_errors(lambda: stream.read_bytes):  # a gzip file cut short, say
+            line = stream.readline(most + 1)
+        if _whole_line(line, most) is _NOTHING:
             return "json"
         return "jsonl" if _first_char(stream, lambda: stream.read_bytes) else "json"
 
