@@ -8,6 +8,8 @@ every spilled result is whole on disk.
 from __future__ import annotations
 
 import asyncio
+import base64
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -609,3 +611,212 @@ def test_regression_pydantic_ai_model_retry_messages_count_against_the_turn(
         assert len(text.encode()) < TURN
         assert "spilled" in text
     assert [r.used_bytes <= TURN for r in capability.reports] == [True, True]
+
+
+def files_turn(
+    calls: int, files: int, turn: TurnBudget
+) -> tuple[list[tuple[str, list[Any]]], TurnReport]:
+    """*calls* parallel calls, each returning a long text and *files* images: what a
+    provider whose tool results take text only sends for each (pydantic-ai's own
+    rendering: the tool message and the files that follow it), and the turn's report."""
+    images = [
+        BinaryContent(b"\x89PNG" + bytes([i]) * 100, media_type="image/png") for i in range(files)
+    ]
+    sent: list[tuple[str, list[Any]]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            parts = [ToolCallPart("shots", {"page": i}, tool_call_id=f"c{i}") for i in range(calls)]
+            return ModelResponse(parts=parts)
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart):
+                sent.append(part.model_response_str_and_user_content())
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability])
+
+    @agent.tool_plain
+    def shots(page: int) -> list[Any]:
+        """A page's screenshots, with its text."""
+        return [f"page {page} text " * 500, *images]
+
+    assert agent.run_sync("go").output == "done"
+    (report,) = capability.reports
+    return sent, report
+
+
+def test_regression_pydantic_ai_spilled_text_with_files_stays_within_the_turn(
+    tmp_path: Path,
+) -> None:
+    """A spilled text beside twelve files became the bare store file name, with no
+    spill marker, and the message ([name, "See file …", ...]) was never checked against
+    what the turn counted: four calls sent 1,228 bytes in a 1,000-byte turn."""
+    turn = TurnBudget(max_bytes=1000, store=SpillStore(tmp_path))
+    sent, report = files_turn(4, 12, turn)
+    assert len(sent) == 4
+    assert sum(len(text.encode()) for text, _ in sent) <= report.used_bytes <= 1000
+    assert not report.over_budget
+    by_size = sorted(len(text.encode()) for text, _ in sent)
+    counted = sorted(r.admitted_bytes for r in report.results)
+    assert all(s <= c for s, c in zip(by_size, counted, strict=True))
+    for text, files in sent:
+        doc = orjson.loads(text) if text.startswith("[") else [text]
+        note = doc[0]
+        assert note.startswith("…[spilled: ")  # the cut is marked in-band
+        kept = len(doc) - 1
+        assert len(files) == 3 * kept  # each file framed by pydantic-ai's two tags
+        assert doc[1:] == [f"See file {f.identifier}." for f in files[1::3]]
+        if kept < 12:
+            assert f"; {12 - kept} " in note  # the files left out are counted in the note
+        # The note names the spill, which holds the text and every file's reference.
+        (spilled,) = [r.spill for r in report.results if r.spill and r.spill.ref in note]
+        assert spilled is not None
+        whole = orjson.loads(spilled.path.read_bytes())
+        assert whole[0].startswith("page ")
+        assert len(whole) == 13
+
+
+def test_pydantic_ai_spilled_text_keeps_its_files_where_they_fit(tmp_path: Path) -> None:
+    # With room, the whole note and every file go: only the text is replaced.
+    turn = TurnBudget(max_bytes=5000, store=SpillStore(tmp_path))
+    sent, report = files_turn(1, 12, turn)
+    ((text, files),) = sent
+    (admitted,) = report.results
+    note, *refs = orjson.loads(text)
+    assert admitted.spill is not None
+    assert note == (
+        f"…[spilled: {admitted.spill.size} bytes as {admitted.spill.ref}; read it with read_result]"
+    )
+    assert len(refs) == 12
+    assert len(files) == 36
+    assert len(text.encode()) <= admitted.admitted_bytes
+
+
+def test_regression_pydantic_ai_spilled_error_keeps_its_marker() -> None:
+    """Where the turn had room only for a bare reference, a spilled retry message
+    became the bare store file name: nothing in-band said it was cut."""
+
+    def lookup(q: str) -> str:
+        raise ModelRetry('"' * 2000)
+
+    parts = [ToolCallPart("lookup", {"q": str(i)}, tool_call_id=f"c{i}") for i in range(5)]
+    sent, report = answers_to(parts, lookup, TurnBudget(max_bytes=1000, max_calls=5))
+    assert len(sent) == 5
+    for text in sent:
+        assert orjson.loads(text)["error"].startswith("…[spilled: ")
+    assert sum(len(t.encode()) for t in sent) <= report.used_bytes <= 1000
+
+
+def test_regression_langchain_document_blocks_of_files_are_media(turn: TurnBudget) -> None:
+    """A PDF as a `document` block (a LangChain tool message block, a file as
+    langchain-core reads it) was counted as text and, too big for the turn, replaced by
+    a preview of its base64: the PDF never reached the model."""
+    pdf = base64.b64encode(b"%PDF-1.7\n" + bytes(12_000)).decode()
+    sources: list[dict[str, Any]] = [
+        {"type": "base64", "media_type": "application/pdf", "data": pdf},
+        {"type": "url", "url": "https://example.com/q3.pdf"},
+        {"type": "file", "file_id": "file_123"},
+    ]
+    for source in sources:
+        document = {"type": "document", "source": source}
+
+        @tool
+        def fetch(q: str) -> list[dict[str, Any]]:
+            """Fetch the report."""
+            return [{"type": "text", "text": "Here is the report."}, document]  # noqa: B023
+
+        call: Any = {"name": "fetch", "args": {"q": "q3"}, "id": "d1", "type": "tool_call"}
+        before = turn.report().used_bytes
+        blocks = budget_tool(fetch, turn).invoke(call).content
+        assert blocks == [{"type": "text", "text": "Here is the report."}, document]
+        assert turn.report().used_bytes - before == len(b"Here is the report.")
+    # A document of text is text in the model's context: counted as its JSON.
+    text_doc = {"type": "document", "source": {"type": "text", "data": "x" * 20_000}}
+
+    @tool
+    def notes(q: str) -> list[dict[str, Any]]:
+        """Notes."""
+        return [text_doc]
+
+    call = {"name": "notes", "args": {"q": "a"}, "id": "d2", "type": "tool_call"}
+    (block,) = budget_tool(notes, TurnBudget(max_bytes=TURN)).invoke(call).content
+    assert block["type"] == "text"
+    assert "spilled" in block["text"]
+
+
+def rows_of(n: int) -> Iterator[dict[str, Any]]:
+    return ({"row": i, "text": "lorem ipsum"} for i in range(n))
+
+
+def rows_json(n: int) -> Any:
+    return [{"row": i, "text": "lorem ipsum"} for i in range(n)]
+
+
+async def test_regression_openai_agents_a_generator_of_values_is_a_value(
+    turn: TurnBudget,
+) -> None:
+    """A tool returning a generator of rows aborted Runner.run ("a streamed result must
+    yield bytes"): the turn read every iterator as a byte stream."""
+
+    @function_tool
+    def rows(n: int) -> Any:
+        """Rows."""
+        return rows_of(n)
+
+    model = ScriptedModel([
+        ModelStep(output=[function_call("rows", {"n": 3}, call_id="c1"),
+                          function_call("rows", {"n": 2000}, call_id="c2")]),
+        ModelStep(output=[assistant_message("done")]),
+    ])  # fmt: skip
+    agent = Agent(name="a", model=model, tools=budget_tools([rows], turn))
+    result = await Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True))
+    assert result.final_output == "done"
+    small, big = [
+        i["output"] for i in model.calls[1].input if i.get("type") == "function_call_output"
+    ]
+    assert orjson.loads(small) == rows_json(3)
+    ref = orjson.loads(big)["spilled"]["ref"]  # spilled whole, previewed as JSON
+    assert orjson.loads(turn.gate.store.read(ref, 0, 10**7)) == rows_json(2000)
+    assert turn.report().used_bytes <= TURN
+
+
+def test_regression_pydantic_ai_a_generator_of_values_is_a_value(turn: TurnBudget) -> None:
+    # The same TypeError failed agent.run_sync (pydantic-ai alone sends "[]").
+    sent: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("rows", {"n": 3}, tool_call_id="g")])
+        sent.extend(
+            p.model_response_str() for p in messages[-1].parts if isinstance(p, ToolReturnPart)
+        )
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = PydanticAgent(FunctionModel(model), capabilities=[TurnBudgetCapability(turn)])
+
+    @agent.tool_plain
+    def rows(n: int) -> Any:
+        return rows_of(n)
+
+    assert agent.run_sync("go").output == "done"
+    assert [orjson.loads(s) for s in sent] == [rows_json(3)]
+
+
+def test_regression_langchain_a_generator_of_values_is_a_value(turn: TurnBudget) -> None:
+    # Invoked without a tool call, budget_tool raised the same TypeError; with one,
+    # LangChain itself has made the generator its repr, which is admitted as text.
+    @tool
+    def rows(n: int) -> Any:
+        """Rows."""
+        return rows_of(n)
+
+    assert orjson.loads(budget_tool(rows, turn).invoke({"n": 3})) == rows_json(3)
+    assert budget_tool(rows, turn).invoke({"n": 0}) == "[]"
+
+    @tool
+    def chunks(n: int) -> Any:
+        """Bytes, streamed."""
+        return iter([b"line one\n", b"line two\n"])
+
+    assert budget_tool(chunks, turn).invoke({"n": 1}) == "line one\nline two\n"

@@ -18,6 +18,7 @@ import orjson
 
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
+from ._results import tool_result
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler
@@ -29,7 +30,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without langchain-core
     raise missing_extra("langchain", "langchain_core", "jsonbudget's LangChain adapter") from exc
 
-__all__ = ["MEDIA_BLOCK_TYPES", "TurnBudgetCallback", "budget_tool"]
+__all__ = ["MEDIA_BLOCK_TYPES", "MEDIA_DOCUMENT_SOURCES", "TurnBudgetCallback", "budget_tool"]
 
 
 class TurnBudgetCallback(BaseCallbackHandler):
@@ -159,8 +160,9 @@ def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool:
     and its spill reference). In a list of content blocks, strings, text blocks and every
     other block that is text in the model's context (``json``, ``search_result``...) are
     admitted (such a block that does not fit becomes a text block with its preview);
-    media blocks (`MEDIA_BLOCK_TYPES`: images, audio, video, files) reach the model
-    unchanged and do not count against the turn. A returned ``Command`` (LangGraph)
+    media blocks (`MEDIA_BLOCK_TYPES`: images, audio, video, files; and a ``document``
+    whose source is a file, `MEDIA_DOCUMENT_SOURCES`) reach the model unchanged and do
+    not count against the turn. A returned ``Command`` (LangGraph)
     passes unchanged.
     """
     if not isinstance(turn, TurnBudget):
@@ -217,8 +219,9 @@ class _BudgetedTool(BaseTool):
         )
         if isinstance(output, ToolOutputMixin) or commands:
             return output  # a Command carries its own messages; LangChain passes it as is
-        # Called without a tool call: the tool's own return value, admitted whole.
-        return self.turn.admit(output, tool=self.name).text
+        # Called without a tool call: the tool's own return value, admitted whole (with a
+        # tool call, LangChain has already made a generator its repr).
+        return self.turn.admit(tool_result(output, self.turn), tool=self.name).text
 
     def _content(self, content: Any) -> Any:
         # A ToolMessage's content is a string (LangChain turned any other value into its
@@ -234,7 +237,7 @@ class _BudgetedTool(BaseTool):
         media: list[Any] = []
         texts: list[str] = []
         for block in content:
-            if isinstance(block, dict) and block.get("type") in MEDIA_BLOCK_TYPES:
+            if _is_media(block):
                 media.append(block)  # an image, a file...: the model gets it as media
             else:
                 texts.append(_text_of(block))
@@ -244,6 +247,19 @@ class _BudgetedTool(BaseTool):
         if admitted.reason == "fits":
             return content
         return [{"type": "text", "text": admitted.text}, *media]
+
+
+def _is_media(block: Any) -> bool:
+    """Whether *block* reaches the model as media: a `MEDIA_BLOCK_TYPES` block, or a
+    ``document`` whose source is a file (`MEDIA_DOCUMENT_SOURCES`), as langchain-core
+    reads one (a ``file`` block); a document of text (``text``, ``content``) is text."""
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    if kind == "document":
+        source = block.get("source")
+        return isinstance(source, dict) and source.get("type") in MEDIA_DOCUMENT_SOURCES
+    return kind in MEDIA_BLOCK_TYPES
 
 
 def _text_of(block: str | dict[str, Any]) -> str:
@@ -266,3 +282,7 @@ def _text_of(block: str | dict[str, Any]) -> str:
 #: Content block types that reach the model as media, not as text: not counted in a turn
 #: (LangChain's standard blocks, and OpenAI's ``image_url`` / ``input_audio`` forms).
 MEDIA_BLOCK_TYPES = frozenset({"image", "image_url", "video", "audio", "input_audio", "file"})
+#: The sources that make a ``document`` block (Anthropic's form, one of LangChain's tool
+#: message blocks) a file: a PDF in base64, at a URL, or uploaded (a file id). A document
+#: of any other source (``text``, ``content``) puts its text in the model's context.
+MEDIA_DOCUMENT_SOURCES = frozenset({"base64", "url", "file"})

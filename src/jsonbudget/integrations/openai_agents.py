@@ -15,6 +15,7 @@ from typing import Any
 
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
+from ._results import tool_result
 
 try:
     import pydantic
@@ -76,7 +77,7 @@ def _budgeted(tool: FunctionTool, turn: TurnBudget) -> FunctionTool:
         output = await invoke(context, arguments)
         parts = _structured(output)
         if parts is None:
-            return (await turn.aadmit(output, tool=tool.name)).text
+            return (await turn.aadmit(tool_result(output, turn), tool=tool.name)).text
         # The text parts are one call's result: admitted as one (joined by newlines), so
         # that a call of many parts takes one call's room, not one a part.
         texts = [part.text for part in parts if isinstance(part, ToolOutputText)]

@@ -17,6 +17,7 @@ import orjson
 from .._agents.guards import TurnBudget, TurnReport
 from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
+from ._results import tool_result
 
 try:
     from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
@@ -136,8 +137,8 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     async def _admit_error(self, message: Any, tool: str) -> Any:
         """A retry's or a failure's message, admitted as pydantic-ai sends it: inside
         ``{"error": ...}``, a text JSON-escaped, validation errors as the array they are.
-        Where that does not fit, the message becomes a short note naming the spill, whose
-        wrapped form is no longer than what the turn counted."""
+        Where that does not fit, the message becomes a short note naming the spill (the
+        longest of `_notes` whose wrapped form is no longer than what the turn counted)."""
         try:
             # The bytes pydantic-ai sends (an int beyond 64 bits in full, where the encoder
             # writes a short marker), admitted as they are.
@@ -147,11 +148,14 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         admitted = await self.turn.aadmit(sent, tool=tool)
         if admitted.spill is None:
             return message  # counted as sent: the wrapper and the escapes
-        ref = _model_ref(admitted.data, admitted.spill.ref)
-        note = f"…[spilled: {admitted.spill.size} bytes as {ref}; read it with read_result]"
-        if len(orjson.dumps({"error": note})) > len(admitted.data):
-            note = ref  # the bare reference: shorter than any preview that names it
-        return note
+        counted = len(admitted.data)
+        notes = _notes(admitted.data, admitted.spill.ref, admitted.spill.size)
+        for note in notes:
+            if len(orjson.dumps({"error": note})) <= counted:
+                return note
+        # Not reached: the turn counted at least the gate's bare reference,
+        # {"spilled":{"ref":REF,"size":N}}, longer than {"error":"…[spilled: REF]"}.
+        return notes[-1]
 
     async def _admit(self, value: Any, tool: str) -> Any:
         # pydantic-ai sends files natively and the other items as text: only text is
@@ -165,7 +169,7 @@ class TurnBudgetCapability(AbstractCapability[Any]):
                 return value
             if files:
                 return await self._admit_with_files(data, files, tool)
-        return (await self.turn.aadmit(value, tool=tool)).text
+        return (await self.turn.aadmit(tool_result(value, self.turn), tool=tool)).text
 
     async def _admit_with_files(self, data: list[Any], files: list[Any], tool: str) -> Any:
         """The items of a result that holds files: their text goes first, then the files.
@@ -173,7 +177,9 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         A provider whose tool results take text only (OpenAI's chat API, Groq, Mistral...)
         sends ``[text, "See file <id>.", ...]`` as one JSON array, the text escaped once
         more: that array is what is admitted. Where it does not fit, the text becomes a
-        short note naming the spill, whose array is no longer than what was counted."""
+        short note naming the spill, and the message (note and file references) is kept
+        within what the turn counted: files are left out from the end, and the note says
+        how many, until it is; with none left the note alone is sent, as a plain text."""
         one = data[0] if len(data) == 1 else data
         limit = self.turn.max_bytes
         default = self.turn.gate.default
@@ -191,11 +197,43 @@ class TurnBudgetCapability(AbstractCapability[Any]):
             if admitted.spill is None:
                 return [text, *files]
         assert admitted.spill is not None
-        ref = _model_ref(admitted.data, admitted.spill.ref)
-        note = f"…[spilled: {admitted.spill.size} bytes as {ref}; read it with read_result]"
-        if len(orjson.dumps([note, *refs])) > len(admitted.data):
-            note = ref
-        return [note, *files]
+        counted = len(admitted.data)
+        # The bytes each file adds to the array: a comma and its reference, escaped.
+        ref_sizes = [1 + len(orjson.dumps(ref)) for ref in refs]
+        sent = sum(ref_sizes)
+        # Files come before a longer note: the first message (most files kept, longest
+        # note) no longer than what was counted.
+        for kept in range(len(files), -1, -1):
+            notes = _notes(admitted.data, admitted.spill.ref, admitted.spill.size,
+                           left_out=len(files) - kept, of=len(files))  # fmt: skip
+            for note in notes:
+                if kept == 0:  # a plain text, sent as it is
+                    if len(note.encode()) <= counted:
+                        return note
+                elif len(orjson.dumps(note)) + 2 + sent <= counted:
+                    return [note, *files[:kept]]
+            if kept:
+                sent -= ref_sizes[kept - 1]
+        # Not reached (the shortest note is shorter than the gate's bare reference, the
+        # least the turn counts for a spilled result); the gate's own answer fits.
+        return admitted.text
+
+
+def _notes(preview: bytes, stored: str, size: int, *, left_out: int = 0, of: int = 0) -> list[str]:
+    """The notes that may stand for a spilled message, longest first; each says it was
+    spilled, names the spill and says how many files were left out of the message.
+
+    The last, ``…[spilled: REF]`` (``…[spilled: REF; K files cut]``), is no longer than
+    the gate's bare reference, ``{"spilled":{"ref":REF,"size":N}}``, the least the turn
+    counts for a spilled result: inside ``{"error": ...}`` too, and with files cut while
+    K has at most four digits more than N."""
+    ref = _model_ref(preview, stored)
+    files = f"; {left_out} of {of} files not sent" if left_out else ""
+    return [
+        f"…[spilled: {size} bytes as {ref}; read it with read_result{files}]",
+        f"…[spilled: {size} bytes in {ref}{files}]",
+        f"…[spilled: {ref}; {left_out} files cut]" if left_out else f"…[spilled: {ref}]",
+    ]
 
 
 def _model_ref(preview: bytes, stored: str) -> str:
