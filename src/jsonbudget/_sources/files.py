@@ -145,13 +145,29 @@ def gzip_reason(exc: Exception) -> str:
     return text
 
 
+_NOT_REGULAR: Final = (
+    "the input is not a regular file (a pipe or a device): its pages after the first "
+    "cannot be read; page a file instead"
+)
+
+
 class _File:
     """An opened file, its identity and the stream that yields its (decoded) bytes."""
 
     __slots__ = ("ctime_ns", "inode", "mtime_ns", "pass_over", "raw", "regular", "size", "stream")
 
-    def __init__(self, path: str, gzip: bool | None) -> None:
-        raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
+    def __init__(self, path: str, gzip: bool | None, *, resume: bool = False) -> None:
+        if resume:
+            # Opened without waiting: opening a pipe waits for a writer, and one whose
+            # writer is gone would hang the page before its cursor could be refused.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise InvalidCursor(_NOT_REGULAR)
+            os.set_blocking(fd, True)
+            raw = open(fd, "rb")  # noqa: SIM115  # closed by close(), also on error below
+        else:
+            raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
         try:
             st = os.fstat(raw.fileno())
             self.size = st.st_size
@@ -177,10 +193,7 @@ class _File:
         """Move to the position's offset after checking the file is the one it came from."""
         if not self.regular:
             # What a pipe or a device gave is gone: no offset reads it again.
-            raise InvalidCursor(
-                "the input is not a regular file (a pipe or a device): its pages after the "
-                "first cannot be read; page a file instead"
-            )
+            raise InvalidCursor(_NOT_REGULAR)
         if (position["s"], position["m"], position["t"], position["n"]) != self.identity():
             raise InvalidCursor("the file changed since the cursor was minted")
         offset = position["o"]
@@ -904,7 +917,7 @@ class JsonArrayFileSource(Source[Any]):
         return self._iter(pos)
 
     def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
-        file = _File(self._path, self._gzip)
+        file = _File(self._path, self._gzip, resume=position is not None)
         try:
             if position is None:
                 resume = None
@@ -935,7 +948,7 @@ class JsonArrayFileSource(Source[Any]):
         """
         pos = _file_position(position)
         check_limit_hint(limit_hint)
-        file = _File(self._path, self._gzip)
+        file = _File(self._path, self._gzip, resume=pos is not None)
         try:
             resume = None if pos is None else (file.seek_checked(pos), cast(int, pos["i"]))
             runs = array_runs(
@@ -1008,7 +1021,7 @@ class JsonLinesSource(Source[Any]):
         return self._iter(pos)
 
     def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
-        file = _File(self._path, self._gzip)
+        file = _File(self._path, self._gzip, resume=position is not None)
         offset = 0
 
         def at() -> int:
@@ -1062,7 +1075,7 @@ class JsonLinesSource(Source[Any]):
         """
         pos = _file_position(position)
         check_limit_hint(limit_hint)
-        file = _File(self._path, self._gzip)
+        file = _File(self._path, self._gzip, resume=pos is not None)
         offset = 0
 
         def at() -> int:
