@@ -6,20 +6,21 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 import pytest
 from fastmcp import Client, FastMCP
+from fastmcp.dependencies import CallArgument, CurrentFastMCP, Depends, Progress
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware.response_limiting import ResponseLimitingMiddleware
 from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp.types import CallToolResult, Icon, ImageContent, TextContent
 
-from jsonbudget import MemoryCursorStore, SpillStore
+from jsonbudget import LimitError, MemoryCursorStore, SpillStore
 from jsonbudget._agents.reader import ResultReader
-from jsonbudget.fastmcp import BoundedResults
+from jsonbudget.fastmcp import SERVER_ERROR, BoundedResults
 from jsonbudget.mcp import message_bytes, page_output_schema, paginated_tool, read_result_tool
 
 INVALID_PARAMS = -32602
@@ -416,3 +417,161 @@ async def test_regression_a_tool_errors_message_is_bounded() -> None:
         assert text_of(got).endswith(" more chars]")
     assert small.is_error
     assert text_of(small) == "Error calling tool 'short': no such row"
+
+
+def iconic_app(budget: int, *, checked: bool = False) -> FastMCP:
+    """A server whose identity (a 1 KiB data: icon) is far over the default allowance,
+    with a tool whose result must be cut and one that fits."""
+    icon = Icon(src="data:image/png;base64," + "A" * 1368, mime_type="image/png")
+    app = FastMCP("docs-search", version="2.4.1", icons=[icon])
+    checks: dict[str, Any] = {"server": app} if checked else {}
+    app.add_middleware(BoundedResults(max_bytes=budget, **checks))
+
+    @app.tool()
+    def search(q: str) -> list[dict[str, Any]]:
+        return [{"id": i, "title": f"{q} #{i}"} for i in range(1000)]
+
+    @app.tool()
+    def small() -> dict[str, Any]:
+        return {"ok": True}
+
+    return app
+
+
+def stamped_bytes(result: Any, app: FastMCP) -> int:
+    return message_bytes(wire_of(result), server=app._mcp_server)
+
+
+async def test_regression_a_large_server_identity_is_a_defined_outcome_not_an_internal_error() -> (
+    None
+):
+    """Found by a tester: a budget accepted at construction (checked against the default
+    identity) turned every result that needed cutting into "-32603 Internal server error"
+    on a server whose serverInfo stamp is larger (an icon as a data: URI): the fitter for
+    that stamp raised LimitError at call time."""
+    # Too small even for an error's one line: a JSON-RPC error (it carries no stamp),
+    # naming the limit and the least.
+    app = iconic_app(1500)
+    async with Client(app) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("search", {"q": "cats"})
+    assert info.value.error.code == SERVER_ERROR
+    assert info.value.error.data == {"reason": "max_bytes", "least": 2269}
+    assert "needs max_bytes of at least 2269" in info.value.error.message
+    # Room for that line: a tool error, within the budget.
+    app = iconic_app(2200)
+    async with Client(app) as client:
+        assert (await client.call_tool("small", {})).structured_content == {"ok": True}
+        got = await client.call_tool("search", {"q": "cats"}, raise_on_error=False)
+    assert got.is_error
+    assert text_of(got) == (
+        "BoundedResults(max_bytes=2200) cannot cut this result: this server's identity "
+        "(its serverInfo stamp) needs max_bytes of at least 2269 for content='both'"
+    )
+    assert stamped_bytes(got, app) <= 2200
+
+
+async def test_regression_bounded_results_checks_a_servers_identity_when_built() -> None:
+    """With server=, the least budget for that server's identity is refused up front."""
+    app = iconic_app(4096)
+    with pytest.raises(LimitError, match="this server's serverInfo stamp") as info:
+        BoundedResults(max_bytes=2200, server=app)
+    least = int(re.search(r"at least (\d+)", str(info.value)).group(1))  # type: ignore[union-attr]
+    with pytest.raises(LimitError):
+        BoundedResults(max_bytes=least - 1, server=app)
+    app = iconic_app(least, checked=True)
+    async with Client(app) as client:
+        got = await client.call_tool("search", {"q": "cats"})
+    assert not got.is_error
+    assert got.structured_content["result"][-1].endswith(" more items]")
+    assert stamped_bytes(got, app) <= least
+
+
+class Db:
+    """What a dependency yields: a handle with no JSON form."""
+
+    def rows(self, q: str) -> list[dict[str, Any]]:
+        return [{"id": i, "q": q} for i in range(300)]
+
+
+def get_db() -> Db:
+    return Db()
+
+
+_ticks = iter(range(1_000_000))
+
+
+def tick() -> int:
+    """A dependency whose JSON-able value changes per request (a request id)."""
+    return next(_ticks)
+
+
+async def test_regression_fastmcp_dependencies_stay_out_of_the_cursor_scope() -> None:
+    """Found by a tester: parameters FastMCP injects (Depends(...), Progress(),
+    CurrentFastMCP(), ...) were bound into the cursor's scope as if the client sent them:
+    every call failed ("query value of type Db has no JSON form"), and a value that
+    changes per request would have refused every continuation."""
+    app = FastMCP("deps")
+    budget = 4096
+
+    @app.tool(output_schema=page_output_schema())
+    @paginated_tool(max_bytes=budget, store=MemoryCursorStore())
+    def with_db(q: str, db: Db = Depends(get_db)) -> list[dict[str, Any]]:  # noqa: B008 - FastMCP DI
+        return db.rows(q)
+
+    @app.tool(output_schema=page_output_schema())
+    @paginated_tool(max_bytes=budget, store=MemoryCursorStore())
+    def annotated(
+        q: str, db: Annotated[Db, Depends(get_db)], request_id: int = Depends(tick)
+    ) -> list[dict[str, Any]]:
+        return db.rows(q)
+
+    @app.tool(output_schema=page_output_schema())
+    @paginated_tool(max_bytes=budget, store=MemoryCursorStore())
+    async def injected(
+        q: str,
+        progress: Progress = Progress(),  # noqa: B008 - FastMCP DI
+        server: FastMCP = CurrentFastMCP(),  # noqa: B008
+    ) -> list[dict[str, Any]]:
+        return Db().rows(q)
+
+    async with Client(app) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+        for name in ("with_db", "annotated", "injected"):
+            assert set(tools[name].input_schema["properties"]) == {"q", "cursor"}
+            items: list[Any] = []
+            cursor = None
+            for _ in range(100):
+                args = {"q": "x", **({"cursor": cursor} if cursor else {})}
+                got = await client.call_tool(name, args)
+                assert stamped_bytes(got, app) <= budget
+                items += got.structured_content["items"]
+                cursor = got.structured_content["nextCursor"]
+                if cursor is None:
+                    break
+            assert items == Db().rows("x"), name
+        first = await client.call_tool("with_db", {"q": "x"})
+        # Still bound to what the client sent (without BoundedResults, an isError text).
+        with pytest.raises(ToolError, match="other query parameters"):
+            await client.call_tool(
+                "with_db", {"q": "y", "cursor": first.structured_content["nextCursor"]}
+            )
+
+
+def test_a_dependency_on_an_undeclared_argument_is_refused() -> None:
+    """A CallArgument naming an argument the function does not declare: the client sends
+    it, the function never sees it, so no cursor could be bound to it."""
+
+    def db_for(tenant: str = CallArgument("tenant")) -> str:
+        return tenant
+
+    def rows(q: str, db: str = Depends(db_for)) -> list[Any]:
+        return []
+
+    with pytest.raises(TypeError, match=r"\['tenant'\] which it does not declare"):
+        paginated_tool(max_bytes=4096)(rows)
+
+    def declared(q: str, tenant: str, db: str = Depends(db_for)) -> list[Any]:
+        return []
+
+    paginated_tool(max_bytes=4096)(declared)

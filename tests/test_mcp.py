@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import orjson
@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Resolve
 from mcp.server.streamable_http import EventStore
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, Implementation
@@ -1073,3 +1074,41 @@ def test_regression_paginated_tool_binds_cursors_to_the_registered_name() -> Non
     assert refused.value.error.data == {"reason": "scope_query"}
     with pytest.raises(TypeError, match="name"):
         paginated_tool(max_bytes=3000, name="")
+
+
+class _Db:
+    """A per-request resource the server resolves (an SDK ``Resolve`` dependency)."""
+
+
+def _get_db() -> _Db:
+    return _Db()
+
+
+async def test_regression_an_sdk_resolved_parameter_stays_out_of_the_cursor_scope() -> None:
+    """Found with FastMCP's dependencies: a parameter the server fills per request
+    (the SDK's ``Annotated[T, Resolve(...)]``) was fingerprinted into the cursor's scope,
+    and every call failed ("query value of type Db has no JSON form")."""
+    server = MCPServer("resolved")
+
+    @server.tool()
+    @paginated_tool(max_bytes=4096, store=MemoryCursorStore())
+    def rows(q: str, db: Annotated[_Db, Resolve(_get_db)]) -> list[dict[str, Any]]:
+        assert isinstance(db, _Db)
+        return [{"i": i, "q": q} for i in range(300)]
+
+    async with Client(server) as client:
+        seen: list[int] = []
+        cursor = None
+        while True:
+            args: dict[str, Any] = {"q": "x", **({"cursor": cursor} if cursor else {})}
+            env = check_sizes(await client.call_tool("rows", args), 4096)
+            seen.extend(item["i"] for item in env["items"])
+            cursor = env["nextCursor"]
+            if cursor is None:
+                break
+        assert seen == list(range(300))
+        # The cursor is still bound to what the client sent.
+        first = check_sizes(await client.call_tool("rows", {"q": "x"}), 4096)
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("rows", {"q": "y", "cursor": first["nextCursor"]})
+        assert info.value.code == INVALID_PARAMS

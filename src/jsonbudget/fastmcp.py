@@ -12,7 +12,7 @@ Needs ``fastmcp`` (4.x) and the ``mcp`` extra; ``import jsonbudget`` never impor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ._agents.guards import ResultGate
 from ._agents.reader import ResultReader
@@ -24,6 +24,7 @@ from .errors import DecodeError, LimitError
 from .mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
 
 try:
+    from fastmcp import FastMCP
     from fastmcp.exceptions import FastMCPError, ToolError
     from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
     from fastmcp.tools.base import Tool, ToolResult
@@ -58,7 +59,9 @@ class BoundedResults(Middleware):
     its preview and a reference that *principal* can read back with the ``read_result``
     tool: nothing is lost. *tools* limits it to those tool names. Because a cut value
     holds markers that a tool's declared output schema may refuse, the tools it bounds
-    are listed without an output schema (as FastMCP's own limiter does).
+    are listed without an output schema (as FastMCP's own limiter does). *server* (the
+    FastMCP app) has the budget checked against its identity here; without it, a larger
+    identity met on a call makes a result that needs cutting an error naming the least.
     """
 
     def __init__(
@@ -70,47 +73,83 @@ class BoundedResults(Middleware):
         default: Callable[[Any], Any] | None = None,
         reader: ResultReader | None = None,
         principal: str | Callable[[], str] = "anonymous",
+        server: Any = None,
     ) -> None:
-        # A result over the budget may carry, beside its value, FastMCP's own _meta and the
-        # line saying how many blocks were left out: the value must still have room then.
-        meta, notes = _omitted_meta(_WORST_META), [_omitted_note(_WORST_COUNT)]
-        probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
-        # Asked of a fitter with room to spare, so the message names the one minimum
-        # (the fitter's own, for a bare result, is smaller).
-        roomy = McpResultFitter(max_bytes=_ROOMY, content=content, default=default)
-        least = max(roomy._least_bytes(p, meta=meta, notes=notes) for p in probes)
-        if type(max_bytes) is int and max_bytes < least:
-            raise _too_small(max_bytes, content, reader=reader, least=least, meta=meta, notes=notes)
-        self._fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=default)
         self._options: dict[str, Any] = {"max_bytes": max_bytes, "content": content,
                                          "default": default}  # fmt: skip
-        # One fitter per server identity (its serverInfo stamp is part of every message).
-        self._fitters: dict[int, McpResultFitter] = {}
-        # With a reader, one gate for JSON values and one for text. Each preview is as
-        # large as always fits whole, so the reference at its end always arrives: a JSON
-        # preview's bytes grow at worst as the fitter's worst case (`_text_preview`).
-        self._gates: dict[bool, ResultGate] = {}
-        if reader is not None:
-            for text in (False, True):
-                room = self._fitter._room("" if text else [], meta=meta, notes=notes)
-                preview = _text_preview(room) if text else room
-                try:
-                    self._gates[text] = ResultGate(max_bytes=preview, preview_bytes=preview,
-                                                   default=default, reader=reader,
-                                                   principal=principal)  # fmt: skip
-                except LimitError as exc:
-                    raise _too_small(
-                        max_bytes, content, reader=reader, least=least, meta=meta, notes=notes
-                    ) from exc
+        self._reader, self._principal = reader, principal
+        # Checked here against the identity given (or the default one every fitter
+        # assumes): a budget too small for it never reaches a call.
+        self._plan = self._plan_for(_identity(server))
+        # The plan for the server actually met, by its id (a middleware serves one
+        # server), or the least budget its identity needs when it leaves too little.
+        self._plans: dict[int, _Plan | int] = {}
         if tools is not None and (
             isinstance(tools, str) or not all(isinstance(t, str) for t in tools)
         ):
             raise TypeError("tools must be a sequence of tool names")
         self._tools = None if tools is None else frozenset(tools)
 
+    def _plan_for(self, server: Any) -> _Plan:
+        """The fitter and gates for results stamped with *server*'s identity (None: the
+        default one); `LimitError` naming the least budget if *max_bytes* is under it."""
+        max_bytes, reader = self._options["max_bytes"], self._reader
+        if type(max_bytes) is int and max_bytes < self._least_for(server, reader=None):
+            raise self._too_small(server)
+        fitter = McpResultFitter(**self._options, server=server)
+        # With a reader, one gate for JSON values and one for text. Each preview is as
+        # large as always fits whole, so the reference at its end always arrives: a JSON
+        # preview's bytes grow at worst as the fitter's worst case (`_text_preview`).
+        gates: dict[bool, ResultGate] = {}
+        if reader is not None:
+            for text in (False, True):
+                room = fitter._room("" if text else [], meta=_RESERVE_META, notes=_RESERVE_NOTES)
+                preview = _text_preview(room) if text else room
+                try:
+                    gates[text] = ResultGate(max_bytes=preview, preview_bytes=preview,
+                                             default=self._options["default"], reader=reader,
+                                             principal=self._principal)  # fmt: skip
+                except LimitError as exc:
+                    raise self._too_small(server) from exc
+        return _Plan(fitter, gates)
+
+    def _least_for(self, server: Any, *, reader: ResultReader | None) -> int:
+        """The least ``max_bytes`` for *server*'s identity (None: the default one): room,
+        beside the smallest value, for FastMCP's _meta key and the line saying how many
+        blocks were left out; with a *reader*, also for previews that hold a reference
+        (searched: only an error asks for it)."""
+        content: ContentMode = self._options["content"]
+        # Asked of a fitter with room to spare, so the message names the one minimum
+        # (the fitter's own, for a bare result, is smaller).
+        roomy = McpResultFitter(**{**self._options, "max_bytes": _ROOMY}, server=server)
+        probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
+        least = max(roomy._least_bytes(p, meta=_RESERVE_META, notes=_RESERVE_NOTES) for p in probes)
+        if reader is None:
+            return least
+
+        def takes(preview: int) -> bool:
+            try:
+                ResultGate(max_bytes=preview, preview_bytes=preview, reader=reader)
+            except LimitError:
+                return False
+            return True
+
+        return max(least, _least_with_reader(content, takes, server))
+
+    def _too_small(self, server: Any) -> LimitError:
+        """The error for a budget below the least for *server*, which it names."""
+        reader = self._reader
+        what = "" if reader is None else " with a reader (each preview ends with its reference)"
+        stamp = "" if server is None else "this server's serverInfo stamp, "
+        return LimitError("max_bytes", self._options["max_bytes"],
+                          f"must be at least {self._least_for(server, reader=reader)} for "
+                          f"content={self._options['content']!r}{what}: a cut result keeps "
+                          f"{stamp}FastMCP's _meta key and a line saying how many content "
+                          f"blocks were left out")  # fmt: skip
+
     @property
     def max_bytes(self) -> int:
-        return self._fitter.max_bytes
+        return int(self._options["max_bytes"])
 
     def _bounds(self, name: str) -> bool:
         return self._tools is None or name in self._tools
@@ -150,21 +189,21 @@ class BoundedResults(Middleware):
         wire = CallToolResult(content=result.content, structured_content=result.structured_content,
                               _meta=result.meta, is_error=result.is_error)  # fmt: skip
         size = message_bytes(wire, server=server)
-        if size <= self._fitter.max_bytes:
+        if size <= self.max_bytes:
             return result
         value, left_out = _value_of(result)
         if _is_page(value):
             # Cut, the page's items would end before the row its nextCursor resumes at.
             raise ToolError(
                 f"the page of {name!r} is {size} bytes, over this server's max_bytes="
-                f"{self._fitter.max_bytes}; cutting its items would lose the rows its "
+                f"{self.max_bytes}; cutting its items would lose the rows its "
                 f"nextCursor skips: give the paginated tool a max_bytes of at most "
-                f"{self._fitter.max_bytes}"
+                f"{self.max_bytes}"
             )
-        fitter = self._fitter_for(server)
+        fitter, gates = self._plan_at(server)
         notes = [_omitted_note(left_out)] if left_out else []
         text = isinstance(value, str)
-        gate = None if result.is_error else self._gates.get(text)
+        gate = None if result.is_error else gates.get(text)
         need = MIN_BYTES
         if gate is not None:
             gated = await gate.agate(value, label=name)
@@ -182,20 +221,68 @@ class BoundedResults(Middleware):
     def _cut_error(self, message: str, server: Any) -> str | None:
         """*message* cut so the isError result FastMCP makes of it fits; None if it fits."""
         wire = CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-        if message_bytes(wire, server=server) <= self._fitter.max_bytes:
+        if message_bytes(wire, server=server) <= self.max_bytes:
             return None
-        block = self._fitter_for(server).fit(message).content[0]
+        block = self._plan_at(server).fitter.fit(message).content[0]
         assert isinstance(block, TextContent)  # a str value is one text block
         return block.text
 
-    def _fitter_for(self, server: Any) -> McpResultFitter:
+    def _plan_at(self, server: Any) -> _Plan:
+        """The plan for results stamped with *server*'s identity, read from the request.
+
+        FastMCP tells a middleware nothing when it is added to a server, so an identity
+        larger than the one checked at construction is first met here: a result that
+        needs cutting then gets the error of `_unfit` (a defined outcome naming the least
+        budget), never an internal error.
+        """
         if server is None:
-            return self._fitter
-        fitter = self._fitters.get(id(server))
-        if fitter is None:
-            fitter = McpResultFitter(**self._options, server=server)
-            self._fitters = {id(server): fitter}  # a middleware serves one server
-        return fitter
+            return self._plan
+        plan = self._plans.get(id(server))
+        if plan is None:
+            try:
+                plan = self._plan_for(server)
+            except LimitError:
+                plan = self._least_for(server, reader=self._reader)
+            self._plans = {id(server): plan}  # a middleware serves one server
+        if isinstance(plan, int):
+            raise self._unfit(plan, server)
+        return plan
+
+    def _unfit(self, least: int, server: Any) -> Exception:
+        """The outcome of a result that needs cutting on a server whose identity needs a
+        budget of at least *least*: a `ToolError` (an ``isError`` result) when that
+        message fits the budget, else the JSON-RPC error `SERVER_ERROR` (an error
+        response carries no serverInfo stamp: it always fits)."""
+        text = (
+            f"BoundedResults(max_bytes={self.max_bytes}) cannot cut this result: this "
+            f"server's identity (its serverInfo stamp) needs max_bytes of at least {least} "
+            f"for content={self._options['content']!r}"
+        )
+        wire = CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        if message_bytes(wire, server=server) <= self.max_bytes:
+            return ToolError(text)
+        return MCPError(
+            code=SERVER_ERROR, message=text, data={"reason": "max_bytes", "least": least}
+        )
+
+
+class _Plan(NamedTuple):
+    """What cuts results for one server identity: the fitter, and with a reader the gates
+    for JSON values (False) and texts (True)."""
+
+    fitter: McpResultFitter
+    gates: dict[bool, ResultGate]
+
+
+def _identity(server: Any) -> Any:
+    """The low-level server (or `Implementation`) whose serverInfo *server* stamps: a
+    FastMCP app's is its ``_mcp_server``, as the request's context gives it."""
+    return server._mcp_server if isinstance(server, FastMCP) else server
+
+
+#: The JSON-RPC error of a result that needs cutting where even a one-line error result
+#: would pass the budget (the first of the codes JSON-RPC leaves to servers).
+SERVER_ERROR: Final = -32000
 
 
 # The reserve a cut result always keeps room for: FastMCP's own _meta key with a count
@@ -282,6 +369,11 @@ def _omitted_note(count: int) -> str:
     return f"…[omitted: {count} content blocks]"
 
 
+# What a cut result keeps room for beside its value, at its longest (`_WORST_META`).
+_RESERVE_META: Final = _omitted_meta(_WORST_META)
+_RESERVE_NOTES: Final = (_omitted_note(_WORST_COUNT),)
+
+
 def _text_preview(room: int) -> int:
     """The bytes of a text preview that always fit the *room* a fitter gives a text (its
     escaped JSON, with 3 a byte of slack for the escapes of the SDK's HTTP path): a
@@ -293,49 +385,16 @@ def _text_preview(room: int) -> int:
 _ROOMY: Final = 1 << 20
 
 
-def _too_small(
-    max_bytes: int,
-    content: ContentMode,
-    *,
-    reader: ResultReader | None,
-    least: int,
-    meta: dict[str, Any],
-    notes: list[str],
-) -> LimitError:
-    """The error for a budget below the least, which it names (with a reader, the least
-    whose previews hold a reference, searched only here)."""
-    what = ""
-    if reader is not None:
-
-        def takes(preview: int) -> bool:
-            try:
-                ResultGate(max_bytes=preview, preview_bytes=preview, reader=reader)
-            except LimitError:
-                return False
-            return True
-
-        least = max(least, _least_with_reader(content, meta, notes, takes))
-        what = " with a reader (each preview ends with its reference)"
-    return LimitError("max_bytes", max_bytes,
-                      f"must be at least {least} for content={content!r}{what}: a cut result "
-                      f"keeps FastMCP's _meta key and a line saying how many content blocks "
-                      f"were left out")  # fmt: skip
-
-
-def _least_with_reader(
-    content: ContentMode,
-    meta: dict[str, Any],
-    notes: list[str],
-    takes: Callable[[int], bool],
-) -> int:
+def _least_with_reader(content: ContentMode, takes: Callable[[int], bool], server: Any) -> int:
     """The least ``max_bytes`` whose previews (`BoundedResults.__init__`: the room beside
     the envelope, `_text_preview` of it for text) the reader's gate *takes*: the room
     grows with the budget, so the least is searched."""
 
     def fits(max_bytes: int) -> bool:
-        fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=None)
-        text = _text_preview(fitter._room("", meta=meta, notes=notes))
-        return takes(min(fitter._room([], meta=meta, notes=notes), text))
+        fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=None,
+                                 server=server)  # fmt: skip
+        text = _text_preview(fitter._room("", meta=_RESERVE_META, notes=_RESERVE_NOTES))
+        return takes(min(fitter._room([], meta=_RESERVE_META, notes=_RESERVE_NOTES), text))
 
     lo, hi = 1, _ROOMY
     while lo < hi:

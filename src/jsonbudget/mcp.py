@@ -14,6 +14,7 @@ This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` nev
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import json
 import math
@@ -40,6 +41,7 @@ from .errors import CursorError, EncodeError, LimitError
 try:
     import anyio.to_thread
     from mcp.server.mcpserver import Context as McpContext
+    from mcp.server.mcpserver.resolve import find_resolved_parameters
     from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
     from mcp_types import SERVER_INFO_META_KEY
@@ -631,6 +633,45 @@ def _is_context(annotation: Any) -> bool:
     return any(isinstance(c, type) and issubclass(c, tuple(classes)) for c in candidates)
 
 
+def _injected(params: list[inspect.Parameter], fn: Callable[..., Any]) -> frozenset[str]:
+    """The parameters the server fills per request, which the tool's input schema leaves
+    out: by the servers' own rules, asked of a stand-in with these parameters.
+
+    The SDK's: ``Context`` annotations and ``Annotated[T, Resolve(...)]``. FastMCP's
+    (when it is imported): ``Context`` and ``UserSession`` annotations, and every
+    dependency (a ``Dependency`` default such as ``Depends(...)``, ``Progress()`` or
+    ``CurrentRequest()``, or one given in ``Annotated``). A dependency's ``CallArgument``
+    naming an argument the function does not declare is refused: the client sends it but
+    the function never sees it, so the cursor could not be bound to it.
+    """
+
+    def stand_in(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("never called: only its signature is read")  # pragma: no cover
+
+    names = {p.name for p in params}
+    stand_in.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    stand_in.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not p.empty}
+    injected = {p.name for p in params if _is_context(p.annotation)}
+    injected.update(find_resolved_parameters(stand_in))
+    if "fastmcp" in sys.modules:  # a FastMCP tool's function names fastmcp's classes
+        di = importlib.import_module("fastmcp.server.dependencies")
+        # FastMCP builds the input schema from this wrapper's signature; unwrapped, as its
+        # cache would keep every stand-in alive.
+        schema_of = getattr(di.without_injected_parameters, "__wrapped__", None)
+        schema_of = schema_of or di.without_injected_parameters
+        sent = set(
+            inspect.signature(schema_of(di.transform_context_annotations(stand_in))).parameters
+        )
+        if sent - names:
+            raise TypeError(
+                f"{getattr(fn, '__name__', fn)!r} has dependencies that take the arguments "
+                f"{sorted(sent - names)} which it does not declare: declare them as "
+                f"parameters so the cursor is bound to them"
+            )
+        injected |= names - sent
+    return frozenset(injected)
+
+
 def paginated_tool(
     *,
     max_bytes: int | None = None,
@@ -706,11 +747,11 @@ def paginated_tool(
         params.insert(at, extra)
         new_sig = sig.replace(parameters=params, return_annotation=returns)
         tool = name if name is not None else getattr(fn, "__name__", type(fn).__name__)
-        # The SDK injects a Context per request: it is not what the client asked for.
-        contexts = {p.name for p in params if _is_context(p.annotation)}
+        # What the server fills per request is not what the client asked for.
+        injected = _injected(params, fn)
 
         def scope_of(arguments: Mapping[str, Any]) -> Scope:
-            query = {k: v for k, v in arguments.items() if k not in contexts}
+            query = {k: v for k, v in arguments.items() if k not in injected}
             return Scope(_principal_of(principal), {**query, TOOL_KEY: tool})
 
         wrapper: Callable[..., Any]
