@@ -3053,3 +3053,50 @@ def test_regression_a_percent_sign_in_a_name_pages(postgres_server: PostgresServ
                     assert {row["%s"] for row in rows if row["id"] == 4} == {"a4"}
         finally:
             conn.execute('DROP TABLE "growth%"')
+
+
+@pytest.mark.parametrize(
+    ("stored", "factory"),
+    [
+        ([b"a\x80", b"a\x81", b"a\x82", b"b"], lambda b: b.decode("utf-8", "replace")),
+        ([b"caf\xe9", b"na\xefve", b"zeta"], lambda b: b.decode("latin-1")),
+        ([b"caf\xe9", b"zeta"], lambda b: b.decode("utf-8", "surrogateescape")),
+    ],
+    ids=["replace", "latin-1", "surrogateescape"],
+)
+def test_regression_an_order_key_a_text_factory_changed_is_refused(
+    stored: list[bytes], factory: Any
+) -> None:
+    """Found by a tester: an order column read through a text_factory (the docs' advice
+    for text that is not UTF-8) put the decoded text in the position, which SQLite then
+    compared as other text: rows 2-4 skipped under complete: true ("replace"), or row 1
+    served on every page, forever (latin-1). Such a key is refused before any page."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT)")
+    for i, raw in enumerate(stored, 1):
+        conn.execute("INSERT INTO t VALUES (?, CAST(? AS TEXT))", (i, raw))
+    conn.text_factory = factory
+    with pytest.raises(LimitError, match="connection") as info:
+        paginate(
+            SQLiteSource(conn, table="t", order_by=("k",)),
+            scope=Scope("p", {}),
+            store=MemoryCursorStore(),
+            limits=Limits(2000, max_items=1),
+        )
+    assert "text_factory" in str(info.value)
+    # The same table by a key that is no text pages every row, each read the factory's way.
+    source = SQLiteSource(conn, table="t")
+    rows = [row for page in pages_by_paginate(source, Limits(2000, max_items=1)) for row in page]
+    assert [row["k"] for row in rows] == [factory(raw) for raw in stored]
+    conn.close()
+
+
+def test_an_order_key_a_text_factory_reads_as_stored_pages() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(1, "a"), (2, "é"), (3, "b"), (4, "zz")])
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    source = SQLiteSource(conn, table="t", order_by=("k",))
+    pages = pages_by_paginate(source, Limits(2000, max_items=1))
+    assert [row["id"] for page in pages for row in page] == [1, 3, 4, 2]
+    conn.close()

@@ -1670,12 +1670,11 @@ class SQLiteSource(_SQLSource):
             cur.execute("COMMIT")
         return rows
 
-    @staticmethod
-    def _key(value: object, i: int, plan: _Plan) -> JSONValue:
+    def _key(self, value: object, i: int, plan: _Plan) -> JSONValue:  # type: ignore[override]
+        names = [*plan.columns, plan.hidden] if plan.hidden else plan.columns
         if value is not None and type(value) not in _SQLITE_TYPES:
             # A converter of the connection's (detect_types) made it: the position would
             # be the converted value's text, not the text SQLite stores and compares.
-            names = [*plan.columns, plan.hidden] if plan.hidden else plan.columns
             raise LimitError(
                 "connection",
                 f"order_by column {names[i]!r} read as {type(value).__name__}",
@@ -1683,7 +1682,46 @@ class SQLiteSource(_SQLSource):
                 "converts them (detect_types); give the source a connection without "
                 "converters, or the database's path",
             )
+        if type(value) is str and self._conn is not None and self._conn.text_factory is not str:
+            self._check_stored(value, names[i], plan)
         return _SQLSource._key(value, i, plan)
+
+    def _check_stored(self, value: str, name: str, plan: _Plan) -> None:
+        """Refuse a text key that the connection's own `text_factory` decoded to text
+        other than what SQLite stores (bytes that are not UTF-8, read "replace"d or as
+        latin-1): bound back in a position, it compares as other text, and pages skipped
+        rows (complete) or served one row forever. One query a position."""
+        try:
+            value.encode("utf-8")  # lone surrogates (surrogateescape): sqlite3 cannot bind
+        except UnicodeEncodeError:
+            found = None
+        else:
+            found = self._row_storing(value, name, plan)
+        if found is None:
+            raise LimitError(
+                "connection",
+                f"order_by column {name!r} read as {value[:40]!r}",
+                "must read order_by text as SQLite stores it: the connection's "
+                "text_factory decoded bytes that are not UTF-8 to other text, which a "
+                "cursor position would not find again; order by columns that hold UTF-8 "
+                "text or no text (such as the rowid)",
+            )
+
+    def _row_storing(self, value: str, name: str, plan: _Plan) -> tuple[Any, ...] | None:
+        """A row of the result whose *name* is stored as *value*'s UTF-8 bytes, or None."""
+        names: list[str] = []
+        values: list[object] = []
+        bind = self._binder(names, values)
+        col = self._col(name)
+        # The first test may use an index on the column; the second makes it bytewise.
+        sql = (
+            f"SELECT 1 FROM (\n{self._inner_sql(plan)}\n) AS _jb_q WHERE {col} = {bind(value)}"
+            f" AND CAST({col} AS BLOB) = CAST({bind(value)} AS BLOB) LIMIT 1"
+        )
+        row: tuple[Any, ...] | None = (
+            self._connection().execute(sql, self._merged(names, values)).fetchone()
+        )
+        return row
 
     def _blob_cells(self, plan: _Plan, cur: Any, where: str, row_id: int) -> tuple[Any, ...]:
         """The row *row_id* (``FROM … WHERE`` its rowid: *where*) a cell at a time, a cell
