@@ -3100,3 +3100,43 @@ def test_an_order_key_a_text_factory_reads_as_stored_pages() -> None:
     pages = pages_by_paginate(source, Limits(2000, max_items=1))
     assert [row["id"] for page in pages for row in page] == [1, 3, 4, 2]
     conn.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("order", ["id", "at", "-at"])
+def test_regression_pg_dates_python_cannot_hold_page_as_their_text(
+    pg: psycopg.Connection[Any], order: str
+) -> None:
+    """Found by a tester: a year past 9999 or before 1, or a time of 24:00:00, are valid
+    PostgreSQL values that psycopg refuses (DataError): the first page that fetched one,
+    its look-ahead included, failed, so no row of the table could be served. They are
+    read as the text PostgreSQL writes, and as keys they are cast back exactly."""
+    pg.execute("DROP TABLE IF EXISTS odd")
+    pg.execute(
+        "CREATE TABLE odd (id int PRIMARY KEY, at timestamp, d date, t time, tz timestamptz)"
+    )
+    try:
+        pg.execute(
+            "INSERT INTO odd VALUES (1, '2020-01-02 03:04:05', '2020-01-02', '12:00', NULL),"
+            " (2, '10000-01-01', '0044-03-15 BC', '24:00:00', '0044-03-15 00:00+00 BC'),"
+            " (3, '0001-01-01 BC', '12000-06-01', '00:00', '2020-01-01+00'),"
+            " (4, NULL, NULL, NULL, NULL)"
+        )
+        want = {"id": [1, 2, 3, 4], "at": [3, 1, 2, 4], "-at": [4, 2, 1, 3]}[order]
+        keys = (order,) if order == "id" else (order, "id")
+        for pages in (
+            pages_by_fill(PostgresSource(pg, table="odd", order_by=keys), Limits(4096)),
+            pages_by_paginate(
+                PostgresSource(pg, table="odd", order_by=keys), Limits(4096, max_items=1)
+            ),
+        ):
+            rows = {row["id"]: row for page in pages for row in page}
+            assert [row["id"] for page in pages for row in page] == want
+            assert rows[2]["at"] == "10000-01-01 00:00:00"
+            assert rows[2]["d"] == "0044-03-15 BC"
+            assert rows[2]["t"] == "24:00:00"
+            assert rows[3]["d"] == "12000-06-01"
+            assert isinstance(rows[1]["at"], dt.datetime)
+            assert isinstance(rows[3]["tz"], dt.datetime)
+    finally:
+        pg.execute("DROP TABLE odd")

@@ -2004,7 +2004,7 @@ def _row_cursor(conn: psycopg.Connection[Any], name: str = "") -> Any:
     tuples = psycopg.rows.tuple_row
     cur = conn.cursor(name, row_factory=tuples) if name else conn.cursor(row_factory=tuples)
     adapters = cur.adapters
-    for type_name in ("date", "timestamp", "timestamptz"):
+    for type_name in ("date", "timestamp", "timestamptz", "time", "timetz"):
         base = adapters.get_loader(adapters.types[type_name].oid, psycopg.pq.Format.TEXT)
         if base is not None:
             adapters.register_loader(type_name, _infinite(base))
@@ -2013,10 +2013,12 @@ def _row_cursor(conn: psycopg.Connection[Any], name: str = "") -> Any:
 
 @functools.cache
 def _infinite(base: type[Any]) -> type[Any]:
-    """A text loader of date, timestamp or timestamptz that reads ``infinity`` and
-    ``-infinity`` as those strings (PostgreSQL's own JSON for them, and a key value it
-    casts back exactly) and every other value as *base*, the loader it stands in for.
-    psycopg refuses them ("timestamp too large"), which ended the paging at that row."""
+    """A text loader of a date or time type that reads what Python's types cannot hold
+    as the text PostgreSQL wrote (its own JSON for them, and a key value it casts back
+    exactly) and every other value as *base*, the loader it stands in for: ``infinity``
+    and ``-infinity``, a year past 9999 or before 1, a time of ``24:00:00``. psycopg
+    refuses them ("timestamp too large"), which ended the paging at that row."""
+    import psycopg  # noqa: PLC0415  # optional dependency
     from psycopg.adapt import Loader  # noqa: PLC0415  # optional dependency
 
     class Infinite(Loader):
@@ -2025,10 +2027,10 @@ def _infinite(base: type[Any]) -> type[Any]:
             self._inner = base(oid, context)
 
         def load(self, data: Any) -> Any:
-            # A memoryview is unhashable: no `in` a set.
-            if data == b"infinity" or data == b"-infinity":  # noqa: PLR1714
-                return bytes(data).decode("ascii")
-            return self._inner.load(data)
+            try:
+                return self._inner.load(data)
+            except psycopg.DataError:
+                return bytes(data).decode("utf-8", "replace")
 
     return Infinite
 
