@@ -8,6 +8,7 @@ import base64
 import collections
 import dataclasses
 import datetime as dt
+import enum
 import json
 import math
 import re
@@ -304,6 +305,31 @@ class FloatField(pydantic.BaseModel):
     log: str
 
 
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class DeclaredNumbers(pydantic.BaseModel):
+    scores: list[float]
+    by_name: dict[str, float]
+    pair: tuple[float, ...]
+    maybe: float | None
+    count: int
+    counts: list[int]
+    mixed: tuple[int, str]
+    either: float | str
+    log: str
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def ratio(self) -> float:
+        return 3
+
+
+class FloatRoot(pydantic.RootModel[float]):
+    pass
+
+
 class OddKeys(pydantic.BaseModel):
     cells: dict[Any, str]
     log: str
@@ -348,6 +374,19 @@ schema_models = [
     ),
     Temporal(when=dt.datetime(2020, 1, 1, tzinfo=dt.UTC), log="x" * 500),
     FloatField.model_construct(ratio=1, log="x" * 500),
+    # Found by a tester: numbers under a declared float or int anywhere but a field's top
+    # were written as their Python type (3, true) where pydantic writes 3.0 and 1.
+    DeclaredNumbers.model_construct(
+        scores=[0.5, 3, True, Decimal("1.5"), Level.HIGH],
+        by_name={"a": 2},
+        pair=(1, 2),
+        maybe=5,
+        count=True,
+        counts=[True, Level.HIGH],
+        mixed=(True, "x"),
+        either=7,
+        log="x" * 500,
+    ),
     OddKeys(cells={(0, 1): "a", None: "b", 7: "c"}, log="x" * 500),
 ]
 
@@ -366,6 +405,13 @@ def test_regression_a_cut_model_is_written_by_its_schema(m: Any) -> None:
         consistent(cut, expected)
     assert b"SECRET" not in bounded_dumps(m, max_bytes=200)
     assert b"hunter2" not in bounded_dumps(m, max_bytes=200)
+
+
+def test_regression_a_scalar_root_is_written_as_its_declared_type() -> None:
+    # A RootModel[float] whose root was set to an int wrote 4, even when it fit.
+    m = FloatRoot.model_construct(4)
+    assert bounded_dumps(m, max_bytes=BIG) == b"4.0" == pydantic_json(m)
+    assert bounded_dumps([m, "x" * 300], max_bytes=100).startswith(b"[4.0,")
 
 
 def test_regression_a_root_model_with_a_serializer_is_written_by_it() -> None:

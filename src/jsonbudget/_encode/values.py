@@ -25,6 +25,7 @@ import base64
 import collections
 import dataclasses
 import datetime as _dt
+import decimal
 import math
 import operator
 import sys
@@ -71,6 +72,7 @@ _NUMPY_OPT = orjson.OPT_SERIALIZE_NUMPY
 _WHOLE_OPT = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATACLASS
 _BIG = 1 << 62
 _PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_NUMBERLESS: frozenset[type] = frozenset({str, type(None)})
 _JSON: frozenset[type] = frozenset(
     {str, int, float, bool, type(None), dict, list, tuple, *_bound.BOUNDED_SCALARS}
 )
@@ -211,7 +213,10 @@ class MapView(Mapping[Any, Any]):
         if v is UNKNOWN:
             raw = self._raw[i]
             if type(raw) is _Typed:
-                v = self._vals[i] = raw.pconv.conv(raw.value)
+                inner = raw.value
+                if type(inner) is _Computed:
+                    inner = inner.value()
+                v = self._vals[i] = raw.pconv.conv(inner)
                 return v
             if type(raw) is _Computed:
                 raw = raw.value()
@@ -234,9 +239,9 @@ class MapView(Mapping[Any, Any]):
 
     def raw_items(self) -> Iterator[tuple[Any, Any]]:
         """Members before conversion, for the size walk."""
-        for k, v in zip(self._keys, self._raw, strict=True):
-            t = type(v)
-            yield k, (v.value() if t is _Computed else v.value if t is _Typed else v)
+        for k, raw in zip(self._keys, self._raw, strict=True):
+            v = raw.value if type(raw) is _Typed else raw
+            yield k, (v.value() if type(v) is _Computed else v)
         if self._extra:
             yield from self._extra.items()
 
@@ -717,9 +722,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             continue  # left unset by `model_construct`: pydantic leaves it out too
         if exclude_if is not None and exclude_if(v):
             continue
-        if name in plan.floats and type(v) is int:
-            v = float(v)  # assigned without validation: pydantic writes the float
-        elif custom:
+        if custom:
             # A field serializer sees the whole field: pydantic runs it, once, here.
             v = plan.jsonable(obj, {name})[key]
         elif spec is not None:
@@ -731,7 +734,15 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             # Extras come before computed fields: list them to keep that order.
             members += extra.items()
             extra = None
-        members += [(key, _Computed(obj, name)) for name, key in plan.computed]
+        members += [
+            (
+                key,
+                _Computed(obj, name)
+                if spec is None
+                else _Typed(_Computed(obj, name), pconv.typed(spec)),
+            )
+            for name, key, spec in plan.computed
+        ]
     return MapView(members, conv, src=obj, extra=extra, native=native)
 
 
@@ -747,7 +758,6 @@ class _Plan:
         "computed",
         "config",
         "fields",
-        "floats",
         "root",
         "whole_only",
     )
@@ -764,18 +774,15 @@ class _Plan:
         custom = {f for d in decorators.field_serializers.values() for f in d.info.fields}
         schemas = _field_schemas(t)
         self.fields: list[tuple[str, str, bool, Any, _Spec | None]] = []
-        self.floats: frozenset[str] = frozenset()
         for name, info in t.__pydantic_fields__.items():
             if info.exclude is True:
                 continue
             key = (info.serialization_alias or name) if by_alias else name
             marks = {type(m).__name__ for m in info.metadata}
-            # What the walk writes as pydantic does ("lazy", or "float"); anything else in
-            # the field's type (a serializer at any depth, an exclusion, a TypedDict...)
-            # is pydantic's to write, whole.
+            # What the walk writes as pydantic does ("lazy"); anything else in the
+            # field's type (a serializer at any depth, an exclusion, a TypedDict...) is
+            # pydantic's to write, whole.
             how = _how_written(schemas.get(name), self.config) if schemas else "pydantic"
-            if how == "float":
-                self.floats |= {name}
             own = (
                 name in custom
                 or "*" in custom
@@ -786,7 +793,11 @@ class _Plan:
             spec = None if "SerializeAsAny" in marks else _declared(info.annotation)
             self.fields.append((name, key, own, getattr(info, "exclude_if", None), spec))
         self.computed = [
-            (name, (d.info.alias or name) if by_alias else name)
+            (
+                name,
+                (d.info.alias or name) if by_alias else name,
+                _declared(getattr(d.info, "return_type", None)),
+            )
             for name, d in decorators.computed_fields.items()
         ]
 
@@ -875,8 +886,8 @@ _TEMPORAL: Final = frozenset({"date", "time", "datetime", "timedelta"})
 
 def _how_written(field: tuple[Any, dict[str, Any]] | None, config: Mapping[str, Any]) -> str:
     """How a model's field is written when the model is walked: "lazy" (by the walk, one
-    level at a time, as pydantic would), "float" (lazily, an int made a float first, as a
-    float field does) or "pydantic" (its schema changes how pydantic writes it somewhere
+    level at a time, as pydantic would; a number under a float or int its declared type
+    says, `_Spec.leaf`) or "pydantic" (its schema changes how pydantic writes it somewhere
     the walk cannot follow: a serializer at any depth, a TypedDict, a dataclass with an
     excluded or aliased field, keys that are not plain: pydantic writes it, whole)."""
     if field is None:
@@ -912,7 +923,12 @@ def _how_written(field: tuple[Any, dict[str, Any]] | None, config: Mapping[str, 
         if kind in ("list", "set", "frozenset", "generator"):
             return "items_schema" not in node or plain(node["items_schema"], depth + 1)
         if kind == "tuple":
-            return all(plain(x, depth + 1) for x in node.get("items_schema", ()))
+            items = node.get("items_schema", ())
+            if (len(items) > 1 or node.get("variadic_item_index") is None) and any(
+                _number_schema(x) for x in items
+            ):
+                return False  # numbers declared by position: the walk converts items alike
+            return all(plain(x, depth + 1) for x in items)
         if kind == "dict":
             keys = node.get("keys_schema", {"type": "any"})
             return (
@@ -935,16 +951,14 @@ def _how_written(field: tuple[Any, dict[str, Any]] | None, config: Mapping[str, 
             )
         return False  # typed-dict, function-plain, is-instance, chain, anything new
 
-    top = schema
-    while (
-        type(top) is dict
-        and top.get("type") in ("default", "nullable")
-        and "serialization" not in top
-    ):
-        top = top.get("schema")
-    if not plain(schema, 0):
-        return "pydantic"
-    return "float" if type(top) is dict and top.get("type") == "float" else "lazy"
+    return "lazy" if plain(schema, 0) else "pydantic"
+
+
+def _number_schema(node: Any) -> bool:
+    """Whether core schema *node* declares an int or a float (optional, defaulted)."""
+    while type(node) is dict and node.get("type") in ("nullable", "default"):
+        node = node.get("schema")
+    return type(node) is dict and node.get("type") in ("int", "float")
 
 
 @lru_cache(maxsize=1024)  # a pure function of the class; holds no per-call state
@@ -954,14 +968,38 @@ def _model_plan(t: Any) -> _Plan:
 
 class _Spec:
     """What an annotation declares that changes how pydantic writes a value: the model
-    and dataclass classes it names (a subclass value is written as one of them), and
-    the spec of a container's items (a mapping's values)."""
+    and dataclass classes it names (a subclass value is written as one of them), the
+    spec of a container's items (a mapping's values), and a number's *leaf* type.
 
-    __slots__ = ("items", "models")
+    *leaf* is "float" or "int" where the value is declared one: a value assigned
+    without validation is written as that type, as pydantic's serializer for it
+    writes it (an int, a bool, a Decimal or an IntEnum under float as a float, ``3.0``;
+    a bool or an IntEnum under int as an int, ``1``)."""
 
-    def __init__(self, models: tuple[type, ...], items: _Spec | None) -> None:
+    __slots__ = ("items", "leaf", "models")
+
+    def __init__(
+        self, models: tuple[type, ...], items: _Spec | None, leaf: str | None = None
+    ) -> None:
         self.models = models
         self.items = items
+        self.leaf = leaf
+
+
+def _as_leaf(v: Any, leaf: str) -> Any:
+    """*v* as pydantic's serializer for the number type *leaf* writes it."""
+    if leaf == "float":
+        if type(v) is not float and isinstance(v, int | decimal.Decimal):
+            try:
+                return float(v)
+            except OverflowError:
+                return v  # past the float range: pydantic writes the int as it is
+    elif type(v) is not int and isinstance(v, int):
+        return int(v)  # a bool, an IntEnum
+    return v
+
+
+_LEAVES: Final = {float: "float", int: "int"}
 
 
 _SEQUENCES: Final = frozenset(
@@ -989,7 +1027,11 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
         if any(type(m).__name__ == "SerializeAsAny" for m in args[1:]):
             return None
         return _declared(args[0], depth + 1)
+    if ann in _LEAVES:
+        return _Spec((), None, _LEAVES[ann])
     if origin is typing.Union or origin is types.UnionType:
+        if len(args) == 2 and type(None) in args:  # Optional[X]: what X declares
+            return _declared(args[0] if args[1] is type(None) else args[1], depth + 1)
         parts = [p for p in (_declared(a, depth + 1) for a in args) if p is not None]
         if not parts:
             return None
@@ -1005,7 +1047,12 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
         parts = [p for p in (_declared(a, depth + 1) for a in args if a is not ...) if p]
         if not parts:
             return None
-        return _Spec((), _Spec(tuple(m for p in parts for m in p.models), parts[0].items))
+        # A number type applies to every item only where every item declares it (a
+        # tuple[int, str] declares two).
+        declared = {a for a in args if a is not ...}
+        leaf = parts[0].leaf if len(declared) == 1 else None
+        models = tuple(m for p in parts for m in p.models)
+        return _Spec((), _Spec(models, parts[0].items, leaf))
     if origin in _MAPPINGS and len(args) == 2:
         inner = _declared(args[1], depth + 1)
         return None if inner is None else _Spec((), inner)
@@ -1084,6 +1131,9 @@ class _PydConv(_Conv):
         return self if spec is self.spec else _PydConv(self.config, self.opts, spec)
 
     def conv(self, v: Any) -> Any:
+        spec = self.spec
+        if spec is not None and spec.leaf is not None:
+            v = _as_leaf(v, spec.leaf)
         t = type(v)
         if t in _PLAIN:
             return _leaf(v, self.opts, self.to_json) if t is int and _wide(v) else v
@@ -1104,7 +1154,9 @@ class _PydConv(_Conv):
             return self._dataclass(v, t)
         if isinstance(v, float):
             return float(v)  # np.float64 too: a NaN gets the encoder's marker
-        view = self.container(v, _PLAIN)
+        items = self.items().spec
+        # Items declared a number type are converted (an int to a float): not plain.
+        view = self.container(v, _PLAIN if items is None or items.leaf is None else _NUMBERLESS)
         return _leaf(v, self.opts, self.to_json) if view is None else view
 
     def items(self) -> _PydConv:
