@@ -1925,3 +1925,47 @@ def test_regression_a_strided_or_released_memoryview_is_a_result(store: SpillSto
     chunks = iter([b"[1,", released])
     with pytest.raises(TypeError, match="released memoryview"):
         ResultGate(max_bytes=1000, store=store).gate(chunks)
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["spilled", "failed"])
+def test_regression_a_call_in_flight_at_reset_does_not_change_the_next_turn(
+    store: SpillStore, fails: bool
+) -> None:
+    """Found by a tester: a call still spilling when reset() started the next turn (a
+    cancelled aadmit's thread goes on) settled its reserved room against the new turn:
+    its total went negative (-3,162 bytes), the turn then sent 7,148 bytes against
+    max_bytes=4,000 with no over_budget anywhere; a failed spill gave the new turn a
+    call it never used."""
+    turn = TurnBudget(max_bytes=4000, store=store, max_calls=4)
+    spilling, finish = threading.Event(), threading.Event()
+
+    def log() -> Iterator[bytes]:
+        yield b"build started\n" + b"=" * 5000  # past the limit: spilled
+        spilling.set()
+        assert finish.wait(30)
+        if fails:
+            raise RuntimeError("the tool died mid-stream")
+        yield b"=" * 5000
+
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            turn.admit(log(), tool="build_log")
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    assert spilling.wait(30)
+    ended = turn.reset()
+    assert ended.used_bytes > 0  # the reservation belongs to the turn it was made in
+    finish.set()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert [type(e) for e in errors] == ([RuntimeError] if fails else [])
+    fresh = TurnBudget(max_bytes=4000, store=store, max_calls=4)
+    assert turn.report() == fresh.report()
+    assert turn.remaining == fresh.remaining
+    sent = [turn.admit([{"i": c, "t": "y" * 60}] * 25, tool=f"t{c}") for c in range(4)]
+    assert sum(a.admitted_bytes for a in sent) == turn.report().used_bytes <= 4000

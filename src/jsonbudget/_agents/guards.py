@@ -719,26 +719,31 @@ class TurnBudget:
             reason: AdmitReason = "result_limit" if data is None else "turn_limit"
             reserved = max(0, min(self._gate.preview_bytes, room))
             self._used += reserved
+            # The turn this call belongs to: a reset while it spills starts another,
+            # whose counts the call must not change (a cancelled aadmit's thread goes on).
+            turn = self._results
         with contextlib.ExitStack() as on_error:
-            on_error.callback(self._release, reserved)  # a failed spill gives its room back
+            on_error.callback(self._release, reserved, turn)  # a failed spill gives it back
             gated = self._gate._spill(measured, label=tool, budget=reserved)
             on_error.pop_all()
         used = len(gated.data)
         admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
                                  reason, used > reserved)  # fmt: skip
         with self._lock:
-            self._used += used - reserved
-            self._results.append(admitted)
+            if self._results is turn:
+                self._used += used - reserved
+                turn.append(admitted)
         return admitted
 
     async def aadmit(self, result: Any, *, tool: str = "result") -> Admitted:
         """`admit` in a worker thread, so a spill does not block the event loop."""
         return await asyncio.to_thread(self.admit, result, tool=tool)
 
-    def _release(self, reserved: int) -> None:
+    def _release(self, reserved: int, turn: list[Admitted]) -> None:
         with self._lock:
-            self._used -= reserved
-            self._calls -= 1
+            if self._results is turn:  # else the turn it reserved in has ended
+                self._used -= reserved
+                self._calls -= 1
 
     def report(self) -> TurnReport:
         """What this turn has admitted so far."""

@@ -207,6 +207,7 @@ class PageBuilder:
         "_items",
         "_items_path",
         "_keys",
+        "_left_over",
         "_max_items",
         "_oversized",
         "_pulled_ahead",
@@ -273,6 +274,7 @@ class PageBuilder:
     def _start(self) -> None:
         """Set up the state of an empty page."""
         self._reader: Hashable | None = None
+        self._left_over: tuple[Any, ...] = ()
         # Per-page state, reused for every item.
         self._call = EncodeCall(self._encoder, self._streams)
         self._buf = bytearray()
@@ -414,15 +416,28 @@ class PageBuilder:
         return False, i
 
     def fill(self, items: Iterable[Any]) -> bool:
-        """Add from *items* until the page is full; True if an item was left over."""
-        return any(not self.add(item) for item in items)
+        """Add from *items* until the page is full; True if an item was left over (it is
+        `left_over`: taken from *items*, it is the next page's first)."""
+        for item in items:
+            if not self.add(item):
+                self._left_over = (item,)
+                return True
+        return False
 
     async def afill(self, items: AsyncIterable[Any]) -> bool:
         """The async twin of `fill`."""
         async for item in items:
             if not self.add(item):
+                self._left_over = (item,)
                 return True
         return False
+
+    @property
+    def left_over(self) -> tuple[Any, ...]:
+        """The item the last `fill` or `afill` took from its iterable and did not add, as
+        a one-item tuple (empty when none): an iterator does not give it again, so a page
+        built by hand next starts with it. Pages a `Paginator` builds keep it themselves."""
+        return self._left_over
 
     def finish(
         self,
