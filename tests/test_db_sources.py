@@ -3140,3 +3140,34 @@ def test_regression_pg_dates_python_cannot_hold_page_as_their_text(
             assert isinstance(rows[3]["tz"], dt.datetime)
     finally:
         pg.execute("DROP TABLE odd")
+
+
+def test_regression_rows_kept_ahead_are_not_served_from_a_reattached_file(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: a dataset refreshed in place (a new file moved over the old
+    one, DETACH, ATTACH under the same name) moved none of the counters the source
+    checks: the next page served the rows kept from the old file."""
+
+    def build(tag: str) -> None:
+        new = tmp_path / "data.db.new"
+        db = sqlite3.connect(new)
+        db.execute("CREATE TABLE prices (id INTEGER PRIMARY KEY, price TEXT)")
+        db.executemany("INSERT INTO prices VALUES (?, ?)", [(i, f"{tag}-{i}") for i in range(40)])
+        db.commit()
+        db.close()
+        os.replace(new, tmp_path / "data.db")
+
+    build("old")
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("ATTACH ? AS data", (str(tmp_path / "data.db"),))
+    source = SQLiteSource(conn, table=("data", "prices"))
+    store, scope, limits = MemoryCursorStore(), Scope("p", {}), Limits(600)
+    first = paginate(source, scope=scope, store=store, limits=limits)
+    assert first.next_cursor is not None
+    build("new")
+    conn.execute("DETACH data")
+    conn.execute("ATTACH ? AS data", (str(tmp_path / "data.db"),))
+    second = paginate(source, scope=scope, store=store, limits=limits, cursor=first.next_cursor)
+    assert [row["price"] for row in second.items] == [f"new-{row['id']}" for row in second.items]
+    conn.close()

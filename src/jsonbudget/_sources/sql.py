@@ -1400,6 +1400,17 @@ def _not_utf8(exc: sqlite3.OperationalError) -> DecodeError | None:
 _SQLITE_TYPES: Final = (int, float, str, bytes)
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    """The device and inode of the file at *path* (None: in memory, or gone)."""
+    if not path:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -1768,10 +1779,16 @@ class SQLiteSource(_SQLSource):
         rollback takes back its writes but not the counters, so rows read there may
         never have been, and the rows would pass for current after it. (Rows kept before
         a transaction that writes are not used after it, rolled back or not: its writes
-        moved ``total_changes``.)"""
+        moved ``total_changes``.)
+
+        The attached databases' names and files count too, each file by its inode: a
+        database detached and another file attached under its name (a dataset
+        refreshed with ``os.replace``) starts counters of its own, which may be equal."""
         if conn.in_transaction:
             return None
-        schemas = [row[1] for row in cur.execute("PRAGMA database_list").fetchall()]
+        attached = cur.execute("PRAGMA database_list").fetchall()
+        schemas = [row[1] for row in attached]
+        files = tuple((name, path, _file_id(path)) for _, name, path in attached)
         versions = tuple(
             cur.execute(f"PRAGMA {quote_ident(name)}.data_version").fetchone()[0]
             for name in schemas
@@ -1781,7 +1798,7 @@ class SQLiteSource(_SQLSource):
             cur.execute(f"PRAGMA {quote_ident(name)}.schema_version").fetchone()[0]
             for name in schemas
         )
-        return conn.total_changes, versions, layouts
+        return conn.total_changes, versions, layouts, files
 
     def _make_plan(self, cut: int | None) -> _Plan:
         # Its statements too must not run under another page's limit (`_lock`).
