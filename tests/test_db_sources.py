@@ -3171,3 +3171,63 @@ def test_regression_rows_kept_ahead_are_not_served_from_a_reattached_file(
     second = paginate(source, scope=scope, store=store, limits=limits, cursor=first.next_cursor)
     assert [row["price"] for row in second.items] == [f"new-{row['id']}" for row in second.items]
     conn.close()
+
+
+@pytest.mark.postgres
+def test_regression_float_keys_of_a_session_that_rounds_floats(
+    postgres_server: PostgresServer,
+) -> None:
+    """Found by a tester: under extra_float_digits <= 0 (PostgreSQL's output before 12,
+    set by a database, a role or a pool) a float key came back rounded to 15 digits:
+    rows tied with the page's last one were skipped under complete: true, or, where it
+    rounded down, one row was served forever. A caller's such session is refused for
+    float keys; the source's own connection writes floats exactly."""
+    values = [0.1 + i * 1e-15 for i in range(12)]
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS fl")
+        conn.execute("CREATE TABLE fl (id int PRIMARY KEY, score float8)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO fl VALUES (%s, %s)", list(enumerate(values, 1)))
+        try:
+            conn.execute("SET extra_float_digits = 0")
+            with pytest.raises(LimitError, match="extra_float_digits") as info:
+                pages_by_paginate(
+                    PostgresSource(conn, table="fl", order_by=("score", "id")),
+                    Limits(2000, max_items=1),
+                )
+            assert info.value.name == "order_by"
+            rounded = f"{postgres_server.dsn} options='-c extra_float_digits=0'"
+            source = PostgresSource(rounded, table="fl", order_by=("score", "id"))
+            try:
+                pages = pages_by_paginate(source, Limits(2000, max_items=1))
+            finally:
+                source.close()
+            assert [row["id"] for page in pages for row in page] == list(range(1, 13))
+        finally:
+            conn.execute("RESET extra_float_digits")
+            conn.execute("DROP TABLE fl")
+
+
+@pytest.mark.postgres
+def test_regression_a_table_too_wide_for_the_cut_query_is_refused_clearly(
+    pg: psycopg.Connection[Any],
+) -> None:
+    """Found by a tester: past 832 text columns the page query (a cut value and a length
+    a column) passed PostgreSQL's 1,664 select-list entries: every page failed with
+    psycopg's TooManyColumns. It is refused before the first page, naming the table."""
+    for n, fits in ((830, True), (840, False)):
+        columns = ", ".join(f"c{i} text" for i in range(n))
+        pg.execute("DROP TABLE IF EXISTS wide")
+        pg.execute(f"CREATE TABLE wide (id int PRIMARY KEY, {columns})")
+        pg.execute("INSERT INTO wide (id, c0) VALUES (1, 'a'), (2, 'b')")
+        try:
+            source = PostgresSource(pg, table="wide")
+            if fits:
+                rows = [row for page in pages_by_paginate(source, Limits(1 << 20)) for row in page]
+                assert [row["c0"] for row in rows] == ["a", "b"]
+            else:
+                with pytest.raises(LimitError, match="1664") as info:
+                    pages_by_paginate(source, Limits(1 << 20))
+                assert info.value.name == "table"
+        finally:
+            pg.execute("DROP TABLE wide")

@@ -1996,6 +1996,17 @@ def _uri_path(path: str) -> str:
 _PG_BYTEA: Final = 17
 _PG_AS_TEXT: Final = frozenset({114, 142, 3802})  # json, xml, jsonb
 _PG_FLOAT4: Final = 700
+_PG_FLOAT8: Final = 701
+#: The most entries PostgreSQL takes in a select list (MaxTupleAttributeNumber).
+_PG_MAX_TARGETS: Final = 1664
+
+
+def _float_digits(conn: psycopg.Connection[Any]) -> int:
+    """The session's ``extra_float_digits``: below 1, floats are written rounded."""
+    row = conn.execute("SELECT current_setting('extra_float_digits')::int").fetchone()
+    return int(row[0]) if row is not None else 1
+
+
 #: psycopg reads an interval as a timedelta, its months as 30 days and its years as 365,
 #: while PostgreSQL compares a month as 30 days and a year as 360: a position written
 #: from the timedelta does not compare as the row it came from.
@@ -2138,6 +2149,9 @@ class PostgresSource(_SQLSource):
             # Autocommit: fill()'s bounded queries need no transaction, and open() makes
             # its own for the server-side cursor.
             self._own = own = psycopg.connect(self._conninfo, autocommit=True)
+            # Floats written exactly, whatever the database or role sets (before
+            # PostgreSQL 12 the default rounded them): a float key must come back as it is.
+            own.execute("SET extra_float_digits = 3")
             self._pid = os.getpid()
         return own
 
@@ -2321,6 +2335,18 @@ class PostgresSource(_SQLSource):
             name for name, oid in zip(columns, oids, strict=True) if oid == _PG_FLOAT4
         )
         plan = self._resolve(columns, table_keys, cuts, float4)
+        entries = len(columns) + bool(plan.hidden) + len(plan.cut_index)
+        entries += sum(h is not None for h in plan.heads)
+        if entries > _PG_MAX_TARGETS:
+            what = "table" if self._table is not None else "query"
+            raise LimitError(
+                what,
+                ".".join(self._table) if self._table is not None else self._inner[:80],
+                f"has {len(columns)} columns, and the page query that cuts their long cells "
+                f"needs {entries} entries in its select list, past PostgreSQL's "
+                f"{_PG_MAX_TARGETS}: select fewer columns (a text, bytea or JSON column "
+                "takes two or three entries)",
+            )
         if self._mode == "keyset":
             type_of = dict(zip(columns, oids, strict=True))
             for name, _, _ in plan.keys:
@@ -2342,6 +2368,18 @@ class PostgresSource(_SQLSource):
                         "365 days to it, 360 to PostgreSQL): order by a number in a query, "
                         "such as extract(epoch FROM iv) AS iv_key",
                     )
+                if oid in (_PG_FLOAT4, _PG_FLOAT8):
+                    digits = _float_digits(conn)
+                    if digits < 1:
+                        raise LimitError(
+                            "order_by",
+                            name,
+                            f"is a float column, which this session writes rounded "
+                            f"(extra_float_digits = {digits}): a position would skip rows "
+                            "tied with it or never pass it. SET extra_float_digits = 1 on "
+                            "the connection (the default since PostgreSQL 12), or give the "
+                            "source a conninfo (its own connection writes floats exactly)",
+                        )
         return plan
 
     def _table_keys(self, cur: Any) -> _TableKeys:
