@@ -113,6 +113,10 @@ def test_put_read_get_open_round_trip(spill: RedisSpillStore, redis_server: Redi
     assert spill.get(ref.ref).size == len(data)
     with spill.open(ref.ref) as f:
         assert f.read() == data
+        # Regression: SEEK_DATA met a bare KeyError from the table of bases.
+        with pytest.raises(ValueError, match="whence"):
+            f.seek(0, os.SEEK_DATA)
+        assert f.seek(-10, os.SEEK_END) == len(data) - 10
     client = redis.Redis.from_url(redis_server.url)
     ttl = client.ttl(f"test:own:{ref.ref}")
     assert 0 < ttl <= 24 * 3600

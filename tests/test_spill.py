@@ -521,6 +521,28 @@ def test_regression_a_paused_writers_temp_file_was_removed_as_abandoned(tmp_path
     assert store.read(refs[0].ref) == b"x" * 10 + b"y" * 10
 
 
+def test_regression_cleanup_that_cannot_remove_a_file_raises_spill_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by a tester: a read-only directory (mode 0500) made cleanup() raise a bare
+    # PermissionError. The refusal is injected here: root, who runs CI, may remove files
+    # from a read-only directory.
+    store = SpillStore(tmp_path / "spill", max_age=60)
+    ref = store.put(b"x", label="t")
+    store.put(b"y", label="t")  # this thread's latest, which cleanup keeps
+    old = time.time() - 3600
+    os.utime(ref.path, (old, old))  # past max_age: cleanup removes it
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    with pytest.raises(SpillError, match="cannot remove") as info:
+        store.cleanup()
+    assert isinstance(info.value.__cause__, PermissionError)
+    assert ref.path.exists()
+
+
 def test_regression_cleanup_of_a_deleted_directory_raised_file_not_found(
     tmp_path: Path,
 ) -> None:

@@ -202,8 +202,10 @@ class _RangeReader(io.RawIOBase):
         return True
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence]
-        self._at = max(0, base + offset)
+        bases = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}
+        if whence not in bases:  # SEEK_DATA, SEEK_HOLE: a string has no holes to find
+            raise ValueError(f"whence must be SEEK_SET, SEEK_CUR or SEEK_END, not {whence!r}")
+        self._at = max(0, bases[whence] + offset)
         return self._at
 
     def tell(self) -> int:

@@ -345,6 +345,9 @@ class SpillStore:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # removed meanwhile by another process's cleanup
+                except OSError as exc:  # a directory we may list but not search
+                    raise SpillError(f"cannot read {name} in the spill directory: "
+                                     f"{exc.strerror}") from exc  # fmt: skip
                 if stat.S_ISREG(st.st_mode):
                     found.append((name, is_temp, st))
         # Read only after listing: a put marks its file before renaming it into place, so
@@ -479,6 +482,8 @@ def _unlink(path: Path) -> bool:
         path.unlink()
     except FileNotFoundError:
         return False  # another process's cleanup got there first
+    except OSError as exc:  # a read-only directory, say
+        raise SpillError(f"cannot remove {path.name}: {exc.strerror}") from exc
     return True
 
 
