@@ -1013,3 +1013,16 @@ def test_regression_a_rewritten_key_never_claims_a_cut_of_nothing() -> None:
             if t.kind == "string":
                 assert t.omitted
         assert b"truncated: 0 more" not in out.data
+
+
+@pytest.mark.parametrize("markers", ["text", "structured"])
+def test_regression_whole_never_shortens_a_marker(markers: Any) -> None:
+    """Found by a tester: Encoder.whole, "uncut if that fits, else None", returned its
+    depth and unencodable markers shortened to their kind ("…[depth]") where the budget
+    was short of the full rendering: a cut the budget made, reported as none."""
+    enc = Encoder(max_bytes=1000, max_depth=1, markers=markers)
+    for value in ([[None], {"again": [None]}], [float("nan"), {1, 2, 3}]):
+        full = enc.encode(value).data
+        assert enc.whole(value, len(full)) == enc.encode(value)
+        for budget in range(len(full) - 30, len(full)):
+            assert enc.whole(value, budget) is None, budget

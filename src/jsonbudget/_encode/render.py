@@ -581,9 +581,9 @@ class EncodeCall:
         if isinstance(v, str):
             return self._whole_str(v, cap, where)
         if v is None or isinstance(v, _SCALARS):
-            return self._scalar(v, cap, where)
+            return self._scalar(v, cap, where, shorten=False)
         if type(v) is Mark:
-            return self._marker(v.kind, v.what, cap)
+            return self._marker(v.kind, v.what, cap, shorten=False)
         if type(v) is _values.Raw:
             return (v.data, _NONE) if len(v.data) <= cap else None
         if type(v) is _values.Clip:
@@ -642,12 +642,12 @@ class EncodeCall:
                 ent.exact, ent.size = (native, _NONE), len(native)
                 return ent.exact
         if type(v) is Mark:
-            return self._marker(v.kind, v.what, cap)
+            return self._marker(v.kind, v.what, cap, shorten=False)
         ident = id(v)
         if ident in self.active:
-            return self._cycle(cap, where)
+            return self._cycle(cap, where, shorten=False)
         if depth >= self.max_depth:
-            return self._marker("depth", _describe(v), cap)
+            return self._marker("depth", _describe(v), cap, shorten=False)
         cycles = self.cycles
         self.active.add(ident)
         try:
@@ -1278,14 +1278,15 @@ class EncodeCall:
 
     # -- leaves ----------------------------------------------------------------------
 
-    def _scalar(self, obj: Any, cap: int, where: Any) -> Out | None:
+    def _scalar(self, obj: Any, cap: int, where: Any, *, shorten: bool = True) -> Out | None:
+        """*obj*'s encoding within *cap*, or its marker (see `_marker` for *shorten*)."""
         if isinstance(obj, float) and obj - obj != 0:
-            return self._unencodable(float.__repr__(obj), cap, where)
+            return self._unencodable(float.__repr__(obj), cap, where, shorten=shorten)
         if isinstance(obj, _dt.datetime | _dt.time) and type(obj.tzinfo) not in _SAFE_TZ:
             if not isinstance(obj, _dt.datetime):
                 # orjson refuses a time with any tzinfo, one without an offset too: the
                 # marker, as for a time in UTC (not the time as if it had none).
-                return self._unencodable(_describe(obj), cap, where)
+                return self._unencodable(_describe(obj), cap, where, shorten=shorten)
             # orjson would call a Python tzinfo itself, and one that raises crashes it
             # (plain orjson.dumps too): ask for the offset here and hand orjson a fixed one.
             try:
@@ -1296,27 +1297,32 @@ class EncodeCall:
                         f"{type(obj).__name__}.utcoffset() raised {type(exc).__name__}",
                         path=_path(where),
                     ) from exc
-                return self._marker("unencodable", type(obj).__name__, cap)
+                return self._marker("unencodable", type(obj).__name__, cap, shorten=shorten)
             # orjson writes +00:00 for no offset
             obj = obj.replace(tzinfo=_dt.UTC if offset is None else _dt.timezone(offset))
         try:
             data = _dumps(obj)
         except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
-            return self._unencodable(_describe(obj), cap, where)
+            return self._unencodable(_describe(obj), cap, where, shorten=shorten)
         return (data, _NONE) if len(data) <= cap else None
 
-    def _unencodable(self, what: str, cap: int, where: Any) -> Out | None:
+    def _unencodable(self, what: str, cap: int, where: Any, *, shorten: bool = True) -> Out | None:
         if self.error_on_unencodable:
             raise EncodeError(f"cannot encode {what}", path=_path(where))
-        return self._marker("unencodable", what, cap)
+        return self._marker("unencodable", what, cap, shorten=shorten)
 
-    def _cycle(self, cap: int, where: Any) -> Out | None:
+    def _cycle(self, cap: int, where: Any, *, shorten: bool = True) -> Out | None:
         self.cycles += 1
-        return self._unencodable("cycle", cap, where)
+        return self._unencodable("cycle", cap, where, shorten=shorten)
 
-    def _marker(self, kind: str, what: str, cap: int) -> Out | None:
+    def _marker(self, kind: str, what: str, cap: int, *, shorten: bool = True) -> Out | None:
+        """The marker of *kind* saying *what*, if it fits *cap*; with *shorten*, the kind
+        alone where the details do not fit. The full rendering (`whole`) never shortens:
+        that would be a cut the budget made."""
         data = self.mk.value(kind, what)
         if len(data) > cap:
+            if not shorten:
+                return None
             data = self.mk.value(kind, "")  # the kind alone, when the details do not fit
             if len(data) > cap:
                 return None
