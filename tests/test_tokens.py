@@ -232,3 +232,64 @@ def test_regression_an_encodings_name_is_no_counter(counter: Any) -> None:
     with pytest.raises(LimitError, match="counter") as info:
         fit_tokens([1] * 1000, max_tokens=5, counter=counter)
     assert info.value.name == "counter"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("strategy", "nope"),
+        ("markers", "fancy"),
+        ("unencodable", "skip"),
+        ("binary", "hex"),
+        ("default", 3),
+        ("max_items", 0),
+        ("max_keys", 0),
+        ("max_field_bytes", 5),
+        ("max_depth", 0),
+    ],
+)
+def test_regression_fitter_checks_encode_options_when_built(option: str, value: object) -> None:
+    # TokenFitter kept **encode_options unchecked: a bad mode or cap was only refused by
+    # the first .fit(), unlike every other reusable class (guarantee 6).
+    counter = WordCounter()
+    options: dict[str, Any] = {option: value}
+    with pytest.raises(LimitError) as info:
+        TokenFitter(max_tokens=100, counter=counter, **options)
+    assert info.value.name == option
+    assert counter.calls == 0
+
+
+def test_regression_fitter_checks_options_against_its_limits() -> None:
+    # A structured marker does not fit a 40-byte field cap given in the Limits.
+    with pytest.raises(LimitError, match="max_field_bytes"):
+        TokenFitter(
+            max_tokens=100,
+            counter=WordCounter(),
+            limits=Limits(4096, max_field_bytes=40),
+            markers="structured",
+        )
+
+
+def test_regression_unknown_encode_keyword_names_the_caller() -> None:
+    # TokenFitter(..., bogus=1) constructed; .fit() then raised "encode() got an
+    # unexpected keyword argument 'bogus'", blaming a call the user never made.
+    options: dict[str, Any] = {"max_tokens": 100, "counter": WordCounter(), "bogus": 1}
+    message = r"\(\) got an unexpected keyword argument 'bogus'$"
+    with pytest.raises(TypeError, match="^TokenFitter" + message):
+        TokenFitter(**options)
+    with pytest.raises(TypeError, match="^fit_tokens" + message):
+        fit_tokens(DOCS, **options)
+
+
+def test_fitter_options_that_are_valid_still_apply() -> None:
+    fitter = TokenFitter(
+        max_tokens=1000,
+        counter=WordCounter(),
+        limits=Limits(4096, max_items=3),
+        strategy="prefix",
+        markers="structured",
+        max_field_bytes=None,
+    )
+    out = orjson.loads(fitter.fit(list(range(10))).data)
+    assert out[:3] == [0, 1, 2]
+    assert len(out) == 4  # the structured marker for the 7 left out

@@ -138,7 +138,7 @@ def test_regression_the_cli_says_an_empty_source_has_nothing_to_measure(
 
 
 def test_bad_options_are_refused() -> None:
-    with pytest.raises(LimitError, match="max_bytes"):
+    with pytest.raises(LimitError, match="budgets"):
         Tuner(budgets=[10])
     with pytest.raises(LimitError, match="goal_truncated"):
         Tuner(goal_truncated=1.5)
@@ -148,6 +148,32 @@ def test_bad_options_are_refused() -> None:
         Tuner(sample=0)
     with pytest.raises(LimitError, match="oversized='error' is invalid"):
         Tuner(oversized="error")
+
+
+@pytest.mark.parametrize(
+    ("budgets", "bad", "reason"),
+    [
+        ([100], 100, "a page needs at least 342 bytes"),
+        ([4096, 300], 300, "a page needs at least 342 bytes"),
+        ([10], 10, "must be at least 64"),
+        ([4096, 1.5], 1.5, "must be an int, not float"),
+    ],
+)
+def test_regression_a_bad_budget_is_named_budgets(
+    budgets: list[int], bad: object, reason: str
+) -> None:
+    # The error named `max_bytes`, an option the caller never passed to Tuner.
+    with pytest.raises(LimitError) as info:
+        Tuner(budgets=budgets)
+    assert info.value.name == "budgets"
+    assert info.value.value == bad
+    assert str(info.value) == f"budgets={bad!r} is invalid: {reason}"
+
+
+def test_other_options_keep_their_own_names() -> None:
+    with pytest.raises(LimitError) as info:
+        Tuner(budgets=[4096], markers="fancy")  # type: ignore[arg-type]
+    assert info.value.name == "markers"
 
 
 @settings(max_examples=25, deadline=None)
@@ -275,7 +301,7 @@ def test_cli_tune_usage_errors(known_jsonl: Path, capsys: pytest.CaptureFixture[
     assert "argument --goal-truncated: '2' is not in [0, 1]" in capsys.readouterr().err
     assert main(["tune", str(known_jsonl), "--budgets", "10"]) == EXIT_USAGE
     assert capsys.readouterr().err == (
-        "jsonbudget: error: max_bytes=10 is invalid: must be at least 64\n"
+        "jsonbudget: error: budgets=10 is invalid: must be at least 64\n"
     )
     # Regression: an empty entry was skipped, so a typo ran with one budget fewer.
     for budgets in ("4K,,8K", "4K,", ","):

@@ -13,11 +13,12 @@ import inspect
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, Unpack, runtime_checkable
 
-from .._encode.encoder import Encoded, EncodeOptions, Truncation, encode
+from .._encode.encoder import Encoded, EncodeOptions, Encoder, Truncation, encode
 from .._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
 from ..errors import LimitError, TokenizerUnavailable
 
@@ -45,6 +46,8 @@ _START_BYTES_PER_TOKEN: Final = 8
 _RATIO_MARGIN: Final = 0.97
 #: Stop refining once the fitting and the failing byte budgets are this close.
 _CLOSE_ENOUGH: Final = 0.02
+#: The keywords `TokenFitter` passes on to `encode`.
+_ENCODE_OPTIONS: Final = frozenset(EncodeOptions.__annotations__)
 
 
 @runtime_checkable
@@ -189,6 +192,14 @@ class _Search:
         self.rounds = 0
 
 
+def _check_keywords(caller: str, encode_options: Mapping[str, object]) -> None:
+    """Refuse a keyword `encode` does not take, naming *caller*, not `encode`: raised at
+    the first fit, it would read as a bug in jsonbudget's own call."""
+    unknown = sorted(set(encode_options) - _ENCODE_OPTIONS)
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+
+
 class TokenFitter:
     """A configured token budget: encode within bytes, count, tighten until it fits."""
 
@@ -202,6 +213,7 @@ class TokenFitter:
         limits: Limits | None = None,
         **encode_options: Unpack[EncodeOptions],
     ) -> None:
+        _check_keywords("TokenFitter", encode_options)
         self.max_tokens = check_int("max_tokens", max_tokens, minimum=1)
         if isinstance(counter, str | bytes | bytearray | list | tuple):
             # Their count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
@@ -217,6 +229,12 @@ class TokenFitter:
         cap = encode_options.get("max_bytes")
         if cap is not None:
             check_int("max_bytes", cap, minimum=MIN_BYTES)
+        # Every round encodes with these options at its own byte budget: an encoder made
+        # now refuses a bad mode, cap or `default` before any work (guarantee 6).
+        probe: EncodeOptions = {**encode_options}
+        if limits is None and cap is None:
+            probe["max_bytes"] = MIN_BYTES
+        Encoder(limits, **probe)
         self.counter = counter
         self.limits = limits
         self.encode_options = encode_options
@@ -304,5 +322,6 @@ def fit_tokens(
     **encode_options: Unpack[EncodeOptions],
 ) -> TokenFitted:
     """One-call form of `TokenFitter.fit`; *encode_options* go to `encode`."""
+    _check_keywords("fit_tokens", encode_options)
     fitter = TokenFitter(max_tokens=max_tokens, counter=counter, limits=limits, **encode_options)
     return fitter.fit(obj)

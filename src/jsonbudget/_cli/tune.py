@@ -259,7 +259,7 @@ class Tuner:
             raise LimitError("budgets", budgets, "must be a non-empty sequence of ints")
         if len(budgets) > MAX_BUDGETS:
             raise LimitError("budgets", len(budgets), f"at most {MAX_BUDGETS} candidates")
-        checked = sorted({check_int("max_bytes", b, minimum=MIN_BYTES) for b in budgets})
+        checked = sorted({check_int("budgets", b, minimum=MIN_BYTES) for b in budgets})
         if (
             isinstance(goal_truncated, bool)
             or not isinstance(goal_truncated, int | float)
@@ -290,7 +290,15 @@ class Tuner:
         # with it: it refuses a bad strategy or marker style, caps that do not fit the
         # budget, and a budget below its smallest page (which depends on these options).
         for budget in self.budgets:
-            self._builder(self._limits(budget))
+            try:
+                self._builder(self._limits(budget))
+            except LimitError as exc:
+                if exc.name != "max_bytes":
+                    raise
+                # The builder names its own option; the caller passed the budget in
+                # `budgets`. LimitError's message is "<name>=<value> is invalid: <reason>".
+                reason = str(exc).partition(" is invalid: ")[2]
+                raise LimitError("budgets", budget, reason) from exc
 
     def steps(self, items: int) -> int:
         """Units of work `tune` reports to *progress* for *items* items."""
