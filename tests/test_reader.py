@@ -11,7 +11,7 @@ import tracemalloc
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import pytest
@@ -683,3 +683,84 @@ def test_children_that_fit_a_page_are_built_as_before(tmp_path: Path) -> None:
     env = orjson.loads(reader.read(ref, "", principal="a").data)
     assert env["items"] == rows[: len(env["items"])]
     assert "truncated" not in env
+
+
+class _CountingRaw(io.RawIOBase):
+    """A spilled file that counts the bytes read from it into its store."""
+
+    def __init__(self, file: BinaryIO, store: _CountingStore) -> None:
+        self._file = file
+        self._store = store
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._file.read(len(buffer))
+        buffer[: len(data)] = data
+        self._store.bytes_read += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+class _CountingStore(SpillStore):
+    bytes_read = 0
+
+    def open(self, ref: str) -> BinaryIO:
+        return io.BufferedReader(_CountingRaw(super().open(ref), self))
+
+
+_LONG = "x" * 6000
+# Rows each too big for a page, cut at their long string, with members after the cut at
+# every depth (the member order before the fix read the file from its start for each).
+_CUT_ROWS: dict[str, Any] = {
+    "member after the long one": lambda i: {"id": i, "bio": _LONG, "score": 0.5},
+    "member before the long one": lambda i: {"id": i, "score": 0.5, "bio": _LONG},
+    "long member in the middle": lambda i: {"a": i, "b": _LONG, "c": 2, "d": "y" * 3000, "e": 3},
+    "several long members": lambda i: {"a": _LONG, "b": _LONG, "c": _LONG, "d": i},
+    "nested object cut, members after": lambda i: {
+        "id": i,
+        "meta": {"bio": _LONG, "tags": list(range(50)), "n": 1},
+        "score": 2,
+    },
+    "nested lists": lambda i: [_LONG, _LONG, i, [_LONG, i]],
+    "deep cuts at every level": lambda i: {
+        "a": {"b": {"c": _LONG, "d": {"e": _LONG, "f": i}}, "g": 2},
+        "h": [_LONG, {"k": _LONG, "z": 1}],
+        "t": i,
+    },
+}
+
+
+@pytest.mark.parametrize("shape", list(_CUT_ROWS))
+def test_regression_following_every_page_reads_the_file_about_once(
+    tmp_path: Path, shape: str
+) -> None:
+    """A row cut at a long member with members after it re-parsed the spilled file from
+    its start for each page (the lazy rest of the cut object): following 1,000 pages of a
+    6 MB result read 3 GB. The events read past are now kept for the rest to replay."""
+    from jsonbudget import ResultGate
+    from tests.test_guards import follow_read
+
+    store = _CountingStore(tmp_path)
+    reader = ResultReader(spill=store, max_bytes=4000)
+    gate = ResultGate(max_bytes=4096, reader=reader, principal="a")
+    rows = [_CUT_ROWS[shape](i) for i in range(40)]
+    out = gate.gate({"data": rows})
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    store.bytes_read = 0
+    pages = follow_read(reader, ref, "/data", "a")
+    assert len(pages) == len(rows)  # a row a page: each is cut
+    assert all(p["truncated"] for p in pages)
+    # One pass over the file, plus the buffered reader's read-ahead (was 33 to 160 times).
+    assert store.bytes_read <= out.size + (64 << 10)
+    # The members after each cut still show, read from what was kept.
+    for page, row in zip(pages, rows, strict=True):
+        (item,) = page["items"]
+        if isinstance(row, dict):
+            assert list(item) == list(row)
+        else:
+            assert item[0].startswith("xxx")

@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from typing import IO, Any, Final, Literal
 
 import ijson
@@ -63,6 +63,11 @@ _STRING_ENVELOPE = 300
 #: open parser, or a string value, of at most `KEPT_CHARS` characters in all.
 KEPT_READS: Final = 16
 KEPT_CHARS: Final = 32 << 20
+#: What a page keeps of its items after their cuts, in `max_bytes`: the events read past
+#: are kept (each counted `_TAPE_EVENT` bytes, a string or key its characters more) up to
+#: this many page sizes in all, so a lazy rest reads them from memory, not the file.
+KEPT_TAIL_PAGES: Final = 32
+_TAPE_EVENT: Final = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +226,8 @@ class ResultReader:
             if kept is not None:
                 # The page before stopped here: go on with its parser and the child it left.
                 assert kept.file is not None
-                file, kind = owned.enter_context(kept.file), kept.kind
+                assert kept.rest is not None
+                file, kind, rest = owned.enter_context(kept.file), kept.kind, kept.rest
                 children: Iterator[Any] = chain((kept.pending,), kept.children)
             else:
                 file = owned.enter_context(self._spill.open(call.name))
@@ -241,10 +247,11 @@ class ResultReader:
                     return self._string(call, value)
                 else:
                     return self._scalar(call, value)
+            rest.kept = rest.room * KEPT_TAIL_PAGES  # each page keeps its own items' tails
             page, left, added = self._children(call, children, kind)
             if left is not _NOTHING:
                 owned.pop_all()
-                read = _Kept(file, children, left, kind)
+                read = _Kept(file, children, left, kind, rest)
                 self._keep((call.name, call.pointer, call.at + added), read)
         return page
 
@@ -356,7 +363,7 @@ class _Kept:
     """A read kept for its next page: the open file, its parser and the child left over;
     or, for a string value (no file), the string."""
 
-    __slots__ = ("chars", "children", "file", "kind", "pending", "pid")
+    __slots__ = ("chars", "children", "file", "kind", "pending", "pid", "rest")
 
     def __init__(
         self,
@@ -364,8 +371,10 @@ class _Kept:
         children: Iterator[Any],
         pending: Any,
         kind: _ValueKind,
+        rest: _Rest | None = None,
     ) -> None:
         self.file = file
+        self.rest = rest
         self.children = children
         self.pending = pending
         self.kind = kind
@@ -764,19 +773,48 @@ def _skip_started(events: Iterator[Any], event: str) -> None:
 
 
 class _Rest:
-    """How a child cut at its budget reads the rest of a container it holds: a fresh
-    parse of the spilled file up to that container, its first *skip* children skipped.
-    Lazy, and pulled only where the encoder reads past what was built (see `_build`)."""
+    """How a child cut at its budget reads the rest of a container it holds.
 
-    __slots__ = ("backend", "name", "open", "room")
+    The events of an item after its cut are read past once, by the parser that reads the
+    page, and kept as a `_Tape` while the page's allowance lasts (`kept`, in estimated
+    bytes); each lazy rest replays its part of the tape. Where the tape was cut short
+    (an item larger than the allowance), a rest that reads past its end falls back to a
+    fresh parse of the spilled file up to that container, its first *skip* children
+    skipped. Lazy, and pulled only where the encoder reads past what was built (see
+    `_build`)."""
+
+    __slots__ = ("backend", "kept", "name", "open", "room")
 
     def __init__(self, open_: Any, name: str, backend: Any, room: int) -> None:
         self.open = open_
         self.name = name
         self.backend = backend
         self.room = room
+        self.kept = room * KEPT_TAIL_PAGES
 
-    def children(self, tokens: list[str], skip: int, kind: str) -> Iterator[Any]:
+    def children(
+        self, tokens: list[str], skip: int, kind: str, tape: _Tape | None, at: int
+    ) -> Iterator[Any]:
+        done = 0
+        if tape is not None and at >= 0:
+            replay = _Replay(tape, at)
+            if kind == "array":
+                kids = _array_items(replay, self, tokens, skip, shared=True)
+            else:
+                kids = _pairs(replay, self, tokens, shared=True)
+            try:
+                for child in kids:
+                    yield child
+                    done += 1
+            except _TapeEnd:
+                pass  # the tape stops short of this child: the file has it
+            else:
+                return
+        # The same children from a fresh parse (the same events, the same shared budget),
+        # those already given dropped: what shows does not depend on where they came from.
+        yield from islice(self._reparse(tokens, skip, kind), done, None)
+
+    def _reparse(self, tokens: list[str], skip: int, kind: str) -> Iterator[Any]:
         with self.open(self.name) as file:
             events = _parse(file, self.backend)
             _locate(events, tokens, "")
@@ -785,6 +823,80 @@ class _Rest:
                     yield from _array_items(events, self, tokens, skip, shared=True)
             elif _skip_members(events, skip):
                 yield from _pairs(events, self, tokens, shared=True)
+
+
+class _TapeEnd(Exception):
+    """A replay reached the end of a tape cut short."""
+
+
+class _Tape:
+    """The events of an item read past after its cut, in order: the parts each lazy rest
+    of it reads. *whole* is False where the page's allowance ran out before the item
+    ended; the events before that point are kept."""
+
+    __slots__ = ("events", "whole")
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.whole = True
+
+
+class _Recording:
+    """The page's parser as `_build` reads past a cut: each event also goes on the tape
+    while the page's allowance (`_Rest.kept`) lasts."""
+
+    __slots__ = ("events", "rest", "tape")
+
+    def __init__(self, events: Iterator[Any], tape: _Tape, rest: _Rest) -> None:
+        self.events = events
+        self.tape = tape
+        self.rest = rest
+
+    def __iter__(self) -> _Recording:
+        return self
+
+    def __next__(self) -> Any:
+        event = next(self.events)
+        self.add(event)
+        return event
+
+    def add(self, event: tuple[str, Any]) -> None:
+        tape = self.tape
+        if tape.whole:
+            value = event[1]
+            self.rest.kept -= _TAPE_EVENT + (len(value) if type(value) is str else 0)
+            if self.rest.kept < 0:
+                tape.whole = False
+            else:
+                tape.events.append(event)
+
+    @property
+    def pos(self) -> int:
+        """Where the next event goes on the tape; -1 past its end."""
+        return len(self.tape.events) if self.tape.whole else -1
+
+
+class _Replay:
+    """A tape read again from *pos*: the events a lazy rest reads."""
+
+    __slots__ = ("pos", "tape")
+
+    def __init__(self, tape: _Tape, pos: int) -> None:
+        self.tape = tape
+        self.pos = pos
+
+    def __iter__(self) -> _Replay:
+        return self
+
+    def __next__(self) -> Any:
+        events = self.tape.events
+        pos = self.pos
+        if pos >= len(events):
+            # A whole tape holds every rest's container up to its end: only a tape cut
+            # short is read to its end.
+            raise _TapeEnd
+        self.pos = pos + 1
+        return events[pos]
 
 
 class _Budget:
@@ -870,20 +982,30 @@ def _build(
             continue
         if budget.left < 0:
             # The budget is spent: this child (begun with *ev*) and everything after it
-            # in every open container is read past, never built.
-            if ev == "map_key":
-                _skip_value(events)
+            # in every open container is read past, never built, onto the tape the
+            # lazy rests replay (a replay is already on one).
+            past: _Replay | _Recording
+            if type(events) is _Replay:
+                tape, at, past = events.tape, events.pos - 1, events
             else:
-                _skip_started(events, ev)
-            _skip_started(events, "start_array")
-            value = _cut(frame, True, rest)
+                tape = _Tape()
+                recording = past = _Recording(events, tape, rest)
+                recording.add((ev, val))
+                at = 0
+            if ev == "map_key":
+                _skip_value(past)
+            else:
+                _skip_started(past, ev)
+            _skip_started(past, "start_array")
+            value = _cut(frame, True, rest, tape, at)
             while stack.pop() is not frame:
                 pass
             while stack:
                 frame = stack[-1]
                 _attach(frame, value)
-                more = _rest_of(events)
-                value = _cut(frame, more, rest)
+                at = past.pos
+                more = _rest_of(past)
+                value = _cut(frame, more, rest, tape, at)
                 stack.pop()
             return value
         if ev == "map_key":
@@ -929,17 +1051,17 @@ def _rest_of(events: Iterator[Any]) -> bool:
     raise SpillError("the spilled result ended inside a value")
 
 
-def _cut(frame: list[Any], more: bool, rest: _Rest) -> Any:
+def _cut(frame: list[Any], more: bool, rest: _Rest, tape: _Tape, at: int) -> Any:
     """The container of *frame* as the page sees it: whole where nothing was left, else
-    its built part before a lazy read of the rest."""
+    its built part before a lazy read of the rest (from *tape* at *at*)."""
     container, tokens, count, _ = frame
     if not more:
         return container
     if type(container) is list:
-        stream = Stream(rest.children(tokens, count, "array"))
+        stream = Stream(rest.children(tokens, count, "array", tape, at))
         stream.items = container
         return stream
-    return _Cut(container, rest.children(tokens, count, "object"))
+    return _Cut(container, rest.children(tokens, count, "object", tape, at))
 
 
 def _array_items(
