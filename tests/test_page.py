@@ -1180,6 +1180,10 @@ def test_regression_wrong_stores_and_encoders_are_type_errors(tmp_path: Path) ->
     limits, scope = Limits(1000), Scope("a", {})
     with pytest.raises(TypeError, match="store must be a cursor store"):
         paginate([1], scope=scope, store=3, limits=limits)  # type: ignore[arg-type]
+    # Regression (found by a tester): None made a store of its own per cached pager, so
+    # a cursor failed ("bad signature") once the page size changed.
+    with pytest.raises(TypeError, match="store must be a cursor store, not NoneType"):
+        paginate([1], scope=scope, store=None, limits=limits)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="store must be a cursor store"):
         Paginator(limits, store=3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="spill_store must be a spill store"):

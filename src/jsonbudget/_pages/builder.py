@@ -1163,6 +1163,10 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
     spill_ref: Callable[[Any, Scope], str] | None,
 ) -> Paginator:
     """A pager with these options, configured once per distinct options."""
+    # Before the cache: `Paginator` would make None a store of its own, one per cached
+    # pager, which another page size (another pager) does not know: its cursors failed.
+    if not isinstance(store, CursorStore):
+        raise TypeError(f"store must be a cursor store, not {type(store).__name__}")
 
     def make() -> Paginator:
         return Paginator(
