@@ -974,3 +974,22 @@ def test_regression_a_gzip_file_cut_short_is_one_line_for_page_and_tune(tmp_path
         assert done.stderr.count(b"\n") == 1, done.stderr
         assert b"Traceback" not in done.stderr
         assert b"gzip" in done.stderr
+
+
+def test_regression_ctrl_c_while_the_command_loads_is_one_line() -> None:
+    """A Ctrl-C while rich and the command's module loaded printed a traceback. The
+    interrupt is made to arrive there: the module's first attribute read raises it."""
+    code = (
+        "import sys, types\n"
+        "class Loading(types.ModuleType):\n"
+        "    def __getattr__(self, name):\n"
+        "        raise KeyboardInterrupt\n"
+        "sys.modules['jsonbudget._cli.main'] = Loading('jsonbudget._cli.main')\n"
+        "from jsonbudget._cli import run\n"
+        "sys.exit(run())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, env=ENV, timeout=60, check=False
+    )
+    assert done.returncode == 130
+    assert done.stderr == b"jsonbudget: interrupted\n"
