@@ -13,10 +13,7 @@ import dataclasses
 import inspect
 import json
 import math
-import os
-import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -37,33 +34,11 @@ from jsonbudget import (
 from jsonbudget.typing import Strategy
 from tests import workcount
 from tests.jsonptr import resolve
+from tests.limited import MEMORY, bounded_run
 from tests.strategies import RepeatsKeys, budgets, hostile_values, lying_str
 
 MARK = "…["
 #: The child's address space: the interpreter, the package and a few hundred MB of data.
-MEMORY = 1 << 30
-TIMEOUT = 60
-
-
-def bounded_run(code: str, *, memory: int = MEMORY, timeout: float = TIMEOUT) -> str:
-    """Run *code* in a child interpreter with a memory limit and a timeout; its stdout."""
-    prelude = textwrap.dedent(
-        f"""
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
-        """
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    proc = subprocess.run(
-        [sys.executable, "-c", prelude + textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
 
 
 def valid(data: bytes, max_bytes: int) -> Any:

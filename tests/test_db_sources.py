@@ -37,7 +37,8 @@ from jsonbudget._sources.base import Clipped, Position
 from jsonbudget._sources.sql import KEY_POSITION_BYTES, MIN_CELL_BYTES
 from jsonbudget.errors import InvalidCursor, LimitError, SpillError
 from tests.fixtures_postgres import PostgresServer
-from tests.test_file_sources import PAGE_ALL_4K, run_bounded
+from tests.limited import bounded_run
+from tests.test_file_sources import PAGE_ALL_4K
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 
@@ -2831,7 +2832,7 @@ def test_a_path_source_pages_past_a_200_mb_cell_without_loading_it(tmp_path: Pat
     conn.execute("INSERT INTO t VALUES (4, 'after')")
     conn.commit()
     conn.close()
-    out = run_bounded(
+    out = bounded_run(
         f"""
 from jsonbudget import Clipped, SQLiteSource
 source = SQLiteSource({str(path)!r}, table="t")
@@ -2840,7 +2841,7 @@ assert isinstance(text, Clipped) and isinstance(blob, Clipped)
 assert text.head.startswith("éxxx") and blob.head[:3] == bytes(3)
 print([i["id"] for i in items], text.length, blob.length, items[3]["body"])
 """,
-        memory_mb=300,
+        memory=300 << 20,
         timeout=120,
     )
     assert out.split() == ["[1,", "2,", "3,", "4]", "200000002", "150000000", "after"]

@@ -9,7 +9,6 @@ import itertools
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from decimal import Decimal
@@ -36,8 +35,8 @@ from jsonbudget import (
 from jsonbudget._limits import MAX_DEPTH
 from jsonbudget._sources.jsonread import load_json, scan_json
 from jsonbudget.errors import DecodeError, InvalidCursor, LimitError
+from tests.limited import bounded_run
 from tests.strategies import json_values as any_json
-from tests.test_adversarial import bounded_run
 from tests.test_sources import pages_by_fill, pages_by_paginate, read_in_pages, roundtrip, take
 
 ROWS: list[Any] = [
@@ -496,40 +495,18 @@ while True:
 """
 
 
-def run_bounded(code: str, *, memory_mb: int = 400, timeout: float = 60.0) -> str:
-    """Run *code* in a fresh interpreter under an address-space limit; return its stdout.
-
-    A crash, a hang or a MemoryError fails the test, not the run.
-    """
-    prelude = (
-        "import resource\n"
-        f"resource.setrlimit(resource.RLIMIT_AS, ({memory_mb << 20}, {memory_mb << 20}))\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    done = subprocess.run(
-        [sys.executable, "-c", prelude + code],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 def test_million_deep_array_item_is_read_iteratively_with_a_depth_marker(tmp_path: Path) -> None:
     """Regression: a deeply nested item raised RecursionError from the stdlib scanner."""
     n = 1_000_000
     path = tmp_path / "deep.json"
     path.write_bytes(b"[" + b"[" * n + b"]" * n + b", 7]")
-    out = run_bounded(
+    out = bounded_run(
         "from jsonbudget import JsonArrayFileSource\n"
         f"items = [x for x, _ in JsonArrayFileSource({str(path)!r}).open(None)]\n"
         "x, d = items[0], 0\n"
         "while isinstance(x, list) and x: x, d = x[0], d + 1\n"
         "print(d, x, items[1])\n",
-        memory_mb=300,
+        memory=300 << 20,
     )
     # Lists at depths 0 to MAX_DEPTH (the deepest any Limits allows) are built; the one
     # below is its marker, counting its one child.
@@ -541,13 +518,13 @@ def test_million_deep_jsonl_line_is_read_iteratively(tmp_path: Path) -> None:
     n = 1_000_000
     path = tmp_path / "deep.jsonl"
     path.write_bytes(b"1\n" + b"[" * n + b"]" * n + b"\n2\n")
-    out = run_bounded(
+    out = bounded_run(
         "from jsonbudget import JsonLinesSource\n"
         f"items = [x for x, _ in JsonLinesSource({str(path)!r}).open(None)]\n"
         "x, d = items[1], 0\n"
         "while isinstance(x, list) and x: x, d = x[0], d + 1\n"
         "print(items[0], d - 1, x, items[2])\n",
-        memory_mb=300,
+        memory=300 << 20,
     )
     assert out == f"1 {MAX_DEPTH} …[depth: list of 1 items] 2\n"
 
@@ -997,13 +974,13 @@ def test_load_json_errors_are_decode_errors(doc: bytes, message: str) -> None:
 
 def test_load_json_of_a_deep_mixed_document_is_bounded() -> None:
     """Regression (for the result guards): 50,000 levels raised MemoryError through ijson."""
-    out = run_bounded(
+    out = bounded_run(
         "from jsonbudget._sources.jsonread import load_json\n"
         "v = load_json(b'[' * 50_000 + b'{\"k\": 1}' + b']' * 50_000)\n"
         "d = 0\n"
         "while isinstance(v, list): v, d = v[0], d + 1\n"
         "print(d, v)\n",
-        memory_mb=250,
+        memory=250 << 20,
     )
     assert out == f"{MAX_DEPTH + 1} …[depth: list of 1 items]\n"
 
@@ -1181,13 +1158,13 @@ def test_a_200_mb_item_is_skipped_in_bounded_memory(tmp_path: Path, kind: str, o
             f.write(block)
         f.write(b'"},\n{"id":2}]' if kind == "array" else b'"}\n{"id":2}\n')
     cls = "JsonArrayFileSource" if kind == "array" else "JsonLinesSource"
-    out = run_bounded(
+    out = bounded_run(
         f"""
 from jsonbudget import {cls}
 source = {cls}({str(path)!r}{option})
 {PAGE_ALL_4K}print(items[0], len(items), items[2], items[1].length, len(items[1].head))
 """,
-        memory_mb=300,
+        memory=300 << 20,
         timeout=120,
     )
     size = path.stat().st_size - (len(b'[{"id":0},\n') + len(b',\n{"id":2}]') if kind == "array"
@@ -1462,5 +1439,5 @@ def test_regression_a_pipes_cursor_says_a_pipe_cannot_be_resumed(tmp_path: Path,
         "except InvalidCursor as exc:\n"
         "    print('refused:', exc)\n"
     )
-    out = run_bounded(code, timeout=30)
+    out = bounded_run(code, timeout=30)
     assert out.startswith("refused: the input is not a regular file")

@@ -8,13 +8,7 @@ import hashlib
 import inspect
 import io
 import json
-import os
 import re
-import resource
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import typing
 from collections.abc import AsyncIterator, Iterator
@@ -49,6 +43,7 @@ from jsonbudget.errors import (
     LimitError,
     SpillError,
 )
+from tests.limited import run_limited
 from tests.strategies import json_values as shared_json_values
 from tests.strategies import odd_values
 
@@ -684,33 +679,6 @@ def test_bare_bounded_tool_is_a_clear_type_error() -> None:
 
 
 # --- hostile results ----------------------------------------------------------------------
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_limited(
-    code: str, *, memory: int = 1 << 30, file_size: int | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """Run *code* in a fresh interpreter under a memory (and file-size) limit and a timeout,
-    so a runaway allocation, a crash or a hang fails the test, not the run."""
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        if file_size is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-            # Past the limit a write fails with EFBIG instead of killing the process.
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        preexec_fn=limit,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
 
 
 def test_regression_nested_iterator_items_read_by_the_size_check_are_spilled(

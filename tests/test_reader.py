@@ -23,7 +23,7 @@ from jsonbudget._agents.reader import LEAST_READ_BYTES, LongIntsAsExponents, Res
 from jsonbudget._reader import MAX_EMPTY_CHUNKS
 from jsonbudget._sources.jsonread import load_json
 from jsonbudget.errors import DecodeError, LimitError, SpillError
-from tests.test_adversarial import bounded_run
+from tests.limited import bounded_run
 
 
 class CountingEndless:

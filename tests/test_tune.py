@@ -22,7 +22,7 @@ from jsonbudget._encode.encoder import Encoder
 from jsonbudget._limits import MAX_DEPTH, MAX_LIMIT
 from jsonbudget._sources.base import Clipped
 from jsonbudget.errors import LimitError
-from tests.test_adversarial import bounded_run
+from tests.limited import bounded_run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
