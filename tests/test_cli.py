@@ -993,3 +993,22 @@ def test_regression_ctrl_c_while_the_command_loads_is_one_line() -> None:
     )
     assert done.returncode == 130
     assert done.stderr == b"jsonbudget: interrupted\n"
+
+
+def test_regression_a_stderr_that_takes_no_bytes_drops_the_report_not_the_exit_code(
+    items_file: Path,
+) -> None:
+    """Found by a tester: with stderr a read-only descriptor (what a shell-script shim
+    leaves for ``2>&-``), the --report write failed with EBADF after the output was
+    written whole, and the command exited 1."""
+    with open(os.devnull, "rb") as read_only:
+        done = subprocess.run(
+            [sys.executable, "-m", "jsonbudget", "dump", str(items_file), "--report"],
+            stdout=subprocess.PIPE,
+            stderr=read_only,
+            env=ENV,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0
+    json.loads(done.stdout)

@@ -370,10 +370,18 @@ def _write(data: bytes) -> None:
 
 
 def _say(text: str) -> None:
-    """Write *text* whole to stderr; nothing when stderr is closed (``2>&-``)."""
+    """Write *text* whole to stderr; nothing when stderr is closed (``2>&-``) or takes
+    no bytes (a descriptor open read-only, as a shell script that runs us may leave it):
+    a message has nowhere else to go, and the exit code still says how it went."""
     err = sys.stderr
-    if err is not None:
-        _write_all(err, text.encode(err.encoding or "utf-8", err.errors or "strict"))
+    if err is None:
+        return
+    data = text.encode(err.encoding or "utf-8", err.errors or "strict")
+    try:
+        _write_all(err, data)
+    except OSError as exc:
+        if exc.errno not in (errno.EBADF, errno.EPIPE, errno.EINVAL):
+            raise  # a full disk, say: not a stderr that is not there
 
 
 def _write_all(stream: TextIO, data: bytes) -> None:
