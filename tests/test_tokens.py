@@ -293,3 +293,41 @@ def test_fitter_options_that_are_valid_still_apply() -> None:
     out = orjson.loads(fitter.fit(list(range(10))).data)
     assert out[:3] == [0, 1, 2]
     assert len(out) == 4  # the structured marker for the 7 left out
+
+
+@pytest.mark.parametrize("nest", [lambda rows: rows, lambda rows: {"rows": rows}])
+def test_regression_an_iterator_is_fitted_as_its_list_is(nest: Any) -> None:
+    """Found by a tester: the fitter encodes one value at several budgets, and an
+    iterator gave its items to the first round only: the rounds after it began later
+    (rows from id 43 on, none of 0-42 marked), or found it empty (``[]``, complete)."""
+    rows: list[dict[str, Any]] = [{"id": i, "text": "lorem ipsum " * 5} for i in range(1000)]
+    pulled: list[int] = []
+
+    def generate() -> Any:
+        for row in rows:
+            pulled.append(row["id"])
+            yield row
+
+    for max_tokens in (100, 400):
+        pulled.clear()
+        options: dict[str, Any] = {"max_tokens": max_tokens, "counter": EstimatedTokenCounter()}
+        want = fit_tokens(nest(rows), **options)
+        got = fit_tokens(nest(generate()), **options)
+        assert got.rounds > 1  # one value encoded at several budgets
+        # The rows from the first on, cut and marked; the list's marker counts what it
+        # left out, an iterator's says "more" (it was not read to its end), which is
+        # shorter and may leave room for one more row.
+        assert got.complete is want.complete is False
+        shown, listed = (_rows_shown(out.data) for out in (got, want))
+        assert [row["id"] for row in shown] == list(range(len(shown)))
+        assert shown[: len(listed)] == listed
+        assert len(got.truncations) == 1
+        assert pulled == sorted(set(pulled))  # each item pulled once
+        assert len(pulled) < len(rows)  # and no further than the budgets needed
+
+
+def _rows_shown(data: bytes) -> list[Any]:
+    """The rows a fitted output shows, its marker left out."""
+    doc = orjson.loads(data)
+    rows = doc["rows"] if isinstance(doc, dict) else doc
+    return [row for row in rows if not isinstance(row, str)]

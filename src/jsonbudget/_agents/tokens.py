@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, Unpack, runtime_checkable
 
-from .._encode.encoder import Encoded, EncodeOptions, Encoder, Truncation, encode
+from .._encode.encoder import (
+    Encoded,
+    EncodeOptions,
+    Encoder,
+    Stream,
+    Truncation,
+    encode_replaying,
+)
 from .._limits import MAX_LIMIT, MIN_BYTES, Limits, check_int
 from ..errors import LimitError, TokenizerUnavailable
 
@@ -181,9 +188,18 @@ class TokenFitted:
 class _Search:
     """Per-call state of the byte-budget search."""
 
-    __slots__ = ("best", "best_bytes", "failed_bytes", "failed_output", "failed_tokens", "rounds")
+    __slots__ = (
+        "best",
+        "best_bytes",
+        "failed_bytes",
+        "failed_output",
+        "failed_tokens",
+        "rounds",
+        "streams",
+    )
 
     def __init__(self) -> None:
+        self.streams: dict[int, Stream] = {}  # the value's iterators, read once for all rounds
         self.best: tuple[Encoded, int] | None = None
         self.best_bytes = 0
         self.failed_bytes: int | None = None  # the smallest budget that counted too many
@@ -248,7 +264,9 @@ class TokenFitter:
     def _try(self, obj: Any, budget: int, search: _Search) -> bool:
         search.rounds += 1
         options: EncodeOptions = {**self.encode_options, "max_bytes": budget}
-        out = encode(obj, self.limits, **options)
+        # One value encoded at several budgets: an iterator in it is read once, and what
+        # each round pulls is given again to the next (`encode_replaying`).
+        out = encode_replaying(Encoder(self.limits, **options), obj, search.streams)
         tokens = self.counter.count(out.data.decode("utf-8"))
         check_int("token count", tokens, minimum=0)
         if tokens <= self.max_tokens:

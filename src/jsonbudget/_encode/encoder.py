@@ -55,6 +55,7 @@ __all__ = [
     "bounded_dumps",
     "dumps_whole",
     "encode",
+    "encode_replaying",
     "pointer",
 ]
 
@@ -388,6 +389,22 @@ def _encoded(out: Out, path: str) -> Encoded:
     if not trs:
         return _complete(data)
     return _new_reported(data, False, None, (trs, path))
+
+
+def encode_replaying(enc: Encoder, obj: Any, streams: dict[int, Stream]) -> Encoded:
+    """``enc.encode(obj)``, its iterators read through *streams*: what a call pulls from
+    an iterator is kept there and given again to the next call with the same streams,
+    which pulls on from where the last one stopped. For encoding one value several
+    times (a fitter tries several budgets): read alone, an iterator gives its items to
+    the first encode only."""
+    budget = enc.limits.max_bytes
+    data = _bound.clean_dumps(obj, budget, 0, enc._caps)
+    if isinstance(data, bytes):
+        return _complete(data)
+    call = EncodeCall(enc, streams)
+    if data == _TOO_BIG:
+        call.too_big(obj, budget)
+    return _encoded(_rendering(call.fit(obj, budget, "")), "")
 
 
 def _complete(data: bytes) -> Encoded:
