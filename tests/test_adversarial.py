@@ -874,3 +874,39 @@ def test_regression_a_caller_deep_in_the_stack_gets_an_encode_error(strategy: An
         _nested_call(left, lambda: encode(value, max_bytes=4000, strategy=strategy))
     assert isinstance(info.value.__cause__, RecursionError)
     assert info.value.path == ""
+
+
+def test_regression_a_chain_of_attrs_instances_is_walked_once_per_budget() -> None:
+    """Found by a tester: cut to 2 KiB, a chain of attrs instances had the node at depth
+    k read k times (7,140 attribute reads at depth 120, 60 a node): each level's "is it
+    whole?" walked the rest of the chain again, since nothing was kept of a native
+    value's walk. The walk now records what it found too big for its room."""
+    import attrs
+
+    reads = [0]
+
+    @attrs.define
+    class Node:
+        child: object
+        pad: str
+
+        def __getattribute__(self, name: str) -> Any:
+            if name == "child":
+                reads[0] += 1
+            return object.__getattribute__(self, name)
+
+    def chain(depth: int) -> Any:
+        node: Any = "end"
+        for _ in range(depth):
+            node = Node(node, "p" * 40)
+        return node
+
+    counted = {}
+    for depth in (40, 120):
+        reads[0] = 0
+        out = encode(chain(depth), Limits(2048, max_depth=128))
+        assert len(out.data) <= 2048
+        counted[depth] = reads[0]
+    # About 40 nodes show: a few reads each, and the deeper chain costs no more.
+    assert counted[120] <= 4 * 40
+    assert counted[120] <= counted[40] * 1.5

@@ -590,10 +590,14 @@ class EncodeCall:
             return self._whole_clip(v, cap)
         return self._whole_container(obj, v, cap, where, depth)
 
+    def _known_larger(self, obj: Any, depth: int, cap: int) -> bool:
+        """Whether a walk already found *obj* (at *depth*) larger than *cap*."""
+        known = self.known.get((id(obj), depth))
+        return known is not None and known[0] is obj and known[1] > cap
+
     def _clean_dumps(self, obj: Any, cap: int, depth: int) -> bytes | int:
         """`bound.clean_dumps`, skipped for a container already known too big for *cap*."""
-        known = self.known.get((id(obj), depth))
-        if known is not None and known[0] is obj and known[1] > cap:
+        if self._known_larger(obj, depth, cap):
             return _TOO_BIG
         spine = self.spine
         data = _bound.clean_dumps(obj, cap, depth, self.caps, spine)
@@ -611,6 +615,8 @@ class EncodeCall:
         return ent
 
     def _whole_container(self, obj: Any, v: Any, cap: int, where: Any, depth: int) -> Out | None:
+        if self._known_larger(obj, depth, cap):
+            return None  # a walk of a native value around it found it larger (`_values.whole`)
         ent = self._entry(obj, v, depth)
         if ent.size >= 0:
             if ent.size > cap:
@@ -629,7 +635,7 @@ class EncodeCall:
                 return None
             # A native value's own library writes it when all of it fits (byte identity).
             try:
-                native = _values.whole(v, cap, depth, self.caps)
+                native = _values.whole(v, cap, depth, self.caps, self.known)
             except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
                 if v is not obj or type(v) not in _PLAIN:
                     err = _library_error(exc, obj, where)

@@ -1354,8 +1354,19 @@ _FLAT_SCAN = 64  # the most items `_AttrsConv` looks through to keep a collectio
 # -- whole values ----------------------------------------------------------------------
 
 
-def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
+def whole(
+    obj: Any,
+    cap: int,
+    depth: int,
+    caps: _bound.Caps,
+    known: dict[tuple[int, int], tuple[Any, int]] | None = None,
+) -> bytes | None:
     """The native libraries' bytes for *obj* if it needs no marker and they fit *cap*.
+
+    *known*, the caller's record of lower bounds of sizes by ``(id, depth)``, gets each
+    native value inside *obj* that the walk found larger than its room: asked about one
+    of them again with no more room, the caller knows the answer without walking (a
+    chain of attrs instances was walked once from each of its nodes).
 
     *obj* is what the renderer holds: a view made by `adapt`, or (at the top, *depth*
     0) a JSON container that may hold native values. Costs about *cap*: a lower bound of
@@ -1377,7 +1388,7 @@ def whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
         return None
     try:
         if n < 0:  # not a value the compiled walk knows: the walk in Python
-            walk = _Walk(caps)
+            walk = _Walk(caps, known)
             n = walk.size(obj, cap, depth, inside=int(native is not None))
             if n < 0 or n > cap:
                 return None
@@ -1518,14 +1529,24 @@ class _Walk:
     whose encoded length the walk cannot bound from below without writing it.
     """
 
-    __slots__ = ("caps", "natives", "runs")
+    __slots__ = ("caps", "known", "natives", "runs")
 
-    def __init__(self, caps: _bound.Caps) -> None:
+    def __init__(
+        self, caps: _bound.Caps, known: dict[tuple[int, int], tuple[Any, int]] | None = None
+    ) -> None:
         self.caps = caps
+        self.known = known
         self.natives = False
         self.runs: dict[int, type] = {}  # id of a list bounded whole as one class's run
 
     def size(self, v: Any, cap: int, depth: int, *, inside: int) -> int:
+        n = self._size(v, cap, depth, inside=inside)
+        if n > cap and self.known is not None and type(v) not in _JSON:
+            # A lower bound of its own size: held, so its id stays its own (see `whole`).
+            self.known[id(v), depth] = (v, n)
+        return n
+
+    def _size(self, v: Any, cap: int, depth: int, *, inside: int) -> int:
         max_depth, max_items, max_keys, max_field, scalars = self.caps
         t: Any = type(v)
         if t in _JSON:
