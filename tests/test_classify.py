@@ -14,6 +14,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.exceptions import ModelHTTPError
@@ -1128,3 +1129,153 @@ def test_regression_a_413_re_raised_by_pydantic_ai_names_the_sdk_it_came_from() 
     assert classify_size_error(reraised) == expected
     assert classify_size_error(reraised, provider="bedrock") == PromptTooLong(None, None, "bedrock")
     assert [classify_size_error(outer) for outer in _status_only(error)] == [expected] * 2
+
+
+# -- regressions: Bedrock's field pointer, Cohere's chat forms, str and bytes subclasses ---
+
+
+def _bedrock_client_error(message: str) -> Exception:
+    # botocore's own exception, as boto3's bedrock-runtime client raises it.
+    error = ClientError(
+        {
+            "Error": {"Code": "ValidationException", "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        "InvokeModel",
+    )
+    return cast(Exception, error)
+
+
+def test_regression_a_bedrock_schema_error_is_decided_by_the_field_it_names() -> None:
+    """Found by a tester: `#/top_k: 501 is not less or equal to 500` was a size error
+    (shrink_cap halved the cap for it), `#/max_tokens: ...` stayed ambiguous, and a
+    maxLength on a non-prompt string was PromptTooLong (the prompt was compressed)."""
+    top_k = _bedrock_client_error(
+        "Malformed input request: #/top_k: 501 is not less or equal to 500, please reformat "
+        "your input and try again."
+    )
+    assert classify_size_error(top_k) is None
+    caps: list[int] = []
+
+    def call(cap: int) -> str:
+        caps.append(cap)
+        raise top_k
+
+    with pytest.raises(type(top_k)):
+        call_with_output_cap(call, max_output_tokens=8192, on_ambiguous="shrink_cap")
+    assert caps == [8192]
+    temperature = "Malformed input request: #/temperature: 2 is not less or equal to 1"
+    assert classify_size_error(temperature) is None
+    cap = _bedrock_client_error(
+        "Malformed input request: #/max_tokens: 200000 is not less or equal to 64000, please "
+        "reformat your input and try again."
+    )
+    assert classify_size_error(cap) == OutputCapTooLarge(200000, 64000, None, "bedrock")
+    titan = "#/textGenerationConfig/maxTokenCount: 9000 is not less or equal to 8192"
+    assert classify_size_error(titan) == OutputCapTooLarge(9000, 8192, None, "bedrock")
+    # Two violations: the parameter's says nothing of size, the next match decides.
+    both = (
+        "Malformed input request: 2 schema violations found: #/top_k: 501 is not less or "
+        "equal to 500; #/max_tokens: 9000 is not less or equal to 8192"
+    )
+    assert classify_size_error(both) == OutputCapTooLarge(9000, 8192, None, "bedrock")
+    metadata = _bedrock_client_error(
+        "Malformed input request: #/metadata/user_id: expected maxLength: 256, actual: 300, "
+        "please reformat your input and try again."
+    )
+    assert classify_size_error(metadata) is None
+    compressed: list[PromptTooLong] = []
+
+    def call_metadata(cap: int) -> str:
+        raise metadata
+
+    with pytest.raises(type(metadata)):
+        call_with_output_cap(
+            call_metadata, max_output_tokens=8192, compress_prompt=compressed.append
+        )
+    assert compressed == []
+    stop = "Malformed input request: #/stop_sequences/0: expected maxLength: 10, actual: 12"
+    assert classify_size_error(stop) is None
+    text = (
+        "Malformed input request: #/messages/0/content/0/text: expected maxLength: 42000, "
+        "actual: 46735, please reformat your input and try again."
+    )
+    assert classify_size_error(_bedrock_client_error(text)) == PromptTooLong(None, None, "bedrock")
+    # Without a pointer, as before: which field is not said.
+    assert classify_size_error("Malformed input request: 8192 is not less or equal to 8191") == (
+        AmbiguousSizeError(None, "either", limit=8191, tokens=8192)
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        # Quansight/ragna#351 (the tester's message), and docs.cohere.com/reference/errors.
+        (
+            "too many tokens: size limit exceeded by 1502 tokens. Try using shorter or fewer "
+            "inputs, or setting prompt_truncation='AUTO'.",
+            PromptTooLong(None, None, "cohere"),
+        ),
+        (
+            "too many tokens: size limit exceeded by 713295 tokens. Try using shorter or fewer "
+            "inputs. The limit for this model is 288000 tokens.",
+            PromptTooLong(1001295, 288000, "cohere"),
+        ),
+        (
+            "too many tokens: minimal context could not be added to prompt (size limit exceeded "
+            "by 280 tokens)",
+            PromptTooLong(None, None, "cohere"),
+        ),
+        (
+            "too many tokens: multi-hop prompt is too long even after truncation",
+            PromptTooLong(None, None, "cohere"),
+        ),
+        (
+            "too many tokens: total number of tokens in the prompt cannot exceed 4081 - received "
+            "4292. Try using a shorter prompt, or enabling prompt truncating.",
+            PromptTooLong(4292, 4081, "cohere"),
+        ),
+        # portkey.ai's error library quotes this Cohere wording.
+        (
+            "Too many tokens: the total number of tokens in the prompt exceeds the limit of "
+            "4081. Try using a shorter prompt or enable prompt truncating.",
+            PromptTooLong(None, 4081, "cohere"),
+        ),
+        (
+            "too many tokens: max tokens must be less than or equal to 4096, the maximum output "
+            "for this model - received 8192.",
+            OutputCapTooLarge(8192, 4096, None, "cohere"),
+        ),
+        (
+            "too many tokens: max tokens must be less than or equal to 4096, the maximum output "
+            "length for this model - received 1000000.",
+            OutputCapTooLarge(1000000, 4096, None, "cohere"),
+        ),
+    ],
+)
+def test_regression_cohere_chat_size_errors_are_classified(message: str, expected: object) -> None:
+    """Found by a tester: Cohere's chat size error ("size limit exceeded by N tokens")
+    and its other "too many tokens:" forms were not size errors."""
+    assert classify_size_error(message) == expected
+    assert classify_size_error({"message": message, "id": "x"}) == expected
+    assert classify_size_error(message, requested=1000) == expected
+    # Other wording of an excess is not Cohere's.
+    assert classify_size_error("Pipeline size limit exceeded by 3 jobs!") is None
+
+
+def test_regression_a_str_or_bytes_subclass_error_runs_none_of_its_methods() -> None:
+    """Found by a tester: a str or bytes subclass whose lstrip or __len__ raises made
+    classify_size_error raise (the JSON check called them on the caller's object)."""
+
+    def boom(*args: object) -> Any:
+        raise RuntimeError("boom")
+
+    hostile = {"lstrip": boom, "__len__": boom, "__getitem__": boom, "strip": boom}
+    text = '{"error": "prompt is too long: 300 tokens > 200 maximum"}'
+    expected = PromptTooLong(300, 200, "anthropic")
+    for base, value in ((str, text), (bytes, text.encode()), (bytearray, text.encode())):
+        cls = type(f"Hostile{base.__name__}", (base,), hostile)
+        assert classify_size_error(cls(value)) == expected, base
+    # An object whose __class__ says str, without being one, is not read as one.
+    liar = type("Liar", (), {"__class__": property(lambda self: str)})()
+    assert classify_size_error(liar) is None

@@ -266,8 +266,88 @@ def _lm_studio_keep(m: re.Match[str], call: _Call) -> SizeVerdict:
     return _prompt_by_arithmetic(_g(m, 1), window, call.provider)
 
 
+def _named(name: str) -> str:
+    """`_N` with its number as the named group *name*: for rules with alternatives."""
+    return _N.replace(r")(\d", rf")(?P<{name}>\d", 1)
+
+
+def _cohere(m: re.Match[str], call: _Call) -> SizeVerdict:
+    """Cohere's "too many tokens: ..." forms (docs.cohere.com/reference/errors)."""
+    found = {k: _num(v) for k, v in m.groupdict().items() if v is not None}
+    if "total" in found:
+        # The generate endpoint's prompt plus max_tokens.
+        return _total_with_known_cap(
+            found["total"], found["total_window"], call.requested, call.provider
+        )
+    if "prompt" in found:
+        return _prompt_by_arithmetic(found["prompt"], found["prompt_window"], call.provider)
+    if "output" in found:
+        return _output_ceiling(found["output_max"], found["output"], call.provider)
+    if "excess_limit" in found:
+        # Chat with prompt_truncation OFF: the inputs' sum is over the model's limit by
+        # "excess", so the prompt is limit + excess tokens.
+        limit = found["excess_limit"]
+        return PromptTooLong(
+            prompt_tokens=limit + found["excess"], limit=limit, provider=call.provider
+        )
+    # The prompt's excess without the limit, "the prompt ... exceeds the limit of W", or
+    # a multi-hop prompt still too long after truncation: the prompt, with what is said.
+    return PromptTooLong(
+        prompt_tokens=None, limit=found.get("prompt_limit"), provider=call.provider
+    )
+
+
 def _rule(name: str, pattern: str, provider: str | None, build: _Build) -> _Rule:
     return _Rule(name, re.compile(pattern, _I), provider, build)
+
+
+# Bedrock validates a request body with everit-json-schema, whose messages start with the
+# JSON pointer of the field they are about: "#/top_k: 501 is not less or equal to 500".
+_POINTER: Final = r"(?:#/([^\s:#]{1,200}): ?)?"
+# The output cap's field in Bedrock's model bodies (the pointer's last segment, lowered):
+# Anthropic, Mistral, AI21 Jamba, Cohere; Llama; Titan; Nova; AI21 Jurassic.
+_BEDROCK_CAP_FIELDS: Final = frozenset(
+    {
+        "max_tokens",
+        "max_tokens_to_sample",
+        "max_completion_tokens",
+        "max_gen_len",
+        "maxtokencount",
+        "max_new_tokens",
+        "maxtokens",
+    }
+)
+# Fields that hold the prompt (the pointer's first segment, lowered).
+_BEDROCK_PROMPT_FIELDS: Final = frozenset(
+    {
+        "prompt",
+        "messages",
+        "system",
+        "inputtext",
+        "message",
+        "chat_history",
+        "documents",
+        "preamble",
+        "texts",
+    }
+)
+
+
+def _not_less_or_equal(m: re.Match[str], call: _Call) -> SizeVerdict | None:
+    pointer = m.group(1)
+    if pointer is None:
+        # Which field is over its maximum is not said.
+        return AmbiguousSizeError(call.provider, "either", limit=_g(m, 3), tokens=_g(m, 2))
+    if pointer.rpartition("/")[2].lower() in _BEDROCK_CAP_FIELDS:
+        return _output_ceiling(_g(m, 3), _g(m, 2), call.provider or "bedrock")
+    return None  # top_k, temperature, ...: a parameter out of range, no size
+
+
+def _bedrock_max_length(m: re.Match[str], call: _Call) -> SizeVerdict | None:
+    pointer = m.group(1)
+    if pointer is None or pointer.partition("/")[0].lower() in _BEDROCK_PROMPT_FIELDS:
+        return PromptTooLong(prompt_tokens=None, limit=None, provider=call.provider)
+    return None  # a stop sequence, a metadata string, ...: not the prompt
 
 
 # Numeric rules, most specific first: a message that embeds another is read by the
@@ -451,13 +531,31 @@ _RULES: Final[tuple[_Rule, ...]] = (
         lambda m, c: _total_with_known_cap(None, _g(m, 1), c.requested, c.provider),
     ),
     _rule(
-        "cohere_total",
+        "cohere_too_many_tokens",
+        # Cohere words every size error "too many tokens: ..."; each form names a different
+        # size, so each is one alternative with its own named groups.
         r"total number of tokens \(prompt and prediction\) cannot exceed "
-        + _N
+        + _named("total_window")
         + r" ?- ?received "
-        + _N,
+        + _named("total")
+        + r"|total number of tokens in the prompt (?:cannot exceed "
+        + _named("prompt_window")
+        + r" ?- ?received "
+        + _named("prompt")
+        + r"|exceeds the limit of "
+        + _named("prompt_limit")
+        + r")|max tokens must be less than or equal to "
+        + _named("output_max")
+        + r", the maximum output (?:length )?for this model ?- ?received "
+        + _named("output")
+        + r"|too many tokens: ?(?:minimal context could not be added to prompt \()?size limit "
+        r"exceeded by "
+        + _named("excess")
+        + r" tokens(?:.{0,160}?The limit for this model is "
+        + _named("excess_limit")
+        + r" tokens)?|too many tokens: ?multi-hop prompt is too long",
         "cohere",
-        lambda m, c: _total_with_known_cap(_g(m, 2), _g(m, 1), c.requested, c.provider),
+        _cohere,
     ),
     _rule(
         "mistral_prompt",
@@ -595,10 +693,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "bedrock_max_length",
-        # A schema check of a string's length in characters: only text, the prompt, has one.
-        r"expected maxLength: ?" + _N + r", actual: ?" + _N,
+        # A schema check of a string's length in characters: the prompt, unless the
+        # pointer before it names another field.
+        _POINTER + r"expected maxLength: ?" + _N + r", actual: ?" + _N,
         "bedrock",
-        lambda m, c: PromptTooLong(prompt_tokens=None, limit=None, provider=c.provider),
+        _bedrock_max_length,
     ),
     _rule(
         "json_string_length",
@@ -625,10 +724,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "not_less_or_equal",
-        # Bedrock's schema check: which field is over its maximum is not said.
-        _N + r" is not less or equal to " + _N,
+        # Bedrock's schema check of a number: the pointer before it, when there is one,
+        # names the field over its maximum.
+        _POINTER + _N + r" is not less or equal to " + _N,
         None,
-        lambda m, c: AmbiguousSizeError(c.provider, "either", limit=_g(m, 2), tokens=_g(m, 1)),
+        _not_less_or_equal,
     ),
     _rule(
         "context_window_bare",
@@ -920,24 +1020,43 @@ def _chain(error: object) -> Iterator[object]:
             return
 
 
+def _plain_body(error: object) -> str | bytes | bytearray | None:
+    """*error* as a plain str, bytes or bytearray if it is one (or a subclass), else None.
+
+    Only the base type's own slice runs, on its real type (``isinstance`` may be told
+    otherwise by ``__class__``): a subclass's ``__len__``, ``lstrip`` or ``__getitem__``
+    may raise anything. One more than the scanned length is kept, so a text too long to
+    read as JSON is still known to be.
+    """
+    kind = type(error)
+    if issubclass(kind, str):
+        return str.__getitem__(cast(str, error), slice(0, MAX_SCAN_CHARS + 1))
+    if issubclass(kind, bytes):
+        return bytes.__getitem__(cast(bytes, error), slice(0, 4 * MAX_SCAN_CHARS + 1))
+    if issubclass(kind, bytearray):
+        return bytearray.__getitem__(cast(bytearray, error), slice(0, 4 * MAX_SCAN_CHARS + 1))
+    return None
+
+
 def _scan(error: object) -> _Scan:
     scan = _Scan()
-    if _is(error, str):
-        scan.add(cast(str, error))
-        _json_body(cast(str, error), scan)
-    elif _is(error, (bytes, bytearray, Mapping)):
+    body = _plain_body(error)
+    if body is not None:
+        scan.walk(body)
+        _json_body(body, scan)
+    elif _is(error, (str, bytes, bytearray, Mapping)):
+        # A Mapping, or an object whose __class__ claims a text type: walked, guarded.
         scan.walk(error)
-        if not _is(error, Mapping):
-            _json_body(cast(bytes, error), scan)
     else:
         for link in _chain(error):
             _scan_object(link, scan)
     return scan
 
 
-def _json_body(text: str | bytes, scan: _Scan) -> None:
+def _json_body(text: str | bytes | bytearray, scan: _Scan) -> None:
     """A body given as text or bytes, read as the JSON it may be: its strings unescaped
-    (a Go server writes ">" as \\u003e) and its numeric fields, as for a dict body."""
+    (a Go server writes ">" as \\u003e) and its numeric fields, as for a dict body.
+    *text* is a plain str, bytes or bytearray (`_plain_body`)."""
     if len(text) > MAX_SCAN_CHARS or text.lstrip()[:1] not in ("{", "[", b"{", b"["):
         return
     try:
