@@ -10,6 +10,7 @@ import logging.config
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -179,6 +180,23 @@ def test_attributes_are_flat_and_primitive() -> None:
     assert attributes["jsonbudget.truncation_kinds.string"] == 2
     assert attributes["jsonbudget.has_next_cursor"] is True
     assert all(isinstance(v, str | int | bool) for v in attributes.values())
+    _assert_clean(attributes)
+
+
+def test_regression_attributes_leave_out_none_in_nested_summaries() -> None:
+    # Only top-level None values were left out: a gate's spill summary with a size or
+    # sha256 that was not valid gave jsonbudget.spill.bytes=None, which OpenTelemetry
+    # refuses as an attribute value.
+    spill = SimpleNamespace(ref="not-a-store-ref", size=None, sha256="zz", media_type=None)
+    gate = SimpleNamespace(data=b"{}", kind="yaml", size="2", spill=spill)
+    attributes = Summarizer(sha256=False).attributes(gate, prefix="p.")
+    assert attributes == {
+        "p.kind": "gate",
+        "p.bytes": 2,
+        "p.spilled": True,
+        "p.spill.kind": "spill",
+    }
+    assert None not in summary_attributes(gate).values()
     _assert_clean(attributes)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -112,6 +115,80 @@ def test_regression_tiktoken_signature_still_gets_disallowed_special() -> None:
             return text.split()
 
     assert TiktokenCounter(TiktokenLike()).count("a <|endoftext|>") == 2
+
+
+def _fake_cache(monkeypatch: pytest.MonkeyPatch, directory: Path, name: str, data: bytes) -> Path:
+    """A tiktoken cache directory holding *data* where tiktoken looks for *name*."""
+    from jsonbudget._agents.tokens import _TIKTOKEN_URLS
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(directory))
+    path = directory / hashlib.sha1(_TIKTOKEN_URLS[name].encode()).hexdigest()
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"])
+@pytest.mark.parametrize("data", [b"", b"aGVsbG8= 0\n"])
+def test_regression_corrupt_tiktoken_cache_file_is_unavailable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, data: bytes
+) -> None:
+    # Only `is_file()` was checked: tiktoken deletes a cached file whose sha256 is not
+    # the one its openai_public plugin expects (an interrupted download, an empty
+    # placeholder) and downloads it again, which jsonbudget promises never to do.
+    # tiktoken is not installed here, and `count` imports it before looking at the
+    # cache, so this tests the check `TiktokenCounter._load` runs before tiktoken does.
+    from jsonbudget._agents import tokens
+
+    path = _fake_cache(monkeypatch, tmp_path, name, data)
+    assert tokens._tiktoken_cache_file(name) == path
+    with pytest.raises(TokenizerUnavailable, match="corrupt or partial") as info:
+        tokens._check_tiktoken_file(name, path, tokens._tiktoken_expected_hashes())
+    assert str(path) in str(info.value)
+    assert path.read_bytes() == data  # reported, not deleted
+
+
+def test_tiktoken_cache_file_with_the_expected_hash_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from jsonbudget._agents import tokens
+
+    data = b"aGVsbG8= 0\n"
+    path = _fake_cache(monkeypatch, tmp_path, "o200k_base", data)
+    url = tokens._TIKTOKEN_URLS["o200k_base"]
+    tokens._check_tiktoken_file("o200k_base", path, {url: hashlib.sha256(data).hexdigest()})
+    tokens._check_tiktoken_file("o200k_base", path, {})  # no hash known: none checked
+    with pytest.raises(TokenizerUnavailable, match="cannot be read"):
+        tokens._check_tiktoken_file("o200k_base", tmp_path / "missing", {url: "0" * 64})
+
+
+_PLUGIN_MODULES = ("tiktoken_ext", "tiktoken_ext.openai_public")
+
+
+def test_tiktoken_hashes_are_tiktokens_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The hashes come from the installed plugin's source where there is one (a newer
+    # tiktoken may check a new file), else from tiktoken 0.14's.
+    from jsonbudget._agents import tokens
+
+    url = tokens._TIKTOKEN_URLS["cl100k_base"]
+    if importlib.util.find_spec("tiktoken") is None:
+        by_url = {tokens._TIKTOKEN_URLS[n]: h for n, h in tokens._TIKTOKEN_SHA256.items()}
+        assert tokens._tiktoken_expected_hashes() == by_url
+    plugin = tmp_path / "tiktoken_ext"
+    plugin.mkdir()
+    (plugin / "openai_public.py").write_text(
+        f"def cl100k_base():\n    return load_tiktoken_bpe({url!r}, expected_hash={'a' * 64!r})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    saved = {m: sys.modules.pop(m) for m in _PLUGIN_MODULES if m in sys.modules}
+    try:
+        hashes = tokens._tiktoken_expected_hashes()
+    finally:
+        for module in _PLUGIN_MODULES:
+            sys.modules.pop(module, None)
+        sys.modules.update(saved)
+    assert hashes[url] == "a" * 64
+    o200k = tokens._TIKTOKEN_URLS["o200k_base"]
+    assert hashes[o200k] == tokens._TIKTOKEN_SHA256["o200k_base"]
 
 
 def test_tiktoken_counter_refuses_non_encodings() -> None:
@@ -331,3 +408,19 @@ def _rows_shown(data: bytes) -> list[Any]:
     doc = orjson.loads(data)
     rows = doc["rows"] if isinstance(doc, dict) else doc
     return [row for row in rows if not isinstance(row, str)]
+
+
+@pytest.mark.parametrize("counter", [EstimatedTokenCounter, TiktokenCounter, WordCounter])
+def test_regression_a_counter_class_is_refused_when_the_fitter_is_made(counter: Any) -> None:
+    # A class has a callable `count` (an unbound function): TokenFitter took
+    # counter=EstimatedTokenCounter and failed at the first fit, after an encode, with
+    # "count() missing 1 required positional argument".
+    with pytest.raises(TypeError, match=r"TokenFitter\(\) counter must be a counter instance"):
+        TokenFitter(max_tokens=100, counter=counter)
+    with pytest.raises(TypeError, match=rf"pass {counter.__name__}\(\)") as info:
+        fit_tokens([1, 2, 3], max_tokens=100, counter=counter)
+    assert str(info.value).startswith("fit_tokens()")
+    fitter = TokenFitter(max_tokens=100, counter=WordCounter())
+    fitter.counter = counter
+    with pytest.raises(TypeError, match=r"TokenFitter\.fit\(\) counter must be"):
+        fitter.fit(iter([1, 2, 3]))

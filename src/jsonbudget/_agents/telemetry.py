@@ -223,13 +223,19 @@ class Summarizer:
     def attributes(self, obj: object, *, prefix: str = SUMMARY_KEY + ".") -> dict[str, Any]:
         """Flat, primitive-valued attributes for a trace span (OpenTelemetry style)."""
         flat: dict[str, Any] = {}
-        for name, value in self.summarize(obj).items():
-            if isinstance(value, dict):
-                for sub, count in value.items():
-                    flat[f"{prefix}{name}.{sub}"] = count
-            elif value is not None:
-                flat[f"{prefix}{name}"] = value
+        _flatten(self.summarize(obj), prefix, flat)
         return flat
+
+
+def _flatten(summary: Mapping[str, Any], prefix: str, flat: dict[str, Any]) -> None:
+    """Add *summary*'s values to *flat* under dotted names, at every level leaving out
+    `None` (OpenTelemetry drops a `None` attribute with a warning): a nested summary
+    (a gate's spill) has `None` for a size or sha256 that was not valid."""
+    for name, value in summary.items():
+        if isinstance(value, dict):
+            _flatten(value, f"{prefix}{name}.", flat)
+        elif value is not None:
+            flat[f"{prefix}{name}"] = value
 
 
 class SummaryFilter(logging.Filter):

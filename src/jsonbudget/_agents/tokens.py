@@ -7,8 +7,10 @@ the count fits. The only token count ever reported is one that was measured.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import math
 import os
@@ -92,6 +94,15 @@ _TIKTOKEN_URLS: Final = {
     name: f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
     for name in ("o200k_base", "cl100k_base", "p50k_base", "r50k_base")
 }
+#: The sha256 tiktoken expects of each file (``expected_hash`` in
+#: ``tiktoken_ext/openai_public.py``, unchanged from 0.6 to 0.14). tiktoken deletes a
+#: cached file that does not match and downloads it again, so jsonbudget checks first.
+_TIKTOKEN_SHA256: Final = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "p50k_base": "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+    "r50k_base": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+}
 
 
 def _tiktoken_cache_file(name: str) -> Path | None:
@@ -109,6 +120,64 @@ def _tiktoken_cache_file(name: str) -> Path | None:
         return None
     path = Path(directory) / hashlib.sha1(url.encode()).hexdigest()
     return path if path.is_file() else None
+
+
+def _tiktoken_expected_hashes() -> dict[str, str]:
+    """The sha256 the installed tiktoken checks each public file against, by URL.
+
+    Read from its ``openai_public`` plugin's source (the hashes are literals in the
+    calls to ``load_tiktoken_bpe``, not module attributes), never by running it: its
+    functions load the files. Where the plugin cannot be read (no tiktoken, no source
+    shipped), the hashes of tiktoken 0.14 are used.
+    """
+    hashes = {_TIKTOKEN_URLS[name]: sha256 for name, sha256 in _TIKTOKEN_SHA256.items()}
+    try:
+        spec = importlib.util.find_spec("tiktoken_ext.openai_public")
+    except ImportError:  # no tiktoken_ext package at all
+        return hashes
+    if spec is None or spec.origin is None:
+        return hashes
+    try:
+        tree = ast.parse(Path(spec.origin).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        # A compiled-only install, or a source this Python cannot read: the constants.
+        return hashes
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        url = node.args[0]
+        for keyword in node.keywords:
+            if (
+                keyword.arg == "expected_hash"
+                and isinstance(url, ast.Constant)
+                and isinstance(url.value, str)
+                and isinstance(keyword.value, ast.Constant)
+                and isinstance(keyword.value.value, str)
+            ):
+                hashes[url.value] = keyword.value.value
+    return hashes
+
+
+def _check_tiktoken_file(name: str, path: Path, expected: Mapping[str, str]) -> None:
+    """Raise `TokenizerUnavailable` naming *path* unless its sha256 is the one tiktoken
+    expects for *name*: tiktoken would delete it and download the file again."""
+    sha256 = expected.get(_TIKTOKEN_URLS[name])
+    if sha256 is None:
+        return  # no hash for it: tiktoken checks none either, and reads the file as is
+    try:
+        with path.open("rb") as file:
+            actual = hashlib.file_digest(file, "sha256").hexdigest()
+    except OSError as exc:
+        raise TokenizerUnavailable(
+            f"tiktoken encoding {name!r}: its cached file {str(path)!r} cannot be read ({exc})"
+        ) from exc
+    if actual != sha256:
+        raise TokenizerUnavailable(
+            f"tiktoken encoding {name!r}: its cached file {str(path)!r} is corrupt or partial "
+            f"(sha256 {actual}, expected {sha256}); tiktoken would delete it and download it "
+            "again, and jsonbudget never downloads: replace the file, or load the encoding "
+            "yourself and pass the object"
+        )
 
 
 class TiktokenCounter:
@@ -142,11 +211,13 @@ class TiktokenCounter:
             raise TokenizerUnavailable(
                 "tiktoken is not installed; install it, or pass a TokenCounter of your own"
             ) from exc
-        if _tiktoken_cache_file(self.name) is None:
+        path = _tiktoken_cache_file(self.name)
+        if path is None:
             raise TokenizerUnavailable(
                 f"tiktoken encoding {self.name!r} is not in tiktoken's local cache and "
                 "jsonbudget never downloads; load it yourself and pass the encoding object"
             )
+        _check_tiktoken_file(self.name, path, _tiktoken_expected_hashes())
         return tiktoken.get_encoding(self.name)
 
     def count(self, text: str) -> int:
@@ -216,6 +287,16 @@ def _check_keywords(caller: str, encode_options: Mapping[str, object]) -> None:
         raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
 
 
+def _check_counter(caller: str, counter: object) -> None:
+    """Refuse a counter class: ``count`` is then an unbound function, which passes the
+    ``callable`` check and fails only at the first count, after an encode."""
+    if isinstance(counter, type):
+        raise TypeError(
+            f"{caller}() counter must be a counter instance, not the class "
+            f"{counter.__name__}: pass {counter.__name__}()"
+        )
+
+
 class TokenFitter:
     """A configured token budget: encode within bytes, count, tighten until it fits."""
 
@@ -231,6 +312,7 @@ class TokenFitter:
     ) -> None:
         _check_keywords("TokenFitter", encode_options)
         self.max_tokens = check_int("max_tokens", max_tokens, minimum=1)
+        _check_counter("TokenFitter", counter)
         if isinstance(counter, str | bytes | bytearray | list | tuple):
             # Their count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
             raise LimitError(
@@ -285,6 +367,8 @@ class TokenFitter:
 
         Raises `LimitError` when even the smallest valid output counts too many tokens.
         """
+        # `counter` is a plain attribute: one set after construction is checked here.
+        _check_counter("TokenFitter.fit", self.counter)
         cap = self._cap()
         start = cap if cap is not None else self.max_tokens * _START_BYTES_PER_TOKEN
         start = min(max(start, MIN_BYTES), MAX_LIMIT)
@@ -341,5 +425,6 @@ def fit_tokens(
 ) -> TokenFitted:
     """One-call form of `TokenFitter.fit`; *encode_options* go to `encode`."""
     _check_keywords("fit_tokens", encode_options)
+    _check_counter("fit_tokens", counter)
     fitter = TokenFitter(max_tokens=max_tokens, counter=counter, limits=limits, **encode_options)
     return fitter.fit(obj)
