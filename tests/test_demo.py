@@ -174,3 +174,18 @@ def test_regression_the_demo_screen_at_the_smallest_budgets(
     out = capsys.readouterr().out
     assert "attachment: " in out
     assert "every row once, in order: yes" in out
+
+
+def test_regression_an_attachment_sqlite_cannot_hold_is_a_usage_error(tmp_path: Path) -> None:
+    """Found by a tester: --huge-bytes took up to 1 GiB, and from 10**9 bytes on SQLite
+    refused the row after about 2 GB were built ("string or blob too big", exit 1),
+    leaving a half-made database in --dir."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jsonbudget", "demo", "--huge-bytes", "1G", "--dir",
+         str(tmp_path / "d")],
+        capture_output=True, env=ENV, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert b"huge" in done.stderr
+    assert b"Traceback" not in done.stderr
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())

@@ -38,6 +38,9 @@ DEFAULT_ROWS = 200
 DEFAULT_MAX_BYTES = 16 * 1024
 #: The attachment of the one huge row: 3 MiB of base64-like text.
 DEFAULT_HUGE_BYTES = 3 * 1024 * 1024
+#: The largest attachment: SQLite refuses a row past SQLITE_MAX_LENGTH (10**9 bytes by
+#: default), and the huge ticket's other cells take up to a few tens of KB.
+MAX_HUGE_BYTES = 999_000_000
 DATABASE_NAME = "tickets.sqlite3"
 STORE_NAME = "cursors.sqlite3"
 _SEED = 20240611
@@ -86,7 +89,7 @@ def make_demo_database(
     *huge_bytes* ASCII characters. Refuses to overwrite an existing file.
     """
     check_int("rows", rows, minimum=1, maximum=1_000_000)
-    check_int("huge_bytes", huge_bytes, minimum=1, maximum=1 << 30)
+    check_int("huge_bytes", huge_bytes, minimum=1, maximum=MAX_HUGE_BYTES)
     if os.path.exists(path):
         raise FileExistsError(f"{os.fspath(path)} already exists")
     rng = random.Random(_SEED)
@@ -215,7 +218,7 @@ class Demo:
         huge_bytes: int = DEFAULT_HUGE_BYTES,
     ) -> None:
         self.rows = check_int("rows", rows, minimum=1, maximum=1_000_000)
-        self.huge_bytes = check_int("huge_bytes", huge_bytes, minimum=1, maximum=1 << 30)
+        self.huge_bytes = check_int("huge_bytes", huge_bytes, minimum=1, maximum=MAX_HUGE_BYTES)
         self.limits = Limits(check_int("max_bytes", max_bytes, minimum=MIN_BYTES))
 
     def run(
