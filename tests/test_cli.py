@@ -1012,3 +1012,25 @@ def test_regression_a_stderr_that_takes_no_bytes_drops_the_report_not_the_exit_c
         )
     assert done.returncode == 0
     json.loads(done.stdout)
+
+
+def test_regression_sigterm_removes_the_demos_temporary_directory(tmp_path: Path) -> None:
+    """Found by a tester: SIGTERM (kill, timeout, a cancelled CI job) ended the demo
+    without its clean-up: 80-300 MB left in /tmp/jsonbudget-demo-*. It now exits 143
+    once what the command made is removed."""
+    env = {**ENV, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jsonbudget", "demo", "--rows", "200000", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the demo has made its directory
+    assert any(tmp_path.iterdir())
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    assert err == b"jsonbudget: terminated\n"
+    assert list(tmp_path.iterdir()) == []

@@ -15,9 +15,11 @@ import gzip
 import os
 import re
 import select
+import signal
 import sqlite3
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from itertools import islice
@@ -73,6 +75,7 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "MAX_LOAD_BYTES",
     "default_store_path",
@@ -85,6 +88,17 @@ EXIT_ERROR: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_CURSOR: Final = 3
 EXIT_INTERRUPTED: Final = 130
+EXIT_TERMINATED: Final = 143  # 128 + SIGTERM, as a shell reports a process it ended
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived (``kill``, ``timeout``, a cancelled job): raised where the command
+    is, so that what it made (the demo's temporary directory) is cleaned up."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
 
 DEFAULT_DUMP_BYTES: Final = 64 * 1024
 DEFAULT_PAGE_BYTES: Final = 64 * 1024
@@ -1123,8 +1137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:
         # Every command writes stdout: refuse before reading input or changing a store.
         return _fail("error: stdout is closed", EXIT_ERROR)
+    # A handler is set only from the main thread (Python's rule), and put back after.
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return _COMMANDS[args.command](args)
+    except _Terminated:
+        return _fail("terminated", EXIT_TERMINATED)
     except _Closed as exc:
         return _fail(f"error: {exc}", EXIT_ERROR)
     except CursorError as exc:
@@ -1139,6 +1158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except _data_errors() as exc:
         return _fail(f"error: {_one_line(exc)}", EXIT_ERROR)
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
 def _silence_stdout() -> None:
