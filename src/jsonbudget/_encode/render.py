@@ -588,6 +588,8 @@ class EncodeCall:
             return (v.data, _NONE) if len(v.data) <= cap else None
         if type(v) is _values.Clip:
             return self._whole_clip(v, cap)
+        if type(v) is _values.Blob:
+            return self._whole_blob(v, cap)
         return self._whole_container(obj, v, cap, where, depth)
 
     def _known_larger(self, obj: Any, depth: int, cap: int) -> bool:
@@ -899,6 +901,8 @@ class EncodeCall:
             return self._marker("unencodable", v.what, allot)
         if type(v) is _values.Clip:
             return self._cut_clip(v, allot)
+        if type(v) is _values.Blob:
+            return self._cut_blob(v, allot)
         ident = id(v)
         if ident in self.active:
             return self._cycle(allot, where)
@@ -945,6 +949,9 @@ class EncodeCall:
         if type(v) is _values.Clip:
             head, tail = mk.string(v.total, v.unit)  # what `_cut_clip` keeps at least
             return len(head) + len(tail)
+        if type(v) is _values.Blob:  # as its base64 string's (above)
+            head, tail = mk.string(v.chars)
+            return min(v.chars + 2, len(head) + len(tail))
         if id(v) in self.active:
             return len(mk.value("unencodable", "cycle"))
         if depth >= self.max_depth:
@@ -1358,6 +1365,20 @@ class EncodeCall:
         # The field cap cuts it whatever the budget: that cut is its full rendering.
         out = self.cut_str(s, field)
         return out if out is not None and len(out[0]) <= cap else None
+
+    def _whole_blob(self, b: _values.Blob, cap: int) -> Out | None:
+        """Binary data's full rendering, as its base64 string's (`_whole_str`): all of
+        it where it fits the field cap, else the field cap's cut, if that fits *cap*."""
+        field = self.max_field
+        if b.chars + 2 <= field:
+            return (_dumps(b.text()), _NONE) if b.chars + 2 <= cap else None
+        out = self._cut_blob(b, field)
+        return out if out is not None and len(out[0]) <= cap else None
+
+    def _cut_blob(self, b: _values.Blob, allot: int) -> Out | None:
+        """Binary data cut as its base64 string is (`cut_str`), encoding only its head."""
+        room = min(allot, self.max_field)
+        return self._cut_clip(b.head(room), room)
 
     def cut_str(self, s: str, allot: int) -> Out | None:
         """*s* cut to fit *allot* bytes with its marker; None if not even the marker fits."""

@@ -47,6 +47,7 @@ __all__ = [
     "UNKNOWN",
     "WALKABLE",
     "Binary",
+    "Blob",
     "Clip",
     "MapView",
     "Options",
@@ -134,6 +135,30 @@ class Clip:
         if self.unit == "chars":
             return self.total - kept
         return self.total - len(text[:kept].encode("utf-8", "surrogatepass"))
+
+
+class Blob:
+    """Binary data under ``binary="base64"``, encoded no further than it is shown.
+
+    Written as the base64 string of all of it (`text`) where that fits, else cut as that
+    string is (`head`: a `Clip` of the first characters a room can show, counting from the
+    whole string's length): the same bytes, without encoding megabytes to show a page.
+    """
+
+    __slots__ = ("chars", "data", "n")
+
+    def __init__(self, data: bytes | bytearray | memoryview, n: int) -> None:
+        self.data = data
+        self.n = n
+        self.chars = (n + 2) // 3 * 4  # its base64's characters
+
+    def text(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    def head(self, room: int) -> Clip:
+        """A cut string of its base64's first characters, at least *room* of them."""
+        part = self.data[: min(self.n, (room + 3) // 4 * 3)]
+        return Clip(base64.b64encode(part).decode("ascii"), self.chars, "chars", b64=False)
 
 
 class Unencodable:
@@ -421,7 +446,7 @@ class _MaskedView(SeqView):
 
 
 #: What the renderer walks as it is (besides the JSON types).
-WALKABLE: Final = (MapView, SeqView, Raw, Clip)
+WALKABLE: Final = (MapView, SeqView, Raw, Clip, Blob)
 _VIEWS = frozenset({MapView, _DictView, SeqView, _ArrayView, _MaskedView})
 
 
@@ -592,7 +617,9 @@ def _binary(b: Any, opts: Options) -> Any:
     if opts.binary == "base64" and (n + 2) // 3 * 4 + 2 <= opts.max_bytes:
         if type(b) is memoryview and not b.c_contiguous:
             b = b.tobytes()  # b64encode takes contiguous buffers only; this is at most n bytes
-        return base64.b64encode(b).decode("ascii")
+        # Encoded when written, as far as it shows: a hundred blobs of 700 KB, each
+        # within the budget, were encoded whole to show one page (95 MB, 0.65 s).
+        return Blob(b, n)
     return UNKNOWN  # `default`, then the encoder's marker: "bytes of N bytes"
 
 
@@ -1598,7 +1625,7 @@ class _Walk:
                 return -1
             view = adapt(v, _NO_LIMIT)
             tv = type(view)
-            if tv is Unencodable or tv is Clip:
+            if tv is Unencodable or tv is Clip or tv is Blob:
                 return -1  # a NumPy NaN, say: the marker, never the library's null
             if "msgspec" in sys.modules and isinstance(v, sys.modules["msgspec"].Struct):
                 inside = STRUCT
