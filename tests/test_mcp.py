@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import importlib.util
 import json
 import os
@@ -1112,3 +1113,42 @@ async def test_regression_an_sdk_resolved_parameter_stays_out_of_the_cursor_scop
         with pytest.raises(MCPError) as info:
             await client.call_tool("rows", {"q": "y", "cursor": first["nextCursor"]})
         assert info.value.code == INVALID_PARAMS
+
+
+async def test_regression_arguments_of_rich_types_are_bound_as_sent() -> None:
+    """Found by a tester: the SDK makes the client's JSON into the declared types (an
+    HttpUrl, a Path, a timedelta, a SecretStr), which the cursor's scope had no JSON for:
+    every call failed ("query value of type HttpUrl has no JSON form")."""
+    server = MCPServer("typed")
+
+    @server.tool()
+    @paginated_tool(max_bytes=4096, store=MemoryCursorStore())
+    def crawl(
+        url: pydantic.HttpUrl, root: Path, every: datetime.timedelta, key: pydantic.SecretStr
+    ) -> list[str]:
+        return [f"{url}#{i}" for i in range(300)]
+
+    args: dict[str, Any] = {
+        "url": "https://example.com/",
+        "root": "/tmp",
+        "every": "PT1M",
+        "key": "s3cret",
+    }
+    async with Client(server) as client:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            env = check_sizes(
+                await client.call_tool("crawl", {**args, **({"cursor": cursor} if cursor else {})}),
+                4096,
+            )
+            seen += env["items"]
+            cursor = env["nextCursor"]
+            if cursor is None:
+                break
+        assert seen == [f"https://example.com/#{i}" for i in range(300)]
+        first = check_sizes(await client.call_tool("crawl", args), 4096)
+        for other in ({"url": "https://example.org/"}, {"key": "another"}):
+            with pytest.raises(MCPError) as info:
+                await client.call_tool("crawl", {**args, **other, "cursor": first["nextCursor"]})
+            assert info.value.code == INVALID_PARAMS

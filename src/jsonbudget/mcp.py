@@ -46,7 +46,7 @@ try:
     from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
     from mcp_types import SERVER_INFO_META_KEY
     from pydantic import TypeAdapter
-    from pydantic_core import to_json
+    from pydantic_core import to_json, to_jsonable_python
 
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
     from typing_extensions import NotRequired, TypedDict  # noqa: UP035
@@ -633,6 +633,14 @@ def _is_context(annotation: Any) -> bool:
     return any(isinstance(c, type) and issubclass(c, tuple(classes)) for c in candidates)
 
 
+def _as_sent(value: Any) -> Any:
+    """An argument as the client sent it, as near as its JSON tells: the server made the
+    JSON into the declared type, a secret's own text included (its JSON is a mask, and
+    two secrets must not be one query)."""
+    reveal = getattr(value, "get_secret_value", None)
+    return to_jsonable_python(reveal() if callable(reveal) else value)
+
+
 def _injected(params: list[inspect.Parameter], fn: Callable[..., Any]) -> frozenset[str]:
     """The parameters the server fills per request, which the tool's input schema leaves
     out: by the servers' own rules, asked of a stand-in with these parameters.
@@ -751,7 +759,9 @@ def paginated_tool(
         injected = _injected(params, fn)
 
         def scope_of(arguments: Mapping[str, Any]) -> Scope:
-            query = {k: v for k, v in arguments.items() if k not in injected}
+            # As the client sent them: the server has made its JSON into the declared
+            # types (an HttpUrl, a Path, a timedelta), which a scope has no JSON for.
+            query = {k: _as_sent(v) for k, v in arguments.items() if k not in injected}
             return Scope(_principal_of(principal), {**query, TOOL_KEY: tool})
 
         wrapper: Callable[..., Any]
