@@ -31,6 +31,7 @@ from jsonbudget import (
     SpillStore,
     TurnBudget,
     bounded_tool,
+    encode,
     gate_result,
 )
 from jsonbudget._agents.guards import READ_RESULT_HINT
@@ -1937,3 +1938,46 @@ def test_regression_a_call_in_flight_at_reset_does_not_change_the_next_turn(
     assert turn.remaining == fresh.remaining
     sent = [turn.admit([{"i": c, "t": "y" * 60}] * 25, tool=f"t{c}") for c in range(4)]
     assert sum(a.admitted_bytes for a in sent) == turn.report().used_bytes <= 4000
+
+
+@dataclasses.dataclass
+class _PageOfRows:
+    query: str
+    rows: Any
+
+
+class _ModelOfRows(pydantic.BaseModel):
+    query: str
+    rows: typing.Iterable[dict[str, Any]]
+
+
+def _rows(n: int) -> Iterator[dict[str, Any]]:
+    for i in range(n):
+        yield {"id": i, "body": "lorem ipsum " * 20}
+
+
+def test_regression_a_generator_inside_a_dataclass_is_spilled_whole(store: SpillStore) -> None:
+    """Found by a tester: the size check pulled rows 0-3 from a generator inside a
+    dataclass; the spill wrote the dataclass whole, re-reading the generator, and the
+    file held row 4 alone (the preview showing rows the file did not have)."""
+    want = orjson.dumps({"query": "cats", "rows": list(_rows(5))})
+    for admit in (
+        lambda v: ResultGate(max_bytes=1000, store=store).gate(v),
+        lambda v: TurnBudget(max_bytes=1000, store=store).admit(v),
+    ):
+        out = admit(_PageOfRows("cats", _rows(5)))
+        assert spilled_file(store, out) == want
+
+
+def test_regression_a_pydantic_iterable_field_is_never_silently_empty() -> None:
+    """Found by a tester: pydantic wrote an Iterable field (a one-shot iterator) whole to
+    learn that it did not fit, and the walk after it found it drained: "rows": [] under
+    complete=True, and the gate passed that on. Now it is written whole where it fits,
+    and marked where it does not."""
+    whole = encode(_ModelOfRows(query="cats", rows=_rows(5)), max_bytes=100_000)
+    assert whole.complete
+    assert len(orjson.loads(whole.data)["rows"]) == 5
+    cut = encode(_ModelOfRows(query="cats", rows=_rows(5)), max_bytes=1000)
+    assert not cut.complete
+    assert orjson.loads(cut.data)["rows"] != []
+    assert [t.path for t in cut.truncations] == ["/rows"]

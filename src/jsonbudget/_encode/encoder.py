@@ -420,9 +420,14 @@ def dumps_whole(
     markers: MarkerStyle = "text",
     binary: BinaryMode = "marker",
     max_bytes: int = MAX_LIMIT,
+    streams: dict[int, Stream] | None = None,
 ) -> bytes | None:
     """All of *obj*, uncut, for a spill file: orjson's bytes when it is clean, else markers;
     None when that is longer than *max_bytes*.
+
+    *streams* are the iterators a size check already pulled from (an encoder call's):
+    an iterator met anywhere in *obj* (in a dataclass, a model, a Mapping) gives what
+    it gave then first, and then the rest, so nothing it gave is lost.
 
     orjson writes NaN and the infinities as ``null``; this writes the encoder's marker
     for them, as for every value orjson refuses. Nesting past `MAX_DEPTH` gets a depth
@@ -439,8 +444,8 @@ def dumps_whole(
         return data
     if data == _bound.TOO_BIG:
         return None
-    out = enc.whole(obj, cap)
-    return None if out is None else out.data
+    out = EncodeCall(enc, streams).render_whole(obj, cap, "")
+    return None if out is None else out[0]
 
 
 def _check_budget(budget: object) -> None:

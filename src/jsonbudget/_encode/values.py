@@ -1646,6 +1646,11 @@ class _Walk:
                     if len(v) > max_items:
                         return -1
                     return self._items(v, len(v), cap, depth, inside=inside)
+                if isinstance(v, Iterator):
+                    # Read once: written by its library, it is gone if that output does
+                    # not fit (a pydantic Iterable field came out []). The renderer pulls
+                    # it, and keeps what it pulled.
+                    return -1
                 # Its library's business: at least a byte, or a byte a unit of its length.
                 return len(v) + 1 if isinstance(v, Sized) else 1
             self.natives = True  # orjson writes a dataclass; `_as_fragment` the rest

@@ -9,14 +9,14 @@ are made, never after encoding everything.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import orjson
 
 from ..errors import EncodeError, SpillError
 from .encoder import BinaryMode, MarkerStyle, dumps_whole
-from .render import pointer
+from .render import Stream, pointer
 from .strings import SURROGATE
 
 __all__ = ["JsonWriter"]
@@ -52,7 +52,7 @@ class JsonWriter:
     def __init__(
         self,
         default: Callable[[Any], Any] | None,
-        streams: Mapping[int, Any],
+        streams: dict[int, Stream],
         max_bytes: int,
         *,
         markers: MarkerStyle = "text",
@@ -128,7 +128,12 @@ class JsonWriter:
         of the object)."""
         try:
             data = dumps_whole(
-                obj, default=self.default, markers=self.markers, binary=self.binary, max_bytes=most
+                obj,
+                default=self.default,
+                markers=self.markers,
+                binary=self.binary,
+                max_bytes=most,
+                streams=self.streams,  # an iterator inside a dataclass or a model, replayed
             )
         except EncodeError as exc:
             raise _rebased(exc, path, first) from exc.__cause__
