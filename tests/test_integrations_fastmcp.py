@@ -575,3 +575,21 @@ def test_a_dependency_on_an_undeclared_argument_is_refused() -> None:
         return []
 
     paginated_tool(max_bytes=4096)(declared)
+
+
+def test_regression_a_fastmcp_app_is_a_server_for_the_mcp_helpers(tmp_path: Path) -> None:
+    """Found by a tester: `server=` took a FastMCP app in BoundedResults only; the mcp
+    module's helpers raised a bare AttributeError ('FastMCP' object has no attribute
+    'title'). They read its identity from the SDK server that stamps its results."""
+    from jsonbudget.mcp import McpPager, bounded_result
+
+    icon = Icon(src="data:image/png;base64," + "A" * 1024, mime_type="image/png")
+    app = FastMCP("search", icons=[icon])
+    result = CallToolResult(content=[TextContent(type="text", text="x")])
+    stamped = message_bytes(result, server=app)
+    assert stamped == message_bytes(result, server=app._mcp_server)
+    assert stamped > message_bytes(result) + 1000  # the icon is counted
+    paginated_tool(max_bytes=8192, store=MemoryCursorStore(), server=app)
+    McpPager(max_bytes=8192, server=app)
+    assert message_bytes(bounded_result([1, 2], max_bytes=8192, server=app), server=app) <= 8192
+    read_result_tool(reader=ResultReader(spill=SpillStore(tmp_path)), server=app)

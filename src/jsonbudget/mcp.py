@@ -214,9 +214,13 @@ def _stamp_of(server: Any) -> dict[str, Any]:
     """The ``_meta`` serverInfo stamp *server* puts on every 2026-era result.
 
     The SDK's runner dumps the server's ``Implementation`` (``server_info``): a low-level
-    ``Server`` has it; an ``MCPServer`` has the same identity fields as attributes.
+    ``Server`` has it, a FastMCP app's SDK server too; an ``MCPServer`` has the same
+    identity fields as attributes.
     """
     info = server if isinstance(server, Implementation) else getattr(server, "server_info", None)
+    if not isinstance(info, Implementation):
+        # A FastMCP app keeps the SDK server that stamps its results as `_mcp_server`.
+        info = getattr(getattr(server, "_mcp_server", None), "server_info", None)
     if not isinstance(info, Implementation):
         info = Implementation(name=server.name, version=server.version or "", title=server.title,
                               description=server.description, website_url=server.website_url,
