@@ -1981,3 +1981,15 @@ def test_regression_a_pydantic_iterable_field_is_never_silently_empty() -> None:
     assert not cut.complete
     assert orjson.loads(cut.data)["rows"] != []
     assert [t.path for t in cut.truncations] == ["/rows"]
+
+
+def test_regression_a_turns_result_limit_is_refused_by_its_own_name(store: SpillStore) -> None:
+    """Found by a tester: TurnBudget(max_bytes=10_000, max_result_bytes=200) said
+    "max_bytes=200 is invalid", an option the caller did not pass as 200."""
+    with pytest.raises(LimitError) as info:
+        TurnBudget(max_bytes=10_000, store=store, max_result_bytes=200)
+    assert (info.value.name, info.value.value) == ("max_result_bytes", 200)
+    assert "preview" in info.value.reason
+    with pytest.raises(LimitError) as info:
+        TurnBudget(max_bytes=200, store=store)
+    assert (info.value.name, info.value.value) == ("max_bytes", 200)

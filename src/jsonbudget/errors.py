@@ -74,12 +74,14 @@ def _restore(cls: type[JsonBudgetError], args: tuple[Any, ...], state: dict[str,
 class LimitError(JsonBudgetError, ValueError):
     """A limit, mode or option is not a usable value; raised before any allocation or I/O.
 
-    ``name`` is the option as the caller spelled it and ``value`` what was passed.
+    ``name`` is the option as the caller spelled it, ``value`` what was passed and
+    ``reason`` why it is refused.
     """
 
     def __init__(self, name: str, value: object, reason: str) -> None:
         self.name = name
         self.value = value
+        self.reason = reason
         super().__init__(f"{name}={value!r} is invalid: {reason}")
 
 

@@ -624,20 +624,29 @@ class TurnBudget:
         principal: str | Callable[[], str] = "anonymous",
     ) -> None:
         self._max_bytes = check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
+        name = "max_bytes"  # what the gate's limit is, as the caller spelled it
         if max_result_bytes is None:
             max_result_bytes = max_bytes
         elif check_int("max_result_bytes", max_result_bytes, minimum=MIN_BYTES) > max_bytes:
             raise LimitError("max_result_bytes", max_result_bytes, "must be <= max_bytes")
-        self._gate = ResultGate(
-            max_bytes=max_result_bytes,
-            store=store,
-            preview_bytes=preview_bytes,
-            kind=kind,
-            read_hint=read_hint,
-            default=default,
-            reader=reader,
-            principal=principal,
-        )
+        else:
+            name = "max_result_bytes"
+        try:
+            self._gate = ResultGate(
+                max_bytes=max_result_bytes,
+                store=store,
+                preview_bytes=preview_bytes,
+                kind=kind,
+                read_hint=read_hint,
+                default=default,
+                reader=reader,
+                principal=principal,
+            )
+        except LimitError as exc:
+            if exc.name != "max_bytes" or name == "max_bytes":
+                raise
+            # The gate's max_bytes is this turn's max_result_bytes: named as it was given.
+            raise LimitError(name, max_result_bytes, exc.reason) from None
         self._bare = self._gate.bare_reference_bytes
         if max_calls is None:
             # As many as the turn holds references for, up to the default.

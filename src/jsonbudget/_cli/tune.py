@@ -296,9 +296,8 @@ class Tuner:
                 if exc.name != "max_bytes":
                     raise
                 # The builder names its own option; the caller passed the budget in
-                # `budgets`. LimitError's message is "<name>=<value> is invalid: <reason>".
-                reason = str(exc).partition(" is invalid: ")[2]
-                raise LimitError("budgets", budget, reason) from exc
+                # `budgets`.
+                raise LimitError("budgets", budget, exc.reason) from exc
 
     def steps(self, items: int) -> int:
         """Units of work `tune` reports to *progress* for *items* items."""
