@@ -1993,3 +1993,41 @@ def test_regression_a_turns_result_limit_is_refused_by_its_own_name(store: Spill
     with pytest.raises(LimitError) as info:
         TurnBudget(max_bytes=200, store=store)
     assert (info.value.name, info.value.value) == ("max_bytes", 200)
+
+
+def test_regression_json_output_numbers_parsed_longer_than_written() -> None:
+    """output="json" returned the cut bytes parsed back, but a Decimal written ``1E+15``
+    parses to the float 1e15, which orjson writes ``1000000000000000.0``: a list cut to
+    1,000 bytes re-encoded to 3,091."""
+
+    @bounded_tool(max_bytes=1000, output="json")
+    def amounts() -> list[Decimal]:
+        return [Decimal("1E+15")] * 500
+
+    value = amounts()
+    again = orjson.dumps(value)
+    assert len(again) <= 1000
+    assert value[0] == 1e15  # the numbers are still there, as floats
+    assert "more items" in str(value[-1])  # and the cut is marked
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(Decimal, st.sampled_from(["1E+15", "-9E+15", "1E+2", "1.5E+10", "0.1"])),
+            st.sampled_from([b"1e15", b"2E+9", b"[1e1,1e2]", b"-1e3"]).map(orjson.Fragment),
+            st.text(max_size=5),
+        ),
+        max_size=60,
+    ),
+    st.integers(64, 600),
+)
+def test_json_output_reencodes_within_the_budget(items: list[Any], budget: int) -> None:
+    @bounded_tool(max_bytes=budget, output="json")
+    def tool() -> list[Any]:
+        return items
+
+    value = tool()
+    written = orjson.dumps(value)
+    assert len(written) <= budget
+    assert orjson.dumps(orjson.loads(written)) == written  # a framework re-encodes the same

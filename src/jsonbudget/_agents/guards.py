@@ -918,8 +918,7 @@ def bounded_tool(
         if output == "str":
             return data.decode("utf-8")
         if output == "json":
-            # The bounded bytes parsed back: a value that re-encodes within the budget.
-            return orjson.loads(data)
+            return _parsed_within(data, dumps, limits.max_bytes)
         return data
 
     def decorate(fn: Any) -> Any:
@@ -987,6 +986,21 @@ def _json_shape(t: type) -> Any:
     if issubclass(t, _ARRAY_TYPES) and not issubclass(t, _TEXT_TYPES):
         return list[Any]
     return Any
+
+
+def _parsed_within(data: bytes, dumps: Callable[[Any], bytes], max_bytes: int) -> Any:
+    """*data* (bounded JSON) parsed back into a value that orjson re-encodes within
+    *max_bytes*.
+
+    Parsed, a number comes back as an int or a float, which may be written longer than
+    the text it came from: a Decimal's ``1E+15`` is the float 1e15, which orjson writes
+    ``1000000000000000.0``. Such a value is cut once more; it is plain JSON by then, whose
+    numbers re-encode exactly as they are written, so the second cut is final.
+    """
+    value = orjson.loads(data)
+    if len(orjson.dumps(value)) <= max_bytes:
+        return value
+    return orjson.loads(dumps(value))
 
 
 def _is_async(fn: Any) -> bool:
