@@ -1951,6 +1951,11 @@ class _ModelOfRows(pydantic.BaseModel):
     rows: typing.Iterable[dict[str, Any]]
 
 
+class _ModelOfAnyRows(pydantic.BaseModel):
+    query: str
+    rows: Any
+
+
 def _rows(n: int) -> Iterator[dict[str, Any]]:
     for i in range(n):
         yield {"id": i, "body": "lorem ipsum " * 20}
@@ -1972,15 +1977,33 @@ def test_regression_a_generator_inside_a_dataclass_is_spilled_whole(store: Spill
 def test_regression_a_pydantic_iterable_field_is_never_silently_empty() -> None:
     """Found by a tester: pydantic wrote an Iterable field (a one-shot iterator) whole to
     learn that it did not fit, and the walk after it found it drained: "rows": [] under
-    complete=True, and the gate passed that on. Now it is written whole where it fits,
-    and marked where it does not."""
+    complete=True, and the gate passed that on. Now it is read as a stream: its items
+    as they fit, then a marker."""
     whole = encode(_ModelOfRows(query="cats", rows=_rows(5)), max_bytes=100_000)
     assert whole.complete
     assert len(orjson.loads(whole.data)["rows"]) == 5
     cut = encode(_ModelOfRows(query="cats", rows=_rows(5)), max_bytes=1000)
     assert not cut.complete
-    assert orjson.loads(cut.data)["rows"] != []
-    assert [t.path for t in cut.truncations] == ["/rows"]
+    shown = orjson.loads(cut.data)["rows"]
+    assert shown[:-1] == list(_rows(len(shown) - 1))
+    assert shown[-1] == "…[omitted: more items]"
+    assert [t.path for t in cut.truncations] == [f"/rows/{len(shown) - 1}"]
+
+
+@pytest.mark.parametrize("model", [_ModelOfRows, _ModelOfAnyRows])
+def test_regression_a_pydantic_iterable_field_is_spilled_whole(
+    store: SpillStore, model: type[pydantic.BaseModel]
+) -> None:
+    """Found by a tester: the size check let pydantic write an Iterable field (or a
+    generator under Any) to learn the model's size, which drained it; the preview marked
+    the field, and the spill file, "the whole result", held "rows": []."""
+    want = orjson.dumps({"query": "cats", "rows": list(_rows(30))})
+    for admit in (
+        lambda v: ResultGate(max_bytes=500, store=store).gate(v),
+        lambda v: TurnBudget(max_bytes=1000, store=store).admit(v),
+    ):
+        out = admit(model(query="cats", rows=_rows(30)))
+        assert spilled_file(store, out) == want
 
 
 def test_regression_a_turns_result_limit_is_refused_by_its_own_name(store: SpillStore) -> None:

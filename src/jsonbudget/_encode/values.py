@@ -1181,6 +1181,12 @@ class _PydConv(_Conv):
             return self._dataclass(v, t)
         if isinstance(v, float):
             return float(v)  # np.float64 too: a NaN gets the encoder's marker
+        if isinstance(v, Iterator):
+            # Read once (an Iterable field's ValidatorIterator, a generator under Any):
+            # written by pydantic, its items would be gone wherever that output does not
+            # fit, or a spill meets it again. The renderer pulls it as a stream and keeps
+            # what it pulled; pydantic's iterator yields the items validated already.
+            return v
         items = self.items().spec
         # Items declared a number type are converted (an int to a float): not plain.
         view = self.container(v, _PLAIN if items is None or items.leaf is None else _NUMBERLESS)
