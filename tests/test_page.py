@@ -36,6 +36,7 @@ from jsonbudget import (
     Scope,
     SpillError,
     SpillStore,
+    SQLiteCursorStore,
     SQLiteSource,
     apaginate,
     bounded_dumps,
@@ -1289,3 +1290,33 @@ def test_regression_fill_keeps_the_item_it_took_and_refused() -> None:
         if not more:
             break
     assert seen == list(range(100))
+
+
+@pytest.mark.parametrize("cursor", [5, b"abcd", (1,), ["c"]])
+def test_regression_finish_refuses_a_cursor_that_is_not_a_string(cursor: Any) -> None:
+    """Found by a tester: a one-item list or tuple passed the cursor check (its length 1,
+    written in 3 bytes) and the envelope said "next_cursor":[1]; an int or bytes leaked
+    an internal TypeError where the docs promise ValueError."""
+    builder = PageBuilder(Limits(400))
+    builder.add(1)
+    with pytest.raises(ValueError, match="next_cursor must be"):
+        builder.finish(complete=False, next_cursor=cursor)
+
+
+@pytest.mark.parametrize("stored", [b"-5", b"9223372036854775808", b"1.5"])
+@pytest.mark.parametrize("rows", [list(range(20)), tuple(range(20)), range(20)])
+def test_regression_a_list_position_changed_by_hand_is_an_invalid_cursor(
+    tmp_path: Path, stored: bytes, rows: Any
+) -> None:
+    """Found by a tester: a list's or tuple's stored offset edited in a shared store gave a
+    bare ValueError (-5), or an empty page saying complete (2**63), where every other
+    source answers InvalidCursor."""
+    path = tmp_path / "cursors.sqlite3"
+    limits = Limits(400, max_items=2)
+    with SQLiteCursorStore(path) as store:
+        first = paginate(rows, scope=ALICE, store=store, limits=limits)
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE jsonbudget_tokens SET position = ?", (stored,))
+        db.close()
+        with pytest.raises(InvalidCursor):
+            paginate(rows, scope=ALICE, store=store, limits=limits, cursor=first.next_cursor)

@@ -57,6 +57,7 @@ from .._sources.base import (
     Source,
     SourceLike,
     as_source,
+    offset_position,
 )
 from ..errors import ExpiredCursor, InvalidCursor, LimitError, OversizedItemError
 
@@ -458,7 +459,8 @@ class PageBuilder:
         # The page kept room for a cursor JSON writes as it is: a character it escapes
         # or writes in more than one byte would pass that room.
         if next_cursor is not None and (
-            not next_cursor
+            type(next_cursor) is not str
+            or not next_cursor
             or len(next_cursor) > TOKEN_CHARS
             or len(_dumps(next_cursor)) != len(next_cursor) + 2
         ):
@@ -1033,7 +1035,7 @@ class Paginator:
         if isinstance(seq, list | tuple) and (position is None or type(position) is int):
             # In memory: fill in runs (one orjson call per run of clean items); the
             # position of a sequence is the offset of the next item.
-            return builder.fill_from(seq, position or 0)
+            return builder.fill_from(seq, offset_position(position, "sequence"))
         fill = getattr(src, "fill", None)
         if fill is not None:
             # Sources that page in batches (files, SQL) hand runs to the bulk path and cut
