@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,7 +25,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import InjectedToolCallId, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import BinaryContent, ModelRetry, ToolFailed, ToolReturn
+from pydantic_ai import BinaryContent, ModelRetry, PromptedOutput, ToolFailed, ToolReturn
+from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -33,9 +35,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
-from jsonbudget import SpillStore, TurnBudget, TurnReport
+from jsonbudget import ResultReader, SpillStore, TurnBudget, TurnReport, read_result
 from jsonbudget.integrations.langchain import TurnBudgetCallback, budget_tool
 from jsonbudget.integrations.openai_agents import TurnBudgetHooks, budget_tools
 from jsonbudget.integrations.pydantic_ai import TurnBudgetCapability
@@ -706,6 +708,219 @@ def test_regression_pydantic_ai_spilled_error_keeps_its_marker() -> None:
     for text in sent:
         assert orjson.loads(text)["error"].startswith("…[spilled: ")
     assert sum(len(t.encode()) for t in sent) <= report.used_bytes <= 1000
+
+
+#: The reference a note names: ``…[spilled: N bytes as REF; …]``, ``… in REF``, ``…[spilled: REF]``.
+NOTE_REF = re.compile(r"…\[spilled: (?:\d+ bytes (?:as|in) )?([^\s;\]]+)")
+
+
+@pytest.mark.parametrize("max_bytes", [6000, 800], ids=["roomy", "tight"])
+def test_regression_pydantic_ai_notes_name_the_readers_reference(
+    tmp_path: Path, max_bytes: int
+) -> None:
+    """With a reader and kind="text" (a text preview, not JSON), the note for a spilled
+    text beside files and for a spilled ModelRetry / ToolFailed message named the store's
+    file name: read_result refused it (InvalidCursor), so the spill could never be read
+    back, and the file name reached the model."""
+    reader = ResultReader(spill=SpillStore(tmp_path))
+    turn = TurnBudget(max_bytes=max_bytes, max_calls=3, reader=reader, principal="alice",
+                      kind="text")  # fmt: skip
+    png = BinaryContent(b"\x89PNG" + b"0" * 100, media_type="image/png")
+    sent: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            names = ["fetch", "retry", "fail"]
+            return ModelResponse(parts=[ToolCallPart(n, {"q": n}, tool_call_id=n) for n in names])
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart):
+                sent.append(part.model_response_str_and_user_content()[0])
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability], retries=3)
+
+    @agent.tool_plain
+    def fetch(q: str) -> list[Any]:
+        return ["page text line\n" * 400, png]
+
+    @agent.tool_plain
+    def retry(q: str) -> str:
+        raise ModelRetry("bad query: " + "x" * 5000)
+
+    @agent.tool_plain
+    def fail(q: str) -> str:
+        raise ToolFailed("gone: " + "x" * 5000)
+
+    assert agent.run_sync("go").output == "done"
+    (report,) = capability.reports
+    assert len(sent) == 3
+    assert sum(len(t.encode()) for t in sent) <= report.used_bytes <= max_bytes
+    assert [r.kind for r in report.results] == ["text"] * 3
+    # Both text forms: a footer naming the reference, and the bare …[spilled: N bytes in REF].
+    footers = [b"; the whole result is " in r.data for r in report.results]
+    assert any(footers)
+    assert not all(footers)
+    stored = {r.spill.ref: r.spill for r in report.results if r.spill is not None}
+    assert len(stored) == 3
+    read: set[str] = set()
+    for text in sent:
+        assert not any(name in text for name in stored)  # the file's name never appears
+        match = NOTE_REF.search(text)
+        assert match is not None
+        # The reference reads the whole spill back (its text, from the start).
+        page = read_result(match.group(1), reader=reader, principal="alice")
+        first = orjson.loads(page.data)["items"][0]
+        (spill,) = [r for r in stored.values() if r.path.read_text().startswith(first)]
+        read.add(spill.label)
+    assert read == {"fetch", "retry", "fail"}
+
+
+class Table(pydantic.BaseModel):
+    title: str
+    rows: list[dict[str, Any]]
+
+
+def output_answers(
+    turn: TurnBudget,
+    first: list[ToolCallPart],
+    setup: Callable[[PydanticAgent[None, Table]], None] | None = None,
+) -> tuple[list[ToolReturnPart], TurnBudgetCapability]:
+    """The answers pydantic-ai sends for the calls of *first* (output tool calls among
+    them), one request later; then the model returns a valid table."""
+    sent: list[ToolReturnPart] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        out = info.output_tools[0].name
+        if len(messages) == 1:
+            return ModelResponse(parts=[replace_name(p, out) for p in first])
+        if not sent:
+            sent.extend(p for p in messages[-1].parts if isinstance(p, ToolReturnPart))
+        return ModelResponse(parts=[ToolCallPart(out, {"title": "ok", "rows": []})])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), output_type=Table, capabilities=[capability])
+
+    @agent.tool_plain
+    def lookup(q: int) -> str:
+        return "r"
+
+    if setup is not None:
+        setup(agent)
+    assert agent.run_sync("go").output == Table(title="ok", rows=[])
+    return sent, capability
+
+
+def replace_name(part: ToolCallPart, out: str) -> ToolCallPart:
+    if part.tool_name != "OUT":
+        return part
+    return ToolCallPart(out, part.args, tool_call_id=part.tool_call_id)
+
+
+@pytest.mark.parametrize("size", [2000, 3], ids=["spilled", "fits"])
+def test_regression_pydantic_ai_output_tool_validation_errors_count_against_the_turn(
+    tmp_path: Path, size: int
+) -> None:
+    """Only the function-tool hooks were wired: an output tool's (final_result) arguments
+    that did not validate came back whole, the input echoed, past the turn: 18,238 bytes
+    of answers in a 2,000-byte turn, final_result not in the report."""
+    turn = TurnBudget(max_bytes=2000, store=SpillStore(tmp_path))
+    long = "row data " * size
+    sent, capability = output_answers(turn, [
+        ToolCallPart("OUT", {"title": "t", "rows": long}, tool_call_id="o"),
+        ToolCallPart("lookup", {"q": long}, tool_call_id="l"),
+    ])  # fmt: skip
+    report = capability.reports[0]
+    assert sorted(p.tool_name for p in sent) == ["final_result", "lookup"]
+    assert sorted(r.tool for r in report.results) == ["final_result", "lookup"]
+    texts = [p.model_response_str() for p in sent]
+    assert sum(len(t.encode()) for t in texts) <= report.used_bytes <= 2000
+    (out,) = [t for p, t in zip(sent, texts, strict=True) if p.tool_name == "final_result"]
+    (admitted,) = [r for r in report.results if r.tool == "final_result"]
+    assert len(out.encode()) <= admitted.admitted_bytes
+    if admitted.spill is None:
+        assert orjson.loads(out)["error"][0]["type"] == "list_type"
+    else:  # the note names the spill, which holds the errors, the input whole
+        assert orjson.loads(out)["error"].startswith(f"…[spilled: {admitted.spill.size} bytes")
+        assert admitted.spill.ref in out
+        errors = orjson.loads(admitted.spill.path.read_bytes())["error"]
+        assert errors[0]["type"] == "list_type"
+        assert errors[0]["input"] == long
+
+
+def validator(agent: PydanticAgent[None, Table]) -> None:
+    @agent.output_validator
+    def check(table: Table) -> Table:
+        if table.title != "ok":
+            raise ModelRetry("not ok; the known titles are: " + ", ".join(map(str, range(3000))))
+        return table
+
+
+def test_regression_pydantic_ai_output_validator_retry_counts_against_the_turn(
+    tmp_path: Path,
+) -> None:
+    """An @agent.output_validator's ModelRetry answers the output tool's call with its
+    message: it reached the model whole (17 KB in a 2,000-byte turn), never admitted."""
+    turn = TurnBudget(max_bytes=2000, store=SpillStore(tmp_path))
+    call = ToolCallPart("OUT", {"title": "t", "rows": []}, tool_call_id="o")
+    sent, capability = output_answers(turn, [call], validator)
+    ((part,),) = [sent]
+    (admitted,) = capability.reports[0].results
+    text = part.model_response_str()
+    assert part.tool_name == admitted.tool == "final_result"
+    assert len(text.encode()) <= admitted.admitted_bytes <= 2000
+    assert admitted.spill is not None
+    assert admitted.spill.ref in text
+    assert "known titles are: 0, 1, 2" in orjson.loads(admitted.spill.path.read_bytes())["error"]
+
+
+async def test_pydantic_ai_streamed_partial_output_is_not_admitted(tmp_path: Path) -> None:
+    # pydantic-ai validates a streamed output tool's arguments at every chunk and sends
+    # none of those errors; only the final output's failure is admitted (run_stream()
+    # then ends the run rather than retry, as the docs say).
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        out = info.output_tools[0].name
+        args = '{"title": "t", "rows": "' + "x" * 5000 + '"}'
+        yield {0: DeltaToolCall(name=out, json_args=args[:500], tool_call_id="o")}
+        for i in range(500, len(args), 500):
+            yield {0: DeltaToolCall(json_args=args[i : i + 500])}
+
+    turn = TurnBudget(max_bytes=2000, store=SpillStore(tmp_path))
+    agent = PydanticAgent(FunctionModel(stream_function=stream), output_type=Table,
+                          capabilities=[TurnBudgetCapability(turn)])  # fmt: skip
+
+    async def drain() -> None:
+        async with agent.run_stream("go") as result:
+            async for _ in result.stream_output(debounce_by=None):
+                pass  # each chunk's partial output is validated
+
+    with pytest.raises(UnexpectedModelBehavior):
+        await drain()
+    (admitted,) = turn.report().results
+    assert admitted.tool == "final_result"
+    assert admitted.spill is not None
+
+
+def test_pydantic_ai_output_that_is_no_tool_call_is_not_admitted(turn: TurnBudget) -> None:
+    # The documented limit: output that is no tool call is answered with retry feedback
+    # (a user message quoting the output), not a tool's answer; it is not admitted.
+    feedback: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[TextPart('{"title": "t", "rows": "' + "x" * 20_000 + '"}')])
+        # The feedback reaches the model as a user prompt (pydantic-ai's own rendering).
+        parts = messages[-1].parts
+        feedback.extend(str(p.content) for p in parts if isinstance(p, UserPromptPart))
+        return ModelResponse(parts=[TextPart('{"title": "ok", "rows": []}')])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), output_type=PromptedOutput(Table),
+                          capabilities=[capability])  # fmt: skip
+    assert agent.run_sync("go").output == Table(title="ok", rows=[])
+    (text,) = feedback
+    assert "x" * 20_000 in text  # sent as it is
+    assert capability.reports == []
 
 
 def test_regression_langchain_document_blocks_of_files_are_media(turn: TurnBudget) -> None:

@@ -395,7 +395,7 @@ def test_compiled_and_python_clean_result_agree(value: Any, cap: int) -> None:
     assert got == _bound.py_clean_result(value, *args)
     data = speedups.clean_dumps(value, cap, 0, args[1], None, True)
     if type(value) in _RESULT_TYPES and type(data) is bytes:
-        assert got == (data, "json", len(data), None)
+        assert got == (data, "json", len(data), None, None)
     else:
         assert got is None
 

@@ -106,25 +106,35 @@ class GateResult(Record):
 
     ``text`` is what goes to the model (``data`` is the same, as UTF-8 bytes, for byte
     transports); ``size`` is the whole result's size in bytes (its JSON encoding for
-    Python objects); ``spill`` is None when it passed through.
+    Python objects); ``spill`` is None when it passed through, and ``shown_ref`` the
+    name the model was shown for it (see `ResultGate`'s ``reader``).
     """
 
-    __slots__ = ("_data", "_kind", "_size", "_spill")
-    _fields = ("data", "kind", "size", "spill")
-    __match_args__ = ("data", "kind", "size", "spill")
+    __slots__ = ("_data", "_kind", "_shown_ref", "_size", "_spill")
+    _fields = ("data", "kind", "size", "spill", "shown_ref")
+    __match_args__ = ("data", "kind", "size", "spill", "shown_ref")
 
     def __init__(
-        self, data: bytes, kind: Literal["json", "text"], size: int, spill: SpillRef | None
+        self,
+        data: bytes,
+        kind: Literal["json", "text"],
+        size: int,
+        spill: SpillRef | None,
+        shown_ref: str | None = None,
     ) -> None:
         self._data = data
         self._kind: Literal["json", "text"] = kind
         self._size = size
         self._spill = spill
+        self._shown_ref = shown_ref if spill is not None else None
 
     data: bytes = _field("data", "The bytes that go on: the result, or its preview.")
     kind: Literal["json", "text"] = _field("kind", "Whether ``data`` is JSON or text.")
     size: int = _field("size", "The whole result's size in bytes.")
     spill: SpillRef | None = _field("spill", "The spilled result's reference, or None.")
+    shown_ref: str | None = _field(
+        "shown_ref", "The spill's name as the model was shown it (a reader's bound one)."
+    )
 
     @property
     def spilled(self) -> bool:
@@ -154,12 +164,12 @@ class Admitted(Record):
     admitted anyway, since every tool call needs an answer.
     """
 
-    __slots__ = ("_admitted_bytes", "_data", "_kind", "_over_budget", "_reason", "_size",
-                 "_spill", "_tool")  # fmt: skip
+    __slots__ = ("_admitted_bytes", "_data", "_kind", "_over_budget", "_reason",
+                 "_shown_ref", "_size", "_spill", "_tool")  # fmt: skip
     _fields = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
-               "over_budget")  # fmt: skip
+               "over_budget", "shown_ref")  # fmt: skip
     __match_args__ = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
-                      "over_budget")  # fmt: skip
+                      "over_budget", "shown_ref")  # fmt: skip
 
     def __init__(  # noqa: PLR0917 - one positional field each, as the record has
         self,
@@ -171,6 +181,7 @@ class Admitted(Record):
         spill: SpillRef | None,
         reason: AdmitReason,
         over_budget: bool,
+        shown_ref: str | None = None,
     ) -> None:
         self._tool = tool
         self._data = data
@@ -180,6 +191,7 @@ class Admitted(Record):
         self._spill = spill
         self._reason: AdmitReason = reason
         self._over_budget = over_budget
+        self._shown_ref = shown_ref if spill is not None else None
 
     tool: str = _field("tool", "The tool (the label) the result came from.")
     data: bytes = _field("data", "The bytes admitted: the result, or its preview.")
@@ -189,6 +201,9 @@ class Admitted(Record):
     spill: SpillRef | None = _field("spill", "The spilled result's reference, or None.")
     reason: AdmitReason = _field("reason", "Why it was admitted as it was.")
     over_budget: bool = _field("over_budget", "Whether it passed the turn's limit.")
+    shown_ref: str | None = _field(
+        "shown_ref", "The spill's name as the model was shown it (a reader's bound one)."
+    )
 
     @property
     def text(self) -> str:
@@ -486,7 +501,7 @@ class ResultGate:
                 data = _json_preview(shown, named, self._read_hint)
             else:
                 data = self._reference_only(named, budget)
-            return GateResult(data, "json", ref.size, ref)
+            return GateResult(data, "json", ref.size, ref, named.ref)
         chunks: Iterable[bytes | bytearray | memoryview] = (
             measured.chunks if measured.chunks is not None else (measured.data or b"",)
         )
@@ -503,8 +518,9 @@ class ResultGate:
         if kind == "json":
             preview = self._json_preview(ref, named, budget)
             if preview is not None:
-                return GateResult(preview, "json", ref.size, ref)
-        return GateResult(self._text_preview(ref, named, budget), "text", ref.size, ref)
+                return GateResult(preview, "json", ref.size, ref, named.ref)
+        text = self._text_preview(ref, named, budget)
+        return GateResult(text, "text", ref.size, ref, named.ref)
 
     def _named(self, ref: SpillRef) -> SpillRef:
         """*ref* as the model sees it: with a reader, its name is a bound reference."""
@@ -582,7 +598,7 @@ def gate_result(
         check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
         data = clean_dumps(result, max_bytes, 0, _GATE_CAPS, None, True)
         if type(data) is bytes:
-            return _new_gate_result(data, "json", len(data), None)
+            return _new_gate_result(data, "json", len(data), None, None)
     gate = ResultGate(
         max_bytes=max_bytes,
         store=store,
@@ -708,7 +724,7 @@ class TurnBudget:
                         self._calls += 1
                         self._used += size
                         admitted = _new_admitted(tool, fast, "json", size, size, None,
-                                                 "fits", False)  # fmt: skip
+                                                 "fits", False, None)  # fmt: skip
                         self._results.append(admitted)
                         return admitted
                 finally:
@@ -737,7 +753,7 @@ class TurnBudget:
             on_error.pop_all()
         used = len(gated.data)
         admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
-                                 reason, used > reserved)  # fmt: skip
+                                 reason, used > reserved, gated.shown_ref)  # fmt: skip
         with self._lock:
             if self._results is turn:
                 self._used += used - reserved

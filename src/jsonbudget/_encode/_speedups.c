@@ -890,7 +890,7 @@ clean_dumps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* clean_result(obj, cap, caps, types, make, kind): a guard's pass-through in one call.
    When type(obj) is in the frozenset *types* and obj is clean under *caps* and fits
-   *cap*: make(its compact bytes, kind, their length, None), the guard's result record;
+   *cap*: make(its compact bytes, kind, their length, None, None), the guard's result record;
    else None, and the guard's own path decides. The Python around these steps (the type
    check, the outcome's check, the length and the record's call) cost as much as the
    walk on a 1 KiB result. */
@@ -917,8 +917,8 @@ clean_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *size = data == NULL ? NULL : PyLong_FromSsize_t(PyBytes_GET_SIZE(data));
     PyObject *out = NULL;
     if (size != NULL) {
-        PyObject *made[4] = {data, args[5], size, Py_None};
-        out = PyObject_Vectorcall(args[4], made, 4, NULL);
+        PyObject *made[5] = {data, args[5], size, Py_None, Py_None};
+        out = PyObject_Vectorcall(args[4], made, 5, NULL);
     }
     Py_XDECREF(data);
     Py_XDECREF(size);
@@ -1430,7 +1430,7 @@ static PyMethodDef methods[] = {
      "already known (0 if none)."},
     {"clean_result", (PyCFunction)(void (*)(void))clean_result, METH_FASTCALL,
      "clean_result(obj, cap, caps, types, make, kind) -> object | None\n\n"
-     "make(data, kind, len(data), None) where type(obj) is in the frozenset types and "
+     "make(data, kind, len(data), None, None) where type(obj) is in the frozenset types and "
      "clean_dumps(obj, cap, 0, caps, None, True) gives bytes data; else None."},
     {"compact", compact, METH_O,
      "compact(data) -> bytes\n\nA copy of data that holds its length and no more, if data "

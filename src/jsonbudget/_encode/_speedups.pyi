@@ -43,7 +43,7 @@ def clean_result(
     cap: int,
     caps: _Caps,
     types: frozenset[type],
-    make: Callable[[bytes, str, int, None], _R],
+    make: Callable[[bytes, str, int, None, None], _R],
     kind: str,
     /,
 ) -> _R | None: ...

@@ -317,16 +317,16 @@ def py_clean_result(  # noqa: PLR0917 - the compiled function's signature
     cap: int,
     caps: Caps,
     types: frozenset[type],
-    make: Callable[[bytes, str, int, None], R],
+    make: Callable[[bytes, str, int, None, None], R],
     kind: str,
 ) -> R | None:
-    """A guard's pass-through in one call: ``make(data, kind, len(data), None)`` where
+    """A guard's pass-through in one call: ``make(data, kind, len(data), None, None)`` where
     ``type(obj)`` is in *types* and ``clean_dumps(obj, cap, 0, caps, None, True)`` gives
     bytes *data*; else None."""
     if type(obj) not in types:
         return None
     data = clean_dumps(obj, cap, 0, caps, None, True)
-    return make(data, kind, len(data), None) if type(data) is bytes else None
+    return make(data, kind, len(data), None, None) if type(data) is bytes else None
 
 
 def py_compact(data: bytes) -> bytes:

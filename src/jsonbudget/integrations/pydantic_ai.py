@@ -9,12 +9,13 @@ Needs ``pydantic-ai-slim``; ``import jsonbudget`` never imports it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from .._agents.guards import TurnBudget, TurnReport
+from .._agents.guards import Admitted, TurnBudget, TurnReport
 from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
 from ._results import tool_result
@@ -22,10 +23,17 @@ from ._results import tool_result
 try:
     from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.capabilities.abstract import WrapToolExecuteHandler, WrapToolValidateHandler
+    from pydantic_ai.capabilities.abstract import (
+        RawOutput,
+        WrapOutputProcessHandler,
+        WrapOutputValidateHandler,
+        WrapToolExecuteHandler,
+        WrapToolValidateHandler,
+    )
     from pydantic_ai.exceptions import ToolFailedError, ToolRetryError
     from pydantic_ai.messages import ToolCallPart, is_multi_modal_content, tool_return_ta
     from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.output import OutputContext
     from pydantic_ai.tools import ToolDefinition
     from pydantic_core import ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without pydantic-ai
@@ -46,8 +54,12 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     admitted as one result, its text first, then the files. A tool's ``ModelRetry`` or
     ``ToolFailed`` message also reaches the model as the call's answer: it is admitted the
     same way, and so are the validation errors of arguments that do not validate (sent
-    as they are where they fit, else as a ``ModelRetry`` naming their spill). The report
-    of each turn that ended with results is kept in ``reports``.
+    as they are where they fit, else as a ``ModelRetry`` naming their spill). An output
+    tool's call (``final_result``) is answered the same way when its arguments do not
+    validate or an output validator or output function asks for a retry: those answers
+    are admitted as a function tool's are (the retry feedback for output that is no tool
+    call is not). The report of each turn that ended with results is kept in
+    ``reports``.
     """
 
     turn: TurnBudget
@@ -122,17 +134,65 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         # validation errors, each with the input it refused, as the call's return (a
         # 20 KB argument came back whole, uncounted). Where they fit they go as they are;
         # else a ModelRetry names their spill.
-        tool = call.tool_name
+        return await self._answered(handler, args, call.tool_name)
+
+    async def wrap_output_validate(
+        self,
+        ctx: RunContext[Any],
+        *,
+        output_context: OutputContext,
+        output: RawOutput,
+        handler: WrapOutputValidateHandler,
+    ) -> Any:
+        # An output tool's call (final_result) is one of the turn's calls: pydantic-ai
+        # answers arguments that do not validate with their errors, the input echoed, as
+        # it answers a function tool's (an 18 KB argument came back whole, uncounted). The
+        # function-tool hooks never see these calls.
+        call = output_context.tool_call
+        if call is None or ctx.partial_output:
+            # Output that is no tool call gets no call's answer (see the docs); a partial
+            # output's errors, while streaming, are never sent.
+            return await handler(output)
+        return await self._answered(handler, output, call.tool_name)
+
+    async def wrap_output_process(
+        self,
+        ctx: RunContext[Any],
+        *,
+        output_context: OutputContext,
+        output: Any,
+        handler: WrapOutputProcessHandler,
+    ) -> Any:
+        # An output validator's or output function's ModelRetry (or ValidationError) on an
+        # output tool's call answers that call too, as its message.
+        call = output_context.tool_call
+        if call is None or ctx.partial_output:
+            return await handler(output)
+        return await self._answered(handler, output, call.tool_name)
+
+    async def _answered(
+        self, handler: Callable[[Any], Awaitable[Any]], value: Any, tool: str
+    ) -> Any:
+        """*handler*'s answer for *value*; its `ModelRetry` or `ValidationError`, which
+        pydantic-ai sends as the call's answer, admitted first (see `_retry`)."""
         try:
-            return await handler(args)
-        except ModelRetry as exc:
-            raise ModelRetry(await self._admit_error(exc.message, tool)) from exc
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False)
-            sent = await self._admit_error(errors, tool)
-            if sent is errors:
+            return await handler(value)
+        except (ModelRetry, ValidationError) as exc:
+            retry = await self._retry(exc, tool)
+            if retry is None:
                 raise  # counted as sent
-            raise ModelRetry(sent) from exc
+            raise retry from exc
+
+    async def _retry(self, exc: ModelRetry | ValidationError, tool: str) -> ModelRetry | None:
+        """The retry to raise in place of *exc*, whose message pydantic-ai sends as the
+        call's answer: the message admitted (a `ModelRetry` keeps its kind, so the retry
+        counting is unchanged). None for validation errors that fit as they are: the error
+        itself goes on."""
+        if isinstance(exc, ModelRetry):
+            return ModelRetry(await self._admit_error(exc.message, tool))
+        errors = exc.errors(include_url=False, include_context=False)
+        sent = await self._admit_error(errors, tool)
+        return None if sent is errors else ModelRetry(sent)
 
     async def _admit_error(self, message: Any, tool: str) -> Any:
         """A retry's or a failure's message, admitted as pydantic-ai sends it: inside
@@ -149,7 +209,7 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         if admitted.spill is None:
             return message  # counted as sent: the wrapper and the escapes
         counted = len(admitted.data)
-        notes = _notes(admitted.data, admitted.spill.ref, admitted.spill.size)
+        notes = _notes(admitted)
         for note in notes:
             if len(orjson.dumps({"error": note})) <= counted:
                 return note
@@ -204,8 +264,7 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         # Files come before a longer note: the first message (most files kept, longest
         # note) no longer than what was counted.
         for kept in range(len(files), -1, -1):
-            notes = _notes(admitted.data, admitted.spill.ref, admitted.spill.size,
-                           left_out=len(files) - kept, of=len(files))  # fmt: skip
+            notes = _notes(admitted, left_out=len(files) - kept, of=len(files))
             for note in notes:
                 if kept == 0:  # a plain text, sent as it is
                     if len(note.encode()) <= counted:
@@ -219,7 +278,7 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         return admitted.text
 
 
-def _notes(preview: bytes, stored: str, size: int, *, left_out: int = 0, of: int = 0) -> list[str]:
+def _notes(admitted: Admitted, *, left_out: int = 0, of: int = 0) -> list[str]:
     """The notes that may stand for a spilled message, longest first; each says it was
     spilled, names the spill and says how many files were left out of the message.
 
@@ -227,22 +286,15 @@ def _notes(preview: bytes, stored: str, size: int, *, left_out: int = 0, of: int
     the gate's bare reference, ``{"spilled":{"ref":REF,"size":N}}``, the least the turn
     counts for a spilled result: inside ``{"error": ...}`` too, and with files cut while
     K has at most four digits more than N."""
-    ref = _model_ref(preview, stored)
+    # The name the model was shown (with a reader, the bound reference, the only one
+    # read_result takes), never the store's own.
+    assert admitted.spill is not None
+    assert admitted.shown_ref is not None
+    ref = admitted.shown_ref
+    size = admitted.spill.size
     files = f"; {left_out} of {of} files not sent" if left_out else ""
     return [
         f"…[spilled: {size} bytes as {ref}; read it with read_result{files}]",
         f"…[spilled: {size} bytes in {ref}{files}]",
         f"…[spilled: {ref}; {left_out} files cut]" if left_out else f"…[spilled: {ref}]",
     ]
-
-
-def _model_ref(preview: bytes, stored: str) -> str:
-    """The reference the model was given in *preview* (a bound one where the turn has a
-    reader), else the store's own *stored* name."""
-    try:
-        doc = orjson.loads(preview)
-    except orjson.JSONDecodeError:  # a text preview: its footer names the store's file
-        return stored
-    spilled = doc.get("spilled") if isinstance(doc, dict) else None
-    ref = spilled.get("ref") if isinstance(spilled, dict) else None
-    return ref if isinstance(ref, str) else stored
