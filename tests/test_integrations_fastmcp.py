@@ -593,3 +593,60 @@ def test_regression_a_fastmcp_app_is_a_server_for_the_mcp_helpers(tmp_path: Path
     McpPager(max_bytes=8192, server=app)
     assert message_bytes(bounded_result([1, 2], max_bytes=8192, server=app), server=app) <= 8192
     read_result_tool(reader=ResultReader(spill=SpillStore(tmp_path)), server=app)
+
+
+def gateway(child: FastMCP) -> FastMCP:
+    """A parent whose identity (a website and a 1 KiB data: icon) is far larger than the
+    child it mounts: the stamp on the wire is the parent's."""
+    icon = Icon(src="data:image/png;base64," + "A" * 1368, mime_type="image/png")
+    parent = FastMCP("gateway", version="1.0.0", website_url="https://example.com/" + "p" * 200,
+                     icons=[icon])  # fmt: skip
+    parent.mount(child, namespace="c")
+    return parent
+
+
+async def test_regression_a_mounted_servers_results_fit_with_the_parents_stamp() -> None:
+    """Found by a tester: BoundedResults (or paginated_tool(server=child)) on a FastMCP
+    server mounted into a parent measured the child's serverInfo stamp, but the parent's
+    SDK server sends the parent's: a response 1,334 bytes over its budget."""
+    for checked in (False, True):
+        child = FastMCP("child")
+        child.add_middleware(BoundedResults(max_bytes=4000, server=child if checked else None))
+
+        @child.tool()
+        def rows() -> list[dict[str, Any]]:
+            return [{"id": i, "t": "text " * 5} for i in range(5000)]
+
+        parent = gateway(child)
+        async with Client(parent) as client:
+            got = await client.call_tool("c_rows", {})
+        assert got.meta is not None
+        assert got.meta["io.modelcontextprotocol/serverInfo"]["name"] == "gateway"
+        assert got.structured_content["result"][-1].endswith(" more items]")
+        assert wire_bytes(got) <= 4000  # the stamp received counted: what was sent
+
+    # A paginated tool given the child as its server pages within the budget too, or,
+    # with a budget too small for the parent's identity, fails naming the least.
+    for budget in (3300, 4500):
+        child = FastMCP("child")
+
+        @child.tool(output_schema=page_output_schema())
+        @paginated_tool(max_bytes=budget, store=MemoryCursorStore(), server=child)
+        def pages() -> list[dict[str, Any]]:
+            return [{"id": i, "t": "x" * (i % 90)} for i in range(400)]
+
+        async with Client(gateway(child)) as client:
+            if budget < 4015:
+                with pytest.raises(ToolError, match="must be at least 4015"):
+                    await client.call_tool("c_pages", {})
+                continue
+            seen: list[Any] = []
+            cursor = None
+            while True:
+                got = await client.call_tool("c_pages", {"cursor": cursor} if cursor else {})
+                assert wire_bytes(got) <= budget
+                seen += got.structured_content["items"]
+                cursor = got.structured_content["nextCursor"]
+                if cursor is None:
+                    break
+        assert [row["id"] for row in seen] == list(range(400))

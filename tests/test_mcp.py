@@ -44,6 +44,7 @@ from jsonbudget import (
     ResultGate,
     Scope,
     SpillStore,
+    SQLiteCursorStore,
     bounded_tool,
 )
 from jsonbudget._agents.reader import ResultReader, read_result
@@ -1152,3 +1153,152 @@ async def test_regression_arguments_of_rich_types_are_bound_as_sent() -> None:
             with pytest.raises(MCPError) as info:
                 await client.call_tool("crawl", {**args, **other, "cursor": first["nextCursor"]})
             assert info.value.code == INVALID_PARAMS
+
+
+TAGS_SERVER = """
+import sys
+from mcp.server.mcpserver import MCPServer
+from jsonbudget import SQLiteCursorStore
+from jsonbudget.mcp import paginated_tool
+
+server = MCPServer("tags")
+
+@server.tool()
+@paginated_tool(max_bytes=4096, store=SQLiteCursorStore(sys.argv[1]))
+def by_tags(tags: set[str], also: list[frozenset[str]]) -> list[dict[str, object]]:
+    return [{"id": i, "tag": sorted(tags)[i % len(tags)]} for i in range(300)]
+
+server.run("stdio")
+"""
+
+
+async def test_regression_a_set_argument_binds_the_same_query_in_every_process(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: a set[str] argument was bound as a list in the order of the
+    process's string hashes, so a restarted server (or another worker sharing a durable
+    store) refused every cursor of the tool with scope_query."""
+    script = tmp_path / "tags_server.py"
+    script.write_text(TAGS_SERVER, encoding="utf-8")
+    store = tmp_path / "cursors.sqlite3"
+    tags = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    args = {"tags": tags, "also": [tags[::-1], tags[:3]]}
+
+    def process(seed: int) -> StdioServerParameters:
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONHASHSEED": str(seed)}
+        return StdioServerParameters(command=sys.executable, args=[str(script), str(store)],
+                                     env=env)  # fmt: skip
+
+    async with Client(process(1), mode="legacy") as first:
+        page = check_sizes(await first.call_tool("by_tags", args), 4096)
+    cursor, after = page["nextCursor"], page["items"][-1]["id"] + 1
+    for seed in (2, 3, 4, 5):  # a set's order differs between (almost) any two seeds
+        async with Client(process(seed), mode="legacy") as other:
+            got = check_sizes(await other.call_tool("by_tags", {**args, "cursor": cursor}), 4096)
+            assert got["items"][0]["id"] == after
+            with pytest.raises(MCPError) as info:
+                await other.call_tool("by_tags", {**args, "tags": tags[1:], "cursor": cursor})
+            assert info.value.error.data == {"reason": "scope_query"}
+
+
+class Creds(BaseModel):
+    user: str
+    token: pydantic.SecretStr
+
+
+class Tenant(BaseModel):
+    status: str
+    tenant: str = pydantic.Field(exclude=True)
+
+
+async def test_regression_nested_secrets_and_excluded_fields_are_bound(tmp_path: Path) -> None:
+    """Found by a tester: a SecretStr inside a model or a list was bound by its mask, and
+    a Field(exclude=True) not at all: a cursor was accepted with other arguments (another
+    credential's or tenant's query). Bound by their text, the secrets still appear
+    nowhere a client or the cursor store sees."""
+    server = MCPServer("secrets")
+    store = SQLiteCursorStore(tmp_path / "cursors.sqlite3")
+
+    @server.tool()
+    @paginated_tool(max_bytes=3000, store=store)
+    def nested(creds: Creds) -> list[int]:
+        return list(range(300))
+
+    @server.tool()
+    @paginated_tool(max_bytes=3000, store=store)
+    def listed(tokens: list[pydantic.SecretStr]) -> list[int]:
+        return list(range(300))
+
+    @server.tool()
+    @paginated_tool(max_bytes=3000, store=store)
+    def excluded(f: Tenant) -> list[int]:
+        return list(range(300))
+
+    probes: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        ("nested", {"creds": {"user": "u", "token": "alice-s3cret"}},
+         {"creds": {"user": "u", "token": "bob-s3cret"}}),
+        ("listed", {"tokens": ["alice-s3cret"]}, {"tokens": ["bob-s3cret"]}),
+        ("excluded", {"f": {"status": "open", "tenant": "acme"}},
+         {"f": {"status": "open", "tenant": "globex"}}),
+    ]  # fmt: skip
+    sent: list[str] = []
+    async with Client(server, mode="legacy") as client:
+        for name, args, other in probes:
+            page = check_sizes(await client.call_tool(name, args), 3000)
+            again = check_sizes(
+                await client.call_tool(name, {**args, "cursor": page["nextCursor"]}), 3000
+            )
+            assert again["items"][0] == page["items"][-1] + 1
+            with pytest.raises(MCPError) as info:
+                await client.call_tool(name, {**other, "cursor": page["nextCursor"]})
+            assert info.value.error.data == {"reason": "scope_query"}, name
+            sent += [page["nextCursor"], str(again["nextCursor"]), str(info.value)]
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    for secret in ("alice-s3cret", "bob-s3cret"):
+        assert secret.encode() not in stored
+        assert not any(secret in text for text in sent)
+
+
+class AsyncRows:
+    """An async re-iterable, as a sync factory of an async stream returns."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __aiter__(self) -> Any:
+        async def rows() -> Any:
+            for i in range(self.n):
+                yield {"i": i}
+
+        return rows()
+
+
+async def test_regression_a_sync_tool_may_return_an_async_source() -> None:
+    """Found by a tester: a sync function returning an async re-iterable (which the docs
+    list among the sources) failed on every call: "an async source needs apage /
+    apaginate"."""
+    server = MCPServer("async-from-sync")
+
+    @server.tool()
+    @paginated_tool(max_bytes=3000, store=MemoryCursorStore())
+    def rows(n: int) -> AsyncRows:
+        return AsyncRows(n)
+
+    seen: list[int] = []
+    async with Client(server, mode="legacy") as client:
+        cursor = None
+        while True:
+            args = {"n": 500, **({"cursor": cursor} if cursor else {})}
+            env = check_sizes(await client.call_tool("rows", args), 3000)
+            seen += [row["i"] for row in env["items"]]
+            cursor = env["nextCursor"]
+            if cursor is None:
+                break
+    assert seen == list(range(500))
+    # Called in a thread where no event loop runs (not a server's), it pages on a loop of
+    # its own; on a running loop it would block that loop, and says so.
+    alone = await asyncio.to_thread(rows, 10)
+    assert alone.structured_content is not None
+    assert alone.structured_content["items"] == [{"i": i} for i in range(10)]
+    with pytest.raises(TypeError, match="make it async def"):
+        rows(10)

@@ -21,7 +21,14 @@ from ._limits import MIN_BYTES
 from ._pages.builder import ENVELOPE_KEYS
 from ._sources.jsonread import load_json
 from .errors import DecodeError, LimitError
-from .mcp import ContentMode, McpPageEnvelope, McpResultFitter, message_bytes
+from .mcp import (
+    ContentMode,
+    McpPageEnvelope,
+    McpResultFitter,
+    largest_identity,
+    message_bytes,
+    serving_apps,
+)
 
 try:
     from fastmcp import FastMCP
@@ -59,8 +66,10 @@ class BoundedResults(Middleware):
     its preview and a reference that *principal* can read back with the ``read_result``
     tool: nothing is lost. *tools* limits it to those tool names. Because a cut value
     holds markers that a tool's declared output schema may refuse, the tools it bounds
-    are listed without an output schema (as FastMCP's own limiter does). *server* (the
-    FastMCP app) has the budget checked against its identity here; without it, a larger
+    are listed without an output schema (as FastMCP's own limiter does). Each result is
+    measured with the serverInfo stamp of the app that answers the request (a mounting
+    parent's, for a mounted server). *server* (the FastMCP app that serves the
+    connection) has the budget checked against its identity here; without it, a larger
     identity met on a call makes a result that needs cutting an error naming the least.
     """
 
@@ -81,8 +90,8 @@ class BoundedResults(Middleware):
         # Checked here against the identity given (or the default one every fitter
         # assumes): a budget too small for it never reaches a call.
         self._plan = self._plan_for(_identity(server))
-        # The plan for the server actually met, by its id (a middleware serves one
-        # server), or the least budget its identity needs when it leaves too little.
+        # The plan for each server actually met, by its id, or the least budget its
+        # identity needs when it leaves too little.
         self._plans: dict[int, _Plan | int] = {}
         if tools is not None and (
             isinstance(tools, str) or not all(isinstance(t, str) for t in tools)
@@ -243,7 +252,10 @@ class BoundedResults(Middleware):
                 plan = self._plan_for(server)
             except LimitError:
                 plan = self._least_for(server, reader=self._reader)
-            self._plans = {id(server): plan}  # a middleware serves one server
+            # One server, or a few: each app that mounts the one it is on answers with
+            # its own stamp.
+            plans = self._plans if len(self._plans) < 8 else {}
+            self._plans = {**plans, id(server): plan}
         if isinstance(plan, int):
             raise self._unfit(plan, server)
         return plan
@@ -309,12 +321,18 @@ def _is_page(value: Any) -> bool:
 def _server_of(context: MiddlewareContext[Any]) -> Any:
     """The low-level server whose runner stamps its serverInfo on the result, if known.
 
-    FastMCP keeps it as ``_mcp_server``: its ``server_info`` is the identity the SDK
-    stamps (FastMCP's own version when the app gives none).
+    That is the app that answers the request, not always the one this middleware is on:
+    a server mounted into another (``parent.mount(child)``) runs its own middleware, but
+    the parent's SDK server sends the result with the parent's stamp. The apps the call
+    passed through are read from FastMCP's contexts (`jsonbudget.mcp.serving_apps`), and
+    the largest stamp among them counted. FastMCP keeps an app's SDK server as
+    ``_mcp_server``: its ``server_info`` is the identity the SDK stamps (FastMCP's own
+    version when the app gives none).
     """
     if context.fastmcp_context is None:
         return None
-    return context.fastmcp_context.fastmcp._mcp_server
+    apps = serving_apps(context.fastmcp_context)
+    return largest_identity(apps)._mcp_server
 
 
 def _omitted_meta(meta: dict[str, Any] | None) -> dict[str, Any]:

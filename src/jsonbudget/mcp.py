@@ -13,6 +13,7 @@ This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` nev
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -21,7 +22,8 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
@@ -29,7 +31,7 @@ from typing import Annotated, Any, Final, Literal
 import orjson
 
 from ._agents.reader import LEAST_READ_BYTES, ResultReader
-from ._cursors.scope import Scope
+from ._cursors.scope import MAX_QUERY_DEPTH, Scope
 from ._encode.encoder import Encoder, MarkerStyle, Strategy
 from ._extras import missing_extra
 from ._limits import MIN_BYTES, Limits
@@ -39,13 +41,15 @@ from ._sources.jsonread import load_json
 from .errors import CursorError, EncodeError, LimitError
 
 try:
+    import anyio.from_thread
+    import anyio.lowlevel
     import anyio.to_thread
     from mcp.server.mcpserver import Context as McpContext
     from mcp.server.mcpserver.resolve import find_resolved_parameters
     from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
     from mcp_types import SERVER_INFO_META_KEY
-    from pydantic import TypeAdapter
+    from pydantic import BaseModel, RootModel, TypeAdapter
     from pydantic_core import to_json, to_jsonable_python
 
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
@@ -247,6 +251,45 @@ def _line_bytes(
     body = response.model_dump(mode="json", by_alias=True, exclude_none=True)
     escaped = json.dumps(body, separators=(",", ":"))
     return max(len(line.encode("utf-8")), len(escaped)) + FRAMING_BYTES
+
+
+def serving_apps(start: Any = None) -> list[Any]:
+    """The FastMCP apps a FastMCP request in progress passes through, innermost first:
+    the one whose tool runs (or that of *start*, a FastMCP ``Context``), then each that
+    mounted it, out to the app whose SDK server answers the request and stamps its
+    serverInfo on the result. Empty outside one (or while ``fastmcp`` is not imported).
+
+    FastMCP enters a ``Context`` for each server a call passes through, the mounting one
+    first, and hands a tool or a middleware only the innermost: each keeps the token of
+    its entry, whose old value is the context it was entered in.
+    """
+    module = sys.modules.get("fastmcp.server.context")
+    if module is None:
+        return []
+    ctx = module._current_context.get() if start is None else start
+    apps: list[Any] = []
+    seen: set[int] = set()
+    while isinstance(ctx, module.Context) and id(ctx) not in seen:
+        seen.add(id(ctx))
+        apps.append(ctx.fastmcp)
+        tokens = getattr(ctx, "_tokens", None)
+        ctx = tokens[0].old_value if tokens else None
+    return apps
+
+
+def largest_identity(servers: Sequence[Any]) -> Any:
+    """Of *servers* (the first on a tie), the one whose serverInfo stamp takes the most
+    bytes on the wire.
+
+    Of `serving_apps`, the outermost stamps when a server is mounted; but a tool that
+    serves another app in-process (a client over FastMCP's memory transport) nests that
+    app's contexts inside its own, and the chain does not say where one request ends:
+    counting the largest stamp on it holds the budget either way.
+    """
+    return max(servers, key=lambda server: _line_bytes(_BARE, _stamp_of(server)))
+
+
+_BARE: Final = CallToolResult(content=[])
 
 
 def cursor_error(exc: CursorError) -> MCPError:
@@ -637,12 +680,99 @@ def _is_context(annotation: Any) -> bool:
     return any(isinstance(c, type) and issubclass(c, tuple(classes)) for c in candidates)
 
 
-def _as_sent(value: Any) -> Any:
-    """An argument as the client sent it, as near as its JSON tells: the server made the
-    JSON into the declared type, a secret's own text included (its JSON is a mask, and
-    two secrets must not be one query)."""
+def _as_sent(value: Any, depth: int = 0) -> Any:
+    """An argument as the client sent it, as near as its JSON tells, for a `Scope`.
+
+    The server made the JSON into the declared types, which this walks back, at any
+    depth: a model's and a dataclass's every field (one declared ``exclude=True`` too,
+    and a model's extra fields: the client sent them), a secret's own text (its JSON is
+    a mask, and two secrets must not be one query), a set as a set (its JSON lists it in
+    the order of the process's string hashes: `Scope` sorts a set's members), any other
+    value as its JSON. Lists and mappings come back hashable, so a set of them stays a set.
+    """
+    if depth > MAX_QUERY_DEPTH:
+        return value  # `Scope` refuses it, naming where, by its own depth rule
     reveal = getattr(value, "get_secret_value", None)
-    return to_jsonable_python(reveal() if callable(reveal) else value)
+    if callable(reveal):
+        return _as_sent(reveal(), depth)
+    if value is None or isinstance(value, str | int | float):
+        return value
+    deeper = depth + 1
+    if isinstance(value, BaseModel):
+        if isinstance(value, RootModel):
+            return _as_sent(value.root, depth)
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        fields.update(value.model_extra or {})
+        return _Frozen({k: _as_sent(v, deeper) for k, v in fields.items()})
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _Frozen({k: _as_sent(v, deeper) for k, v in fields.items()})
+    if isinstance(value, Mapping):
+        return _Frozen({_key_as_sent(k): _as_sent(v, deeper) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_as_sent(v, deeper) for v in value)
+    if isinstance(value, AbstractSet):
+        return frozenset(_as_sent(v, deeper) for v in value)
+    sent = to_jsonable_python(value)
+    # Its JSON: a list or an object is walked to be hashable (JSON all, so the walk ends).
+    return sent if sent is None or isinstance(sent, str | int | float) else _as_sent(sent, depth)
+
+
+def _key_as_sent(key: Any) -> Any:
+    """A mapping's key as its JSON writes it (an int as its digits, an enum as its value)."""
+    return key if isinstance(key, str) else next(iter(to_jsonable_python({key: None})))
+
+
+class _Frozen(Mapping[str, Any]):
+    """A mapping that can be a set's member: a model or a dict inside a set argument."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+
+def _await_from_sync(
+    call: Callable[[], Coroutine[Any, Any, CallToolResult]], name: Any
+) -> CallToolResult:
+    """*call* awaited from a sync tool: on the event loop of the worker thread the server
+    runs the tool in (the SDK's and FastMCP's anyio threads; an async source may be bound
+    to that loop), or, called where no event loop runs at all, on a loop of its own."""
+    try:
+        anyio.lowlevel.current_token()
+    except RuntimeError:
+        on_a_loop = False  # the server's worker thread, or plain sync code
+    else:
+        on_a_loop = True
+    if on_a_loop:
+        raise TypeError(
+            f"{name!r} returned an async source and was called on a running event loop, "
+            f"which paging it would block: call it from a worker thread, or make it "
+            f"async def"
+        )
+    try:
+        anyio.from_thread.run_sync(_nothing)
+    except RuntimeError:
+        in_worker = False  # not an anyio worker thread: no loop to go back to
+    else:
+        in_worker = True
+    return anyio.from_thread.run(call) if in_worker else anyio.run(call)
+
+
+def _nothing() -> None:
+    """Run on the event loop only to learn whether this thread has one to go back to."""
 
 
 def _injected(params: list[inspect.Parameter], fn: Callable[..., Any]) -> frozenset[str]:
@@ -736,6 +866,33 @@ def paginated_tool(
         server=server,
         reader=reader,
     )
+    own = _DEFAULT_INFO if server is None else server
+    # By the stamp of a larger identity met on a call: the pager that counts it.
+    larger: dict[str, McpPager] = {}
+
+    def pager_now() -> McpPager:
+        """The pager for this call: under FastMCP, one counting the serverInfo stamp of
+        the app that answers it (a mounting app's, not the one the tool is on) when that
+        is larger than the identity *server* gave (or the default one)."""
+        apps = serving_apps()
+        if not apps:
+            return pager
+        identity = largest_identity([own, *apps])
+        if identity is own:
+            return pager
+        key = json.dumps(_stamp_of(identity), sort_keys=True)
+        found = larger.get(key)
+        if found is None:
+            if len(larger) > 8:  # one per app that serves it: a few
+                larger.clear()
+            # The same store: a cursor continues whichever pager issued it.
+            found = McpPager(limits=pager.limits, store=pager.store, oversized=oversized,
+                             spill_store=spill_store, strategy=strategy, markers=markers,
+                             default=default, content=content, server=identity,
+                             reader=reader)  # fmt: skip
+            larger[key] = found
+        return found
+
     # The SDK validates structured content against the declared schema and publishes
     # it as the tool's outputSchema; a text-only result declares none.
     returns: Any = (
@@ -777,9 +934,10 @@ def paginated_tool(
                 bound = sig.bind(*args, **kwargs)
                 bound.apply_defaults()
                 scope = scope_of(bound.arguments)
+                paging = pager_now()
                 coro: Awaitable[Any] = fn(*bound.args, **bound.kwargs)
                 source = await coro
-                return await pager.apaginate(source, scope=scope, cursor=cursor)
+                return await paging.apaginate(source, scope=scope, cursor=cursor)
 
             wrapper = async_wrapper
         else:
@@ -790,8 +948,16 @@ def paginated_tool(
                 bound = sig.bind(*args, **kwargs)
                 bound.apply_defaults()
                 scope = scope_of(bound.arguments)
-                source = fn(*bound.args, **bound.kwargs)
-                return pager.paginate(source, scope=scope, cursor=cursor)
+                paging = pager_now()
+                source = as_source(fn(*bound.args, **bound.kwargs))
+                if isinstance(source, Source):
+                    return paging.paginate(source, scope=scope, cursor=cursor)
+                # A sync function may return an async source (a sync factory of an
+                # async stream): it is paged on the server's event loop.
+                return _await_from_sync(
+                    functools.partial(paging.apaginate, source, scope=scope, cursor=cursor),
+                    getattr(fn, "__name__", fn),
+                )
 
             wrapper = sync_wrapper
         functools.update_wrapper(wrapper, fn)
