@@ -19,7 +19,7 @@ import types
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import attrs
 import msgspec
@@ -2045,3 +2045,178 @@ def test_regression_base64_bytes_are_encoded_no_further_than_shown() -> None:
                 dict(list(blobs.items())[:3]), max_bytes=budget, binary="base64", strategy=strategy
             )
             assert bytes_out == encode(as_text, max_bytes=budget, strategy=strategy)
+
+
+# -- a RootModel around a model, and Structs with UNSET fields ------------------------
+
+
+class _Line(pydantic.BaseModel):
+    sku: str
+    note: str = ""
+
+
+class _LineWithSecret(_Line):
+    secret: str = "SECRET"
+
+
+@pydantic.dataclasses.dataclass
+class _PydPoint:
+    x: int
+    label: str = ""
+
+
+@dataclasses.dataclass
+class _StdPoint:
+    x: int
+    label: str = ""
+
+
+_LineRoot = pydantic.RootModel[_Line]
+STRATEGIES: tuple[Literal["balanced", "prefix"], ...] = ("balanced", "prefix")
+
+
+class _RootEnum(enum.Enum):
+    A = _LineRoot(_Line(sku="enum"))
+
+
+class _RootInStruct(msgspec.Struct):
+    r: Any
+
+
+def _root_models() -> list[Any]:
+    line = _Line(sku="A-1", note="n" * 120)
+    return [
+        _LineRoot(line),
+        pydantic.RootModel[_LineRoot](_LineRoot(line)),
+        pydantic.RootModel[pydantic.RootModel[_LineRoot]](
+            pydantic.RootModel[_LineRoot](_LineRoot(line))
+        ),
+        pydantic.RootModel[_Line | None](line),
+        pydantic.RootModel[Any](line),
+        pydantic.RootModel[_Line](_LineWithSecret(sku="A-2", note="s" * 90)),
+        pydantic.RootModel[_PydPoint](_PydPoint(1, "p" * 120)),
+        pydantic.RootModel[_StdPoint](_StdPoint(2, "q" * 120)),
+        pydantic.RootModel[list[_Line]]([_Line(sku=str(i), note="x" * 30) for i in range(5)]),
+        pydantic.RootModel[list[_LineRoot]]([_LineRoot(_Line(sku=str(i))) for i in range(5)]),
+        pydantic.RootModel[dict[str, _Line]]({f"k{i}": _Line(sku=str(i)) for i in range(5)}),
+    ]
+
+
+@pytest.mark.parametrize("m", _root_models(), ids=lambda m: type(m).__name__)
+def test_regression_a_root_model_around_a_model_is_the_object_pydantic_writes(m: Any) -> None:
+    """Found by a tester: a RootModel[Item] at the top level (and from default=, as an
+    enum's value, in a Struct, on pages) was written as the model's iteration, a list of
+    [name, value] pairs, complete; around a pydantic dataclass it raised EncodeError. The
+    root's model was handed back to be dispatched again, and at the top nothing did."""
+    from jsonbudget import Encoder, Limits, PageBuilder
+
+    whole = m.model_dump_json().encode()
+    assert b"SECRET" not in whole
+    for strategy in STRATEGIES:
+        out = encode(m, max_bytes=len(whole), strategy=strategy)
+        assert out.data == whole
+        assert out.complete
+        assert Encoder(max_bytes=BIG).whole(m, len(whole)) == out
+    assert Encoder(max_bytes=BIG).whole(m, len(whole) - 1) is None
+    expected = orjson.loads(whole)
+    for budget in (64, 100, len(whole) // 2, len(whole) - 1):
+        for strategy in STRATEGIES:
+            cut = encode(m, max_bytes=max(budget, 64), strategy=strategy)
+            assert not cut.complete
+            consistent(orjson.loads(cut.data), expected)
+    elsewhere = [
+        bounded_dumps([object()], max_bytes=BIG, default=lambda _: m),
+        bounded_dumps(_RootInStruct(m), max_bytes=BIG)[len(b'{"r":') : -1],
+    ]
+    assert elsewhere == [b"[" + whole + b"]", whole]
+    page = PageBuilder(Limits(4096))
+    assert page.add(m)
+    assert orjson.loads(page.finish(complete=True).to_json())["items"] == [expected]
+
+
+def test_regression_an_enum_whose_value_is_a_root_model_is_its_object() -> None:
+    # Written [["sku","enum"]]: the enum's value was adapted, its root model was not.
+    assert bounded_dumps([_RootEnum.A], max_bytes=100) == b'[{"sku":"enum","note":""}]'
+
+
+_Opt = str | msgspec.UnsetType
+
+
+class _Patch(msgspec.Struct):
+    id: int
+    display_name: _Opt = msgspec.UNSET
+    description: _Opt = msgspec.UNSET
+    homepage_url: Annotated[_Opt | None, "meta"] = msgspec.UNSET
+    anything: Any = None
+    note: str = ""
+
+
+class _TaggedPatch(msgspec.Struct, tag=True, rename="camel"):
+    first_name: _Opt = msgspec.UNSET
+    inner: _Patch | msgspec.UnsetType = msgspec.UNSET
+
+
+def test_regression_unset_fields_never_make_a_struct_that_fits_look_larger() -> None:
+    """Found by a tester: a Struct's size bound counted the key of each UNSET field,
+    which msgspec leaves out, so a list of them that fit was cut (from its size to ~80
+    bytes above it, then whole again), Encoder.whole said it did not fit, and pages held
+    fewer items. The bound must never pass what msgspec writes."""
+    from jsonbudget import Encoder
+
+    v = [_Patch(1, note="short"), _Patch(2, note="n" * 150)]
+    whole = msgspec.json.encode(v)
+    for budget in range(len(whole), len(whole) + 120, 7):
+        out = encode(v, max_bytes=budget)
+        assert out.data == whole, budget
+        assert out.complete
+    for shape in (v, tuple(v), {"a": v[0], "b": v[1]}, {"rows": v}, v[1]):
+        size = len(msgspec.json.encode(shape))
+        got = Encoder(max_bytes=BIG).whole(shape, size)
+        assert got is not None
+        assert got.data == msgspec.json.encode(shape)
+    # A field typed Any may hold UNSET too; the compiled walk may stop before it.
+    lone = _Patch(3, anything=msgspec.UNSET, note="m" * 200)
+    assert Encoder(max_bytes=BIG).whole(lone, len(msgspec.json.encode(lone))) is not None
+
+
+_patch_text = st.text(max_size=40)
+
+
+def _unset_or(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.just(msgspec.UNSET) | values
+
+
+_patches = st.builds(
+    _Patch,
+    id=ints,
+    display_name=_unset_or(_patch_text),
+    description=_unset_or(_patch_text),
+    homepage_url=_unset_or(st.none() | _patch_text),
+    anything=_unset_or(st.none() | ints | _patch_text),
+    note=_patch_text,
+)
+_unset_structs = _patches | st.builds(
+    _TaggedPatch, first_name=_unset_or(_patch_text), inner=_unset_or(_patches)
+)
+
+
+@props
+@given(
+    st.one_of(
+        _unset_structs,
+        st.lists(_unset_structs, max_size=6),
+        st.dictionaries(st.text(max_size=5), _unset_structs, max_size=4),
+    )
+)
+def test_regression_a_struct_with_unset_fields_fits_in_its_own_size(v: Any) -> None:
+    # See test_regression_unset_fields_never_make_a_struct_that_fits_look_larger.
+    from jsonbudget import Encoder
+
+    whole = msgspec.json.encode(v)
+    for strategy in STRATEGIES:
+        out = encode(v, max_bytes=max(len(whole), 64), strategy=strategy)
+        assert out.data == whole
+        assert out.complete
+    got = Encoder(max_bytes=BIG).whole(v, len(whole))
+    assert got is not None
+    assert got.data == whole

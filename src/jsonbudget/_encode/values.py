@@ -448,6 +448,8 @@ class _MaskedView(SeqView):
 #: What the renderer walks as it is (besides the JSON types).
 WALKABLE: Final = (MapView, SeqView, Raw, Clip, Blob)
 _VIEWS = frozenset({MapView, _DictView, SeqView, _ArrayView, _MaskedView})
+#: What `adapt` returns that the renderer walks as it is.
+_ADAPTED: Final = _VIEWS | _JSON | {Raw, Clip, Blob, Unencodable}
 
 
 # -- selection -----------------------------------------------------------------------
@@ -739,6 +741,14 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             return plan.jsonable(obj)  # the root's type has a serializer: pydantic's
         spec = plan.fields[0][4] if plan.fields else None
         root = (conv if spec is None else pconv.typed(spec).conv)(obj.root)
+        if type(root) not in _ADAPTED:
+            # A member the converter hands back to be dispatched again (a model, a
+            # pydantic or standard dataclass, a Struct, a Clipped): what `adapt` returns
+            # is not dispatched again, so it is adapted here, or the renderer would
+            # walk a model as the iterable of (name, value) pairs it is.
+            again = adapt(root, opts)
+            if again is not UNKNOWN:
+                root = again
         if type(root) in _VIEWS:
             root._native = native
         return root
@@ -1617,12 +1627,17 @@ class _Walk:
                         n = self._members(vals.items(), len(vals), cap - plan[1], depth, inside=1)
                 else:  # a Struct's field values: msgspec writes what they hold
                     n = native_bound(vals, cap, depth, self.caps)[0]
-                    if n < 0:
+                    if n < 0 and _holds_unset(vals):
+                        # Here an UNSET would count a byte and a comma msgspec does not
+                        # write: the Struct's members, without it, are walked below.
+                        vals = None
+                    elif n < 0:
                         n = self._items(vals, len(vals), cap - plan[1], depth, inside=STRUCT)
-                if n < 0:
-                    return -1
-                self.natives = True
-                return n + plan[1]
+                if vals is not None:
+                    if n < 0:
+                        return -1
+                    self.natives = True
+                    return n + plan[1]
             if inside == STRUCT and (
                 dataclasses.is_dataclass(v) or getattr(t, "__attrs_attrs__", None) is not None
             ):
@@ -1761,9 +1776,9 @@ def _flat_plan(t: Any) -> _Flat | None:
         cfg = t.__struct_config__
         if cfg.omit_defaults:
             return None  # which fields are written depends on the values
-        extra = (
-            0 if cfg.array_like else sum(len(k.encode()) + 3 for k in t.__struct_encode_fields__)
-        )
+        extra = 0 if cfg.array_like else _struct_keys(t)
+        if extra is None:
+            return None  # its field types cannot be read: the full walk
         if cfg.tag_field is not None:
             extra += len(cfg.tag_field.encode()) + len(_dumps(cfg.tag)) + 4
         return mods["msgspec"].structs.astuple, extra
@@ -1785,6 +1800,50 @@ def _flat_plan(t: Any) -> _Flat | None:
         keys = sum(len(f[1].encode()) for f in plan.fields)
         return _INSTANCE_DICT, keys - names
     return None
+
+
+def _struct_keys(t: Any) -> int | None:
+    """The bytes a Struct's keys add to the bound of its field values (a tuple: brackets
+    and a comma between each two), whatever fields are `UNSET`; None if its field types
+    cannot be resolved.
+
+    msgspec leaves an `UNSET` field out, key, value and comma. Every walk of the tuple
+    (the compiled one too) counts a comma per field before it reads the values, and may
+    stop, past its room, before it reaches an `UNSET` one (which it otherwise refuses):
+    so a field whose type admits `UNSET` adds no key here and takes its comma back, and
+    the bound stays a lower bound of what msgspec writes, however many are unset.
+    """
+    ms = sys.modules["msgspec"]
+    try:
+        fields = ms.structs.fields(t)
+    except (NameError, TypeError, AttributeError):  # a forward reference it cannot resolve
+        return None
+    unset = ms.UnsetType
+    return sum(-1 if _admits(f.type, unset) else len(f.encode_name.encode()) + 3 for f in fields)
+
+
+def _holds_unset(vals: tuple[Any, ...]) -> bool:
+    """Whether a Struct's field values hold `msgspec.UNSET` (by identity: no ``__eq__``)."""
+    unset = sys.modules["msgspec"].UNSET
+    return any(v is unset for v in vals)
+
+
+def _admits(ann: Any, unset: type, depth: int = 0) -> bool:
+    """Whether a field of type *ann* may hold *unset* (`msgspec.UNSET`'s type): it names
+    it, or it is a type that takes any value (``Any``, ``object``, a type variable)."""
+    if depth > 16 or ann is unset or ann is Any or ann is object:
+        return True
+    if isinstance(ann, typing.TypeVar) or getattr(ann, "__name__", None) == "Any":
+        return True  # typing_extensions' Any too
+    origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        return _admits(typing.get_args(ann)[0], unset, depth + 1)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_admits(a, unset, depth + 1) for a in typing.get_args(ann))
+    if type(ann).__name__ == "TypeAliasType":  # a `type X = ...` statement
+        return _admits(ann.__value__, unset, depth + 1)
+    supertype = getattr(ann, "__supertype__", None)  # a NewType
+    return supertype is not None and _admits(supertype, unset, depth + 1)
 
 
 def _array_size(a: Any, cap: int, depth: int, caps: _bound.Caps) -> int:
