@@ -1034,3 +1034,75 @@ def test_regression_sigterm_removes_the_demos_temporary_directory(tmp_path: Path
     assert proc.returncode == 143
     assert err == b"jsonbudget: terminated\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def _bytes_read() -> int:
+    """What this process has read so far, by its read calls (Linux's /proc/self/io)."""
+    with open("/proc/self/io", "rb") as f:
+        return int(dict(line.split(b": ") for line in f.read().splitlines())[b"rchar"])
+
+
+def test_regression_a_page_does_not_read_a_long_first_line_to_tell_the_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a tester: `page` of a JSON Lines file not named .jsonl parsed its whole
+    first line (up to 256 MiB) on every call to learn its kind: a continuation page of
+    five short lines after a 120 MB record read all of it again (0.5 GB of memory)."""
+    path = tmp_path / "export.json"
+    first = orjson.dumps({"id": 0, "blob": "x" * 8_000_000})
+    path.write_bytes(first + b"\n" + b"".join(b'{"id":%d}\n' % i for i in range(1, 50)))
+    assert main(["page", str(path), "--max-bytes", "2000", "--store", str(tmp_path / "c")]) == 0
+    page = orjson.loads(capsys.readouterr().out)
+    assert page["items"][0]["id"] == 0  # read as JSON Lines, the long record cut
+    before = _bytes_read()
+    args = ["page", str(path), "--max-bytes", "2000", "--store", str(tmp_path / "c")]
+    assert main([*args, "--cursor", page["next_cursor"]]) == 0
+    read = _bytes_read() - before
+    assert [item["id"] for item in orjson.loads(capsys.readouterr().out)["items"]][:1] == [1]
+    assert read < 1_000_000, read  # the page's lines and the cursor store, not the record
+
+
+def test_regression_sigterm_ends_a_page_inside_a_long_sqlite_query(tmp_path: Path) -> None:
+    """Found by a tester: the command line's SIGTERM handler runs only between bytecodes,
+    so `timeout` could not end a page while SQLite ran a query (11.9 s for a 2 s limit;
+    a query that never returns, never). Only the demo, which has a directory to remove,
+    handles SIGTERM now: a page ends at once."""
+    db = tmp_path / "loop.db"
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        "SELECT x AS id FROM c WHERE x < 0"
+    )
+    args = ["page", str(db), "--query", endless, "--order-by", "id", "--unique"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jsonbudget", *args, "--store", str(tmp_path / "c")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)  # inside the endless query by then
+        proc.terminate()
+        assert proc.wait(timeout=30) == -15  # ended by the signal, not held off by a handler
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_regression_an_sqlite_source_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
+    """Found by a tester: `page fifo --table t` hung forever (SQLite's open of a pipe
+    waits for a writer), and SIGTERM could not end it."""
+    fifo = tmp_path / "db.pipe"
+    os.mkfifo(fifo)
+    for kind in ([], ["--kind", "sqlite"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "jsonbudget", "page", str(fifo), "--table", "t", *kind],
+            capture_output=True,
+            env=ENV,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == EXIT_USAGE
+        assert done.stderr.endswith(b"is not one\n")

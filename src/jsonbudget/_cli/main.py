@@ -727,18 +727,24 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
 
 
 def _sniff_kind(path: str) -> str:
-    """``"jsonl"`` when the file's first line is a whole value and more follow, else json."""
+    """``"json"`` for a file whose first value is an array that is not a whole first line
+    followed by more values (read up to `_READ` to tell), else ``"jsonl"``."""
     with ExitStack() as stack:
         stream = _open_input(path, stack)
         first = _first_char(stream, lambda: stream.read_bytes)
         if not first:
             return "json"
+        if first != b"[":
+            # No array file (each page reads the file's top-level array): JSON Lines, or
+            # nothing this command pages, which its source then says. Parsing the first
+            # line to tell cost every page a read of up to 256 MiB (a 120 MB first
+            # record: 0.5 GB of memory for a page of five short ones).
+            return "jsonl"
         # An array's first line may be all of a huge array file: only a short one is
         # read to learn whether it is a line of JSON Lines (`dump` decides the same way).
-        most = _READ if first == b"[" else MAX_LOAD_BYTES
         with file_errors(lambda: stream.read_bytes):  # a gzip file cut short, say
-            line = stream.readline(most + 1)
-        if _whole_line(line, most) is _NOTHING:
+            line = stream.readline(_READ + 1)
+        if _whole_line(line, _READ) is _NOTHING:
             return "json"
         return "jsonl" if _first_char(stream, lambda: stream.read_bytes) else "json"
 
@@ -868,6 +874,9 @@ def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[An
         )
     query: dict[str, Any] = {"kind": kind, **described_path("path", path)}
     if kind == "sqlite":
+        if not os.path.isfile(path):
+            # SQLite's open of a pipe waits for a writer, forever.
+            raise _Usage(f"an SQLite source must be a database file; {args.source} is not one")
         if (args.table is None) == (args.query is None):
             raise _Usage("an SQLite source needs exactly one of --table or --query")
         if args.table is not None and args.param:
@@ -1137,9 +1146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:
         # Every command writes stdout: refuse before reading input or changing a store.
         return _fail("error: stdout is closed", EXIT_ERROR)
+    # Only the demo makes something to remove (its temporary directory): it alone turns
+    # SIGTERM into an exception that unwinds it. Any other command keeps the signal's
+    # default, which ends it at once: a Python handler runs only between bytecodes, so
+    # one held `timeout` off for as long as SQLite sorted, or forever on a blocked open.
     # A handler is set only from the main thread (Python's rule), and put back after.
     main_thread = threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    cleans_up = main_thread and args.command == "demo"
+    before = signal.signal(signal.SIGTERM, _terminate) if cleans_up else None
     try:
         return _COMMANDS[args.command](args)
     except _Terminated:
