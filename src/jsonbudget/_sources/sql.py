@@ -44,6 +44,7 @@ from .base import (
     check_limit_hint,
     described_path,
     offset_position,
+    page_budget,
     page_reader,
     read_bound,
 )
@@ -403,14 +404,15 @@ class _Ahead:
         self._size = 0
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> tuple[list[tuple[Any, ...]], Hashable]:
-        """The run kept after *key* and its token (no rows and None: nothing kept)."""
+    def get(self, key: Hashable) -> tuple[list[tuple[Any, ...]], Hashable, int]:
+        """The run kept after *key*, its token and the bytes of its text and binary
+        values (no rows, None and 0: nothing kept)."""
         with self._lock:
             entry = self._runs.get(key)
             if entry is None:
-                return [], None
+                return [], None, 0
             self._runs.move_to_end(key)  # kept for another page starting here: a retry
-            return entry[0], entry[1]
+            return entry
 
     def put(self, key: Hashable, rows: list[tuple[Any, ...]], token: Hashable) -> None:
         size = 0
@@ -790,10 +792,11 @@ class _SQLSource(Source[Row]):
         """Fill one page; *key* finds the row the page before kept (see `_Ahead`)."""
         raise NotImplementedError
 
-    def _kept(self, key: _AheadKey, token: Hashable) -> list[tuple[Any, ...]]:
-        """The rows the page before left at *key*, if the database still has *token*."""
-        rows, kept = self._ahead.get(key)
-        return rows if _unchanged(kept, token) else []
+    def _kept(self, key: _AheadKey, token: Hashable) -> tuple[list[tuple[Any, ...]], int]:
+        """The rows the page before left at *key*, if the database still has *token*,
+        and the bytes of their text and binary values."""
+        rows, kept, size = self._ahead.get(key)
+        return (rows, size) if _unchanged(kept, token) else ([], 0)
 
     def _keep(
         self, key: _AheadKey, after: Position | None, rows: list[Any], token: Hashable
@@ -817,7 +820,8 @@ class _SQLSource(Source[Row]):
         Returns whether a row was left over, the position after the page's last row,
         and the raw rows fetched but not served (the look-ahead first).
         """
-        batch = self._first_batch(limit_hint, plan)
+        batch = self._first_batch(limit_hint, plan, cursor)
+        cap = _fetch_cap(plan)
         served = 0
         last: tuple[list[Any], int] = ([], 0)  # the last batch that served rows, and how many
         fetchmany = cursor.fetchmany
@@ -840,7 +844,7 @@ class _SQLSource(Source[Row]):
             if len(rows) < batch:
                 break
             if limit_hint is None:
-                batch = min(self._batch, batch * 2)
+                batch = min(self._batch, batch * 2, cap)
         return False, self._position_after(plan, last[0][: last[1]], start + served, position), []
 
     def _check_page_end(
@@ -878,17 +882,21 @@ class _SQLSource(Source[Row]):
         if tail is not None and len(found[-1]) > 1:
             raise self._tie(tail)
 
-    def _first_batch(self, limit_hint: int | None, plan: _Plan) -> int:
-        """How many rows `_fill_rows` asks for first (see `fill`)."""
+    def _first_batch(self, limit_hint: int | None, plan: _Plan, chunks: _Chunks) -> int:
+        """How many rows `_fill_rows` asks for first (see `fill`): no more than the rows
+        carried over where their values alone pass what the page can show (it ends among
+        them: after a page of short rows, the next asked for `rows_hint` more, 9.6 MB of
+        them for a 64 KiB page, while 96 fetched rows were in hand); a first page's
+        first fetch no more than `_fetch_cap`."""
+        if chunks.carried_bytes > chunks.budget:
+            return max(1, chunks.carried)
         if limit_hint is not None:
             return min(self._batch, limit_hint + 1)
         if self._rows_hint:
             return min(self._batch, self._rows_hint + 2)
-        # A first page: FIRST_FETCH rows, fewer (two at least) where that many could
-        # bring more than AHEAD_BYTES at the cut: 200 text columns cut at 64 KiB are
-        # 12.8 MB a row, and 16 such rows were fetched for a page that shows one.
-        wide = AHEAD_BYTES // plan.row_bound if plan.row_bound else FIRST_FETCH
-        return min(self._batch, FIRST_FETCH, max(2, wide))
+        # A first page: 200 text columns cut at 64 KiB are 12.8 MB a row, and 16 such
+        # rows were fetched for a page that shows one.
+        return min(self._batch, FIRST_FETCH, _fetch_cap(plan))
 
     def _position_after(
         self, plan: _Plan, rows: list[Any], served: int, start: Position | None
@@ -1109,10 +1117,11 @@ class _SQLSource(Source[Row]):
         key_index = plan.key_index
         keyset = self._mode == "keyset"
         check_ties = keyset and self._unique
+        cap = _fetch_cap(plan)
         if limit_hint is not None:
-            batch = min(self._batch, limit_hint + 1)
+            batch = min(self._batch, limit_hint + 1, cap)
         else:
-            batch = min(self._batch, FIRST_FETCH)
+            batch = min(self._batch, FIRST_FETCH, cap)
         index = 0
         previous: Position = None
         fetchmany = cursor.fetchmany
@@ -1132,7 +1141,7 @@ class _SQLSource(Source[Row]):
             if len(rows) < batch:
                 return
             if limit_hint is None:
-                batch = min(self._batch, batch * 2)
+                batch = min(self._batch, batch * 2, cap)
 
     @staticmethod
     def _key(value: object, i: int, plan: _Plan) -> JSONValue:
@@ -1166,6 +1175,17 @@ class _SQLSource(Source[Row]):
     def describe(self) -> dict[str, JSONValue]:
         """Kind, table or query, parameters, order, mode and cut (never connection details)."""
         return self._describe()
+
+
+def _fetch_cap(plan: _Plan) -> int:
+    """The most rows a first page's fetch, and each fetch that doubles the one before,
+    asks for: as many as bring at most `AHEAD_BYTES` of text and binary values at the
+    cut, two at least. The doubling went on to `batch_size` rows while the rows were
+    short: where long ones followed, one fetch brought batch_size times the columns
+    times the cut (137 MB for a 64 KiB page of ten 60 KB columns)."""
+    if not plan.row_bound:
+        return 1 << 30
+    return max(2, AHEAD_BYTES // plan.row_bound)
 
 
 def _unchanged(kept: Hashable, token: Hashable) -> bool:
@@ -1243,6 +1263,9 @@ class _Chunks:
         "_position",
         "_source",
         "bare",
+        "budget",
+        "carried",
+        "carried_bytes",
         "plan",
         "unchecked",
     )
@@ -1256,6 +1279,8 @@ class _Chunks:
         start: int,
         *,
         carried: list[tuple[Any, ...]],
+        carried_bytes: int = 0,
+        budget: int = 1 << 62,
         bare: bool = False,
     ) -> None:
         self._source = source
@@ -1264,6 +1289,11 @@ class _Chunks:
         self._position: Position | None = position if source._mode == "keyset" else start
         self._done = False
         self._carried = carried
+        # How many rows were carried over, the bytes of their text and binary values, and
+        # the page's budget (`_SQLSource._first_batch`).
+        self.carried = len(carried)
+        self.carried_bytes = carried_bytes
+        self.budget = budget
         # The first fetch's size and the carried rows it was sent after, once sent.
         self._issued: tuple[int, list[tuple[Any, ...]]] | None = None
         self._check_ties = source._unique and source._mode == "keyset"
@@ -1284,6 +1314,7 @@ class _Chunks:
         """Forget the carried rows (they may have changed) and any query sent after them."""
         self._carried = []
         self._issued = None
+        self.carried = self.carried_bytes = 0
 
     def _query(self, rows: list[Any], n: int) -> tuple[str, Params]:
         return self._source._sql(self.plan, self._after(rows), n - len(rows) - 1, bare=self.bare)
@@ -1421,6 +1452,7 @@ class SQLiteSource(_SQLSource):
     __slots__ = (
         "_blobs",
         "_conn",
+        "_file",
         "_length",
         "_lock",
         "_lock_pid",
@@ -1456,6 +1488,8 @@ class SQLiteSource(_SQLSource):
         )
         self._own: sqlite3.Connection | None = None
         self._length = 0  # the own connection's length limit as opened
+        # The device and inode of the file the own connection opened (`_connection`).
+        self._file: tuple[int, int] | None = None
         # Held by a page (its plan and connection included), and by each step of an
         # open(): no statement runs on the connection while a page of another thread
         # holds its length limit low or its read transaction open (`_held`).
@@ -1480,6 +1514,11 @@ class SQLiteSource(_SQLSource):
 
     def _placeholder(self, name: str) -> str:
         return f":{name}" if self._named else "?"
+
+    def _plan_for(self, cut: int | None) -> _Plan:
+        if self._conn is None:
+            self._connection()  # a replaced file forgets the plans made of the old one
+        return super()._plan_for(cut)
 
     def _inner_sql(self, plan: _Plan) -> str:
         if plan.hidden:
@@ -1521,16 +1560,33 @@ class SQLiteSource(_SQLSource):
                 )
             return self._conn
         with self._held():
-            if self._own is None or self._pid != os.getpid():
-                # Read-only: paging must never create or change the database. A
-                # connection inherited through fork is never used: the child opens its own.
-                assert self._path is not None
-                uri = "file:" + _uri_path(self._path) + "?mode=ro"
-                own = sqlite3.connect(uri, uri=True, check_same_thread=False)
-                self._length = own.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
-                self._own, self._pid = own, os.getpid()
-                self._ahead.clear()  # their tokens are another connection's counters
+            assert self._path is not None
+            # A file moved over the path (os.replace, the usual atomic refresh) is another
+            # database: the connection, which holds the old file open, would serve it for
+            # the source's life. Seen by the path's inode, and opened anew (`_reopen`).
+            if self._own is None or self._pid != os.getpid() or self._file != _file_id(self._path):
+                self._reopen(self._path)
+            assert self._own is not None
             return self._own
+
+    def _reopen(self, path: str) -> None:
+        """Open the own connection on *path*, dropping one to a file no longer there."""
+        # Read-only: paging must never create or change the database. A connection
+        # inherited through fork is never used: the child opens its own. An old one is
+        # not closed here: an open() iterator may still be reading it (it closes with
+        # the last reference).
+        before = _file_id(path)
+        uri = "file:" + _uri_path(path) + "?mode=ro"
+        own = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        # A file replaced while this ran leaves the id unknown: the next page opens anew.
+        after = _file_id(path)
+        self._length = own.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+        if self._file != before:
+            # What was learned of another file (columns, keys, blob I/O) is not this one's.
+            self._plans.clear()
+        self._own, self._pid = own, os.getpid()
+        self._file = before if before == after else None
+        self._ahead.clear()  # their tokens are another connection's counters
 
     def _iter(
         self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
@@ -1573,8 +1629,18 @@ class SQLiteSource(_SQLSource):
                 # Read before the fetch: equal counters at the next page prove that nothing
                 # was written in between, so the row left over is still the next one.
                 token = self._changes(conn, cur)
-                carried = self._kept(key, token)
-                chunks = _Chunks(self, plan, cur, position, start, carried=carried, bare=bare)
+                carried, size = self._kept(key, token)
+                chunks = _Chunks(
+                    self,
+                    plan,
+                    cur,
+                    position,
+                    start,
+                    carried=carried,
+                    carried_bytes=size,
+                    budget=page_budget(builder, 1 << 62),
+                    bare=bare,
+                )
                 if bare:
                     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, plan.longest)
                 more, after, ahead = self._fill_rows(
@@ -1598,14 +1664,21 @@ class SQLiteSource(_SQLSource):
         through blob I/O (`_blob_rows`); anything else (or a key that long) runs the
         queries again with the cut select and no limit, and the rest of the page too."""
         plan = chunks.plan
+        blobs = self._blobs is not None
         try:
             got = self._together(cur, queries)
         except sqlite3.DataError as exc:
             if not chunks.bare or exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
                 raise
+        except MemoryError:
+            # SQLite's SQLITE_NOMEM: a value made past the lowered limit as it was read
+            # (a default, see `_stored`), which no blob holds: the cut select reads it.
+            if not chunks.bare:
+                raise
+            blobs = False
         else:
             return self._unslipped(plan, queries, got) if chunks.bare else got
-        if self._blobs is not None:
+        if blobs:
             try:
                 got = [self._blob_rows(plan, cur, sql, params) for sql, params in queries]
                 return self._unslipped(plan, queries, got)
@@ -1810,6 +1883,8 @@ class SQLiteSource(_SQLSource):
                 probe = f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0"
                 cur.execute(probe, self._params)
                 columns = [d[0] for d in cur.description]
+                if conn is not self._own:
+                    self._check_names(cur, columns)
             finally:
                 cur.close()
             table_keys = None
@@ -1851,17 +1926,46 @@ class SQLiteSource(_SQLSource):
                     )
                 )
             plan = self._resolve(columns, table_keys, cuts, longest=n or 0)
-            if not self._stored(conn):
+            if not self._stored(conn, n or 0):
                 plan.bare = ""
             return plan
 
-    def _stored(self, conn: sqlite3.Connection) -> bool:
+    def _check_names(self, cur: sqlite3.Cursor, columns: list[str]) -> None:
+        """Refuse a connection that cut a result column's name: with
+        ``detect_types=PARSE_COLNAMES`` sqlite3 reads a name up to its ``[`` (``"created
+        [timestamp]"`` as ``created``, choosing a converter by the rest), and the source's
+        own query, which names each column, failed with "no such column". One query a
+        plan, on such a connection only."""
+        cur.execute('SELECT 1 AS "a [b]"')
+        if cur.description[0][0] == "a [b]":
+            return  # names are read whole
+        select = ", ".join(self._col(name) for name in columns)
+        try:
+            cur.execute(f"SELECT {select} FROM (\n{self._inner}\n) AS _jb_q LIMIT 0", self._params)
+        except sqlite3.OperationalError as exc:
+            raise LimitError(
+                "connection",
+                "detect_types=PARSE_COLNAMES",
+                "cuts a result column's name at its '[' (sqlite3 reads the rest as a "
+                f"converter's name), so the column is not found by that name ({exc}): give "
+                "the source a connection without PARSE_COLNAMES, or the database's path, "
+                "or alias the column in a query",
+            ) from None
+
+    def _stored(self, conn: sqlite3.Connection, longest: int) -> bool:
         """Whether every column of the result is a value SQLite stored: the source reads
         an ordinary table (not a view, not a virtual table) without virtual generated
-        columns. A value made by the query could be cut short or NULL under a length
-        limit (printf() returns NULL past it) instead of stopping the query, so only
-        such a result is read bare (`_fill`). Where the table has a rowid under a name
-        no column takes, a long cell is read by blob I/O (`_blob_rows`)."""
+        columns, and no column's default is longer than *longest*. A value made by the
+        query could be cut short or NULL under a length limit (printf() returns NULL
+        past it) instead of stopping the query, so only such a result is read bare
+        (`_fill`). Where the table has a rowid under a name no column takes, a long cell
+        is read by blob I/O (`_blob_rows`).
+
+        A column added by ``ALTER TABLE … ADD COLUMN … DEFAULT`` is not stored in the
+        rows that were there before it: SQLite makes the default as it reads them, and
+        one longer than the limit fails with ``SQLITE_NOMEM`` (a `MemoryError`), not
+        ``SQLITE_TOOBIG``. Such a default is a literal (ADD COLUMN takes no
+        expression), whose text is never shorter than its value."""
         self._blobs = None
         if self._table is None:
             return False
@@ -1880,6 +1984,7 @@ class SQLiteSource(_SQLSource):
             bool(kinds)
             and all(row[2] == "table" for row in kinds)
             and all(row[6] in (0, 3) for row in columns)
+            and all(row[4] is None or len(row[4]) <= longest for row in columns)
         )
         taken = {row[1].lower() for row in columns}
         free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
@@ -2001,6 +2106,25 @@ _PG_FLOAT8: Final = 701
 _PG_MAX_TARGETS: Final = 1664
 
 
+def _pg_text_unit(conn: psycopg.Connection[Any]) -> Literal["chars", "bytes"]:
+    """The unit a cut text's length is counted in: UTF-8 bytes where the size the
+    server stores (``octet_length``) is the UTF-8 size of the text the client reads,
+    else characters (``length``).
+
+    The stored size is in the *server's* encoding, whatever the client's: in a LATIN1
+    or EUC_JP database read through a UTF-8 client it is not the UTF-8 size, and a cut
+    counted by it passed for whole or claimed a wrong count. Counting bytes is cheaper
+    (the size is in the value's header, where counting a UTF-8 text's characters
+    reads all of it, seconds for 1 GB), so it is used where it is exact: a UTF8
+    database (any client: the text is the same), and an SQL_ASCII one, which converts
+    nothing, read as UTF-8. In a single-byte encoding ``length`` is the stored size too.
+    """
+    server = conn.info.parameter_status("server_encoding")
+    if server == "UTF8" or (server == "SQL_ASCII" and conn.info.encoding == "utf-8"):
+        return "bytes"
+    return "chars"
+
+
 def _float_digits(conn: psycopg.Connection[Any]) -> int:
     """The session's ``extra_float_digits``: below 1, floats are written rounded."""
     row = conn.execute("SELECT current_setting('extra_float_digits')::int").fetchone()
@@ -2024,14 +2148,52 @@ _PG_BOUNDED: Final = frozenset(
 )
 
 
-def _row_cursor(conn: psycopg.Connection[Any], name: str = "") -> Any:
-    """A cursor of *conn* that makes tuples (whatever the connection's row factory) and
-    reads the dates PostgreSQL calls infinite (`_infinite`)."""
+class _KeyText(str):
+    """A key's text the source binds (a position's ``{"text": …}``, a text key): sent
+    with the *unknown* type, which PostgreSQL casts to the column's, whatever dumper the
+    application registered for `str` (psycopg's `StrDumper` sends text, and ``numeric >
+    text`` has no operator)."""
+
+    __slots__ = ()
+
+
+@functools.cache
+def _default_adapters() -> Any:
+    """psycopg's built-in adapters, as a new connection has them before an application
+    registers its own (`psycopg.adapters` is changed by a global registration)."""
     import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+    adapters = psycopg.adapt.AdaptersMap(types=psycopg.postgres.types)
+    psycopg.postgres.register_default_adapters(adapters)
+    return adapters
+
+
+def _row_cursor(
+    conn: psycopg.Connection[Any], name: str = "", key_oids: frozenset[int] = frozenset()
+) -> Any:
+    """A cursor of *conn* that makes tuples (whatever the connection's row factory) and
+    reads the dates PostgreSQL calls infinite (`_infinite`).
+
+    The order columns' types (*key_oids*) are read with psycopg's built-in loaders,
+    whatever the connection registered: a position is built from those values and must
+    name the stored value (a ``numeric`` read as float compared as ``float8``, where
+    0.1 and 0.10000000000000000001 tie, and skipped rows; an enum read as a Python
+    `Enum` wrote ``Mood.ok`` into the position). The other columns are read as the
+    connection reads them."""
+    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    from psycopg.types.string import StrDumperUnknown  # noqa: PLC0415  # optional dependency
 
     tuples = psycopg.rows.tuple_row
     cur = conn.cursor(name, row_factory=tuples) if name else conn.cursor(row_factory=tuples)
     adapters = cur.adapters
+    adapters.register_dumper(_KeyText, StrDumperUnknown)
+    if key_oids:
+        text = psycopg.pq.Format.TEXT
+        defaults = _default_adapters()
+        # A type psycopg has no loader of its own for (an enum) is read as text.
+        unknown = defaults.get_loader(0, text)
+        for oid in key_oids:
+            adapters.register_loader(oid, defaults.get_loader(oid, text) or unknown)
     for type_name in ("date", "timestamp", "timestamptz", "time", "timetz"):
         base = adapters.get_loader(adapters.types[type_name].oid, psycopg.pq.Format.TEXT)
         if base is not None:
@@ -2072,7 +2234,7 @@ class PostgresSource(_SQLSource):
     psycopg is imported only when this class is used.
     """
 
-    __slots__ = ("_conn", "_conninfo", "_own", "_pid", "_pool")
+    __slots__ = ("_conn", "_conninfo", "_key_oids", "_own", "_pid", "_pool")
     _kind = "postgres"
 
     def __init__(
@@ -2103,6 +2265,8 @@ class PostgresSource(_SQLSource):
         self._conn: psycopg.Connection[Any] | None = None
         self._conninfo: str | None = None
         self._pool: Any = None
+        # The types of the order columns, read with psycopg's own loaders (`_row_cursor`).
+        self._key_oids: frozenset[int] = frozenset()
         self._own: psycopg.Connection[Any] | None = None
         self._pid = 0
         if isinstance(conninfo_or_connection, psycopg.Connection):
@@ -2137,6 +2301,11 @@ class PostgresSource(_SQLSource):
 
     def _null_safe_eq(self, col: str, mark: str) -> str:
         return f"{col} IS NOT DISTINCT FROM {mark}"
+
+    def _binder(self, names: list[str], values: list[object]) -> Callable[[object], str]:
+        bind = super()._binder(names, values)
+        # A key's text goes as unknown, whatever the connection dumps str as (`_KeyText`).
+        return lambda value: bind(_KeyText(value) if type(value) is str else value)
 
     def _connection(self) -> psycopg.Connection[Any]:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
@@ -2181,7 +2350,7 @@ class PostgresSource(_SQLSource):
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with conn.transaction() if idle else contextlib.nullcontext():
             name = "jsonbudget_" + secrets.token_hex(8)
-            with _row_cursor(conn, name=name) as cur:
+            with _row_cursor(conn, name=name, key_oids=self._key_oids) as cur:
                 cur.execute(sql, params)
                 rows = self._rows(plan, cur, limit_hint)
                 yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
@@ -2206,12 +2375,22 @@ class PostgresSource(_SQLSource):
             idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
-            cur = stack.enter_context(_row_cursor(conn))
-            carried, kept = self._ahead.get(key)
-            chunks = _Chunks(self, plan, cur, position, start, carried=carried)
+            cur = stack.enter_context(_row_cursor(conn, key_oids=self._key_oids))
+            carried, kept, size = self._ahead.get(key)
+            chunks = _Chunks(
+                self,
+                plan,
+                cur,
+                position,
+                start,
+                carried=carried,
+                carried_bytes=size,
+                budget=page_budget(builder, 1 << 62),
+            )
             token = None
             if idle:
-                token = self._snapshot(conn, cur, chunks, self._first_batch(limit_hint, plan))
+                first = self._first_batch(limit_hint, plan, chunks)
+                token = self._snapshot(conn, cur, chunks, first)
             # Inside the caller's transaction its own writes leave the snapshot as it
             # is: keep nothing there. (Without carried rows the query sent stands.)
             if carried and not _unchanged(kept, token):
@@ -2231,7 +2410,9 @@ class PostgresSource(_SQLSource):
             return super()._together(cur, queries)
         conn = cur.connection
         with contextlib.ExitStack() as stack:
-            more = (stack.enter_context(_row_cursor(conn)) for _ in queries[1:])
+            more = (
+                stack.enter_context(_row_cursor(conn, key_oids=self._key_oids)) for _ in queries[1:]
+            )
             cursors = [cur, *more]
             with conn.pipeline():
                 for each, (sql, params) in zip(cursors, queries, strict=True):
@@ -2294,9 +2475,7 @@ class PostgresSource(_SQLSource):
             if self._table is not None and self._wants_table_keys:
                 table_keys = self._table_keys(cur)
         n = cut
-        # Counting a text's characters reads all of it (seconds for 1 GB); its size in
-        # bytes is in its header. In a UTF-8 database that size is exact UTF-8 bytes.
-        text_unit: Literal["chars", "bytes"] = "bytes" if conn.info.encoding == "utf-8" else "chars"
+        text_unit = _pg_text_unit(conn)
         text_length = "octet_length" if text_unit == "bytes" else "length"
         cuts: list[_Cut] = []
         for name, oid in zip(columns, oids, strict=True) if n is not None else ():
@@ -2335,6 +2514,8 @@ class PostgresSource(_SQLSource):
             name for name, oid in zip(columns, oids, strict=True) if oid == _PG_FLOAT4
         )
         plan = self._resolve(columns, table_keys, cuts, float4)
+        type_of = dict(zip(columns, oids, strict=True))
+        self._key_oids |= {type_of[name] for name, _, _ in plan.keys}
         entries = len(columns) + bool(plan.hidden) + len(plan.cut_index)
         entries += sum(h is not None for h in plan.heads)
         if entries > _PG_MAX_TARGETS:
@@ -2348,7 +2529,6 @@ class PostgresSource(_SQLSource):
                 "takes two or three entries)",
             )
         if self._mode == "keyset":
-            type_of = dict(zip(columns, oids, strict=True))
             for name, _, _ in plan.keys:
                 oid = type_of[name]
                 if oid in _PG_AS_TEXT or category.get(oid) in ("A", "C", "R"):

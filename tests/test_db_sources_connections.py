@@ -1,0 +1,277 @@
+"""SQL sources over databases and connections set up their own way (a server encoding,
+an application's loaders, detect_types, an added column's default, a file replaced on
+disk), and the bytes a page after short rows fetches."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.enum import EnumInfo, register_enum
+from psycopg.types.numeric import FloatLoader
+from psycopg.types.string import StrDumper
+
+from jsonbudget import Limits, PageBuilder, PostgresSource, SQLiteSource
+from jsonbudget._sources.base import Clipped
+from jsonbudget._sources.sql import AHEAD_BYTES
+from jsonbudget.errors import LimitError
+from tests.fixtures_postgres import PostgresServer
+from tests.test_sources import pages_by_fill, pages_by_paginate
+
+
+def _rows(pages: list[list[Any]]) -> list[Any]:
+    return [row for page in pages for row in page]
+
+
+@contextlib.contextmanager
+def _database(server: PostgresServer, name: str, encoding: str) -> Iterator[str]:
+    """A database of its own in *encoding*, read through a UTF-8 client; its conninfo."""
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(
+            f"CREATE DATABASE {name} ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C'"
+            " TEMPLATE template0"
+        )
+        try:
+            yield server.dsn.replace("dbname=postgres", f"dbname={name}") + " client_encoding=UTF8"
+        finally:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("encoding", ["LATIN1", "EUC_JP", "UTF8"])
+def test_regression_pg_cut_text_counted_in_the_servers_encoding(
+    postgres_server: PostgresServer, encoding: str
+) -> None:
+    """Found by a tester: the unit of a cut text was chosen by the client's encoding and
+    counted with octet_length, the size in the server's: in a LATIN1 database read as
+    UTF-8 a cut cell passed for whole with no marker, another claimed 26 bytes left out
+    for 36, and a third failed with LimitError("Clipped.length")."""
+    letter = "é" if encoding == "LATIN1" else "日"
+    values = {1: letter * 36 + "a" * 64, 2: letter * 10 + "b" * 90, 3: letter * 100, 4: "c" * 50}
+    with _database(postgres_server, f"enc_{encoding.lower()}", encoding) as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (id int PRIMARY KEY, note text)")
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO t VALUES (%s, %s)", list(values.items()))
+        with PostgresSource(dsn, table="t", max_cell_bytes=64) as source:
+            got = {row["id"]: row["note"] for row in _rows(pages_by_fill(source, Limits(4000)))}
+    assert got[4] == values[4]
+    for key in (1, 2, 3):
+        cell, whole = got[key], values[key]
+        assert isinstance(cell, Clipped), (key, cell)
+        assert isinstance(cell.head, str)
+        assert whole.startswith(cell.head)
+        assert cell.length == (len(whole.encode()) if cell.unit == "bytes" else len(whole))
+        # Bytes only where the server's size is the UTF-8 size.
+        assert cell.unit == ("bytes" if encoding == "UTF8" else "chars")
+
+
+@pytest.mark.postgres
+def test_regression_pg_order_keys_are_read_with_psycopgs_own_adapters(
+    postgres_server: PostgresServer,
+) -> None:
+    """Found by a tester: a passed connection's loaders read the order columns, and the
+    positions were built from them: numeric loaded as float (psycopg's documented
+    FloatLoader) bound 0.1 as float8, where three keys tie, so a row was skipped and
+    another served twice under complete: true; an enum under register_enum wrote
+    "Mood.ok" into the position and page 2 failed. A str dumper sending text made the
+    position's numeric text fail to compare (numeric > text)."""
+
+    class Mood(enum.Enum):
+        sad = "sad"
+        ok = "ok"
+        happy = "happy"
+
+    prices = ["0.10000000000000000002", "0.10000000000000000001", "0.1", "0.2", "0.3"]
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS app_prices")
+        conn.execute("DROP TYPE IF EXISTS app_mood")
+        conn.execute("CREATE TYPE app_mood AS ENUM ('sad', 'ok', 'happy')")
+        conn.execute(
+            "CREATE TABLE app_prices (id int PRIMARY KEY, price numeric NOT NULL,"
+            " m app_mood NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO app_prices SELECT i, v::numeric, (ARRAY['sad','ok','happy'])[1 + i %% 3]"
+            "::app_mood FROM unnest(%s::text[]) WITH ORDINALITY AS u(v, i)",
+            (prices,),
+        )
+        try:
+            by_price = [r[0] for r in conn.execute("SELECT id FROM app_prices ORDER BY price, id")]
+            by_mood = [r[0] for r in conn.execute("SELECT id FROM app_prices ORDER BY m, id")]
+            conn.adapters.register_loader("numeric", FloatLoader)
+            info = EnumInfo.fetch(conn, "app_mood")
+            assert info is not None
+            register_enum(info, conn, Mood)
+            conn.adapters.register_dumper(str, StrDumper)
+            for order, want in ((("price",), by_price), (("m",), by_mood)):
+                for pages in (
+                    pages_by_paginate(
+                        PostgresSource(conn, table="app_prices", order_by=order),
+                        Limits(2000, max_items=1),
+                    ),
+                    pages_by_fill(
+                        PostgresSource(conn, table="app_prices", order_by=order),
+                        Limits(2000, max_items=2),
+                    ),
+                ):
+                    assert [row["id"] for row in _rows(pages)] == want
+            # The connection's own loaders are untouched.
+            assert conn.execute("SELECT 0.5::numeric").fetchone() == (0.5,)
+        finally:
+            conn.execute("DROP TABLE app_prices")
+            conn.execute("DROP TYPE app_mood")
+
+
+def test_regression_sqlite_a_long_added_column_default_is_cut_not_a_memory_error(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: a column added by ALTER TABLE … ADD COLUMN … DEFAULT '<long>'
+    is not stored in the rows before it; SQLite makes the default as it reads them, and
+    past the lowered length limit of a path source's bare read that fails with
+    SQLITE_NOMEM, a bare MemoryError, on every page."""
+    path = tmp_path / "def.db"
+    terms = "t" * 2500
+    with contextlib.closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, status TEXT)")
+        setup.executemany("INSERT INTO orders VALUES (?, 'open')", [(i,) for i in range(1, 6)])
+        setup.execute(f"ALTER TABLE orders ADD COLUMN terms TEXT DEFAULT '{terms}'")
+        setup.execute("INSERT INTO orders VALUES (6, 'new', 'short')")
+        setup.commit()
+    with SQLiteSource(path, table="orders") as source:
+        rows = _rows(pages_by_paginate(source, Limits(2000)))
+    assert [row["id"] for row in rows] == list(range(1, 7))
+    assert rows[-1]["terms"] == "short"
+    for row in rows[:-1]:
+        cell = row["terms"]
+        assert isinstance(cell, Clipped)
+        assert isinstance(cell.head, str)
+        assert cell.length == len(terms)
+        assert terms.startswith(cell.head)
+
+
+class _ByteCountingCursor(sqlite3.Cursor):
+    """A real cursor that counts the text and binary bytes of the rows it returns."""
+
+    fetched = 0
+
+    def _count(self, rows: list[Any]) -> list[Any]:
+        for row in rows:
+            _ByteCountingCursor.fetched += sum(len(v) for v in row if isinstance(v, str | bytes))
+        return rows
+
+    def fetchmany(self, size: int | None = 1) -> list[Any]:
+        return self._count(super().fetchmany(size))
+
+    def fetchall(self) -> list[Any]:
+        return self._count(super().fetchall())
+
+
+class _ByteCountingConnection(sqlite3.Connection):
+    def cursor(self, factory: Any = _ByteCountingCursor) -> Any:
+        return super().cursor(factory)
+
+
+def test_regression_a_page_after_short_rows_fetches_bounded_bytes() -> None:
+    """Found by a tester: a page sized its fetches by the rows the page before held (and
+    a first page doubled them), never by their bytes: after 200 short rows a 64 KiB
+    page fetched 256 rows of ten 60 KB columns (137 MB). Every fetch now brings at
+    most AHEAD_BYTES at the cut, and carried rows that fill the page are not added to."""
+    conn = sqlite3.connect(":memory:", factory=_ByteCountingConnection)
+    cols = [f"c{i}" for i in range(10)]
+    conn.execute(f"CREATE TABLE docs (id INTEGER PRIMARY KEY, {', '.join(cols)})")
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)"
+        " INSERT INTO docs SELECT i, " + ", ".join(["'short'"] * 10) + " FROM n"
+    )
+    long = "replace(hex(zeroblob(30000)), '0', 'x')"  # 60,000 bytes
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 201 UNION ALL SELECT i + 1 FROM n WHERE i < 260)"
+        f" INSERT INTO docs SELECT i, {', '.join([long] * 10)} FROM n"
+    )
+    source = SQLiteSource(conn, table="docs")
+    position: Any = None
+    served: list[int] = []
+    limits = Limits(65536)
+    for _ in range(100):
+        _ByteCountingCursor.fetched = 0
+        builder = PageBuilder(limits)
+        more, position = source.fill(builder, position)
+        page = builder.finish(complete=not more, next_cursor="x" if more else None)
+        served += [row["id"] for row in page.items]
+        # One fetch past the short rows at most: AHEAD_BYTES, plus the page's own.
+        assert _ByteCountingCursor.fetched <= AHEAD_BYTES + limits.max_bytes
+        if not more:
+            break
+    assert served == list(range(1, 261))
+
+
+def test_regression_sqlite_parse_colnames_names_are_refused_clearly(tmp_path: Path) -> None:
+    """Found by a tester: with detect_types=PARSE_COLNAMES sqlite3 reads a column named
+    "size [cm]" as "size", and the source's own query, which names the columns, failed
+    with sqlite3.OperationalError: no such column. Such a connection is refused, naming
+    it, where a name was cut; other names page as usual."""
+    path = tmp_path / "cols.db"
+    with contextlib.closing(sqlite3.connect(path)) as setup:
+        setup.execute('CREATE TABLE t (id INTEGER PRIMARY KEY, created TEXT, "size [cm]" INT)')
+        setup.execute("INSERT INTO t VALUES (1, '2024-01-01 10:00:00', 3)")
+        setup.commit()
+    with contextlib.closing(sqlite3.connect(path, detect_types=sqlite3.PARSE_COLNAMES)) as conn:
+        for source in (
+            SQLiteSource(conn, table="t"),
+            SQLiteSource(
+                conn, query='SELECT id, created AS "created [timestamp]" FROM t', unique=True
+            ),
+        ):
+            with pytest.raises(LimitError, match="PARSE_COLNAMES") as raised:
+                pages_by_paginate(source, Limits(2000))
+            assert raised.value.name == "connection"
+        plain = SQLiteSource(conn, query="SELECT id, created FROM t", unique=True)
+        assert _rows(pages_by_paginate(plain, Limits(2000))) == [
+            {"id": 1, "created": "2024-01-01 10:00:00"}
+        ]
+    # By path, the source's own connection reads names whole.
+    rows = _rows(pages_by_paginate(SQLiteSource(path, table="t"), Limits(2000)))
+    assert rows == [{"id": 1, "created": "2024-01-01 10:00:00", "size [cm]": 3}]
+
+
+def test_regression_sqlite_a_database_file_replaced_on_disk_is_read_anew(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: a path source kept its connection to the file it opened, so a
+    database rebuilt and moved over the path (os.replace) was never read: later pages,
+    and every new paging for the source's life, served the old file."""
+    path = tmp_path / "data.db"
+
+    def build(tag: str) -> None:
+        new = tmp_path / "data.db.new"
+        with contextlib.closing(sqlite3.connect(new)) as db:
+            db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+            db.executemany("INSERT INTO t VALUES (?, ?)", [(i, f"{tag}-{i}") for i in range(1, 7)])
+            db.commit()
+        os.replace(new, path)
+
+    build("old")
+    with SQLiteSource(path, table="t") as source:
+        limits = Limits(2000, max_items=2)
+        builder_pages = pages_by_fill(source, limits)
+        assert [row["v"] for row in _rows(builder_pages)][:2] == ["old-1", "old-2"]
+        builder = PageBuilder(limits)
+        _, after = source.fill(builder, None, limit_hint=2)
+        assert [row["v"] for row in builder.finish(complete=False).items] == ["old-1", "old-2"]
+        build("new")
+        builder = PageBuilder(limits)
+        source.fill(builder, after, limit_hint=2)
+        assert [row["v"] for row in builder.finish(complete=False).items] == ["new-3", "new-4"]
+        assert [row["v"] for row in _rows(pages_by_paginate(source, limits))] == [
+            f"new-{i}" for i in range(1, 7)
+        ]
+        assert [row["v"] for row, _ in source.open(None)] == [f"new-{i}" for i in range(1, 7)]
