@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import os
 import pickle
 import threading
 import unicodedata
@@ -334,9 +335,50 @@ def test_regression_a_cyclic_pydantic_model_in_a_query_is_an_encode_error() -> N
 
     node = Node()
     node.kids.append(node)
-    with pytest.raises(EncodeError, match="model has no JSON form") as info:
-        canonical_query({"m": node})
-    assert info.value.path == "/m"
+    with pytest.raises(EncodeError, match="nests deeper") as info:
+        canonical_query({"m": node})  # walked field by field, as a dataclass is
+    assert info.value.path is not None
+    assert info.value.path.startswith("/m/kids/0")
+
+
+def test_regression_a_model_in_a_query_is_bound_by_what_was_sent() -> None:
+    """Found by a tester (through MCP, then in Scope itself): a model was bound by its
+    model_dump(mode="json"), which masks a secret (two tokens were one query), leaves out
+    an exclude=True field, and lists a set in the order of the process's string hashes
+    (a cursor refused after a restart)."""
+    import subprocess
+    import sys
+
+    import pydantic
+
+    class Creds(pydantic.BaseModel):
+        token: pydantic.SecretStr
+        tenant: str = pydantic.Field(exclude=True)
+        tags: set[str]
+
+    def query(token: str, tenant: str) -> bytes:
+        creds = Creds(token=pydantic.SecretStr(token), tenant=tenant, tags={"a", "b", "c", "d"})
+        return canonical_query({"creds": creds, "key": pydantic.SecretStr(token)})
+
+    assert query("t1", "x") != query("t2", "x")
+    assert query("t1", "x") != query("t1", "y")
+    code = (
+        "import pydantic\n"
+        "from jsonbudget._cursors.scope import canonical_query\n"
+        "class M(pydantic.BaseModel):\n"
+        "    tags: set[str]\n"
+        "print(canonical_query({'m': M(tags={'alpha', 'beta', 'gamma', 'delta'})}).decode())\n"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(seen) == 1, seen
 
 
 def test_regression_a_float_subclass_in_a_query_is_its_float() -> None:

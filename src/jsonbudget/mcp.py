@@ -13,7 +13,6 @@ This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` nev
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import inspect
@@ -22,8 +21,7 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
@@ -31,7 +29,7 @@ from typing import Annotated, Any, Final, Literal
 import orjson
 
 from ._agents.reader import LEAST_READ_BYTES, ResultReader
-from ._cursors.scope import MAX_QUERY_DEPTH, Scope
+from ._cursors.scope import Scope, as_sent
 from ._encode.encoder import Encoder, MarkerStyle, Strategy
 from ._extras import missing_extra
 from ._limits import MIN_BYTES, Limits
@@ -49,8 +47,8 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
     from mcp_types import SERVER_INFO_META_KEY
-    from pydantic import BaseModel, RootModel, TypeAdapter
-    from pydantic_core import to_json, to_jsonable_python
+    from pydantic import TypeAdapter
+    from pydantic_core import to_json
 
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
     from typing_extensions import NotRequired, TypedDict  # noqa: UP035
@@ -680,70 +678,6 @@ def _is_context(annotation: Any) -> bool:
     return any(isinstance(c, type) and issubclass(c, tuple(classes)) for c in candidates)
 
 
-def _as_sent(value: Any, depth: int = 0) -> Any:
-    """An argument as the client sent it, as near as its JSON tells, for a `Scope`.
-
-    The server made the JSON into the declared types, which this walks back, at any
-    depth: a model's and a dataclass's every field (one declared ``exclude=True`` too,
-    and a model's extra fields: the client sent them), a secret's own text (its JSON is
-    a mask, and two secrets must not be one query), a set as a set (its JSON lists it in
-    the order of the process's string hashes: `Scope` sorts a set's members), any other
-    value as its JSON. Lists and mappings come back hashable, so a set of them stays a set.
-    """
-    if depth > MAX_QUERY_DEPTH:
-        return value  # `Scope` refuses it, naming where, by its own depth rule
-    reveal = getattr(value, "get_secret_value", None)
-    if callable(reveal):
-        return _as_sent(reveal(), depth)
-    if value is None or isinstance(value, str | int | float):
-        return value
-    deeper = depth + 1
-    if isinstance(value, BaseModel):
-        if isinstance(value, RootModel):
-            return _as_sent(value.root, depth)
-        fields = {name: getattr(value, name) for name in type(value).model_fields}
-        fields.update(value.model_extra or {})
-        return _Frozen({k: _as_sent(v, deeper) for k, v in fields.items()})
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return _Frozen({k: _as_sent(v, deeper) for k, v in fields.items()})
-    if isinstance(value, Mapping):
-        return _Frozen({_key_as_sent(k): _as_sent(v, deeper) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_as_sent(v, deeper) for v in value)
-    if isinstance(value, AbstractSet):
-        return frozenset(_as_sent(v, deeper) for v in value)
-    sent = to_jsonable_python(value)
-    # Its JSON: a list or an object is walked to be hashable (JSON all, so the walk ends).
-    return sent if sent is None or isinstance(sent, str | int | float) else _as_sent(sent, depth)
-
-
-def _key_as_sent(key: Any) -> Any:
-    """A mapping's key as its JSON writes it (an int as its digits, an enum as its value)."""
-    return key if isinstance(key, str) else next(iter(to_jsonable_python({key: None})))
-
-
-class _Frozen(Mapping[str, Any]):
-    """A mapping that can be a set's member: a model or a dict inside a set argument."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: dict[str, Any]) -> None:
-        self._items = items
-
-    def __getitem__(self, key: str) -> Any:
-        return self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._items.items()))
-
-
 def _await_from_sync(
     call: Callable[[], Coroutine[Any, Any, CallToolResult]], name: Any
 ) -> CallToolResult:
@@ -922,7 +856,7 @@ def paginated_tool(
         def scope_of(arguments: Mapping[str, Any]) -> Scope:
             # As the client sent them: the server has made its JSON into the declared
             # types (an HttpUrl, a Path, a timedelta), which a scope has no JSON for.
-            query = {k: _as_sent(v) for k, v in arguments.items() if k not in injected}
+            query = {k: as_sent(v) for k, v in arguments.items() if k not in injected}
             return Scope(_principal_of(principal), {**query, TOOL_KEY: tool})
 
         wrapper: Callable[..., Any]

@@ -18,7 +18,7 @@ import math
 import sys
 import unicodedata
 import uuid
-from collections.abc import Collection, Mapping, Set
+from collections.abc import Collection, Iterator, Mapping, Set
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
@@ -153,14 +153,16 @@ def _canon_value(value: object, path: _Where, depth: int) -> object:
         if isinstance(value, numpy.floating):
             return _canon(float(value), path, depth)
     # A tool's arguments as the client sent them: an SDK builds models and dataclasses
-    # from the JSON arguments, and their JSON form is what was asked.
+    # from the JSON arguments, and what the client sent is what was asked.
     pydantic = sys.modules.get("pydantic")
-    if pydantic is not None and isinstance(value, pydantic.BaseModel):
+    if pydantic is not None and isinstance(
+        value, pydantic.BaseModel | pydantic.SecretStr | pydantic.SecretBytes
+    ):
         try:
-            dumped = value.model_dump(mode="json")
-        except (ValueError, TypeError, RecursionError) as exc:  # a cycle, a value it refuses
+            sent = as_sent(value)
+        except (ValueError, TypeError) as exc:  # a value pydantic has no JSON form for
             raise EncodeError(f"query model has no JSON form: {exc}", path=_pointer(path)) from exc
-        return _canon(dumped, path, depth)
+        return _canon(sent, path, depth)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # Field by field, as the walk goes: asdict() recurses without a depth limit and
         # deep-copies every other value (a lock cannot be copied).
@@ -169,6 +171,72 @@ def _canon_value(value: object, path: _Where, depth: int) -> object:
     raise EncodeError(
         f"query value of type {type(value).__name__} has no JSON form", path=_pointer(path)
     )
+
+
+def as_sent(value: Any, depth: int = 0) -> Any:
+    """A value a server made from a client's JSON (a tool's argument), as near as that JSON
+    tells, for a `Scope`: what the client sent is what was asked.
+
+    pydantic's JSON of it is not that: it masks a secret (two secrets would be one
+    query), leaves out a field declared ``exclude=True`` and lists a set in the order of
+    the process's string hashes (a cursor refused after a restart). So this walks it, at
+    any depth: a model's every field and its extra fields (a ``RootModel`` as its root),
+    a dataclass's fields, a secret's own text, a set as a set (`Scope` sorts its
+    members), any other value as its JSON (pydantic's ``to_jsonable_python``). Lists and
+    mappings come back hashable, so a set of them stays a set. Needs pydantic imported.
+    """
+    if depth > MAX_QUERY_DEPTH:
+        return value  # `Scope` refuses it, naming where, by its own depth rule
+    reveal = getattr(value, "get_secret_value", None)
+    if callable(reveal):
+        return as_sent(reveal(), depth)
+    if value is None or isinstance(value, str | int | float):
+        return value
+    deeper = depth + 1
+    pydantic = sys.modules["pydantic"]
+    if isinstance(value, pydantic.BaseModel):
+        if isinstance(value, pydantic.RootModel):
+            return as_sent(value.root, depth)
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        fields.update(value.model_extra or {})
+        return _Frozen({k: as_sent(v, deeper) for k, v in fields.items()})
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return _Frozen({k: as_sent(v, deeper) for k, v in fields.items()})
+    to_json = sys.modules["pydantic_core"].to_jsonable_python
+    if isinstance(value, Mapping):
+        return _Frozen({
+            k if isinstance(k, str) else next(iter(to_json({k: None}))): as_sent(v, deeper)
+            for k, v in value.items()
+        })  # fmt: skip
+    if isinstance(value, list | tuple):
+        return tuple(as_sent(v, deeper) for v in value)
+    if isinstance(value, Set):
+        return frozenset(as_sent(v, deeper) for v in value)
+    sent = to_json(value)
+    # Its JSON: a list or an object is walked to be hashable (JSON all, so the walk ends).
+    return sent if sent is None or isinstance(sent, str | int | float) else as_sent(sent, depth)
+
+
+class _Frozen(Mapping[str, Any]):
+    """A mapping that can be a set's member: a model or a dict inside a set argument."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
 
 
 def _text(value: str, what: str, path: _Where) -> str:
