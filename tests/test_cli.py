@@ -1106,3 +1106,45 @@ def test_regression_an_sqlite_source_that_is_a_pipe_is_refused(tmp_path: Path) -
         )
         assert done.returncode == EXIT_USAGE
         assert done.stderr.endswith(b"is not one\n")
+
+
+@pytest.mark.parametrize(
+    "name", ["no\nsuch.json", "x\x1b[2Jy.json", "tab\there.jsonl", "c1\x9bz.json"]
+)
+def test_regression_an_error_names_a_file_on_one_line_without_controls(
+    tmp_path: Path, name: str
+) -> None:
+    """Found by a tester: an error printed a file's name raw: a line break split the one
+    line, an escape sequence reached the terminal."""
+    for command in ("page", "dump"):
+        done = run(command, str(tmp_path / name))
+        assert done.returncode == EXIT_ERROR
+        err = done.stderr.decode("utf-8", "surrogateescape")
+        assert err.startswith("jsonbudget: error: ")
+        assert err.count("\n") == 1
+        assert err.endswith("\n")
+        assert not any(c < " " or "\x7f" <= c <= "\x9f" for c in err[:-1]), err
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "offset"),
+    [
+        ("lead.json", b"\n\n\n\n[1,\n x]", 9),
+        ("lead.ndjson.json", b'\n\n\n\n{"a":1}\n{"b":x}\n', 17),
+        ("bom.jsonl", b'\xef\xbb\xbf{"a":1}\n{"b":x}\n', 16),
+        ("after.json", b'  {"a":1} x', 10),
+        ("whole.json", b'  {"a":\n1 x', 10),
+        ("array.json", b"[1,2]\n\n  ]", 9),
+    ],
+)
+def test_regression_dump_counts_error_offsets_from_the_inputs_first_byte(
+    tmp_path: Path, name: str, data: bytes, offset: int
+) -> None:
+    """Found by a tester: `dump` counted its error offsets from the value's first byte,
+    leaving out the whitespace before it and a byte order mark, where `page` counts from
+    the input's first byte (9 against 5 for four leading line breaks)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    done = run("dump", str(path))
+    assert done.returncode == EXIT_ERROR
+    assert done.stderr.endswith(f"(at decoded byte {offset})\n".encode()), done.stderr

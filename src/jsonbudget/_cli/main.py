@@ -465,12 +465,27 @@ class _Waiting:
 
 
 def _one_line(exc: BaseException) -> str:
+    """*exc* as one line of plain text: what it echoes of the input (a file's name, a
+    table's) cannot break the line or reach the terminal as an escape sequence."""
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
-        return f"{exc.strerror}: {exc.filename}"
+        name = exc.filename
+        shown = os.fsdecode(name) if isinstance(name, str | bytes) else str(name)
+        return f"{exc.strerror}: {_escaped(shown)}"
     if isinstance(exc, gzip.BadGzipFile):  # met where no source wrapped it (sniffing)
         return f"invalid gzip data: {gzip_reason(exc)}"
     text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+    return _escaped(text) or type(exc).__name__
+
+
+def _escaped(text: str) -> str:
+    """*text* with its control characters (C0, DEL, C1) written ``\\xNN`` and a name's
+    undecodable bytes ``\\udcNN``, as Python writes them in a string."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_JSON_SPACE: Final = b" \t\r\n"
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class _StdoutText:
@@ -654,7 +669,11 @@ def _open_input(name: str, stack: ExitStack) -> _Prepended:
             if not more:
                 break
             head += more
-    return _Prepended(head.removeprefix(BOM), stream, None)
+    opened = _Prepended(head.removeprefix(BOM), stream, None)
+    # Offsets count the decoded input from its first byte, a byte order mark included,
+    # as the file sources count them.
+    opened.read_bytes = len(head) - len(opened.head)
+    return opened
 
 
 def _first_char(stream: _Prepended, at: Callable[[], int]) -> bytes:
@@ -673,14 +692,28 @@ def _lines(stream: _Prepended, first: Any = _NOTHING, offset: int = 0) -> Iterat
                 raise DecodeError(f"a line is longer than {MAX_LOAD_BYTES} bytes", offset=offset)
             start = offset
             offset += len(line)
-            if not line.isspace():
+            if line.strip(_JSON_SPACE):  # JSON's whitespace only, as the file sources
                 yield parse_line(line, start)
 
 
-def _array(stream: _Prepended) -> Iterator[Any]:
-    # _Prepended has the read() the window needs; it is not a full IO[bytes].
-    for item, _index, _offset, _last in array_items(stream):  # type: ignore[arg-type]
-        yield item
+def _array(stream: _Prepended, lead: int, line: int, skipped: int) -> Iterator[Any]:
+    """The items of the array *stream* holds, which starts at *lead* in the input; its
+    first *line* bytes were read first, and *skipped* bytes of whitespace after them."""
+    try:
+        # _Prepended has the read() the window needs; it is not a full IO[bytes].
+        for item, _index, _offset, _last in array_items(stream):  # type: ignore[arg-type]
+            yield item
+    except DecodeError as exc:
+        if exc.offset is None:
+            raise
+        raise _rebased(exc, lead + (skipped if exc.offset >= line else 0)) from None
+
+
+def _rebased(exc: DecodeError, base: int) -> DecodeError:
+    """*exc* with its offset counted from the input's start, not from *base*."""
+    assert exc.offset is not None
+    message = str(exc).removesuffix(f" (at decoded byte {exc.offset})")
+    return DecodeError(message, offset=exc.offset + base)
 
 
 def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
@@ -690,8 +723,9 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
     a value is refused, never dropped.
     """
     if jsonl:
-        return _lines(stream)
+        return _lines(stream, offset=stream.read_bytes)
     first = _first_char(stream, lambda: stream.read_bytes)
+    lead = stream.read_bytes  # the byte order mark and whitespace before the value
     if not first:
         raise DecodeError("the input is empty", offset=stream.read_bytes)
     if first not in _VALUE_START and first != b'"':
@@ -707,8 +741,11 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
             value = _whole_line(line, _READ)
             rest = _first_char(stream, lambda: stream.read_bytes) if value is not _NOTHING else b""
         if rest and rest in _VALUE_START:  # arrays on lines of their own: JSON Lines
-            return _lines(stream, value, len(line))
-        return _array(_Prepended(line, stream, None))  # one array, streamed from its start
+            return _lines(stream, value, stream.read_bytes)
+        # One array, streamed from its start: the line replayed, and after it the
+        # whitespace the look past it took, which its offsets count again.
+        skipped = stream.read_bytes - lead - len(line)
+        return _array(_Prepended(line, stream, None), lead, len(line), skipped)
     with file_errors(lambda: stream.read_bytes):
         line = stream.readline(MAX_LOAD_BYTES + 1)
         try:
@@ -720,10 +757,13 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
             if not rest:
                 return value
             if rest in _VALUE_START:
-                return _lines(stream, value, len(line))
-            raise DecodeError("invalid JSON: content after the value", offset=len(line))
+                return _lines(stream, value, stream.read_bytes)
+            raise DecodeError("invalid JSON: content after the value", offset=stream.read_bytes)
         whole = _Prepended(line, stream, MAX_LOAD_BYTES)
-        return load_json(whole.read_all())
+        try:
+            return load_json(whole.read_all())
+        except DecodeError as exc:
+            raise _rebased(exc, lead) from None
 
 
 def _sniff_kind(path: str) -> str:
