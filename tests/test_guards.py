@@ -1986,7 +1986,7 @@ def test_regression_a_pydantic_iterable_field_is_never_silently_empty() -> None:
     assert not cut.complete
     shown = orjson.loads(cut.data)["rows"]
     assert shown[:-1] == list(_rows(len(shown) - 1))
-    assert shown[-1] == "…[omitted: more items]"
+    assert shown[-1] in ("…[omitted: more items]", f"…[omitted: {6 - len(shown)} more items]")
     assert [t.path for t in cut.truncations] == [f"/rows/{len(shown) - 1}"]
 
 
@@ -2054,3 +2054,38 @@ def test_json_output_reencodes_within_the_budget(items: list[Any], budget: int) 
     written = orjson.dumps(value)
     assert len(written) <= budget
     assert orjson.dumps(orjson.loads(written)) == written  # a framework re-encodes the same
+
+
+@pytest.mark.parametrize("n", [5, 40, 300])
+def test_regression_json_output_recut_counts_what_the_value_holds(n: int) -> None:
+    """Found by a tester: where parsed numbers passed the budget, the parsed (already
+    cut) value was cut again, so the first cut's marker counted as data: "9 more items"
+    where 37 were left out."""
+    for budget in range(140, 3000, 37):
+
+        @bounded_tool(max_bytes=budget, output="json")
+        def amounts() -> list[Decimal]:
+            return [Decimal("1E+15")] * n
+
+        value = amounts()
+        assert len(orjson.dumps(value)) <= budget
+        if isinstance(value[-1], str):
+            shown = len(value) - 1
+            assert value[-1] == f"…[omitted: {n - shown} more items]", (budget, value)
+            assert value[:-1] == [1e15] * shown
+        else:
+            assert value == [1e15] * n
+
+
+def test_regression_json_output_of_an_int_past_64_bits_is_that_int() -> None:
+    """Found by a tester: a model holding 10**400 made output="json" raise a bare
+    orjson.JSONDecodeError (orjson reads no integer past 64 bits)."""
+
+    class Big(pydantic.BaseModel):
+        x: int
+
+    @bounded_tool(max_bytes=1000, output="json")
+    def tool() -> Big:
+        return Big(x=10**400)
+
+    assert tool() == {"x": 10**400}

@@ -14,6 +14,7 @@ import math
 import re
 import subprocess
 import sys
+import tempfile
 import tracemalloc
 import types
 import uuid
@@ -35,7 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from typing_extensions import TypedDict
 
-from jsonbudget import Limits, bounded_dumps, encode
+from jsonbudget import Limits, ResultGate, SpillStore, bounded_dumps, encode
 from jsonbudget.errors import EncodeError, LimitError
 
 from .strategies import awkward_text, budgets, json_values, odd_values
@@ -2220,3 +2221,103 @@ def test_regression_a_struct_with_unset_fields_fits_in_its_own_size(v: Any) -> N
     got = Encoder(max_bytes=BIG).whole(v, len(whole))
     assert got is not None
     assert got.data == whole
+
+
+class _SerializedRows(pydantic.BaseModel):
+    rows: collections.abc.Iterable[int]
+
+    @pydantic.field_serializer("rows")
+    def _times_ten(self, rows: collections.abc.Iterable[int]) -> list[int]:
+        return [x * 10 for x in rows]
+
+
+class _UuidKeyed(pydantic.BaseModel):
+    x: dict[uuid.UUID, Any]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _SerializedRows(rows=iter(range(200))),
+        lambda: _UuidKeyed(x={uuid.UUID(int=1): (i for i in range(200))}),
+    ],
+    ids=["field_serializer", "generator under non-str keys"],
+)
+def test_regression_an_iterator_pydantic_writes_itself_is_marked_never_drained(
+    make: Any,
+) -> None:
+    """Found by a tester: a field pydantic writes itself (a field serializer, a dict with
+    UUID keys) holding a one-shot iterator came out [] under complete=True: pydantic ran
+    to learn its size drained it, and writing the model whole found it empty. A gate
+    passed 200 lost rows as a small result."""
+    out = encode(make(), max_bytes=5000)
+    assert not out.complete
+    assert b"[unencodable:" in out.data
+    assert [t.kind for t in out.truncations] == ["unencodable"]
+    store = SpillStore(tempfile.mkdtemp())
+    gated = ResultGate(max_bytes=500, store=store).gate(make())
+    assert b"[unencodable:" in gated.data  # marked where it passed through, not []
+
+
+def test_regression_a_generators_items_in_a_model_are_written_as_pydantic_writes_them() -> None:
+    """Found by a tester: read as a stream, a generator's items under Any (or an Iterable
+    field's) were written as orjson writes them: a Decimal as a number, a datetime with
+    +00:00, bytes and timedeltas as unencodable markers."""
+
+    class Any_(pydantic.BaseModel):
+        x: Any
+
+    when = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    items = [when, Decimal("1.5"), b"ab", dt.timedelta(days=1), 2**70, {1}]
+    want = Any_(x=list(items)).model_dump_json().encode()
+    out = encode(Any_(x=iter(items)), max_bytes=1000)
+    assert out.complete
+    assert out.data == want
+
+
+def test_regression_a_root_model_that_is_its_own_root_is_a_cycle() -> None:
+    """Found by a tester: adapting a RootModel's root again recursed without end on a
+    root that refers back (EncodeError from RecursionError, where the docs promise the
+    cycle marker)."""
+
+    class Loop(pydantic.RootModel[Any]):
+        pass
+
+    alone = Loop(None)
+    alone.root = alone
+    first, second = Loop(None), Loop(None)
+    first.root, second.root = second, first
+    for value in (alone, first):
+        out = encode([value], max_bytes=200)
+        assert out.data == '["…[unencodable: cycle]"]'.encode()
+        assert [t.path for t in out.truncations] == ["/0"]
+
+
+def test_regression_a_mapping_whose_count_lies_inside_a_model_is_read_by_iteration() -> None:
+    """Found by a tester: a Mapping inside a model or Struct had its __len__ trusted:
+    "…[omitted: -20 more keys]" with omitted=-20, or 999980 where 79 were left out."""
+
+    class Lying(collections.abc.Mapping[str, int]):
+        def __init__(self, claim: int) -> None:
+            self.claim = claim
+
+        def __len__(self) -> int:
+            return self.claim
+
+        def __getitem__(self, key: str) -> int:
+            return 0
+
+        def __iter__(self) -> Iterator[str]:
+            return (f"k{i}" for i in range(100))
+
+    class Model(pydantic.BaseModel):
+        x: Any
+
+    class Struct(msgspec.Struct):
+        x: Any
+
+    for claim in (1, 5, 10**6):
+        for value in (Model(x=Lying(claim)), Struct(x=Lying(claim))):
+            out = encode(value, max_bytes=300)
+            assert [(t.kind, t.omitted) for t in out.truncations] == [("keys", None)]
+            assert out.data.endswith(b'"\xe2\x80\xa6":"[omitted: more keys]"}}')

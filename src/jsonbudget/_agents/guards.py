@@ -38,12 +38,14 @@ from .._encode.encoder import (
     MarkerStyle,
     Strategy,
     encode,
+    encode_replaying,
     pointer,
 )
 from .._encode.whole import JsonWriter
 from .._frozen import Record, fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
+from .._sources.jsonread import load_json
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
 from .reader import (
     PARSE_ERRORS,
@@ -922,6 +924,8 @@ def bounded_tool(
                 "encodes values and sync iterables: return a list or a sync generator"
             )
         try:
+            if output == "json":
+                return _parsed_within(value, encoder)
             data = dumps(value)
         except EncodeError as exc:
             # A generator the tool returned (or one inside its value) is the tool's own
@@ -931,11 +935,7 @@ def bounded_tool(
             if isinstance(cause, Exception) and str(exc).startswith("iterator raised "):
                 raise cause from None
             raise
-        if output == "str":
-            return data.decode("utf-8")
-        if output == "json":
-            return _parsed_within(data, dumps, limits.max_bytes)
-        return data
+        return data.decode("utf-8") if output == "str" else data
 
     def decorate(fn: Any) -> Any:
         if isinstance(fn, staticmethod | classmethod):
@@ -1004,19 +1004,52 @@ def _json_shape(t: type) -> Any:
     return Any
 
 
-def _parsed_within(data: bytes, dumps: Callable[[Any], bytes], max_bytes: int) -> Any:
-    """*data* (bounded JSON) parsed back into a value that orjson re-encodes within
-    *max_bytes*.
+#: JSON as orjson writes it, for values orjson cannot write (an int past 64 bits).
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
-    Parsed, a number comes back as an int or a float, which may be written longer than
-    the text it came from: a Decimal's ``1E+15`` is the float 1e15, which orjson writes
-    ``1000000000000000.0``. Such a value is cut once more; it is plain JSON by then, whose
-    numbers re-encode exactly as they are written, so the second cut is final.
+
+def _parsed_within(value: Any, encoder: Encoder) -> Any:
+    """*value* bounded by *encoder*, then parsed back: a value whose JSON, as orjson
+    writes it, is within the encoder's budget.
+
+    Parsed, a number is an int or a float, which may be written longer than the text it
+    came from: a Decimal's ``1E+15`` is the float 1e15, which orjson writes
+    ``1000000000000000.0``; msgspec writes the float 1e20 as ``1e20``, orjson as
+    ``1e+20``. Where that passes the budget, *value* is encoded again into a budget
+    smaller by the excess: each round cuts the value itself, so every marker counts what
+    the value holds, and an iterator in it is read once (`encode_replaying`). An integer
+    past 64 bits (which orjson neither reads nor writes) comes back exact, as an int.
     """
-    value = orjson.loads(data)
-    if len(orjson.dumps(value)) <= max_bytes:
-        return value
-    return orjson.loads(dumps(value))
+    first = encoder
+    limits = encoder.limits
+    streams: dict[int, Any] = {}
+    budget = limits.max_bytes
+    while True:
+        data = encode_replaying(encoder, value, streams).data
+        try:
+            parsed = orjson.loads(data)
+            size = len(orjson.dumps(parsed))
+        except orjson.JSONDecodeError:  # an integer past 64 bits: read and sized exact
+            parsed = load_json(data)
+            size = len(_COMPACT.encode(parsed).encode())
+        if size <= limits.max_bytes:
+            return parsed
+        if budget == MIN_BYTES:
+            # No smaller budget to try (a budget of a few hundred bytes, its numbers
+            # parsed 3 to 4 times as long): the parsed value cut again. It is plain JSON,
+            # which re-encodes as it is written, so this cut is final; the first cut's
+            # marker in it counts as one of its items.
+            return orjson.loads(first.dumps(parsed))
+        # Shrunk by the ratio the parse grew it, and by a byte at least.
+        budget = max(MIN_BYTES, min(budget - 1, budget * limits.max_bytes // size))
+        encoder = Encoder(
+            limits.replace(max_bytes=budget),
+            strategy=encoder.strategy,
+            markers=encoder.markers,
+            default=encoder.default,
+            unencodable=encoder.unencodable,
+            binary=encoder.binary,
+        )
 
 
 def _is_async(fn: Any) -> bool:

@@ -140,10 +140,13 @@ class Stream:
     pulled value is lost.
     """
 
-    __slots__ = ("done", "it", "items", "lock")
+    __slots__ = ("done", "it", "items", "lock", "source")
 
-    def __init__(self, it: Iterator[Any]) -> None:
+    def __init__(self, it: Iterator[Any], source: Iterator[Any] | None = None) -> None:
         self.it = it
+        # The iterator it stands for, which finds it again: *it* itself, or the one a
+        # `values.Converted` reads (made anew each time its value is converted).
+        self.source = it if source is None else source
         self.items: list[Any] = []
         self.done = False
         # Pages in other threads meet the same stream: one pulls at a time, or a
@@ -521,9 +524,10 @@ class EncodeCall:
                     return self._unknown(native.what, where)
                 return native
             if isinstance(obj, Iterator):
-                stream = self.streams.get(id(obj))
-                if stream is None or stream.it is not obj:
-                    stream = self.streams[id(obj)] = Stream(obj)
+                source = obj.it if type(obj) is _values.Converted else obj
+                stream = self.streams.get(id(source))
+                if stream is None or stream.source is not source:
+                    stream = self.streams[id(source)] = Stream(obj, source)
                 return stream
             if self.default is not None:
                 obj = self._default(obj, where)

@@ -34,7 +34,7 @@ import typing
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from functools import lru_cache, partial
-from itertools import islice
+from itertools import chain, islice
 from typing import Any, Final, Literal
 
 import orjson
@@ -49,6 +49,7 @@ __all__ = [
     "Binary",
     "Blob",
     "Clip",
+    "Converted",
     "MapView",
     "Options",
     "Raw",
@@ -732,13 +733,16 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
     ser = t.__pydantic_serializer__
     if plan.whole_only:
         # A model serializer decides the whole shape: only pydantic can run it.
+        if _holds_iterator(obj.__dict__):
+            return _read_once(obj)
         return plan.jsonable(obj)
     pconv = _PydConv(plan.config, opts)
     conv = pconv.conv
     native = lambda: ser.to_json(obj)  # noqa: E731 - a thunk, run only if it fits
     if plan.root:
         if plan.fields and plan.fields[0][2]:
-            return plan.jsonable(obj)  # the root's type has a serializer: pydantic's
+            # The root's type has a serializer: pydantic's.
+            return _read_once(obj) if _holds_iterator(obj.root) else plan.jsonable(obj)
         spec = plan.fields[0][4] if plan.fields else None
         root = (conv if spec is None else pconv.typed(spec).conv)(obj.root)
         if type(root) not in _ADAPTED:
@@ -746,6 +750,8 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             # pydantic or standard dataclass, a Struct, a Clipped): what `adapt` returns
             # is not dispatched again, so it is adapted here, or the renderer would
             # walk a model as the iterable of (name, value) pairs it is.
+            if _root_cycle(obj):
+                return Unencodable("cycle")  # the renderer's marker for one
             again = adapt(root, opts)
             if again is not UNKNOWN:
                 root = again
@@ -761,7 +767,10 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             continue
         if custom:
             # A field serializer sees the whole field: pydantic runs it, once, here.
-            v = plan.jsonable(obj, {name})[key]
+            if _holds_iterator(v):
+                v = _Typed(_read_once(v), _AS_IS)
+            else:
+                v = plan.jsonable(obj, {name})[key]
         elif spec is not None:
             v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
@@ -784,6 +793,70 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
 
 
 _MISSING = object()
+
+
+def _root_cycle(obj: Any) -> bool:
+    """Whether RootModel *obj*'s chain of roots that are RootModels comes back to one."""
+    root_model = sys.modules["pydantic"].RootModel
+    seen = {id(obj)}
+    root = obj.root
+    while isinstance(root, root_model):
+        if id(root) in seen:
+            return True
+        seen.add(id(root))
+        root = root.root
+    return False
+
+
+class Converted(Iterator[Any]):
+    """The items of iterator *it*, each passed through *conv* (a library's leaf types
+    written its way). The renderer keys its stream by *it*: a value converted again (a
+    spill writes it) makes another `Converted`, which finds the items pulled so far."""
+
+    __slots__ = ("conv", "it")
+
+    def __init__(self, it: Iterator[Any], conv: Callable[[Any], Any]) -> None:
+        self.it = it
+        self.conv = conv
+
+    def __next__(self) -> Any:
+        return self.conv(next(self.it))
+
+
+def _read_once(v: Any) -> Unencodable:
+    """The marker for a value pydantic writes itself that holds a one-shot iterator: run
+    to learn its size, pydantic would drain it, and every later write of it (the model
+    whole, its parent's, a spill) would find it empty and say nothing."""
+    name = type(v).__name__
+    if isinstance(v, Iterator):
+        return Unencodable(f"{name}, read once, under a serializer")
+    return Unencodable(f"{name} holding an iterator, under a serializer")
+
+
+def _holds_iterator(v: Any, depth: int = 0) -> bool:
+    """Whether *v* holds a one-shot iterator: itself, or inside its dicts, lists, tuples,
+    sets and pydantic models (to a depth of 64)."""
+    if isinstance(v, Iterator):
+        return True
+    if depth > 64:
+        return False
+    if isinstance(v, dict):
+        return any(_holds_iterator(x, depth + 1) for x in chain(v, v.values()))
+    if isinstance(v, list | tuple | set | frozenset):
+        return any(_holds_iterator(x, depth + 1) for x in v)
+    if isinstance(v, sys.modules["pydantic"].BaseModel):
+        return _holds_iterator(v.__dict__, depth + 1)
+    return False
+
+
+class _AsIs:
+    """A converter that keeps a member as it is (a `_Typed` member's, see `MapView`)."""
+
+    __slots__ = ()
+    conv = staticmethod(_identity)
+
+
+_AS_IS: Final = _AsIs()
 
 
 class _Plan:
@@ -1128,6 +1201,10 @@ class _Conv:
         items = self.items()
         conv = items.conv
         if isinstance(v, Mapping):
+            if not counts_in_c(type(v)):
+                # Its count is Python code, which may lie: read by iteration, as the
+                # renderer reads any such mapping (a count of -20 "more keys" was shown).
+                return v
             view = _DictView(v, conv, items.key)
         elif isinstance(v, set | frozenset):
             view = SeqView(v, conv, indexable=False, plain=plain)
@@ -1195,8 +1272,8 @@ class _PydConv(_Conv):
             # Read once (an Iterable field's ValidatorIterator, a generator under Any):
             # written by pydantic, its items would be gone wherever that output does not
             # fit, or a spill meets it again. The renderer pulls it as a stream and keeps
-            # what it pulled; pydantic's iterator yields the items validated already.
-            return v
+            # what it pulled, each item written as pydantic writes it.
+            return Converted(v, self.items().conv)
         items = self.items().spec
         # Items declared a number type are converted (an int to a float): not plain.
         view = self.container(v, _PLAIN if items is None or items.leaf is None else _NUMBERLESS)

@@ -821,7 +821,7 @@ class _Pulled:
                         counts[key] = left
                     else:
                         del counts[key]
-                        self._bury(key, index.pop(key).it)
+                        self._bury(key, index.pop(key).source)
             pages[page_id] = met
             for key, stream in met.items():
                 counts[key] = counts.get(key, 0) + 1
@@ -839,7 +839,8 @@ class _Pulled:
         """
         with self._lock:
             gone = self._gone.pop(key, None)
-            if gone is not None and (gone() if type(gone) is weakref.ref else gone) is stream.it:
+            was = gone() if type(gone) is weakref.ref else gone
+            if gone is not None and was is stream.source:
                 self._gone[key] = gone  # still gone: met again, still lost
                 raise ExpiredCursor(
                     "the values an iterator in this item gave to an earlier page are no "
