@@ -2321,3 +2321,20 @@ def test_regression_a_mapping_whose_count_lies_inside_a_model_is_read_by_iterati
             out = encode(value, max_bytes=300)
             assert [(t.kind, t.omitted) for t in out.truncations] == [("keys", None)]
             assert out.data.endswith(b'"\xe2\x80\xa6":"[omitted: more keys]"}}')
+
+
+class _NotATime(dt.datetime):
+    """As pandas' NaT: a datetime subclass whose fields are NaN."""
+
+    @property
+    def year(self) -> Any:
+        return math.nan
+
+
+def test_regression_a_datetime_subclass_whose_fields_make_no_time_is_marked() -> None:
+    """Found by a tester: pandas' NaT (a DataFrame with one missing timestamp) raised
+    EncodeError under unencodable="marker": written as its base type, its NaN fields
+    made no datetime. It gets the unencodable marker, as any value that is none."""
+    out = encode({"t": _NotATime(2024, 1, 1), "v": 1}, max_bytes=200)
+    assert out.data == '{"t":"…[unencodable: _NotATime]","v":1}'.encode()
+    assert [(t.path, t.kind) for t in out.truncations] == [("/t", "unencodable")]

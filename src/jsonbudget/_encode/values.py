@@ -510,17 +510,13 @@ def fallback(obj: Any) -> Any:
         return float.__float__(obj)  # its own value: a subclass's __float__ is not asked
     if isinstance(obj, uuid.UUID):
         return uuid.UUID(int=obj.int)
-    if isinstance(obj, _dt.datetime):
-        return _dt.datetime(
-            obj.year, obj.month, obj.day, obj.hour, obj.minute, obj.second,
-            obj.microsecond, obj.tzinfo, fold=obj.fold,
-        )  # fmt: skip
-    if isinstance(obj, _dt.date):
-        return _dt.date(obj.year, obj.month, obj.day)
-    if isinstance(obj, _dt.time):
-        return _dt.time(
-            obj.hour, obj.minute, obj.second, obj.microsecond, obj.tzinfo, fold=obj.fold
-        )
+    if isinstance(obj, _dt.date | _dt.time):
+        try:
+            return _as_base_time(obj)
+        except (TypeError, ValueError, OverflowError):
+            # Fields that make no time (pandas' NaT is a datetime whose fields are NaN):
+            # not a value of its base type, so the marker, as for any other.
+            return UNKNOWN
     if isinstance(obj, Mapping):
         return obj
     if isinstance(obj, collections.UserString) and isinstance(obj.data, str):
@@ -534,6 +530,18 @@ def fallback(obj: Any) -> Any:
         indexed = counts_in_c(t) and _in_c(t, "__getitem__") and _in_c(t, "__iter__")
         return SeqView(obj, _identity) if indexed else obj
     return UNKNOWN
+
+
+def _as_base_time(obj: _dt.date | _dt.time) -> _dt.date | _dt.time:
+    """A datetime, date or time subclass's value as its base type, built from its fields."""
+    if isinstance(obj, _dt.datetime):
+        return _dt.datetime(
+            obj.year, obj.month, obj.day, obj.hour, obj.minute, obj.second,
+            obj.microsecond, obj.tzinfo, fold=obj.fold,
+        )  # fmt: skip
+    if isinstance(obj, _dt.date):
+        return _dt.date(obj.year, obj.month, obj.day)
+    return _dt.time(obj.hour, obj.minute, obj.second, obj.microsecond, obj.tzinfo, fold=obj.fold)
 
 
 def _in_c(t: type, name: str) -> bool:
