@@ -650,3 +650,32 @@ async def test_regression_a_mounted_servers_results_fit_with_the_parents_stamp()
                 if cursor is None:
                     break
         assert [row["id"] for row in seen] == list(range(400))
+
+
+async def test_regression_a_mounted_read_result_tool_fits_with_the_parents_stamp(
+    tmp_path: Path,
+) -> None:
+    """Found while fixing the mounted BoundedResults: read_result_tool sized its pages
+    for the identity it was built with, but on a child mounted into a parent with a
+    larger identity the parent's stamp goes on the wire."""
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
+    ref = reader.reference(
+        reader.spill.put([orjson.dumps({"text": "\U0001f600" * 20_000})], label="big"),
+        principal="agent",
+    )
+    child = FastMCP("child")
+    child.tool()(read_result_tool(reader=reader, max_bytes=8000, principal="agent", server=child))
+    async with Client(gateway(child)) as client:
+        text, cursor = "", None
+        while True:
+            args = {"ref": ref, "pointer": "/text", **({"cursor": cursor} if cursor else {})}
+            got = await client.call_tool("c_read_result", args)
+            assert got.meta is not None
+            assert got.meta["io.modelcontextprotocol/serverInfo"]["name"] == "gateway"
+            assert wire_bytes(got) <= 8000
+            (chunk,) = got.structured_content["items"]
+            text += re.sub(r"…\[truncated: \d+ more chars\]$", "", chunk)
+            cursor = got.structured_content["next_cursor"]
+            if cursor is None:
+                break
+    assert text == "\U0001f600" * 20_000

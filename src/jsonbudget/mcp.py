@@ -926,26 +926,49 @@ def read_result_tool(
     """
     if not isinstance(reader, ResultReader):
         raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
-    empty = CallToolResult(content=[TextContent(type="text", text="")], structured_content={})
-    fixed = _line_bytes(empty, _stamp_of(_DEFAULT_INFO if server is None else server)) - 2
-    growth = _WORST_GROWTH["both"]
-    page_bytes = int((_limits_of(None, max_bytes).max_bytes - fixed) // growth)
-    if page_bytes < LEAST_READ_BYTES:
-        least = fixed + math.ceil(LEAST_READ_BYTES * growth)
-        raise LimitError(
-            "max_bytes",
-            max_bytes,
-            f"must be at least {least}: the message's envelope takes {fixed} bytes and a "
-            f"read page at least {LEAST_READ_BYTES}",
-        )
-    pages = ResultReader(spill=reader.spill, cursors=reader.cursors, max_bytes=page_bytes)
+    budget = _limits_of(None, max_bytes).max_bytes
+
+    def reader_for(identity: Any) -> ResultReader:
+        """A reader whose pages, in a message stamped with *identity*, fit *max_bytes*."""
+        empty = CallToolResult(content=[TextContent(type="text", text="")], structured_content={})
+        fixed = _line_bytes(empty, _stamp_of(identity)) - 2
+        growth = _WORST_GROWTH["both"]
+        page_bytes = int((budget - fixed) // growth)
+        if page_bytes < LEAST_READ_BYTES:
+            least = fixed + math.ceil(LEAST_READ_BYTES * growth)
+            raise LimitError(
+                "max_bytes",
+                max_bytes,
+                f"must be at least {least}: the message's envelope takes {fixed} bytes and "
+                f"a read page at least {LEAST_READ_BYTES}",
+            )
+        # The same stores: a cursor continues whichever reader issued it.
+        return ResultReader(spill=reader.spill, cursors=reader.cursors, max_bytes=page_bytes)
+
+    own = _DEFAULT_INFO if server is None else server
+    pages = reader_for(own)
+    # By the stamp of a larger identity met on a call (a mounting app's): its reader.
+    larger: dict[str, ResultReader] = {}
+
+    def pages_now() -> ResultReader:
+        apps = serving_apps()
+        identity = largest_identity([own, *apps]) if apps else own
+        if identity is own:
+            return pages
+        key = json.dumps(_stamp_of(identity), sort_keys=True)
+        found = larger.get(key)
+        if found is None:
+            if len(larger) > 8:  # one per app that serves it: a few
+                larger.clear()
+            found = larger[key] = reader_for(identity)
+        return found
 
     def read_result(ref: str, pointer: str = "", cursor: str | None = None) -> CallToolResult:
         """Read more of a spilled result: the value at the JSON Pointer `pointer` (\"\" for
         the whole result, \"/rows/3000\", \"/items/2/body\"), one page per call; pass the
         page's next_cursor back as `cursor` for the next page."""
         try:
-            page = pages.read(ref, pointer, cursor, principal=_principal_of(principal))
+            page = pages_now().read(ref, pointer, cursor, principal=_principal_of(principal))
         except CursorError as exc:
             raise cursor_error(exc) from exc
         data, structured = _wire_copy(page.data)
