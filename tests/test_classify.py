@@ -1279,3 +1279,34 @@ def test_regression_a_str_or_bytes_subclass_error_runs_none_of_its_methods() -> 
     # An object whose __class__ says str, without being one, is not read as one.
     liar = type("Liar", (), {"__class__": property(lambda self: str)})()
     assert classify_size_error(liar) is None
+
+
+@pytest.mark.parametrize(
+    ("param", "verdict"),
+    [
+        ("tools[0].function.name", None),
+        ("messages[2].tool_calls[0].id", None),
+        ("user", None),
+        ("messages[1].content", AmbiguousSizeError),
+        ("input[3]", AmbiguousSizeError),
+        ("instructions", AmbiguousSizeError),
+    ],
+)
+def test_regression_string_too_long_on_a_field_with_no_prompt_is_no_size_error(
+    param: str, verdict: type | None
+) -> None:
+    """Found by a tester: OpenAI's string_above_max_length for a tool's name over 64
+    characters was an AmbiguousSizeError, so call_with_output_cap halved its cap on
+    every attempt for an error no cap fixes. As for Bedrock's schema errors, only a
+    field that holds prompt text makes it one."""
+    body = {
+        "error": {
+            "message": f"Invalid '{param}': string too long. Expected a string with maximum "
+            "length 64, but got a string with length 80 instead.",
+            "type": "invalid_request_error",
+            "param": param,
+            "code": "string_above_max_length",
+        }
+    }
+    found = classify_size_error(body)
+    assert found is None if verdict is None else isinstance(found, verdict), found

@@ -260,6 +260,20 @@ def test_regression_counter_returning_garbage_is_refused() -> None:
         fit_tokens(DOCS, max_tokens=10, counter=Liar())
 
 
+def test_regression_a_huge_count_is_text_that_does_not_fit() -> None:
+    """Found by a tester: a counter returning more than 2**40 for an over-budget text (a
+    penalty-weighted counter) made fit_tokens raise LimitError, where any int >= 0 is a
+    count and one past max_tokens only says the text does not fit."""
+
+    class Penalty:
+        def count(self, text: str) -> int:
+            return 10**13 if len(text) > 1000 else len(text) // 4
+
+    result = fit_tokens(DOCS, max_tokens=200, counter=Penalty())
+    assert result.tokens <= 200
+    assert len(result.data) <= 1000
+
+
 def test_fitter_is_reusable() -> None:
     fitter = TokenFitter(max_tokens=200, counter=WordCounter())
     first = fitter.fit(DOCS)

@@ -518,6 +518,35 @@ _RULES: Final[tuple[_Rule, ...]] = (
         lambda m, c: _prompt_by_arithmetic(_g(m, 2), _g(m, 1), c.provider),
     ),
     _rule(
+        # TGI's MaxNewTokens check, beside the two above (not the sum's tail: no inputs).
+        "tgi_output",
+        r"max_new_tokens.{0,2} must be <= " + _N + r"\. ?Given: " + _N + r"(?! .{0,2}inputs)",
+        "tgi",
+        lambda m, c: _output_ceiling(_g(m, 1), _g(m, 2), c.provider),
+    ),
+    _rule(
+        # Bedrock's Titan embeddings: an embedding model has no output cap.
+        "titan_embed_input",
+        r"Too many input tokens\. ?Max input tokens: " + _N + r", request input token count: " + _N,
+        "bedrock",
+        lambda m, c: _prompt_by_arithmetic(_g(m, 2), _g(m, 1), c.provider),
+    ),
+    _rule(
+        # OpenAI embeddings, per input: "Invalid 'input[0]': maximum input length is 8192
+        # tokens." The input's own count is not given.
+        "openai_embed_input",
+        r"maximum input length is " + _N + r" tokens",
+        "openai",
+        lambda m, c: PromptTooLong(prompt_tokens=None, limit=_g(m, 1), provider=c.provider),
+    ),
+    _rule(
+        # Gemini's request body past its byte limit, sent as a 400: the body is the prompt.
+        "gemini_payload",
+        r"Request payload size exceeds the limit: " + _N + r" bytes",
+        "gemini",
+        lambda m, c: PromptTooLong(prompt_tokens=None, limit=None, provider=c.provider),
+    ),
+    _rule(
         "llama_cpp_python",
         r"Requested tokens \(" + _N + r"\) exceed context window of " + _N,
         "llama-cpp-python",
@@ -1178,6 +1207,13 @@ def _by_weak_evidence(
         return found
     codes: set[str] = set().union(*(scan.codes for scan in scans))
     if codes & _CODE_HINTS:
+        if not codes & (_CODE_HINTS - {"string_above_max_length"}) and _names_other_field(
+            whole.text()
+        ):
+            # OpenAI's "string too long" for a field that holds no prompt text (a tool's
+            # name over 64 characters, a tool call's id, `user`): no cap or shorter
+            # prompt fixes it, as Bedrock's schema errors on other fields.
+            return None, None
         return "error_code", AmbiguousSizeError(provider=named)
     status_link = next((link for link in links if _status_of(link) == 413), None)
     if status_link is None:
@@ -1191,6 +1227,21 @@ def _by_weak_evidence(
     return "http_413", PromptTooLong(
         prompt_tokens=None, limit=None, provider=provider or _sdk_provider(status_link)
     )
+
+
+#: The parameter OpenAI names in "Invalid 'messages[2].content': string too long...".
+_INVALID_PARAM: Final = re.compile(r"Invalid '([^'\s]{1,200})'")
+#: Parameters that hold prompt text: a message's content, an input, the instructions.
+_PROMPT_PARAM: Final = re.compile(
+    r"(?:messages\[\d+\]\.content|input|instructions|prompt|system)(?:[.\[]|$)"
+)
+
+
+def _names_other_field(text: str) -> bool:
+    """Whether *text* names (OpenAI's ``Invalid '<param>'``) a parameter that holds no
+    prompt text; False where it names none."""
+    found = _INVALID_PARAM.search(text)
+    return found is not None and _PROMPT_PARAM.match(found.group(1)) is None
 
 
 def classify_size_error(

@@ -350,7 +350,9 @@ class TokenFitter:
         # each round pulls is given again to the next (`encode_replaying`).
         out = encode_replaying(Encoder(self.limits, **options), obj, search.streams)
         tokens = self.counter.count(out.data.decode("utf-8"))
-        check_int("token count", tokens, minimum=0)
+        if type(tokens) is not int or tokens < 0:
+            check_int("token count", tokens, minimum=0)  # raises: what is wrong with it
+        # Any count past max_tokens, however large, is text that does not fit.
         if tokens <= self.max_tokens:
             if search.best is None or budget > search.best_bytes:
                 search.best = (out, tokens)
