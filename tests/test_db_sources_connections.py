@@ -275,3 +275,79 @@ def test_regression_sqlite_a_database_file_replaced_on_disk_is_read_anew(
             f"new-{i}" for i in range(1, 7)
         ]
         assert [row["v"] for row, _ in source.open(None)] == [f"new-{i}" for i in range(1, 7)]
+
+
+def test_regression_sqlite_the_connections_row_factory_never_makes_the_sources_rows() -> None:
+    """Found by a tester: over a connection whose row_factory makes dicts (the usual
+    recipe) every page failed with a bare KeyError: 0, because the source read
+    ``PRAGMA encoding`` through ``conn.execute``, which uses the connection's factory.
+    A factory that records its calls proves no query of the source reaches it: table
+    and query, keyset and offset, cut cells, unique keys, and the check of text keys a
+    text_factory decodes (which ran its own query the same way)."""
+    calls: list[object] = []
+
+    def dict_rows(cur: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+        calls.append(row)
+        return {d[0]: v for d, v in zip(cur.description, row, strict=True)}
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, note TEXT)")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)", [(i, f"n{i:02}", "x" * (10 * i)) for i in range(1, 11)]
+    )
+    conn.row_factory = dict_rows
+    want = [{"id": i, "name": f"n{i:02}", "note": "x" * (10 * i)} for i in range(1, 11)]
+    sources = [
+        SQLiteSource(conn, table="t"),
+        SQLiteSource(conn, table="t", mode="offset"),
+        SQLiteSource(conn, table="t", order_by=["name"]),
+        SQLiteSource(conn, query="SELECT * FROM t", order_by=["id"], unique=True),
+        SQLiteSource(conn, query="SELECT * FROM t", order_by=["id"], unique=True, mode="offset"),
+    ]
+    limits = Limits(2000, max_items=3)
+    for source in sources:
+        assert _rows(pages_by_paginate(source, limits)) == want
+        assert _rows(pages_by_fill(source, limits)) == want
+    cut = _rows(pages_by_fill(SQLiteSource(conn, table="t", max_cell_bytes=64), limits))
+    assert [row["id"] for row in cut] == list(range(1, 11))
+    assert isinstance(cut[-1]["note"], Clipped)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")
+    by_name = SQLiteSource(conn, table="t", order_by=["name"])
+    assert _rows(pages_by_paginate(by_name, limits)) == want
+    assert calls == []
+    assert conn.row_factory is dict_rows  # the caller's, untouched
+    assert conn.execute("SELECT id FROM t WHERE id = 1").fetchone() == {"id": 1}
+
+
+@pytest.mark.postgres
+def test_regression_pg_the_connections_row_factory_never_makes_the_sources_rows(
+    postgres_server: PostgresServer,
+) -> None:
+    """Found by a tester (by reading): ordering by a float column on a caller's
+    connection asked the session's extra_float_digits through ``conn.execute``, whose
+    cursor makes rows by the connection's row_factory: with dict_row, KeyError: 0. A
+    factory that records its calls proves no query of the source reaches it."""
+    calls: list[object] = []
+
+    def dict_rows(cur: Any) -> Any:
+        calls.append(cur)
+        return psycopg.rows.dict_row(cur)
+
+    with psycopg.connect(postgres_server.dsn, row_factory=dict_rows) as conn:
+        conn.execute("CREATE TEMP TABLE fr (id int PRIMARY KEY, score float8 NOT NULL, r real)")
+        conn.execute("INSERT INTO fr SELECT g, g / 7.0, g / 3.0 FROM generate_series(1, 9) g")
+        conn.commit()
+        calls.clear()
+        limits = Limits(2000, max_items=4)
+        for source in (
+            PostgresSource(conn, table="fr", order_by=["score"]),
+            PostgresSource(conn, table="fr", order_by=["r", "id"], mode="offset"),
+            PostgresSource(conn, query="SELECT * FROM fr", order_by=["score"], unique=True),
+            PostgresSource(conn, table="fr", max_cell_bytes=64),
+        ):
+            for pages in (pages_by_paginate(source, limits), pages_by_fill(source, limits)):
+                rows = _rows(pages)
+                assert [row["id"] for row in rows] == list(range(1, 10))
+                assert rows[0]["score"] == 1 / 7
+        assert calls == []
+        assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}

@@ -354,3 +354,43 @@ def test_regression_a_sequence_that_overstates_its_length_ends_where_indexing_do
     assert list(Lying()) == list(range(10))
     pages = pages_by_paginate(Lying(), Limits(1000, max_items=3))
     assert [x for page in pages for x in page] == list(range(10))
+
+
+class Frame:
+    """Shaped as pandas' and polars' DataFrame, which the test environment does not
+    install: ``columns``, ``to_dict``, and iteration over the column labels."""
+
+    def __init__(self, data: dict[str, list[Any]]) -> None:
+        self._data = data
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._data)
+
+    def to_dict(self, orient: str = "dict") -> Any:
+        assert orient == "records"
+        rows = zip(*self._data.values(), strict=True)
+        return [dict(zip(self._data, row, strict=True)) for row in rows]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(next(iter(self._data.values()), []))
+
+
+def test_regression_a_data_frame_is_refused_not_paged_by_its_column_labels() -> None:
+    """Found by a tester: paginate(DataFrame) took the frame as a re-iterable, whose
+    iteration gives the column labels: 1,000 rows came back as {"items": ["id", "name"],
+    "complete": true}. Refused as a mapping is, saying what to pass instead."""
+    frame = Frame({"id": list(range(1000)), "name": ["x"] * 1000})
+    for call in (
+        lambda: as_source(frame),
+        lambda: paginate(frame, scope=Scope("t"), store=MemoryCursorStore(), limits=Limits(4000)),
+    ):
+        with pytest.raises(TypeError, match=r"Frame iterates over its columns") as raised:
+            call()
+        assert 'df.to_dict("records")' in str(raised.value)
+        assert "df.itertuples(index=False)" in str(raised.value)
+    rows = [x for page in pages_by_paginate(frame.to_dict("records"), Limits(4000)) for x in page]
+    assert rows == [{"id": i, "name": "x"} for i in range(1000)]

@@ -464,3 +464,17 @@ def test_regression_a_value_that_raises_while_read_does_not_fail_logging() -> No
     assert "'error': 'RuntimeError'" in text
     event = summary_processor(None, "info", {"event": "x", "row": Lazy()})
     assert event["row"] == {"kind": "unchecked", "type": "Lazy", "error": "RuntimeError"}
+
+
+def test_regression_a_bad_sha256_option_is_reported_as_passed() -> None:
+    """Found by a tester: LimitError.value was the argument's type name, so
+    Summarizer(sha256=1) said "sha256='int' is invalid", as if the string 'int' had
+    been passed; errors.md says value is what was passed."""
+    for bad in (1, "yes", None):
+        with pytest.raises(LimitError) as info:
+            Summarizer(sha256=bad)  # type: ignore[arg-type]
+        assert info.value.name == "sha256"
+        assert info.value.value is bad
+        assert str(info.value) == (
+            f"sha256={bad!r} is invalid: must be a bool, not {type(bad).__name__}"
+        )

@@ -477,3 +477,15 @@ def test_regression_tune_measures_with_the_default_hook_pages_are_served_with() 
     assert hooked.budgets[0].truncated_items == 0
     assert hooked.item_bytes.max == len(b'{"id":49,"at":{"x":49,"y":-49}}')
     assert tune(items, budgets=[4096], default=vars) == hooked
+
+
+def test_regression_too_many_budgets_are_reported_as_passed() -> None:
+    """Found by a tester: LimitError.value was the number of candidates, so 33 budgets
+    said "budgets=33 is invalid", as if 33 had been passed; errors.md says value is
+    what was passed."""
+    budgets = [4096 + i for i in range(33)]
+    with pytest.raises(LimitError) as info:
+        Tuner(budgets=budgets)
+    assert info.value.name == "budgets"
+    assert info.value.value is budgets
+    assert info.value.reason == "at most 32 candidates, not 33"

@@ -102,7 +102,7 @@ class Summarizer:
 
     def __init__(self, *, sha256: bool = True) -> None:
         if type(sha256) is not bool:
-            raise LimitError("sha256", type(sha256).__name__, "must be a bool")
+            raise LimitError("sha256", sha256, f"must be a bool, not {type(sha256).__name__}")
         self.sha256 = sha256
 
     def summarize(self, obj: object) -> dict[str, Any]:

@@ -258,7 +258,9 @@ class Tuner:
         if isinstance(budgets, str | bytes) or not isinstance(budgets, Sequence) or not budgets:
             raise LimitError("budgets", budgets, "must be a non-empty sequence of ints")
         if len(budgets) > MAX_BUDGETS:
-            raise LimitError("budgets", len(budgets), f"at most {MAX_BUDGETS} candidates")
+            raise LimitError(
+                "budgets", budgets, f"at most {MAX_BUDGETS} candidates, not {len(budgets)}"
+            )
         checked = sorted({check_int("budgets", b, minimum=MIN_BYTES) for b in budgets})
         if (
             isinstance(goal_truncated, bool)

@@ -377,6 +377,22 @@ _ONE_SHOT = (
 )
 
 
+_FRAME = (
+    "a {name} iterates over its columns, not its rows, so its pages would hold the column "
+    'labels; pass its rows: df.to_dict("records") (pandas; df.to_dicts() in polars), or '
+    "IterableSource(lambda: df.itertuples(index=False)) (each row an array, not copied "
+    "out first)"
+)
+
+
+def _is_frame(obj: object) -> bool:
+    """Whether *obj* is a data frame (pandas, polars, modin, ...), told by its type's
+    ``columns`` and ``to_dict`` without importing any of them: iterating one gives its
+    column labels (or columns), a mapping's keys in all but name."""
+    cls = type(obj)
+    return hasattr(cls, "columns") and callable(getattr(cls, "to_dict", None))
+
+
 #: What `as_source` takes: a source, or a sequence, re-iterable or async re-iterable of
 #: items (a one-shot iterator is refused at run time: it cannot be resumed).
 SourceLike: TypeAlias = (
@@ -390,7 +406,8 @@ def as_source(obj: object) -> Source[object] | AsyncSource[object]:
     A `Source` or `AsyncSource` is returned as is; a sequence becomes a `SequenceSource`;
     a re-iterable an `IterableSource`; an async re-iterable an `AsyncIterableSource`.
     A one-shot iterator or generator raises `TypeError` (it cannot be resumed), as do
-    strings, bytes and mappings (almost always a mistake) and anything else.
+    strings, bytes, mappings and data frames (paging their characters, keys or column
+    labels is almost always a mistake) and anything else.
     """
     if type(obj) is list or type(obj) is tuple:  # the common case, before the slow checks
         return SequenceSource(obj)
@@ -408,6 +425,8 @@ def as_source(obj: object) -> Source[object] | AsyncSource[object]:
     if _is_one_shot(obj):
         raise TypeError(_ONE_SHOT)
     if isinstance(obj, Iterable):
+        if _is_frame(obj):
+            raise TypeError(_FRAME.format(name=type(obj).__name__))
         return IterableSource(obj)
     if isinstance(obj, AsyncIterable):
         return AsyncIterableSource(obj)

@@ -1802,9 +1802,12 @@ class SQLiteSource(_SQLSource):
             f"SELECT 1 FROM (\n{self._inner_sql(plan)}\n) AS _jb_q WHERE {col} = {bind(value)}"
             f" AND CAST({col} AS BLOB) = CAST({bind(value)} AS BLOB) LIMIT 1"
         )
-        row: tuple[Any, ...] | None = (
-            self._connection().execute(sql, self._merged(names, values)).fetchone()
-        )
+        cur = self._connection().cursor()
+        try:
+            cur.row_factory = None  # the caller's factory is for the caller's queries
+            row: tuple[Any, ...] | None = cur.execute(sql, self._merged(names, values)).fetchone()
+        finally:
+            cur.close()
         return row
 
     def _blob_cells(self, plan: _Plan, cur: Any, where: str, row_id: int) -> tuple[Any, ...]:
@@ -1885,6 +1888,7 @@ class SQLiteSource(_SQLSource):
                 columns = [d[0] for d in cur.description]
                 if conn is not self._own:
                     self._check_names(cur, columns)
+                utf8 = cur.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
             finally:
                 cur.close()
             table_keys = None
@@ -1893,7 +1897,6 @@ class SQLiteSource(_SQLSource):
             # SQLite's types are per value: any column may hold a long text or blob.
             n = cut
             cuts: list[_Cut] = []
-            utf8 = conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
             for name in columns if n is not None else ():
                 col = self._col(name)
                 if utf8:
@@ -2127,7 +2130,11 @@ def _pg_text_unit(conn: psycopg.Connection[Any]) -> Literal["chars", "bytes"]:
 
 def _float_digits(conn: psycopg.Connection[Any]) -> int:
     """The session's ``extra_float_digits``: below 1, floats are written rounded."""
-    row = conn.execute("SELECT current_setting('extra_float_digits')::int").fetchone()
+    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+    # Not conn.execute(): its cursor makes rows by the caller's row_factory (dict_row).
+    with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+        row = cur.execute("SELECT current_setting('extra_float_digits')::int").fetchone()
     return int(row[0]) if row is not None else 1
 
 
