@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,12 +18,23 @@ from typing import Annotated, Any
 import orjson
 import pydantic
 import pytest
-from agents import Agent, RunConfig, Runner, ToolOutputImage, ToolOutputText, function_tool
+from agents import (
+    Agent,
+    FunctionTool,
+    RunConfig,
+    Runner,
+    ToolOutputImage,
+    ToolOutputText,
+    function_tool,
+)
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.language_models.fake_chat_models import (
+    FakeMessagesListChatModel,
+    GenericFakeChatModel,
+)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import InjectedToolCallId, tool
+from langchain_core.tools import InjectedToolCallId, Tool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import BinaryContent, ModelRetry, PromptedOutput, ToolFailed, ToolReturn
@@ -1035,3 +1047,210 @@ def test_regression_langchain_a_generator_of_values_is_a_value(turn: TurnBudget)
         return iter([b"line one\n", b"line two\n"])
 
     assert budget_tool(chunks, turn).invoke({"n": 1}) == "line one\nline two\n"
+
+
+# --- r12: the adapters keep what the frameworks rely on -------------------------------------
+
+
+async def require_approval(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+    return str(params["path"]).startswith("/etc")
+
+
+async def test_regression_openai_agents_budgeted_tool_keeps_the_approval_check(
+    turn: TurnBudget,
+) -> None:
+    """The budgeted copy replaced the SDK's invoker, which the SDK then no longer knew:
+    a callable needs_approval was evaluated on the raw arguments, which the tool's
+    validator then changed, and "/tmp/../etc/passwd" was deleted as "/etc/passwd"
+    without the approval the plain tool asks for. Its __wrapped__ was gone too."""
+    deleted: list[str] = []
+
+    def delete(path: Annotated[str, pydantic.AfterValidator(os.path.normpath)]) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return "deleted " + path * 2000  # past the turn: admitted, spilled
+
+    model = ScriptedModel([
+        ModelStep(output=[function_call("delete", {"path": "/tmp/../etc/passwd"}, call_id="c1")]),
+        ModelStep(output=[assistant_message("done")]),
+    ])  # fmt: skip
+    tool = function_tool(delete, needs_approval=require_approval)
+    (budgeted,) = budget_tools([tool], turn)
+    agent = Agent(name="a", model=model, tools=[budgeted])
+    hooks = TurnBudgetHooks(turn)
+    config = RunConfig(tracing_disabled=True)
+    result = await Runner.run(agent, "go", hooks=hooks, run_config=config)
+    assert [item.raw_item.name for item in result.interruptions] == ["delete"]  # type: ignore[union-attr]
+    assert deleted == []
+    state = result.to_state()
+    state.approve(result.interruptions[0])
+    resumed = await Runner.run(agent, state, hooks=hooks, run_config=config)
+    assert resumed.final_output == "done"
+    assert deleted == ["/etc/passwd"]
+    (output,) = [
+        i["output"] for i in model.calls[-1].input if i.get("type") == "function_call_output"
+    ]
+    assert len(output.encode()) <= TURN
+    assert "spilled" in output
+    assert isinstance(budgeted, FunctionTool)
+    assert budgeted.__wrapped__ is delete
+
+
+class QueryTool(FunctionTool):
+    """A FunctionTool subclass with a constructor of its own, as the SDK allows."""
+
+    def __init__(self, db: dict[str, str]) -> None:
+        self.db = db
+        super().__init__(
+            name="query",
+            description="Look a key up.",
+            params_json_schema={
+                "type": "object",
+                "properties": {"key": {"type": "string"}},
+                "required": ["key"],
+                "additionalProperties": False,
+            },
+            on_invoke_tool=self.lookup,
+        )
+
+    async def lookup(self, ctx: Any, arguments: str) -> str:
+        return self.db[orjson.loads(arguments)["key"]]
+
+
+async def test_regression_openai_agents_a_function_tool_subclass_is_budgeted(
+    turn: TurnBudget,
+) -> None:
+    """budget_tools copied a tool with dataclasses.replace, which calls the class's
+    constructor: a subclass with its own raised TypeError before the agent was built."""
+    tool = QueryTool({"k": "v" * 20_000})
+    (budgeted,) = budget_tools([tool], turn)
+    assert isinstance(budgeted, QueryTool)
+    assert tool.on_invoke_tool == tool.lookup  # the tool given is left as it was
+    budgeted.db = {"k": "w" * 20_000}  # the copy runs against its own state, as the SDK's
+    model = ScriptedModel([
+        ModelStep(output=[function_call("query", {"key": "k"}, call_id="c1")]),
+        ModelStep(output=[assistant_message("done")]),
+    ])  # fmt: skip
+    agent = Agent(name="a", model=model, tools=[budgeted])
+    hooks = TurnBudgetHooks(turn)
+    config = RunConfig(tracing_disabled=True)
+    result = await Runner.run(agent, "go", hooks=hooks, run_config=config)
+    assert result.final_output == "done"
+    (output,) = [
+        i["output"] for i in model.calls[1].input if i.get("type") == "function_call_output"
+    ]
+    assert len(output.encode()) <= TURN
+    ((admitted,),) = [report.results for report in hooks.reports]
+    assert admitted.spill is not None
+    assert turn.gate.store.read(admitted.spill.ref, 0, 10**6) == b"w" * 20_000
+
+
+async def test_regression_langchain_single_input_tool_keeps_its_schema(turn: TurnBudget) -> None:
+    """A budgeted single-input Tool was no Tool: models were shown the signature of
+    Tool._run ({args, config, kwargs}) for {"__arg1": string}, and a call that followed
+    it failed with "Too many arguments to single-input tool"."""
+    search = Tool(name="search", func=lambda q: "r" * 20_000, description="Search the web.")
+    bounded = budget_tool(search, turn)
+    assert convert_to_openai_tool(bounded) == convert_to_openai_tool(search)
+    assert convert_to_openai_tool(bounded)["function"]["parameters"]["required"] == ["__arg1"]
+    call: Any = {"name": "search", "args": {"__arg1": "cats"}, "id": "c1", "type": "tool_call"}
+    assert "spilled" in bounded.invoke(call).content
+    assert "spilled" in (await bounded.ainvoke(call)).content
+    grammar = Tool(
+        name="sql",
+        func=lambda q: q,
+        description="Run SQL.",
+        metadata={"type": "custom_tool", "format": {"type": "grammar"}},
+    )
+    custom = convert_to_openai_tool(grammar)
+    assert custom["type"] == "custom"
+    assert convert_to_openai_tool(budget_tool(grammar, turn)) == custom
+
+
+def test_regression_langchain_callback_on_the_model_keeps_the_turn_in_a_tool(
+    tmp_path: Path,
+) -> None:
+    """TurnBudgetCallback given to the model's constructor sees the model's runs only, not
+    the tools': a tool that asked that model started a new turn mid-turn, and the model
+    was then sent 6,401 bytes of tool results in a 4,000-byte turn, unreported."""
+    turn = TurnBudget(max_bytes=4000, store=SpillStore(tmp_path / "spill"))
+    budget = TurnBudgetCallback(turn)
+    calls: list[Any] = [
+        {"name": "search", "args": {"q": f"q{i}"}, "id": f"s{i}", "type": "tool_call"}
+        for i in range(6)
+    ]
+    calls.insert(3, {"name": "summarize", "args": {"text": "t"}, "id": "m", "type": "tool_call"})
+    model = FakeMessagesListChatModel(
+        callbacks=[budget],
+        responses=[AIMessage("", tool_calls=calls), AIMessage("summary " * 10), AIMessage("")],
+    )
+
+    @tool
+    def search(q: str) -> str:
+        """Search."""
+        return f"result for {q} " * 100
+
+    @tool
+    def summarize(text: str) -> str:
+        """Summarize with the model."""
+        return str(model.invoke([HumanMessage(text)]).content)
+
+    tools = {t.name: budget_tool(t, turn) for t in (search, summarize)}
+    first = model.invoke([HumanMessage("go")])
+    assert isinstance(first, AIMessage)
+    outputs = [tools[call["name"]].invoke(call) for call in first.tool_calls]
+    assert sum(len(o.content.encode()) for o in outputs) <= 4000
+    assert budget.reports == []  # the model the tool asked started no turn
+    assert len(turn.report().results) == 7
+    model.invoke([HumanMessage("next")])  # the next turn
+    (report,) = budget.reports
+    assert len(report.results) == 7
+    assert not report.over_budget
+
+
+def nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"child": value}
+    return value
+
+
+def test_regression_langchain_a_deep_json_block_gets_a_depth_marker(turn: TurnBudget) -> None:
+    """A json block nested 1,500 deep: json.dumps and then repr raised RecursionError out
+    of budget_tool. It is counted as the encoder writes it, its depth marked, and that
+    counted text is what the model gets."""
+
+    @tool
+    def fetch(q: str) -> list[Any]:
+        """The API's JSON as a json block."""
+        return [{"type": "json", "json": nested(1500)}, {"type": "image", "url": "u"}]
+
+    call: Any = {"name": "fetch", "args": {"q": "x"}, "id": "c1", "type": "tool_call"}
+    text, image = budget_tool(fetch, turn).invoke(call).content
+    assert image == {"type": "image", "url": "u"}
+    assert text["type"] == "text"
+    assert "[depth: object with 1 keys]" in text["text"]
+    assert text["text"].startswith('{"type":"json","json":{"child":{"child":')
+    assert turn.report().used_bytes == len(text["text"].encode())
+
+
+def test_regression_langchain_a_list_of_tool_messages_is_admitted(turn: TurnBudget) -> None:
+    """A tool returning [ToolMessage(...)] (LangChain passes such a list on as it is)
+    sent 50,000 bytes to the model through budget_tool, counted nowhere."""
+
+    @tool
+    def many(q: str) -> list[ToolMessage]:
+        """ToolMessages of its own."""
+        return [
+            ToolMessage(content="M" * 50_000, tool_call_id="c2", name="many"),
+            ToolMessage(content="short", tool_call_id="c3", name="many"),
+        ]
+
+    call: Any = {"name": "many", "args": {"q": "x"}, "id": "c2", "type": "tool_call"}
+    big, small = budget_tool(many, turn).invoke(call)
+    assert (big.tool_call_id, small.tool_call_id) == ("c2", "c3")
+    assert small.content == "short"
+    assert "spilled" in big.content
+    report = turn.report()
+    assert [a.reason for a in report.results] == ["result_limit", "fits"]
+    assert report.used_bytes == len(big.content.encode()) + len("short") <= TURN

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
 import orjson
 
 from .._agents.guards import TurnBudget, TurnReport
+from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
+from .._limits import MAX_LIMIT
+from ..errors import EncodeError
 from ._results import tool_result
 
 try:
@@ -25,7 +31,7 @@ try:
     from langchain_core.messages import ToolMessage
     from langchain_core.messages.tool import ToolOutputMixin
     from langchain_core.runnables import RunnableConfig
-    from langchain_core.tools import BaseTool
+    from langchain_core.tools import BaseTool, Tool
     from langchain_core.utils.pydantic import TypeBaseModel
 except ImportError as exc:  # pragma: no cover - exercised only without langchain-core
     raise missing_extra("langchain", "langchain_core", "jsonbudget's LangChain adapter") from exc
@@ -38,7 +44,10 @@ class TurnBudgetCallback(BaseCallbackHandler):
 
     A chat model run inside a tool run (a tool that asks a model) is part of the turn
     that called the tool, so it does not start one: callbacks are passed down to child
-    runs, and without this check such a model would reset the turn mid-turn.
+    runs, and without this check such a model would reset the turn mid-turn. A model
+    starts none either while a `budget_tool` call on *turn* is running: the handler sees
+    the tool runs only when it is in their callbacks, and one given to the model alone
+    (``ChatOpenAI(callbacks=[...])``) took the model a tool asks for the next turn's.
     """
 
     def __init__(self, turn: TurnBudget) -> None:
@@ -73,7 +82,7 @@ class TurnBudgetCallback(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         self._start(run_id, parent_run_id)
-        if self._inside_tool(parent_run_id):
+        if self._inside_tool(parent_run_id) or _tool_running(self.turn):
             return
         ended = self.turn.reset()
         if ended.results:
@@ -155,28 +164,37 @@ def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool:
 
     The wrapped tool runs *tool* itself, so its name, description, schema, injected
     arguments, ``return_direct``, ``response_format`` (and artifact), error handling and
-    callbacks are unchanged, sync and async alike. Only the content is budgeted: the
-    admitted text (the content when it fits what is left of the turn, else a preview
-    and its spill reference). In a list of content blocks, strings, text blocks and every
-    other block that is text in the model's context (``json``, ``search_result``...) are
-    admitted (such a block that does not fit becomes a text block with its preview);
-    media blocks (`MEDIA_BLOCK_TYPES`: images, audio, video, files; and a ``document``
-    whose source is a file, `MEDIA_DOCUMENT_SOURCES`) reach the model unchanged and do
-    not count against the turn. A returned ``Command`` (LangGraph)
-    passes unchanged.
+    callbacks are unchanged, sync and async alike; a ``Tool`` stays a ``Tool`` (a
+    single-input one is still shown as ``{"__arg1": string}``). Only the content is
+    budgeted: the admitted text (the content when it fits what is left of the turn, else
+    a preview and its spill reference). In a list of content blocks, strings, text blocks
+    and every other block that is text in the model's context (``json``,
+    ``search_result``...) are admitted (such a block that does not fit becomes a text
+    block with its preview); media blocks (`MEDIA_BLOCK_TYPES`: images, audio, video,
+    files; and a ``document`` whose source is a file, `MEDIA_DOCUMENT_SOURCES`) reach the
+    model unchanged and do not count against the turn. A block too deep for ``json`` and
+    ``repr`` is counted as the encoder writes it (depth marked), and that text replaces
+    the blocks. Each ``ToolMessage`` in a returned list of them is admitted as a returned
+    ``ToolMessage`` is; a returned ``Command`` (LangGraph) passes unchanged.
     """
     if not isinstance(turn, TurnBudget):
         raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
-    return _BudgetedTool(
-        wrapped=tool,
-        turn=turn,
-        name=tool.name,
-        description=tool.description,
-        args_schema=tool.args_schema,
-        return_direct=tool.return_direct,
-        response_format=tool.response_format,
-        extras=tool.extras,
-    )
+    fields: dict[str, Any] = {
+        "wrapped": tool,
+        "turn": turn,
+        "name": tool.name,
+        "description": tool.description,
+        "args_schema": tool.args_schema,
+        "return_direct": tool.return_direct,
+        "response_format": tool.response_format,
+        "extras": tool.extras,
+        # Read by the converters: ``{"type": "custom_tool"}`` makes a Tool a custom tool.
+        "metadata": tool.metadata,
+        "tags": tool.tags,
+    }
+    if isinstance(tool, Tool):
+        return _BudgetedSimpleTool(func=tool.func, coroutine=tool.coroutine, **fields)
+    return _BudgetedTool(**fields)
 
 
 class _BudgetedTool(BaseTool):
@@ -198,10 +216,13 @@ class _BudgetedTool(BaseTool):
         return self.wrapped.get_input_schema(config)
 
     def run(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        return self._admit(self.wrapped.run(tool_input, *args, **kwargs))
+        with _running(self.turn):
+            output = self.wrapped.run(tool_input, *args, **kwargs)
+        return self._admit(output)
 
     async def arun(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        output = await self.wrapped.arun(tool_input, *args, **kwargs)
+        with _running(self.turn):
+            output = await self.wrapped.arun(tool_input, *args, **kwargs)
         # A spill writes a file: off the event loop, as `TurnBudget.aadmit` does.
         return await asyncio.to_thread(self._admit, output)
 
@@ -212,13 +233,16 @@ class _BudgetedTool(BaseTool):
     def _admit(self, output: Any) -> Any:
         if isinstance(output, ToolMessage):
             return output.model_copy(update={"content": self._content(output.content)})
-        commands = (
+        if isinstance(output, ToolOutputMixin):
+            return output  # a Command carries its own messages; LangChain passes it as is
+        if (
             isinstance(output, list)
             and output
             and all(isinstance(item, ToolOutputMixin) for item in output)
-        )
-        if isinstance(output, ToolOutputMixin) or commands:
-            return output  # a Command carries its own messages; LangChain passes it as is
+        ):
+            # LangChain passes such a list on unchanged, as messages: a ToolMessage in it
+            # reaches the model as one returned alone does (it passed uncounted once).
+            return [self._admit(item) for item in output]
         # Called without a tool call: the tool's own return value, admitted whole (with a
         # tool call, LangChain has already made a generator its repr).
         return self.turn.admit(tool_result(output, self.turn), tool=self.name).text
@@ -236,17 +260,55 @@ class _BudgetedTool(BaseTool):
         else one text block with the preview takes their place, before the media."""
         media: list[Any] = []
         texts: list[str] = []
-        for block in content:
+        exact = True
+        for index, block in enumerate(content):
             if _is_media(block):
                 media.append(block)  # an image, a file...: the model gets it as media
-            else:
-                texts.append(_text_of(block))
+                continue
+            text = _text_of(block)
+            if text is None:
+                text = _encoded(block, index)
+                exact = False
+            texts.append(text)
         if not texts:
             return content
         admitted = self.turn.admit("\n".join(texts), tool=self.name)
-        if admitted.reason == "fits":
+        if admitted.reason == "fits" and exact:
             return content
+        # A block counted as the encoder wrote it (its depth cut) is not what the block
+        # would put in the context: the model gets the text that was counted instead.
         return [{"type": "text", "text": admitted.text}, *media]
+
+
+class _BudgetedSimpleTool(_BudgetedTool, Tool):
+    """A budgeted single-input `Tool`: still a `Tool`, which the converters read as
+    ``{"__arg1": string}`` (or a custom tool), not by the signature of ``Tool._run``
+    (``args``, ``config``, ``kwargs``: calls that followed it failed)."""
+
+
+# id of a TurnBudget -> its budget_tool calls now running (TurnBudget takes no weakref;
+# an entry lives only while a call holds the turn).
+_calls_running: dict[int, int] = {}
+_calls_lock = threading.Lock()
+
+
+@contextmanager
+def _running(turn: TurnBudget) -> Iterator[None]:
+    key = id(turn)
+    with _calls_lock:
+        _calls_running[key] = _calls_running.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _calls_lock:
+            left = _calls_running.pop(key) - 1
+            if left:
+                _calls_running[key] = left
+
+
+def _tool_running(turn: TurnBudget) -> bool:
+    with _calls_lock:
+        return id(turn) in _calls_running
 
 
 def _is_media(block: Any) -> bool:
@@ -262,9 +324,10 @@ def _is_media(block: Any) -> bool:
     return kind in MEDIA_BLOCK_TYPES
 
 
-def _text_of(block: str | dict[str, Any]) -> str:
+def _text_of(block: str | dict[str, Any]) -> str | None:
     """What a block puts in the model's context as text: a string, a text block's text;
-    any other block (json, search_result, ...) as its JSON."""
+    any other block (json, search_result, ...) as its JSON. None for a block nested too
+    deep for Python's recursion to write."""
     if isinstance(block, str):
         return block
     if block.get("type") == "text" and isinstance(block.get("text"), str):
@@ -272,11 +335,28 @@ def _text_of(block: str | dict[str, Any]) -> str:
     try:
         return orjson.dumps(block, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:
-        pass  # an integer beyond 64 bits, a cycle: the standard library's reading below
+        pass  # an integer beyond 64 bits, a cycle, past 255 deep: the standard library's
     try:
         return json.dumps(block, default=str, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        return repr(block)  # no JSON form at all (a key of no JSON type): its repr counts
+    except RecursionError:
+        return None
+    except (TypeError, ValueError):
+        pass  # no JSON form at all (a key of no JSON type): its repr counts
+    try:
+        return repr(block)
+    except RecursionError:
+        return None
+
+
+def _encoded(block: Any, index: int) -> str:
+    """*block* as the encoder writes it: nesting past its depth limit as a marker, where
+    the standard library's ``json`` and ``repr`` raise RecursionError."""
+    data = dumps_whole(block, default=str)
+    if data is None:  # shared subtrees whose encoding is astronomically long
+        raise EncodeError(
+            f"a content block encodes to more than {MAX_LIMIT} bytes", path=f"/{index}"
+        )
+    return data.decode()
 
 
 #: Content block types that reach the model as media, not as text: not counted in a turn

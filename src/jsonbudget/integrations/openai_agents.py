@@ -9,8 +9,9 @@ Needs ``openai-agents``; ``import jsonbudget`` never imports it.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
+import copy
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._agents.guards import TurnBudget, TurnReport
@@ -28,7 +29,17 @@ try:
         ToolOutputImage,
         ToolOutputText,
     )
-    from agents.tool import ValidToolOutputPydanticModels, ValidToolOutputPydanticModelsTypeAdapter
+
+    # _FailureHandlingFunctionToolInvoker is private, but the SDK recognises its own
+    # invoker by it: a callable needs_approval is evaluated on arguments as validation
+    # leaves them, and FunctionTool.__wrapped__ is found, only through an instance of it.
+    from agents.tool import _MISSING_FUNCTION_TOOL_WRAPPED_CALLABLE as _NO_CALLABLE
+    from agents.tool import _SYNC_FUNCTION_TOOL_MARKER as _SYNC_MARKER
+    from agents.tool import (
+        ValidToolOutputPydanticModels,
+        ValidToolOutputPydanticModelsTypeAdapter,
+        _FailureHandlingFunctionToolInvoker,
+    )
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised only without the SDK
     raise missing_extra("openai-agents", "agents", "jsonbudget's OpenAI Agents adapter") from exc
@@ -63,7 +74,8 @@ def budget_tools(tools: Sequence[Tool], turn: TurnBudget) -> list[Tool]:
     turn, else a preview and its spill reference. Of a structured output (`ToolOutputText`,
     `ToolOutputImage`, `ToolOutputFileContent`, their dict forms, or a list of them) each
     text part is admitted; images and files reach the model as they are and do not count
-    against the turn.
+    against the turn. A budgeted tool is a copy (no constructor called) whose invoker
+    runs the tool's own: approval, validation and failure handling are the SDK's.
     """
     if not isinstance(turn, TurnBudget):
         raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
@@ -71,33 +83,86 @@ def budget_tools(tools: Sequence[Tool], turn: TurnBudget) -> list[Tool]:
 
 
 def _budgeted(tool: FunctionTool, turn: TurnBudget) -> FunctionTool:
-    invoke = tool.on_invoke_tool
+    # A copy, not dataclasses.replace: that calls the class's constructor, which a
+    # FunctionTool subclass may define with its own arguments (TypeError). The SDK's own
+    # copy rebinds an invoker that is a bound method of the tool to the copy.
+    budgeted = copy.copy(tool)
+    budgeted.on_invoke_tool = _AdmittingInvoker(budgeted.on_invoke_tool, turn, budgeted)
+    # What the model gets may be a preview, no longer the declared output type, which
+    # the SDK validates every output of such a tool against (the run failed with
+    # UserError once a result was spilled): the budgeted tool declares none.
+    for name in ("output_json_schema", "_output_type_adapter"):
+        if getattr(budgeted, name, None) is not None:
+            setattr(budgeted, name, None)
+    return budgeted
 
-    async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
-        output = await invoke(context, arguments)
+
+class _AdmittingInvoker(_FailureHandlingFunctionToolInvoker):
+    """The tool's own invoker, run as it is (failure handling included); its output is
+    then admitted to the turn.
+
+    It replaced the SDK's invoker once, and the SDK, no longer recognising it, evaluated
+    a callable ``needs_approval`` on the raw arguments, which validation then changed
+    (``/tmp/../etc/passwd`` ran as ``/etc/passwd`` without the approval the plain tool
+    asked for). So it is the SDK's invoker class, and what the SDK asks of one (argument
+    preparation, the wrapped callable, rebinding to a copy) is the wrapped invoker's
+    answer.
+    """
+
+    def __init__(
+        self,
+        invoke: Callable[[ToolContext[Any], str], Awaitable[Any]],
+        turn: TurnBudget,
+        tool: FunctionTool,
+    ) -> None:
+        # The base class's state is not set: every method that reads it is overridden.
+        self._invoke = invoke
+        self._turn = turn
+        self._tool = tool
+        self._function_tool = tool  # the base class's name for it: the SDK may read it
+        if getattr(invoke, _SYNC_MARKER, False):
+            # The SDK refuses a timeout on a sync tool by this mark on its invoker.
+            setattr(self, _SYNC_MARKER, True)
+
+    def _get_wrapped_callable(self) -> object:
+        if isinstance(self._invoke, _FailureHandlingFunctionToolInvoker):
+            return self._invoke._get_wrapped_callable()
+        return _NO_CALLABLE  # an invoker of the tool's own (a subclass's method): none
+
+    def prepare_arguments(self, input: str, tool_name: str) -> Any:
+        prepare = getattr(self._invoke, "prepare_arguments", None)
+        return prepare(input, tool_name) if prepare is not None else None
+
+    def __agents_bind_function_tool__(self, function_tool: FunctionTool) -> _AdmittingInvoker:
+        # The SDK's copy of a tool (a namespace, a clone) binds the invoker to the copy.
+        if function_tool is self._tool:
+            return self
+        invoke = self._invoke
+        bind = getattr(invoke, "__agents_bind_function_tool__", None)
+        if callable(bind):
+            invoke = bind(function_tool)
+        elif inspect.ismethod(invoke) and invoke.__self__ is self._tool:
+            # A subclass's own method (on_invoke_tool=self._invoke) runs against the
+            # copy's state, as the SDK's copy of the plain tool rebinds it.
+            invoke = invoke.__func__.__get__(function_tool, type(function_tool))
+        return _AdmittingInvoker(invoke, self._turn, function_tool)
+
+    async def __call__(self, ctx: ToolContext[Any], input: str) -> Any:
+        turn, name = self._turn, self._tool.name
+        output = await self._invoke(ctx, input)
         parts = _structured(output)
         if parts is None:
-            return (await turn.aadmit(tool_result(output, turn), tool=tool.name)).text
+            return (await turn.aadmit(tool_result(output, turn), tool=name)).text
         # The text parts are one call's result: admitted as one (joined by newlines), so
         # that a call of many parts takes one call's room, not one a part.
         texts = [part.text for part in parts if isinstance(part, ToolOutputText)]
         if not texts:
             return parts
-        admitted = await turn.aadmit("\n".join(texts), tool=tool.name)
+        admitted = await turn.aadmit("\n".join(texts), tool=name)
         if admitted.reason == "fits":
             return parts
         rest = [part for part in parts if not isinstance(part, ToolOutputText)]
         return [ToolOutputText(text=admitted.text), *rest]
-
-    # What the model gets may be a preview, no longer the declared output type, which
-    # the SDK validates every output of such a tool against (the run failed with
-    # UserError once a result was spilled): the budgeted tool declares none.
-    declared: dict[str, Any] = {
-        name: None
-        for name in ("output_json_schema", "_output_type_adapter")
-        if getattr(tool, name, None) is not None
-    }
-    return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool, **declared)
 
 
 def _structured(output: Any) -> list[ValidToolOutputPydanticModels] | None:
