@@ -764,3 +764,134 @@ def test_regression_following_every_page_reads_the_file_about_once(
             assert list(item) == list(row)
         else:
             assert item[0].startswith("xxx")
+
+
+# --- ResultReader: a long string costs parser work linear in its length ---------------------
+
+
+class _FedPieces:
+    """A source as an ijson backend reads it, each piece it is given recorded."""
+
+    def __init__(self, source: Any, pieces: list[int]) -> None:
+        self._source = source
+        self._pieces = pieces
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self._source.read(size)
+        if data:
+            self._pieces.append(len(data))
+        return data
+
+
+def _lexer_work(pieces: list[int], start: int, end: int) -> int:
+    """The bytes the parser scans again: ijson's backends keep a string that a piece
+    does not close (text at [start, end)) and scan it from its start with each piece
+    that follows."""
+    work, fed = 0, 0
+    for size in pieces:
+        if start < fed <= end:
+            work += fed - start
+        fed += size
+    return work
+
+
+@pytest.mark.parametrize("python_backend", [False, True])
+def test_regression_a_long_string_costs_parser_work_linear_in_its_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, python_backend: bool
+) -> None:
+    """ijson was fed 64 KiB pieces, and both its backends scan a string that a piece does
+    not close again from its first byte with each piece: passing one string of L bytes
+    cost L * L / 128 KiB steps (a pointer one byte after a 64 MB string: 12 s, and each
+    page of a 100 MB string 33-43 s). Reads now grow while a string is open."""
+    import ijson
+
+    from jsonbudget._agents import reader as reader_module
+
+    fed: list[list[int]] = []
+
+    def counted(real: Any) -> Any:
+        def basic_parse(source: Any, **options: Any) -> Any:
+            fed.append([])
+            return real(_FedPieces(source, fed[-1]), **options)
+
+        return basic_parse
+
+    monkeypatch.setattr(ijson, "basic_parse", counted(ijson.basic_parse))
+    python = reader_module._IJSON_PY
+    monkeypatch.setattr(python, "basic_parse", counted(python.basic_parse))
+    # A run of digits longer than int() reads (in a string: read as it is) sends the
+    # reader to the Python backend, which then parses the long string too.
+    after = b'"d":"' + b"7" * (sys.get_int_max_str_digits() + 1) + b'",' if python_backend else b""
+    for size in (1 << 20, 2 << 20, 8 << 20):
+        head = b'{"log":"'
+        reader, ref = spilled(tmp_path / str(size), head + b"a" * size + b'",' + after + b'"x":1}')
+        fed.clear()
+        assert orjson.loads(reader.read(ref, "/x", principal="p").data)["items"] == [1]
+        env = orjson.loads(reader.read(ref, "/log", principal="p").data)
+        shown = env["items"][0].split("…[truncated", 1)[0]
+        assert shown == "a" * len(shown)
+        assert env["truncated"][0]["omitted"] == size - len(shown)
+        # With the digits: yajl, stopped at them, then the Python backend, which the
+        # reader keeps to for this result.
+        assert len(fed) == (3 if python_backend else 2)
+        for pieces in fed:
+            # Was size * size / 128 KiB (8 times the string at 1 MiB, 64 times at 8 MiB).
+            assert _lexer_work(pieces, len(head), len(head) + size) <= 5 * size + (64 << 10)
+            # A longer read is inside the string and ends at most a piece after it: what
+            # follows comes in pieces as usual.
+            at = 0
+            for piece in pieces:
+                if piece > 64 << 10:
+                    assert len(head) < at < at + piece <= len(head) + size + (64 << 10)
+                at += piece
+            assert max(pieces) > 64 << 10
+
+
+def _open_bytes(text: bytes) -> list[int]:
+    """Byte by byte: after each byte of *text*, the bytes of the string it ends inside."""
+    out, start, inside, escaped = [], 0, False, False
+    for at, byte in enumerate(text, 1):
+        if inside and escaped:
+            escaped = False
+        elif inside and byte == 0x5C:
+            escaped = True
+        elif byte == 0x22:
+            inside, start = not inside, at
+        out.append(at - start if inside else 0)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.recursive(
+        st.text(alphabet='a"\\\n\u00e9\U0001f600 ', max_size=12) | st.integers() | st.none(),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.text(alphabet='k"\\', max_size=4), inner, max_size=4)
+        ),
+        max_leaves=12,
+    ),
+    ascii_only=st.booleans(),
+    cut=st.integers(min_value=0),
+    sizes=st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=40),
+)
+def test_the_open_string_a_read_ends_in_is_found_wherever_pieces_end(
+    values: Any, ascii_only: bool, cut: int, sizes: list[int]
+) -> None:
+    """What decides how much the next read brings: the string the text fed so far ends
+    inside, escaped quotes and backslashes at every piece boundary included."""
+    import json
+
+    from jsonbudget._agents.reader import _OpenString
+
+    text = json.dumps(values, ensure_ascii=ascii_only).encode()
+    text = text[: cut % (len(text) + 1)]
+    want = _open_bytes(text)
+    tracker = _OpenString()
+    at = 0
+    for size in itertools.cycle(sizes):
+        if at >= len(text):
+            break
+        tracker.feed(text[at : at + size])
+        at = min(len(text), at + size)
+        assert tracker.open == want[at - 1], (text, at)

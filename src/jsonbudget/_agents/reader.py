@@ -529,6 +529,10 @@ class LongIntsAsExponents:
 _STRING_BODY: Final = rb'[^"\\]*+(?:\\.[^"\\]*+)*+'
 _STRING_REST: Final = re.compile(_STRING_BODY, re.DOTALL)
 _DIGIT_RUN: Final = re.compile(rb"[0-9]*+")
+#: JSON text outside strings, whole strings included, up to a string it does not close.
+_OUTSIDE_STRINGS: Final = re.compile(rb'(?:[^"]++|"%s")*+' % _STRING_BODY, re.DOTALL)
+#: In reversed bytes: a quote no backslash stands before.
+_UNESCAPED_QUOTE: Final = re.compile(rb'"(?!\\)')
 
 
 @functools.lru_cache(maxsize=4)
@@ -540,38 +544,156 @@ def _uneventful(limit: int) -> re.Pattern[bytes]:
     )
 
 
-class _Exponents:
-    """A spilled file as the Python backend reads it: long integers given exponents."""
+class _OpenString:
+    """Where the JSON text fed so far stands: inside a string (and how many of its bytes
+    were fed) or not. A few C scans a piece count its quotes; a regex reads a piece only
+    where a quote follows two backslashes (escaped or not, as the run before decides)."""
 
-    __slots__ = ("_done", "_file", "_fix")
+    __slots__ = ("_escaped", "_fed", "_start")
+
+    def __init__(self) -> None:
+        self._fed = 0
+        self._start = -1  # where the open string's text starts (in bytes fed), else -1
+        self._escaped = False  # the text fed ends on a backslash inside a string
+
+    @property
+    def open(self) -> int:
+        """The bytes fed of the string the text ends inside; 0 outside a string."""
+        return self._fed - self._start if self._start >= 0 else 0
+
+    def feed(self, data: bytes) -> None:
+        n = len(data)
+        base = self._fed
+        self._fed += n
+        i = 0
+        if self._escaped and n:
+            self._escaped, i = False, 1  # the byte a backslash before it escapes
+        if data.find(b'\\\\"', i) >= 0:
+            self._scan(data, i, base)  # a quote after two backslashes: the regex decides
+            return
+        # Without that, a quote after a backslash is escaped, and every other one starts
+        # or ends a string: their count says where the piece ends.
+        escaped = data.count(b'\\"', i)
+        quotes = data.count(b'"', i) - escaped
+        if (self._start >= 0) == bool(quotes & 1):
+            self._start = -1
+            return
+        last = i - 1  # the string's text starts after the last quote that is not escaped
+        if quotes and not escaped:
+            last = data.rfind(b'"', i)
+        elif quotes:
+            back = _UNESCAPED_QUOTE.search(data[::-1], 0, n - i)
+            assert back is not None  # counted above
+            last = n - 1 - back.start()
+        if quotes:
+            self._start = base + last + 1
+        backslashes = n - len(data.rstrip(b"\\"))
+        self._escaped = bool(min(backslashes, n - last - 1) & 1)
+
+    def _scan(self, data: bytes, i: int, base: int) -> None:
+        n = len(data)
+        while i < n:
+            if self._start < 0:
+                i = _OUTSIDE_STRINGS.match(data, i).end()  # type: ignore[union-attr]  # matches ""
+                if i == n:
+                    return
+                i += 1  # a string the piece does not close
+                self._start = base + i
+            i = _STRING_REST.match(data, i).end()  # type: ignore[union-attr]  # matches ""
+            if i == n:
+                return
+            if data[i] == 0x22:
+                self._start, i = -1, i + 1
+            else:  # a backslash, the piece's last byte
+                self._escaped = True
+                return
+
+
+#: While a string is open, a read brings at least this part of its bytes so far.
+_GROWTH: Final = 4
+
+
+class _Feed:
+    """A spilled file as an ijson backend reads it, in pieces of the size it asks for,
+    except inside a long string.
+
+    Both backends keep a string that one read does not close and scan it again from its
+    first byte with each read that follows: fed 64 KiB at a time, a string of L bytes
+    costs L * L / 128 KiB steps (12 s for 64 MB). So while a string is open, a read
+    brings at least a quarter (`_GROWTH`) of the bytes the string has had so far: the
+    string grows by a quarter a read, and costs about 5 * L steps. A larger share would
+    save steps but make the last read, which the parser holds while it makes the string,
+    larger (up to about a fifth of the string). The longer read ends at most a piece after
+    the string's closing quote, so the events after it come in pieces as usual (ijson's
+    C backend lists a read's events before it yields them)."""
+
+    __slots__ = ("_file", "_string")
 
     def __init__(self, file: IO[bytes]) -> None:
         self._file = file
+        self._string = _OpenString()
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:  # ijson reads 0 bytes to learn the file's type
+            return b""
+        want = self._string.open // _GROWTH
+        pieces: list[bytes] = []
+        got = 0
+        while True:
+            piece = self._file.read(size)
+            if not piece:
+                break
+            piece = self._piece(piece)
+            self._string.feed(piece)
+            pieces.append(piece)
+            got += len(piece)
+            if size < 0 or got >= want or not self._string.open:
+                break
+        if not pieces:
+            return self._end()
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _piece(self, data: bytes) -> bytes:
+        return data
+
+    def _end(self) -> bytes:
+        return b""
+
+
+class _Exponents(_Feed):
+    """A spilled file as the Python backend reads it: long integers given exponents."""
+
+    __slots__ = ("_done", "_fix")
+
+    def __init__(self, file: IO[bytes]) -> None:
+        super().__init__(file)
         self._fix = LongIntsAsExponents()
         self._done = False
 
     def read(self, size: int = -1) -> bytes:
-        if self._done or size == 0:  # ijson reads 0 bytes to learn the file's type
+        if self._done:
             return b""
-        data = self._file.read(size)
-        if data:
-            return self._fix.feed(data)
+        return super().read(size)
+
+    def _piece(self, data: bytes) -> bytes:
+        return self._fix.feed(data)
+
+    def _end(self) -> bytes:
         self._done = True
         return self._fix.end()
 
 
-class _Watched:
+class _Watched(_Feed):
     """A spilled file as yajl reads it, stopping it before what it mishandles."""
 
-    __slots__ = ("_file", "_run", "_tail")
+    __slots__ = ("_run", "_tail")
 
     def __init__(self, file: IO[bytes]) -> None:
-        self._file = file
+        super().__init__(file)
         self._tail = b""
         self._run = 0  # the digits the bytes read so far end with
 
-    def read(self, size: int = -1) -> bytes:
-        data = self._file.read(size)
+    def _piece(self, data: bytes) -> bytes:
         # An escape may straddle two reads: the last 3 bytes are searched again.
         if SURROGATE_ESCAPE.search(self._tail + data[:8]) or SURROGATE_ESCAPE.search(data):
             raise _NotForYajl
