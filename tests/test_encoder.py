@@ -1026,3 +1026,41 @@ def test_regression_whole_never_shortens_a_marker(markers: Any) -> None:
         assert enc.whole(value, len(full)) == enc.encode(value)
         for budget in range(len(full) - 30, len(full)):
             assert enc.whole(value, budget) is None, budget
+
+
+def test_regression_the_one_call_verbs_key_a_default_hook_by_identity() -> None:
+    """Found by a tester: bounded_dumps and encode reused the encoder of an earlier hook
+    that compared equal (a frozen dataclass with a compare=False field), so the earlier
+    hook ran: "UPPER:SET" where the hook given says "lower:set"."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Hook:
+        upper: bool = dataclasses.field(compare=False)
+
+        def __call__(self, value: Any) -> str:
+            text = f"{type(value).__name__}:set"
+            return text.upper() if self.upper else text.lower()
+
+    assert Hook(upper=True) == Hook(upper=False)
+    assert bounded_dumps({1}, max_bytes=100, default=Hook(upper=True)) == b'"SET:SET"'
+    assert bounded_dumps({1}, max_bytes=100, default=Hook(upper=False)) == b'"set:set"'
+    assert encode({1}, max_bytes=100, default=Hook(upper=False)).data == b'"set:set"'
+
+
+def test_regression_whole_and_fit_above_max_bytes_copy_str_subclasses_whole() -> None:
+    """Found by a tester: with a budget above the encoder's max_bytes, whole() and fit()
+    copied a str subclass's key to max_bytes characters and wrote it as if whole: 36
+    characters lost under complete=True, no marker."""
+
+    class Text(str):
+        pass
+
+    enc = Encoder(max_bytes=64)
+    key = Text("k" * 100)
+    for out in (enc.whole({key: 1}, 400), enc.fit({key: 1}, 400)):
+        assert out is not None
+        assert out.complete
+        assert out.data == orjson.dumps({"k" * 100: 1})
+    shown = enc.whole([Text("v" * 100)], 400)
+    assert shown is not None
+    assert shown.data == orjson.dumps(["v" * 100])

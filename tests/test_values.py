@@ -2338,3 +2338,33 @@ def test_regression_a_datetime_subclass_whose_fields_make_no_time_is_marked() ->
     out = encode({"t": _NotATime(2024, 1, 1), "v": 1}, max_bytes=200)
     assert out.data == '{"t":"…[unencodable: _NotATime]","v":1}'.encode()
     assert [(t.path, t.kind) for t in out.truncations] == [("/t", "unencodable")]
+
+
+@pytest.mark.parametrize("max_bytes", [100, 200, 500, 2000])
+def test_regression_base64_bytes_too_long_to_show_whole_are_cut_not_unencodable(
+    max_bytes: int,
+) -> None:
+    """Found by a tester: under binary="base64", bytes whose base64 form passed max_bytes
+    went to `default`, and raised EncodeError under unencodable="error", where shorter
+    bytes were cut: how bytes were treated depended on the budget."""
+    blob = bytes(range(256)) * 2
+    seen: list[Any] = []
+    out = encode(
+        {"blob": blob},
+        max_bytes=max_bytes,
+        binary="base64",
+        unencodable="error",
+        default=seen.append,
+    )
+    assert seen == []
+    text = orjson.loads(out.data)["blob"]
+    whole = base64.b64encode(blob).decode()
+    if out.complete:
+        assert text == whole
+    else:
+        shown, _, marker = text.partition("…")
+        assert whole.startswith(shown)
+        (cut,) = out.truncations
+        assert (cut.path, cut.kind, cut.unit) == ("/blob", "string", "bytes")
+        assert cut.omitted == len(blob) - len(base64.b64decode(shown))
+        assert marker == f"[truncated: {cut.omitted} more bytes]"

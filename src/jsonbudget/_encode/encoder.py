@@ -339,7 +339,7 @@ class Encoder:
         key and field caps) still apply. Costs about *budget*, however large *obj* is.
         """
         _check_budget(budget)
-        call = EncodeCall(self)
+        call = _call_for(self, budget)
         out = call.render_whole(obj, budget, path)
         return None if out is None else _encoded(out, path)
 
@@ -370,10 +370,19 @@ class Encoder:
 
     def _rendered(self, obj: Any, budget: int, walked: int, path: str = "") -> Out | None:
         """*obj* fitted to *budget* by a new call, with relative reports."""
-        call = EncodeCall(self)
+        call = _call_for(self, budget)
         if walked == _TOO_BIG:
             call.too_big(obj, budget)  # the renderer's first question, answered: no re-walk
         return call.fit(obj, budget, path)
+
+
+def _call_for(enc: Encoder, budget: int) -> EncodeCall:
+    """A call of *enc* for *budget*, which `whole` and `fit` may set above ``max_bytes``:
+    a str subclass is copied up to the larger of the two (copied up to ``max_bytes``
+    only, a key past it was written short as if whole)."""
+    call = EncodeCall(enc)
+    call.most = max(call.most, budget)
+    return call
 
 
 def _rendering(out: Out | None) -> Out:
@@ -496,7 +505,13 @@ def _encoder(key: tuple[Any, ...]) -> Encoder:
     for limit in key[1:6]:
         if limit is not None and type(limit) is not int:
             return _make(key)  # refused there: 64.0 == 64 must not find 64's encoder
-    return _configured.get(key, lambda: _make(key))
+    default = key[8]
+    if default is None:
+        return _configured.get(key, lambda: _make(key))
+    # The hook by identity: two hooks that compare equal may still act apart (a frozen
+    # dataclass with a compare=False field). The cached encoder holds it, so its id is
+    # not reused while the entry lives.
+    return _configured.get((*key[:8], id(default), *key[9:]), lambda: _make(key))
 
 
 def _make(key: tuple[Any, ...]) -> Encoder:

@@ -625,7 +625,12 @@ def _binary(b: Any, opts: Options) -> Any:
         n = b.nbytes if type(b) is memoryview else len(b)
     except ValueError:  # a released memoryview: no bytes left to write
         return Unencodable("released memoryview")
-    if opts.binary == "base64" and (n + 2) // 3 * 4 + 2 <= opts.max_bytes:
+    if opts.binary == "base64":
+        if (n + 2) // 3 * 4 + 2 > opts.max_bytes:
+            # It can never show whole: cut as a source's cut cell is, only what a budget
+            # could show encoded (handed to `default`, it raised under
+            # unencodable="error" where a shorter one was cut).
+            return _clipped(Clipped(bytes(memoryview(b)[: opts.max_bytes]), n, "bytes"), opts)
         if type(b) is memoryview and not b.c_contiguous:
             b = b.tobytes()  # b64encode takes contiguous buffers only; this is at most n bytes
         # Encoded when written, as far as it shows: a hundred blobs of 700 KB, each
