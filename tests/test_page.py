@@ -42,7 +42,8 @@ from jsonbudget import (
     bounded_dumps,
     paginate,
 )
-from jsonbudget._pages.builder import _LONGEST_SPILL_REF, _MAX_PULLED_PAGES
+from jsonbudget._encode.render import EncodeCall, Stream
+from jsonbudget._pages.builder import _LONGEST_SPILL_REF, _MAX_PULLED_PAGES, _REFITS, _PageStreams
 from tests.jsonptr import resolve
 from tests.strategies import json_values
 
@@ -193,6 +194,44 @@ def test_regression_a_truncated_item_is_never_given_up_once_its_cut_fits(item: A
         outcomes[budget] = page.oversized[0].outcome if page.oversized else "whole"
     first = min(b for b, o in outcomes.items() if o == "truncated")
     assert all(outcomes[b] in {"truncated", "whole"} for b in range(first, 2000)), first
+
+
+_WIDE_ITEMS = {
+    "300 records by id": (
+        {f"user_{i}": {"name": "n" * 30, "email": "e" * 30, "bio": "b" * 100} for i in range(300)},
+        (16384,),
+    ),
+    "10,000 keys": ({f"key_{i}": {"v": i, "s": "é" * 50} for i in range(10_000)}, (16384, 262144)),
+    "200 long fields": ({f"field_{i}": "x" * 500 for i in range(200)}, (4096, 16384)),
+    # Cut to its marker at a small room, the object reports less than cut at a larger one.
+    "a text and a list": ({"a": "é" * 5000, "b": list(range(3000))}, (400,)),
+}
+
+
+@pytest.mark.parametrize("name", list(_WIDE_ITEMS))
+def test_regression_a_wide_object_is_truncated_not_replaced_by_the_placeholder(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a tester: an object whose cut reports outweigh its data (one report per
+    member shown) got the placeholder under the default "truncate", although a cut of it
+    fitted the page: the refit took the overflow off the room, which went below zero."""
+    item, budgets = _WIDE_ITEMS[name]
+    fits = [0]
+    fit = EncodeCall.fit
+
+    def counted(call: EncodeCall, *args: Any) -> Any:
+        fits[0] += 1
+        return fit(call, *args)
+
+    monkeypatch.setattr(EncodeCall, "fit", counted)
+    for budget in budgets:
+        fits[0] = 0
+        builder = PageBuilder(Limits(budget))
+        assert builder.add(item)
+        page = builder.finish(complete=True)
+        assert page.oversized[0].outcome == "truncated", budget
+        assert budget // 2 < len(page.data) <= budget  # the cut uses the page
+        assert fits[0] <= _REFITS, budget  # bounded: encodes counted, never timed
 
 
 def test_oversized_placeholder_states_what_stood_there() -> None:
@@ -1154,6 +1193,118 @@ def test_regression_a_retried_page_whose_pulls_were_dropped_is_expired_not_short
         cursor = page.next_cursor
     with pytest.raises(ExpiredCursor, match="no longer held"):
         paginate(mine, scope=alice, cursor=first.next_cursor, store=store, limits=limits)
+
+
+def _spilled_values(page: Page, store: SpillStore) -> list[Any]:
+    (entry,) = page.oversized
+    assert entry.outcome == "spilled"
+    assert entry.ref is not None
+    data = store.read(entry.ref, 0, 1 << 20)
+    assert entry.encoded_bytes == len(data)
+    return orjson.loads(data)["v"]  # type: ignore[no-any-return]
+
+
+def test_regression_a_spilled_iterator_is_kept_whole_for_the_pages_that_meet_it_again(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: the spill replayed what the page's try had pulled, then read the
+    rest from the iterator without keeping it. The same page read again (a retried
+    cursor, an MCP refit) or another paging of the same objects spilled the item again
+    with only the try's values (53 of 200), unmarked."""
+    store = SpillStore(tmp_path / "spill")
+    pager = Paginator(Limits(1500), store=MemoryCursorStore(), oversized="spill", spill_store=store)
+    whole = [f"{j}:" + "q" * 20 for j in range(200)]
+    items = [{"id": 0, "v": iter(whole[:5])}, {"id": 1, "v": iter(whole)}]
+    first = pager.paginate(items, scope=ALICE)  # item 1 is the look-ahead: it pulled
+    assert first.next_cursor is not None
+    for _ in range(2):  # the page, then the same request retried
+        page = pager.paginate(items, scope=ALICE, cursor=first.next_cursor)
+        assert _spilled_values(page, store) == whole
+    # Another paging of the same objects, from the start, and an MCP page that is built
+    # again at a smaller budget (its rows' escapes make the first build too long).
+    assert _spilled_values(pager.paginate(items[1:], scope=Scope("bob")), store) == whole
+    from jsonbudget.mcp import McpPager
+
+    rows = [{"id": 0, "v": (f"value {j}" for j in range(2000))}]
+    rows += [{"id": i, "t": '"\\' * 40} for i in range(1, 200)]
+    mcp = McpPager(max_bytes=8000, oversized="spill", spill_store=store)
+    result = mcp.paginate(rows, scope=ALICE)
+    assert result.structured_content is not None
+    (entry,) = result.structured_content["oversized"]
+    spilled = orjson.loads(store.read(entry["ref"], 0, 1 << 20))
+    assert spilled["v"] == [f"value {j}" for j in range(2000)]
+
+
+def test_regression_pages_spilling_one_iterator_at_once_each_spill_it_whole(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: the spill read the iterator outside its stream's lock. Of four
+    threads paging the same objects, one spilled the item whole and the others failed
+    with "generator already executing"."""
+    store = SpillStore(tmp_path / "spill")
+
+    def values(n: int) -> Iterator[str]:
+        for j in range(n):
+            if j % 50 == 0:
+                time.sleep(0.002)  # a slow producer: the other threads come in meanwhile
+            yield f"value {j}"
+
+    items = [{"id": 0, "v": values(400)}]
+    barrier = threading.Barrier(4)
+    results: dict[int, Any] = {}
+
+    def work(k: int) -> None:
+        pager = Paginator(Limits(1500), store=MemoryCursorStore(), oversized="spill",
+                          spill_store=store)  # fmt: skip
+        barrier.wait()
+        try:
+            results[k] = _spilled_values(pager.paginate(items, scope=Scope(f"u{k}")), store)
+        except Exception as exc:  # noqa: BLE001  # reported below, as the assertion
+            results[k] = exc
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    whole = [f"value {j}" for j in range(400)]
+    assert results == dict.fromkeys(range(4), whole)
+
+
+def test_regression_two_pages_meeting_a_new_iterator_at_once_read_it_through_one_stream() -> None:
+    """Found by a tester: two threads whose pages both missed an iterator in the kept
+    streams each made a stream for it, and the second replaced the first's: two streams
+    split one generator, and a page showed it empty under complete=true. The window is a
+    few bytecodes wide, so the threads' steps are taken here in that order."""
+    from jsonbudget import Encoder
+
+    gen = (x for x in range(20))
+    key = id(gen)
+    mine, theirs = _PageStreams(), _PageStreams()
+    assert mine.get(key) is None  # both pages missed it
+    assert theirs.get(key) is None
+    theirs[key] = Stream(gen)
+    mine[key] = Stream(gen)  # made by this page before it saw the other's
+    assert mine[key] is theirs[key]
+
+    class Missed(_PageStreams):
+        """A page whose look-up ran just before another thread's page published."""
+
+        __slots__ = ()
+
+        def get(self, key: int, default: Any = None) -> Any:
+            return dict.get(self, key, default)
+
+    gen = (x for x in range(20))
+    theirs = _PageStreams()
+    assert theirs.get(id(gen)) is None
+    theirs[id(gen)] = Stream(gen)
+    theirs[id(gen)].pull(5, 1000, Encoder(max_bytes=1000)._caps, "")  # their page pulled
+    item = {"v": gen}
+    for streams in (Missed(), theirs):
+        out = EncodeCall(Encoder(max_bytes=1000), streams).fit(item, 1000, "")
+        assert out is not None
+        assert orjson.loads(out[0]) == {"v": list(range(20))}
 
 
 @pytest.mark.parametrize(

@@ -186,6 +186,20 @@ class Stream:
             raise EncodeError(f"iterator raised {type(exc).__name__}", path=_path(where)) from exc
         return True
 
+    def replay(self, where: Any) -> Iterator[Any]:
+        """Every item: those pulled so far, then the rest, each pulled through this stream
+        (kept in `items`, under its lock), so whichever reader meets it later, in this
+        thread or another, sees all of them and no two readers pull one generator."""
+        items = self.items
+        i = 0
+        while True:
+            while i < len(items):
+                yield items[i]
+                i += 1
+            # Another reader may have pulled the last items and ended it meanwhile.
+            if not self._next(where) and i >= len(items):
+                return
+
     def more(self, count: int, where: Any) -> bool:
         """Whether it holds more than *count* items; pulls at most one to learn it."""
         if len(self.items) > count:
@@ -527,7 +541,11 @@ class EncodeCall:
                 source = obj.it if type(obj) is _values.Converted else obj
                 stream = self.streams.get(id(source))
                 if stream is None or stream.source is not source:
-                    stream = self.streams[id(source)] = Stream(obj, source)
+                    self.streams[id(source)] = Stream(obj, source)
+                    # Read back: a page's streams keep the stream another thread's page
+                    # made for this iterator since `get` missed (`_pages.builder._Pulled`),
+                    # and this page must pull through that one, not beside it.
+                    stream = self.streams[id(source)]
                 return stream
             if self.default is not None:
                 obj = self._default(obj, where)

@@ -45,9 +45,27 @@ class JsonWriter:
     10-million-row list never sits in memory whole, and the file's size limit is checked
     as the bytes are made, not after. Items the size check already pulled from an
     iterator (the encoder call's ``streams``) are replayed first.
+
+    With *keep*, every iterator is read through its `Stream` in *streams* (one is made
+    for an iterator the size check did not reach), each value kept there as it is
+    pulled, under the stream's lock: for streams that outlive the write (a page's, which
+    a retried page, an MCP refit or another thread's page reads again), which would
+    otherwise find the iterator drained and render the item short. Without it, the rest
+    of an iterator is written as it is read and not held (an endless generator stays
+    flat in memory), for streams nothing reads after the write.
     """
 
-    __slots__ = ("binary", "buf", "default", "descend", "left", "limit", "markers", "streams")
+    __slots__ = (
+        "binary",
+        "buf",
+        "default",
+        "descend",
+        "keep",
+        "left",
+        "limit",
+        "markers",
+        "streams",
+    )
 
     def __init__(
         self,
@@ -57,11 +75,13 @@ class JsonWriter:
         *,
         markers: MarkerStyle = "text",
         binary: BinaryMode = "marker",
+        keep: bool = False,
     ) -> None:
         self.default = default
         self.markers: MarkerStyle = markers
         self.binary: BinaryMode = binary
         self.streams = streams
+        self.keep = keep
         # When the size check pulled from a nested iterator, that iterator may sit in any
         # small container: walk every container, so each one is replayed, not re-read.
         self.descend = bool(streams)
@@ -141,8 +161,15 @@ class JsonWriter:
             self._refuse()
         return data
 
-    def _replay(self, it: Iterator[Any]) -> Iterator[Any]:
-        stream = self.streams.get(id(it))
+    def _replay(self, it: Iterator[Any], path: str) -> Iterator[Any]:
+        streams = self.streams
+        stream = streams.get(id(it))
+        if self.keep:
+            if stream is None or stream.source is not it:
+                streams[id(it)] = Stream(it)
+                # Read back: a page's streams keep the one another page made first.
+                stream = streams[id(it)]
+            return stream.replay(path)
         if stream is None:
             return it
         return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
@@ -151,7 +178,7 @@ class JsonWriter:
         # A list is read once into a snapshot, as the encoder reads one: a `default` hook
         # (or another thread) that empties it or adds to it mid-spill changes nothing here.
         kind = type(obj)
-        source = obj if kind is tuple else list(obj) if kind is list else self._replay(obj)
+        source = obj if kind is tuple else list(obj) if kind is list else self._replay(obj, path)
         self._put(b"[")
         first = True
         run: list[Any] = []

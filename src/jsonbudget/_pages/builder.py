@@ -97,6 +97,9 @@ _LONGEST_REASON = "budget_exhausted"
 _PLACEHOLDER = "item larger than the page"
 #: How often a truncated oversized item is re-fitted when its reports overflow the page.
 _REFITS = 6
+#: A truncated oversized item whose cut and reports fill all but 1/_GOOD_FILL of the free
+#: space is taken without looking for a larger cut.
+_GOOD_FILL = 8
 #: A spill reference: a label of up to 64 characters, a sha256, an extension.
 _LONGEST_SPILL_REF = 64 + 1 + 64 + 5
 #: From this many items on, `fill_from` tries a run rather than one item.
@@ -563,6 +566,10 @@ class PageBuilder:
                 most if type(most) is int else MAX_LIMIT,
                 markers=enc.markers,
                 binary=enc.binary,
+                # The page's streams outlive it (a `Paginator` keeps them, and another item
+                # on this page may hold the same iterator): what the file was written from
+                # stays there.
+                keep=True,
             )
             chunks = writer.chunks(item)
             if most is None:  # a `SpillTarget` that says no file limit takes bytes
@@ -577,23 +584,61 @@ class PageBuilder:
             return
         if policy == "truncate":
             info = OversizedItem(index, None, "truncated")
-            room = self._room() - self._report_growth((), info)
-            for _ in range(_REFITS):
-                fitted = self._call.fit(item, room, path) if room > 0 else None
-                if fitted is None:
-                    break
-                cut = [*self._reports(fitted[1], path), Truncation(path, "item", None, "bytes")]
-                grow = self._report_growth(cut, info)
-                over = len(fitted[0]) + grow - self._room()
-                if over <= 0:
-                    self._accept(item, fitted[0], cut, info, grow)
-                    return
-                # The reports did not fit: leave them more room. Below what was written,
-                # not below the room asked: a cut moves in steps (a list item), and a
-                # room 2 bytes smaller gave the same cut six times, then the placeholder.
-                room = len(fitted[0]) - over
+            best = self._truncated(item, path, info)
+            if best is not None:
+                self._accept(item, *best)
+                return
         info = OversizedItem(index, None, "placeholder")
         self._place(item, self._placeholder(), path, info)
+
+    def _truncated(
+        self, item: Any, path: str, info: OversizedItem
+    ) -> tuple[bytes, list[Truncation], OversizedItem, int] | None:
+        """*item* cut so that it and its reports fit the free space, in at most `_REFITS`
+        encodes: ``(bytes, reports, info, growth)`` for `_accept`, or None.
+
+        The reports' size is known only once the item is cut, and it is not monotone in
+        the room the item gets (an object cut to its marker reports less than one cut
+        member by member), so the room is searched between the largest room known to
+        fit (or to fit no rendering at all) and the smallest known to overflow: guessed
+        from the rounds so far (`_refit_room`), else halved. A cut that fills most of
+        the free space is taken at once; else the best found when the rounds run out.
+        """
+        free = self._room()
+        room = free - self._report_growth((), info)
+        if room <= 0:
+            return None
+        low, high = 0, room + 1  # rooms tried: the next lies strictly between
+        last: tuple[int, int] | None = None  # the last overflow: its room and total
+        best: tuple[bytes, list[Truncation], OversizedItem, int] | None = None
+        for _ in range(_REFITS):
+            fitted = self._call.fit(item, room, path)
+            if fitted is None:  # not even a marker fits: look above
+                low = room
+                guess = (low + high) // 2
+            else:
+                cut = [*self._reports(fitted[1], path), Truncation(path, "item", None, "bytes")]
+                grow = self._report_growth(cut, info)
+                shown = len(fitted[0])
+                total = shown + grow
+                if total <= free:
+                    if best is None or total > len(best[0]) + best[3]:
+                        best = (fitted[0], cut, info, grow)
+                    if total * _GOOD_FILL >= free * (_GOOD_FILL - 1):
+                        break
+                    low = room
+                    guess = (low + high) // 2
+                else:
+                    # A room above what was written gives the same cut (see _refit_room).
+                    high = min(room, shown)
+                    guess = _refit_room(room, shown, total, free, last)
+                    last = (room, total)
+                    if guess <= low:
+                        guess = (low + high) // 2
+            if not low < guess < high:
+                break
+            room = guess
+        return best
 
     def _spill_marker(self, ref: str, size: int) -> bytes:
         return self._encoder.marker("oversized", _spilled(ref, size))
@@ -828,10 +873,13 @@ class _Pulled:
                 index[key] = stream
         return page_id
 
-    def publish(self, key: int, stream: Stream) -> None:
+    def publish(self, key: int, stream: Stream) -> Stream:
         """Make *stream* found by every page from now on, before the page that met it is
         kept: a paging that runs beside it (another task at an ``await``, another
         thread) must render the values it pulled, not drain the iterator on its own.
+        Returns the stream to read the iterator through: *stream*, or the one another
+        page published for the same iterator first (two threads that both missed it
+        each made one; two streams would split the iterator's values between them).
 
         `ExpiredCursor` where its iterator is one whose stream was dropped: what it gave
         is gone, and rendering the rest would serve the item short (a retried cursor,
@@ -847,7 +895,11 @@ class _Pulled:
                     f"longer held (this process keeps the last {_MAX_PULLED_PAGES} pages' "
                     "pulls); start the paging again with fresh items"
                 )
+            held = self.streams.get(key)
+            if held is not None and held.source is stream.source:
+                return held
             self.streams[key] = stream  # counted, and so dropped in time, by `keep`
+            return stream
 
     def _bury(self, key: int, it: Any) -> None:
         """Remember that the stream of iterator *it* was dropped (under the lock)."""
@@ -897,8 +949,34 @@ class _PageStreams(dict[int, Stream]):
         return found
 
     def __setitem__(self, key: int, stream: Stream) -> None:
-        dict.__setitem__(self, key, stream)
-        _PULLED.publish(key, stream)
+        # What is kept is the stream every page reads this iterator through, which may
+        # be another page's: the caller reads it back.
+        dict.__setitem__(self, key, _PULLED.publish(key, stream))
+
+
+def _refit_room(room: int, shown: int, total: int, free: int, last: tuple[int, int] | None) -> int:
+    """The room to fit a truncated item into next: fitted into *room*, it showed *shown*
+    bytes and, with its reports, took *total* (more than the *free* bytes); *last* is the
+    room and total of the overflowing round before, if any.
+
+    How the reports change with the room depends on the item: a cut object reports about
+    one entry per member it shows (often longer than the member), so they shrink with
+    it; an object of long strings reports one entry per member whatever it shows, so they
+    keep their size. Taking the overflow off the room (their size kept) went to nothing,
+    then the placeholder, whenever the reports outweighed the data. So the guess is where
+    they keep their size, or where the line through the last two rounds meets the free
+    space, held between half and all of where they keep their share of the page: a cut
+    that changes shape (an object cut to its marker) breaks any line, and halving at
+    most keeps the rounds that reach a small room few. Below what was written, not
+    below the room asked: a cut moves in steps (a list item).
+    """
+    share = shown * free // total  # total > free: below shown
+    line = free - (total - shown)
+    if last is not None:
+        before, then = last
+        if then > total and before > room:  # the total fell with the room: a line
+            line = room - (total - free) * (before - room) // (then - total)
+    return min(max(line, share // 2), share, shown - 1)
 
 
 def _stored_position(position: Position, page_id: str | None) -> Position:
