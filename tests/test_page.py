@@ -1471,3 +1471,42 @@ def test_regression_a_list_position_changed_by_hand_is_an_invalid_cursor(
         db.close()
         with pytest.raises(InvalidCursor):
             paginate(rows, scope=ALICE, store=store, limits=limits, cursor=first.next_cursor)
+
+
+@pytest.mark.parametrize("budget", [622, 2000])
+def test_regression_a_spilled_row_of_many_cut_cells_fits_one_report(
+    tmp_path: Path, budget: int
+) -> None:
+    """Found by a tester: oversized="spill" with a source's max_cell_bytes reported each
+    cut cell of a spilled row at the row's place; 30 reports fitted no page, so the
+    row raised OversizedItemError at every retry (the file already spilled)."""
+    db = tmp_path / "t.db"
+    columns = [f"c{i}" for i in range(30)]
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"CREATE TABLE t (id INTEGER PRIMARY KEY, {', '.join(columns)})")
+        conn.execute(f"INSERT INTO t VALUES (1, {', '.join('?' * 30)})", ["é" * 1000] * 30)
+    conn.close()
+    source = SQLiteSource(db, table="t", max_cell_bytes=64)
+    pager = Paginator(Limits(budget), oversized="spill", spill_store=SpillStore(tmp_path / "s"))
+    page = pager.paginate(source, scope=ALICE)
+    assert len(page.to_json()) <= budget
+    (spilled,) = page.oversized
+    assert spilled.outcome == "spilled"
+    cuts = [t for t in page.truncations if t.kind == "string"]
+    assert len(cuts) == 1
+    assert cuts[0].path == "/items/0"
+    assert (cuts[0].omitted, cuts[0].unit) == (30 * (2000 - 64), "bytes")
+
+
+def test_regression_a_spill_ref_with_a_lone_surrogate_is_refused_by_name(tmp_path: Path) -> None:
+    """Found by a tester: a spill_ref that returned a lone surrogate leaked orjson's bare
+    TypeError ("str is not valid UTF-8"), naming nothing of jsonbudget's."""
+    pager = Paginator(
+        Limits(700),
+        oversized="spill",
+        spill_store=SpillStore(tmp_path),
+        spill_ref=lambda spilled, scope: "\ud800",
+    )
+    with pytest.raises(LimitError) as info:
+        pager.paginate([{"body": "x" * 5000}], scope=ALICE)
+    assert info.value.name == "spill_ref"

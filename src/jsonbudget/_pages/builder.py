@@ -651,14 +651,19 @@ class PageBuilder:
         one), which a spill file holds as they were read: reported at the item's place,
         as the encoder reports such a cut, so no spilled item passes for whole."""
         values = item.values() if type(item) is dict else (item,)
-        cuts = []
-        for value in values:
-            if type(value) is Clipped:
-                if isinstance(value.head, str) or self._encoder.binary != "marker":
-                    cuts.append(Truncation(path, "string", value.omitted, value.unit))
-                else:  # written as the binary marker, which says the size
-                    cuts.append(Truncation(path, "unencodable", None, "bytes"))
-        return cuts
+        cut = [v for v in values if type(v) is Clipped]
+        if not cut:
+            return []
+        # One report for all of them, at the item's place (a row of 30 cut cells made 30
+        # reports there, which no page had room for: OversizedItemError, paging stuck).
+        # What they left out, summed where they count in one unit; else not counted.
+        units = {v.unit for v in cut}
+        binary_marker = self._encoder.binary == "marker"
+        if len(cut) == 1 and binary_marker and not isinstance(cut[0].head, str):
+            return [Truncation(path, "unencodable", None, "bytes")]  # the marker says it
+        if len(units) == 1 and not (binary_marker and any(isinstance(v.head, bytes) for v in cut)):
+            return [Truncation(path, "string", sum(v.omitted for v in cut), units.pop())]
+        return [Truncation(path, "string", None, "bytes")]
 
     def _place(
         self,
@@ -693,7 +698,12 @@ def _shown_ref(made: object) -> str:
     counted with that room, so a longer one would overflow it."""
     if not isinstance(made, str):
         raise TypeError(f"spill_ref must return a str, not {type(made).__name__}")
-    size = len(_dumps(made)) - 2  # as the marker and the report write it
+    try:
+        size = len(_dumps(made)) - 2  # as the marker and the report write it
+    except orjson.JSONEncodeError:  # a lone surrogate: no JSON text holds it
+        raise LimitError(
+            "spill_ref", made[:40], "returned a reference with a lone surrogate"
+        ) from None
     if not made or size > _LONGEST_SPILL_REF:
         raise LimitError(
             "spill_ref",
