@@ -278,6 +278,22 @@ def test_admitted_with_a_tool_name_that_is_not_an_identifier_drops_it(tmp_path: 
     assert summarize(turn.admit({"a": 1}, tool=SECRET_KEY))["tool"] is None
 
 
+def test_regression_a_spilled_tool_name_that_is_not_an_identifier_is_not_in_its_ref(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: the summary dropped such a tool name, but the spill's ref,
+    which starts with the name lowered (lookup_customer_alice_smith_example_com.<sha>),
+    carried it into span attributes and every summarized log line."""
+    turn = TurnBudget(max_bytes=2000, store=SpillStore(tmp_path / "spill"))
+    admitted = turn.admit(["x" * 100] * 100, tool="lookup customer Alice.Smith@example.com")
+    assert admitted.spill is not None
+    summary = summarize(admitted)
+    assert summary["tool"] is None
+    assert "alice" not in orjson.dumps(summary).decode().lower()
+    kept = summarize(turn.admit(["x" * 100] * 100, tool="lookup"))
+    assert kept["spill"]["ref"].startswith("lookup.")  # an identifier's name is kept
+
+
 def test_regression_handler_filter_covers_child_loggers() -> None:
     """A `SummaryFilter` on a logger let a child's record through its handler with an email,
     an SSN and a cursor in it; on the handler it covers every logger that reaches it."""

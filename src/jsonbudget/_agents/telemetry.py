@@ -198,7 +198,13 @@ class Summarizer:
     def _admitted(self, admitted: Any) -> dict[str, Any]:
         out = self._gated(admitted, "admitted")
         # A tool name is copied only if it is an identifier; a label could hold anything.
-        out["tool"] = _word(getattr(admitted, "tool", None))
+        out["tool"] = tool = _word(getattr(admitted, "tool", None))
+        spill = out["spill"]
+        if tool is None and spill is not None:
+            # The spill's name starts with the tool's, lowered and with `_` for the rest
+            # ("lookup customer Alice.Smith@example.com" made lookup_customer_alice_...):
+            # not kept where the name itself is not.
+            spill.pop("ref", None)
         out["admitted_bytes"] = _count(getattr(admitted, "admitted_bytes", None))
         out["reason"] = _word(getattr(admitted, "reason", None))
         out["over_budget"] = getattr(admitted, "over_budget", None) is True
