@@ -1510,3 +1510,21 @@ def test_regression_a_spill_ref_with_a_lone_surrogate_is_refused_by_name(tmp_pat
     with pytest.raises(LimitError) as info:
         pager.paginate([{"body": "x" * 5000}], scope=ALICE)
     assert info.value.name == "spill_ref"
+
+
+def test_regression_paginate_keys_hooks_by_identity() -> None:
+    """As bounded_dumps did (found by a tester): the one-call paginate reused the pager of
+    an earlier default hook that compared equal but acted apart."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Hook:
+        upper: bool = dataclasses.field(compare=False)
+
+        def __call__(self, value: Any) -> str:
+            return "SET" if self.upper else "set"
+
+    store = MemoryCursorStore()
+    for upper, want in ((True, "SET"), (False, "set")):
+        page = paginate([{1}], scope=ALICE, store=store, limits=Limits(400), default=Hook(upper))
+        assert orjson.loads(page.to_json())["items"] == [want]

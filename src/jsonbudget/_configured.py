@@ -10,10 +10,11 @@ step, so threads may share it. What it holds is configuration only.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Configured"]
+__all__ = ["Configured", "hook_key"]
 
 T = TypeVar("T")
 
@@ -42,3 +43,16 @@ class Configured(Generic[T]):
                 cache.clear()
             cache[key] = found
         return found
+
+
+def hook_key(hook: Any) -> Hashable:
+    """*hook* (a ``default``, a ``spill_ref``) as a cache key: by identity, since two
+    hooks that compare equal may still act apart (a frozen dataclass with a
+    ``compare=False`` field ran in place of another). A bound method, made anew at each
+    attribute access, by its object and function, as its own ``==`` compares them. The
+    cached object holds the hook, so no id in a live entry is reused."""
+    if hook is None:
+        return None
+    if type(hook) is types.MethodType:
+        return (id(hook.__self__), id(hook.__func__))
+    return id(hook)

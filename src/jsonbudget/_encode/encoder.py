@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, TypeVar
 
-from .._configured import Configured
+from .._configured import Configured, hook_key
 from .._frozen import Record, fast_constructor
 from .._limits import (
     DEFAULT_MAX_DEPTH,
@@ -505,13 +505,9 @@ def _encoder(key: tuple[Any, ...]) -> Encoder:
     for limit in key[1:6]:
         if limit is not None and type(limit) is not int:
             return _make(key)  # refused there: 64.0 == 64 must not find 64's encoder
-    default = key[8]
-    if default is None:
+    if key[8] is None:
         return _configured.get(key, lambda: _make(key))
-    # The hook by identity: two hooks that compare equal may still act apart (a frozen
-    # dataclass with a compare=False field). The cached encoder holds it, so its id is
-    # not reused while the entry lives.
-    return _configured.get((*key[:8], id(default), *key[9:]), lambda: _make(key))
+    return _configured.get((*key[:8], hook_key(key[8]), *key[9:]), lambda: _make(key))
 
 
 def _make(key: tuple[Any, ...]) -> Encoder:

@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
 import orjson
 
-from .._configured import Configured
+from .._configured import Configured, hook_key
 from .._cursors.scope import Scope
 from .._cursors.store import (
     TOKEN_CHARS,
@@ -1284,8 +1284,8 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
         named,
         strategy,
         markers,
-        default,
+        hook_key(default),
         binary,
-        spill_ref,
+        hook_key(spill_ref),
     )
     return _configured.get(key, make)
