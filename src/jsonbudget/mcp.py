@@ -24,7 +24,7 @@ import typing
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import orjson
 
@@ -273,6 +273,26 @@ def serving_apps(start: Any = None) -> list[Any]:
         tokens = getattr(ctx, "_tokens", None)
         ctx = tokens[0].old_value if tokens else None
     return apps
+
+
+_T = TypeVar("_T")
+
+
+def _for_identity_now(own: Any, built: _T, larger: dict[str, _T], make: Callable[[Any], _T]) -> _T:
+    """*built* (made for identity *own*), or, under FastMCP, what *make* makes for the
+    serverInfo stamp of the app that answers this call when that is larger than *own*'s
+    (a mounting app's, not the one the tool is on); kept in *larger*, a few at most."""
+    apps = serving_apps()
+    identity = largest_identity([own, *apps]) if apps else own
+    if identity is own:
+        return built
+    key = json.dumps(_stamp_of(identity), sort_keys=True)
+    found = larger.get(key)
+    if found is None:
+        if len(larger) > 8:  # one per app that serves it: a few
+            larger.clear()
+        found = larger[key] = make(identity)
+    return found
 
 
 def largest_identity(servers: Sequence[Any]) -> Any:
@@ -804,28 +824,15 @@ def paginated_tool(
     # By the stamp of a larger identity met on a call: the pager that counts it.
     larger: dict[str, McpPager] = {}
 
+    def pager_for(identity: Any) -> McpPager:
+        # The same store: a cursor continues whichever pager issued it.
+        return McpPager(limits=pager.limits, store=pager.store, oversized=oversized,
+                        spill_store=spill_store, strategy=strategy, markers=markers,
+                        default=default, content=content, server=identity,
+                        reader=reader)  # fmt: skip
+
     def pager_now() -> McpPager:
-        """The pager for this call: under FastMCP, one counting the serverInfo stamp of
-        the app that answers it (a mounting app's, not the one the tool is on) when that
-        is larger than the identity *server* gave (or the default one)."""
-        apps = serving_apps()
-        if not apps:
-            return pager
-        identity = largest_identity([own, *apps])
-        if identity is own:
-            return pager
-        key = json.dumps(_stamp_of(identity), sort_keys=True)
-        found = larger.get(key)
-        if found is None:
-            if len(larger) > 8:  # one per app that serves it: a few
-                larger.clear()
-            # The same store: a cursor continues whichever pager issued it.
-            found = McpPager(limits=pager.limits, store=pager.store, oversized=oversized,
-                             spill_store=spill_store, strategy=strategy, markers=markers,
-                             default=default, content=content, server=identity,
-                             reader=reader)  # fmt: skip
-            larger[key] = found
-        return found
+        return _for_identity_now(own, pager, larger, pager_for)
 
     # The SDK validates structured content against the declared schema and publishes
     # it as the tool's outputSchema; a text-only result declares none.
@@ -951,17 +958,7 @@ def read_result_tool(
     larger: dict[str, ResultReader] = {}
 
     def pages_now() -> ResultReader:
-        apps = serving_apps()
-        identity = largest_identity([own, *apps]) if apps else own
-        if identity is own:
-            return pages
-        key = json.dumps(_stamp_of(identity), sort_keys=True)
-        found = larger.get(key)
-        if found is None:
-            if len(larger) > 8:  # one per app that serves it: a few
-                larger.clear()
-            found = larger[key] = reader_for(identity)
-        return found
+        return _for_identity_now(own, pages, larger, reader_for)
 
     def read_result(ref: str, pointer: str = "", cursor: str | None = None) -> CallToolResult:
         """Read more of a spilled result: the value at the JSON Pointer `pointer` (\"\" for

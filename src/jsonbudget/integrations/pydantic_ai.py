@@ -148,12 +148,7 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         # answers arguments that do not validate with their errors, the input echoed, as
         # it answers a function tool's (an 18 KB argument came back whole, uncounted). The
         # function-tool hooks never see these calls.
-        call = output_context.tool_call
-        if call is None or ctx.partial_output:
-            # Output that is no tool call gets no call's answer (see the docs); a partial
-            # output's errors, while streaming, are never sent.
-            return await handler(output)
-        return await self._answered(handler, output, call.tool_name)
+        return await self._output_answered(ctx, output_context, handler, output)
 
     async def wrap_output_process(
         self,
@@ -165,8 +160,19 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     ) -> Any:
         # An output validator's or output function's ModelRetry (or ValidationError) on an
         # output tool's call answers that call too, as its message.
+        return await self._output_answered(ctx, output_context, handler, output)
+
+    async def _output_answered(
+        self,
+        ctx: RunContext[Any],
+        output_context: OutputContext,
+        handler: Callable[[Any], Awaitable[Any]],
+        output: Any,
+    ) -> Any:
         call = output_context.tool_call
         if call is None or ctx.partial_output:
+            # Output that is no tool call gets no call's answer (see the docs); a partial
+            # output's errors, while streaming, are never sent.
             return await handler(output)
         return await self._answered(handler, output, call.tool_name)
 
