@@ -22,6 +22,7 @@ from jsonbudget import (
     MCP_KEYS,
     BudgetExhausted,
     CursorScopeError,
+    EncodeError,
     ExpiredCursor,
     InvalidCursor,
     IterableSource,
@@ -1528,3 +1529,30 @@ def test_regression_paginate_keys_hooks_by_identity() -> None:
     for upper, want in ((True, "SET"), (False, "set")):
         page = paginate([{1}], scope=ALICE, store=store, limits=Limits(400), default=Hook(upper))
         assert orjson.loads(page.to_json())["items"] == [want]
+
+
+def _fails_after(n: int) -> Iterator[int]:
+    yield from range(n)
+    raise RuntimeError("db connection lost")
+
+
+@pytest.mark.parametrize("oversized", ["truncate", "spill"])
+def test_regression_an_iterator_that_raised_raises_again_never_ends_short(
+    tmp_path: Path, oversized: str
+) -> None:
+    """Found by a tester: an item's generator that raised gave EncodeError once; the same
+    page asked again served it complete and short ({"vals":[0,1,2,3,4]}), and a spill
+    wrote 150 of 200 values as the whole item: the finished generator read as ended."""
+    items = [{"id": 1, "vals": _fails_after(150 if oversized == "spill" else 5)}]
+    options: dict[str, Any] = {"oversized": oversized}
+    if oversized == "spill":
+        options["spill_store"] = SpillStore(tmp_path)
+        items[0]["pad"] = "x" * 3000  # too big for the page: spilled
+    store = MemoryCursorStore()
+    for _ in range(3):
+        with pytest.raises(EncodeError, match="iterator raised RuntimeError") as info:
+            paginate(items, scope=ALICE, store=store, limits=Limits(1000), **options)
+        assert info.value.path == "/items/0/vals"
+        assert isinstance(info.value.__cause__, RuntimeError)
+    if oversized == "spill":
+        assert list(tmp_path.iterdir()) == []  # no short file

@@ -475,3 +475,15 @@ def test_regression_a_query_value_that_raises_while_read_is_an_encode_error() ->
             canonical_query({"x": [value]})
         assert info.value.path == "/x/0"
         assert isinstance(info.value.__cause__, cause)
+
+
+def test_regression_a_model_in_a_query_is_keyed_by_its_fields_aliases() -> None:
+    """Found by a tester: a model was keyed by its fields' Python names (user_id), so a
+    Scope of the model did not equal one of the dict the client sent ({"userId": 7})."""
+    import pydantic
+
+    class Args(pydantic.BaseModel):
+        user_id: int = pydantic.Field(alias="userId")
+        q: str
+
+    assert Scope("p", {"a": Args(userId=7, q="x")}) == Scope("p", {"a": {"userId": 7, "q": "x"}})

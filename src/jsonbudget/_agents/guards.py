@@ -21,6 +21,7 @@ import io
 import itertools
 import json
 import operator
+import re
 import threading
 import typing
 from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Iterator
@@ -1004,6 +1005,8 @@ def _json_shape(t: type) -> Any:
     return Any
 
 
+#: A run of 20 digits or more: the least an integer past 64 bits is written with.
+_LONG_DIGITS: Final = re.compile(rb"[0-9]{20}")
 #: JSON as orjson writes it, for values orjson cannot write (an int past 64 bits).
 _COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -1026,10 +1029,13 @@ def _parsed_within(value: Any, encoder: Encoder) -> Any:
     budget = limits.max_bytes
     while True:
         data = encode_replaying(encoder, value, streams).data
-        try:
+        if _LONG_DIGITS.search(data) is None:
             parsed = orjson.loads(data)
             size = len(orjson.dumps(parsed))
-        except orjson.JSONDecodeError:  # an integer past 64 bits: read and sized exact
+        else:
+            # Maybe an integer past 64 bits, which orjson reads as a rounded float (or
+            # refuses past the float range): read and sized exact. (Digits in a string
+            # only cost the slower parse.)
             parsed = load_json(data)
             size = len(_COMPACT.encode(parsed).encode())
         if size <= limits.max_bytes:

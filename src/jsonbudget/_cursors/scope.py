@@ -197,7 +197,11 @@ def as_sent(value: Any, depth: int = 0) -> Any:
     if isinstance(value, pydantic.BaseModel):
         if isinstance(value, pydantic.RootModel):
             return as_sent(value.root, depth)
-        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        # Under the name the client sends a field by: its alias, where it has one.
+        fields = {
+            field.alias if isinstance(field.alias, str) else name: getattr(value, name)
+            for name, field in type(value).model_fields.items()
+        }
         fields.update(value.model_extra or {})
         return _Frozen({k: as_sent(v, deeper) for k, v in fields.items()})
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

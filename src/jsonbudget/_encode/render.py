@@ -140,7 +140,7 @@ class Stream:
     pulled value is lost.
     """
 
-    __slots__ = ("done", "it", "items", "lock", "source")
+    __slots__ = ("done", "failed", "it", "items", "lock", "source")
 
     def __init__(self, it: Iterator[Any], source: Iterator[Any] | None = None) -> None:
         self.it = it
@@ -149,6 +149,10 @@ class Stream:
         self.source = it if source is None else source
         self.items: list[Any] = []
         self.done = False
+        # What the iterator raised: raised again at every later read. A generator that
+        # raised is finished, and read again it ends, so a retried page served the item
+        # short under complete (and a spill wrote it short) with no marker.
+        self.failed: Exception | None = None
         # Pages in other threads meet the same stream: one pulls at a time, or a
         # generator raises "already executing" (reentrant: an iterator that pages its
         # own stream gets that error, not a deadlock).
@@ -174,9 +178,17 @@ class Stream:
         """Pull one item into `items`; False (and `done`) where the iterator ended."""
         try:
             with self.lock:
+                if self.failed is not None:
+                    raise self.failed
                 if self.done:
                     return False
-                self.items.append(next(self.it))
+                try:
+                    self.items.append(next(self.it))
+                except StopIteration:
+                    raise
+                except Exception as exc:
+                    self.failed = exc
+                    raise
         except StopIteration:
             self.done = True
             return False

@@ -93,8 +93,10 @@ class JsonWriter:
         """The bytes made so far."""
         return self.limit - self.left
 
-    def chunks(self, obj: Any) -> Iterator[bytes]:
-        yield from self._value(obj, 0, "")
+    def chunks(self, obj: Any, path: str = "") -> Iterator[bytes]:
+        """*obj*'s JSON, in chunks; an error names its place under *path* (a page's
+        item, ``/items/3``)."""
+        yield from self._value(obj, 0, path)
         if self.buf:
             yield bytes(self.buf)
             self.buf.clear()
@@ -172,6 +174,8 @@ class JsonWriter:
             return stream.replay(path)
         if stream is None:
             return it
+        if stream.failed is not None:
+            return stream.replay(path)  # raises where the iterator raised before
         return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
 
     def _array(self, obj: Any, depth: int, path: str) -> Iterator[bytes]:

@@ -571,7 +571,7 @@ class PageBuilder:
                 # stays there.
                 keep=True,
             )
-            chunks = writer.chunks(item)
+            chunks = writer.chunks(item, path)
             if most is None:  # a `SpillTarget` that says no file limit takes bytes
                 ref = store.put(b"".join(chunks), label=self._spill_label)
             else:  # one that does (a `SpillBackend`) takes the chunks as they are made
