@@ -14,12 +14,12 @@ import math
 import re
 import subprocess
 import sys
-import tempfile
 import tracemalloc
 import types
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import attrs
@@ -2246,7 +2246,7 @@ class _UuidKeyed(pydantic.BaseModel):
     ids=["field_serializer", "generator under non-str keys"],
 )
 def test_regression_an_iterator_pydantic_writes_itself_is_marked_never_drained(
-    make: Any,
+    make: Any, tmp_path: Path
 ) -> None:
     """Found by a tester: a field pydantic writes itself (a field serializer, a dict with
     UUID keys) holding a one-shot iterator came out [] under complete=True: pydantic ran
@@ -2256,7 +2256,7 @@ def test_regression_an_iterator_pydantic_writes_itself_is_marked_never_drained(
     assert not out.complete
     assert b"[unencodable:" in out.data
     assert [t.kind for t in out.truncations] == ["unencodable"]
-    store = SpillStore(tempfile.mkdtemp())
+    store = SpillStore(tmp_path)
     gated = ResultGate(max_bytes=500, store=store).gate(make())
     assert b"[unencodable:" in gated.data  # marked where it passed through, not []
 
