@@ -438,3 +438,26 @@ def test_regression_a_counter_class_is_refused_when_the_fitter_is_made(counter: 
     fitter.counter = counter
     with pytest.raises(TypeError, match=r"TokenFitter\.fit\(\) counter must be"):
         fitter.fit(iter([1, 2, 3]))
+
+
+def test_regression_a_refused_counter_is_the_limit_errors_value() -> None:
+    """Found by a tester (in other options, then here by grep): LimitError.value held the
+    argument's type name, where the errors page says it is what was passed."""
+    counter = object()
+    with pytest.raises(LimitError) as info:
+        fit_tokens(DOCS, max_tokens=10, counter=counter)  # type: ignore[arg-type]
+    assert info.value.value is counter
+    huge = ["x" * 1000] * 1000  # a list's count() counts occurrences: refused
+    with pytest.raises(LimitError) as info:
+        fit_tokens(DOCS, max_tokens=10, counter=huge)
+    assert info.value.value is huge
+    assert len(str(info.value)) < 400  # the message shows a bounded repr
+
+
+def test_a_limit_errors_message_survives_a_repr_that_raises() -> None:
+    class Hostile:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    err = LimitError("counter", Hostile(), "must have a count(text) method")
+    assert str(err) == "counter=<Hostile object> is invalid: must have a count(text) method"

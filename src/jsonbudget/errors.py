@@ -82,7 +82,17 @@ class LimitError(JsonBudgetError, ValueError):
         self.name = name
         self.value = value
         self.reason = reason
-        super().__init__(f"{name}={value!r} is invalid: {reason}")
+        super().__init__(f"{name}={_shown(value)} is invalid: {reason}")
+
+
+def _shown(value: object) -> str:
+    """*value*'s repr for a message, at most 200 characters (a store, a counter or an
+    exception passed where a limit goes may have a long one, or one that raises)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - the error being made is about the value, not its repr
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 class EncodeError(JsonBudgetError, TypeError):

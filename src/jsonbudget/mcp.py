@@ -371,9 +371,7 @@ class McpPager:
             if not isinstance(reader, ResultReader):
                 raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
             if spill_store is not None and spill_store is not reader.spill:
-                raise LimitError(
-                    "spill_store", type(spill_store).__name__, "must be the reader's spill store"
-                )
+                raise LimitError("spill_store", spill_store, "must be the reader's spill store")
             # The reader reads what this pager spills, by a reference bound to the caller.
             spill_store = reader.spill
             spill_ref = functools.partial(_reader_ref, reader)

@@ -1286,7 +1286,7 @@ def _as_cap_verdict(current: int, verdict_or_error: object) -> OutputCapTooLarge
         return verdict
     raise LimitError(
         "verdict_or_error",
-        type(verdict_or_error).__name__,
+        verdict_or_error,
         f"is not an output-cap error (classified as {type(verdict).__name__})",
     )
 

@@ -336,7 +336,7 @@ class ResultGate:
         self._principal = principal
         if reader is not None:
             if store is not None and store is not reader.spill:
-                raise LimitError("store", type(store).__name__, "must be the reader's spill store")
+                raise LimitError("store", store, "must be the reader's spill store")
             store = reader.spill  # the reader reads what this gate spills
         if read_hint is None:
             read_hint = DEFAULT_READ_HINT if reader is None else READ_RESULT_HINT

@@ -201,7 +201,11 @@ class TiktokenCounter:
             self._encoding = encoding
             self._options = _encode_options(encoding)
         else:
-            raise LimitError("encoding", type(encoding).__name__, "must be a name or an encoding")
+            raise LimitError(
+                "encoding",
+                encoding,
+                f"must be a name or an encoding, not {type(encoding).__name__}",
+            )
 
     def _load(self) -> Any:
         try:
@@ -317,13 +321,13 @@ class TokenFitter:
             # Their count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
             raise LimitError(
                 "counter",
-                type(counter).__name__,
+                counter,
                 "must be a token counter, not an encoding's name: TiktokenCounter('o200k_base')",
             )
         if not callable(getattr(counter, "count", None)):
-            raise LimitError("counter", type(counter).__name__, "must have a count(text) method")
+            raise LimitError("counter", counter, "must have a count(text) method")
         if limits is not None and not isinstance(limits, Limits):
-            raise LimitError("limits", type(limits).__name__, "must be a Limits")
+            raise LimitError("limits", limits, f"must be a Limits, not {type(limits).__name__}")
         cap = encode_options.get("max_bytes")
         if cap is not None:
             check_int("max_bytes", cap, minimum=MIN_BYTES)
