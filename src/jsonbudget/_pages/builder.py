@@ -657,11 +657,12 @@ class PageBuilder:
         # One report for all of them, at the item's place (a row of 30 cut cells made 30
         # reports there, which no page had room for: OversizedItemError, paging stuck).
         # What they left out, summed where they count in one unit; else not counted.
+        # Binary cells in the "marker" mode are written as the marker, which says the size.
+        marked = self._encoder.binary == "marker" and any(isinstance(v.head, bytes) for v in cut)
+        if marked and len(cut) == 1:
+            return [Truncation(path, "unencodable", None, "bytes")]
         units = {v.unit for v in cut}
-        binary_marker = self._encoder.binary == "marker"
-        if len(cut) == 1 and binary_marker and not isinstance(cut[0].head, str):
-            return [Truncation(path, "unencodable", None, "bytes")]  # the marker says it
-        if len(units) == 1 and not (binary_marker and any(isinstance(v.head, bytes) for v in cut)):
+        if not marked and len(units) == 1:
             return [Truncation(path, "string", sum(v.omitted for v in cut), units.pop())]
         return [Truncation(path, "string", None, "bytes")]
 
