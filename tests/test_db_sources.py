@@ -3222,3 +3222,27 @@ def test_regression_a_table_too_wide_for_the_cut_query_is_refused_clearly(
                 assert info.value.name == "table"
         finally:
             pg.execute("DROP TABLE wide")
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 256])
+def test_regression_offset_without_an_order_counts_rows_in_one_query_form(
+    tmp_path: Path, batch_size: int
+) -> None:
+    """Found by a property test: with `order_by=()` in offset mode a path source read
+    cells bare, and a cell past the length limit sent the rows again through another
+    form of the query (rowids, then each row): without an ORDER BY SQLite scanned a
+    covering index for one and the table for the other, so offsets counted in two
+    orders and a complete page served row 2 twice and row 1 never."""
+    path = tmp_path / "db.sqlite3"
+    with contextlib.closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k2 TEXT, b BLOB)")
+        setup.execute("CREATE INDEX ix ON t(k2)")
+        setup.executemany(
+            "INSERT INTO t VALUES (?, ?, ?)",
+            [(1, "a", b"\x01" * 381), (2, None, None), (3, "c", b"\x02" * 900), (4, "b", None)],
+        )
+        setup.commit()
+    with SQLiteSource(path, table="t", order_by=(), mode="offset", batch_size=batch_size) as source:
+        pages = pages_by_paginate(source, Limits(380))
+    served = sorted(row["id"] for page in pages for row in page)
+    assert served == [1, 2, 3, 4]

@@ -214,6 +214,43 @@ def test_regression_a_page_after_short_rows_fetches_bounded_bytes() -> None:
     assert served == list(range(1, 261))
 
 
+def test_regression_a_later_page_reads_wide_rows_past_short_ones_in_steps() -> None:
+    """Found in review: a later page's first fetch asks for the rows the page before
+    held, plus two (256 here), sized by those short rows: where a few short ones were
+    left and wide ones followed, it brought 150 rows of ten 60 KB columns (94 MB) for a
+    64 KiB page. That query is now read AHEAD_BYTES at the cut at a time, the next rows
+    only when the page asks for them."""
+    conn = sqlite3.connect(":memory:", factory=_ByteCountingConnection)
+    cols = [f"c{i}" for i in range(10)]
+    conn.execute(f"CREATE TABLE docs (id INTEGER PRIMARY KEY, {', '.join(cols)})")
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 748)"
+        " INSERT INTO docs SELECT i, " + ", ".join(["'a'"] * 10) + " FROM n"
+    )
+    long = "replace(hex(zeroblob(30000)), '0', 'x')"  # 60,000 bytes
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 749 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)"
+        f" INSERT INTO docs SELECT i, {', '.join([long] * 10)} FROM n"
+    )
+    source = SQLiteSource(conn, table="docs")
+    position: Any = None
+    served: list[int] = []
+    sizes: list[int] = []
+    limits = Limits(65536)
+    for _ in range(400):
+        _ByteCountingCursor.fetched = 0
+        builder = PageBuilder(limits)
+        more, position = source.fill(builder, position)
+        page = builder.finish(complete=not more, next_cursor="x" if more else None)
+        served += [row["id"] for row in page.items]
+        sizes.append(len(page.items))
+        assert _ByteCountingCursor.fetched <= AHEAD_BYTES + limits.max_bytes
+        if not more:
+            break
+    assert served == list(range(1, 1001))
+    assert sizes[0] > 600  # the first page holds most short rows: the case above
+
+
 def test_regression_sqlite_parse_colnames_names_are_refused_clearly(tmp_path: Path) -> None:
     """Found by a tester: with detect_types=PARSE_COLNAMES sqlite3 reads a column named
     "size [cm]" as "size", and the source's own query, which names the columns, failed

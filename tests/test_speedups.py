@@ -954,6 +954,28 @@ def test_first_over_refuses_what_is_not_its_arguments() -> None:
         numbers.first_over([], 0, (-1,), 0)
 
 
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_text_bytes_compiled_and_python_agree(data: Any) -> None:
+    width = data.draw(st.integers(0, 4))
+    row = st.tuples(*[_near_bound] * width)
+    rows: list[Any] = data.draw(st.lists(st.one_of(row, row.map(list)), max_size=6))
+    start = data.draw(st.integers(0, len(rows) + 1))
+    compiled = numbers.text_bytes(rows, start)
+    assert compiled == sql.text_bytes_py(rows, start)
+    # The sum of what each tuple's str and bytes cells hold, counted by hand.
+    assert compiled == sum(
+        len(v) for r in rows[start:] if type(r) is tuple for v in r if type(v) in (str, bytes)
+    )
+
+
+def test_text_bytes_refuses_what_is_not_its_arguments() -> None:
+    with pytest.raises(TypeError, match="text_bytes"):
+        numbers.text_bytes((), 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="out of range"):
+        numbers.text_bytes([], -1)
+
+
 def test_rows_to_dicts_refuses_what_is_not_its_arguments() -> None:
     with pytest.raises(TypeError, match="rows_to_dicts"):
         numbers.rows_to_dicts(["a"], [], 0, 1, 0, (), 0)  # type: ignore[arg-type]

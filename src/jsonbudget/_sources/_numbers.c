@@ -267,6 +267,48 @@ first_over(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i < PyList_GET_SIZE(rows) ? i : PyList_GET_SIZE(rows));
 }
 
+/* text_bytes(rows, start) -> int
+ *
+ * The characters of the str cells and the bytes of the bytes cells of the rows from
+ * *start* (a row that is not an exact tuple counts nothing): what a fetch of them
+ * brought, without a Python step a cell (`_Chunks` reads a query on while it is small).
+ */
+static PyObject *
+text_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "text_bytes(rows: list, start)");
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "text_bytes(): start out of range");
+        return NULL;
+    }
+    /* Nothing below runs Python code, so *rows* cannot change under us. */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = start; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_CheckExact(row)) {
+            continue;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(row); j++) {
+            PyObject *v = PyTuple_GET_ITEM(row, j);
+            if (PyUnicode_Check(v)) {
+                total += PyUnicode_GET_LENGTH(v);
+            }
+            else if (PyBytes_Check(v)) {
+                total += PyBytes_GET_SIZE(v);
+            }
+        }
+    }
+    return PyLong_FromSsize_t(total);
+}
+
 /* lines_array works on 64 bytes at a time, as simdjson's first stage does: a bit a byte
  * for the quotes, the backslashes, the line breaks and the bytes that shape the
  * structure (brackets, commas, line breaks). */
@@ -465,6 +507,9 @@ static PyMethodDef methods[] = {
     {"rounded", rounded, METH_O,
      "rounded(value) -> bool: whether orjson's *value* holds a float of magnitude 2**63 or "
      "more (where it may have rounded an integer literal)."},
+    {"text_bytes", (PyCFunction)(void (*)(void))text_bytes, METH_FASTCALL,
+     "text_bytes(rows, start) -> int: the characters of the str cells and the bytes of the "
+     "bytes cells of the tuples in *rows* from *start*."},
     {"rows_to_dicts", (PyCFunction)(void (*)(void))rows_to_dicts, METH_FASTCALL,
      "rows_to_dicts(columns, rows, start, flags_at, n_flags, long_at, longest) -> "
      "(dicts, stop): the rows from *start* as dicts, up to the first that is not a tuple, "

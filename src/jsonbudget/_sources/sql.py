@@ -258,6 +258,31 @@ def first_over_py(rows: list[Any], start: int, long_at: tuple[int, ...], longest
     return len(rows)
 
 
+def text_bytes_py(rows: list[Any], start: int) -> int:
+    """The characters of the str cells and the bytes of the bytes cells of the tuples in
+    *rows* from *start*.
+
+    The pure-Python twin of the compiled ``_numbers.text_bytes``.
+    """
+    return sum(
+        len(v)
+        for row in rows[start:]
+        if type(row) is tuple
+        for v in row
+        if isinstance(v, str | bytes)
+    )
+
+
+def _unslip(plan: _Plan, rows: list[Any]) -> None:
+    """Make each cell of *rows*, read bare, that passed SQLite's length limit the
+    `Clipped` the cut select gives (`SQLiteSource._unslipped`)."""
+    long_at, longest = plan.long_at, plan.longest
+    i = first_over(rows, 0, long_at, longest)
+    while i < len(rows):
+        rows[i] = _slipped(rows[i], long_at, longest)
+        i = first_over(rows, i + 1, long_at, longest)
+
+
 def _slipped(row: Any, long_at: tuple[int, ...], longest: int) -> Any:
     """*row*, read bare, with each text or blob longer than *longest* at an index of
     *long_at* made the `Clipped` the cut select gives for it (`_untag`)."""
@@ -300,10 +325,11 @@ def _utf8_prefix(data: bytes) -> str:
 
 rows_to_dicts: Callable[..., tuple[list[dict[str, Any]], int]]
 first_over: Callable[[list[Any], int, tuple[int, ...], int], int]
+text_bytes: Callable[[list[Any], int], int]
 try:
-    from ._numbers import first_over, rows_to_dicts
+    from ._numbers import first_over, rows_to_dicts, text_bytes
 except ImportError:  # pragma: no cover - built without a C compiler
-    rows_to_dicts, first_over = rows_to_dicts_py, first_over_py
+    rows_to_dicts, first_over, text_bytes = rows_to_dicts_py, first_over_py, text_bytes_py
 
 
 class _Plan:
@@ -809,7 +835,7 @@ class _SQLSource(Source[Row]):
         self,
         builder: Filler,
         plan: _Plan,
-        cursor: Any,
+        chunks: _Chunks,
         *,
         limit_hint: int | None,
         start: int,
@@ -820,11 +846,11 @@ class _SQLSource(Source[Row]):
         Returns whether a row was left over, the position after the page's last row,
         and the raw rows fetched but not served (the look-ahead first).
         """
-        batch = self._first_batch(limit_hint, plan, cursor)
+        batch = self._first_batch(limit_hint, plan, chunks)
         cap = _fetch_cap(plan)
         served = 0
         last: tuple[list[Any], int] = ([], 0)  # the last batch that served rows, and how many
-        fetchmany = cursor.fetchmany
+        fetchmany = chunks.fetchmany
         while rows := fetchmany(batch):
             if type(rows) is not list:
                 rows = list(rows)
@@ -834,14 +860,14 @@ class _SQLSource(Source[Row]):
                 last = (rows, n)
             if more:
                 if self._unique and self._mode == "keyset":
-                    self._check_page_end(plan, cursor, last, rows, n)
+                    self._check_page_end(plan, chunks, last, rows, n)
                 self._rows_hint = served
                 return (
                     True,
                     self._position_after(plan, last[0][: last[1]], start + served, position),
                     rows[n:],
                 )
-            if len(rows) < batch:
+            if chunks.ended:
                 break
             if limit_hint is None:
                 batch = min(self._batch, batch * 2, cap)
@@ -1048,18 +1074,33 @@ class _SQLSource(Source[Row]):
             for (name, _, _), v in zip(plan.keys, key, strict=True)
         )
 
-    def _together(self, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
+    def _together(
+        self, cur: Any, queries: list[tuple[str, Params]], *, first: int | None = None
+    ) -> list[list[Any]]:
         """Run *queries* on *cur*'s connection, in order, and return each one's rows (in
-        one round trip where the driver can)."""
+        one round trip where the driver can); of the last, on *cur*, only the *first*
+        rows where given, the rest left to read."""
         out = []
-        for sql, params in queries:
+        last = len(queries) - 1
+        for i, (sql, params) in enumerate(queries):
             cur.execute(sql, params)
-            out.append(cur.fetchall())
+            out.append(cur.fetchall() if first is None or i < last else cur.fetchmany(first))
         return out
 
-    def _run(self, chunks: _Chunks, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
+    def _run(
+        self,
+        chunks: _Chunks,
+        cur: Any,
+        queries: list[tuple[str, Params]],
+        *,
+        first: int | None = None,
+    ) -> list[list[Any]]:
         """The queries of a page's *chunks*, run on *cur* (`_together`)."""
-        return self._together(cur, queries)
+        return self._together(cur, queries, first=first)
+
+    def _more(self, chunks: _Chunks, cur: Any, n: int) -> list[Any] | None:
+        """Up to *n* more rows of the query *chunks* read last on *cur* (`_Chunks`)."""
+        return cast(list[Any], cur.fetchmany(n))
 
     def _inner_sql(self, plan: _Plan) -> str:
         return self._inner
@@ -1179,10 +1220,11 @@ class _SQLSource(Source[Row]):
 
 def _fetch_cap(plan: _Plan) -> int:
     """The most rows a first page's fetch, and each fetch that doubles the one before,
-    asks for: as many as bring at most `AHEAD_BYTES` of text and binary values at the
-    cut, two at least. The doubling went on to `batch_size` rows while the rows were
-    short: where long ones followed, one fetch brought batch_size times the columns
-    times the cut (137 MB for a 64 KiB page of ten 60 KB columns)."""
+    asks for, and a longer query is read at a time (`_Chunks`): as many as bring at most
+    `AHEAD_BYTES` of text and binary values at the cut, two at least. The doubling went
+    on to `batch_size` rows while the rows were short: where long ones followed, one
+    fetch brought batch_size times the columns times the cut (137 MB for a 64 KiB page
+    of ten 60 KB columns)."""
     if not plan.row_bound:
         return 1 << 30
     return max(2, AHEAD_BYTES // plan.row_bound)
@@ -1252,6 +1294,14 @@ class _Chunks:
 
     ``bare`` says that the queries select ``plan.bare`` under a length limit, until a
     value passes it (`SQLiteSource._run`).
+
+    A query that asks for more rows than `_fetch_cap` allows (a later page's first, sized
+    by the page before) is read that many rows at a time, the next ones only when the
+    page asks for them: where short rows filled the page before and wide ones follow,
+    the rows past the page are never read (SQLite makes a row when it is stepped to;
+    psycopg makes it when fetched, from the result it received whole). ``_left`` is how
+    many rows that query may still give; a continuation a source cannot read (SQLite's
+    length limit passed, `SQLiteSource._more`) asks again from where it stopped.
     """
 
     __slots__ = (
@@ -1260,8 +1310,10 @@ class _Chunks:
         "_cur",
         "_done",
         "_issued",
+        "_left",
         "_position",
         "_source",
+        "_step",
         "bare",
         "budget",
         "carried",
@@ -1299,6 +1351,13 @@ class _Chunks:
         self._check_ties = source._unique and source._mode == "keyset"
         self.unchecked = False
         self.bare = bare
+        self._left = 0
+        self._step = _fetch_cap(plan)
+
+    @property
+    def ended(self) -> bool:
+        """Whether a query returned fewer rows than it asked for: the result has ended."""
+        return self._done
 
     def first_query(self, n: int) -> tuple[str, Params] | None:
         """The query the first ``fetchmany(n)`` runs (None: the carried rows suffice)."""
@@ -1320,16 +1379,25 @@ class _Chunks:
         return self._source._sql(self.plan, self._after(rows), n - len(rows) - 1, bare=self.bare)
 
     def fetchmany(self, n: int) -> list[Any]:
+        """The next rows: the carried ones, then up to *n* in all from the database
+        (fewer where a query is read in steps, see the class docstring)."""
         if self._done:
             return []
         rows: list[Any]
         rows, self._carried = self._carried, []
         issued, self._issued = self._issued, None
+        got: list[Any] | None
+        if self._left:
+            got = self._continued(n)
+            if got is not None:
+                if got:
+                    self._position = self._after(got)
+                return got
         if len(rows) < n:
             want = n - len(rows)
-            got: list[Any]
+            first = self._step if want > self._step else None
             if issued is not None and issued[0] == n and issued[1] is rows:
-                got = self._cur.fetchall()
+                got = self._cur.fetchall() if first is None else self._cur.fetchmany(first)
             elif self.unchecked:
                 source = self._source
                 ties, got = self.run(
@@ -1338,17 +1406,54 @@ class _Chunks:
                 if len(ties) > 1:
                     raise source._tie(self._position)
             else:
-                (got,) = self.run([self._query(rows, n)])
-            self._done = len(got) < want
-            self.unchecked = self._check_ties and not self._done
+                (got,) = self.run([self._query(rows, n)], first=first)
+            if first is not None and len(got) == first:
+                self._left = want - first  # the query may give more
+                size = text_bytes(got, 0) + (self.carried_bytes if rows else 0)
+                self._read_on(got, size)
+            else:
+                self._done = len(got) < want
+                self.unchecked = self._check_ties and not self._done
             rows = rows + got if rows else got
         if rows:
             self._position = self._after(rows)
         return rows
 
-    def run(self, queries: list[tuple[str, Params]]) -> list[list[Any]]:
-        """Each query's rows, the queries sent together (`_SQLSource._run`)."""
-        return self._source._run(self, self._cur, queries)
+    def _read_on(self, rows: list[Any], size: int) -> None:
+        """Add to *rows* (*size* bytes of text and binary values so far, with the carried
+        ones) the next steps of the query read in steps, while they leave the page's
+        budget unspent (then the page is full, or nearly: the rest is read if it asks)."""
+        while self._left and size <= self.budget:
+            got = self._continued(self._step)
+            if not got:
+                return
+            rows += got
+            size += text_bytes(got, 0)
+
+    def _continued(self, n: int) -> list[Any] | None:
+        """Up to *n* more rows of the query read in steps (None: it cannot go on, and
+        the next query starts after the rows read)."""
+        k = min(n, self._step, self._left)
+        got = self._source._more(self, self._cur, k)
+        if got is None:
+            self._left = 0
+            self.unchecked = self._check_ties
+            return None
+        self._left -= len(got)
+        if len(got) < k:
+            self._left = 0
+            self._done = True
+        elif not self._left:
+            self.unchecked = self._check_ties
+        return got
+
+    def run(
+        self, queries: list[tuple[str, Params]], *, first: int | None = None
+    ) -> list[list[Any]]:
+        """Each query's rows, the queries sent together (`_SQLSource._run`); of the last,
+        only the *first* rows where given (the rest read by `fetchmany`)."""
+        self._left = 0
+        return self._source._run(self, self._cur, queries, first=first)
 
     def _after(self, rows: list[Any]) -> Position | None:
         """The position after *rows*, which follow the current one."""
@@ -1622,8 +1727,15 @@ class SQLiteSource(_SQLSource):
             # On its own connection the source reads cells bare, under a length limit at the
             # cut's bound, which costs SQLite a fifth less than the cut select a row; a
             # longer value stops the query, which runs again cut (`_run`). A caller's
-            # connection is left as it is.
-            bare = conn is self._own and bool(plan.bare) and plan.longest < self._length
+            # connection is left as it is. Without an ORDER BY the rows come in the order
+            # of the plan SQLite picks for each form of the query (the blob read's rowids
+            # by a covering index, the rows by a scan): offsets count in one form only.
+            bare = (
+                conn is self._own
+                and bool(plan.bare)
+                and bool(plan.keys)
+                and plan.longest < self._length
+            )
             try:
                 cur.row_factory = None
                 # Read before the fetch: equal counters at the next page prove that nothing
@@ -1658,15 +1770,23 @@ class SQLiteSource(_SQLSource):
             self._keep(key, position if after is None else after, ahead, token)
             return more, after
 
-    def _run(self, chunks: _Chunks, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
+    def _run(
+        self,
+        chunks: _Chunks,
+        cur: Any,
+        queries: list[tuple[str, Params]],
+        *,
+        first: int | None = None,
+    ) -> list[list[Any]]:
         """As `_SQLSource._run`; where *chunks* read bare, a value over the length limit
         stops the query: a rowid table's rows are then read one at a time, a long cell
-        through blob I/O (`_blob_rows`); anything else (or a key that long) runs the
-        queries again with the cut select and no limit, and the rest of the page too."""
+        through blob I/O (`_blob_rows`, which reads all the query asks for); anything
+        else (or a key that long) runs the queries again with the cut select and no
+        limit, and the rest of the page too."""
         plan = chunks.plan
         blobs = self._blobs is not None
         try:
-            got = self._together(cur, queries)
+            got = self._together(cur, queries, first=first)
         except sqlite3.DataError as exc:
             if not chunks.bare or exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
                 raise
@@ -1694,7 +1814,24 @@ class SQLiteSource(_SQLSource):
                 (cut + sql[len(bare) :] if sql.startswith(bare) else sql, params)
                 for sql, params in queries
             ],
+            first=first,
         )
+
+    def _more(self, chunks: _Chunks, cur: Any, n: int) -> list[Any] | None:
+        """As `_SQLSource._more`; None where a bare read meets a value over the length
+        limit (the next query, cut or by blob I/O, starts after the rows read)."""
+        if not chunks.bare:
+            return cast(list[Any], cur.fetchmany(n))
+        try:
+            rows: list[Any] = cur.fetchmany(n)
+        except sqlite3.DataError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
+                raise
+            return None
+        except MemoryError:
+            return None  # as in `_run`: a value made past the limit; the cut select reads it
+        _unslip(chunks.plan, rows)
+        return rows
 
     @staticmethod
     def _unslipped(
@@ -1706,14 +1843,9 @@ class SQLiteSource(_SQLSource):
         (into the room a buffer an earlier value left has: 6 bytes past a 64-byte bound,
         measured) can pass; a longer one cannot. The rows of a query that selects no
         cell (a check of the order) are left as they are."""
-        long_at, longest = plan.long_at, plan.longest
         for (sql, _), rows in zip(queries, results, strict=True):
-            if not sql.startswith(_head(plan.bare)):
-                continue
-            i = first_over(rows, 0, long_at, longest)
-            while i < len(rows):
-                rows[i] = _slipped(rows[i], long_at, longest)
-                i = first_over(rows, i + 1, long_at, longest)
+            if sql.startswith(_head(plan.bare)):
+                _unslip(plan, rows)
         return results
 
     def _blob_rows(self, plan: _Plan, cur: Any, sql: str, params: Params) -> list[Any]:
@@ -2408,13 +2540,18 @@ class PostgresSource(_SQLSource):
         self._keep(key, position if after is None else after, ahead, token)
         return more, after
 
-    def _together(self, cur: Any, queries: list[tuple[str, Params]]) -> list[list[Any]]:
+    def _together(
+        self, cur: Any, queries: list[tuple[str, Params]], *, first: int | None = None
+    ) -> list[list[Any]]:
         """As `_SQLSource._together`, pipelined where libpq can (14 or later): the check
-        of a declared-unique order costs no round trip of its own."""
+        of a declared-unique order costs no round trip of its own. Pipelined queries
+        are read whole (only a page's first query is read in steps, and it runs alone
+        or is sent with the snapshot, `_snapshot`)."""
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
         if len(queries) < 2 or not psycopg.Pipeline.is_supported():
-            return super()._together(cur, queries)
+            return super()._together(cur, queries, first=first)
+        assert first is None
         conn = cur.connection
         with contextlib.ExitStack() as stack:
             more = (
