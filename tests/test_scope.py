@@ -487,3 +487,27 @@ def test_regression_a_model_in_a_query_is_keyed_by_its_fields_aliases() -> None:
         q: str
 
     assert Scope("p", {"a": Args(userId=7, q="x")}) == Scope("p", {"a": {"userId": 7, "q": "x"}})
+
+
+class _Tone(enum.Enum):
+    RED = "red"
+
+
+@pytest.mark.parametrize(
+    ("spelled_twice", "once"),
+    [
+        ({"café", unicodedata.normalize("NFD", "café")}, {"café"}),
+        ({_Tone.RED, "red"}, {"red"}),
+        ({uuid.UUID(int=7), str(uuid.UUID(int=7))}, {uuid.UUID(int=7)}),
+        ({decimal.Decimal("0.1"), 0.1}, {0.1}),
+    ],
+)
+def test_regression_a_set_of_two_spellings_of_one_value_is_that_value_once(
+    spelled_twice: set[Any], once: set[Any]
+) -> None:
+    """Found by a tester: a set's members were canonicalized and sorted but kept twice
+    where two spellings of one value are two members to Python, so the query differed
+    from the set of that value once (its cursors refused as another query's)."""
+    assert len(spelled_twice) == 2
+    assert canonical_query({"tags": spelled_twice}) == canonical_query({"tags": once})
+    assert Scope("p", {"tags": spelled_twice}) == Scope("p", {"tags": once})

@@ -126,9 +126,11 @@ def _canon_value(value: object, path: _Where, depth: int) -> object:
     if isinstance(value, list | tuple):
         return [_canon(v, (path, i), depth + 1) for i, v in enumerate(value)]
     if isinstance(value, Set):
-        # a set has no order: sort the members by their canonical encoding
-        members = [_canon(v, (path, "-"), depth + 1) for v in value]
-        return sorted(members, key=_dump)
+        # A set has no order: its members sorted by their canonical encoding, each once
+        # (two spellings of one value, NFC and NFD or an Enum and its value, are two
+        # members to Python and one to the fingerprint).
+        members = {_dump(m): m for m in (_canon(v, (path, "-"), depth + 1) for v in value)}
+        return [members[k] for k in sorted(members)]
     if isinstance(value, _dt.datetime):
         if value.tzinfo is not None and value.utcoffset() is not None:
             try:
