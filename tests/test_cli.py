@@ -787,8 +787,10 @@ def test_dump_long_first_line_is_copied_once_not_once_per_read(
     class Counting(cli._Prepended):
         __slots__ = ()
 
-        def __init__(self, head: bytes, stream: Any, cap: int | None) -> None:
-            super().__init__(_CountingBytes(head), stream, cap)
+        def __init__(
+            self, head: bytes, stream: Any, cap: int | None, *, ends: bool = False
+        ) -> None:
+            super().__init__(_CountingBytes(head), stream, cap, ends=ends)
 
     monkeypatch.setattr(cli, "_Prepended", Counting)
     line = b'{"a": "' + b"x" * (4 << 20) + b'",'  # not a whole value: the object is read whole
@@ -1148,3 +1150,40 @@ def test_regression_dump_counts_error_offsets_from_the_inputs_first_byte(
     done = run("dump", str(path))
     assert done.returncode == EXIT_ERROR
     assert done.stderr.endswith(f"(at decoded byte {offset})\n".encode()), done.stderr
+
+
+def test_regression_dump_passes_over_a_long_item_of_a_regular_file_to_its_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a tester: `dump` read a regular file through the input layer, and the
+    array reader took it for a stream whose end is not known: an item longer than the
+    pass-over bound (256 MiB) was refused as in a pipe, while `page` showed it cut. The
+    bound is lowered here so that an item just past the parse bound (64 MiB) passes it;
+    a regular file (by path or as stdin) is passed over to the item's end, gzip still
+    stops at the bound."""
+    import jsonbudget._cli.main as cli_main  # the bound it reads
+
+    monkeypatch.setattr(cli_main, "MAX_PASS_OVER", 1 << 20)
+    path = tmp_path / "long.json"
+    path.write_bytes(b'["' + b"x" * (65 << 20) + b'", 1, 2]')
+    assert main(["dump", str(path), "--max-bytes", "4K"]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    # The item's text cut where it was passed over, then the page's budget spent.
+    assert out[0].startswith('"xxx')
+    assert "…[" in out[0]
+    assert out[-1].startswith("…[omitted")
+    with path.open("rb") as f:
+        monkeypatch.setattr(sys, "stdin", _BinaryStdin(f))
+        assert main(["dump", "-", "--max-bytes", "4K"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out) == out
+    zipped = tmp_path / "long.json.gz"
+    zipped.write_bytes(gzip.compress(path.read_bytes(), compresslevel=1))
+    assert main(["dump", str(zipped), "--max-bytes", "4K"]) == EXIT_ERROR
+    assert "stream whose end is not known" in capsys.readouterr().err
+
+
+class _BinaryStdin:
+    """A stdin whose buffer is the open file *f* (as `< file` gives)."""
+
+    def __init__(self, f: Any) -> None:
+        self.buffer = f

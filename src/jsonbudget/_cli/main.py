@@ -17,6 +17,7 @@ import re
 import select
 import signal
 import sqlite3
+import stat
 import sys
 import tempfile
 import threading
@@ -48,6 +49,7 @@ from .._sources.base import Source, described_path
 from .._sources.files import (
     BOM,
     GZIP_MAGIC,
+    MAX_PASS_OVER,
     JsonArrayFileSource,
     JsonLinesSource,
     array_items,
@@ -576,14 +578,19 @@ class _Prepended:
     time, or a chunk of a million short lines, costs linear work.
     """
 
-    __slots__ = ("cap", "head", "pos", "read_bytes", "stream")
+    __slots__ = ("cap", "ends", "head", "pos", "read_bytes", "stream")
 
-    def __init__(self, head: bytes, stream: _Reader, cap: int | None) -> None:
+    def __init__(
+        self, head: bytes, stream: _Reader, cap: int | None, *, ends: bool = False
+    ) -> None:
         self.head = head
         self.pos = 0
         self.stream = stream
         self.cap = cap
         self.read_bytes = 0
+        # Whether the input's size bounds it (a regular file, not gzip): an item too long
+        # to hold is passed over to its end there, as the file sources do.
+        self.ends = ends
 
     def _refill(self) -> bool:
         """Hold the next chunk of *stream* when all held bytes are read; False at the end."""
@@ -647,20 +654,32 @@ class _Prepended:
         return b"".join(parts)
 
 
+def _regular(raw: IO[bytes]) -> bool:
+    """Whether *raw* reads a regular file (stdin redirected from one); False where it
+    has no file descriptor to tell by (a stream a host program put in its place)."""
+    try:
+        return stat.S_ISREG(os.fstat(raw.fileno()).st_mode)
+    except (OSError, ValueError):  # io.UnsupportedOperation is both: no descriptor
+        return False
+
+
 def _open_input(name: str, stack: ExitStack) -> _Prepended:
     """The decoded bytes of a file (or ``-``, stdin): gzip undone, a UTF-8 BOM skipped."""
     if name == "-":
         if sys.stdin is None:
             raise _Closed("stdin is closed (give a FILE, or feed it with < or |)")
         raw: IO[bytes] = sys.stdin.buffer
+        regular = _regular(raw)
         with file_errors(lambda: 0):
             if not os.get_blocking(raw.fileno()):
                 raw = cast(IO[bytes], _Waiting(raw))
     else:
         raw = stack.enter_context(open(name, "rb"))  # noqa: SIM115  # the stack closes it
+        regular = _regular(raw)
     head = raw.read(len(GZIP_MAGIC))
     stream: _Reader = raw
     if head == GZIP_MAGIC:
+        regular = False  # a small file may inflate to gigabytes
         stream = gzip.GzipFile(fileobj=cast(IO[bytes], _Prepended(head, raw, None)), mode="rb")
         head = b""
     with file_errors(lambda: 0):
@@ -669,7 +688,7 @@ def _open_input(name: str, stack: ExitStack) -> _Prepended:
             if not more:
                 break
             head += more
-    opened = _Prepended(head.removeprefix(BOM), stream, None)
+    opened = _Prepended(head.removeprefix(BOM), stream, None, ends=regular)
     # Offsets count the decoded input from its first byte, a byte order mark included,
     # as the file sources count them.
     opened.read_bytes = len(head) - len(opened.head)
@@ -701,7 +720,8 @@ def _array(stream: _Prepended, lead: int, line: int, skipped: int) -> Iterator[A
     first *line* bytes were read first, and *skipped* bytes of whitespace after them."""
     try:
         # _Prepended has the read() the window needs; it is not a full IO[bytes].
-        for item, _index, _offset, _last in array_items(stream):  # type: ignore[arg-type]
+        items = array_items(stream, pass_over=None if stream.ends else MAX_PASS_OVER)  # type: ignore[arg-type]
+        for item, _index, _offset, _last in items:
             yield item
     except DecodeError as exc:
         if exc.offset is None:
@@ -745,7 +765,7 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
         # One array, streamed from its start: the line replayed, and after it the
         # whitespace the look past it took, which its offsets count again.
         skipped = stream.read_bytes - lead - len(line)
-        return _array(_Prepended(line, stream, None), lead, len(line), skipped)
+        return _array(_Prepended(line, stream, None, ends=stream.ends), lead, len(line), skipped)
     with file_errors(lambda: stream.read_bytes):
         line = stream.readline(MAX_LOAD_BYTES + 1)
         try:
