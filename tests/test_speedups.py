@@ -32,6 +32,7 @@ from jsonbudget._encode import strings
 from jsonbudget._limits import DEFAULT_MAX_DEPTH, MAX_DEPTH
 from jsonbudget._sources import _numbers as numbers
 from jsonbudget._sources import files, jsonread, sql
+from tests.limited import run_limited
 from tests.strategies import Record, Slotted, json_values, odd_values, with_extra
 
 BIG = 1 << 62
@@ -122,6 +123,51 @@ def test_the_front_door_finishes_with_its_extra_arguments() -> None:
         with pytest.raises(TypeError, match="up to 3"):
             speedups.front(fallback, caps, 32, BIG, len, extra)  # type: ignore[arg-type]
     assert encode([1], max_bytes=64) == jsonbudget.Encoded(b"[1]", True, ())
+
+
+def test_the_front_door_hands_what_its_walk_found_to_known() -> None:
+    def fallback(obj: Any, **kwargs: Any) -> Any:
+        return "fallback"
+
+    caps = (8, BIG, BIG, BIG, SCALARS)
+    door = speedups.front(fallback, caps, 32, BIG, None, (), lambda *a: a)
+    assert door([1.5] * 40, max_bytes=64) == ([1.5] * 40, 64, _bound.TOO_BIG)
+    assert door([math.nan], max_bytes=64) == ([math.nan], 64, _bound.UNCLEAN)
+    assert door([1], max_bytes=64) == b"[1]"
+    assert door([1] * 40, max_bytes=64, extra=1) == "fallback"  # not a budget-only call
+    with pytest.raises(TypeError, match="known callable"):
+        speedups.front(fallback, caps, 32, BIG, None, (), "known")  # type: ignore[arg-type]
+
+
+def test_regression_a_list_whose_bound_fits_but_bytes_do_not_is_encoded_once() -> None:
+    """Found by a tester: a clean list of long numbers passes the size walk (a number is
+    at least a byte) and is encoded whole to learn that it does not fit. The front door
+    did that, then handed the call to the verb, which walked and encoded it whole
+    again before cutting: 24 MB encoded for a 1 MiB result of 12 MB of floats. Counted
+    in a child, where orjson.dumps is wrapped before jsonbudget takes it."""
+    done = run_limited(
+        """
+        import orjson
+        encoded = []
+        dumps = orjson.dumps
+        def counting(obj, *args, **kwargs):
+            out = dumps(obj, *args, **kwargs)
+            encoded.append(len(out))
+            return out
+        orjson.dumps = counting
+        import jsonbudget
+        floats = [1.2345678901234567e-300] * 20_000
+        for verb in (jsonbudget.bounded_dumps, jsonbudget.encode):
+            encoded.clear()
+            verb(floats, max_bytes=100_000)
+            print(len(dumps(floats)), max(encoded), sum(encoded))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        whole, largest, total = map(int, line.split())
+        assert largest == whole  # the walk let it through: encoded whole
+        assert total < whole + 2 * 100_000  # once whole at most, then the cut
 
 
 @settings(max_examples=300)

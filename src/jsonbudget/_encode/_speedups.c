@@ -948,8 +948,10 @@ compact_copy(PyObject *data)
 
 /* A front door for a one-call verb: a call that gives the value and max_bytes alone, an
    int in range, is answered here when the value is clean and fits (one walk, one orjson
-   call, no Python frame); any other call, and any other outcome, goes to the verb's
-   Python function with the same arguments, which decides everything else. */
+   call, no Python frame); any other call goes to the verb's Python function with the
+   same arguments, which decides everything else. A call the walk answered TOO_BIG or
+   UNCLEAN goes to *known*(obj, max_bytes, outcome) where given: the verb's function
+   would walk the value again, and encode it again where orjson's bytes were too big. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -957,6 +959,7 @@ typedef struct {
     PyObject *caps;
     PyObject *finish; /* applied to the bytes (the verb's result type), or None */
     PyObject *finish_args; /* a tuple of up to 3 more arguments for finish */
+    PyObject *known;  /* called with the walk's outcome when it is not bytes, or None */
     Caps walk_caps;   /* *caps* read once: reading them cost a tenth of a small call */
     Py_ssize_t min_bytes;
     Py_ssize_t max_bytes;
@@ -999,6 +1002,12 @@ front_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames
                     Py_DECREF(data);
                     return out;
                 }
+                if (self->known != Py_None) {
+                    PyObject *stack[3] = {args[0], budget, data};
+                    PyObject *out = PyObject_Vectorcall(self->known, stack, 3, NULL);
+                    Py_DECREF(data);
+                    return out;
+                }
                 Py_DECREF(data); /* too big or unclean: the verb renders it */
             }
         }
@@ -1017,6 +1026,7 @@ front_dealloc(PyObject *op)
     Py_XDECREF(self->caps);
     Py_XDECREF(self->finish);
     Py_XDECREF(self->finish_args);
+    Py_XDECREF(self->known);
     Py_XDECREF(self->dict);
     Py_TYPE(op)->tp_free(op);
 }
@@ -1057,14 +1067,15 @@ static PyTypeObject FrontType = {
 static PyObject *
 front(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if ((nargs != 5 && nargs != 6) || !PyCallable_Check(args[0]) ||
+    if (nargs < 5 || nargs > 7 || !PyCallable_Check(args[0]) ||
         !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 5 ||
         (args[4] != Py_None && !PyCallable_Check(args[4])) ||
-        (nargs == 6 && (!PyTuple_CheckExact(args[5]) || PyTuple_GET_SIZE(args[5]) > 3))) {
+        (nargs >= 6 && (!PyTuple_CheckExact(args[5]) || PyTuple_GET_SIZE(args[5]) > 3)) ||
+        (nargs == 7 && args[6] != Py_None && !PyCallable_Check(args[6]))) {
         PyErr_SetString(PyExc_TypeError,
                         "front() takes a function, a 5-tuple of caps, min_bytes, max_bytes, "
-                        "a finish callable or None, and a tuple of up to 3 more arguments "
-                        "for finish");
+                        "a finish callable or None, a tuple of up to 3 more arguments "
+                        "for finish, and a known callable or None");
         return NULL;
     }
     Py_ssize_t lo = PyLong_AsSsize_t(args[2]);
@@ -1072,7 +1083,7 @@ front(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *extra = nargs == 6 ? Py_NewRef(args[5]) : PyTuple_New(0);
+    PyObject *extra = nargs >= 6 ? Py_NewRef(args[5]) : PyTuple_New(0);
     if (extra == NULL) {
         return NULL;
     }
@@ -1086,6 +1097,7 @@ front(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     self->caps = Py_NewRef(args[1]);
     self->finish = Py_NewRef(args[4]);
     self->finish_args = extra;
+    self->known = Py_NewRef(nargs == 7 ? args[6] : Py_None);
     self->min_bytes = lo;
     self->max_bytes = hi;
     self->dict = NULL;
@@ -1403,11 +1415,12 @@ static PyMethodDef methods[] = {
      "orjson.dumps(obj) if obj is clean and that fits cap, else 1 (too big) or 2 (unclean); "
      "spine as for bound(); with compact, a short result is copied out of orjson's buffer."},
     {"front", (PyCFunction)(void (*)(void))front, METH_FASTCALL,
-     "front(fallback, caps, min_bytes, max_bytes, finish, finish_args=()) -> callable\n\n"
+     "front(fallback, caps, min_bytes, max_bytes, finish, finish_args=(), known=None) -> callable\n\n"
      "A callable that answers fallback(obj, max_bytes=n) itself when n is an int in "
      "[min_bytes, max_bytes] and obj is clean under caps and fits: "
      "finish(bytes, *finish_args), or "
-     "the bytes if finish is None; it calls fallback for every other call or outcome."},
+     "the bytes if finish is None; known(obj, n, outcome) where the walk said TOO_BIG or "
+     "UNCLEAN and known is given; fallback for every other call or outcome."},
     {"bound_native", (PyCFunction)(void (*)(void))bound_native, METH_FASTCALL,
      "bound_native(obj, cap, depth, caps, natives) -> (int, type | None, type | None)\n\n"
      "bound() where instances of the classes in natives are walked through their "

@@ -27,10 +27,11 @@ path: orjson's bytes when the value is clean and they fit, else `TOO_BIG` or `UN
 ``clean_result(obj, cap, caps, types, make, kind)`` is a guard's pass-through in one
 call: ``make(data, kind, len(data), None)`` when ``type(obj)`` is in *types* and
 `clean_dumps` gives bytes, else None.
-``front(fallback, caps, min_bytes, max_bytes, finish, finish_args=())`` wraps a
-one-call verb: a call with the value and ``max_bytes`` alone is answered in C when the
-value is clean and fits (``finish(bytes, *finish_args)``), every other call goes to
-*fallback*. ``bound_native(obj, cap, depth, caps,
+``front(fallback, caps, min_bytes, max_bytes, finish, finish_args=(), known=None)``
+wraps a one-call verb: a call with the value and ``max_bytes`` alone is answered in C
+when the value is clean and fits (``finish(bytes, *finish_args)``), or handed with the
+walk's outcome to ``known(obj, max_bytes, outcome)`` (not walked or encoded again);
+every other call goes to *fallback*. ``bound_native(obj, cap, depth, caps,
 natives)`` bounds a value holding pydantic models and msgspec Structs (the classes in
 *natives*). All are compiled, with Python twins: the twin of `front` is *fallback*
 itself, and that of `bound_native` knows no class, so the caller's Python walk decides.
@@ -353,8 +354,10 @@ def py_front(  # noqa: PLR0917  # positional, as the compiled door it stands in 
     max_bytes: int,
     finish: Callable[..., Any] | None,
     finish_args: tuple[Any, ...] = (),
+    known: Callable[[Any, int, int], Any] | None = None,
 ) -> F:
-    """`front` in Python: the verb's own function, whose first step is the same fast path."""
+    """`front` in Python: the verb's own function, whose first step is the same fast path
+    (so *known*, which takes over from that step, is never needed)."""
     return fallback
 
 

@@ -183,10 +183,15 @@ def _clean_fit(  # noqa: PLR0917 - the hot path of encode and bounded_dumps, pos
         and (default is None or callable(default))
     ):
         return None
-    data = _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS)
-    if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
+    return _native_fit(obj, max_bytes, _bound.clean_dumps(obj, max_bytes, 0, _DEFAULT_CAPS))
+
+
+def _native_fit(obj: Any, max_bytes: int, walked: bytes | int) -> bytes | int:
+    """*walked*, what the fast path said of *obj*; a flat model or Struct it found
+    unclean written whole by its library where that fits."""
+    if walked == _UNCLEAN and type(obj) in _NATIVE_KEYS:
         return _values.native_whole(obj, max_bytes, 0, _DEFAULT_CAPS) or _UNCLEAN
-    return data
+    return walked
 
 
 def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -598,16 +603,46 @@ def bounded_dumps(
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+def _budget_only(max_bytes: int) -> Encoder:
+    """The encoder of a call that gives *max_bytes* alone."""
+    return _encoder(
+        (None, max_bytes, None, None, None, None, "balanced", "text", None, "marker", "marker")
+    )
+
+
+def _dumps_walked(obj: Any, max_bytes: int, walked: int) -> bytes:
+    """``bounded_dumps(obj, max_bytes=max_bytes)`` where the fast path said *walked*."""
+    data = _native_fit(obj, max_bytes, walked)
+    if isinstance(data, bytes):
+        return _compact(data)
+    return _budget_only(max_bytes)._fitting_data(obj, data)
+
+
+def _encode_walked(obj: Any, max_bytes: int, walked: int) -> Encoded:
+    """``encode(obj, max_bytes=max_bytes)`` where the fast path said *walked*."""
+    data = _native_fit(obj, max_bytes, walked)
+    if isinstance(data, bytes):
+        return _complete(data)
+    return _budget_only(max_bytes)._fitting(obj, data)
+
+
 # The headline calls, ``bounded_dumps(obj, max_bytes=n)`` and ``encode(obj, max_bytes=n)``,
 # answered in C when *obj* is clean and fits: the Python frame and its checks cost as much
-# as orjson does on a small result. Every other call runs the functions above as written.
-def _front(fn: _F, finish: Callable[..., Any] | None, finish_args: tuple[Any, ...] = ()) -> _F:
-    door: _F = _bound.front(fn, _DEFAULT_CAPS, MIN_BYTES, MAX_LIMIT, finish, finish_args)
+# as orjson does on a small result. A value the walk found too big or unclean goes on from
+# what it found (a list whose bound fit but whose bytes did not was encoded twice whole);
+# every other call runs the functions above as written.
+def _front(
+    fn: _F,
+    finish: Callable[..., Any] | None,
+    finish_args: tuple[Any, ...],
+    known: Callable[[Any, int, int], Any],
+) -> _F:
+    door: _F = _bound.front(fn, _DEFAULT_CAPS, MIN_BYTES, MAX_LIMIT, finish, finish_args, known)
     if door is not fn:  # the Python twin hands back the function itself
         functools.update_wrapper(door, fn)
     return door
 
 
-bounded_dumps = _front(bounded_dumps, None)
+bounded_dumps = _front(bounded_dumps, None, (), _dumps_walked)
 # A complete `Encoded` of the compact bytes: made by its constructor, called from C.
-encode = _front(encode, _new_encoded, (True, ()))
+encode = _front(encode, _new_encoded, (True, ()), _encode_walked)
