@@ -9,6 +9,7 @@ import collections
 import dataclasses
 import datetime as dt
 import enum
+import itertools
 import json
 import math
 import re
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, NewType
 
 import attrs
 import msgspec
@@ -2370,3 +2371,220 @@ def test_regression_base64_bytes_too_long_to_show_whole_are_cut_not_unencodable(
         assert (cut.path, cut.kind, cut.unit) == ("/blob", "string", "bytes")
         assert cut.omitted == len(blob) - len(base64.b64decode(shown))
         assert marker == f"[truncated: {cut.omitted} more bytes]"
+
+
+# -- pydantic's ser_json_* settings and arbitrary types, when a model is walked ------------
+
+_AT = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+_DAY = dt.date(2024, 1, 2)
+_CLOCK = dt.time(3, 4)
+_TOOK = dt.timedelta(seconds=90)
+_Stamp = NewType("_Stamp", dt.datetime)
+
+
+class _Plain(pydantic.BaseModel):
+    """No config of its own: inside a configured model, pydantic writes what it infers
+    here (under Any) under the outer model's settings, what is declared under its own."""
+
+    at: dt.datetime
+    any_at: Any
+    raw: bytes
+    any_raw: Any
+
+
+def _settings() -> list[dict[str, str]]:
+    combos = itertools.product(
+        [None, "iso8601", "float"],
+        [None, "iso8601", "seconds", "milliseconds"],
+        [None, "base64", "hex"],
+    )
+    keys = ("ser_json_timedelta", "ser_json_temporal", "ser_json_bytes")
+    return [{k: v for k, v in zip(keys, c, strict=True) if v is not None} for c in combos]
+
+
+def _configured(settings: dict[str, str]) -> Any:
+    """A model under *settings* holding each temporal and binary leaf declared (at any
+    depth) and under Any, and models nested both ways; with a dict[int, str] field, which
+    sends even a model that fits down the walk."""
+    fields: dict[str, Any] = {
+        "at": (dt.datetime, _AT),
+        "day": (dt.date, _DAY),
+        "clock": (dt.time, _CLOCK),
+        "took": (dt.timedelta, _TOOK),
+        "raw": (bytes, b"ab"),
+        "ats": (list[dt.datetime], [_AT]),
+        "days": (dict[str, dt.date], {"k": _DAY}),
+        "maybe": (dt.datetime | None, _AT),
+        "either": (dt.datetime | str, _AT),
+        "stamp": (_Stamp, _AT),
+        "pair": (tuple[dt.datetime, Any], (_AT, _AT)),
+        "any_at": (Any, _AT),
+        "any_day": (Any, _DAY),
+        "any_clock": (Any, _CLOCK),
+        "any_took": (Any, _TOOK),
+        "any_raw": (Any, b"ab"),
+        "meta": (dict[str, Any], {"at": _AT, "day": _DAY, "took": _TOOK, "raw": b"ab"}),
+        "log": (list[Any], [_AT, _CLOCK]),
+        "plain": (_Plain, _Plain(at=_AT, any_at=_AT, raw=b"ab", any_raw=b"ab")),
+        "any_plain": (Any, _Plain(at=_AT, any_at=_AT, raw=b"ab", any_raw=b"ab")),
+        "counts": (dict[int, str], {1: "x"}),
+        "note": (str, "n" * 300),
+    }
+    model = pydantic.create_model(  # type: ignore[call-overload]
+        "Configured",
+        __config__=pydantic.ConfigDict(**settings),  # type: ignore[typeddict-item]
+        **{name: (ann, ...) for name, (ann, _) in fields.items()},
+    )
+    return model(**{name: v for name, (_, v) in fields.items()})
+
+
+class _Outside(pydantic.BaseModel):
+    """Default settings around a configured model, declared and under Any."""
+
+    inner: pydantic.BaseModel
+    any_inner: Any
+    counts: dict[int, str] = {1: "x"}
+
+
+@pytest.mark.parametrize("settings", _settings(), ids=str)
+def test_regression_a_walked_model_writes_leaves_as_its_ser_json_settings_say(
+    settings: dict[str, str],
+) -> None:
+    """Found by a tester: walked (cut, or fitting but holding a dict[int, str]), a model
+    with ser_json_timedelta="float" wrote every datetime, date and time as a Unix
+    timestamp (pydantic writes declared ones as ISO strings), with complete=True; under
+    ser_json_temporal="seconds", a date under Any stayed an ISO string where pydantic
+    writes a number; and a model nested in another wrote what it infers under its own
+    settings, where pydantic uses the outer model's. Compared with model_dump_json()
+    for every combination of the settings, whole and cut."""
+    m = _configured(settings)
+    holder = _Outside.model_construct(inner=m, any_inner=m, counts={1: "x"})
+    for value in (m, holder):
+        whole = value.model_dump_json().encode()
+        out = encode(value, max_bytes=BIG)
+        assert (out.data, out.complete) == (whole, True)
+        expected = orjson.loads(whole)
+        for max_bytes in (150, 400, 900, len(whole) - 1):
+            for strategy in ("balanced", "prefix"):
+                cut = encode(value, max_bytes=max_bytes, strategy=strategy)
+                assert not cut.complete
+                consistent(orjson.loads(cut.data), expected)
+
+
+class _Stream(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(ser_json_timedelta="float")
+    times: collections.abc.Iterable[dt.datetime]
+    any_times: collections.abc.Iterable[Any]
+    counts: dict[int, str]
+
+
+def test_regression_streamed_dates_are_written_as_declared() -> None:
+    # An Iterable[datetime] is read as a stream: its items are declared datetimes.
+    def make() -> _Stream:
+        return _Stream(times=iter([_AT]), any_times=iter([_AT]), counts={1: "x"})
+
+    assert bounded_dumps(make(), max_bytes=BIG) == make().model_dump_json().encode()
+    assert make().model_dump_json() == (
+        '{"times":["2024-01-02T03:04:05Z"],"any_times":[1704164645.0],"counts":{"1":"x"}}'
+    )
+
+
+class _Vec:
+    """A class pydantic knows nothing about (held under arbitrary_types_allowed)."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+def _vec_hook(v: Any) -> Any:
+    return v.tolist() if isinstance(v, np.ndarray) else {"x": v.x}
+
+
+class _VecDict(TypedDict):
+    at: _Vec
+
+
+class _Embedded(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    id: int
+    emb: np.ndarray
+    origin: _Vec
+    path: list[_Vec]
+    maybe: _Vec | None
+    pair: tuple[int, _Vec]  # numbers by position: written by pydantic, whole
+    typed: _VecDict  # a TypedDict: written by pydantic, whole
+    shown: Any = None
+
+    @pydantic.field_serializer("shown")
+    def _show(self, v: Any) -> dict[str, Any]:
+        return {"vec": _Vec(7), "emb": np.arange(2.0)}
+
+
+class _WholeVec(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    origin: _Vec
+
+    @pydantic.model_serializer
+    def _ser(self) -> dict[str, Any]:
+        return {"origin": self.origin, "emb": np.arange(3.0)}
+
+
+def _embedded() -> _Embedded:
+    return _Embedded(
+        id=1,
+        emb=np.arange(3.0),
+        origin=_Vec(1),
+        path=[_Vec(2)],
+        maybe=_Vec(3),
+        pair=(4, _Vec(5)),
+        typed={"at": _Vec(6)},
+    )
+
+
+@pytest.mark.parametrize(
+    "m", [_embedded(), _WholeVec(origin=_Vec(1))], ids=lambda m: type(m).__name__
+)
+def test_regression_an_arbitrary_type_in_a_model_meets_default_or_the_marker(m: Any) -> None:
+    """Found by a tester: a field typed with an arbitrary class (arbitrary_types_allowed:
+    a NumPy array, a user class), or such a value returned by a serializer, made every
+    entry point raise EncodeError (pydantic refused it), with a `default` that handles
+    it and under unencodable="marker" alike; under Any the same value was written. It
+    goes to `default` as pydantic's fallback would give it to a hook, or is the marker."""
+    whole = m.model_dump_json(fallback=_vec_hook).encode()
+    for value, at in ((m, ""), ([m, m], "/1"), ({"r": m}, "/r")):
+        out = encode(value, max_bytes=BIG, default=_vec_hook)
+        assert out.complete
+        doc = orjson.loads(out.data)
+        got = doc if at == "" else doc[int(at[1:])] if at == "/1" else doc["r"]
+        assert orjson.dumps(got) == whole
+        cut = encode(value, max_bytes=120, default=_vec_hook)
+        assert len(cut.data) <= 120
+        orjson.loads(cut.data)
+    marked = encode(m, max_bytes=BIG)
+    vecs = {t.path for t in marked.truncations}
+    assert {t.kind for t in marked.truncations} == {"unencodable"}
+    assert "/origin" in vecs
+    expected = orjson.loads(whole)
+    for path in vecs:
+        doc = orjson.loads(marked.data)
+        for token in path.split("/")[1:]:
+            doc = doc[int(token)] if type(doc) is list else doc[token]
+        assert doc == "…[unencodable: _Vec]"
+    # The NumPy array is written as anywhere else, with or without the hook.
+    assert orjson.loads(marked.data)["emb"] == expected["emb"]
+    with pytest.raises(EncodeError) as caught:
+        encode(m, max_bytes=BIG, unencodable="error")
+    assert caught.value.path in vecs
+
+
+def test_regression_an_arbitrary_type_field_is_spilled_as_pydantic_with_fallback_writes_it(
+    tmp_path: Path,
+) -> None:
+    # Found by a tester: the spill file, which holds the whole result, raised EncodeError
+    # too. Longer than the gate's budget, the result goes to the spill file.
+    m = _embedded().model_copy(update={"path": [_Vec(i) for i in range(80)]})
+    gate = ResultGate(max_bytes=500, store=SpillStore(tmp_path), default=_vec_hook)
+    result = gate.gate([m, m])
+    assert result.spill is not None
+    whole = m.model_dump_json(fallback=_vec_hook).encode()
+    assert result.spill.path.read_bytes() == b"[" + whole + b"," + whole + b"]"

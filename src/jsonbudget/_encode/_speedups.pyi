@@ -54,6 +54,7 @@ def front(
     max_bytes: int,
     finish: Callable[..., Any] | None,
     finish_args: tuple[Any, ...] = (),
+    known: Callable[[Any, int, int], Any] | None = None,
     /,
 ) -> _F: ...
 def cut_string(

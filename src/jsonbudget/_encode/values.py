@@ -28,6 +28,7 @@ import datetime as _dt
 import decimal
 import math
 import operator
+import os
 import sys
 import types
 import typing
@@ -732,9 +733,13 @@ def _np_item(v: Any, opts: Options) -> Any:
 # -- pydantic --------------------------------------------------------------------------
 
 
-def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
+def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = None) -> Any:
     """*obj* as pydantic writes it; as class *t* (a base of its own) where a field
-    declares *t*: pydantic then writes the declared fields only, never a subclass's."""
+    declares *t*: pydantic then writes the declared fields only, never a subclass's.
+
+    *outer*: the ``ser_json_*`` settings of the model a declared *obj* is written
+    inside, which pydantic writes the values it infers in *obj* under (`_Writers`);
+    None for a model written by its own serializer."""
     if t is None:
         t = type(obj)
     is_model = isinstance(obj, sys.modules["pydantic"].BaseModel)
@@ -743,20 +748,26 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
     if not is_model and "__dataclass_fields__" not in t.__dict__:
         return UNKNOWN
     plan = _model_plan(t)
-    ser = t.__pydantic_serializer__
+    if outer is None:
+        outer = plan.ser_key
     if plan.whole_only:
         # A model serializer decides the whole shape: only pydantic can run it.
         if _holds_iterator(obj.__dict__):
             return _read_once(obj)
-        return plan.jsonable(obj)
-    pconv = _PydConv(plan.config, opts)
+        return plan.jsonable(obj, outer=outer)
+    writers = _writers(plan.ser_key, outer)
+    ser = t.__pydantic_serializer__ if outer == plan.ser_key else _serializer_under(t, outer)
+    fields = plan.fields_for(writers.split)
+    pconv = _PydConv(writers, opts)
     conv = pconv.conv
     native = lambda: ser.to_json(obj)  # noqa: E731 - a thunk, run only if it fits
     if plan.root:
-        if plan.fields and plan.fields[0][2]:
+        if fields and fields[0][2]:
             # The root's type has a serializer: pydantic's.
-            return _read_once(obj) if _holds_iterator(obj.root) else plan.jsonable(obj)
-        spec = plan.fields[0][4] if plan.fields else None
+            if _holds_iterator(obj.root):
+                return _read_once(obj)
+            return plan.jsonable(obj, outer=outer)
+        spec = fields[0][4] if fields else None
         root = (conv if spec is None else pconv.typed(spec).conv)(obj.root)
         if type(root) not in _ADAPTED:
             # A member the converter hands back to be dispatched again (a model, a
@@ -772,7 +783,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             root._native = native
         return root
     members: list[tuple[Any, Any]] = []
-    for name, key, custom, exclude_if, spec in plan.fields:
+    for name, key, custom, exclude_if, spec in fields:
         v = getattr(obj, name, _MISSING)
         if v is _MISSING:
             continue  # left unset by `model_construct`: pydantic leaves it out too
@@ -783,7 +794,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None) -> Any:
             if _holds_iterator(v):
                 v = _Typed(_read_once(v), _AS_IS)
             else:
-                v = plan.jsonable(obj, {name})[key]
+                v = plan.jsonable(obj, {name}, outer)[key]
         elif spec is not None:
             v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
@@ -876,45 +887,49 @@ class _Plan:
     """How a pydantic class writes its members: computed once per class."""
 
     __slots__ = (
-        "_json_ser",
+        "_by_split",
+        "_fields",
+        "_json_sers",
+        "_schemas",
         "cls",
         "computed",
         "config",
         "fields",
         "root",
+        "ser_key",
         "whole_only",
     )
 
     def __init__(self, t: Any) -> None:
         self.cls = t
-        self._json_ser: Any = None
+        self._json_sers: dict[_SerKey, Any] = {}
         config = getattr(t, "model_config", None) or getattr(t, "__pydantic_config__", None)
         self.config: Mapping[str, Any] = config or {}
+        self.ser_key = _ser_key(self.config)
         by_alias = bool(self.config.get("serialize_by_alias"))
         decorators = t.__pydantic_decorators__
         self.whole_only = bool(decorators.model_serializers)
         self.root = bool(getattr(t, "__pydantic_root_model__", False))
         custom = {f for d in decorators.field_serializers.values() for f in d.info.fields}
-        schemas = _field_schemas(t)
-        self.fields: list[tuple[str, str, bool, Any, _Spec | None]] = []
+        self._schemas = _field_schemas(t)
+        # Each field: name, key, whether a serializer of its own makes it pydantic's,
+        # exclude_if, what it declares.
+        self._fields: list[tuple[str, str, bool, Any, _Spec | None]] = []
         for name, info in t.__pydantic_fields__.items():
             if info.exclude is True:
                 continue
             key = (info.serialization_alias or name) if by_alias else name
             marks = {type(m).__name__ for m in info.metadata}
-            # What the walk writes as pydantic does ("lazy"); anything else in the
-            # field's type (a serializer at any depth, an exclusion, a TypedDict...) is
-            # pydantic's to write, whole.
-            how = _how_written(schemas.get(name), self.config) if schemas else "pydantic"
             own = (
                 name in custom
                 or "*" in custom
-                or how == "pydantic"
                 or bool(marks & {"PlainSerializer", "WrapSerializer"})
             )
             # SerializeAsAny: pydantic writes what the value is, not what is declared.
             spec = None if "SerializeAsAny" in marks else _declared(info.annotation)
-            self.fields.append((name, key, own, getattr(info, "exclude_if", None), spec))
+            self._fields.append((name, key, own, getattr(info, "exclude_if", None), spec))
+        self._by_split: dict[frozenset[type], list[tuple[str, str, bool, Any, _Spec | None]]] = {}
+        self.fields = self.fields_for(_writers(self.ser_key, self.ser_key).split)
         self.computed = [
             (
                 name,
@@ -924,15 +939,181 @@ class _Plan:
             for name, d in decorators.computed_fields.items()
         ]
 
-    def jsonable(self, obj: Any, include: set[str] | None = None) -> Any:
+    def fields_for(self, split: frozenset[type]) -> list[tuple[str, str, bool, Any, _Spec | None]]:
+        """The fields (name, key, pydantic's to write whole, exclude_if, what it declares)
+        where the leaf types in *split* are written one way declared, another inferred."""
+        fields = self._by_split.get(split)
+        if fields is None:
+            schemas = self._schemas
+            fields = self._by_split[split] = [
+                (
+                    name,
+                    key,
+                    # What the walk writes as pydantic does ("lazy"); anything else in
+                    # the field's type (a serializer at any depth, an exclusion, a
+                    # TypedDict...) is pydantic's to write, whole.
+                    own
+                    or not schemas
+                    or _how_written(schemas.get(name), split, spec) == "pydantic",
+                    exclude_if,
+                    spec,
+                )
+                for name, key, own, exclude_if, spec in self._fields
+            ]
+        return fields
+
+    def jsonable(
+        self, obj: Any, include: set[str] | None = None, outer: _SerKey | None = None
+    ) -> Any:
         """*obj* (its *include* fields) as pydantic's JSON mode makes it, serializers run,
         but with each NaN and infinity kept a float: the encoder writes its marker there,
         where pydantic writes null, and a lone surrogate is the encoder's to replace,
-        where pydantic's ``to_json`` raises."""
-        ser = self._json_ser
+        where pydantic's ``to_json`` raises. Values inferred (under ``Any``, or returned
+        by a serializer) are written under *outer*, the config of the model pydantic
+        would be writing (this class's own when None).
+
+        A value pydantic cannot write (an arbitrary class's instance, a NumPy array) is
+        left in the output as it is, as pydantic's ``fallback`` would hand it to a hook:
+        the encoder then writes it as anywhere else (NumPy, ``default``, the marker)."""
+        outer = self.ser_key if outer is None else outer
+        ser = self._json_sers.get(outer)
         if ser is None:
-            ser = self._json_ser = _nan_keeping(self.cls)
-        return ser.to_python(obj, mode="json", include=include)
+            ser = self._json_sers[outer] = _nan_keeping(self.cls, outer)
+        held: list[Any] = []
+        # A string no value holds (a random one per call), and the index after it.
+        tag = f"\x00jsonbudget-fallback-{os.urandom(8).hex()}-"
+
+        def hold(v: Any) -> str:
+            held.append(v)
+            return f"{tag}{len(held) - 1}"
+
+        out = ser.to_python(obj, mode="json", include=include, fallback=hold)
+        return _put_back(out, tag, held) if held else out
+
+
+def _put_back(out: Any, tag: str, held: list[Any]) -> Any:
+    """*out* (pydantic's JSON-mode output) with each string *tag* + index, a value
+    pydantic's fallback was given, replaced by that value (in place: *out* is new)."""
+
+    def back(v: Any) -> Any:
+        if type(v) is str and v.startswith(tag):
+            return held[int(v[len(tag) :])]
+        return v
+
+    top = back(out)
+    stack = [top] if type(top) is dict or type(top) is list else []
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            items = list(node.items())
+            if any(type(k) is str and k.startswith(tag) for k, _ in items):
+                node.clear()  # a key pydantic's fallback wrote: its value is the key again
+            for k, v in items:
+                x = node[back(k)] = back(v)
+                if type(x) is dict or type(x) is list:
+                    stack.append(x)
+        else:
+            for i, v in enumerate(node):
+                x = node[i] = back(v)
+                if type(x) is dict or type(x) is list:
+                    stack.append(x)
+    return top
+
+
+#: A model config's ``ser_json_*`` settings, as a hashable key.
+_SerKey = tuple[tuple[str, Any], ...]
+
+
+def _ser_key(config: Mapping[str, Any]) -> _SerKey:
+    """The settings of *config* that change how pydantic writes a leaf value."""
+    return tuple(
+        sorted(
+            (k, v)
+            for k, v in config.items()
+            if type(k) is str and k.startswith("ser_json_") and v is not None
+        )
+    )
+
+
+#: The leaf types whose spelling a model's config sets (`_Writers`), by core schema type.
+_KIND_TYPES: Final[dict[str, type]] = {
+    "datetime": _dt.datetime,
+    "date": _dt.date,
+    "time": _dt.time,
+    "timedelta": _dt.timedelta,
+    "bytes": bytes,
+}
+_KINDS: Final = tuple(_KIND_TYPES.values())
+_PROBES: Final[dict[type, Any]] = {
+    _dt.datetime: _dt.datetime(2000, 1, 1, tzinfo=_dt.UTC),
+    _dt.date: _dt.date(2000, 1, 1),
+    _dt.time: _dt.time(),
+    _dt.timedelta: _dt.timedelta(seconds=1),
+    bytes: b"a",
+}
+
+
+class _Writers:
+    """How pydantic writes leaf values inside a model, as its own config and that of the
+    model being written (*outer*: the outermost one, or one reached through ``Any``) say.
+
+    pydantic writes a leaf its schema declares (a ``datetime`` field, ``list[bytes]``)
+    under the config of the model that declares it, and one it infers (under ``Any``, in
+    an arbitrary class's field) under *outer*'s; and a declared ``date``, ``time`` or
+    ``datetime`` ignores ``ser_json_timedelta``, which an inferred one follows when
+    ``ser_json_temporal`` is not set. Each is its own serializer, so whatever pydantic
+    version is installed decides. NaN is null where a leaf holds one (floats themselves
+    never reach these: the encoder marks them).
+    """
+
+    __slots__ = ("declared", "inferred", "outer", "split")
+
+    def __init__(self, own: _SerKey, outer: _SerKey) -> None:
+        serializer = sys.modules["pydantic_core"].SchemaSerializer
+        self.outer = outer
+        null = {"ser_json_inf_nan": "null"}
+        self.inferred: Callable[[Any], bytes] = serializer(
+            {"type": "any"}, {**dict(outer), **null}
+        ).to_json
+        self.declared: dict[type, Callable[[Any], bytes]] = {
+            t: serializer({"type": kind}, {**dict(own), **null}).to_json
+            for kind, t in _KIND_TYPES.items()
+        }
+        # The types pydantic writes one way declared and another inferred: the walk
+        # must then know which a value is.
+        self.split = frozenset(
+            t for t, v in _PROBES.items() if self.declared[t](v) != self.inferred(v)
+        )
+
+    def of(self, v: Any, spec: _Spec | None) -> Callable[[Any], bytes]:
+        """The writer for leaf *v* where *spec* is what is declared."""
+        if spec is not None:
+            for t in spec.kinds:
+                # pydantic's date serializer refuses a datetime: it is inferred then.
+                if isinstance(v, t) and not (t is _dt.date and isinstance(v, _dt.datetime)):
+                    return self.declared[t]
+        return self.inferred
+
+
+@lru_cache(maxsize=256)  # a pure function of two configs' settings
+def _writers(own: _SerKey, outer: _SerKey) -> _Writers:
+    return _Writers(own, outer)
+
+
+@lru_cache(maxsize=256)  # a pure function of a class and a config's settings
+def _serializer_under(t: Any, outer: _SerKey) -> Any:
+    """*t*'s serializer as pydantic runs it inside a model whose settings are *outer*:
+    declared leaves under *t*'s own config, inferred ones under *outer*'s."""
+    top = {k: v for k, v in _core_config(t).items() if not k.startswith("ser_json_")}
+    return sys.modules["pydantic_core"].SchemaSerializer(
+        t.__pydantic_core_schema__, {**top, **dict(outer)}
+    )
+
+
+def _core_config(t: Any) -> Mapping[str, Any]:
+    """The core config pydantic built class *t*'s serializer with (its schema's)."""
+    node = _class_schema(t)[0]
+    return (node.get("config") if node else None) or {}
 
 
 #: The core schemas that carry a config of their own.
@@ -941,12 +1122,13 @@ _CONFIGURED: Final = frozenset({"model", "dataclass", "typed-dict"})
 _VALUES: Final = frozenset({"default", "metadata"})
 
 
-def _nan_keeping(t: Any) -> Any:
+def _nan_keeping(t: Any, outer: _SerKey) -> Any:
     """*t*'s serializer built again with ``ser_json_inf_nan="constants"``, with which JSON
     mode hands over a NaN or an infinity as the float (the default, "null", makes it None,
     which nothing later can tell from a None). Every model in the schema gets it, and so
     does the serializer's own config, which values the serializer infers (what a model
-    serializer returns) are written with; the rest of *t*'s config stays as it was."""
+    serializer returns) are written with, under the ``ser_json_*`` settings *outer* (see
+    `_Writers`); the rest of *t*'s config stays as it was."""
     own: list[Mapping[str, Any]] = []
 
     def rebuilt(node: Any) -> Any:
@@ -963,14 +1145,15 @@ def _nan_keeping(t: Any) -> Any:
         return out
 
     schema = rebuilt(t.__pydantic_core_schema__)
-    config = own[0] if own else {"ser_json_inf_nan": "constants"}
+    config = {k: v for k, v in (own[0] if own else {}).items() if not k.startswith("ser_json_")}
+    config.update(outer)
+    config["ser_json_inf_nan"] = "constants"
     return sys.modules["pydantic_core"].SchemaSerializer(schema, config)
 
 
-def _field_schemas(t: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
-    """Each field of pydantic class *t* with its core schema and the schema's definitions;
-    empty where the schema's shape is not one this reads (every field is then written
-    by pydantic)."""
+def _class_schema(t: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Pydantic class *t*'s own core schema node (a "model" or "dataclass") and the
+    schema's definitions; None where the schema's shape is not one this reads."""
     schema = t.__pydantic_core_schema__
     defs: dict[str, Any] = {}
     if schema.get("type") == "definitions":
@@ -980,8 +1163,17 @@ def _field_schemas(t: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
         schema = defs.get(schema["schema_ref"], {})
     while schema.get("type") in _VALIDATORS and "serialization" not in schema:
         schema = schema["schema"]  # a model validator ("after", "wrap") wraps the model
-    kind = schema.get("type")
-    if kind not in ("model", "dataclass") or schema.get("cls") is not t:
+    if schema.get("type") not in ("model", "dataclass") or schema.get("cls") is not t:
+        return None, defs
+    return schema, defs
+
+
+def _field_schemas(t: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Each field of pydantic class *t* with its core schema and the schema's definitions;
+    empty where the schema's shape is not one this reads (every field is then written
+    by pydantic)."""
+    schema, defs = _class_schema(t)
+    if schema is None:
         return {}
     inner = schema["schema"]
     if schema.get("root_model"):
@@ -999,82 +1191,116 @@ def _field_schemas(t: Any) -> dict[str, tuple[Any, dict[str, Any]]]:
 #: Schemas that validate around an inner one and leave its serialization as it is.
 _VALIDATORS: Final = frozenset({"function-before", "function-after", "function-wrap"})
 #: Leaf schemas whose values the walk writes as pydantic does (by `_leaf`, the runtime
-#: type's JSON, under `_PydConv.modes`). Temporal ones only under the default
-#: ``ser_json_temporal``.
+#: type's JSON, by the writer `_Writers.of` picks). An arbitrary class (``is-instance``,
+#: ``arbitrary_types_allowed``), ``type[X]`` and a callable are written as under ``Any``:
+#: pydantic infers them too, and refuses what it does not know (the encoder then writes
+#: it, or ``default`` does, or the marker).
 _PLAIN_LEAVES: Final = frozenset(
-    {"any", "none", "bool", "int", "str", "bytes", "decimal", "uuid", "literal", "enum", "url"}
+    {
+        "any",
+        "none",
+        "bool",
+        "int",
+        "float",
+        "str",
+        "decimal",
+        "uuid",
+        "literal",
+        "enum",
+        "url",
+        "is-instance",
+        "is-subclass",
+        "callable",
+    }
 )
-_TEMPORAL: Final = frozenset({"date", "time", "datetime", "timedelta"})
 
 
-def _how_written(field: tuple[Any, dict[str, Any]] | None, config: Mapping[str, Any]) -> str:
+def _how_written(
+    field: tuple[Any, dict[str, Any]] | None, split: frozenset[type], spec: _Spec | None
+) -> str:
     """How a model's field is written when the model is walked: "lazy" (by the walk, one
     level at a time, as pydantic would; a number under a float or int its declared type
     says, `_Spec.leaf`) or "pydantic" (its schema changes how pydantic writes it somewhere
     the walk cannot follow: a serializer at any depth, a TypedDict, a dataclass with an
-    excluded or aliased field, keys that are not plain: pydantic writes it, whole)."""
+    excluded or aliased field, keys that are not plain: pydantic writes it, whole).
+
+    A leaf of a type in *split* (written one way declared, another inferred: `_Writers`)
+    is the walk's only where *spec*, the field's annotation read, declares it there."""
     if field is None:
         return "pydantic"
     schema, defs = field
-    temporal = config.get("ser_json_temporal", "iso8601") == "iso8601"
     seen: set[str] = set()
 
-    def plain(node: Any, depth: int) -> bool:
+    def plain(node: Any, spec: _Spec | None, depth: int) -> bool:
         if type(node) is not dict or depth > 64 or "serialization" in node:
             return False
         kind = node.get("type")
-        if kind in _PLAIN_LEAVES or (temporal and kind in _TEMPORAL) or kind == "float":
+        if kind in _PLAIN_LEAVES:
             return True
+        if kind in _KIND_TYPES:
+            t = _KIND_TYPES[kind]
+            return t not in split or (spec is not None and t in spec.kinds)
+        items = spec.items if spec is not None else None
         if kind == "definition-ref":
             ref = str(node.get("schema_ref"))
             if ref in seen:
                 return True  # a recursive type: the first visit decides
             seen.add(ref)
-            return ref in defs and plain(defs[ref], depth + 1)
+            return ref in defs and plain(defs[ref], spec, depth + 1)
         if kind in ("model", "dataclass") and "__pydantic_fields__" in node["cls"].__dict__:
             return True  # a pydantic class: written by a plan of its own
-        if kind == "dataclass":  # a standard dataclass: every field, by name
+        if kind == "dataclass":  # a standard dataclass: every field, by name, as it is
             args = node.get("schema", {})
             return args.get("type") == "dataclass-args" and all(
                 not f.get("serialization_exclude")
                 and not f.get("serialization_alias")
-                and plain(f.get("schema"), depth + 1)
+                and plain(f.get("schema"), None, depth + 1)
                 for f in args.get("fields", ())
             )
         if kind in ("nullable", "default") or kind in _VALIDATORS:
-            return plain(node.get("schema"), depth + 1)
+            return plain(node.get("schema"), spec, depth + 1)
         if kind in ("list", "set", "frozenset", "generator"):
-            return "items_schema" not in node or plain(node["items_schema"], depth + 1)
+            return "items_schema" not in node or plain(node["items_schema"], items, depth + 1)
         if kind == "tuple":
-            items = node.get("items_schema", ())
-            if (len(items) > 1 or node.get("variadic_item_index") is None) and any(
-                _number_schema(x) for x in items
+            positions = node.get("items_schema", ())
+            if (len(positions) > 1 or node.get("variadic_item_index") is None) and any(
+                _number_schema(x) or _leaf_type(x) in split for x in positions
             ):
-                return False  # numbers declared by position: the walk converts items alike
-            return all(plain(x, depth + 1) for x in items)
+                # Numbers (or split leaves) declared by position: the walk converts
+                # every item alike.
+                return False
+            return all(plain(x, items, depth + 1) for x in positions)
         if kind == "dict":
             keys = node.get("keys_schema", {"type": "any"})
             return (
                 type(keys) is dict
                 and keys.get("type") in ("any", "str", "int")
                 and "serialization" not in keys
-                and ("values_schema" not in node or plain(node["values_schema"], depth + 1))
+                and ("values_schema" not in node or plain(node["values_schema"], items, depth + 1))
             )
         if kind == "union":
             return all(
-                plain(c[0] if type(c) is tuple else c, depth + 1) for c in node.get("choices", ())
+                plain(c[0] if type(c) is tuple else c, spec, depth + 1)
+                for c in node.get("choices", ())
             )
         if kind == "tagged-union":
-            return all(plain(c, depth + 1) for c in node.get("choices", {}).values())
+            return all(plain(c, spec, depth + 1) for c in node.get("choices", {}).values())
         if kind in ("lax-or-strict", "json-or-python"):
             return all(
-                plain(node[k], depth + 1)
+                plain(node[k], spec, depth + 1)
                 for k in ("lax_schema", "strict_schema", "json_schema", "python_schema")
                 if k in node
             )
-        return False  # typed-dict, function-plain, is-instance, chain, anything new
+        return False  # typed-dict, function-plain, chain, anything new
 
-    return "lazy" if plain(schema, 0) else "pydantic"
+    return "lazy" if plain(schema, spec, 0) else "pydantic"
+
+
+def _leaf_type(node: Any) -> type | None:
+    """The type in `_KIND_TYPES` that core schema *node* declares (optional, defaulted)."""
+    while type(node) is dict and node.get("type") in ("nullable", "default"):
+        node = node.get("schema")
+    return _KIND_TYPES.get(node.get("type")) if type(node) is dict else None  # type: ignore[arg-type]
 
 
 def _number_schema(node: Any) -> bool:
@@ -1092,21 +1318,28 @@ def _model_plan(t: Any) -> _Plan:
 class _Spec:
     """What an annotation declares that changes how pydantic writes a value: the model
     and dataclass classes it names (a subclass value is written as one of them), the
-    spec of a container's items (a mapping's values), and a number's *leaf* type.
+    spec of a container's items (a mapping's values), a number's *leaf* type, and the
+    leaf types (*kinds*) written under the declaring model's config (`_Writers`).
 
     *leaf* is "float" or "int" where the value is declared one: a value assigned
     without validation is written as that type, as pydantic's serializer for it
     writes it (an int, a bool, a Decimal or an IntEnum under float as a float, ``3.0``;
-    a bool or an IntEnum under int as an int, ``1``)."""
+    a bool or an IntEnum under int as an int, ``1``). *kinds* holds the types of
+    `_KIND_TYPES` declared here (``datetime``, ``date | None``, ``datetime | str``)."""
 
-    __slots__ = ("items", "leaf", "models")
+    __slots__ = ("items", "kinds", "leaf", "models")
 
     def __init__(
-        self, models: tuple[type, ...], items: _Spec | None, leaf: str | None = None
+        self,
+        models: tuple[type, ...],
+        items: _Spec | None,
+        leaf: str | None = None,
+        kinds: tuple[type, ...] = (),
     ) -> None:
         self.models = models
         self.items = items
         self.leaf = leaf
+        self.kinds = kinds
 
 
 def _as_leaf(v: Any, leaf: str) -> Any:
@@ -1135,15 +1368,32 @@ _SEQUENCES: Final = frozenset(
         collections.abc.Sequence,
         collections.abc.MutableSequence,
         collections.abc.Set,
+        collections.abc.Iterable,  # pydantic keeps these as one-shot iterators
+        collections.abc.Iterator,
+        collections.abc.Generator,
     }
 )
-_MAPPINGS: Final = frozenset({dict, collections.abc.Mapping, collections.abc.MutableMapping})
+_MAPPINGS: Final = frozenset(
+    {
+        dict,
+        collections.abc.Mapping,
+        collections.abc.MutableMapping,
+        collections.OrderedDict,
+        collections.defaultdict,
+    }
+)
 
 
 def _declared(ann: Any, depth: int = 0) -> _Spec | None:
-    """*ann* as a `_Spec`; None where it names no model or dataclass (most fields)."""
+    """*ann* as a `_Spec`; None where it declares nothing a `_Spec` holds (``str``,
+    ``Any``, ``list[str]``: most fields)."""
     if depth > 16:  # a recursive alias: past this, values are written as they are
         return None
+    supertype = getattr(ann, "__supertype__", None)  # a NewType: what it wraps
+    if supertype is not None:
+        return _declared(supertype, depth + 1)
+    if type(ann).__name__ == "TypeAliasType":  # a `type X = ...` statement
+        return _declared(getattr(ann, "__value__", None), depth + 1)
     origin = typing.get_origin(ann)
     args = typing.get_args(ann)
     if origin is typing.Annotated:
@@ -1152,14 +1402,25 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
         return _declared(args[0], depth + 1)
     if ann in _LEAVES:
         return _Spec((), None, _LEAVES[ann])
+    if isinstance(ann, type) and issubclass(ann, _KINDS):
+        # The first of `_KINDS` it is (a datetime is a date too).
+        return _Spec((), None, kinds=(next(k for k in _KINDS if issubclass(ann, k)),))
     if origin is typing.Union or origin is types.UnionType:
         if len(args) == 2 and type(None) in args:  # Optional[X]: what X declares
             return _declared(args[0] if args[1] is type(None) else args[1], depth + 1)
-        parts = [p for p in (_declared(a, depth + 1) for a in args) if p is not None]
+        declared = [_declared(a, depth + 1) for a in args]
+        parts = [p for p in declared if p is not None]
         if not parts:
             return None
         items = next((p.items for p in parts if p.items is not None), None)
-        return _Spec(tuple(m for p in parts for m in p.models), items)
+        # pydantic writes a value by the first choice that takes it as it is: one
+        # that takes anything (Any, object) hides the kinds after it.
+        kinds: list[type] = []
+        for a, p in zip(args, declared, strict=True):
+            if a is Any or a is object:
+                break
+            kinds += p.kinds if p is not None else ()
+        return _Spec(tuple(m for p in parts for m in p.models), items, kinds=tuple(kinds))
     if isinstance(ann, type) and (
         issubclass(ann, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(ann)
     ):
@@ -1167,15 +1428,18 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
     if origin is None or not args:
         return None
     if origin in _SEQUENCES:
+        if origin is collections.abc.Generator:
+            args = args[:1]  # what it yields; not what it is sent or returns
         parts = [p for p in (_declared(a, depth + 1) for a in args if a is not ...) if p]
         if not parts:
             return None
         # A number type applies to every item only where every item declares it (a
         # tuple[int, str] declares two).
-        declared = {a for a in args if a is not ...}
-        leaf = parts[0].leaf if len(declared) == 1 else None
+        declared_args = {a for a in args if a is not ...}
+        leaf = parts[0].leaf if len(declared_args) == 1 else None
         models = tuple(m for p in parts for m in p.models)
-        return _Spec((), _Spec(models, parts[0].items, leaf))
+        kinds = [k for p in parts for k in p.kinds]
+        return _Spec((), _Spec(models, parts[0].items, leaf, tuple(dict.fromkeys(kinds))))
     if origin in _MAPPINGS and len(args) == 2:
         inner = _declared(args[1], depth + 1)
         return None if inner is None else _Spec((), inner)
@@ -1236,46 +1500,49 @@ class _PydConv(_Conv):
 
     *spec* is what the field declares here (None: nothing that changes how it is
     written): a model or dataclass declared as a base class is written as that class,
-    and a container's items by what it declares for them, as pydantic does.
+    a container's items by what it declares for them, and a leaf by the writer of
+    *writers* for what it is declared (`_Writers.of`), as pydantic does.
     """
 
-    __slots__ = ("_items", "config", "modes", "spec")
+    __slots__ = ("_items", "spec", "to_json", "writers")
 
-    def __init__(self, config: Mapping[str, Any], opts: Options, spec: _Spec | None = None) -> None:
+    def __init__(self, writers: _Writers, opts: Options, spec: _Spec | None = None) -> None:
         super().__init__(opts)
-        self.config = config
+        self.writers = writers
+        self.to_json = writers.inferred  # a value's JSON when nothing declares its type
         self.spec = spec
         self._items: _PydConv | None = None
-        self.modes = {
-            "timedelta_mode": config.get("ser_json_timedelta", "iso8601"),
-            "bytes_mode": config.get("ser_json_bytes", "utf8"),
-            # `to_json` writes a NaN inside a leaf as the constant NaN, which is not JSON.
-            "inf_nan_mode": "null",
-        }
 
     def typed(self, spec: _Spec | None) -> _PydConv:
         """A converter for values declared as *spec*."""
-        return self if spec is self.spec else _PydConv(self.config, self.opts, spec)
+        return self if spec is self.spec else _PydConv(self.writers, self.opts, spec)
 
     def conv(self, v: Any) -> Any:
         spec = self.spec
         if spec is not None and spec.leaf is not None:
             v = _as_leaf(v, spec.leaf)
-        t = type(v)
+        t: Any = type(v)
         if t in _PLAIN:
             return _leaf(v, self.opts, self.to_json) if t is int and _wide(v) else v
         if isinstance(v, sys.modules["pydantic"].BaseModel) or (
             dataclasses.is_dataclass(v) and not isinstance(v, type)
         ):
-            t = type(v)
-            spec = self.spec
-            if spec is not None and t not in spec.models:
-                for declared in spec.models:
-                    if isinstance(v, declared):
-                        t = declared  # a subclass is written as its declared base
+            declared = spec is not None and t in spec.models
+            if spec is not None and not declared:
+                for base in spec.models:
+                    if isinstance(v, base):
+                        t = base  # a subclass is written as its declared base
+                        declared = True
                         break
             if "__pydantic_fields__" in t.__dict__:
-                return v if t is type(v) else _pydantic(v, self.opts, t)
+                # Declared, it is written inside this model (what pydantic infers in it
+                # under the outer model's config); else by its own serializer.
+                outer = self.writers.outer if declared else None
+                if outer is not None and outer == _model_plan(t).ser_key:
+                    outer = None  # its own settings: the same bytes as by itself
+                if t is type(v) and outer is None:
+                    return v  # dispatched again: a view of its own
+                return _pydantic(v, self.opts, t, outer)
             if isinstance(v, sys.modules["pydantic"].BaseModel) or t is Clipped:
                 return v  # dispatched again: a nested model is a view of its own
             return self._dataclass(v, t)
@@ -1290,7 +1557,9 @@ class _PydConv(_Conv):
         items = self.items().spec
         # Items declared a number type are converted (an int to a float): not plain.
         view = self.container(v, _PLAIN if items is None or items.leaf is None else _NUMBERLESS)
-        return _leaf(v, self.opts, self.to_json) if view is None else view
+        if view is not None:
+            return view
+        return _leaf(v, self.opts, self.writers.of(v, spec))
 
     def items(self) -> _PydConv:
         items = self._items
@@ -1311,9 +1580,6 @@ class _PydConv(_Conv):
                     f"dataclass {t.__name__} has no value for field {f.name}", path=None
                 ) from exc
         return MapView(members, self.typed(None).conv, src=v)
-
-    def to_json(self, v: Any) -> bytes:
-        return sys.modules["pydantic_core"].to_json(v, **self.modes)  # type: ignore[no-any-return]
 
     def key(self, k: Any) -> Any:
         return k if type(k) is str else _key_text(self.to_json, k)
