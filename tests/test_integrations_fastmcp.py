@@ -682,3 +682,26 @@ async def test_regression_a_mounted_read_result_tool_fits_with_the_parents_stamp
             if cursor is None:
                 break
     assert text == "\U0001f600" * 20_000
+
+
+async def test_regression_a_paginated_tool_pages_under_fastmcp_without_an_output_schema() -> None:
+    """Found in review: `paginated_tool` declared Annotated[CallToolResult,
+    McpPageEnvelope], which FastMCP read as a CallToolResult schema (content, is_error,
+    ...): its client refused every page ("'content' is a required property") unless the
+    tool was registered with output_schema=page_output_schema(). It declares the
+    envelope now: the schema FastMCP publishes is the page's, and every page validates."""
+    server = FastMCP("pages")
+
+    @server.tool
+    @paginated_tool(max_bytes=3000, store=MemoryCursorStore())
+    def rows() -> list[dict[str, Any]]:
+        """All rows, one page per call."""
+        return ROWS
+
+    async with Client(server) as client:
+        (tool,) = await client.list_tools()
+        schema = tool.output_schema
+        assert schema is not None
+        assert set(schema["properties"]) == set(page_output_schema()["properties"])
+        assert schema["required"] == ["items", "complete", "nextCursor"]
+        assert await follow(client, 3000) == ROWS

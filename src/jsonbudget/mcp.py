@@ -24,7 +24,7 @@ import typing
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Annotated, Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import orjson
 
@@ -832,11 +832,12 @@ def paginated_tool(
     def pager_now() -> McpPager:
         return _for_identity_now(own, pager, larger, pager_for)
 
-    # The SDK validates structured content against the declared schema and publishes
-    # it as the tool's outputSchema; a text-only result declares none.
-    returns: Any = (
-        CallToolResult if content == "text" else Annotated[CallToolResult, McpPageEnvelope]
-    )
+    # The envelope itself, not the SDK's Annotated[CallToolResult, McpPageEnvelope]: both
+    # servers publish it as the tool's outputSchema and pass the returned CallToolResult
+    # through (the official SDK after validating its structured content against it),
+    # where FastMCP took the Annotated form for a CallToolResult schema and its client
+    # refused every page. A text-only result declares none.
+    returns: Any = CallToolResult if content == "text" else McpPageEnvelope
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn)
