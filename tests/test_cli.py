@@ -1187,3 +1187,23 @@ class _BinaryStdin:
 
     def __init__(self, f: Any) -> None:
         self.buffer = f
+
+
+def test_regression_dump_clips_a_long_json_lines_line_as_the_file_sources_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a tester: `dump` read each JSON Lines line whole, up to 256 MiB (a
+    longer one refused, a 200 MB one costing 800 MB), where `page` clips a line past
+    the file sources' item bound (64 MiB) and passes over the rest. `dump` reads lines
+    through the same code now. The bounds are lowered here to keep the file small."""
+    import jsonbudget._cli.main as cli_main  # the bounds it reads
+
+    monkeypatch.setattr(cli_main, "MAX_LOAD_BYTES", 2 << 20)
+    monkeypatch.setattr(cli_main, "DEFAULT_MAX_ITEM_BYTES", 1 << 20)
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(b'{"a": 1}\n"' + b"y" * (3 << 20) + b'"\n{"b": 2}\n')
+    assert main(["dump", str(path), "--max-bytes", "64K"]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out[0] == {"a": 1}
+    assert len(out) >= 2
+    assert out[-1].startswith("…[")  # the long line (or what follows) marked, never lost

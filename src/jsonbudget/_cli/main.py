@@ -48,6 +48,7 @@ from .._pages.builder import MCP_KEYS, PageBuilder, Paginator
 from .._sources.base import Source, described_path
 from .._sources.files import (
     BOM,
+    DEFAULT_MAX_ITEM_BYTES,
     GZIP_MAGIC,
     MAX_PASS_OVER,
     JsonArrayFileSource,
@@ -55,7 +56,7 @@ from .._sources.files import (
     array_items,
     file_errors,
     gzip_reason,
-    parse_line,
+    line_items,
 )
 from .._sources.jsonread import load_json
 from .._sources.sql import MIN_CELL_BYTES, SQLiteSource
@@ -486,7 +487,6 @@ def _escaped(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-_JSON_SPACE: Final = b" \t\r\n"
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -702,17 +702,16 @@ def _first_char(stream: _Prepended, at: Callable[[], int]) -> bytes:
 
 
 def _lines(stream: _Prepended, first: Any = _NOTHING, offset: int = 0) -> Iterator[Any]:
-    """One value per non-blank line, parsed only when the encoder asks for it."""
+    """One value per non-blank line, parsed only when the encoder asks for it; a line
+    longer than the file sources' item bound clipped and passed over as they do."""
     if first is not _NOTHING:
         yield first
-    with file_errors(lambda: offset):
-        while line := stream.readline(MAX_LOAD_BYTES + 1):
-            if len(line) > MAX_LOAD_BYTES:
-                raise DecodeError(f"a line is longer than {MAX_LOAD_BYTES} bytes", offset=offset)
-            start = offset
-            offset += len(line)
-            if line.strip(_JSON_SPACE):  # JSON's whitespace only, as the file sources
-                yield parse_line(line, start)
+    pass_over = None if stream.ends else MAX_PASS_OVER
+    lines = line_items(stream.readline, offset, limit=DEFAULT_MAX_ITEM_BYTES, pass_over=pass_over)
+    at = offset  # where the last line read ended: a read error's offset
+    with file_errors(lambda: at):
+        for value, at, _last in lines:  # noqa: B007  # read by the lambda: the error's offset
+            yield value
 
 
 def _array(stream: _Prepended, lead: int, line: int, skipped: int) -> Iterator[Any]:

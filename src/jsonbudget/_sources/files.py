@@ -1034,30 +1034,10 @@ class JsonLinesSource(Source[Any]):
                 else:
                     offset = file.seek_checked(position)
                     index = cast(int, position["i"])
-                limit = self._max_item
-                readline = file.stream.readline
-                while True:
-                    # A byte order mark's room: what is held has more than *limit* bytes
-                    # after it is taken off whenever the line goes on past it.
-                    line = readline(limit + 1 + len(BOM))
-                    if not line:
-                        return
-                    start = offset
-                    offset += len(line)
-                    if start == 0 and line.startswith(BOM):
-                        line = line[len(BOM) :]
-                        start = len(BOM)
-                    extra, last = 0, line[-1] if line else 10
-                    if len(line) > limit and last != 10:
-                        extra, last = _skip_line(readline, last, start, file.pass_over)
-                        offset += extra
-                    length = len(line) + extra - (last == 10)  # its newline not counted
-                    if length > limit:
-                        obj: Any = _clip_line(line, length, limit, start)
-                    elif _blank(line):
-                        continue
-                    else:
-                        obj = parse_line(line, start)
+                lines = line_items(
+                    file.stream.readline, offset, limit=self._max_item, pass_over=file.pass_over
+                )
+                for obj, offset, last in lines:
                     index += 1
                     yield obj, file.position(index, offset, chr(last))
         finally:
@@ -1177,6 +1157,39 @@ class JsonLinesSource(Source[Any]):
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path and gzip setting."""
         return {"kind": "json_lines_file", **described_path("path", self._path), "gzip": self._gzip}
+
+
+def line_items(
+    readline: Callable[[int], bytes], offset: int, *, limit: int, pass_over: int | None
+) -> Iterator[tuple[Any, int, int]]:
+    """``(value, offset after its line, the line's last byte)`` for each non-blank line
+    *readline* gives, the first at byte *offset* (a UTF-8 byte order mark skipped at byte
+    0). A line longer than *limit* bytes is the `Clipped` of its first *limit* bytes,
+    read past a read at a time for at most *pass_over* bytes (None: to its end, for a
+    stream that ends): never held whole."""
+    while True:
+        # A byte order mark's room: what is held has more than *limit* bytes after it is
+        # taken off whenever the line goes on past it.
+        line = readline(limit + 1 + len(BOM))
+        if not line:
+            return
+        start = offset
+        offset += len(line)
+        if start == 0 and line.startswith(BOM):
+            line = line[len(BOM) :]
+            start = len(BOM)
+        extra, last = 0, line[-1] if line else 10
+        if len(line) > limit and last != 10:
+            extra, last = _skip_line(readline, last, start, pass_over)
+            offset += extra
+        length = len(line) + extra - (last == 10)  # its newline not counted
+        if length > limit:
+            obj: Any = _clip_line(line, length, limit, start)
+        elif _blank(line):
+            continue
+        else:
+            obj = parse_line(line, start)
+        yield obj, offset, last
 
 
 def _skip_line(
