@@ -1207,3 +1207,21 @@ def test_regression_dump_clips_a_long_json_lines_line_as_the_file_sources_do(
     assert out[0] == {"a": 1}
     assert len(out) >= 2
     assert out[-1].startswith("…[")  # the long line (or what follows) marked, never lost
+
+
+def test_regression_a_file_that_is_not_an_sqlite_database_is_named_as_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a tester: `page k.json --kind sqlite --table t` and `--store k.json`
+    failed with SQLite's bare "file is not a database" (exit 1), naming neither file,
+    where `--table` under `--kind auto` says which file is not one (exit 2)."""
+    data = tmp_path / "k.json"
+    data.write_bytes(b"[1, 2, 3]")
+    assert main(["page", str(data), "--kind", "sqlite", "--table", "t"]) == EXIT_USAGE
+    assert capsys.readouterr().err.endswith(f"{data} is not one\n")
+    store = tmp_path / "store.json"
+    store.write_bytes(b'{"not": "a database"}')
+    assert main(["page", str(data), "--store", str(store)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"--store {store} is not an SQLite database" in err
+    assert store.read_bytes() == b'{"not": "a database"}'  # left as it was

@@ -874,18 +874,27 @@ _C1: Final = re.compile(r"[\x7f-\x9f]")
 # -- sources (page, tune) ---------------------------------------------------------------
 
 
+def _not_sqlite(path: str) -> bool:
+    """Whether *path* is a regular file that is not an SQLite database (an empty file is
+    an empty one; what is not a regular file SQLite itself refuses)."""
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        head = f.read(len(_SQLITE_MAGIC))
+    return bool(head) and head != _SQLITE_MAGIC
+
+
 def _kind(args: argparse.Namespace) -> str:
     kind: str = args.kind
     path: str = args.source
+    wants_sql = args.table is not None or args.query is not None
+    if kind == "sqlite" or (kind == "auto" and wants_sql):
+        if _not_sqlite(path):
+            what = "--table and --query need" if wants_sql else "--kind sqlite needs"
+            raise _Usage(f"{what} an SQLite database; {path} is not one")
+        return "sqlite"
     if kind != "auto":
         return kind
-    if args.table is not None or args.query is not None:
-        if os.path.isfile(path):
-            with open(path, "rb") as f:
-                head = f.read(len(_SQLITE_MAGIC))
-            if head and head != _SQLITE_MAGIC:  # an empty file is an empty database
-                raise _Usage(f"--table and --query need an SQLite database; {path} is not one")
-        return "sqlite"
     jsonl = path.lower().endswith(_JSONL_EXT)
     if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
         if jsonl:
@@ -973,6 +982,8 @@ def _store(spec: str | None, ttl: int, stack: ExitStack) -> CursorStore:
 
         return RedisCursorStore(spec, ttl=ttl)
     path = spec or default_store_path()
+    if _not_sqlite(path):
+        raise _Usage(f"--store {path} is not an SQLite database (nor a Redis URL)")
     if spec is None:
         # The default store holds only cursors, but they are still the user's: keep it private.
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
