@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from jsonbudget._cli.main import (
     EXIT_CURSOR,
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     default_store_path,
@@ -1225,3 +1227,32 @@ def test_regression_a_file_that_is_not_an_sqlite_database_is_named_as_a_usage_er
     err = capsys.readouterr().err
     assert f"--store {store} is not an SQLite database" in err
     assert store.read_bytes() == b'{"not": "a database"}'  # left as it was
+
+
+def test_regression_ctrl_c_stops_a_long_sqlite_query(tmp_path: Path) -> None:
+    """Found by a tester: SIGINT was handled only when SQLite returned, so `page` with a
+    query SQLite took long to answer ran on after Ctrl-C (16 s here; forever for one
+    that does not end). A thread watching for the signal interrupts the query now."""
+    db = tmp_path / "slow.sqlite3"
+    with contextlib.closing(sqlite3.connect(db)) as setup:
+        setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
+        " SELECT x AS id FROM c WHERE x < 0"
+    )
+    args = ["page", str(db), "--query", endless, "--unique", "--store", str(tmp_path / "s")]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "jsonbudget", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
+    try:
+        time.sleep(2)  # the query is running: it never ends by itself
+        assert child.poll() is None
+        child.send_signal(signal.SIGINT)
+        _out, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert child.returncode == EXIT_INTERRUPTED
+    assert err == b"jsonbudget: interrupted\n"

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -3246,3 +3247,26 @@ def test_regression_offset_without_an_order_counts_rows_in_one_query_form(
         pages = pages_by_paginate(source, Limits(380))
     served = sorted(row["id"] for page in pages for row in page)
     assert served == [1, 2, 3, 4]
+
+
+def test_interrupt_aborts_the_query_a_page_runs(tmp_path: Path) -> None:
+    """`SQLiteSource.interrupt()`, from another thread, stops the query of a page in
+    progress (a signal's watcher calls it: the CLI's Ctrl-C). A page after it runs."""
+    path = tmp_path / "db.sqlite3"
+    with contextlib.closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        setup.execute("INSERT INTO t VALUES (1)")
+        setup.commit()
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
+        " SELECT x AS id FROM c WHERE x < 0"
+    )
+    source = SQLiteSource(path, query=endless, unique=True)
+    timer = threading.Timer(0.5, source.interrupt)
+    timer.start()
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        pages_by_paginate(source, Limits(4096))
+    timer.join()
+    source.interrupt()  # nothing runs: a no-op
+    rows = SQLiteSource(path, table="t")
+    assert pages_by_paginate(rows, Limits(4096)) == [[{"id": 1}]]

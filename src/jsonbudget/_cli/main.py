@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from itertools import islice
 from typing import IO, Any, Final, Protocol, TextIO, cast
 
@@ -990,6 +990,39 @@ def _store(spec: str | None, ttl: int, stack: ExitStack) -> CursorStore:
     return stack.enter_context(SQLiteCursorStore(path, ttl=ttl))
 
 
+@contextmanager
+def _interruptible(source: Source[Any]) -> Iterator[None]:
+    """Let Ctrl-C stop a long SQLite query of *source*: the interpreter runs its SIGINT
+    handler only between bytecodes, so while SQLite ran a query the command went on
+    until SQLite finished (forever, for an endless one). A thread reads the signal's
+    byte from the wakeup fd, which is written the moment the signal arrives, and
+    interrupts the query; the main thread then raises KeyboardInterrupt (exit 130)."""
+    if (
+        not isinstance(source, SQLiteSource)
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    before = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while data := os.read(read, 64):  # b"" once the write end is closed below
+            if signal.SIGINT in data:
+                source.interrupt()
+
+    watcher = threading.Thread(target=watch, name="jsonbudget-sigint", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(before)
+        os.close(write)
+        watcher.join()
+        os.close(read)
+
+
 def _cmd_page(args: argparse.Namespace) -> int:
     limits = Limits(
         args.max_bytes,
@@ -1016,6 +1049,7 @@ def _cmd_page(args: argparse.Namespace) -> int:
     source, query = _source(args, None)  # a page cuts cells at its own budget
     scope = Scope(principal, query)
     with ExitStack() as stack:
+        stack.enter_context(_interruptible(source))
         store = _store(args.store, args.ttl, stack)
         paginator = Paginator(limits, store=store, **options)
         page = paginator.paginate(source, scope=scope, cursor=args.cursor)
@@ -1092,7 +1126,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("matplotlib") is None:
             raise missing_extra("cli", "matplotlib", "--chart")
     source, _query = _source(args, max(args.budgets))
-    with _progress(_show_progress(args)) as progress:
+    with _interruptible(source), _progress(_show_progress(args)) as progress:
         reading = progress.add_task("reading items", total=tuner.sample)
         items: list[Any] = []
         it = source.open(None, limit_hint=tuner.sample)

@@ -1620,6 +1620,16 @@ class SQLiteSource(_SQLSource):
     def _placeholder(self, name: str) -> str:
         return f":{name}" if self._named else "?"
 
+    def interrupt(self) -> None:
+        """Abort the query this source is running, if any: the page (or ``open()``) in
+        progress raises ``sqlite3.OperationalError("interrupted")``. Callable from another
+        thread, which is where it is useful: a Python signal handler runs only between
+        bytecodes, so Ctrl-C waits for SQLite to finish a long query unless a thread
+        watching for the signal (`signal.set_wakeup_fd`) calls this."""
+        conn = self._conn if self._conn is not None else self._own
+        if conn is not None:
+            conn.interrupt()
+
     def _plan_for(self, cut: int | None) -> _Plan:
         if self._conn is None:
             self._connection()  # a replaced file forgets the plans made of the old one
