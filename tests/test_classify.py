@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -1310,3 +1311,119 @@ def test_regression_string_too_long_on_a_field_with_no_prompt_is_no_size_error(
     }
     found = classify_size_error(body)
     assert found is None if verdict is None else isinstance(found, verdict), found
+
+
+# -- regressions: an exception group holds the provider's error ----------------------------
+
+
+async def _raise_in_task_group(
+    *errors: anthropic.BadRequestError,
+) -> BaseExceptionGroup[anthropic.BadRequestError]:
+    """*errors* raised by parallel tasks of an `asyncio.TaskGroup`, as the group that
+    ``except*`` binds."""
+
+    async def call_model(error: anthropic.BadRequestError) -> None:
+        raise error
+
+    caught: list[BaseExceptionGroup[anthropic.BadRequestError]] = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            for error in errors:
+                group.create_task(call_model(error))
+    except* anthropic.BadRequestError as eg:  # the idiomatic catch: eg is a group
+        caught.append(eg)
+    return caught[0]
+
+
+async def test_regression_a_size_error_in_an_exception_group_is_read() -> None:
+    """Found by a tester: an anthropic context error raised in an asyncio.TaskGroup
+    reached the caller as an ExceptionGroup (also what ``except*`` binds), whose own text
+    is "unhandled errors in a TaskGroup (1 sub-exception)": the verdict was None, and
+    call_with_output_cap re-raised instead of shrinking the cap."""
+    alone = classify_size_error(_anthropic_cap_error())
+    assert isinstance(alone, OutputCapTooLarge)
+    group = await _raise_in_task_group(_anthropic_cap_error())
+    assert str(group).startswith("unhandled errors in a TaskGroup")
+    assert classify_size_error(group) == alone
+    # Nested, and under a wrapper raised from the group.
+    nested = BaseExceptionGroup("outer", [ExceptionGroup("inner", [_anthropic_cap_error()])])
+    assert classify_size_error(nested) == alone
+    outer = RuntimeError("the agent run failed")
+    outer.__cause__ = group  # as `raise RuntimeError(...) from group` sets it
+    assert classify_size_error(outer) == alone
+    # The retry helper shrinks the cap for it.
+    caps: list[int] = []
+
+    async def call(cap: int) -> str:
+        caps.append(cap)
+        if len(caps) == 1:
+            raise await _raise_in_task_group(_anthropic_cap_error())
+        return "ok"
+
+    assert await acall_with_output_cap(call, max_output_tokens=21333) == "ok"
+    assert caps == [21333, 2798]
+
+
+def test_regression_a_groups_verdict_is_its_strongest_members() -> None:
+    """Two errors in one group: the first PromptTooLong (no cap fixes it), else the
+    OutputCapTooLarge with the fewest tokens available, else an ambiguous one."""
+    prompt = classify_size_error(_openai_prompt_error())
+    assert isinstance(prompt, PromptTooLong)
+    cap = _anthropic_cap_error()
+    tight = "input length and `max_tokens` exceed context limit: 199000 + 21333 > 200000"
+    either = "Please reduce the length of the messages or completion."
+    assert classify_size_error(ExceptionGroup("g", [cap, _openai_prompt_error()])) == prompt
+    found = classify_size_error(ExceptionGroup("g", [cap, ValueError(tight)]))
+    assert isinstance(found, OutputCapTooLarge)
+    assert found.available == 1000
+    found = classify_size_error(ExceptionGroup("g", [ValueError(either), cap]))
+    assert isinstance(found, OutputCapTooLarge)
+    assert found.available == 2798
+    assert isinstance(
+        classify_size_error(ExceptionGroup("g", [KeyError("x"), ValueError(either)])),
+        AmbiguousSizeError,
+    )
+    assert classify_size_error(ExceptionGroup("g", [KeyError("x"), ValueError("no")])) is None
+    # A rate limit and a 413 are two errors: the 413 is a size error on its own.
+    rate = _groq_client_413(
+        "Request too large for model llama3-70b-8192 in organization org_x on tokens per "
+        "minute (TPM): Limit 6000, Requested 7000, please reduce your message size."
+    )
+    assert classify_size_error(rate) is None
+    bare = UpstreamError(413)
+    assert isinstance(classify_size_error(ExceptionGroup("g", [rate, bare])), PromptTooLong)
+
+
+class _SelfHolding(ExceptionGroup[Exception]):
+    """A group whose ``exceptions`` holds itself and the size error after it."""
+
+    @property
+    def exceptions(self) -> tuple[Exception, ...]:
+        return (self, _anthropic_cap_error())
+
+
+class _RaisingMembers(ExceptionGroup[Exception]):
+    @property
+    def exceptions(self) -> tuple[Exception, ...]:
+        raise RuntimeError("no members for you")
+
+
+def test_regression_exception_groups_are_read_bounded_and_once() -> None:
+    """A group that holds itself is read once, one whose members raise is read as
+    having none, and at most 32 exceptions are read out of groups for one verdict."""
+    assert isinstance(classify_size_error(_SelfHolding("g", [KeyError("x")])), OutputCapTooLarge)
+    assert classify_size_error(_RaisingMembers("g", [_anthropic_cap_error()])) is None
+    many: list[Exception] = [KeyError(i) for i in range(31)]
+    assert isinstance(
+        classify_size_error(ExceptionGroup("g", [*many, _anthropic_cap_error()])),
+        OutputCapTooLarge,
+    )
+    assert (
+        classify_size_error(ExceptionGroup("g", [*many, KeyError(31), _anthropic_cap_error()]))
+        is None
+    )
+    # A chain of groups 10,000 deep costs the same bound, and never the recursion limit.
+    deep: BaseException = _anthropic_cap_error()
+    for _ in range(10_000):
+        deep = BaseExceptionGroup("g", [KeyError("x"), deep])
+    assert classify_size_error(deep) is None

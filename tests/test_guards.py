@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import gc
 import hashlib
 import inspect
 import io
+import itertools
 import json
 import re
 import threading
 import typing
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +32,9 @@ from jsonbudget import (
     Limits,
     ResultGate,
     SpillStore,
+    Truncation,
     TurnBudget,
+    _frozen,
     bounded_tool,
     encode,
     gate_result,
@@ -44,6 +49,7 @@ from jsonbudget.errors import (
     LimitError,
     SpillError,
 )
+from tests.jsonptr import resolve
 from tests.limited import run_limited
 from tests.strategies import json_values as shared_json_values
 from tests.strategies import odd_values
@@ -2095,3 +2101,279 @@ def test_regression_json_output_of_an_int_past_64_bits_is_that_int() -> None:
         got = tool()
         assert got == {"x": n}
         assert type(got["x"]) is int
+
+
+# --- regressions: r15 (side-band reports, re-cut counts, async detection) ---------------
+
+
+#: Values whose numbers parse back longer than written, and the size of each container
+#: in them by its parent's pointer pattern (None: an iterator, its count unknown).
+_GROWING: dict[str, tuple[Callable[[], Any], dict[str, int | None]]] = {
+    "rows": (
+        lambda: [{"price": Decimal("1E+15"), "i": i} for i in range(1000)],
+        {"": 1000, "/#": 2},
+    ),
+    "flat": (lambda: [Decimal("1E+15")] * 1000, {"": 1000}),
+    "object": (lambda: {f"k{i}": Decimal("5E+6") for i in range(500)}, {"": 500}),
+    "long keys": (lambda: {f"{'k' * 12}{i}": Decimal("-1E+15") for i in range(500)}, {"": 500}),
+    "nested": (lambda: [[Decimal("1E+15")] * 3 for _ in range(100)], {"": 100, "/#": 3}),
+    "endless": (lambda: (Decimal("1E+15") for _ in itertools.count()), {"": None}),
+    "endless rows": (
+        lambda: ({"v": Decimal("1E+15"), "w": 1} for _ in itertools.count()),
+        {"": None, "/#": 2},
+    ),
+}
+
+
+@pytest.mark.parametrize("markers", ["text", "structured"])
+@pytest.mark.parametrize("case", sorted(_GROWING))
+def test_regression_json_output_at_the_least_budgets_counts_only_what_it_knows(
+    case: str, markers: Literal["text", "structured"]
+) -> None:
+    """Found by a tester: at budgets of 64-126 bytes, where even the 64-byte cut parsed
+    back grew past the budget, the parsed (already cut) value was cut again: the first
+    cut's marker counted as one of its items ("1 more items" for 999), an endless
+    generator was said to have "2 more items", and an object's "…" marker member was
+    taken for a real key (the new marker keyed "…1", "2 more keys" for 498)."""
+    make, sizes = _GROWING[case]
+    for budget in range(64, 140):
+        out = bounded_tool(max_bytes=budget, output="json", markers=markers)(make)()  # type: ignore[no-untyped-call]
+        written = orjson.dumps(out)
+        assert len(written) <= budget
+        assert "…1" not in written.decode(), (budget, written)
+        if markers == "structured" or not isinstance(out, list | dict):
+            continue
+        # Each in-band count is what the value holds; an iterator's is never given.
+        stack: list[tuple[str, Any]] = [("", out)]
+        while stack:
+            path, node = stack.pop()
+            if not isinstance(node, list | dict):
+                continue
+            members = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+            last = members[-1][1] if members else None
+            counted = re.fullmatch(r"(?:…)?\[omitted: (\d+ )?more (?:items|keys)\]", str(last))
+            if counted is not None:
+                size = sizes[re.sub(r"/\d+", "/#", path)]
+                expected = None if size is None else size - (len(members) - 1)
+                told = None if counted[1] is None else int(counted[1])
+                assert told is None or told == expected, (budget, path, written)
+                assert size is not None or told is None, (budget, path, written)
+            stack.extend((f"{path}/{key}", item) for key, item in members)
+
+
+@pytest.mark.parametrize("case", sorted(_GROWING))
+def test_json_output_reports_its_cuts_to_on_truncation(case: str) -> None:
+    """The side-band report of output="json" is the final cut's: each entry stands at a
+    marker of the value returned, and each count is what the value holds."""
+    make, sizes = _GROWING[case]
+    for budget in [*range(64, 140, 3), 400, 4000]:
+        reports: list[tuple[str, tuple[Truncation, ...]]] = []
+        tool = bounded_tool(
+            max_bytes=budget,
+            output="json",
+            on_truncation=lambda name, cuts: reports.append((name, cuts)),  # noqa: B023
+        )(make)
+        out = tool()  # type: ignore[no-untyped-call]
+        ((name, cuts),) = reports
+        assert name == "<lambda>"
+        assert cuts
+        for cut in cuts:
+            at = resolve(out, cut.path)
+            assert isinstance(at, str), (budget, cut, out)
+            assert at.startswith(("…[", "[omitted:")), (budget, cut, out)
+            if cut.kind in ("items", "keys"):
+                parent, _, _ = cut.path.rpartition("/")
+                size = sizes[re.sub(r"/\d+", "/#", parent)]
+                shown = len(resolve(out, parent)) - 1
+                assert cut.omitted == (None if size is None else size - shown), (budget, cut)
+        if not isinstance(out, list | dict):
+            # The last round: the whole value is one marker, reported at the root.
+            assert [(t.path, t.kind) for t in cuts] == [("", "depth")]
+
+
+def test_bounded_tool_on_truncation_is_called_only_for_a_cut_and_may_raise() -> None:
+    seen: list[tuple[str, tuple[Truncation, ...]]] = []
+
+    def report(name: str, cuts: tuple[Truncation, ...]) -> None:
+        seen.append((name, cuts))
+
+    value = {"tags": {"a", "b"}, "rows": list(range(500))}
+
+    def search() -> dict[str, Any]:
+        return value
+
+    def small() -> list[int]:
+        return [1, 2]
+
+    for output in ("str", "bytes", "json"):
+        tool: Any = bounded_tool(max_bytes=200, output=output, on_truncation=report)
+        tool(search)()
+        assert tool(small)() in ("[1,2]", b"[1,2]", [1, 2])
+        ((name, cuts),) = seen
+        assert name == "search"
+        assert cuts == encode(value, max_bytes=200).truncations
+        seen.clear()
+
+    def fails(name: str, cuts: tuple[Truncation, ...]) -> None:
+        raise RuntimeError(f"{name}: {len(cuts)} cuts")
+
+    with pytest.raises(RuntimeError, match="<lambda>: 1 cuts"):
+        bounded_tool(max_bytes=100, on_truncation=fails)(lambda: list(range(100)))()
+    with pytest.raises(TypeError, match="on_truncation must be callable"):
+        bounded_tool(max_bytes=100, on_truncation="log")  # type: ignore[call-overload]
+
+
+_UNENCODABLE = {"tags": {"a", "b", "c"}, "score": float("nan"), "id": 2**70}
+
+
+def test_regression_guards_report_the_cuts_they_pass(store: SpillStore) -> None:
+    """Found by a tester: a result passed with in-band markers (a set, a NaN, a 70-bit
+    int) was reported side-band nowhere: GateResult and Admitted carried no truncations,
+    and the values the markers replaced existed nowhere after the gate."""
+    want = encode(_UNENCODABLE, max_bytes=1000).truncations
+    assert [t.kind for t in want] == ["unencodable"] * 3
+    gated = ResultGate(max_bytes=1000, store=store).gate(_UNENCODABLE)
+    one_call = gate_result(_UNENCODABLE, max_bytes=5000, store=store)
+    admitted = TurnBudget(max_bytes=2000, store=store).admit(_UNENCODABLE)
+    for out in (gated, one_call, admitted):
+        assert out.spill is None
+        assert out.truncations == want
+        assert out.summary()["truncations"] == 3
+    # Nothing cut, nothing reported: the compiled pass-through and the others.
+    for clean in ({"a": [1, 2]}, b'{"a": 1}', "plain text"):
+        assert ResultGate(max_bytes=1000, store=store).gate(clean).truncations == ()
+        assert gate_result(clean, max_bytes=5000).truncations == ()
+        assert TurnBudget(max_bytes=2000, store=store).admit(clean).truncations == ()
+
+
+def _at_markers(data: bytes, cuts: tuple[Truncation, ...]) -> list[str]:
+    document = orjson.loads(data)
+    return [resolve(document, cut.path) for cut in cuts]
+
+
+def test_regression_a_spilled_results_preview_reports_its_cuts(store: SpillStore) -> None:
+    """A spilled result is whole in the store; its preview's own cuts are reported,
+    under /preview, the paths pointing at the preview's markers."""
+    rows = [{"id": i, "tags": {"x"}, "note": "n" * 30} for i in range(1000)]
+    gated = ResultGate(max_bytes=2000, store=store).gate(rows)
+    assert gated.spilled
+    kinds = [t.kind for t in gated.truncations]
+    assert kinds[-1] == "items"
+    assert set(kinds[:-1]) == {"unencodable"}
+    assert all(t.path.startswith("/preview/") for t in gated.truncations)
+    markers = _at_markers(gated.data, gated.truncations)
+    assert all(m.startswith("…[") for m in markers)
+    shown = len(orjson.loads(gated.data)["preview"]) - 1
+    assert gated.truncations[-1].omitted == 1000 - shown
+    assert markers[-1] == f"…[omitted: {1000 - shown} more items]"
+    # A turn's preview cut to what is left of it reports the same way.
+    turn = TurnBudget(max_bytes=6000, store=store, max_calls=2)
+    assert turn.admit(list(range(900))).reason == "fits"
+    late = turn.admit(rows[:40])
+    assert late.reason == "turn_limit"
+    assert late.truncations
+    assert _at_markers(late.data, late.truncations)[-1].startswith("…[omitted: ")
+    # A text preview is the file's beginning, as its footer says: no JSON cut in it.
+    text = ResultGate(max_bytes=1000, store=store).gate("line\n" * 1000)
+    assert text.kind == "text"
+    assert text.truncations == ()
+
+
+def test_regression_a_parsed_previews_prefix_markers_are_reported_without_counts(
+    store: SpillStore,
+) -> None:
+    """A JSON result spilled as bytes is previewed from its file's beginning: the
+    containers that prefix cut are closed with a "more" marker (reported with no count),
+    and every count inside them is unknown (None), as the in-band marker says "more"."""
+    data = orjson.dumps({"rows": [{"id": i, "body": "b" * 40} for i in range(50_000)], "n": 1})
+    gated = ResultGate(max_bytes=2000, store=store).gate(data)
+    assert gated.spilled
+    assert [(t.path, t.kind, t.omitted) for t in gated.truncations] == [
+        (gated.truncations[0].path, "items", None),
+        ("/preview/…", "keys", None),
+    ]
+    assert _at_markers(gated.data, gated.truncations) == [
+        "…[omitted: more items]",
+        "[omitted: more keys]",
+    ]
+    # The whole file within the parsed prefix: the counts are known.
+    small = orjson.dumps([{"id": i} for i in range(300)])
+    gated = ResultGate(max_bytes=1000, store=store).gate(small)
+    ((cut,),) = [gated.truncations]
+    shown = len(orjson.loads(gated.data)["preview"]) - 1
+    assert (cut.kind, cut.omitted) == ("items", 300 - shown)
+
+
+def test_the_pass_through_record_stays_out_of_the_cycle_collector(store: SpillStore) -> None:
+    """The fast path's records have every slot filled (truncations among them), so the
+    compiled constructor keeps them out of the collector: a turn keeps thousands."""
+    if _frozen._maker is None:  # pragma: no cover - built without a C compiler
+        return
+    gated = ResultGate(max_bytes=1000, store=store).gate({"a": [1, 2]})
+    admitted = TurnBudget(max_bytes=2000, store=store).admit({"a": [1, 2]})
+    one_call = gate_result({"a": [1, 2]}, max_bytes=5000)
+    for record in (gated, admitted, one_call):
+        assert record.truncations == ()
+        assert not gc.is_tracked(record)
+
+
+@pytest.mark.parametrize("make", [ResultGate, TurnBudget])
+def test_regression_a_read_hint_with_a_lone_surrogate_is_refused_by_name(
+    make: Callable[..., object], store: SpillStore
+) -> None:
+    """Found by a tester: a read_hint holding a lone surrogate raised a bare TypeError
+    from orjson ("str is not valid UTF-8") inside the constructor."""
+    with pytest.raises(LimitError) as info:
+        make(max_bytes=5000, store=store, read_hint="read it \ud800 later")
+    assert info.value.name == "read_hint"
+    assert "lone surrogate at character 8" in info.value.reason
+
+
+async def test_regression_an_async_tool_returning_a_coroutine_is_refused_and_closed() -> None:
+    """Found by a tester: an async tool that returned a coroutine (an await forgotten)
+    was answered "…[unencodable: coroutine]" and the coroutine never awaited (a
+    RuntimeWarning later), where the sync path closes it and raises TypeError."""
+
+    async def work() -> int:
+        return 1
+
+    made: list[Any] = []
+
+    async def tool() -> Any:
+        made.append(work())
+        return made[-1]
+
+    with pytest.raises(TypeError, match="returned an awaitable from an async call"):
+        await bounded_tool(max_bytes=100)(tool)()  # type: ignore[no-untyped-call]
+    assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
+
+    def sync_tool() -> Any:
+        made.append(work())
+        return made[-1]
+
+    with pytest.raises(TypeError, match="returned an awaitable from a sync call"):
+        bounded_tool(max_bytes=100)(sync_tool)()  # type: ignore[no-untyped-call]
+    assert inspect.getcoroutinestate(made[1]) == inspect.CORO_CLOSED
+
+
+async def test_regression_a_partial_of_an_async_call_object_is_awaited() -> None:
+    """Found by a tester: a functools.partial of an object with an async __call__ was
+    taken for sync (its class is partial) and refused at call time, while a partial of
+    an async function was awaited."""
+
+    async def rows(n: int) -> list[int]:
+        return list(range(n))
+
+    for fn in (
+        functools.partial(AsyncCallable(), 5),
+        functools.partial(functools.partial(AsyncCallable()), 5),
+        functools.partial(rows, 5),
+    ):
+        tool = bounded_tool(max_bytes=100)(fn)
+        assert inspect.iscoroutinefunction(tool)
+        assert await tool() == "[0,1,2,3,4]"
+    # A partial of a sync function, or of a class, stays sync.
+    assert bounded_tool(max_bytes=100)(functools.partial(list, range(3)))() == "[0,1,2]"
+    made = bounded_tool(max_bytes=100)(functools.partial(AsyncCallable))
+    assert not inspect.iscoroutinefunction(made)  # a class: calling it makes the object
+    assert made() == '"…[unencodable: AsyncCallable]"'

@@ -872,6 +872,9 @@ def _classify_text(
 
 _MAX_NODES: Final = 256
 _MAX_CHAIN: Final = 4
+#: At most this many exceptions are read out of exception groups for one verdict (a
+#: nested group is one of them), so a wide, deep or self-holding group costs a bound.
+_MAX_GROUP_MEMBERS: Final = 32
 
 
 def _attr(obj: object, name: str) -> object:
@@ -1139,18 +1142,83 @@ def _status_of(error: object) -> int | None:
 _Decision = tuple[str | None, SizeVerdict | None]
 
 
-def _decide(error: object, requested: int | None, provider: str | None) -> _Decision:
+class _Groups:
+    """The exception groups one verdict has read, and how many members it may read yet."""
+
+    __slots__ = ("left", "seen")
+
+    def __init__(self) -> None:
+        self.left = _MAX_GROUP_MEMBERS
+        self.seen: set[int] = set()
+
+    def members(self, link: object) -> Iterator[object]:
+        """*link*'s exceptions if it is a group not read before, in order, while the
+        budget lasts (taken one at a time, so a nested group's are read before the next
+        member's: depth-first)."""
+        if not _is(link, BaseExceptionGroup) or id(link) in self.seen:
+            return
+        self.seen.add(id(link))
+        exceptions = _attr(link, "exceptions")
+        if type(exceptions) is not tuple:  # a subclass's property may give anything
+            return
+        for member in exceptions:
+            if self.left <= 0:
+                return
+            self.left -= 1
+            if _is(member, BaseException):
+                yield member
+
+
+def _decide(
+    error: object, requested: int | None, provider: str | None, groups: _Groups | None = None
+) -> _Decision:
     """The rule and the verdict for *error*. *provider* is the caller's override.
 
     Evidence is ranked, strongest first: one exception's own words (its numbers, then its
     wording), the raised one before those it was raised from or during; then every
     link's text together; then error codes; last a bare HTTP 413, which only decides
     when no link's text or code says more (a rate limit anywhere in the chain says more).
+
+    An exception group in the chain (`asyncio.TaskGroup`, ``except*``) holds the errors
+    themselves: each of its exceptions is decided as one error, and `_strongest` of
+    their verdicts and the chain's own is the group's.
     """
     if _is(error, (str, bytes, bytearray, Mapping)):
         whole = _scan(error)
         return _by_weak_evidence(whole, [whole], [], requested, provider)
     links = list(_chain(error))
+    found = _decide_chain(error, links, requested, provider)
+    if isinstance(found[1], PromptTooLong):
+        return found  # the strongest there is: no group member can change it
+    groups = _Groups() if groups is None else groups
+    verdicts = [found]
+    for link in links:
+        verdicts.extend(_decide(member, requested, provider, groups)
+                        for member in groups.members(link))  # fmt: skip
+    return _strongest(verdicts)
+
+
+def _strongest(verdicts: list[_Decision]) -> _Decision:
+    """The verdict for several errors at once (an exception group's), as *verdicts*
+    lists them: the first `PromptTooLong`, since no output cap fixes that one; else the
+    `OutputCapTooLarge` with the fewest tokens ``available`` (a cap that fits them all;
+    the first when none says); else the first `AmbiguousSizeError`; else none."""
+    prompt = next((v for v in verdicts if isinstance(v[1], PromptTooLong)), None)
+    if prompt is not None:
+        return prompt
+    caps = [v for v in verdicts if isinstance(v[1], OutputCapTooLarge)]
+    known = [v for v in caps if cast(OutputCapTooLarge, v[1]).available is not None]
+    if known:
+        return min(known, key=lambda v: cast(int, cast(OutputCapTooLarge, v[1]).available))
+    if caps:
+        return caps[0]
+    return next((v for v in verdicts if v[1] is not None), (None, None))
+
+
+def _decide_chain(
+    error: object, links: list[object], requested: int | None, provider: str | None
+) -> _Decision:
+    """`_decide` for an exception and its chain (*links*), groups not opened."""
     scans: list[_Scan] = []
     if len(links) > 1:
         # A fallback call's PromptTooLong, raised while handling another provider's
@@ -1251,7 +1319,8 @@ def classify_size_error(
 
     *error* is an exception from a provider SDK (read duck-typed: ``body``, ``response``
     with ``.json()`` or ``.text``, ``message``, ``code``, ``status_code``, the exception it
-    was raised from), a dict body, bytes, or the raw text. *requested* is the output cap
+    was raised from; an exception group's members, each as an error of its own), a dict
+    body, bytes, or the raw text. *requested* is the output cap
     the failed call asked for; it decides messages that give only a total (Cohere,
     Moonshot). *provider* overrides the message family reported in the verdict. Returns
     ``None`` for anything that is not a size error. Never raises for a strange error

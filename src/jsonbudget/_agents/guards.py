@@ -38,6 +38,7 @@ from .._encode.encoder import (
     Encoder,
     MarkerStyle,
     Strategy,
+    Truncation,
     encode,
     encode_replaying,
     pointer,
@@ -110,26 +111,29 @@ class GateResult(Record):
     ``text`` is what goes to the model (``data`` is the same, as UTF-8 bytes, for byte
     transports); ``size`` is the whole result's size in bytes (its JSON encoding for
     Python objects); ``spill`` is None when it passed through, and ``shown_ref`` the
-    name the model was shown for it (see `ResultGate`'s ``reader``).
+    name the model was shown for it (see `ResultGate`'s ``reader``); ``truncations``
+    reports every cut marked in ``data`` (empty when nothing was cut).
     """
 
-    __slots__ = ("_data", "_kind", "_shown_ref", "_size", "_spill")
-    _fields = ("data", "kind", "size", "spill", "shown_ref")
-    __match_args__ = ("data", "kind", "size", "spill", "shown_ref")
+    __slots__ = ("_data", "_kind", "_shown_ref", "_size", "_spill", "_truncations")
+    _fields = ("data", "kind", "size", "spill", "shown_ref", "truncations")
+    __match_args__ = ("data", "kind", "size", "spill", "shown_ref", "truncations")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - one positional field each, as the record has
         self,
         data: bytes,
         kind: Literal["json", "text"],
         size: int,
         spill: SpillRef | None,
         shown_ref: str | None = None,
+        truncations: tuple[Truncation, ...] = (),
     ) -> None:
         self._data = data
         self._kind: Literal["json", "text"] = kind
         self._size = size
         self._spill = spill
         self._shown_ref = shown_ref if spill is not None else None
+        self._truncations = truncations
 
     data: bytes = _field("data", "The bytes that go on: the result, or its preview.")
     kind: Literal["json", "text"] = _field("kind", "Whether ``data`` is JSON or text.")
@@ -137,6 +141,9 @@ class GateResult(Record):
     spill: SpillRef | None = _field("spill", "The spilled result's reference, or None.")
     shown_ref: str | None = _field(
         "shown_ref", "The spill's name as the model was shown it (a reader's bound one)."
+    )
+    truncations: tuple[Truncation, ...] = _field(
+        "truncations", "Every cut marked in ``data``, its path a JSON Pointer into ``data``."
     )
 
     @property
@@ -148,11 +155,12 @@ class GateResult(Record):
         return self._data.decode("utf-8")
 
     def summary(self) -> dict[str, Any]:
-        """Sizes, kind and reference, never the content: safe for logs."""
+        """Sizes, kind, the number of cuts and the reference, never the content: safe for logs."""
         return {
             "kind": self._kind,
             "size": self._size,
             "bytes": len(self._data),
+            "truncations": len(self._truncations),
             "spill": None if self._spill is None else self._spill.to_json(),
         }
 
@@ -164,15 +172,16 @@ class Admitted(Record):
     limit: spilled) or ``"turn_limit"`` (would have pushed the turn past its limit:
     spilled). ``over_budget`` is true only when the turn had already answered
     ``max_calls`` calls and not even the bare reference fitted what was left; it was
-    admitted anyway, since every tool call needs an answer.
+    admitted anyway, since every tool call needs an answer. ``truncations`` reports
+    every cut marked in ``data``, as `GateResult`'s.
     """
 
     __slots__ = ("_admitted_bytes", "_data", "_kind", "_over_budget", "_reason",
-                 "_shown_ref", "_size", "_spill", "_tool")  # fmt: skip
+                 "_shown_ref", "_size", "_spill", "_tool", "_truncations")  # fmt: skip
     _fields = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
-               "over_budget", "shown_ref")  # fmt: skip
+               "over_budget", "shown_ref", "truncations")  # fmt: skip
     __match_args__ = ("tool", "data", "kind", "size", "admitted_bytes", "spill", "reason",
-                      "over_budget", "shown_ref")  # fmt: skip
+                      "over_budget", "shown_ref", "truncations")  # fmt: skip
 
     def __init__(  # noqa: PLR0917 - one positional field each, as the record has
         self,
@@ -185,6 +194,7 @@ class Admitted(Record):
         reason: AdmitReason,
         over_budget: bool,
         shown_ref: str | None = None,
+        truncations: tuple[Truncation, ...] = (),
     ) -> None:
         self._tool = tool
         self._data = data
@@ -195,6 +205,7 @@ class Admitted(Record):
         self._reason: AdmitReason = reason
         self._over_budget = over_budget
         self._shown_ref = shown_ref if spill is not None else None
+        self._truncations = truncations
 
     tool: str = _field("tool", "The tool (the label) the result came from.")
     data: bytes = _field("data", "The bytes admitted: the result, or its preview.")
@@ -207,27 +218,36 @@ class Admitted(Record):
     shown_ref: str | None = _field(
         "shown_ref", "The spill's name as the model was shown it (a reader's bound one)."
     )
+    truncations: tuple[Truncation, ...] = _field(
+        "truncations", "Every cut marked in ``data``, its path a JSON Pointer into ``data``."
+    )
 
     @property
     def text(self) -> str:
         return self._data.decode("utf-8")
 
     def summary(self) -> dict[str, Any]:
-        """Sizes, reason and reference, never the content: safe for logs."""
+        """Sizes, reason, the number of cuts and the reference, never the content: safe
+        for logs."""
         return {
             "tool": self._tool,
             "size": self._size,
             "admitted_bytes": self._admitted_bytes,
             "reason": self._reason,
             "over_budget": self._over_budget,
+            "truncations": len(self._truncations),
             "spill": None if self._spill is None else self._spill.to_json(),
         }
 
 
-#: The records the fast paths hand on, built without their ``__init__`` (see `_frozen`).
+#: The records the fast paths hand on, built without their ``__init__`` (see `_frozen`),
+#: ``truncations`` first. The compiled pass-through (`clean_result`) calls its *make*
+#: with the five other fields: a partial gives the empty report of a value that passed
+#: whole, and every slot is still filled, so the record stays out of the cycle collector.
 _new_gate_result: Callable[..., GateResult] = fast_constructor(
-    GateResult, tuple("_" + name for name in GateResult._fields)
+    GateResult, tuple("_" + name for name in ("truncations", *GateResult._fields[:-1]))
 )
+_passed_whole: Callable[..., GateResult] = functools.partial(_new_gate_result, ())
 _new_admitted: Callable[..., Admitted] = fast_constructor(
     Admitted, tuple("_" + name for name in Admitted._fields)
 )
@@ -268,9 +288,10 @@ class _Measured:
 
     ``call`` is the encoder call that sized a Python value: it holds what the size check
     read from nested iterators, so the preview and the spill replay those items.
+    ``truncations`` are the cuts marked in a whole ``data`` (a value's unencodable ones).
     """
 
-    __slots__ = ("call", "chunks", "data", "kind", "obj")
+    __slots__ = ("call", "chunks", "data", "kind", "obj", "truncations")
 
     def __init__(
         self,
@@ -280,12 +301,14 @@ class _Measured:
         chunks: Iterable[bytes | bytearray | memoryview] | None = None,
         obj: Any = _NO_OBJECT,
         call: EncodeCall | None = None,
+        truncations: tuple[Truncation, ...] = (),
     ) -> None:
         self.kind: Literal["json", "text"] = kind
         self.data = data
         self.chunks = chunks
         self.obj = obj
         self.call = call
+        self.truncations = truncations
 
 
 class ResultGate:
@@ -344,6 +367,12 @@ class ResultGate:
             raise LimitError("kind", kind, "must be 'auto', 'json' or 'text'")
         if not isinstance(read_hint, str) or len(read_hint) > _MAX_HINT_CHARS:
             raise LimitError("read_hint", str(read_hint)[:40], "must be a str of at most 200 chars")
+        lone = _lone_surrogate(read_hint)
+        if lone is not None:
+            # Every answer that names the spill carries the hint as UTF-8.
+            raise LimitError(
+                "read_hint", read_hint[:40], f"holds a lone surrogate at character {lone}"
+            )
         if store is not None and not isinstance(store, SpillBackend):
             raise TypeError(f"store must be a spill store, not {type(store).__name__}")
         if default is not None and not callable(default):
@@ -405,13 +434,14 @@ class ResultGate:
         """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
         # A clean value that fits: one compiled walk and one orjson call, nothing else.
         passed: GateResult | None = clean_result(
-            result, self._max_bytes, _GATE_CAPS, _FAST_TYPES, _new_gate_result, "json"
+            result, self._max_bytes, _GATE_CAPS, _FAST_TYPES, _passed_whole, "json"
         )
         if passed is not None:
             return passed
         measured = self._measure(result)
         if measured.data is not None:
-            return GateResult(measured.data, measured.kind, len(measured.data), None)
+            return GateResult(measured.data, measured.kind, len(measured.data), None, None,
+                              measured.truncations)  # fmt: skip
         return self._spill(measured, label=label, budget=self._preview_bytes)
 
     async def agate(self, result: Any, *, label: str = "result") -> GateResult:
@@ -450,13 +480,13 @@ class ResultGate:
         # limit needs. What it pulled is kept, so the spill replays it.
         call = EncodeCall(self._encoder)
         out = call.render_whole(result, limit, "")
-        kinds: list[str] = []
+        cuts: list[Truncation] = []
         if out is not None:
-            call.reports(out[1], "", kinds, lambda _path, kind, _omitted, _unit: kind)
-        if out is not None and all(kind == "unencodable" for kind in kinds):
+            call.reports(out[1], "", cuts, _truncation)
+        if out is not None and all(cut.kind == "unencodable" for cut in cuts):
             # Marked unencodable values are the encoder's answer for them at any size.
             data = out[0]
-            return _Measured("json", data=compact(data))
+            return _Measured("json", data=compact(data), truncations=tuple(cuts))
         return _Measured("json", obj=result, call=call)
 
     def _measure_stream(self, chunks: Iterator[memoryview], limit: int) -> _Measured:
@@ -493,18 +523,19 @@ class ResultGate:
             # the file: nothing read is lost, nothing is read twice.
             call = measured.call if measured.call is not None else EncodeCall(self._encoder)
             value_budget = budget - self._worst_json_overhead
-            shown = None
+            out = None
             if value_budget >= MIN_BYTES:
                 out = call.fit(measured.obj, value_budget, "")
-                shown = None if out is None else out[0]
             writer = JsonWriter(self._default, call.streams, store.max_file_bytes)
             ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
             named = self._named(ref)
-            if shown is not None:
-                data = _json_preview(shown, named, self._read_hint)
-            else:
-                data = self._reference_only(named, budget)
-            return GateResult(data, "json", ref.size, ref, named.ref)
+            if out is None:
+                return GateResult(self._reference_only(named, budget), "json", ref.size, ref,
+                                  named.ref)  # fmt: skip
+            cuts: list[Truncation] = []
+            call.reports(out[1], _PREVIEW, cuts, _truncation)
+            data = _json_preview(out[0], named, self._read_hint)
+            return GateResult(data, "json", ref.size, ref, named.ref, tuple(cuts))
         chunks: Iterable[bytes | bytearray | memoryview] = (
             measured.chunks if measured.chunks is not None else (measured.data or b"",)
         )
@@ -521,7 +552,7 @@ class ResultGate:
         if kind == "json":
             preview = self._json_preview(ref, named, budget)
             if preview is not None:
-                return GateResult(preview, "json", ref.size, ref, named.ref)
+                return GateResult(preview[0], "json", ref.size, ref, named.ref, preview[1])
         text = self._text_preview(ref, named, budget)
         return GateResult(text, "text", ref.size, ref, named.ref)
 
@@ -537,18 +568,22 @@ class ResultGate:
         info = orjson.dumps({"spilled": _spilled_info(ref, self._read_hint)})
         return info if len(info) <= budget else _bare_json(ref)
 
-    def _json_preview(self, ref: SpillRef, named: SpillRef, budget: int) -> bytes | None:
-        """A preview of a spilled JSON file, parsed from its beginning; None if not JSON."""
+    def _json_preview(
+        self, ref: SpillRef, named: SpillRef, budget: int
+    ) -> tuple[bytes, tuple[Truncation, ...]] | None:
+        """A preview of a spilled JSON file, parsed from its beginning, and its cuts; None
+        if not JSON."""
         value_budget = budget - (len(_json_preview(b"0", named, self._read_hint)) - 1)
         if value_budget < MIN_BYTES:
-            return self._reference_only(named, budget)
+            return self._reference_only(named, budget), ()
         span = min(_JSON_PREFIX_MAX, max(_JSON_PREFIX_MIN, 8 * value_budget))
         parsed = _parse_json_prefix(self.store.read(ref.ref, 0, span), ref.size <= span)
         if parsed is None:
             return None  # not JSON after all: a text preview says what it is
         value, open_paths = parsed
         shown = encode(value, max_bytes=value_budget, default=self._default)
-        return _json_preview(_unknown_counts(shown, open_paths), named, self._read_hint)
+        data, cuts = _unknown_counts(shown, open_paths)
+        return _json_preview(data, named, self._read_hint), cuts
 
     def _text_preview(self, ref: SpillRef, named: SpillRef, budget: int) -> bytes:
         text_budget = budget - len(_text_footer(named, ref.size, self._read_hint)) - 1
@@ -601,7 +636,7 @@ def gate_result(
         check_int("max_bytes", max_bytes, minimum=MIN_BYTES)
         data = clean_dumps(result, max_bytes, 0, _GATE_CAPS, None, True)
         if type(data) is bytes:
-            return _new_gate_result(data, "json", len(data), None, None)
+            return _new_gate_result((), data, "json", len(data), None, None)
     gate = ResultGate(
         max_bytes=max_bytes,
         store=store,
@@ -727,7 +762,7 @@ class TurnBudget:
                         self._calls += 1
                         self._used += size
                         admitted = _new_admitted(tool, fast, "json", size, size, None,
-                                                 "fits", False, None)  # fmt: skip
+                                                 "fits", False, None, ())  # fmt: skip
                         self._results.append(admitted)
                         return admitted
                 finally:
@@ -741,7 +776,7 @@ class TurnBudget:
                 size = len(data)
                 self._used += size
                 admitted = Admitted(tool, data, measured.kind, size, size, None, "fits",
-                                         False)  # fmt: skip
+                                    False, None, measured.truncations)  # fmt: skip
                 self._results.append(admitted)
                 return admitted
             reason: AdmitReason = "result_limit" if data is None else "turn_limit"
@@ -756,7 +791,8 @@ class TurnBudget:
             on_error.pop_all()
         used = len(gated.data)
         admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
-                                 reason, used > reserved, gated.shown_ref)  # fmt: skip
+                            reason, used > reserved, gated.shown_ref,
+                            gated.truncations)  # fmt: skip
         with self._lock:
             if self._results is turn:
                 self._used += used - reserved
@@ -822,6 +858,7 @@ def bounded_tool(
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
+    on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
 ) -> ToolDecorator[str]: ...
 @overload
 def bounded_tool(
@@ -838,6 +875,7 @@ def bounded_tool(
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
+    on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
 ) -> ToolDecorator[Any]: ...
 @overload
 def bounded_tool(
@@ -854,6 +892,7 @@ def bounded_tool(
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
+    on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
 ) -> ToolDecorator[bytes]: ...
 def bounded_tool(
     given: Limits | None = None,
@@ -869,6 +908,7 @@ def bounded_tool(
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
+    on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
 ) -> ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]:
     """Wrap a tool function (sync or async, plain or method) so its result is bounded JSON.
 
@@ -879,6 +919,10 @@ def bounded_tool(
     or scalar that frameworks with structured output validate and send), or as UTF-8
     bytes (``"bytes"``, for byte transports only). The wrapper's signature and
     annotations say so; exceptions pass through unchanged.
+
+    The cuts a result's encoding marks are reported side-band to *on_truncation*, if
+    given: ``on_truncation(name, truncations)`` after every call whose result was cut,
+    before the result is returned; what it raises propagates.
     """
     if given is not None:
         # SPEC's spelling, bounded_tool(limits): the same as limits=.
@@ -913,8 +957,11 @@ def bounded_tool(
         raise LimitError("markers", markers, "must be 'text' or 'structured'")
     if default is not None and not callable(default):
         raise TypeError(f"default must be callable, not {type(default).__name__}")
+    if on_truncation is not None and not callable(on_truncation):
+        raise TypeError(f"on_truncation must be callable, not {type(on_truncation).__name__}")
     encoder = Encoder(limits, strategy=strategy, markers=markers, default=default)
     dumps = encoder.dumps
+    encode_ = encoder.encode
 
     def finish(value: Any, name: str) -> Any:
         if isinstance(value, AsyncIterable) and not isinstance(value, Iterable):
@@ -926,8 +973,17 @@ def bounded_tool(
             )
         try:
             if output == "json":
-                return _parsed_within(value, encoder)
-            data = dumps(value)
+                parsed, cuts = _parsed_within(value, encoder)
+                if cuts and on_truncation is not None:
+                    on_truncation(name, cuts)
+                return parsed
+            if on_truncation is None:
+                data = dumps(value)
+            else:
+                encoded = encode_(value)
+                data = encoded.data
+                if not encoded.complete:
+                    on_truncation(name, encoded.truncations)
         except EncodeError as exc:
             # A generator the tool returned (or one inside its value) is the tool's own
             # code running: what it raises is the tool's exception (a framework's
@@ -953,7 +1009,10 @@ def bounded_tool(
         if _is_async(fn):
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                return finish(await fn(*args, **kwargs), name)
+                value = await fn(*args, **kwargs)
+                if inspect.isawaitable(value):
+                    _refuse_awaitable(value, name, _ASYNC_AWAITABLE)
+                return finish(value, name)
 
             wrapper = async_wrapper
         else:
@@ -961,12 +1020,7 @@ def bounded_tool(
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
-                    if inspect.iscoroutine(value):
-                        value.close()  # never awaited: close it rather than warn later
-                    raise TypeError(
-                        f"{name} returned an awaitable from a sync call; bounded_tool awaits "
-                        "only async functions and objects with an async __call__"
-                    )
+                    _refuse_awaitable(value, name, _SYNC_AWAITABLE)
                 return finish(value, name)
 
             wrapper = sync_wrapper
@@ -1011,45 +1065,41 @@ _LONG_DIGITS: Final = re.compile(rb"[0-9]{20}")
 _COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def _parsed_within(value: Any, encoder: Encoder) -> Any:
+def _parsed_within(value: Any, encoder: Encoder) -> tuple[Any, tuple[Truncation, ...]]:
     """*value* bounded by *encoder*, then parsed back: a value whose JSON, as orjson
-    writes it, is within the encoder's budget.
+    writes it, is within the encoder's budget; and the cuts it marks.
 
     Parsed, a number is an int or a float, which may be written longer than the text it
     came from: a Decimal's ``1E+15`` is the float 1e15, which orjson writes
     ``1000000000000000.0``; msgspec writes the float 1e20 as ``1e20``, orjson as
     ``1e+20``. Where that passes the budget, *value* is encoded again into a budget
-    smaller by the excess: each round cuts the value itself, so every marker counts what
-    the value holds, and an iterator in it is read once (`encode_replaying`). An integer
-    past 64 bits (which orjson neither reads nor writes) comes back exact, as an int.
+    smaller by the excess, and once the budget is `MIN_BYTES`, with fewer items and keys
+    a container and then less depth (`_fewer`): each round cuts the value itself, never
+    a cut already made (whose markers would be data to it, counted as items), so every
+    marker counts what the value holds, and an iterator in it is read once
+    (`encode_replaying`). An integer past 64 bits (which orjson neither reads nor
+    writes) comes back exact, as an int.
     """
-    first = encoder
-    limits = encoder.limits
+    limits = cut = encoder.limits
     streams: dict[int, Any] = {}
-    budget = limits.max_bytes
     while True:
-        data = encode_replaying(encoder, value, streams).data
-        if _LONG_DIGITS.search(data) is None:
-            parsed = orjson.loads(data)
-            size = len(orjson.dumps(parsed))
-        else:
-            # Maybe an integer past 64 bits, which orjson reads as a rounded float (or
-            # refuses past the float range): read and sized exact. (Digits in a string
-            # only cost the slower parse.)
-            parsed = load_json(data)
-            size = len(_COMPACT.encode(parsed).encode())
+        encoded = encode_replaying(encoder, value, streams)
+        parsed, size = _parsed_and_sized(encoded.data)
         if size <= limits.max_bytes:
-            return parsed
-        if budget == MIN_BYTES:
-            # No smaller budget to try (a budget of a few hundred bytes, its numbers
-            # parsed 3 to 4 times as long): the parsed value cut again. It is plain JSON,
-            # which re-encodes as it is written, so this cut is final; the first cut's
-            # marker in it counts as one of its items.
-            return orjson.loads(first.dumps(parsed))
-        # Shrunk by the ratio the parse grew it, and by a byte at least.
-        budget = max(MIN_BYTES, min(budget - 1, budget * limits.max_bytes // size))
+            return parsed, encoded.truncations
+        if cut.max_bytes > MIN_BYTES:
+            # Shrunk by the ratio the parse grew it, and by a byte at least.
+            budget = cut.max_bytes
+            cut = cut.replace(
+                max_bytes=max(MIN_BYTES, min(budget - 1, budget * limits.max_bytes // size))
+            )
+        else:
+            fewer = _fewer(cut, parsed)
+            if fewer is None:
+                return _as_one_marker(value, encoder, streams, limits.max_bytes)
+            cut = fewer
         encoder = Encoder(
-            limits.replace(max_bytes=budget),
+            cut,
             strategy=encoder.strategy,
             markers=encoder.markers,
             default=encoder.default,
@@ -1058,12 +1108,105 @@ def _parsed_within(value: Any, encoder: Encoder) -> Any:
         )
 
 
+def _parsed_and_sized(data: bytes) -> tuple[Any, int]:
+    """*data* parsed, and the length of its JSON as a framework writes it again."""
+    if _LONG_DIGITS.search(data) is None:
+        parsed = orjson.loads(data)
+        return parsed, len(orjson.dumps(parsed))
+    # Maybe an integer past 64 bits, which orjson reads as a rounded float (or refuses
+    # past the float range): read and sized exact. (Digits in a string only cost the
+    # slower parse.)
+    parsed = load_json(data)
+    return parsed, len(_COMPACT.encode(parsed).encode())
+
+
+def _fewer(limits: Limits, parsed: Any) -> Limits | None:
+    """*limits* tightened for a cut at `MIN_BYTES` whose numbers, parsed (*parsed*), are
+    written past the budget: at most half the members its widest container shows, else
+    less depth than it shows; None when neither cuts more (at most one member a
+    container, depth 1). Each step tightens a cap, so the rounds end."""
+    width, depth = _shape(parsed)
+    half = max(1, width // 2)
+    fewer = limits.replace(
+        max_items=min(limits.max_items or half, half), max_keys=min(limits.max_keys or half, half)
+    )
+    if fewer != limits:
+        return fewer
+    # Less than the cut shows and than the limit: a structured marker is an object that
+    # no depth limit removes, so the shown depth alone may not go down.
+    shallower = min(limits.max_depth, depth) - 1
+    return limits.replace(max_depth=shallower) if shallower >= 1 else None
+
+
+def _shape(value: Any) -> tuple[int, int]:
+    """The most members a container in *value* has (0 for a scalar), and its depth (a
+    scalar 0, a container 1 more than its deepest member). *value* is a parsed cut of
+    at most `MIN_BYTES`: a few dozen nodes."""
+    width = depth = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        members = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        )
+        if members is None:
+            continue
+        width = max(width, len(node))
+        depth = max(depth, level + 1)
+        stack.extend((member, level + 1) for member in members)
+    return width, depth
+
+
+def _as_one_marker(
+    value: Any, encoder: Encoder, streams: dict[int, Any], max_bytes: int
+) -> tuple[Any, tuple[Truncation, ...]]:
+    """*value* as the encoder's one marker for all of it, at the depth limit, the last
+    cut `_parsed_within` makes: the value a single member of a list one level deep, so
+    its own marker stands where it stood. Only a container gets here (a scalar of at
+    most `MIN_BYTES` is written within it), and a marker's text is what it parses to."""
+    one = Encoder(
+        Limits(MIN_BYTES, max_depth=1),
+        markers=encoder.markers,
+        default=encoder.default,
+        unencodable=encoder.unencodable,
+        binary=encoder.binary,
+    )
+    encoded = encode_replaying(one, [value], streams)
+    parsed, size = _parsed_and_sized(encoded.data)
+    cuts = encoded.truncations
+    if size - 2 > max_bytes or [t.path for t in cuts] != ["/0"]:  # pragma: no cover
+        raise EncodeError("a value's marker did not fit the least budget", path="")
+    mark = cuts[0]
+    return parsed[0], (_truncation("", mark.kind, mark.omitted, mark.unit),)
+
+
 def _is_async(fn: Any) -> bool:
+    """Whether calling *fn* gives a coroutine to await, as the tool SDKs (MCP, Starlette)
+    tell: through `functools.partial`, an async function, or an object (not a class)
+    whose class's ``__call__`` is async (inspect says False for the object itself)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     if inspect.iscoroutinefunction(fn):
         return True
-    # An object whose __call__ is async (inspect says False for the object itself).
     call = getattr(type(fn), "__call__", None)  # noqa: B004 - the method itself, not callable()
     return not isinstance(fn, type) and inspect.iscoroutinefunction(call)
+
+
+_SYNC_AWAITABLE: Final = (
+    "a sync call; bounded_tool awaits only async functions and objects with an async __call__"
+)
+_ASYNC_AWAITABLE: Final = (
+    "an async call; bounded_tool awaits the call once: await what the tool returns in it"
+)
+
+
+def _refuse_awaitable(value: Any, name: str, where: str) -> typing.NoReturn:
+    """Raise for an awaitable a tool returned, closed first if it is a coroutine: never
+    awaited, it would otherwise warn later, far from here (and encoded, it would be one
+    unencodable marker)."""
+    if inspect.iscoroutine(value):
+        value.close()
+    raise TypeError(f"{name} returned an awaitable from {where}")
 
 
 def _retype(wrapper: Callable[..., Any], fn: Any, name: str, output: str) -> None:
@@ -1193,6 +1336,15 @@ def _byte_view(data: bytes | bytearray | memoryview) -> memoryview | None:
     return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
 
 
+def _lone_surrogate(text: str) -> int | None:
+    """Where *text* holds a lone surrogate, which no UTF-8 text can; None if nowhere."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def _encode_str(text: str) -> bytes:
     try:
         return text.encode("utf-8")
@@ -1209,13 +1361,13 @@ def _str_chunks(text: str) -> Iterator[bytes]:
         yield _encode_str(text[start : start + step])
 
 
-def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:
-    """The value at the start of *prefix*, and the pointers of the containers left open.
+def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, dict[str, str]] | None:
+    """The value at the start of *prefix*, and the containers left open: each one's
+    pointer and the pointer of the "more" marker it got where the prefix ended.
 
-    Open containers get a "more" marker where the prefix ended. Returns None when
-    *prefix* does not start a JSON value ijson can follow. ijson's C backend refuses
-    integers beyond 64 bits, which are valid JSON: the Python backend, slower but exact,
-    reads the prefix again when the C backend gives up.
+    Returns None when *prefix* does not start a JSON value ijson can follow. ijson's C
+    backend refuses integers beyond 64 bits, which are valid JSON: the Python backend,
+    slower but exact, reads the prefix again when the C backend gives up.
     """
     if not whole:
         # A number that reaches the cut may go on past it (123 of 12345): it is not
@@ -1248,7 +1400,7 @@ def _long_ints_as_decimals(prefix: bytes) -> bytes:
     return fix.feed(prefix) + fix.end()
 
 
-def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]] | None:
+def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, dict[str, str]] | None:
     root: Any = _NO_OBJECT
     # Each open container and its pointer; None below the encoder's depth, where no cut
     # is ever reported (pointers there would grow with the square of the depth).
@@ -1302,12 +1454,18 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, set[str]
     if root is _NO_OBJECT:
         return None
     # The prefix ended inside these containers: say so where it happened.
-    for container, _ in stack:
+    marks: dict[str, str] = {}
+    for container, where in stack:
         if isinstance(container, list):
             container.append(_MORE_ITEMS)
+            if where is not None:
+                marks[where] = f"{where}/{len(container) - 1}"
         else:
-            container[_marker_key(container)] = _MORE_KEYS
-    return root, {where for _, where in stack if where is not None}
+            key = _marker_key(container)
+            container[key] = _MORE_KEYS
+            if where is not None:
+                marks[where] = pointer(where, key)
+    return root, marks
 
 
 #: How much of a result that looks like JSON is parsed to decide that it is.
@@ -1344,10 +1502,16 @@ def _marker_key(obj: dict[str, Any]) -> str:
 
 _MORE_ITEMS = "…[omitted: more items]"
 _MORE_KEYS = "[omitted: more keys]"
+#: Where a JSON preview's value stands in the gate's answer: its cuts are reported there.
+_PREVIEW: Final = "/preview"
+_truncation: Callable[..., Truncation] = fast_constructor(Truncation)
 
 
-def _unknown_counts(shown: Encoded, open_paths: set[str]) -> bytes:
-    """*shown* with the counts of cuts inside open containers made "more".
+def _unknown_counts(
+    shown: Encoded, open_marks: dict[str, str]
+) -> tuple[bytes, tuple[Truncation, ...]]:
+    """*shown* with the counts of cuts inside open containers made "more", and every cut
+    it marks, under ``/preview``.
 
     The encoder counted the items of a container that the prefix had already cut, so its
     count is only a lower bound; guarantee 4 says not to state it. The value is at most
@@ -1355,25 +1519,68 @@ def _unknown_counts(shown: Encoded, open_paths: set[str]) -> bytes:
     they were written from and written again as they were (through orjson, `1E+15`
     became `1000000000000000.0` and `19.90` became `19.9`: the preview grew past its
     budget). Only the markers change, and they get shorter.
+
+    *open_marks* maps each open container's pointer to its "more" marker's (see
+    `_parse_with`): to the encoder that marker was data, so where it kept it, it is
+    reported here, with no count.
     """
-    fix = [t for t in shown.truncations if t.kind in ("items", "keys")
-           and t.path.rsplit("/", 1)[0] in open_paths]  # fmt: skip
-    if not fix:
-        return shown.data
+    cuts = shown.truncations
+    fix = {t.path for t in cuts if t.kind in ("items", "keys")
+           and t.path.rsplit("/", 1)[0] in open_marks}  # fmt: skip
+    if not open_marks:
+        return shown.data, tuple(_truncation(_PREVIEW + t.path, t.kind, t.omitted, t.unit)
+                                 for t in cuts)  # fmt: skip
     value = json.loads(shown.data, parse_float=decimal.Decimal)
-    for cut in fix:
-        parent_path, _, token = cut.path.rpartition("/")
-        parent = _resolve(value, parent_path)
-        # The marker's own key or index: the encoder picks a key that is not taken.
-        key = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(parent, list) and key.isdigit() and int(key) < len(parent):
-            parent[int(key)] = _MORE_ITEMS
-        elif isinstance(parent, dict) and key in parent:
-            parent[key] = _MORE_KEYS
-    again = encode(value, max_bytes=max(len(shown.data), MIN_BYTES))
-    if not again.complete or len(again.data) > len(shown.data):  # pragma: no cover
-        raise EncodeError("a preview written again changed more than its markers", path="")
-    return again.data
+    data = shown.data
+    if fix:
+        for path in fix:
+            parent_path, _, token = path.rpartition("/")
+            parent = _resolve(value, parent_path)
+            # The marker's own key or index: the encoder picks a key that is not taken.
+            key = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(parent, list) and key.isdigit() and int(key) < len(parent):
+                parent[int(key)] = _MORE_ITEMS
+            elif isinstance(parent, dict) and key in parent:
+                parent[key] = _MORE_KEYS
+        again = encode(value, max_bytes=max(len(shown.data), MIN_BYTES))
+        if not again.complete or len(again.data) > len(shown.data):  # pragma: no cover
+            raise EncodeError("a preview written again changed more than its markers", path="")
+        data = again.data
+    # Several cuts may stand at one place (a string cut and its lone surrogates replaced).
+    reported: dict[str, list[Truncation]] = {}
+    for cut in cuts:
+        reported.setdefault(cut.path, []).append(cut)
+    return data, _in_document_order(value, reported, fix, set(open_marks.values()))
+
+
+def _in_document_order(
+    value: Any, reported: dict[str, list[Truncation]], unknown: set[str], marks: set[str]
+) -> tuple[Truncation, ...]:
+    """The cuts in the preview *value*, in document order, under ``/preview``: the
+    encoder's *reported* ones (those at *unknown* with no count), and the prefix's "more"
+    markers at *marks* that the encoder kept as they were."""
+    out: list[Truncation] = []
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, node = stack.pop()
+        here = reported.pop(path, None)
+        if here is not None:
+            # A marker, or a member whose key alone was replaced: its value is walked on.
+            out.extend(_truncation(_PREVIEW + path, cut.kind, None if path in unknown
+                                   and cut.kind in ("items", "keys") else cut.omitted,
+                                   cut.unit) for cut in here)  # fmt: skip
+        elif path in marks and node in (_MORE_ITEMS, _MORE_KEYS):
+            kind: Literal["items", "keys"] = "items" if node == _MORE_ITEMS else "keys"
+            out.append(_truncation(_PREVIEW + path, kind, None, kind))
+            continue
+        if isinstance(node, list):
+            stack.extend((f"{path}/{i}", item) for i, item in reversed(list(enumerate(node))))
+        elif isinstance(node, dict):
+            stack.extend((pointer(path, key), item) for key, item in reversed(node.items()))
+    # Every reported cut stands at a node of the preview; any other is kept, not lost.
+    out.extend(_truncation(_PREVIEW + t.path, t.kind, t.omitted, t.unit)
+               for left in reported.values() for t in left)  # fmt: skip
+    return tuple(out)
 
 
 def _resolve(value: Any, path: str) -> Any:
