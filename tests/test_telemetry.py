@@ -7,6 +7,7 @@ import hashlib
 import io
 import logging
 import logging.config
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,7 +262,11 @@ def test_guard_results_are_summarized_without_content(tmp_path: Path) -> None:
     assert summarize(small) == {
         "kind": "gate", "bytes": len(small.data), "sha256": hashlib.sha256(small.data).hexdigest(),
         "result_kind": "json", "size": small.size, "spilled": False, "spill": None,
+        "truncations": 0, "truncation_kinds": {}, "omitted_known": 0, "omitted_unknown": 0,
     }  # fmt: skip
+    marked = summarize(gate.gate({"x": math.nan, "tags": {1, 2}}))
+    assert (marked["truncations"], marked["truncation_kinds"]) == (2, {"unencodable": 2})
+    assert marked["omitted_unknown"] == 2
     spilled = summarize(big)
     assert spilled["spilled"] is True
     assert spilled["spill"]["ref"] == big.spill.ref  # type: ignore[union-attr]

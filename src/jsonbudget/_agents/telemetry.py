@@ -190,6 +190,7 @@ class Summarizer:
             "size": _count(getattr(obj, "size", None)),
             "spilled": spill is not None,
             "spill": None if spill is None else self._spill(spill),
+            **_truncation_fields(getattr(obj, "truncations", ())),
         }
 
     def _gate(self, gated: Any) -> dict[str, Any]:
