@@ -196,6 +196,9 @@ def test_regression_attributes_leave_out_none_in_nested_summaries() -> None:
         "p.bytes": 2,
         "p.spilled": True,
         "p.spill.kind": "spill",
+        "p.truncations": 0,
+        "p.omitted_known": 0,
+        "p.omitted_unknown": 0,
     }
     assert None not in summary_attributes(gate).values()
     _assert_clean(attributes)
