@@ -910,3 +910,34 @@ def test_regression_a_chain_of_attrs_instances_is_walked_once_per_budget() -> No
     # About 40 nodes show: a few reads each, and the deeper chain costs no more.
     assert counted[120] <= 4 * 40
     assert counted[120] <= counted[40] * 1.5
+
+
+def test_regression_lists_nested_a_hundred_levels_deep_do_not_crash_the_process() -> None:
+    """Found by a tester: orjson 3.12 and 3.13 corrupt the heap and abort the process
+    ("double free or corruption") writing a list whose first member is a nested list
+    followed by some twenty ints, from about 97 levels: any path that hands such a
+    value to orjson whole (a budget-only call with max_depth above that, a spill, a
+    page item) ended the process. Those releases are excluded (pyproject); each path
+    runs here in a child, where an abort fails the test instead of the run."""
+    out = bounded_run(
+        """
+        import orjson, tempfile
+        from jsonbudget import Limits, PageBuilder, ResultGate, SpillStore, bounded_dumps
+        whole = []
+        for depth, ints in ((97, 20), (100, 20), (128, 40), (200, 20)):
+            v = 1
+            for _ in range(depth):
+                v = [v] + [0] * ints
+            data = orjson.dumps(v)
+            assert bounded_dumps(v, max_bytes=len(data), max_depth=128) == data or depth > 128
+            builder = PageBuilder(Limits(1 << 20, max_depth=128))
+            builder.add(v)
+            with tempfile.TemporaryDirectory() as tmp:
+                gated = ResultGate(max_bytes=1024, store=SpillStore(tmp)).gate(v)
+                assert gated.spill is not None
+                with open(gated.spill.path, "rb") as f:
+                    whole.append(f.read() == data)
+        print(whole)
+        """
+    )
+    assert out.strip() == "[True, True, True, True]"
