@@ -69,8 +69,9 @@ def test_regression_a_spill_nests_as_deep_as_orjson_and_no_deeper(
     if depth <= ORJSON_WRITES:
         assert data == orjson.dumps(value)
     else:
-        with pytest.raises(orjson.JSONEncodeError, match="Recursion limit"):
-            orjson.dumps(value)
+        if shape != "dataclass":  # orjson 3.11 does not check a dataclass's depth
+            with pytest.raises(orjson.JSONEncodeError, match="Recursion limit"):
+                orjson.dumps(value)
         # The levels orjson writes, then the marker standing for the first it refuses.
         assert data == orjson.dumps(chain(ORJSON_WRITES, wrap, f"…[depth: {what}]"))
 
