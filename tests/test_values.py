@@ -9,6 +9,7 @@ import collections
 import dataclasses
 import datetime as dt
 import enum
+import hashlib
 import itertools
 import json
 import math
@@ -37,7 +38,18 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from typing_extensions import TypedDict
 
-from jsonbudget import Limits, ResultGate, SpillStore, bounded_dumps, encode
+from jsonbudget import (
+    Encoder,
+    Limits,
+    MemoryCursorStore,
+    PageBuilder,
+    ResultGate,
+    Scope,
+    SpillStore,
+    bounded_dumps,
+    encode,
+    paginate,
+)
 from jsonbudget.errors import EncodeError, LimitError
 
 from .strategies import awkward_text, budgets, json_values, odd_values
@@ -2588,3 +2600,308 @@ def test_regression_an_arbitrary_type_field_is_spilled_as_pydantic_with_fallback
     assert result.spill is not None
     whole = m.model_dump_json(fallback=_vec_hook).encode()
     assert result.spill.path.read_bytes() == b"[" + whole + b"," + whole + b"]"
+
+
+# -- cost: a cut tree of models --------------------------------------------------------
+
+_RUNS: collections.Counter[int] = collections.Counter()
+
+
+class _Node(pydantic.BaseModel):
+    """A node of a binary tree of models whose field serializer counts its runs."""
+
+    a: Any = None
+    b: Any = None
+    pad: str = "p"
+
+    @pydantic.field_serializer("pad")
+    def _pad(self, v: str) -> str:
+        _RUNS[id(self)] += 1
+        return v
+
+
+def _tree(depth: int) -> _Node:
+    return _Node() if depth == 0 else _Node(a=_tree(depth - 1), b=_tree(depth - 1))
+
+
+def _added(tree: Any, max_bytes: int, strategy: Any) -> bytes:
+    builder = PageBuilder(Limits(max_bytes=max_bytes), strategy=strategy)
+    builder.add(tree)
+    return builder.finish(complete=True).to_json()
+
+
+_ENTRIES: dict[str, Any] = {
+    "bounded_dumps": lambda t, n, s: bounded_dumps(t, max_bytes=n, strategy=s),
+    "encode": lambda t, n, s: encode(t, max_bytes=n, strategy=s).data,
+    "Encoder": lambda t, n, s: Encoder(max_bytes=n, strategy=s).encode(t).data,
+    "PageBuilder": _added,
+    "paginate": lambda t, n, s: paginate(
+        [t], scope=Scope("u", {}), store=MemoryCursorStore(), limits=Limits(n), strategy=s
+    ).to_json(),
+}
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+@pytest.mark.parametrize("entry", list(_ENTRIES))
+def test_regression_a_cut_tree_of_models_runs_each_serializer_a_constant_number_of_times(
+    entry: str, strategy: str
+) -> None:
+    """Found by a tester: a binary tree of models cut to 90% of its size ran each
+    model's field serializer more often the deeper the tree (up to 37 times a model at
+    depth 12, 200 times `model_dump_json()` of the whole tree): each level of the cut
+    converted the models under it again for its size walk, and had pydantic write all
+    of the tree under it again to learn it did not fit. Now a model's serializer runs
+    for the walk, for its view, in the whole tree's output that did not fit, and in
+    the output of the part shown (a page tries a few rooms for an item: a few more),
+    whatever the depth; and twice where the tree fits."""
+    write = _ENTRIES[entry]
+    most = 4 if entry in ("bounded_dumps", "encode", "Encoder") else 6
+    for depth in (4, 8, 12):
+        tree = _tree(depth)
+        whole = tree.model_dump_json().encode()
+        _RUNS.clear()
+        out = write(tree, len(whole) * 9 // 10, strategy)
+        assert max(_RUNS.values()) <= most, (depth, max(_RUNS.values()))
+        assert b"[omitted: " in out
+        _RUNS.clear()
+        out = write(tree, 2 * len(whole) + 1000, strategy)
+        assert max(_RUNS.values()) <= 2, (depth, max(_RUNS.values()))
+        assert whole in out
+
+
+#: What the renderer wrote for `_tree(depth)` cut to 90% before the fix above: it
+#: changed how often values are written, not what is written.
+_CUT_BEFORE = {
+    ("balanced", 3): (
+        b'{"a":{"a":{"a":{"a":null,"b":null,"pad":"p"},"\xe2\x80\xa6":"[omitted: 2 more keys]"},'
+        b'"b":{"a":{"a":null,"b":null,"pad":"p"},"\xe2\x80\xa6":"[omitted: 2 more keys]"},'
+        b'"pad":"p"},"b":{"a":{"a":{"a":null,"b":null,"pad":"p"},"\xe2\x80\xa6":"[omitted: '
+        b'2 more keys]"},"b":{"a":{"a":null,"b":null,"pad":"p"},"\xe2\x80\xa6":"[omitted: 2 '
+        b'more keys]"},"pad":"p"},"pad":"p"}'
+    ),
+    ("prefix", 3): (
+        b'{"a":{"a":{"a":{"a":null,"b":null,"pad":"p"},"b":{"a":null,"b":null,"pad":"p"},'
+        b'"pad":"p"},"b":{"a":{"a":null,"b":null,"pad":"p"},"b":{"a":null,"b":null,"pad":'
+        b'"p"},"pad":"p"},"pad":"p"},"b":{"a":{"a":{"a":null,"b":null,"pad":"p"},"b":{"a":'
+        b'null,"b":null,"pad":"p"},"pad":"p"},"\xe2\x80\xa6":"[omitted: 2 more keys]"},'
+        b'"\xe2\x80\xa6":"[omitted: 1 more keys]"}'
+    ),
+    # sha256 of the output (too long to spell out here)
+    ("balanced", 8): "ef817fed7427ef48fb31f2a5403889e70029b7f7617d7a1ea71f4f9f9f64f9a4",
+    ("prefix", 8): "9a34fbadbf8f4c984f4243e5c00a486aabfd4eca5cf6d76d754c9fe236a4922c",
+    ("balanced", 12): "b62edccc14120ee6c114f568f66cdcd6a5c7b568e5bff14447171269884db1da",
+    ("prefix", 12): "33353306c3c1d364a90e43e903b98d0644e2e7730b1fcbe4d757af203fa158fc",
+}
+
+
+@pytest.mark.parametrize(("strategy", "depth"), list(_CUT_BEFORE))
+def test_regression_a_cut_tree_of_models_is_written_as_before(strategy: Any, depth: int) -> None:
+    tree = _tree(depth)
+    budget = len(tree.model_dump_json()) * 9 // 10
+    out = encode(tree, max_bytes=budget, strategy=strategy).data
+    valid(out, budget)
+    before = _CUT_BEFORE[strategy, depth]
+    if isinstance(before, bytes):
+        assert out == before
+    else:
+        assert hashlib.sha256(out).hexdigest() == before
+
+
+_EVALS: collections.Counter[int] = collections.Counter()
+
+
+class _Computing(pydantic.BaseModel):
+    a: Any = None
+    b: Any = None
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def pad(self) -> str:
+        _EVALS[id(self)] += 1
+        return "p"
+
+
+class _Shaping(pydantic.BaseModel):
+    a: Any = None
+    b: Any = None
+
+    @pydantic.model_serializer
+    def _shape(self) -> dict[str, Any]:
+        _EVALS[id(self)] += 1
+        return {"a": self.a, "b": self.b, "pad": "p"}
+
+
+@attrs.define
+class _Attrs:
+    a: Any = None
+    b: Any = None
+    pad: str = "p"
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "pad":  # read once each time the instance is converted
+            _EVALS[id(self)] += 1
+        return object.__getattribute__(self, name)
+
+
+class _Struct(msgspec.Struct):
+    a: Any = None
+    b: Any = None
+    pad: str = "p"
+
+
+def _binary(cls: Any, depth: int) -> Any:
+    if depth == 0:
+        return cls()
+    return cls(a=_binary(cls, depth - 1), b=_binary(cls, depth - 1))
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+@pytest.mark.parametrize(("cls", "most"), [(_Computing, 4), (_Shaping, 1), (_Attrs, 3)])
+def test_regression_computed_fields_model_serializers_and_attrs_of_a_cut_tree_run_a_few_times(
+    cls: Any, most: int, strategy: Any
+) -> None:
+    """Found with the serializers above: a computed field was evaluated, and an attrs
+    instance converted, more often the deeper the tree (up to 35 times an instance at
+    depth 12). A model serializer runs once: its output is walked as JSON."""
+    for depth in (4, 8, 12):
+        tree = _binary(cls, depth)
+        size = len(encode(tree, max_bytes=BIG).data)
+        _EVALS.clear()
+        encode(tree, max_bytes=size * 9 // 10, strategy=strategy)
+        assert max(_EVALS.values()) <= most, (depth, max(_EVALS.values()))
+
+
+@pytest.mark.parametrize("strategy", ["balanced", "prefix"])
+def test_regression_a_cut_tree_of_structs_is_written_a_few_times_over(
+    strategy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found with the tree above: msgspec wrote all of the tree under each level again
+    (bytes encoded: 18, 44, 70 times the tree's size at depths 4, 8, 12)."""
+    encoded = [0]
+    real = msgspec.json.encode
+
+    def counted(v: Any, *args: Any, **kwargs: Any) -> bytes:
+        out = real(v, *args, **kwargs)
+        encoded[0] += len(out)
+        return out
+
+    for depth in (4, 8, 12):
+        tree = _binary(_Struct, depth)
+        size = len(real(tree))
+        encoded[0] = 0
+        with monkeypatch.context() as patch:
+            patch.setattr(msgspec.json, "encode", counted)
+            encode(tree, max_bytes=size * 9 // 10, strategy=strategy)
+        assert encoded[0] <= 3 * size, (depth, encoded[0] / size)
+
+
+class _Holding(pydantic.BaseModel):
+    pad: str = "p"  # written before what pydantic refuses, in each attempt
+    a: Any = None
+    b: Any = None
+
+    @pydantic.field_serializer("pad")
+    def _pad(self, v: str) -> str:
+        _RUNS[id(self)] += 1
+        return v
+
+
+@pytest.mark.parametrize(
+    "leaf", [_Attrs(), _Struct(), np.int64(3), np.arange(2)], ids=lambda v: type(v).__name__
+)
+def test_regression_a_tree_of_models_holding_what_pydantic_refuses_is_not_written_per_level(
+    leaf: Any,
+) -> None:
+    """Found with the tree above: with an attrs instance, a Struct or a NumPy value at
+    its leaves (pydantic refuses them; the renderer writes them), each level of the cut
+    had pydantic write the tree under it until it met one and raised: the serializers
+    of the models written before it ran once a level (19 to 24 times at depth 10)."""
+
+    def tree(depth: int) -> Any:
+        return leaf if depth == 0 else _Holding(a=tree(depth - 1), b=tree(depth - 1))
+
+    for depth in (4, 7, 10):
+        value = tree(depth)
+        size = len(encode(value, max_bytes=BIG).data)
+        _RUNS.clear()
+        out = encode(value, max_bytes=size * 9 // 10)
+        valid(out.data, size * 9 // 10)
+        assert max(_RUNS.values()) <= 4, (depth, max(_RUNS.values()))
+
+
+class _AnyValue(pydantic.BaseModel):
+    x: Any = None
+
+
+@pytest.mark.parametrize(
+    "v",
+    [
+        _Attrs(),
+        _Struct(),
+        msgspec.Raw(b"1"),
+        orjson.Fragment(b"1"),
+        np.arange(2),
+        np.int64(1),
+        np.bool_(True),
+        np.float16(1),
+        np.datetime64("2024-01-01"),
+        np.void(b"ab"),
+        np.float64(1.5),
+        np.complex128(1 + 2j),
+        np.str_("x"),
+        np.bytes_(b"ab"),
+        Decimal("1.5"),
+        uuid.UUID(int=1),
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_the_walk_keeps_from_pydantic_exactly_what_pydantic_refuses(v: Any) -> None:
+    # The walk sends a model holding one of these down the renderer's path instead of
+    # asking pydantic (the regression above): only where pydantic would raise, or the
+    # bytes of a model that fits would change.
+    from jsonbudget._encode.values import _refused_by_pydantic
+
+    try:
+        _AnyValue(x=v).model_dump_json()
+    except pydantic_core.PydanticSerializationError:
+        refused = True
+    else:
+        refused = False
+    assert _refused_by_pydantic(v) is refused
+
+
+def _spans(v: Any, at: int, out: dict[int, list[tuple[int, int, bool]]]) -> int:
+    """Where each member of each container of ``orjson.dumps(v)`` (written at *at*) is,
+    by where the container starts: orjson writes a member's value as it writes it
+    alone, so the offsets add up. Returns where *v* ends."""
+    if not isinstance(v, dict | list):
+        return at + len(orjson.dumps(v))
+    start, pos = at, at + 1
+    parts = out[start] = []
+    items = list(v.items()) if isinstance(v, dict) else [(None, x) for x in v]
+    for i, (k, x) in enumerate(items):
+        begin = pos
+        if k is not None:
+            pos += len(orjson.dumps(k)) + 1
+        pos = _spans(x, pos, out)
+        parts.append((begin, pos, i == len(items) - 1))
+        pos += 1  # the comma, or the closing bracket
+    return pos if items else pos + 1
+
+
+@props
+@given(json_values(), st.randoms(use_true_random=False))
+def test_a_library_outputs_layout_finds_each_member_in_any_order(v: Any, rng: Any) -> None:
+    # How the renderer learns a member's size from its parent's library output that did
+    # not fit (the regressions above): members asked for in any order, as cutting asks.
+    from jsonbudget._encode.render import _Layout
+
+    data = orjson.dumps(v)
+    expected: dict[int, list[tuple[int, int, bool]]] = {}
+    assert _spans(v, 0, expected) == len(data)
+    layout = _Layout(data)
+    asked = [(start, i) for start, parts in expected.items() for i in range(len(parts) + 1)]
+    rng.shuffle(asked)
+    for start, i in asked:
+        parts = expected[start]
+        assert layout.member(start, i) == (parts[i] if i < len(parts) else None)

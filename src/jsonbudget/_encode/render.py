@@ -25,14 +25,18 @@ wherever it appears.
 Work: each node is rendered by `cut` at most once, and `whole` re-walks a node only when
 asked with a larger cap than any it was asked before; the nodes visited are bounded by
 the budget (every visited member adds at least one byte to a walk that stops at its
-cap) plus the one-item look-ahead. `work` counts the calls of `whole` and `cut`, for
-tests.
+cap) plus the one-item look-ahead. A native value's library output, kept whether it fit
+or not, says the size of each native value inside it (`_Layout`): going down into it,
+no level has the library write any of it again to learn whether it fits, so a model's
+serializers run a few times a call however deep it sits. `work` counts the calls of
+`whole` and `cut`, for tests.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import enum
+import re
 import reprlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -61,6 +65,7 @@ Trs: TypeAlias = Sequence[Any]
 Out: TypeAlias = tuple[bytes, Trs]
 
 _dumps = orjson.dumps
+_loads = orjson.loads
 _JSONError = orjson.JSONEncodeError
 _NONE: Trs = ()
 _BIG = 1 << 62
@@ -86,6 +91,24 @@ _SAFE_TZ = (type(None), _dt.timezone)
 #: The JSON containers whose library call (`values.whole`) writes the native values they hold.
 _PLAIN = frozenset({dict, list, tuple})
 _REPRLIB_TYPES = frozenset({tuple, frozenset, bytes, str, int, float, bool, type(None)})
+#: A JSON string; then a JSON text up to and including its next bracket, brace or
+#: comma: strings (whose brackets are text) and scalars are passed over in C, never
+#: backtracked into, and so in `_STRUCTURE` is a whole container that holds none.
+_STRING_RE = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_STRING = re.compile(_STRING_RE)
+_TOKEN = re.compile(rb"(?:[^\"\[\]{},]++|" + _STRING_RE + rb")*+[\[\]{},]")
+_FLAT_RE = rb"(?:[^\"\[\]{}]++|" + _STRING_RE + rb")*+"
+_STRUCTURE = re.compile(
+    rb"(?:[^\"\[\]{},]++|"
+    + _STRING_RE
+    + rb"|\{"
+    + _FLAT_RE
+    + rb"\}|\["
+    + _FLAT_RE
+    + rb"\])*+[\[\]{},]"
+)
+#: An array's items have no key (`_Part`).
+_ITEM: Any = object()
 
 
 def pointer(parent: str, key: str | int) -> str:
@@ -293,6 +316,13 @@ class Mark:
         self.what = what
 
 
+#: Members that are never a container: no `_Part` is noted for them.
+_LEAVES: frozenset[type] = frozenset((
+    str, int, float, bool, type(None), Mark, *_BOUNDED_SCALARS,
+    _values.Raw, _values.Clip, _values.Blob, _values.Unencodable,
+))  # fmt: skip
+
+
 class _Snap:
     """A container read once: its members (pairs for a mapping), and how many it has.
 
@@ -319,15 +349,137 @@ class _Snap:
 class _Seen:
     """What one call knows about one container at one depth."""
 
-    __slots__ = ("exact", "obj", "over", "size", "snap", "value")
+    __slots__ = ("depth", "exact", "obj", "over", "size", "snap", "span", "spread", "value")
 
-    def __init__(self, obj: Any, value: Any) -> None:
+    def __init__(self, obj: Any, value: Any, depth: int) -> None:
         self.obj = obj  # held, so its id is not reused during the call
         self.value = value
+        self.depth = depth
         self.snap: _Snap | None = None
         self.exact: Out | None = None  # the full rendering, when rendered in Python
         self.size = -1  # its length, when known
         self.over = -1  # a cap the full rendering is known to exceed
+        # Where its full rendering is in a library's output that passed its room (its
+        # own, or a container's holding it), and how many members have their part of it.
+        self.span: tuple[_Layout, int] | None = None
+        self.spread = 0
+
+
+class _Part:
+    """Member *i* of the container at *start* in *layout*, noted by its parent's read
+    (*key* its key, `_ITEM` in an array; *n* the parent's count); *begin*, where its
+    value starts there, is -1 until `EncodeCall._locate` looks (-2: not there); *size*,
+    its full rendering's, where its library writes it (`values.written_alike`)."""
+
+    __slots__ = ("begin", "i", "key", "layout", "n", "obj", "size", "start")
+
+    def __init__(self, obj: Any, layout: _Layout, start: int, i: int, *, key: Any, n: int) -> None:
+        self.obj = obj  # held, so its id is not reused during the call
+        self.layout = layout
+        self.start = start
+        self.i = i
+        self.key = key
+        self.n = n
+        self.begin = -1
+        self.size = -1
+
+
+class _Layout:
+    """A library's full rendering of a value that did not fit its room, read for where
+    each container in it starts, ends and has its commas.
+
+    Cutting the value, the renderer asks each member it reaches whether it fits whole:
+    a member its own library writes (`values.written_alike`) is its part of these
+    bytes, so its size is known without writing it again. Without this, each level of
+    a cut tree of models wrote all of the tree under it once more (the serializers of
+    a model 12 levels down ran about 30 times).
+
+    The text is read once, from the start and only as far as the members asked for
+    end: a Python step a bracket or comma, of which there are no more than the size
+    walk counted bytes before the library was asked to write it.
+    """
+
+    __slots__ = ("_nodes", "_opened", "_pos", "_tokens", "data")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._tokens: Iterator[re.Match[bytes]] | None = None  # made when first read
+        self._pos = 0  # where `_tokens` goes on
+        # Each container read into so far, by where it starts: [where it ends (-1 while
+        # open), where its own commas are]. One holding no container is read as one
+        # token, and into only if asked (`_flat`).
+        self._nodes: dict[int, list[Any]] = {}
+        self._opened: list[list[Any]] = []
+
+    def member(self, start: int, i: int) -> tuple[int, int, bool] | None:
+        """Where member *i* (``"key":value`` in an object) of the container at *start*
+        begins and ends (exclusive), and whether it is the last; None if it has none."""
+        nodes = self._nodes
+        node = nodes.get(start)
+        if node is None and start < self._pos:
+            node = self._flat(start)
+        elif node is None or (node[0] < 0 and len(node[1]) <= i):
+            data, opened = self.data, self._opened
+            tokens = self._tokens
+            if tokens is None:
+                tokens = self._tokens = _STRUCTURE.finditer(data)
+            m = None
+            for m in tokens:
+                j = m.end() - 1
+                c = data[j]
+                if c == 44:  # ,
+                    if opened:
+                        top = opened[-1]
+                        top[1].append(j)
+                        if top is node and len(top[1]) > i:
+                            break
+                elif c in b"{[":
+                    top = nodes[j] = [-1, []]
+                    opened.append(top)
+                    if j == start:
+                        node = top
+                elif opened:
+                    top = opened.pop()
+                    top[0] = j
+                    if top is node:
+                        break
+                if node is None and j > start:
+                    break  # passed over as one token: it holds no container
+            if m is not None:
+                self._pos = m.end()
+            if node is None:
+                if start >= self._pos:
+                    return None
+                node = self._flat(start)
+        if node is None:
+            return None
+        end, commas = node
+        if i > len(commas):
+            return None
+        begin = start + 1 if i == 0 else commas[i - 1] + 1
+        if i < len(commas):
+            return begin, commas[i], False
+        if end > start + 1:
+            return begin, end, True
+        return None
+
+    def _flat(self, start: int) -> list[Any] | None:
+        """The node of the container at *start* that `_STRUCTURE` passed over whole."""
+        data = self.data
+        if data[start : start + 1] not in (b"{", b"["):
+            return None
+        commas: list[int] = []
+        for m in _TOKEN.finditer(data, start + 1):
+            j = m.end() - 1
+            c = data[j]
+            if c == 44:
+                commas.append(j)
+                continue
+            if c in b"{[":
+                return None  # it holds a container: it was not passed over whole
+            node = self._nodes[start] = [j, commas]
+            return node
+        return None
 
 
 def _path(where: Any) -> str:
@@ -407,9 +559,11 @@ class EncodeCall:
         "over",
         "prefix",
         "seen",
+        "spans",
         "spine",
         "streams",
         "values",
+        "walked",
         "work",
     )
 
@@ -437,6 +591,12 @@ class EncodeCall:
         self.known: dict[tuple[int, int], tuple[Any, int]] = {}
         self.spine: list[tuple[Any, int, int]] = []
         self.converted: dict[int, tuple[Any, Any]] = {}
+        # What the size walks made of the native values they met (`values.whole`), so
+        # that the walk of each level of a tree converts none of them again.
+        self.walked: dict[int, tuple[Any, Any]] = {}
+        # (id, depth) of a member of a library output that did not fit -> where it is
+        # there, found when the member is reached (see `_Layout`).
+        self.spans: dict[tuple[int, int], _Part] = {}
         self.values: _values.Options = enc._values
         self.streams: dict[int, Stream] = {} if streams is None else streams
         self.work = 0
@@ -608,9 +768,12 @@ class EncodeCall:
         if data == _TOO_BIG:
             return None
         if t in _values.NATIVE_KEYS:  # a flat model or Struct that fits needs no view
-            native = _values.native_whole(obj, cap, depth, self.caps)
+            native = _values.native_whole(obj, cap, depth, self.caps, longer=True)
             if native is not None:
-                return native, _NONE
+                if len(native) <= cap:
+                    return native, _NONE
+                self._failed(obj, self.dispatch(obj, where), depth, native)
+                return None
         v = self.dispatch(obj, where)
         if isinstance(v, str):
             return self._whole_str(v, cap, where)
@@ -628,7 +791,10 @@ class EncodeCall:
 
     def _known_larger(self, obj: Any, depth: int, cap: int) -> bool:
         """Whether a walk already found *obj* (at *depth*) larger than *cap*."""
-        known = self.known.get((id(obj), depth))
+        key = (id(obj), depth)
+        if self.spans and key in self.spans:
+            self._locate(key)  # a member of a library output: its size is there
+        known = self.known.get(key)
         return known is not None and known[0] is obj and known[1] > cap
 
     def _clean_dumps(self, obj: Any, cap: int, depth: int) -> bytes | int:
@@ -647,8 +813,107 @@ class EncodeCall:
         key = (id(obj), depth)
         ent = self.seen.get(key)
         if ent is None or ent.obj is not obj:
-            ent = self.seen[key] = _Seen(obj, v)
+            ent = self.seen[key] = _Seen(obj, v, depth)
+            if self.spans and key in self.spans:
+                part = self._locate(key)
+                if part is not None:
+                    ent.span = part.layout, part.begin
+                    ent.size = part.size
+                self.spans.pop(key, None)
         return ent
+
+    def _wrote(self, ent: _Seen, data: bytes) -> None:
+        """Keep *data*, the library's output of *ent*'s value (its full rendering): the
+        value is rendered as it, and cut, finds its members' sizes in it (`_Layout`)."""
+        ent.exact, ent.size = (data, _NONE), len(data)
+        if ent.span is None:
+            ent.span, ent.spread = (_Layout(data), 0), 0
+
+    def _exact(self, obj: Any, depth: int) -> int:
+        """The length of *obj*'s full rendering (at *depth*) where it is known without
+        rendering it (a library output it is part of says it), else -1."""
+        key = (id(obj), depth)
+        ent = self.seen.get(key)
+        if ent is not None and ent.obj is obj:
+            return ent.size
+        if self.spans and key in self.spans:
+            part = self._locate(key)
+            if part is not None:
+                return part.size
+        return -1
+
+    def _failed(self, obj: Any, v: Any, depth: int, data: bytes) -> None:
+        """Keep what *data*, the library's output of *obj* (its view *v*) that passed
+        its room, says: its size, and where each value inside it is (`_Layout`)."""
+        ent = self._entry(obj, v, depth)
+        ent.exact, ent.size = (data, _NONE), len(data)
+        ent.span, ent.spread = (_Layout(data), 0), 0
+        self.known[id(obj), depth] = (obj, len(data))
+
+    def _spread(self, ent: _Seen, snap: _Snap) -> None:
+        """Note, for each member of *ent* read into *snap* since the last call, that it
+        is a member of the library output *ent* has a span in (`_locate` finds where)."""
+        assert ent.span is not None
+        layout, start = ent.span
+        members, n = snap.members, snap.n
+        if n is None:
+            ent.span = None  # a count not known: no member is placed by its position
+            return
+        pairs = isinstance(ent.value, Mapping)
+        depth = ent.depth + 1
+        spans, seen = self.spans, self.seen
+        for i in range(ent.spread, len(members)):
+            k, x = members[i] if pairs else (_ITEM, members[i])
+            if type(x) in _LEAVES:
+                continue  # nothing in it is reached as a container or measured
+            key = (id(x), depth)
+            reached = seen.get(key)
+            if reached is not None and reached.obj is x:
+                # Reached already (the same object twice): a value its library writes
+                # is the same bytes wherever it is.
+                if reached.span is None and reached.size < 0:
+                    part = spans[key] = _Part(x, layout, start, i, key=k, n=n)
+                    if self._locate(key) is part:
+                        reached.span, reached.spread = (layout, part.begin), 0
+                        reached.size = part.size
+                    spans.pop(key, None)
+            elif key not in spans or spans[key].obj is not x:
+                spans[key] = _Part(x, layout, start, i, key=k, n=n)
+        ent.spread = len(members)
+
+    def _locate(self, key: tuple[int, int]) -> _Part | None:
+        """Where the member noted under *key* is in its library output (read as far as
+        the member's end), its size kept in `known` if its library writes it; None if
+        the output's container does not hold it there (then nothing is learnt)."""
+        part = self.spans[key]
+        if part.begin == -1:
+            part.begin = -2
+            layout, i, n = part.layout, part.i, part.n
+            found = layout.member(part.start, i)
+            # The output's container has as many members as this one, in this order.
+            if found is None or found[2] != (i == n - 1):
+                return None
+            begin, end, _ = found
+            data = layout.data
+            if part.key is not _ITEM:
+                name = _STRING.match(data, begin)
+                if (
+                    name is None
+                    or data[name.end() : name.end() + 1] != b":"
+                    or _loads(data[begin : name.end()]) != part.key
+                ):
+                    return None
+                begin = name.end() + 1
+            if data[begin] not in b"{[":
+                return None  # not a container there
+            part.begin = begin
+            x = part.obj
+            if _values.written_alike(x):
+                part.size = end - begin
+                had = self.known.get(key)
+                if had is None or had[0] is not x or had[1] < part.size:
+                    self.known[key] = (x, part.size)
+        return part if part.begin >= 0 else None
 
     def _whole_container(self, obj: Any, v: Any, cap: int, where: Any, depth: int) -> Out | None:
         if self._known_larger(obj, depth, cap):
@@ -671,7 +936,14 @@ class EncodeCall:
                 return None
             # A native value's own library writes it when all of it fits (byte identity).
             try:
-                native = _values.whole(v, cap, depth, self.caps, self.known)
+                # A value at the top is walked once: what its walk makes is kept only
+                # for the walks of values inside it, which the walks above them met.
+                walked = self.walked if depth else None
+                measured = ent.span is not None and ent.size >= 0
+                native = _values.whole(
+                    v, cap, depth, self.caps, self.known,
+                    views=walked, longer=True, measured=measured,
+                )  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
                 if v is not obj or type(v) not in _PLAIN:
                     err = _library_error(exc, obj, where)
@@ -681,7 +953,11 @@ class EncodeCall:
                 # and the value that raises again is named at its own path.
                 native = None
             if native is not None:
-                ent.exact, ent.size = (native, _NONE), len(native)
+                if len(native) > cap:
+                    # The full rendering, as long as a Python one: it does not fit.
+                    self._failed(obj, v, depth, native)
+                    return None
+                self._wrote(ent, native)
                 return ent.exact
         if type(v) is Mark:
             return self._marker(v.kind, v.what, cap, shorten=False)
@@ -709,6 +985,12 @@ class EncodeCall:
     def _snap(self, ent: _Seen, limit: int, where: Any, *, room: int = 0) -> _Snap:
         """*ent*'s container read once, at least *limit* members of it where it has them;
         a stream only as far as its items could show in *room* bytes (0: two a member)."""
+        snap = self._read(ent, limit, where, room=room)
+        if ent.span is not None and ent.spread < len(snap.members):
+            self._spread(ent, snap)
+        return snap
+
+    def _read(self, ent: _Seen, limit: int, where: Any, *, room: int) -> _Snap:
         snap = ent.snap
         if snap is not None and (snap.limit >= limit or snap.whole):
             return snap
@@ -1240,6 +1522,15 @@ class EncodeCall:
                 cap = max(level, m)
                 if sizes[i] == _BIG and asked[i] < cap:
                     asked[i] = cap
+                    exact = self._exact(v, depth + 1)
+                    if exact >= 0:
+                        # Measured already (in a library output that holds it): written
+                        # only if it shows whole, below.
+                        if exact <= cap:
+                            sizes[i] = exact
+                            mins[i] = min(mins[i], exact)
+                            changed = True
+                        continue
                     out = self.whole(v, cap, (where, tok), depth + 1)
                     if out is not None:
                         full[i] = out
@@ -1253,9 +1544,12 @@ class EncodeCall:
         for i, (_, tok, _, v, m) in enumerate(kept):
             known = full[i]
             share = max(mins[i], min(sizes[i], level))
-            if known is not None and sizes[i] <= share:
-                outs.append(known)
-                continue
+            if sizes[i] <= share:
+                if known is None:
+                    known = self.whole(v, sizes[i], (where, tok), depth + 1)
+                if known is not None:
+                    outs.append(known)
+                    continue
             out = self.cut(v, share, (where, tok), depth + 1)
             if out is None:  # pragma: no cover - `least` sizes a rendering that exists
                 raise AssertionError(f"no rendering of {m} bytes at {_path(where)}")

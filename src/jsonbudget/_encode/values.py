@@ -26,6 +26,7 @@ import collections
 import dataclasses
 import datetime as _dt
 import decimal
+import enum
 import math
 import operator
 import os
@@ -60,6 +61,7 @@ __all__ = [
     "dataclass_members",
     "fallback",
     "whole",
+    "written_alike",
 ]
 
 Binary = Literal["marker", "base64"]
@@ -177,21 +179,27 @@ def _identity(v: Any) -> Any:
 
 
 class _Computed:
-    """A pydantic computed field: evaluated only when the renderer reaches it."""
+    """A pydantic computed field: evaluated only when the renderer reaches it, and once:
+    each size walk of the view and its rendering see the one value."""
 
-    __slots__ = ("name", "obj")
+    __slots__ = ("_value", "name", "obj")
 
     def __init__(self, obj: Any, name: str) -> None:
         self.obj = obj
         self.name = name
+        self._value: Any = UNKNOWN
 
     def value(self) -> Any:
+        v = self._value
+        if v is not UNKNOWN:
+            return v
         try:
-            return getattr(self.obj, self.name)
+            v = self._value = getattr(self.obj, self.name)
         except Exception as exc:  # chained, not swallowed: the caller sees its own error
             raise EncodeError(
                 f"computed field {self.name} raised {type(exc).__name__}", path=None
             ) from exc
+        return v
 
 
 class _Typed:
@@ -1759,13 +1767,27 @@ def whole(
     depth: int,
     caps: _bound.Caps,
     known: dict[tuple[int, int], tuple[Any, int]] | None = None,
+    *,
+    views: dict[int, tuple[Any, Any]] | None = None,
+    longer: bool = False,
+    measured: bool = False,
 ) -> bytes | None:
     """The native libraries' bytes for *obj* if it needs no marker and they fit *cap*.
 
     *known*, the caller's record of lower bounds of sizes by ``(id, depth)``, gets each
     native value inside *obj* that the walk found larger than its room: asked about one
     of them again with no more room, the caller knows the answer without walking (a
-    chain of attrs instances was walked once from each of its nodes).
+    chain of attrs instances was walked once from each of its nodes). *views*, the
+    caller's record of what `adapt` made of each native value a walk met (by id), is
+    read, and added to unless the value fits (then nothing under it is walked again):
+    a value walked again (each level of a cut tree walks what is under it) is
+    converted once, its serializers run once.
+
+    With *longer*, the bytes are returned also when they pass *cap* (the walk's lower
+    bound fit, the bytes did not): they are then *obj*'s full rendering, and the
+    caller keeps what they say of its size and of the sizes of the values in it.
+    *measured*: the caller knows, from a library output that holds *obj* (whose walk
+    found no marker needed in it), that it needs none and fits: it is not walked.
 
     *obj* is what the renderer holds: a view made by `adapt`, or (at the top, *depth*
     0) a JSON container that may hold native values. Costs about *cap*: a lower bound of
@@ -1782,21 +1804,26 @@ def whole(
         native = None
     # Models and Structs the compiled walk knows: one compiled call bounds all of it.
     src = obj if native is None else obj._src if t is MapView else None
-    n, run = (-1, None) if src is None else native_bound(src, cap, depth, caps)
+    if measured and native is not None:
+        n, run = 0, None  # not walked: its size is known
+    else:
+        n, run = (-1, None) if src is None else native_bound(src, cap, depth, caps)
     if n > cap:
         return None
+    fresh: dict[int, tuple[Any, Any]] = {}
     try:
         if n < 0:  # not a value the compiled walk knows: the walk in Python
-            walk = _Walk(caps, known)
+            walk = _Walk(caps, known, views, None if views is None else fresh)
             n = walk.size(obj, cap, depth, inside=int(native is not None))
             if n < 0 or n > cap:
-                return None
+                return _keep(None, views, fresh)
             if native is None and not walk.natives:
                 return None  # plain JSON that the fast path refused: it needs markers
             run = walk.runs.get(id(obj))
     except (EncodeError, RuntimeError):  # a container that changed: the renderer says so
-        return None
+        return _keep(None, views, fresh)
     try:
+        data: bytes
         if native is not None:
             data = native()
         elif run is not None:
@@ -1805,9 +1832,40 @@ def whole(
             data = _dumps(obj, default=_as_fragment, option=_WHOLE_OPT)
     except Exception as exc:
         if _refusal(exc):  # a library refuses a value: the renderer decides what it becomes
-            return None
+            return _keep(None, views, fresh)
         raise
-    return data if len(data) <= cap else None
+    if len(data) <= cap:
+        return data
+    return _keep(data if longer else None, views, fresh)
+
+
+def _keep(out: bytes | None, views: dict[int, Any] | None, fresh: dict[int, Any]) -> bytes | None:
+    """*out*, once the views a walk made are added to *views*: the value did not fit,
+    and the renderer, going down into it, walks them again. (Not kept where it fits:
+    held, they are what a garbage collection pass goes through.)"""
+    if views is not None and fresh:
+        views.update(fresh)
+    return out
+
+
+def written_alike(v: Any) -> bool:
+    """Whether *v*, a value the renderer reads from a container, is rendered whole (when
+    it needs no marker) as its own library writes it, bytes that are the same wherever
+    it stands: inside its library's output of a value that holds it, it takes exactly
+    its own full rendering. So a pydantic model (not one written by a model serializer,
+    or a root model by its root's serializer: those the renderer writes as the JSON they
+    make), a msgspec Struct, an attrs instance, and a view that carries its library's
+    writer (a model declared as a base class or under another model's settings)."""
+    t: Any = type(v)
+    if t in _VIEWS:
+        return v._native is not None
+    mods = sys.modules
+    if "pydantic" in mods and issubclass(t, mods["pydantic"].BaseModel):
+        plan = _model_plan(t)
+        return not plan.whole_only and not (plan.root and plan.fields and plan.fields[0][2])
+    if "msgspec" in mods and issubclass(t, mods["msgspec"].Struct):
+        return True
+    return "attr" in mods and getattr(t, "__attrs_attrs__", None) is not None
 
 
 #: Classes the compiled walk enters, with what it needs: for a flat pydantic model the
@@ -1854,9 +1912,12 @@ def _native_plan(t: type) -> int | tuple[int, tuple[Any, ...]] | None:
     return plan[1], slots
 
 
-def native_whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | None:
+def native_whole(
+    obj: Any, cap: int, depth: int, caps: _bound.Caps, *, longer: bool = False
+) -> bytes | None:
     """The library's bytes for *obj* (of a class in `NATIVE_KEYS`) if the compiled walk
-    shows it needs no marker and they fit *cap*: no view is built. Else None."""
+    shows it needs no marker and they fit *cap*: no view is built. Else None. With
+    *longer*, also bytes that pass *cap* once the walk's bound fit it (see `whole`)."""
     n, _ = native_bound(obj, cap, depth, caps)
     if n < 0 or n > cap:
         return None
@@ -1867,7 +1928,7 @@ def native_whole(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> bytes | N
         if _refusal(exc):  # the renderer decides what the refused value becomes
             return None
         raise
-    return data if len(data) <= cap else None
+    return data if longer or len(data) <= cap else None
 
 
 def _refusal(exc: Exception) -> bool:
@@ -1917,33 +1978,86 @@ def _as_fragment(v: Any) -> Any:
 
 #: `_Walk`'s *inside* under a msgspec Struct, which msgspec writes whole.
 STRUCT: Final = 2
+#: `_Walk`'s *inside* under a pydantic model, which pydantic writes whole.
+PYDANTIC: Final = 3
+
+
+def _refused_by_pydantic(v: Any) -> bool:
+    """Whether pydantic, writing a model that holds *v*, raises for it: an attrs
+    instance, a msgspec Struct or Raw, an orjson Fragment, a NumPy array or scalar (but
+    one of a type pydantic writes: a subclass of a Python type it knows, such as
+    `np.float64`, `np.complex128`, `np.str_` or `np.bytes_`)."""
+    t = type(v)
+    if isinstance(v, _KNOWN_TO_PYDANTIC) or dataclasses.is_dataclass(v):
+        return False
+    mods = sys.modules
+    if t is orjson.Fragment or getattr(t, "__attrs_attrs__", None) is not None:
+        return True
+    ms = mods.get("msgspec")
+    if ms is not None and (isinstance(v, ms.Struct) or t is ms.Raw):
+        return True
+    np = mods.get("numpy")
+    return np is not None and isinstance(v, np.ndarray | np.generic)
+
+
+#: Types pydantic writes a subclass of as it writes them.
+_KNOWN_TO_PYDANTIC: Final = (
+    str, bytes, bytearray, int, float, complex, dict, list, tuple, set, frozenset,
+    enum.Enum, decimal.Decimal, uuid.UUID, _dt.date, _dt.time, _dt.timedelta,
+)  # fmt: skip
 
 
 class _Walk:
     """A lower bound of a value's encoded size, or -1 when some part needs a marker.
 
-    Inside a native value (*inside* 1, or `STRUCT` under a msgspec Struct; 0 outside), a
-    leaf of a type the walk does not know is its library's business and counts one byte
-    (or its length); outside, it needs the renderer, as does anything under a field cap,
-    whose encoded length the walk cannot bound from below without writing it.
+    Inside a native value (*inside* 1, `STRUCT` under a msgspec Struct, `PYDANTIC` under
+    a pydantic model; 0 outside), a leaf of a type the walk does not know is its
+    library's business and counts one byte (or its length); outside, it needs the
+    renderer, as does anything under a field cap, whose encoded length the walk cannot
+    bound from below without writing it. Under a pydantic model, a value pydantic
+    refuses needs the renderer too: asked to write it, pydantic would write all that
+    comes before it and raise, at each level of a cut tree that holds it.
     """
 
-    __slots__ = ("caps", "known", "natives", "runs")
+    __slots__ = ("caps", "fresh", "known", "natives", "runs", "views")
 
     def __init__(
-        self, caps: _bound.Caps, known: dict[tuple[int, int], tuple[Any, int]] | None = None
+        self,
+        caps: _bound.Caps,
+        known: dict[tuple[int, int], tuple[Any, int]] | None = None,
+        views: dict[int, tuple[Any, Any]] | None = None,
+        fresh: dict[int, tuple[Any, Any]] | None = None,
     ) -> None:
         self.caps = caps
         self.known = known
+        self.views = views  # what earlier walks made, read
+        self.fresh = fresh  # what this walk makes (see `whole`)
         self.natives = False
         self.runs: dict[int, type] = {}  # id of a list bounded whole as one class's run
 
     def size(self, v: Any, cap: int, depth: int, *, inside: int) -> int:
         n = self._size(v, cap, depth, inside=inside)
-        if n > cap and self.known is not None and type(v) not in _JSON:
+        known = self.known
+        if n > cap and known is not None and type(v) not in _JSON:
             # A lower bound of its own size: held, so its id stays its own (see `whole`).
-            self.known[id(v), depth] = (v, n)
+            # A larger one known already (the value's exact size) is kept.
+            had = known.get((id(v), depth))
+            if had is None or had[0] is not v or had[1] < n:
+                known[id(v), depth] = (v, n)
         return n
+
+    def _adapt(self, v: Any) -> Any:
+        """`adapt` for the walk, once per value where the caller keeps *views*."""
+        fresh = self.fresh
+        if fresh is None:
+            return adapt(v, _NO_LIMIT)
+        for seen in (self.views, fresh):
+            hit = seen.get(id(v)) if seen is not None else None
+            if hit is not None and hit[0] is v:
+                return hit[1]
+        view = adapt(v, _NO_LIMIT)
+        fresh[id(v)] = (v, view)  # holding *v* keeps its id its own
+        return view
 
     def _size(self, v: Any, cap: int, depth: int, *, inside: int) -> int:
         max_depth, max_items, max_keys, max_field, scalars = self.caps
@@ -1965,7 +2079,11 @@ class _Walk:
             view = v
             if "msgspec" in sys.modules and isinstance(v._src, sys.modules["msgspec"].Struct):
                 inside = STRUCT
+            elif _pydantic_model(v._src):
+                inside = PYDANTIC
         else:
+            if inside == PYDANTIC and _refused_by_pydantic(v):
+                return -1
             plan = _flat_plan(t) if t.__module__ != "builtins" else None
             vals = plan[0](v) if plan is not None else None
             if vals is not None:
@@ -1980,7 +2098,9 @@ class _Walk:
                         vals, cap, depth, max_depth, max_items, max_keys, max_field, scalars
                     )
                     if n < 0:
-                        n = self._members(vals.items(), len(vals), cap - plan[1], depth, inside=1)
+                        n = self._members(
+                            vals.items(), len(vals), cap - plan[1], depth, inside=PYDANTIC
+                        )
                 else:  # a Struct's field values: msgspec writes what they hold
                     n = native_bound(vals, cap, depth, self.caps)[0]
                     if n < 0 and _holds_unset(vals):
@@ -2000,12 +2120,14 @@ class _Walk:
                 # msgspec writes one by its own rules (a dataclass's private fields, no
                 # attrs private ones, and past the caps): the renderer writes it by ours.
                 return -1
-            view = adapt(v, _NO_LIMIT)
+            view = self._adapt(v)
             tv = type(view)
             if tv is Unencodable or tv is Clip or tv is Blob:
                 return -1  # a NumPy NaN, say: the marker, never the library's null
             if "msgspec" in sys.modules and isinstance(v, sys.modules["msgspec"].Struct):
                 inside = STRUCT
+            elif tv in _VIEWS and _pydantic_model(v):
+                inside = PYDANTIC
             if view is UNKNOWN:
                 if not inside or max_field < _BIG:
                     return -1
@@ -2200,6 +2322,17 @@ def _admits(ann: Any, unset: type, depth: int = 0) -> bool:
         return _admits(ann.__value__, unset, depth + 1)
     supertype = getattr(ann, "__supertype__", None)  # a NewType
     return supertype is not None and _admits(supertype, unset, depth + 1)
+
+
+def _pydantic_model(v: Any) -> bool:
+    """Whether *v* is a pydantic model or a pydantic dataclass."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None:
+        return False
+    t = type(v)
+    return issubclass(t, pydantic.BaseModel) or (
+        "__pydantic_fields__" in t.__dict__ and "__dataclass_fields__" in t.__dict__
+    )
 
 
 def _array_size(a: Any, cap: int, depth: int, caps: _bound.Caps) -> int:
