@@ -511,3 +511,292 @@ def test_regression_a_set_of_two_spellings_of_one_value_is_that_value_once(
     assert len(spelled_twice) == 2
     assert canonical_query({"tags": spelled_twice}) == canonical_query({"tags": once})
     assert Scope("p", {"tags": spelled_twice}) == Scope("p", {"tags": once})
+
+
+class _Field(enum.StrEnum):
+    STATUS = "status"
+    LIMIT = "limit"
+
+
+class _Key(str):
+    """A str subclass whose own methods say another text, all equal and one hash: only
+    str's own methods read its text."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "not-" + str.__str__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 7
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        return b"lie"
+
+    def isascii(self) -> bool:
+        return True
+
+    def replace(self, *args: Any, **kwargs: Any) -> str:
+        return "lie"
+
+
+class _Member(_Key):
+    """A `_Key` that hashes as its text: a set of `_Key` is one member to Python itself."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+
+def _subclassed(value: Any) -> Any:
+    """*value* with every str in it (keys, values, set members, at any depth) a `_Key`
+    (a `_Member` in a set)."""
+    if isinstance(value, str):
+        return _Key(value)
+    if isinstance(value, list):
+        return [_subclassed(v) for v in value]
+    if isinstance(value, frozenset):
+        return frozenset(_Member(v) if isinstance(v, str) else _subclassed(v) for v in value)
+    if isinstance(value, dict):
+        # a dict of _Key keys would be one key (one hash, all equal): pairs read as items
+        return _Items([(_subclassed(k), _subclassed(v)) for k, v in value.items()])
+    return value
+
+
+class _Items(collections.abc.Mapping[str, Any]):
+    """A mapping whose items are the pairs it was given, whatever their keys' ``==``."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        self._pairs = pairs
+
+    def __getitem__(self, key: str) -> Any:
+        raise AssertionError("read by items()")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(k for k, _ in self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def items(self) -> Any:
+        return list(self._pairs)
+
+
+_texts = st.text(max_size=6) | st.sampled_from(["café", unicodedata.normalize("NFD", "café")])
+_queries_with_sets = st.dictionaries(
+    _texts,
+    st.recursive(
+        json_scalars | _texts | st.frozensets(_texts, max_size=4),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts, inner, max_size=4),
+        max_leaves=12,
+    ),
+    max_size=5,
+)
+
+
+@pytest.mark.parametrize(
+    ("subclassed", "plain"),
+    [
+        ({_Field.STATUS: "open"}, {"status": "open"}),
+        ({"filter": {_Key("status"): "open"}}, {"filter": {"status": "open"}}),
+        ({"f": [{"a": {_Key("k"): _Key("v")}}]}, {"f": [{"a": {"k": "v"}}]}),
+        ({"tags": {_Member("x"), _Member("y")}}, {"tags": ["x", "y"]}),
+        ({_Field.LIMIT: 5, "q": 1}, {"q": 1}),  # a page-size key, dropped as "limit" is
+        ({"é": {_Key(unicodedata.normalize("NFD", "é")): 1}}, {"é": {"é": 1}}),
+    ],
+)
+def test_regression_a_str_subclass_key_is_its_text(
+    subclassed: dict[Any, Any], plain: dict[str, Any]
+) -> None:
+    """Found by a tester: a StrEnum key (or any str subclass key, at any depth) reached
+    orjson as itself, since NFC text comes back from normalize() as the same object, and
+    orjson refused it: EncodeError "query cannot be encoded: Dict key must be str" with
+    path None, where the docs take an Enum as its value."""
+    assert canonical_query(subclassed) == canonical_query(plain)
+    assert Scope("alice", subclassed) == Scope("alice", plain)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_queries_with_sets)
+def test_regression_str_subclasses_anywhere_in_a_query_are_their_text(
+    query: dict[str, Any],
+) -> None:
+    """Found by a tester (a StrEnum key refused with no path): every str in a query, key,
+    value or set member, nested, as a subclass whose own __str__, __eq__, __hash__,
+    encode, isascii and replace lie, is the query of its plain text."""
+
+    def outcome(query: Any) -> tuple[bytes | str, str | None]:
+        try:
+            return canonical_query(query), None
+        except EncodeError as err:  # two keys one after NFC
+            return str(err), err.path
+
+    assert outcome(_subclassed(query)) == outcome(query)
+
+
+def test_regression_a_lone_surrogate_in_a_str_subclass_is_refused_with_its_path() -> None:
+    # The subclass's own encode() said the text was fine: only str's own methods read it.
+    with pytest.raises(EncodeError, match="lone surrogate") as info:
+        canonical_query({"a": [_Key("x\udc80")]})
+    assert info.value.path == "/a/0"
+    with pytest.raises(EncodeError, match="lone surrogate") as info:
+        canonical_query({"a/b": {_Key("k\ud800"): 1}})
+    assert info.value.path == "/a~1b"  # the key's own replace() is not asked for the path
+
+
+class _Big(int):
+    def __int__(self) -> int:
+        return 2**70
+
+
+class _BigDecimal(decimal.Decimal):
+    def __int__(self) -> int:
+        return 2**70
+
+
+class _BytesDate(dt.date):
+    def isoformat(self) -> Any:
+        return b"2024-01-01"
+
+
+class _SurrogateUUID(uuid.UUID):
+    def __str__(self) -> str:
+        return "\udc80"
+
+
+class _NanoTime(dt.datetime):
+    """A datetime that spells more than the base holds, as pandas' Timestamp does."""
+
+    def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+        return dt.datetime.isoformat(self) + "001"
+
+
+def test_regression_a_subclass_that_overrides_its_spelling_never_reaches_orjson() -> None:
+    """Found with the StrEnum key above: a value whose own __int__, isoformat or __str__
+    gave what orjson refuses (an int past 64 bits, bytes, a lone surrogate) passed the
+    checks and was refused by orjson with path None. The number is the one it holds; a
+    spelling that is not text is refused where it is."""
+    assert canonical_query({"a": [_Big(5)]}) == b'{"a":[5]}'
+    assert canonical_query({"a": [_BigDecimal(5)]}) == b'{"a":[5]}'
+    for value, says in ((_BytesDate(2024, 1, 1), "spells itself as bytes"),
+                        (_SurrogateUUID(int=5), "lone surrogate")):  # fmt: skip
+        with pytest.raises(EncodeError, match=says) as info:
+            canonical_query({"a": {"b": value}})
+        assert info.value.path == "/a/b"
+    # a subclass's own spelling still tells apart what it holds beyond its base type
+    early, later = _NanoTime(2024, 1, 1, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    assert canonical_query({"t": early}) != canonical_query({"t": later})
+
+
+_hostile_leaves = st.sampled_from(
+    [
+        _Big(1),
+        _BigDecimal(2),
+        _BytesDate(2024, 1, 1),
+        _SurrogateUUID(int=5),
+        _Key("k"),
+        _Key("\udc80"),
+        _Field.STATUS,
+        decimal.Decimal("1e30"),
+        float("nan"),
+        2**64,
+    ]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.recursive(
+        json_scalars | _hostile_leaves,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.text(max_size=3) | st.just(_Field.STATUS), inner, max_size=3)
+        ),
+        max_leaves=10,
+    )
+)
+def test_regression_a_query_is_fingerprinted_or_refused_with_a_path(value: Any) -> None:
+    """The canonical form holds only what orjson writes: a query is a fingerprint or an
+    EncodeError naming where, never orjson's own error with no path."""
+    path = "/q"
+    try:
+        canonical_query({"q": value})
+    except EncodeError as err:
+        path = err.path or "(none)"
+    assert path.startswith("/q")
+
+
+def test_regression_a_str_subclass_principal_is_its_text() -> None:
+    # Its own encode() (b"lie" for every principal) made the fingerprint: two principals
+    # were one.
+    alice, bob = Scope(_Key("alice")), Scope(_Key("bob"))
+    assert alice.principal_fingerprint == Scope("alice").principal_fingerprint
+    assert alice.principal_fingerprint != bob.principal_fingerprint
+    assert type(alice.principal) is str
+    assert alice.principal == "alice"
+
+
+def test_regression_page_size_keys_are_compared_as_their_text() -> None:
+    # A str subclass with its own hash was never found among the query's keys.
+    assert canonical_query({"n": 5, "q": 1}, page_size_keys={_Key("n")}) == b'{"q":1}'
+    assert canonical_query({"q": 1, "limit": 5}, page_size_keys={_Field.LIMIT}) == b'{"q":1}'
+    with pytest.raises(TypeError, match="page_size_keys must hold strings, not int"):
+        canonical_query({"q": 1}, page_size_keys={1})  # type: ignore[arg-type]
+
+
+def test_regression_a_query_mapping_that_raises_while_read_is_an_encode_error() -> None:
+    # As a value inside a query it was an EncodeError; as the query itself (or its
+    # defaults) its own KeyError escaped.
+    class Liar(collections.abc.Mapping[str, Any]):
+        def __getitem__(self, k: str) -> Any:
+            raise KeyError(k)
+
+        def __iter__(self) -> Iterator[str]:
+            return iter(["a"])
+
+        def __len__(self) -> int:
+            return 1
+
+    for call in (lambda: canonical_query(Liar()), lambda: Scope("p", {}, defaults=Liar())):
+        with pytest.raises(EncodeError, match="raised KeyError while read") as info:
+            call()
+        assert info.value.path == ""
+        assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_regression_an_sqlite_source_with_a_strenum_parameter_name_pages() -> None:
+    """Found by a tester: SQLiteSource(params={StrEnum_member: ...}) could not be paged,
+    since its describe() goes into the scope's fingerprint (the same pathless
+    EncodeError as a StrEnum query key)."""
+    import sqlite3
+
+    from jsonbudget import Limits, MemoryCursorStore, SQLiteSource, paginate
+
+    class Param(enum.StrEnum):
+        LO = "lo"
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(10)])
+        source = SQLiteSource(
+            conn,
+            query="SELECT id FROM t WHERE id > :lo",
+            params={Param.LO: 3},
+            order_by=("id",),
+            unique=True,
+        )
+        store, limits = MemoryCursorStore(), Limits(max_bytes=2000, max_items=4)
+        first = paginate(source, scope=Scope("u", {}), store=store, limits=limits)
+        assert [row["id"] for row in first.items] == [4, 5, 6, 7]
+        assert first.next_cursor is not None
+        rest = paginate(
+            source, scope=Scope("u", {}), cursor=first.next_cursor, store=store, limits=limits
+        )
+        assert [row["id"] for row in rest.items] == [8, 9]
+    finally:
+        conn.close()

@@ -87,16 +87,28 @@ def _pointer(where: _Where) -> str:
 def _canon(value: object, path: _Where, depth: int) -> object:
     """One value in canonical JSON form; raises `EncodeError` naming *path*, also where
     reading the value raised (a mapping that lies about its keys, a dataclass field
-    never set, a tzinfo with an offset out of range), as the encoder does."""
+    never set, a tzinfo with an offset out of range), as the encoder does.
+
+    The form holds only what orjson writes whatever the caller's classes do: ``None``,
+    ``bool``, exact ``int`` in orjson's range, finite exact ``float``, exact ``str``
+    without lone surrogates, and lists and dicts of them keyed by exact ``str``, at most
+    `MAX_QUERY_DEPTH` deep (orjson's limit is 255). A ``str``, ``int``, ``float`` or
+    ``Decimal`` subclass is read through its base type's own methods, never its own:
+    orjson refuses a ``str`` subclass as a key, and an overridden ``__int__`` could give
+    any number after the range check. A date's or UUID's own spelling is checked
+    (`_spelled`). So `_dump` meets nothing orjson refuses.
+    """
     try:
         return _canon_value(value, path, depth)
     except JsonBudgetError:
         raise
     except Exception as exc:  # the caller's object raised: chained, with where it was
-        what = f"query value of type {type(value).__name__}"
-        raise EncodeError(
-            f"{what} raised {type(exc).__name__} while read", path=_pointer(path)
-        ) from exc
+        raise _raised(value, path, exc) from exc
+
+
+def _raised(value: object, path: _Where, exc: Exception) -> EncodeError:
+    what = f"query value of type {type(value).__name__}"
+    return EncodeError(f"{what} raised {type(exc).__name__} while read", path=_pointer(path))
 
 
 def _canon_value(value: object, path: _Where, depth: int) -> object:
@@ -110,9 +122,12 @@ def _canon_value(value: object, path: _Where, depth: int) -> object:
     if isinstance(value, decimal.Decimal):
         return _canon_decimal(value, path)
     if isinstance(value, int):
+        # the number it holds, by int's own method: a subclass's __int__ could give one
+        # past the range check, which orjson refuses
+        value = int.__int__(value)
         if not _INT_MIN <= value <= _INT_MAX:
             raise EncodeError("query holds an integer beyond 64 bits", path=_pointer(path))
-        return int(value)
+        return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise EncodeError("query holds a non-finite number", path=_pointer(path))
@@ -139,11 +154,11 @@ def _canon_value(value: object, path: _Where, depth: int) -> object:
                 raise EncodeError(
                     "query holds a datetime out of range in UTC", path=_pointer(path)
                 ) from None
-        return value.isoformat()
+        return _spelled(value.isoformat(), value, path)
     if isinstance(value, _dt.date):
-        return value.isoformat()
+        return _spelled(value.isoformat(), value, path)
     if isinstance(value, uuid.UUID):
-        return str(value)
+        return _spelled(str(value), value, path)
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(value, numpy.generic):
         # NumPy scalars as the Python number they hold (float64 is a float already):
@@ -246,11 +261,16 @@ class _Frozen(Mapping[str, Any]):
 
 
 def _text(value: str, what: str, path: _Where) -> str:
-    """*value* in NFC; `EncodeError` naming *path* if it holds a lone surrogate.
+    """*value*'s text as an exact ``str`` in NFC; `EncodeError` naming *path* if it holds
+    a lone surrogate.
 
     The encoder writes a lone surrogate as U+FFFD and marks it; a fingerprint cannot:
     two queries that differ only there would become one query and share cursors.
     """
+    # A subclass (a StrEnum member, a `class Key(str)`) as its text, read by str's own
+    # method: normalize() gives NFC text back as the same object, and orjson refuses a
+    # subclass as a key; its own encode, isascii, __eq__ or __hash__ may lie.
+    value = str.__str__(value)
     if not value.isascii():
         try:
             value.encode("utf-8")
@@ -259,17 +279,36 @@ def _text(value: str, what: str, path: _Where) -> str:
     return unicodedata.normalize("NFC", value)
 
 
+def _spelled(text: object, value: object, path: _Where) -> str:
+    """A date's or UUID's own spelling of itself, as text `_text` checked.
+
+    Its own method, not its base type's: a subclass may spell more than the base holds
+    (pandas' Timestamp its nanoseconds), and two values it tells apart must stay two
+    queries. So what it gives is checked: not a str, or a str subclass or lone surrogate
+    that orjson would refuse, named where it is.
+    """
+    if not isinstance(text, str):
+        raise EncodeError(
+            f"query value of type {type(value).__name__} spells itself as"
+            f" {type(text).__name__}, not str",
+            path=_pointer(path),
+        )
+    return _text(text, "value", path)
+
+
 def _canon_decimal(value: decimal.Decimal, path: _Where) -> object:
     if not value.is_finite():
         raise EncodeError("query holds a non-finite number", path=_pointer(path))
     if value == value.to_integral_value():
         if not _INT_MIN <= value <= _INT_MAX:
-            # As an int is refused: as a float, 2**64 and 2**64 + 1 were one query.
+            # As an int is refused: as a float, 2**64 and 2**64 + 1 were one query. Checked
+            # before the int is made: Decimal("1E+100000000") would take 41 MB.
             raise EncodeError("query holds an integer beyond 64 bits", path=_pointer(path))
-        return int(value)
+        # Decimal's own __int__, checked again as an int: a subclass's could give any number
+        return _canon(decimal.Decimal.__int__(value), path, 0)
     # compared at float precision, so Decimal("0.1") spells 0.1; one a float cannot hold
     # (1E-400 became 0, as -1E-400 did) is refused
-    as_float = float(value)
+    as_float = decimal.Decimal.__float__(value)
     if as_float == 0 or math.isinf(as_float):
         raise EncodeError("query holds a Decimal beyond the float range", path=_pointer(path))
     return _canon(as_float, path, 0)
@@ -277,11 +316,12 @@ def _canon_decimal(value: decimal.Decimal, path: _Where) -> object:
 
 def _canon_mapping(value: Mapping[Any, Any], path: _Where, depth: int) -> dict[str, object]:
     out: dict[str, object] = {}
-    for key, item in value.items():
-        if not isinstance(key, str):
+    for given, item in value.items():
+        if not isinstance(given, str):
             raise EncodeError(
-                f"query key of type {type(key).__name__} is not a string", path=_pointer(path)
+                f"query key of type {type(given).__name__} is not a string", path=_pointer(path)
             )
+        key = str.__str__(given)  # its text, in the path too (a subclass's replace may lie)
         nkey = _text(key, "key", path)
         if nkey in out:
             raise EncodeError(
@@ -291,11 +331,22 @@ def _canon_mapping(value: Mapping[Any, Any], path: _Where, depth: int) -> dict[s
     return out
 
 
-def _dump(value: object) -> bytes:
+def _canon_top(value: Mapping[Any, Any]) -> dict[str, object]:
+    """The query (or its defaults) in canonical form; reading it raising is an
+    `EncodeError` at the root, as it is for a value inside it."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError as exc:  # pragma: no cover - `_canon` makes JSON only
-        raise EncodeError(f"query cannot be encoded: {exc}", path=None) from None
+        return _canon_mapping(value, None, 0)
+    except JsonBudgetError:
+        raise
+    except Exception as exc:  # the caller's mapping raised: chained, with where it was
+        raise _raised(value, None, exc) from exc
+
+
+def _dump(value: object) -> bytes:
+    # No try: `_canon` builds only what orjson writes (see there), so an orjson error
+    # here is a bug in `_canon`, not a query to refuse; it raises as orjson's own
+    # JSONEncodeError (a TypeError) rather than as an EncodeError with no path.
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def canonical_query(
@@ -317,9 +368,13 @@ def canonical_query(
         raise TypeError(f"defaults must be a mapping, not {type(defaults).__name__}")
     if isinstance(page_size_keys, str):
         raise TypeError("page_size_keys must be a collection of strings, not a string")
-    skip = frozenset(unicodedata.normalize("NFC", k) for k in page_size_keys)
-    canon = _canon_mapping(query, None, 0)
-    canon_defaults = _canon_mapping(defaults, None, 0) if defaults else {}
+    skip = (
+        DEFAULT_PAGE_SIZE_KEYS  # exact ASCII str already: not made again per query
+        if page_size_keys is DEFAULT_PAGE_SIZE_KEYS
+        else frozenset(_page_size_key(k) for k in page_size_keys)
+    )
+    canon = _canon_top(query)
+    canon_defaults = _canon_top(defaults) if defaults else {}
     kept = {
         key: value
         for key, value in canon.items()
@@ -328,6 +383,13 @@ def canonical_query(
         and not _same(canon_defaults.get(key, _ABSENT), value)
     }
     return _dump(kept)
+
+
+def _page_size_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"page_size_keys must hold strings, not {type(key).__name__}")
+    # compared with keys as `_text` makes them: exact str in NFC
+    return unicodedata.normalize("NFC", str.__str__(key))
 
 
 def _same(default: object, value: object) -> bool:
@@ -369,6 +431,9 @@ class Scope:
     ) -> None:
         if not isinstance(principal, str):
             raise TypeError(f"principal must be a str, not {type(principal).__name__}")
+        # its text, read by str's own method: a subclass's encode may lie (two principals
+        # one fingerprint), and the scope keeps the plain text it was fingerprinted by
+        principal = str.__str__(principal)
         if not principal:
             raise LimitError("principal", principal, "must be a non-empty string")
         canon = canonical_query(query, defaults=defaults, page_size_keys=page_size_keys)
