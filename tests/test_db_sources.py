@@ -225,6 +225,90 @@ def test_sqlite_identifiers_are_quoted_not_formatted(tmp_path: Path) -> None:
         list(evil.open(None))
 
 
+def test_regression_a_column_named_empty_pages(tmp_path: Path) -> None:
+    """Found by a tester: a table or query with a column named "" (SQLite allows it) was
+    refused before its first page with LimitError "identifier='' is invalid", naming no
+    parameter of the API: every quoted name had to be non-empty, the result's column
+    names (which are data) included. Now such a column pages, as a value and as a key,
+    and only the names a caller gives must be non-empty, refused naming their parameter."""
+    path = tmp_path / "empty.sqlite"
+    long = {i: ("x" * (20 * i) if i % 3 else None) for i in range(1, 13)}
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute('CREATE TABLE t (id INTEGER PRIMARY KEY, "" TEXT)')
+        db.executemany("INSERT INTO t VALUES (?, ?)", list(long.items()))
+        db.execute('CREATE TABLE k ("" INTEGER PRIMARY KEY, a TEXT)')  # the table's own key
+        db.executemany("INSERT INTO k VALUES (?, ?)", [(i, f"a{i}") for i in range(1, 13)])
+        db.execute('CREATE TABLE w (a TEXT, "" TEXT PRIMARY KEY) WITHOUT ROWID')
+        db.executemany("INSERT INTO w VALUES (?, ?)", [("ab"[i % 2], f"{i:02}") for i in range(12)])
+        db.commit()
+    t_rows = [{"id": i, "": v} for i, v in long.items()]
+    k_rows = [{"": i, "a": f"a{i}"} for i in range(1, 13)]
+    w_rows = [{"a": "ab"[i % 2], "": f"{i:02}"} for i in [*range(0, 12, 2), *range(1, 12, 2)]]
+    # Descending by a, the key appended follows the last direction (see "order_by").
+    w_desc = w_rows[::-1]
+    # A connection with a database attached under the name "" too (its counters are read
+    # before each page).
+    attached = sqlite3.connect(path)
+    attached.execute('ATTACH DATABASE ? AS ""', (str(path),))
+    limits = Limits(700, max_items=5)
+    try:
+        for db_or_path in (path, attached):
+            expected: list[tuple[SQLiteSource, list[dict[str, Any]]]] = [
+                (SQLiteSource(db_or_path, table="t"), t_rows),
+                (SQLiteSource(db_or_path, table="t", mode="offset"), t_rows),
+                (SQLiteSource(db_or_path, query='SELECT id, "" AS "" FROM t', unique=True), t_rows),
+                (SQLiteSource(db_or_path, table="k"), k_rows),
+                (SQLiteSource(db_or_path, table="k", mode="offset"), k_rows),
+                (SQLiteSource(db_or_path, table="w", order_by=("a",)), w_rows),
+                (SQLiteSource(db_or_path, table="w", order_by=("-a",), mode="offset"), w_desc),
+            ]
+            for source, rows in expected:
+                for pages in (pages_by_paginate(source, limits), pages_by_fill(source, limits)):
+                    assert [row for page in pages for row in page] == rows, source.describe()
+                assert [row for row, _ in source.open(None)] == rows
+            # Ties on a value, ordered by the whole row: the column named "" among them.
+            by_value = SQLiteSource(
+                db_or_path,
+                query='SELECT id % 3 AS v, id AS "" FROM t',
+                order_by=("v",),
+                mode="offset",
+            )
+            got = [row for page in pages_by_paginate(by_value, limits) for row in page]
+            assert got == sorted(({"v": i % 3, "": i} for i in long), key=lambda r: (r["v"], r[""]))
+            # A long cell of the column is cut and marked, on the path (bare reads and blob
+            # I/O) and on the connection (the cut query).
+            cut = SQLiteSource(db_or_path, table="t", max_cell_bytes=64)
+            for row in [row for page in pages_by_fill(cut, limits) for row in page]:
+                whole = long[row["id"]]
+                if whole is None or len(whole) <= 64:
+                    assert row[""] == whole
+                else:
+                    cell = row[""]
+                    assert isinstance(cell, Clipped)
+                    assert isinstance(cell.head, str)
+                    assert whole.startswith(cell.head)
+                    assert cell.length == len(whole)
+    finally:
+        attached.close()
+    # The names a caller gives must be non-empty: refused naming the parameter.
+    for kwargs, name in (
+        ({"table": ""}, "table"),
+        ({"table": ("", "t")}, "table"),
+        ({"table": ("main", "")}, "table"),
+        ({"table": "t", "order_by": ("",)}, "order_by"),
+        ({"table": "t", "order_by": ("-",)}, "order_by"),
+        ({"table": "t\x00"}, "table"),
+        ({"table": "t", "order_by": ("id\x00",)}, "order_by"),
+    ):
+        for make in (
+            lambda: SQLiteSource(path, **kwargs),  # noqa: B023  # called at once
+            lambda: PostgresSource("host=unused", **kwargs),  # noqa: B023
+        ):
+            with pytest.raises(LimitError) as raised:
+                make()
+            assert raised.value.name == name, kwargs
+
+
 def test_sqlite_path_source_is_read_only_and_never_creates(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.OperationalError):
         list(SQLiteSource(tmp_path / "missing.sqlite", table="t").open(None))

@@ -8,7 +8,8 @@ import contextlib
 import enum
 import os
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +313,99 @@ def test_regression_sqlite_a_database_file_replaced_on_disk_is_read_anew(
             f"new-{i}" for i in range(1, 7)
         ]
         assert [row["v"] for row, _ in source.open(None)] == [f"new-{i}" for i in range(1, 7)]
+
+
+class _Paused:
+    """A page builder that runs *between* once, when a source's fill() first asks whom
+    the page is for (``reader``): fill() asks after it has begun, before the page reads
+    a row; in the release that took the query plan before the source's lock, after the
+    plan was taken."""
+
+    def __init__(self, builder: PageBuilder, between: Callable[[], None]) -> None:
+        self._builder = builder
+        self._between: Callable[[], None] | None = between
+        self.limits = builder.limits
+
+    @property
+    def reader(self) -> Any:
+        between, self._between = self._between, None
+        if between is not None:
+            between()
+        return self._builder.reader
+
+    def fill_from(self, seq: list[Any], start: int = 0) -> tuple[bool, int]:
+        return self._builder.fill_from(seq, start)
+
+
+def _build_version(path: Path, columns: list[str], tag: str) -> None:
+    """A database of table t (id and *columns*, each holding *tag*) moved over *path*."""
+    new = path.with_name(path.name + ".new")
+    with contextlib.closing(sqlite3.connect(new)) as db:
+        db.execute(f"CREATE TABLE t (id INTEGER PRIMARY KEY, {', '.join(columns)})")
+        marks = ", ".join("?" * (len(columns) + 1))
+        db.executemany(
+            f"INSERT INTO t VALUES ({marks})", [(i, *[tag] * len(columns)) for i in range(1, 9)]
+        )
+        db.commit()
+    os.replace(new, path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [(["a"], ["a", "added"]), (["a", "gone"], ["a"])], ids=["added", "dropped"]
+)
+def test_regression_sqlite_a_page_that_waited_while_the_file_was_replaced_reads_it_whole(
+    tmp_path: Path, old: list[str], new: list[str]
+) -> None:
+    """Found by a tester: a path source paged from several threads while its file was
+    replaced (os.replace) by one with other columns. A page took its query plan before
+    the source's lock, and waited for it while another thread's page reopened the file
+    and learned the new columns; then it ran the old file's select list on the new file:
+    a column the new file added was missing from its rows, with no marker, and one it
+    dropped raised sqlite3.OperationalError "no such column". The interleaving is made,
+    not raced for: the page pauses once it has begun, the file is replaced and another
+    thread pages it, then the page goes on."""
+    path = tmp_path / "data.db"
+    _build_version(path, old, "old")
+    limits = Limits(4000, max_items=2)
+    with SQLiteSource(path, table="t") as source:
+        first = PageBuilder(limits)
+        _, after = source.fill(first, None, limit_hint=2)
+        assert [set(row) for row in first.finish(complete=False).items] == [{"id", *old}] * 2
+        others: list[list[Any]] = []
+
+        def another_threads_page() -> None:
+            others.append(_rows(pages_by_fill(source, limits)))
+
+        def replace_and_let_another_page_run() -> None:
+            _build_version(path, new, "new")
+            other = threading.Thread(target=another_threads_page)
+            other.start()
+            other.join(60)
+            assert not other.is_alive(), "the other thread's page never ran"
+
+        builder = PageBuilder(limits)
+        source.fill(_Paused(builder, replace_and_let_another_page_run), after, limit_hint=2)
+        want = {"id": 0, **dict.fromkeys(new, "new")}
+        assert list(builder.finish(complete=False).items) == [want | {"id": 3}, want | {"id": 4}]
+        assert others == [[want | {"id": i} for i in range(1, 9)]]
+
+
+def test_regression_sqlite_an_iterator_not_yet_stepped_reads_a_replaced_file_whole(
+    tmp_path: Path,
+) -> None:
+    """Found with the race above: open() took its query plan when called, while the
+    iterator checks the file at its first step, so one made before the file was replaced
+    ran the old file's select list on the new file (a column added missing, one dropped
+    an error)."""
+    path = tmp_path / "data.db"
+    for old, new in ((["a"], ["a", "added"]), (["a", "gone"], ["a"])):
+        for mode in ("keyset", "offset"):
+            _build_version(path, old, "old")
+            with SQLiteSource(path, table="t", mode=mode) as source:
+                it = source.open(None)
+                _build_version(path, new, "new")
+                want = {"id": 0, **dict.fromkeys(new, "new")}
+                assert [row for row, _ in it] == [want | {"id": i} for i in range(1, 9)]
 
 
 def test_regression_sqlite_the_connections_row_factory_never_makes_the_sources_rows() -> None:

@@ -98,9 +98,14 @@ AHEAD_BYTES: Final = 16 << 20
 
 
 def quote_ident(name: object, what: str = "identifier") -> str:
-    """Quote an SQL identifier (doubling embedded quotes); refuse empty names and NUL."""
-    if not isinstance(name, str) or not name or "\x00" in name:
-        raise LimitError(what, name, "must be a non-empty str without NUL characters")
+    """Quote an SQL identifier (doubling embedded quotes); refuse NUL, which no name holds.
+
+    An empty name is quoted too (``""``): SQLite takes it for a column, a table or an
+    attached database, and a result's column names are data, which the source pages
+    as they are. The names a caller gives are checked where they are given
+    (`_SQLSource.__init__`, `_parse_order`), naming their parameter."""
+    if not isinstance(name, str) or "\x00" in name:
+        raise LimitError(what, name, "must be a str without NUL characters")
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -532,6 +537,10 @@ class _SQLSource(Source[Row]):
             if not parts or len(parts) > 2:
                 raise LimitError("table", table, "must be a name or (schema, name)")
             for p in parts:
+                # Though SQLite takes a table named "", an empty name here is a mistake
+                # (an unset setting) far more often than that table.
+                if not isinstance(p, str) or not p:
+                    raise LimitError("table", table, "each name must be a non-empty str")
                 quote_ident(p, "table")  # refused here, named as the table
             self._inner = "SELECT * FROM " + ".".join(self._ident(p) for p in parts)
             self._table = parts
@@ -760,7 +769,7 @@ class _SQLSource(Source[Row]):
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
         plan = self._plan_for(self._max_cell)
         sql, params = self._sql(plan, position, limit_hint)
-        rows = self._iter(plan, sql, params, limit_hint, start)
+        rows = self._iter(plan, sql, params, limit_hint, start, position=position)
         return _bounded_rows(rows, position) if self._mode == "keyset" else rows
 
     def _plan_for(self, cut: int | None) -> _Plan:
@@ -791,10 +800,11 @@ class _SQLSource(Source[Row]):
             # unless an item too big for the page is spilled whole (as far as the spill
             # store takes it).
             cut = max(MIN_CELL_BYTES, read_bound(builder, 1 << 20))
-        plan = self._plan_for(min(cut, _MAX_CUT))
         more, after = self._fill(
             builder,
-            plan,
+            # The plan is taken by `_fill`: where the source reopens its database (an
+            # SQLite file replaced) it must be the plan of the file the page reads.
+            min(cut, _MAX_CUT),
             # Rows fetched ahead for one reader are never another's: the snapshot proves
             # nothing was written, not that the next page's session sees the same rows
             # (another role under row-level security, another search_path).
@@ -808,14 +818,15 @@ class _SQLSource(Source[Row]):
     def _fill(
         self,
         builder: Filler,
-        plan: _Plan,
+        cut: int,
         *,
         key: _AheadKey,
         position: Position | None,
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
-        """Fill one page; *key* finds the row the page before kept (see `_Ahead`)."""
+        """Fill one page, its cells cut at *cut* (`_plan_for`); *key* finds the row the
+        page before kept (see `_Ahead`)."""
         raise NotImplementedError
 
     def _kept(self, key: _AheadKey, token: Hashable) -> tuple[list[tuple[Any, ...]], int]:
@@ -987,8 +998,16 @@ class _SQLSource(Source[Row]):
         raise NotImplementedError
 
     def _iter(
-        self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
+        self,
+        plan: _Plan,
+        sql: str,
+        params: Params,
+        limit_hint: int | None,
+        start: int,
+        *,
+        position: Position | None,
     ) -> Iterator[tuple[Row, Position]]:
+        """The rows of `open()`: *sql* is its query of *plan*, from *position*."""
         raise NotImplementedError
 
     def _sql(
@@ -1631,9 +1650,29 @@ class SQLiteSource(_SQLSource):
             conn.interrupt()
 
     def _plan_for(self, cut: int | None) -> _Plan:
-        if self._conn is None:
-            self._connection()  # a replaced file forgets the plans made of the old one
-        return super()._plan_for(cut)
+        return self._opened(cut)[1]
+
+    def _opened(self, cut: int | None) -> tuple[sqlite3.Connection, _Plan]:
+        """The connection, checked against the path's file (`_connection`), and the plan
+        made of what it reads, taken together under the source's lock.
+
+        A replaced file is opened anew and forgets the plans made of the old one, and
+        that happens only under the lock: a plan taken before it was held could be the
+        old file's, reopened by another thread's page while this one waited, and its
+        select list run on the new file (a column added missing from the rows, one
+        dropped an error). So a page takes its plan here, once it holds the lock."""
+        with self._held():
+            self._connection()
+            plan = super()._plan_for(cut)
+            # The connection the plan was made on: not checked against the path again,
+            # which could open a file replaced since and pair it with this plan.
+            return self._live(), plan
+
+    def _live(self) -> sqlite3.Connection:
+        """The connection the last `_connection()` settled on, under the lock held since
+        (`_opened`); opened again where another thread closed the source meanwhile."""
+        conn = self._conn if self._conn is not None else self._own
+        return conn if conn is not None else self._connection()
 
     def _inner_sql(self, plan: _Plan) -> str:
         if plan.hidden:
@@ -1704,9 +1743,24 @@ class SQLiteSource(_SQLSource):
         self._ahead.clear()  # their tokens are another connection's counters
 
     def _iter(
-        self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
+        self,
+        plan: _Plan,
+        sql: str,
+        params: Params,
+        limit_hint: int | None,
+        start: int,
+        *,
+        position: Position | None,
     ) -> Iterator[tuple[Row, Position]]:
-        cur = self._connection().cursor()
+        with self._held():
+            # The file may have been replaced since open() took its plan (and another
+            # thread's page may have opened it anew): the query is written again from
+            # the plan of the file this connection reads (`_opened`).
+            conn, now = self._opened(self._max_cell)
+            if now is not plan:
+                plan = now
+                sql, params = self._sql(plan, position, limit_hint)
+            cur = conn.cursor()
         try:
             cur.row_factory = None  # tuples, whatever the connection's factory
             serial = _Serial(cur, self._held())
@@ -1724,7 +1778,7 @@ class SQLiteSource(_SQLSource):
     def _fill(
         self,
         builder: Filler,
-        plan: _Plan,
+        cut: int,
         *,
         key: _AheadKey,
         position: Position | None,
@@ -1732,7 +1786,7 @@ class SQLiteSource(_SQLSource):
         start: int,
     ) -> tuple[bool, Position | None]:
         with self._held():  # see `_lock`
-            conn = self._connection()
+            conn, plan = self._opened(cut)
             cur = conn.cursor()
             # On its own connection the source reads cells bare, under a length limit at the
             # cut's bound, which costs SQLite a fifth less than the cut select a row; a
@@ -2019,9 +2073,10 @@ class SQLiteSource(_SQLSource):
         return conn.total_changes, versions, layouts, files
 
     def _make_plan(self, cut: int | None) -> _Plan:
-        # Its statements too must not run under another page's limit (`_lock`).
+        # Its statements too must not run under another page's limit (`_lock`); made
+        # for the connection `_opened` checked, under the lock held since.
         with self._held():
-            conn = self._connection()
+            conn = self._live()
             cur = conn.cursor()
             try:
                 cur.row_factory = None
@@ -2474,7 +2529,14 @@ class PostgresSource(_SQLSource):
         return own
 
     def _iter(
-        self, plan: _Plan, sql: str, params: Params, limit_hint: int | None, start: int
+        self,
+        plan: _Plan,
+        sql: str,
+        params: Params,
+        limit_hint: int | None,
+        start: int,
+        *,
+        position: Position | None,
     ) -> Iterator[tuple[Row, Position]]:
         if self._pool is not None:
             with self._pool.connection() as conn:
@@ -2507,7 +2569,7 @@ class PostgresSource(_SQLSource):
     def _fill(
         self,
         builder: Filler,
-        plan: _Plan,
+        cut: int,
         *,
         key: _AheadKey,
         position: Position | None,
@@ -2516,6 +2578,7 @@ class PostgresSource(_SQLSource):
     ) -> tuple[bool, Position | None]:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
+        plan = self._plan_for(cut)
         with contextlib.ExitStack() as stack:
             if self._pool is not None:
                 conn = stack.enter_context(self._pool.connection())
