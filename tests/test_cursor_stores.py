@@ -577,6 +577,32 @@ def test_keys_are_validated_and_never_shown() -> None:
     assert "sss" not in repr(Keyring(key))
 
 
+@pytest.mark.parametrize("previous", [[SECRET], ["secret"], SECRET, 5, CursorKey(1, SECRET)])
+def test_regression_keyring_refuses_previous_keys_that_are_not_cursor_keys(
+    previous: Any,
+) -> None:
+    """Found by a tester: Keyring(current, previous=[b"..."]) leaked a bare
+    AttributeError ('bytes' object has no attribute 'kid'); cursors.md promises
+    LimitError or TypeError for bad keys."""
+    with pytest.raises(TypeError, match="previous") as info:
+        Keyring(CursorKey(0, SECRET), previous)
+    assert "sss" not in str(info.value)
+    kept = Keyring(CursorKey(0, SECRET), [CursorKey(1, b"p" * 32)])
+    assert kept.key(1, time.time()) == CursorKey(1, b"p" * 32)
+
+
+@pytest.mark.parametrize("mismatch", ["other", None, "Principal"])
+def test_regression_cursor_scope_error_refuses_an_unknown_mismatch(mismatch: Any) -> None:
+    """Found by a tester: CursorScopeError(msg, mismatch="other") was built, with a
+    `reason` of "scope_other" that no doc lists and API clients cannot match on."""
+    with pytest.raises(LimitError, match="mismatch") as info:
+        CursorScopeError("refused", mismatch=mismatch)
+    assert info.value.name == "mismatch"
+    for known, status in (("principal", 403), ("query", 400)):
+        err = CursorScopeError("refused", mismatch=known)  # type: ignore[arg-type]
+        assert (err.reason, err.http_status) == (f"scope_{known}", status)
+
+
 # -- expiry and lost stores --------------------------------------------------------------------
 
 
@@ -912,6 +938,15 @@ def test_redis_prefix_is_validated(redis_server: RedisServer, prefix: Any) -> No
 def test_redis_refuses_what_is_not_a_client() -> None:
     with pytest.raises(TypeError, match="redis"):
         RedisCursorStore(object())
+
+
+@pytest.mark.parametrize("url", ["http://localhost:6379", "", "redis://host:port"])
+def test_redis_refuses_a_string_that_is_not_a_redis_url_with_value_error(url: str) -> None:
+    # A str is the right type with a bad value: ValueError, as RedisSpillStore raises
+    # (cursors.md said TypeError for it), and before any connection is tried.
+    with pytest.raises(ValueError, match=r"scheme|Port") as info:
+        RedisCursorStore(url)
+    assert not isinstance(info.value, TypeError)
 
 
 def test_mint_refuses_what_is_not_a_store_state(backend: Backend) -> None:

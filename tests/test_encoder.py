@@ -1002,6 +1002,41 @@ def test_regression_fit_refuses_a_path_that_is_not_a_json_pointer(path: Any) -> 
     assert [t.path for t in out.truncations] == ["/items/3/k"]
 
 
+@pytest.mark.parametrize("path", [None, 5, b"/a", "x", "a/b"])
+def test_regression_whole_refuses_a_path_that_is_not_a_json_pointer(path: Any) -> None:
+    """Found by a tester: `whole` took any path, which `fit` refuses: "x" gave reports
+    at "x/a" (no JSON Pointer), and 5 or None was taken and raised an internal TypeError
+    from joining the reports only when `truncations` was first read."""
+    enc = Encoder(max_bytes=100)
+    with pytest.raises(LimitError, match="path") as info:
+        enc.whole({"a": math.nan}, 100, path=path)
+    assert info.value.name == "path"
+    out = enc.whole({"a": math.nan}, 100, path="/items/3")
+    assert out is not None
+    assert [t.path for t in out.truncations] == ["/items/3/a"]
+
+
+@pytest.mark.parametrize("markers", ["text", "structured"])
+def test_regression_marker_refuses_what_json_cannot_write(markers: MarkerStyle) -> None:
+    """Found by a tester: `Encoder.marker` was undocumented and checked nothing: a lone
+    surrogate leaked orjson's own error, a non-str became its str() (or, structured, a
+    kind that is not a string)."""
+    enc = Encoder(max_bytes=100, markers=markers)
+    for kind, what in ((5, "x"), ("oversized", None), ("oversized", b"x")):
+        with pytest.raises(TypeError, match=r"kind|what"):
+            enc.marker(kind, what)  # type: ignore[arg-type]
+    with pytest.raises(LimitError, match="lone surrogate") as info:
+        enc.marker("oversized", "a\ud800")
+    assert info.value.name == "what"
+    shown = orjson.loads(enc.marker("oversized", "spilled as r, 9 bytes"))
+    bare = orjson.loads(enc.marker("oversized", ""))
+    if markers == "text":
+        assert (shown, bare) == ("…[oversized: spilled as r, 9 bytes]", "…[oversized]")
+    else:
+        assert shown == {"$truncated": {"kind": "oversized", "what": "spilled as r, 9 bytes"}}
+        assert bare == {"$truncated": {"kind": "oversized"}}
+
+
 def test_regression_a_rewritten_key_never_claims_a_cut_of_nothing() -> None:
     # A lone-surrogate key whose note did not fit was "…[key truncated: 0 more chars]",
     # reported as a string cut of 0 characters.

@@ -1556,3 +1556,57 @@ def test_regression_an_iterator_that_raised_raises_again_never_ends_short(
         assert isinstance(info.value.__cause__, RuntimeError)
     if oversized == "spill":
         assert list(tmp_path.iterdir()) == []  # no short file
+
+
+@pytest.mark.parametrize("complete", ["no", None, 1, 0, []])
+def test_regression_finish_refuses_a_complete_that_is_not_a_bool(complete: Any) -> None:
+    """Found by a tester: finish(complete="no") built a page whose `complete` was "no"
+    and whose envelope said "complete":true (the value's truthiness)."""
+    builder = PageBuilder(Limits(400))
+    builder.add(1)
+    with pytest.raises(LimitError, match="complete") as info:
+        builder.finish(complete=complete)
+    assert info.value.name == "complete"
+    page = builder.finish(complete=True)
+    assert page.complete is True
+    assert orjson.loads(page.to_json())["complete"] is True
+
+
+def test_regression_finish_names_an_unknown_incomplete_reason() -> None:
+    """Found by a tester: an unknown incomplete_reason (an `IncompleteReason` mode) was a
+    plain ValueError; README's rule is that an unknown mode raises LimitError naming it."""
+    builder = PageBuilder(Limits(400))
+    with pytest.raises(LimitError, match="incomplete_reason") as info:
+        builder.finish(complete=False, incomplete_reason="x")  # type: ignore[arg-type]
+    assert (info.value.name, info.value.value) == ("incomplete_reason", "x")
+
+
+def test_regression_spill_label_is_checked_when_the_builder_is_made(tmp_path: Path) -> None:
+    """Found by a tester: PageBuilder(spill_label=5) was taken, and raised TypeError only
+    mid-page, when its first item was spilled."""
+    store = SpillStore(tmp_path)
+    with pytest.raises(TypeError, match="spill_label"):
+        PageBuilder(Limits(1000), oversized="spill", spill_store=store, spill_label=5)  # type: ignore[arg-type]
+    builder = PageBuilder(Limits(1000), oversized="spill", spill_store=store, spill_label="row")
+    assert builder.add({"pad": "x" * 3000})
+    (entry,) = builder.finish(complete=True).oversized
+    assert entry.outcome == "spilled"
+    assert entry.ref is not None
+    assert entry.ref.startswith("row.")
+
+
+def test_regression_an_async_source_to_paginate_names_a_verb_that_exists() -> None:
+    """Found by a tester: the error said "needs apage / apaginate"; apage was renamed
+    apaginate and exists nowhere."""
+
+    class Rows:
+        def __aiter__(self) -> AsyncIterator[int]:
+            return self.gen()
+
+        async def gen(self) -> AsyncIterator[int]:
+            yield 1
+
+    with pytest.raises(TypeError, match="apaginate") as info:
+        paginate(Rows(), scope=ALICE, store=MemoryCursorStore(), limits=Limits(1000))
+    assert "apage " not in str(info.value)
+    assert hasattr(Paginator, "apaginate")

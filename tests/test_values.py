@@ -799,8 +799,29 @@ def test_a_decimal_nan_raises_under_unencodable_error() -> None:
 def test_a_decimal_longer_than_its_room_is_a_marker() -> None:
     d = Decimal("1." + "0" * 3999 + "1")
     out = encode({"d": d}, max_bytes=200)
-    assert orjson.loads(out.data) == {"d": "…[unencodable: Decimal of 4002 digits]"}
+    assert orjson.loads(out.data) == {"d": "…[unencodable: Decimal of 4001 digits]"}
     assert out.truncations[0].path == "/d"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-1." + "2" * 99 + "E+100",  # sign, point and exponent
+        "0.00" + "7" * 150,  # leading zeros: str() keeps them, the coefficient does not
+        "-" + "9" * 120,
+        "1" + "0" * 130 + "E-7",
+    ],
+    ids=["exponent", "leading-zeros", "sign", "point"],
+)
+def test_regression_a_long_decimals_marker_counts_its_digits(text: str) -> None:
+    """Found by a tester: "Decimal of N digits" counted the characters of str(d), sign,
+    point and exponent included (107 for a 100-digit Decimal); the int marker beside it
+    counted digits."""
+    d = Decimal(text)
+    digits = len(d.as_tuple().digits)
+    assert len(str(d)) != digits
+    out = bounded_dumps({"d": d}, max_bytes=64)
+    assert orjson.loads(out) == {"d": f"…[unencodable: Decimal of {digits} digits]"}
 
 
 # -- NumPy -----------------------------------------------------------------------------

@@ -172,6 +172,9 @@ class CursorScopeError(CursorError):
     """The cursor was minted for another principal or another query."""
 
     def __init__(self, message: str, *, mismatch: Literal["principal", "query"]) -> None:
+        if type(mismatch) is not str or mismatch not in ("principal", "query"):
+            # Its `reason` and status are a closed set that APIs and MCP clients match on.
+            raise LimitError("mismatch", mismatch, "must be 'principal' or 'query'")
         self.mismatch: Literal["principal", "query"] = mismatch
         self.http_status = 403 if mismatch == "principal" else 400
         self.reason = f"scope_{mismatch}"

@@ -92,10 +92,12 @@ def _text(value: bytes | str) -> str:
 class RedisCursorStore(KeyedStore):
     """Operations kept in Redis under *prefix*, one hash per operation.
 
-    *url_or_client* is a ``redis://`` URL or a ``redis.Redis`` / ``redis.RedisCluster``
-    client. Redis keeps the expiry (``PEXPIREAT``); a Lua script counts each page
-    atomically, so a continuation costs two round trips (resume, mint). Keys are
-    ``{prefix}{op:<id>}``: hash-tagged by operation id, so the store runs on Redis Cluster.
+    *url_or_client* is a ``redis://``, ``rediss://`` or ``unix://`` URL (another string
+    is redis-py's `ValueError`: the right type, a bad value) or a ``redis.Redis`` /
+    ``redis.RedisCluster`` client (anything else is a `TypeError`). Redis keeps the
+    expiry (``PEXPIREAT``); a Lua script counts each page atomically, so a continuation
+    costs two round trips (resume, mint). Keys are ``{prefix}{op:<id>}``: hash-tagged by
+    operation id, so the store runs on Redis Cluster.
     Unless *keys* is given, the MAC key lives at ``{prefix}mac-key`` (created with
     ``SET NX``) and every process adopts it; pass *keys* in production.
     """

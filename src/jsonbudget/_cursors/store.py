@@ -148,7 +148,21 @@ class Keyring:
     def __init__(self, current: CursorKey, previous: Iterable[CursorKey] = ()) -> None:
         if not isinstance(current, CursorKey):
             raise TypeError(f"current must be a CursorKey, not {type(current).__name__}")
-        keys = {k.kid: k for k in previous}
+        try:
+            given = iter(previous)
+        except TypeError:
+            raise TypeError(
+                f"previous must be an iterable of CursorKey, not {type(previous).__name__}"
+            ) from None
+        keys: dict[int, CursorKey] = {}
+        for k in given:
+            if not isinstance(k, CursorKey):
+                # A bare secret here (the usual slip) has no kid to be looked up by.
+                raise TypeError(
+                    f"previous must hold CursorKey values, not {type(k).__name__} "
+                    "(wrap a secret as CursorKey(kid, secret))"
+                )
+            keys[k.kid] = k
         keys[current.kid] = current
         object.__setattr__(self, "current", current)
         object.__setattr__(self, "_keys", keys)

@@ -348,15 +348,29 @@ class Encoder:
         """*obj* encoded without any budget cut if that fits *budget* bytes, else None.
 
         Markers that do not depend on the budget (unencodable values, the depth, item,
-        key and field caps) still apply. Costs about *budget*, however large *obj* is.
+        key and field caps) still apply, and *path* prefixes their reports' pointers, as
+        in `fit`. Costs about *budget*, however large *obj* is.
         """
         _check_budget(budget)
+        _check_path(path)
         call = _call_for(self, budget)
         out = call.render_whole(obj, budget, path)
         return None if out is None else _encoded(out, path)
 
     def marker(self, kind: str, what: str) -> bytes:
-        """A marker in this encoder's style that stands for a whole value."""
+        """A marker in this encoder's style that stands for a whole value: the JSON of
+        ``"…[kind: what]"`` (``"…[kind]"`` when *what* is empty), or the structured
+        ``{"$truncated":{"kind":kind,"what":what}}``. Not sized by the limits: the
+        caller fits it. `TypeError` for a *kind* or *what* that is not a str,
+        `LimitError` for one holding a lone surrogate (JSON cannot write it)."""
+        for name, text in (("kind", kind), ("what", what)):
+            if type(text) is not str:
+                raise TypeError(f"{name} must be a str, not {type(text).__name__}")
+            if not text.isascii():
+                try:
+                    text.encode()
+                except UnicodeEncodeError:
+                    raise LimitError(name, text, "must not hold a lone surrogate") from None
         return self._mk.value(kind, what)
 
     def fit(self, obj: Any, budget: int, *, path: str = "") -> Encoded | None:
@@ -368,8 +382,7 @@ class Encoder:
         (`LimitError` otherwise): a caller fitting parts of a page vouches for it.
         """
         _check_budget(budget)
-        if type(path) is not str or path[:1] not in ("", "/"):
-            raise LimitError("path", path, "must be a JSON Pointer: '' or a str starting with '/'")
+        _check_path(path)
         data = _bound.clean_dumps(obj, budget, 0, self._caps)
         if isinstance(data, bytes):
             return _complete(data)
@@ -472,6 +485,13 @@ def dumps_whole(
 def _check_budget(budget: object) -> None:
     if type(budget) is not int or budget > MAX_LIMIT:
         raise LimitError("budget", budget, f"must be an int of at most {MAX_LIMIT}")
+
+
+def _check_path(path: object) -> None:
+    """Refuse a *path* that `whole` and `fit` could not prefix a report's pointer with:
+    checked before any work, as the reports are joined only when first read."""
+    if type(path) is not str or path[:1] not in ("", "/"):
+        raise LimitError("path", path, "must be a JSON Pointer: '' or a str starting with '/'")
 
 
 def _resolve_limits(  # noqa: PLR0917 - private, called from one place with all six

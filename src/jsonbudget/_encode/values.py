@@ -605,7 +605,15 @@ def _decimal(d: Any) -> Any:
     if d.adjusted() >= _FLOAT_EXPONENT and math.isinf(float(d)):
         return Unencodable("Decimal beyond the float range")
     text = str(d)
-    return Raw(text.encode("ascii"), f"Decimal of {len(text)} digits")
+    return Raw(text.encode("ascii"), f"Decimal of {_digits(text)} digits")
+
+
+def _digits(text: str) -> int:
+    """The digits of the coefficient of a finite Decimal written as *text* (``str(d)``),
+    ``len(d.as_tuple().digits)`` without a tuple of them: its sign, point, leading zeros
+    and exponent are not digits of the number (``-0.0012E+5`` has 2)."""
+    coefficient = text.partition("E")[0].lstrip("-").replace(".", "")
+    return len(coefficient.lstrip("0")) or 1  # zero's coefficient is the one digit 0
 
 
 def _fragment(frag: Any, opts: Options) -> Any:

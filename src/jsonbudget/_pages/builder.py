@@ -252,6 +252,9 @@ class PageBuilder:
             raise TypeError(f"spill_store must be a spill store, not {type(spill_store).__name__}")
         if encoder is not None and not isinstance(encoder, Encoder):
             raise TypeError(f"encoder must be an Encoder, not {type(encoder).__name__}")
+        if not isinstance(spill_label, str):
+            # as the spill store refuses it, but now: not mid-page at the first spill
+            raise TypeError(f"spill_label must be a str, not {type(spill_label).__name__}")
         self.limits = limits
         self.oversized: OversizedPolicy = oversized
         self._spill_store = spill_store
@@ -452,6 +455,9 @@ class PageBuilder:
         position: Position = None,
     ) -> Page:
         """Close the envelope. ``complete`` only when the source said there is no more."""
+        if type(complete) is not bool:
+            # Its truthiness would decide the envelope while `Page.complete` kept the value.
+            raise LimitError("complete", complete, f"must be a bool, not {type(complete).__name__}")
         if complete and next_cursor is not None:
             raise ValueError("a complete page has no next_cursor")
         if complete and self._full_reason is not None:
@@ -474,7 +480,11 @@ class PageBuilder:
         if incomplete_reason is not None and (
             type(incomplete_reason) is not str or incomplete_reason not in _REASONS
         ):
-            raise ValueError(f"incomplete_reason must be one of {', '.join(sorted(_REASONS))}")
+            raise LimitError(
+                "incomplete_reason",
+                incomplete_reason,
+                f"must be one of {', '.join(sorted(_REASONS))}",
+            )
         if not complete and incomplete_reason is None:
             # Without a cursor or a refused item, nothing says why: the caller's to tell
             # (a "page_full" here was a claim nothing measured).
@@ -1106,7 +1116,7 @@ class Paginator:
         """The page of *source* that *cursor* points at (the first page without one)."""
         src = as_source(source)
         if not hasattr(src, "open"):  # cheaper than the structural isinstance
-            raise TypeError("an async source needs apage / apaginate")
+            raise TypeError("an async source needs apaginate, the async twin of paginate")
         state, position, builder = self._open(src, scope, cursor)
         try:
             # checked above: a sync source (the structural check costs more than hasattr)
