@@ -2377,3 +2377,325 @@ async def test_regression_a_partial_of_an_async_call_object_is_awaited() -> None
     made = bounded_tool(max_bytes=100)(functools.partial(AsyncCallable))
     assert not inspect.iscoroutinefunction(made)  # a class: calling it makes the object
     assert made() == '"…[unencodable: AsyncCallable]"'
+
+
+# --- regressions: r16 (repeated keys, keys longer than a page, the preview's marker key) --
+
+
+def _json_ref(reader: ResultReader, data: bytes) -> str:
+    """A reference to *data* spilled as JSON bytes, whose keys may repeat."""
+    return reader.reference(reader.spill.put(data, label="r"), principal="a")
+
+
+def _read_all(reader: ResultReader, ref: str, pointer: str) -> Any:
+    """The whole value at *pointer*, read back page by page (members as pairs)."""
+    pages = follow_read(reader, ref, pointer, "a")
+    kind = pages[0]["kind"]
+    items = [x for env in pages for x in env["items"]]
+    if kind == "object":
+        return [(m["key"], m["value"]) for m in items]
+    if kind in ("string", "text"):
+        return joined(pages)
+    return items if kind == "array" else items[0]
+
+
+def test_regression_a_repeated_key_reads_the_member_the_preview_cut(
+    store: SpillStore, reader: ResultReader
+) -> None:
+    """Found by a tester: for `{"a":"short","a":"<5000 x>"}` the JSON preview showed the
+    last `a` (as json.loads reads it) and reported its cut at /preview/a, but reading
+    "/a" gave the first member, "short": the cut value could not be read back."""
+    data = b'{"a":"short","a":"' + b"x" * 5000 + b'"}'
+    out = ResultGate(max_bytes=600, store=store, reader=reader, principal="a").gate(data)
+    assert [(t.path, t.kind) for t in out.truncations] == [("/preview/a", "string")]
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    assert _read_all(reader, ref, "/a") == "x" * 5000
+    # The listing shows both members, as written; the first is read by its place.
+    listed = _read_all(reader, ref, "")
+    assert [key for key, _ in listed] == ["a", "a"]
+    assert listed[0][1] == "short"
+    assert listed[1][1].startswith("xxx")
+    assert _read_all(reader, ref, "/~v0") == "short"
+
+
+#: A result repeating keys at several depths, each pointer into it, and what it reads.
+_REPEATED = (
+    b'{"a":{"b":"first","c":[1]},"rows":[{"id":1,"id":2},{"x":{"y":1},"x":{"y":[5,6]}}],'
+    b'"a":{"b":{"deep":"last","deep":"later"},"c":"s"},"z":null,"rows":[0,{"x":{"q":1}}]}'
+)
+_REPEATED_READS: dict[str, Any] = {
+    "/a": [("b", {"deep": "later"}), ("c", "s")],
+    "/a/b": [("deep", "last"), ("deep", "later")],
+    "/a/b/deep": "later",
+    "/a/c": "s",
+    "/rows": [0, {"x": {"q": 1}}],
+    "/rows/1/x/q": 1,
+    "/~v0/c": [1],  # the first "a" by its place
+    "/~v1/1/x": [("y", [5, 6])],  # the first "rows": its second "x"
+    "/~v1/0/id": 2,
+    "/~v1/0/~v0": 1,
+    "/~k3": "z",
+    "/z": None,
+}
+
+
+@pytest.mark.parametrize("surrogate", [False, True])
+def test_regression_pointers_resolve_repeated_keys_as_json_loads(
+    store: SpillStore, surrogate: bool
+) -> None:
+    """A pointer took the first member with each key; json.loads (and the preview) take
+    the last, at every depth: `/a/b/deep` reads the last `deep` of the last `a`. (A lone
+    surrogate escape sends the reader to ijson's Python backend.)"""
+    data = _REPEATED[:-1] + b',"s":"\\ud800"}' if surrogate else _REPEATED
+    loaded = json.loads(data)
+    for pointer, want in _REPEATED_READS.items():
+        reader = ResultReader(spill=store, max_bytes=1000)
+        ref = _json_ref(reader, data)
+        assert _read_all(reader, ref, pointer) == want, pointer
+        # Read again, with what the reader learnt of the objects read to their end.
+        assert _read_all(reader, ref, pointer) == want, pointer
+        if "~" not in pointer and not isinstance(want, list):
+            assert resolve(loaded, pointer) == want
+    # The last member with a key decides, even where an earlier one holds the rest.
+    reader = ResultReader(spill=store, max_bytes=1000)
+    ref = _json_ref(reader, data)
+    for pointer in ("/a/b/c", "/rows/0/id", "/a/b/deep/x", "/~k3/x", "/~v9", "/rows/~v0"):
+        with pytest.raises(SpillError, match="nothing stands"):
+            reader.read(ref, pointer, principal="a")
+
+
+@pytest.mark.parametrize("kept_tail_pages", [32, 0])
+def test_regression_each_listed_member_with_a_repeated_key_shows_its_own_rest(
+    store: SpillStore, monkeypatch: pytest.MonkeyPatch, kept_tail_pages: int
+) -> None:
+    """A member cut at the page's budget read the rest of itself again by its key: where
+    the events read past were not kept (`KEPT_TAIL_PAGES`), the second `a` showed the
+    rest of the first. Rests are now found by the members' places."""
+    from jsonbudget._agents import reader as reader_module
+
+    monkeypatch.setattr(reader_module, "KEPT_TAIL_PAGES", kept_tail_pages)
+
+    def member(tag: str) -> str:
+        after = ",".join(f'{{"t":"{tag}{i}"}}' for i in range(30))
+        return f'{{"x":"{tag}","big":"{"y" * 900}","after":[{after}],"z":"{tag}"}}'
+
+    data = f'{{"a":{member("A1")},"b":1,"a":{member("A2")}}}'
+    reader = ResultReader(spill=store, max_bytes=700)
+    ref = _json_ref(reader, data.encode())
+    items = [m for env in follow_read(reader, ref, "", "a") for m in env["items"]]
+    assert [m["key"] for m in items] == ["a", "b", "a"]
+    for item, tag in ((items[0], "A1"), (items[2], "A2")):
+        value = item["value"]
+        assert value["x"] == value["z"] == tag
+        shown = [t for t in value["after"] if isinstance(t, dict)]
+        assert shown == [{"t": f"{tag}{i}"} for i in range(len(shown))]
+        assert len(shown) > 1
+
+
+class _CountingSpill(SpillStore):
+    """A spill store that counts the bytes its files give to readers."""
+
+    read_bytes = 0
+
+    def open(self, ref: str) -> typing.BinaryIO:
+        store = self
+        raw = super().open(ref)
+
+        class Counted(io.RawIOBase):
+            def readable(self) -> bool:
+                return True
+
+            def readinto(self, buffer: Any) -> int:
+                data = raw.read(len(buffer))
+                buffer[: len(data)] = data
+                store.read_bytes += len(data)
+                return len(data)
+
+            def close(self) -> None:
+                raw.close()
+                super().close()
+
+        return io.BufferedReader(Counted())
+
+
+def test_repeated_key_lookups_hold_nothing_and_are_remembered(tmp_path: Path) -> None:
+    """A key looked for as json.loads does reads the object to its end, holding none of
+    what it passes (a 25 MB member here), parses once more only for a container, and
+    a later pointer through the same object reads past it no more."""
+    store = _CountingSpill(tmp_path)
+    reader = ResultReader(spill=store, max_bytes=2000)
+    big = b"[" + b",".join(b"%d" % i for i in range(3_000_000)) + b"]"
+    data = b'{"a":1,"rows":[{"n":1}],"big":' + big + b',"a":{"k":"last"}}'
+    ref = _json_ref(reader, data)
+    size = len(data)
+    tracemalloc_peak = _peak_of(lambda: reader.read(ref, "/a/k", principal="a"))
+    assert orjson.loads(tracemalloc_peak[0].data)["items"] == ["last"]
+    assert tracemalloc_peak[1] < 4 << 20
+    assert size <= store.read_bytes <= size + (64 << 10)  # once: the string found on the way
+    store.read_bytes = 0
+    # Known now: the root repeats "a" only, so "/rows" reads up to it, as with unique keys.
+    env = orjson.loads(reader.read(ref, "/rows", principal="a").data)
+    assert env["items"] == [{"n": 1}]
+    assert store.read_bytes <= 64 << 10
+    store.read_bytes = 0
+    # "a" again: the object holds it twice, so it is read to its end, and then again to
+    # the container found.
+    env = orjson.loads(reader.read(ref, "/a", principal="a").data)
+    assert env["items"] == [{"key": "k", "value": "last"}]
+    assert 2 * size - (64 << 10) <= store.read_bytes <= 2 * size + (128 << 10)
+    # A reference that says the keys are unique reads the first member, up to it only.
+    store.read_bytes = 0
+    unique = reader.reference(store.put(data, label="r"), principal="a", unique_keys=True)
+    assert orjson.loads(reader.read(unique, "/a", principal="a").data)["items"] == [1]
+    assert store.read_bytes <= 64 << 10
+    with pytest.raises(TypeError, match="unique_keys must be a bool"):
+        reader.reference(store.put(data, label="r"), principal="a", unique_keys=1)  # type: ignore[arg-type]
+
+
+def _peak_of(read: Callable[[], Any]) -> tuple[Any, int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        return read(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_gate_spilling_a_python_value_says_its_keys_are_unique(
+    tmp_path: Path,
+) -> None:
+    """The encoder writes each key once: the gate's reference for a Python value lets a
+    pointer take the first member, so following a result's pages reads it about once;
+    JSON bytes may repeat a key, and a pointer into them reads the object to its end."""
+    store = _CountingSpill(tmp_path)
+    reader = ResultReader(spill=store, max_bytes=2000)
+    gate = ResultGate(max_bytes=4096, reader=reader, principal="a")
+    value = {"rows": [{"id": i, "note": "n" * 50} for i in range(2000)], "tail": 1}
+    for result, once in ((value, True), (orjson.dumps(value), False)):
+        out = gate.gate(result)
+        ref = orjson.loads(out.data)["spilled"]["ref"]
+        store.read_bytes = 0
+        assert orjson.loads(reader.read(ref, "/rows/0", principal="a").data)["items"][0] == {
+            "key": "id",
+            "value": 0,
+        }
+        assert (store.read_bytes < out.size // 2) is once
+        reader.close()
+
+
+@pytest.mark.parametrize(
+    ("pointer", "error"),
+    [
+        ("/~k0/x", "nothing stands"),  # a key holds nothing
+        ("/list/~v0", "nothing stands"),  # an array has no members
+        ("/~v7", "nothing stands"),
+        ("/~v01", "nothing stands"),  # no place: the key "~v01", which is not there
+    ],
+)
+def test_members_by_place_name_only_members(
+    store: SpillStore, reader: ResultReader, pointer: str, error: str
+) -> None:
+    ref = _json_ref(reader, b'{"~v3":"a key spelled like a place","list":[1,2]}')
+    with pytest.raises(SpillError, match=error):
+        reader.read(ref, pointer, principal="a")
+    # The key "~v3" is spelled as RFC 6901 escapes it; `~v1` is the second member.
+    assert _read_all(reader, ref, "/~0v3") == "a key spelled like a place"
+    assert _read_all(reader, ref, "/~v1") == [1, 2]
+    assert _read_all(reader, ref, "/~k1") == "list"
+
+
+def test_regression_a_member_whose_key_is_longer_than_a_page_is_read_by_its_place(
+    store: SpillStore,
+) -> None:
+    """Found by a tester: listing an object showed a 3,000-character key cut, and its
+    value could be read on only by a pointer holding the whole key, which no page
+    showed: 4,271 characters of the value and 2,271 of the key could not be read back.
+    The listing now gives the pointers that read both by the member's place."""
+    key = hashlib.sha256(b"k").hexdigest() * 47  # 3,008 characters, e.g. a blob as a key
+    value = "important " * 500
+    reader = ResultReader(spill=store, max_bytes=2000)
+    out = ResultGate(max_bytes=600, reader=reader, principal="a").gate(
+        {"first": 1, key: value, "other": 2}
+    )
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    items = [m for env in follow_read(reader, ref, "", "a") for m in env["items"]]
+    assert [m.get("key") for m in items][::2] == ["first", "other"]
+    cut = items[1]
+    assert list(cut) == ["key_pointer", "value_pointer", "key", "value"]
+    assert cut["key"] != key
+    assert key.startswith(MARKER.sub("", cut["key"]))
+    assert (cut["key_pointer"], cut["value_pointer"]) == ("/~k1", "/~v1")
+    assert _read_all(reader, ref, cut["key_pointer"]) == key
+    assert _read_all(reader, ref, cut["value_pointer"]) == value
+    # Under a pointer, the pointers are the read's own; a key shown whole has none.
+    out = ResultGate(max_bytes=600, reader=reader, principal="a").gate({"in": {key: value}})
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    (env,) = follow_read(reader, ref, "/in", "a")
+    assert env["items"][0]["value_pointer"] == "/in/~v0"
+    assert _read_all(reader, ref, "/in/~v0") == value
+    (env,) = follow_read(reader, ref, "", "a")
+    assert list(env["items"][0]) == ["key", "value"]
+
+
+@pytest.mark.parametrize("max_bytes", [LEAST_READ_BYTES, 560, 600, 650, 2000])
+@pytest.mark.parametrize("key", ["\\ud800" + "x" * 2000, "\\u0001" * 400, "k" * 3000])
+def test_regression_a_member_whose_key_a_page_cannot_show_is_always_reachable(
+    store: SpillStore, max_bytes: int, key: str
+) -> None:
+    """Found by a tester: with a key holding a lone surrogate, a 521- or 560-byte page
+    showed the member as `{"…": "[omitted: 2 more keys]"}` (not even the key's start),
+    and a 600-byte one with none of the key. However little of it shows, the member
+    now comes with the pointers that read its key and value."""
+    reader = ResultReader(spill=store, max_bytes=max_bytes)
+    ref = _json_ref(reader, b'{"%s":"%s","b":1}' % (key.encode(), b"v" * 3000))
+    items = [m for env in follow_read(reader, ref, "", "a") for m in env["items"]]
+    assert items[0]["key_pointer"] == "/~k0"
+    assert items[0]["value_pointer"] == "/~v0"
+    assert items[-1] == {"key": "b", "value": 1}
+    assert _read_all(reader, ref, "/~v0") == "v" * 3000
+    whole = json.loads(b'"%s"' % key.encode())
+    read = _read_all(reader, ref, "/~k0")
+    if "\\ud800" in key:
+        assert read.startswith("\ufffd")
+        assert read.endswith("x" * 100)
+    else:
+        assert read == whole
+
+
+@pytest.mark.parametrize(
+    ("keys", "marker"), [([], "…"), (["…"], "…1"), (["…", "…1"], "…2"), (["…1"], "…")]
+)
+def test_regression_the_previews_more_keys_member_is_named_as_the_encoder_names_it(
+    store: SpillStore, keys: list[str], marker: str
+) -> None:
+    """Found by a tester: an object the file's prefix cut was closed by a "more keys"
+    member keyed "……" (then "………") where the object had a real "…" key; guards.md and
+    the encoder's own cut use "…1", "…2", .... One rule, the encoder's, now names it."""
+    head = ",".join(f'"{k}":{i}' for i, k in enumerate(keys))
+    data = ("{" + head + ("," if head else "") + '"big":"' + "y" * 100_000 + '"}').encode()
+    out = ResultGate(max_bytes=600, store=store).gate(data)
+    preview = orjson.loads(out.data)["preview"]
+    assert list(preview) == [*keys, marker]
+    assert preview[marker] == "[omitted: more keys]"
+    assert [(t.path, t.kind, t.omitted) for t in out.truncations] == [
+        (f"/preview/{marker}", "keys", None)
+    ]
+    # The encoder's own cut of the same object names its member the same way.
+    whole = {**{k: i for i, k in enumerate(keys)}, "big": 1, **{f"z{i}": i for i in range(50)}}
+    assert marker in orjson.loads(encode(whole, max_bytes=64 + 8 * len(keys)).data)
+
+
+def test_regression_a_member_whose_key_holds_a_lone_surrogate_is_read_by_its_place(
+    store: SpillStore, reader: ResultReader
+) -> None:
+    """A key with a lone surrogate escape shows with U+FFFD in its place, which no pointer
+    names: wherever it stands on the page, the member comes with its places."""
+    ref = _json_ref(reader, b'{"a":1,"\\ud800x":{"in":2},"c":3}')
+    (env,) = follow_read(reader, ref, "", "a")
+    assert env["items"][0] == {"key": "a", "value": 1}
+    assert env["items"][1]["key_pointer"] == "/~k1"
+    assert env["items"][1]["value"] == {"in": 2}
+    assert env["items"][2] == {"key": "c", "value": 3}
+    assert _read_all(reader, ref, env["items"][1]["value_pointer"]) == [("in", 2)]
+    assert _read_all(reader, ref, "/~k1").startswith("\ufffdx")

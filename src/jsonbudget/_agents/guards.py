@@ -43,6 +43,7 @@ from .._encode.encoder import (
     encode_replaying,
     pointer,
 )
+from .._encode.markers import Markers
 from .._encode.whole import JsonWriter
 from .._frozen import Record, fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
@@ -528,7 +529,9 @@ class ResultGate:
                 out = call.fit(measured.obj, value_budget, "")
             writer = JsonWriter(self._default, call.streams, store.max_file_bytes)
             ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
-            named = self._named(ref)
+            # The encoder writes each key of an object once: no pointer into this result
+            # needs to read an object to its end for a later member with its key.
+            named = self._named(ref, unique_keys=True)
             if out is None:
                 return GateResult(self._reference_only(named, budget), "json", ref.size, ref,
                                   named.ref)  # fmt: skip
@@ -556,12 +559,12 @@ class ResultGate:
         text = self._text_preview(ref, named, budget)
         return GateResult(text, "text", ref.size, ref, named.ref)
 
-    def _named(self, ref: SpillRef) -> SpillRef:
+    def _named(self, ref: SpillRef, *, unique_keys: bool = False) -> SpillRef:
         """*ref* as the model sees it: with a reader, its name is a bound reference."""
         if self._reader is None:
             return ref
         principal = self._principal() if callable(self._principal) else self._principal
-        token = self._reader.reference(ref, principal=principal)
+        token = self._reader.reference(ref, principal=principal, unique_keys=unique_keys)
         return dataclasses.replace(ref, ref=token)
 
     def _reference_only(self, ref: SpillRef, budget: int) -> bytes:
@@ -1461,7 +1464,7 @@ def _parse_with(backend: Any, prefix: bytes, whole: bool) -> tuple[Any, dict[str
             if where is not None:
                 marks[where] = f"{where}/{len(container) - 1}"
         else:
-            key = _marker_key(container)
+            key = _TEXT_MARKERS.key(container)
             container[key] = _MORE_KEYS
             if where is not None:
                 marks[where] = pointer(where, key)
@@ -1492,12 +1495,11 @@ def _head_of(
     return b"".join(parts), False, itertools.chain(taken, it)
 
 
-def _marker_key(obj: dict[str, Any]) -> str:
-    """The key of the "more keys" member: the encoder's, lengthened until it is unused."""
-    key = "…"
-    while key in obj:  # a real "…" key keeps its value
-        key += "…"
-    return key
+#: The encoder's own rule names the "more keys" member that closes an object the prefix
+#: cut: ``"…"``, else ``"…1"``, ``"…2"``, ... (a real ``"…"`` key keeps its value), so a
+#: preview spells it as the encoder's cut does. The dict it is asked about is the parse's
+#: own, never a user mapping.
+_TEXT_MARKERS: Final = Markers("text")
 
 
 _MORE_ITEMS = "…[omitted: more items]"

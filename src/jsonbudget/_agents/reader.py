@@ -5,7 +5,9 @@ A spilled result is handed to a model as an opaque **reference** bound to a prin
 one page of the value at a JSON Pointer inside it: a list's items, an object's members
 (``{"key": ..., "value": ...}``), a string's next characters, or a scalar, with a
 continuation cursor bound to the same principal and the same read. So a cut field or an
-oversized item is never lost, only further away.
+oversized item is never lost, only further away. A pointer names what json.loads would
+(of the members with a repeated key, the last), and ``~v3`` / ``~k3`` name an object's
+member by its place, which reaches a member whose key no page can show whole.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain, islice
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final, Literal, NamedTuple
 
 import ijson
 import orjson
@@ -32,7 +34,7 @@ from .._cursors.store import CursorStore, MemoryCursorStore
 from .._encode.encoder import encode
 from .._encode.render import Stream
 from .._limits import MIN_BYTES, Limits
-from .._pages.builder import PageBuilder
+from .._pages.builder import Page, PageBuilder
 from .._sources.base import Clipped
 from ..errors import InvalidCursor, LimitError, SpillError
 from .spill import SpillBackend, SpillRef
@@ -99,7 +101,7 @@ class ResultReader:
     is at least `LEAST_READ_BYTES` (else `LimitError`).
     """
 
-    __slots__ = ("_cursors", "_kept", "_limits", "_lock", "_spill", "_surrogates")
+    __slots__ = ("_cursors", "_kept", "_limits", "_lock", "_repeats", "_spill", "_surrogates")
 
     def __init__(
         self,
@@ -125,6 +127,8 @@ class ResultReader:
         self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
         # Per spilled result: whether yajl must not read it (see `_backends`).
         self._surrogates: dict[str, bool] = {}
+        # Per spilled result and object (by its steps): the keys it repeats (see `_Repeats`).
+        self._repeats: dict[tuple[str, tuple[_Step, ...]], frozenset[str]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -149,17 +153,31 @@ class ResultReader:
         """The store the spilled results are read from."""
         return self._spill
 
-    def reference(self, spill: SpillRef | str, *, principal: str) -> str:
-        """An opaque reference to the spilled result *spill* that only *principal* can read."""
+    def reference(self, spill: SpillRef | str, *, principal: str, unique_keys: bool = False) -> str:
+        """An opaque reference to the spilled result *spill* that only *principal* can read.
+
+        *unique_keys* says that no object in the result repeats a key (the encoder never
+        writes one twice: the gate says so of a result it spilled from a Python value), so
+        a pointer takes the first member with its key without reading the object on.
+        """
         name = spill.ref if isinstance(spill, SpillRef) else spill
+        if type(unique_keys) is not bool:
+            raise TypeError(f"unique_keys must be a bool, not {type(unique_keys).__name__}")
         self._spill.get(name)  # only a result that exists gets a reference
         state = self._cursors.start(_scope(principal), max_pages=None)
-        return self._cursors.mint(state, {"ref": name})
+        return self._cursors.mint(
+            state, {"ref": name, "unique": True} if unique_keys else {"ref": name}
+        )
 
     def read(
         self, ref: str, pointer: str = "", cursor: str | None = None, *, principal: str
     ) -> ReadPage:
         """The page of the value at *pointer* in the result *ref* refers to.
+
+        *pointer* is an RFC 6901 pointer, resolved as json.loads reads the result (a
+        repeated key names its last member), whose tokens may also name an object's
+        member by its place: ``~v3`` its value, ``~k3`` its key (see `_Member`). A
+        listed member whose key the page does not show as it is comes with both.
 
         Raises the cursor errors for a reference or cursor that is not *principal*'s, is
         garbled or expired (a cursor minted for another reference or pointer is
@@ -173,7 +191,9 @@ class ResultReader:
         # Continuations are minted in the reference's own operation: they share its expiry.
         state = self._cursors.resume(ref, scope)
         named = state.position
-        if not isinstance(named, dict) or set(named) != {"ref"}:
+        if not isinstance(named, dict) or not (
+            set(named) == {"ref"} or (set(named) == {"ref", "unique"} and named["unique"] is True)
+        ):
             raise InvalidCursor("not a reference to a spilled result")
         spilled = named["ref"]
         if not isinstance(spilled, str):
@@ -186,6 +206,9 @@ class ResultReader:
                 raise InvalidCursor("the cursor continues another read")
             at = pos["at"]  # type: ignore[assignment]  # checked to be an int just above
         call = _Read(spilled, pointer, at, state, _echo(pointer, self._limits.max_bytes))
+        # A pointer resolves as json.loads reads the result: of an object's members with
+        # its key, the last (read to the object's end) unless the result repeats none.
+        repeats = None if "unique" in named else _Repeats(self, spilled)
         info = self._spill.get(spilled)
         if info.media_type != "application/json":
             if tokens:
@@ -195,7 +218,7 @@ class ResultReader:
         error: Exception | None = None
         for backend in self._backends(spilled):
             try:
-                return self._json(call, tokens, backend)
+                return self._json(call, tokens, backend, repeats)
             except _NotForYajl:
                 self._surrogates[spilled] = True  # the next backend is the Python one
             except PARSE_ERRORS as exc:
@@ -217,7 +240,9 @@ class ResultReader:
 
     # -- the kinds of value ----------------------------------------------------------------
 
-    def _json(self, call: _Read, tokens: list[str], backend: Any) -> ReadPage:
+    def _json(
+        self, call: _Read, tokens: list[_Step], backend: Any, repeats: _Repeats | None
+    ) -> ReadPage:
         kept = self._take((call.name, call.pointer, call.at))
         kind: _ValueKind
         if kept is not None and kept.file is None:
@@ -232,23 +257,31 @@ class ResultReader:
             else:
                 file = owned.enter_context(self._spill.open(call.name))
                 events = _parse(file, backend)
-                event, value = _locate(events, tokens, call.pointer)
+                try:
+                    event, value, steps = _locate(events, tokens, call.pointer, repeats)
+                except _Again as again:
+                    # The value is a container that finding it read past: parse again,
+                    # straight to it by its members' places.
+                    file.close()
+                    file = owned.enter_context(self._spill.open(call.name))
+                    events = _parse(file, backend)
+                    event, value, steps = _locate(events, again.steps, call.pointer, None)
                 rest = _Rest(self._spill.open, call.name, backend, self._limits.max_bytes)
                 # The items already read are skipped by their events, never built.
                 if event == "start_array":
                     kind = "array"
                     ended = not _skip_items(events, call.at)
-                    children = iter(()) if ended else _array_items(events, rest, tokens, call.at)
+                    children = iter(()) if ended else _array_items(events, rest, steps, call.at)
                 elif event == "start_map":
                     kind = "object"
                     ended = not _skip_members(events, call.at)
-                    children = iter(()) if ended else _members(events, rest, tokens)
+                    children = iter(()) if ended else _members(events, rest, steps, call.at)
                 elif event == "string":
                     return self._string(call, value)
                 else:
                     return self._scalar(call, value)
             rest.kept = rest.room * KEPT_TAIL_PAGES  # each page keeps its own items' tails
-            page, left, added = self._children(call, children, kind)
+            page, left, added, children = self._children(call, children, kind)
             if left is not _NOTHING:
                 owned.pop_all()
                 read = _Kept(file, children, left, kind, rest)
@@ -278,23 +311,41 @@ class ResultReader:
 
     def _children(
         self, call: _Read, children: Iterator[Any], kind: _ValueKind
-    ) -> tuple[ReadPage, Any, int]:
-        """The page of *children*, the child that did not fit (else `_NOTHING`), and how
-        many did."""
-        room = self._limits.max_bytes - _extra(call.echo, kind)
-        builder = PageBuilder(self._limits.replace(max_bytes=room))
-        added = 0
+    ) -> tuple[ReadPage, Any, int, Iterator[Any]]:
+        """The page of *children*, the child that did not fit (else `_NOTHING`), how many
+        did, and the children after that one.
+
+        An object's member whose key the page does not show as it is (cut, left out, or
+        a lone surrogate replaced) could not be named by a pointer: the page is made
+        again with the member's places added (`_with_places`), by which it is read.
+        """
+        limits = self._limits.replace(max_bytes=self._limits.max_bytes - _extra(call.echo, kind))
+        page, taken, left, token = self._fill(call, limits, children)
+        # Each round adds places to a member of the page that has none: a few at most.
+        while kind == "object" and (hidden := _keys_not_shown(page, taken)):
+            redo = [_with_places(m, call.pointer, call.at + i) if i in hidden else m
+                    for i, m in enumerate(taken)]  # fmt: skip
+            children = chain(redo, () if left is _NOTHING else (left,), children)
+            page, taken, left, token = self._fill(call, limits, children)
+        tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
+        data = page.to_json()[:-1] + tail
+        return ReadPage(data, kind, token is None, token), left, len(taken), children
+
+    def _fill(
+        self, call: _Read, limits: Limits, children: Iterator[Any]
+    ) -> tuple[Page, list[Any], Any, str | None]:
+        """A page of as many of *children* as fit, those children, the one that did not
+        (else `_NOTHING`), and the cursor to the next page (None: the read ends)."""
+        builder = PageBuilder(limits)
+        taken: list[Any] = []
         left: Any = _NOTHING
         for child in children:
             if not builder.add(child):
                 left = child
                 break
-            added += 1
-        more = left is not _NOTHING
-        token = self._continue(call, call.at + added) if more else None
-        envelope = builder.finish(complete=not more, next_cursor=token).to_json()
-        tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
-        return ReadPage(envelope[:-1] + tail, kind, not more, token), left, added
+            taken.append(child)
+        token = None if left is _NOTHING else self._continue(call, call.at + len(taken))
+        return builder.finish(complete=token is None, next_cursor=token), taken, left, token
 
     def _string(self, call: _Read, value: str) -> ReadPage:
         budget = self._limits.max_bytes - _STRING_ENVELOPE - _extra(call.echo, "string")
@@ -398,6 +449,34 @@ class _Read:
         self.at = at
         self.state = state
         self.echo = echo
+
+
+def _keys_not_shown(page: Page, members: list[dict[str, Any]]) -> set[int]:
+    """Which of *members*, an object's page, show their key not as it is and have no
+    places yet. A key shown as it is has no report (a cut, a left-out member, a lone
+    surrogate replaced)."""
+    reported = {t.path.split("/", 3)[2] for t in page.truncations if t.path.startswith("/items/")}
+    suspects = [i for i, m in enumerate(members) if str(i) in reported and "key_pointer" not in m]
+    if not suspects:
+        return set()
+    shown = orjson.loads(page.data)["items"]
+    return {i for i in suspects if not _shows_key(shown[i], members[i]["key"])}
+
+
+def _shows_key(shown: Any, key: str) -> bool:
+    return isinstance(shown, dict) and shown.get("key") == key
+
+
+def _with_places(member: dict[str, Any], pointer: str, at: int) -> dict[str, Any]:
+    """*member*, an object's member at place *at* as a page lists it, with the pointers
+    that read its key and its value by their place (`_Member`)."""
+    # The pointers first: where the page cannot show every member, it shows the first.
+    return {
+        "key_pointer": f"{pointer}/~k{at}",
+        "value_pointer": f"{pointer}/~v{at}",
+        "key": member["key"],
+        "value": member["value"],
+    }
 
 
 def read_result(
@@ -805,38 +884,129 @@ _STRING_PAGE_NEED: Final = _STRING_ENVELOPE + _extra(b"", "string") + MIN_BYTES
 LEAST_READ_BYTES: Final = 4 * (_STRING_PAGE_NEED - 1) // 3 + 1
 
 
-def _tokens(pointer: object) -> list[str]:
+class _Member(NamedTuple):
+    """A step to an object's member by its place, from 0, counted as written (repeated
+    keys included): to its value, or with *key* to its key, read as a string. A pointer
+    spells them ``~v3`` and ``~k3``: ``~`` before any character but ``0`` or ``1`` is
+    no RFC 6901 escape, so no pointer to a key is read this way."""
+
+    place: int
+    key: bool = False
+
+
+#: A step of a path: an object's key (or an array's index, as RFC 6901 spells it), or a
+#: member by its place.
+_Step = str | _Member
+
+
+def _tokens(pointer: object) -> list[_Step]:
     if not isinstance(pointer, str) or (pointer and not pointer.startswith("/")):
         raise LimitError("pointer", str(pointer)[:80], "must be a JSON Pointer: '' or '/a/0'")
     if not pointer:
         return []
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+    steps: list[_Step] = []
+    for token in pointer[1:].split("/"):
+        place = _PLACE.fullmatch(token)
+        if place is not None:
+            steps.append(_Member(int(place[2]), place[1] == "k"))
+        else:
+            steps.append(token.replace("~1", "/").replace("~0", "~"))
+    return steps
 
 
 #: RFC 6901's array-index: ASCII digits, no leading zero (str.isdigit takes "²" and "١",
 #: which int() refuses or reads as 1); 19 digits are more than any array holds.
 _ARRAY_INDEX: Final = re.compile(r"0|[1-9][0-9]{0,18}")
+#: A member by its place: ``~v`` (its value) or ``~k`` (its key), then an index.
+_PLACE: Final = re.compile(r"~([vk])(0|[1-9][0-9]{0,18})")
+#: The most keys an object read to its end has tracked for `_Repeats` (past them, a
+#: pointer through that object reads it to its end each time).
+REPEATS_TRACKED: Final = 4096
+#: Objects whose repeated keys a reader remembers (cleared whole past it).
+_REPEATS_MEMO: Final = 4096
 
 
-def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str, Any]:
-    """Advance *events* to the first event of the value at *tokens*; its event and value."""
-    depth = 0  # how many of *tokens* the current container matches
+class _Again(Exception):
+    """The value at a pointer is a container that finding it read past: *steps* lead
+    back to it by places, with no key left to look for."""
+
+    def __init__(self, steps: list[_Step]) -> None:
+        super().__init__()
+        self.steps = steps
+
+
+class _Repeats:
+    """What a reader remembers of one spilled result's objects read to their end: the
+    keys each repeats, by the steps to the object. A pointer through an object known
+    not to repeat its key takes the first member with it, as a result with unique keys
+    does, without reading the object on."""
+
+    __slots__ = ("name", "reader")
+
+    def __init__(self, reader: ResultReader, name: str) -> None:
+        self.reader = reader
+        self.name = name
+
+    def get(self, steps: list[_Step]) -> frozenset[str] | None:
+        return self.reader._repeats.get((self.name, tuple(steps)))
+
+    def put(self, steps: list[_Step], repeated: frozenset[str]) -> None:
+        memo = self.reader._repeats
+        with self.reader._lock:
+            if len(memo) >= _REPEATS_MEMO:
+                memo.clear()
+            memo[self.name, tuple(steps)] = repeated
+
+
+def _locate(
+    events: Iterator[Any], steps: list[_Step], pointer: str, repeats: _Repeats | None
+) -> tuple[str, Any, list[_Step]]:
+    """Advance *events* to the first event of the value at *steps*: its event and value,
+    and steps that find it again with no key looked for past its first member.
+
+    With *repeats* (a result that may repeat a key) a key is looked for as json.loads
+    keeps it: of the members with that key, the last, so the object is read to its end
+    (`_scan`) unless *repeats* knows it holds the key once; a scalar, a string or a key
+    found that way was read on the way, and a container raises `_Again`, to be parsed
+    again by the steps found. Without, the first member with the key.
+    """
+    depth = 0  # how many of *steps* the current container matches
     for event, value in events:
-        if depth == len(tokens):
+        if depth == len(steps):
             if event in ("end_array", "end_map"):
                 break  # the array ended: the index is one past its last item
-            return event, value
+            return event, value, steps
+        step = steps[depth]
         if event == "start_map":
-            key = _find_key(events, tokens[depth])
-            if key is None:
+            if isinstance(step, _Member):
+                if not _skip_members(events, step.place):
+                    break
+                met, key = next(events)
+                if met == "end_map":
+                    break
+                if step.key:
+                    if depth + 1 < len(steps):
+                        break  # a key is a string: nothing stands inside it
+                    return "string", key, steps
+                depth += 1
+                continue
+            if repeats is not None:
+                known = repeats.get(steps[:depth])
+                if known is None or step in known:
+                    found = _scan(events, steps, depth, repeats)
+                    if found is None:
+                        break
+                    resolved = [*steps[:depth], *found[0]]
+                    if found[1] is None:
+                        raise _Again(resolved)
+                    return (*found[1], resolved)
+            if not _find_key(events, step):
                 break
             depth += 1
         elif event == "start_array":
-            token = tokens[depth]
-            if not _ARRAY_INDEX.fullmatch(token):
+            if not isinstance(step, str) or not _ARRAY_INDEX.fullmatch(step):
                 break
-            index = int(token)
-            if not _skip_items(events, index):
+            if not _skip_items(events, int(step)):
                 break
             depth += 1
         else:
@@ -844,16 +1014,137 @@ def _locate(events: Iterator[Any], tokens: list[str], pointer: str) -> tuple[str
     raise SpillError(f"nothing stands at {pointer!r} in the spilled result")
 
 
-def _find_key(events: Iterator[Any], key: str) -> str | None:
-    """Skip members until the one named *key*; None if the object ends first."""
+def _find_key(events: Iterator[Any], key: str) -> bool:
+    """Skip members until the first one named *key*; False if the object ends first."""
     for event, value in events:
         if event == "end_map":
-            return None
+            return False
         if event == "map_key":
             if value == key:
-                return key
+                return True
             _skip_value(events)
-    return None
+    return False
+
+
+#: What `_scan` finds: the steps from where it began, by places, and the event and value
+#: at their end when it is a scalar, a string or a key (None for a container).
+_Found = tuple[list[_Step], "tuple[str, Any] | None"]
+_DOWN: Final = object()  # `_scan` went down into an object it reads to its end
+
+
+def _scan(
+    events: Iterator[Any], steps: list[_Step], depth: int, repeats: _Repeats
+) -> _Found | None:
+    """The rest of *steps* (from *depth*) resolved in the object just opened, as
+    json.loads reads it: of its members named ``steps[depth]``, the last stands, so the
+    object is read to its end, and each member with that name is followed down in turn
+    (the same way at each object below). Nothing is built but a scalar, string or key
+    at the end of the steps, the last found kept; a container there is found again by
+    the steps returned. None if nothing stands there. *repeats* learns the keys the
+    object repeats when it has at most `REPEATS_TRACKED` members. Iterative: a pointer
+    may be as deep as the result."""
+    # A frame per open container on the way: an object read to its end for a key,
+    # ``[depth, members read, the last finding]``, or one the steps take a single child
+    # of, ``[depth, None, that step]``, read past once the child is found.
+    frames: list[list[Any]] = [[depth, -1, None]]
+    keys = _Keys()  # of the object the scan began in
+    found: Any
+    while True:
+        frame = frames[-1]
+        event, value = next(events)  # the next member of the object on top
+        if event == "end_map":
+            frames.pop()
+            found = frame[2]
+            if not frames and keys.seen is not None:
+                repeats.put(steps[:depth], frozenset(keys.repeated))
+        else:
+            frame[1] += 1
+            if len(frames) == 1:
+                keys.add(value)
+            if value != steps[frame[0]]:
+                _skip_value(events)
+                continue
+            found = _down(events, steps, frame[0] + 1, next(events), frames)
+            if found is _DOWN:
+                continue
+        # Hand what was found up to the frames it was found for.
+        while frames:
+            top = frames[-1]
+            if top[1] is not None:  # an object read to its end: its latest member named so
+                top[2] = None if found is None else ([_Member(top[1]), *found[0]], found[1])
+                break
+            frames.pop()
+            _skip_started(events, "start_map")  # the rest of that container
+            found = None if found is None else ([top[2], *found[0]], found[1])
+        else:
+            return found  # type: ignore[no-any-return]
+
+
+class _Keys:
+    """The keys of an object as it is read, and those it repeats, while they are at most
+    `REPEATS_TRACKED` (then `seen` is None: not known)."""
+
+    __slots__ = ("repeated", "seen")
+
+    def __init__(self) -> None:
+        self.seen: set[str] | None = set()
+        self.repeated: set[str] = set()
+
+    def add(self, key: str) -> None:
+        seen = self.seen
+        if seen is None:
+            return
+        if key in seen:
+            self.repeated.add(key)
+        elif len(seen) >= REPEATS_TRACKED:
+            self.seen = None
+            self.repeated = set()
+        else:
+            seen.add(key)
+
+
+def _down(
+    events: Iterator[Any], steps: list[_Step], depth: int, first: Any, frames: list[list[Any]]
+) -> Any:
+    """For `_scan`: follow *steps* from *depth* into the value whose first event and
+    value are *first*, through the containers that take one child (each pushed on *frames*), up
+    to an object read to its end for a key (pushed too: `_DOWN`) or the end of the
+    steps, or where nothing stands (None); every container left is read to its end."""
+    event, value = first
+    while depth < len(steps):
+        step = steps[depth]
+        if event == "start_map":
+            if isinstance(step, str):
+                frames.append([depth, -1, None])
+                return _DOWN
+            if not _skip_members(events, step.place):
+                return None
+            event, value = next(events)
+            if event == "end_map":
+                return None
+            if step.key:
+                _skip_value(events)
+                _skip_started(events, "start_map")
+                # A key is a string: nothing stands inside it.
+                return ([step], ("string", value)) if depth + 1 == len(steps) else None
+        elif event == "start_array":
+            if not isinstance(step, str) or not _ARRAY_INDEX.fullmatch(step):
+                _skip_started(events, event)
+                return None
+            if not _skip_items(events, int(step)):
+                return None
+        else:
+            return None  # a scalar where the pointer goes on
+        frames.append([depth, None, step])
+        event, value = next(events)
+        if event == "end_array":
+            frames.pop()
+            return None  # the array ended: the index is one past its last item
+        depth += 1
+    if event in ("start_map", "start_array"):
+        _skip_started(events, event)
+        return [], None
+    return [], (event, value)
 
 
 def _skip_items(events: Iterator[Any], count: int) -> bool:
@@ -915,7 +1206,7 @@ class _Rest:
         self.kept = room * KEPT_TAIL_PAGES
 
     def children(
-        self, tokens: list[str], skip: int, kind: str, tape: _Tape | None, at: int
+        self, tokens: list[_Step], skip: int, kind: str, tape: _Tape | None, at: int
     ) -> Iterator[Any]:
         done = 0
         if tape is not None and at >= 0:
@@ -923,7 +1214,7 @@ class _Rest:
             if kind == "array":
                 kids = _array_items(replay, self, tokens, skip, shared=True)
             else:
-                kids = _pairs(replay, self, tokens, shared=True)
+                kids = _pairs(replay, self, tokens, skip, shared=True)
             try:
                 for child in kids:
                     yield child
@@ -936,15 +1227,16 @@ class _Rest:
         # those already given dropped: what shows does not depend on where they came from.
         yield from islice(self._reparse(tokens, skip, kind), done, None)
 
-    def _reparse(self, tokens: list[str], skip: int, kind: str) -> Iterator[Any]:
+    def _reparse(self, tokens: list[_Step], skip: int, kind: str) -> Iterator[Any]:
         with self.open(self.name) as file:
             events = _parse(file, self.backend)
-            _locate(events, tokens, "")
+            # *tokens* take no key past its first member (see `_locate`): no repeats.
+            _locate(events, tokens, "", None)
             if kind == "array":
                 if _skip_items(events, skip):
                     yield from _array_items(events, self, tokens, skip, shared=True)
             elif _skip_members(events, skip):
-                yield from _pairs(events, self, tokens, shared=True)
+                yield from _pairs(events, self, tokens, skip, shared=True)
 
 
 class _TapeEnd(Exception):
@@ -1077,7 +1369,13 @@ def _parse(file: IO[bytes], backend: Any) -> Iterator[Any]:
 
 
 def _build(
-    events: Iterator[Any], event: str, value: Any, *, rest: _Rest, path: list[str], budget: _Budget
+    events: Iterator[Any],
+    event: str,
+    value: Any,
+    *,
+    rest: _Rest,
+    path: list[_Step],
+    budget: _Budget,
 ) -> Any:
     """The value whose first event is *event*, built while *budget* lasts.
 
@@ -1091,7 +1389,7 @@ def _build(
         budget.left -= _cost(value)
         return value
     budget.left -= 2
-    # Each frame: the container, its pointer tokens, the members read, the pending key.
+    # Each frame: the container, its steps (by places), the members read, the pending key.
     stack: list[list[Any]] = [[[] if event == "start_array" else {}, path, 0, None]]
     while True:
         frame = stack[-1]
@@ -1137,7 +1435,8 @@ def _build(
         budget.left -= 1  # the comma
         if ev in ("start_map", "start_array"):
             budget.left -= 2
-            token = str(len(frame[0])) if frame[3] is None else frame[3]
+            # By its place: a repeated key takes the last of its members.
+            token = str(frame[2]) if type(frame[0]) is list else _Member(frame[2])
             stack.append([[] if ev == "start_array" else {}, [*frame[1], token], 0, None])
         else:
             budget.left -= _cost(val)
@@ -1187,7 +1486,7 @@ def _cut(frame: list[Any], more: bool, rest: _Rest, tape: _Tape, at: int) -> Any
 
 
 def _array_items(
-    events: Iterator[Any], rest: _Rest, tokens: list[str], at: int, *, shared: bool = False
+    events: Iterator[Any], rest: _Rest, tokens: list[_Step], at: int, *, shared: bool = False
 ) -> Iterator[Any]:
     """The items of the array just opened (at index *at*), each built within the
     reader's page (*shared*: all of them within one, for a rest read lazily)."""
@@ -1201,19 +1500,24 @@ def _array_items(
 
 
 def _pairs(
-    events: Iterator[Any], rest: _Rest, tokens: list[str], *, shared: bool = False
+    events: Iterator[Any], rest: _Rest, tokens: list[_Step], at: int, *, shared: bool = False
 ) -> Iterator[tuple[str, Any]]:
+    """The members of the object just opened (the first at place *at*), as `_array_items`
+    gives an array's items."""
     budget = _Budget(rest.room)
-    for event, key in events:
+    for index, (event, key) in enumerate(events, at):
         if event == "end_map":
             return
         if not shared:
             budget.left = rest.room
         budget.left -= _cost(key)
         first, val = next(events)
-        yield key, _build(events, first, val, rest=rest, path=[*tokens, key], budget=budget)
+        path = [*tokens, _Member(index)]
+        yield key, _build(events, first, val, rest=rest, path=path, budget=budget)
 
 
-def _members(events: Iterator[Any], rest: _Rest, tokens: list[str]) -> Iterator[dict[str, Any]]:
-    for key, value in _pairs(events, rest, tokens):
+def _members(
+    events: Iterator[Any], rest: _Rest, tokens: list[_Step], at: int
+) -> Iterator[dict[str, Any]]:
+    for key, value in _pairs(events, rest, tokens, at):
         yield {"key": key, "value": value}
