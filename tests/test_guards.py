@@ -2699,3 +2699,34 @@ def test_regression_a_member_whose_key_holds_a_lone_surrogate_is_read_by_its_pla
     assert env["items"][2] == {"key": "c", "value": 3}
     assert _read_all(reader, ref, env["items"][1]["value_pointer"]) == [("in", 2)]
     assert _read_all(reader, ref, "/~k1").startswith("\ufffdx")
+
+
+@pytest.mark.parametrize("size", [10, 200_000])
+def test_regression_a_label_that_is_not_a_str_is_refused_before_the_result_is_read(
+    tmp_path: Path, size: int
+) -> None:
+    # A small result passed with label=5 unchecked, and a streamed one had about eleven
+    # chunks taken from the caller's generator before the spill refused the label.
+    pulled = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal pulled
+        for _ in range(size // 10):
+            pulled += 1
+            yield b"x" * 10
+
+    gate = ResultGate(max_bytes=4096, store=SpillStore(tmp_path / "g"))
+    turn = TurnBudget(max_bytes=100_000, store=SpillStore(tmp_path / "t"))
+    before = turn.remaining
+    calls: list[Callable[[], object]] = [
+        lambda: gate.gate(chunks(), label=5),  # type: ignore[arg-type]
+        lambda: gate.gate({"a": 1}, label=5),  # type: ignore[arg-type]
+        lambda: gate_result(chunks(), max_bytes=4096, label=None),  # type: ignore[arg-type]
+        lambda: turn.admit(chunks(), tool=5),  # type: ignore[arg-type]
+        lambda: turn.admit({"a": 1}, tool=b"t"),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"(label|tool) must be a str"):
+            call()
+    assert pulled == 0
+    assert turn.remaining == before  # no call was counted

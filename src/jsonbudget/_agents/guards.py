@@ -433,6 +433,8 @@ class ResultGate:
 
     def gate(self, result: Any, *, label: str = "result") -> GateResult:
         """Pass *result* through if it fits ``max_bytes``, else spill it; see the class."""
+        if type(label) is not str:  # checked first: a stream would be read before a spill
+            _check_label("label", label)
         # A clean value that fits: one compiled walk and one orjson call, nothing else.
         passed: GateResult | None = clean_result(
             result, self._max_bytes, _GATE_CAPS, _FAST_TYPES, _passed_whole, "json"
@@ -607,6 +609,13 @@ class ResultGate:
         return shown + sep + _text_footer(named, len(shown), self._read_hint)
 
 
+def _check_label(name: str, value: object) -> None:
+    """Refuse a label that is not a str (a subclass is one), before any of the result is
+    read: a stream's chunks taken before the spill refused it would be lost."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+
+
 _FAST_TYPES = frozenset({dict, list, tuple, int, float, bool, type(None)})
 
 
@@ -747,6 +756,8 @@ class TurnBudget:
 
     def admit(self, result: Any, *, tool: str = "result") -> Admitted:
         """Admit one result of this turn; see the class for what happens to it."""
+        if type(tool) is not str:  # checked first: a stream would be read before a spill
+            _check_label("tool", tool)
         gate = self._gate
         if type(result) in _FAST_TYPES:
             # A clean value that fits the result limit: one compiled walk and one orjson call.
