@@ -84,7 +84,7 @@ def first_page(path: Path) -> list[Any]:
     try:
         return list(itertools.islice(it, 101))
     finally:
-        it.close()  # type: ignore[attr-defined]
+        it.close()
 
 
 def ijson_first(path: Path) -> list[Any]:
@@ -101,7 +101,7 @@ def page_whole_file(path: Path) -> int:
         try:
             got = list(itertools.islice(it, PAGE + 1))
         finally:
-            it.close()  # type: ignore[attr-defined]
+            it.close()
         total += min(len(got), PAGE)
         if len(got) <= PAGE:
             return total

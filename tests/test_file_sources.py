@@ -270,7 +270,7 @@ def test_closing_the_iterator_closes_the_file(big_array: Path) -> None:
     it = JsonArrayFileSource(big_array).open(None)
     next(it)
     assert open_fds() == before + 1
-    it.close()  # type: ignore[attr-defined]
+    it.close()
     assert open_fds() == before
 
 

@@ -812,7 +812,7 @@ def test_bounded_tool_sync_function_returning_a_coroutine_is_a_type_error() -> N
         return work()
 
     with pytest.raises(TypeError, match="returned an awaitable"):
-        bounded_tool(max_bytes=100)(tool)()  # type: ignore[no-untyped-call]
+        bounded_tool(max_bytes=100)(tool)()
 
 
 async def test_regression_bounded_tool_refuses_async_iterables_rather_than_lose_them() -> None:
@@ -833,9 +833,9 @@ async def test_regression_bounded_tool_refuses_async_iterables_rather_than_lose_
         return rows()
 
     with pytest.raises(TypeError, match="returned an async iterable"):
-        bounded_tool(max_bytes=300)(hands_back)()  # type: ignore[no-untyped-call]
+        bounded_tool(max_bytes=300)(hands_back)()
     with pytest.raises(TypeError, match="returned an async iterable"):
-        await bounded_tool(max_bytes=300)(awaits_then_hands_back)()  # type: ignore[no-untyped-call]
+        await bounded_tool(max_bytes=300)(awaits_then_hands_back)()
 
     def sync_rows() -> Iterator[dict[str, int]]:
         yield from ({"id": i} for i in range(1000))
@@ -943,7 +943,7 @@ def test_regression_a_generator_tools_exception_passes_through(nested: bool) -> 
         return {"rows": rows()} if nested else rows()
 
     with pytest.raises(ToolRetry, match="try again"):
-        tool()  # type: ignore[no-untyped-call]
+        tool()
 
 
 def test_regression_bounded_tool_takes_its_limits_as_the_spec_writes_them() -> None:
@@ -2137,7 +2137,7 @@ def test_regression_json_output_at_the_least_budgets_counts_only_what_it_knows(
     taken for a real key (the new marker keyed "…1", "2 more keys" for 498)."""
     make, sizes = _GROWING[case]
     for budget in range(64, 140):
-        out = bounded_tool(max_bytes=budget, output="json", markers=markers)(make)()  # type: ignore[no-untyped-call]
+        out = bounded_tool(max_bytes=budget, output="json", markers=markers)(make)()
         written = orjson.dumps(out)
         assert len(written) <= budget
         assert "…1" not in written.decode(), (budget, written)
@@ -2173,7 +2173,7 @@ def test_json_output_reports_its_cuts_to_on_truncation(case: str) -> None:
             output="json",
             on_truncation=lambda name, cuts: reports.append((name, cuts)),  # noqa: B023
         )(make)
-        out = tool()  # type: ignore[no-untyped-call]
+        out = tool()
         ((name, cuts),) = reports
         assert name == "<lambda>"
         assert cuts
@@ -2344,7 +2344,7 @@ async def test_regression_an_async_tool_returning_a_coroutine_is_refused_and_clo
         return made[-1]
 
     with pytest.raises(TypeError, match="returned an awaitable from an async call"):
-        await bounded_tool(max_bytes=100)(tool)()  # type: ignore[no-untyped-call]
+        await bounded_tool(max_bytes=100)(tool)()
     assert inspect.getcoroutinestate(made[0]) == inspect.CORO_CLOSED
 
     def sync_tool() -> Any:
@@ -2352,7 +2352,7 @@ async def test_regression_an_async_tool_returning_a_coroutine_is_refused_and_clo
         return made[-1]
 
     with pytest.raises(TypeError, match="returned an awaitable from a sync call"):
-        bounded_tool(max_bytes=100)(sync_tool)()  # type: ignore[no-untyped-call]
+        bounded_tool(max_bytes=100)(sync_tool)()
     assert inspect.getcoroutinestate(made[1]) == inspect.CORO_CLOSED
 
 

@@ -125,6 +125,17 @@ def test_typing_module_names_the_modes() -> None:
         assert getattr(jt, name) is not None
 
 
+def test_regression_typing_names_are_runtime_types() -> None:
+    """JSONValue, Position and SourceLike were string aliases: `Position | None` in a
+    user's annotation raised TypeError at import (see tests/test_typing.py)."""
+    import jsonbudget.typing as jt
+
+    for name in jt.__all__:
+        value = getattr(jt, name)
+        assert not isinstance(value, str), name
+        assert (value | None) is not None, name
+
+
 SRC = Path(jsonbudget.__file__).parent
 
 

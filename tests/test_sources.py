@@ -186,7 +186,7 @@ def test_closing_the_iterator_closes_the_underlying_generator() -> None:
     it = IterableSource(data).open(None)
     assert next(it) == (0, 1)
     assert data.closed == 0
-    it.close()  # type: ignore[attr-defined]
+    it.close()
     assert data.closed == 1
 
 
@@ -213,7 +213,7 @@ def test_endless_iterable_streams_in_bounded_memory() -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-        it.close()  # type: ignore[attr-defined]
+        it.close()
     assert peak < 64 * 1024
 
 
@@ -301,7 +301,7 @@ async def test_async_aclose_releases_the_underlying_iterator() -> None:
     data = AsyncRange(None)
     it = AsyncIterableSource(data).aopen(None)
     assert await anext(it) == (0, 1)
-    await it.aclose()  # type: ignore[attr-defined]
+    await it.aclose()
     assert data.closed == 1
 
 

@@ -6,7 +6,7 @@ import codecs
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from ._limits import check_int
 from .errors import DecodeError, LimitError
@@ -38,6 +38,15 @@ class BinarySource(Protocol):
     """Anything with a binary ``read(n)``: files, sockets' makefile(), ``io.BytesIO``."""
 
     def read(self, n: int = -1, /) -> bytes | None: ...
+
+
+# The bytes-like objects the annotations name. Any object with the buffer protocol is read
+# (an `array.array`, an `mmap`), but Python 3.11 has no runtime name for them all
+# (`collections.abc.Buffer` is 3.12's); `memoryview(obj)` passes one as such.
+_BytesLike: TypeAlias = bytes | bytearray | memoryview
+# What `read_bounded_text` reads: a binary stream, an iterable of byte chunks, or one
+# bytes-like object.
+_TextSource: TypeAlias = BinarySource | Iterable[_BytesLike] | _BytesLike
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,7 @@ class BoundedReader:
     def max_bytes(self) -> int:
         return self._max_bytes
 
-    def read(self, source: BinarySource | Iterable[bytes] | bytes) -> BoundedText:
+    def read(self, source: _TextSource) -> BoundedText:
         """Read at most ``max_bytes`` of text from *source*; see `read_bounded_text`."""
         want = self._max_bytes + 1
         if self._gzip:
@@ -101,7 +110,7 @@ class BoundedReader:
 
 
 def read_bounded_text(
-    source: BinarySource | Iterable[bytes] | bytes,
+    source: _TextSource,
     max_bytes: int,
     *,
     encoding: str = "utf-8",

@@ -24,7 +24,7 @@ import typing
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, Never, ParamSpec, Protocol, TypeVar, cast, overload
 
 import orjson
 
@@ -61,10 +61,12 @@ __all__ = [
     "RESULT_SUMMARY_TEXT",
     "SUMMARY_TEXT",
     "TOOL_KEY",
+    "AsyncPaginatedTool",
     "ContentMode",
     "McpPageEnvelope",
     "McpPager",
     "McpResultFitter",
+    "PaginatedTool",
     "bounded_result",
     "cursor_error",
     "message_bytes",
@@ -766,6 +768,65 @@ def _injected(params: list[inspect.Parameter], fn: Callable[..., Any]) -> frozen
     return frozenset(injected)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+# The decorator's overloads tell a sync function from an async one by its return type. A
+# return of bare Any (an unannotated function, `-> Any`) satisfies a bound of Never, which
+# no other type does, so the first overload takes it as sync, as it is at run time, rather
+# than the coroutine overload. The others take their return as a type variable, never a
+# fixed type: where a return merely holds Any (`-> dict[str, Any]`), the overloads that
+# match it then agree on what they matched, and mypy picks the first of them instead of
+# giving up on the call as ambiguous (which erased the tool's signature).
+_AnyReturn = TypeVar("_AnyReturn", bound=Never)
+_Coro = TypeVar("_Coro", bound=Coroutine[Any, Any, Any])
+
+
+class PaginatedTool(Protocol[_P]):
+    """What `paginated_tool` makes of a sync function: its parameters plus a keyword-only
+    ``cursor``, returning the page's ``CallToolResult``.
+
+    A call that passes ``cursor`` is checked loosely: a parameter list cannot say "the
+    function's parameters and one keyword more" (PEP 612).
+    """
+
+    __name__: str
+
+    @overload
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> CallToolResult: ...
+    @overload
+    def __call__(self, *args: Any, cursor: str | None, **kwargs: Any) -> CallToolResult: ...
+
+
+class AsyncPaginatedTool(Protocol[_P]):
+    """What `paginated_tool` makes of an async function: as `PaginatedTool`, awaited."""
+
+    __name__: str
+
+    @overload
+    def __call__(
+        self, *args: _P.args, **kwargs: _P.kwargs
+    ) -> Coroutine[Any, Any, CallToolResult]: ...
+    @overload
+    def __call__(
+        self, *args: Any, cursor: str | None, **kwargs: Any
+    ) -> Coroutine[Any, Any, CallToolResult]: ...
+
+
+class PaginatedToolDecorator(Protocol):
+    """What `paginated_tool(...)` returns: wraps a sync or async function."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # bare Any only: see _AnyReturn
+        self, fn: Callable[_P, _AnyReturn], /
+    ) -> PaginatedTool[_P]: ...
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # the last overload takes it too
+        self, fn: Callable[_P, _Coro], /
+    ) -> AsyncPaginatedTool[_P]: ...
+    @overload
+    def __call__(self, fn: Callable[_P, _R], /) -> PaginatedTool[_P]: ...
+
+
 def paginated_tool(
     *,
     max_bytes: int | None = None,
@@ -781,7 +842,7 @@ def paginated_tool(
     server: Any = None,
     name: str | None = None,
     reader: ResultReader | None = None,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+) -> PaginatedToolDecorator:
     """Decorate a function that returns a source into a paginated MCP tool.
 
     The decorated function keeps its name, docstring and parameters and gains a
@@ -910,7 +971,7 @@ def paginated_tool(
         }
         return wrapper
 
-    return decorate
+    return cast(PaginatedToolDecorator, decorate)
 
 
 def read_result_tool(

@@ -26,7 +26,7 @@ import threading
 import typing
 from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast, overload
+from typing import Any, Final, Literal, Never, ParamSpec, Protocol, TypeVar, cast, overload
 
 import ijson
 import orjson
@@ -844,17 +844,29 @@ class TurnBudget:
 
 P = ParamSpec("P")
 OutT_co = TypeVar("OutT_co", covariant=True)
+R = TypeVar("R")
+# The overloads tell a sync tool from an async one by its return type. A return of bare
+# Any (an unannotated function, `-> Any`) satisfies a bound of Never, which no other type
+# does, so the first overload takes it as sync, as it is at run time, rather than the
+# coroutine overload. The others take their return as a type variable, never a fixed
+# type: where a return merely holds Any (`-> dict[str, Any]`), the overloads that match
+# it then agree on what they matched, and mypy picks the first of them instead of giving
+# up on the call as ambiguous (which erased the tool's signature).
+AnyReturnT = TypeVar("AnyReturnT", bound=Never)
+CoroT = TypeVar("CoroT", bound=Coroutine[Any, Any, Any])
 
 
 class ToolDecorator(Protocol[OutT_co]):
     """What `bounded_tool(...)` returns: wraps a sync or async function."""
 
     @overload
-    def __call__(
-        self, fn: Callable[P, Coroutine[Any, Any, Any]], /
-    ) -> Callable[P, Coroutine[Any, Any, OutT_co]]: ...
+    def __call__(  # type: ignore[overload-overlap]  # bare Any only: see AnyReturnT
+        self, fn: Callable[P, AnyReturnT], /
+    ) -> Callable[P, OutT_co]: ...
     @overload
-    def __call__(self, fn: Callable[P, Any], /) -> Callable[P, OutT_co]: ...
+    def __call__(self, fn: Callable[P, CoroT], /) -> Callable[P, Coroutine[Any, Any, OutT_co]]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Callable[P, OutT_co]: ...
 
 
 @overload

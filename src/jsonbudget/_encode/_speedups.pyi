@@ -1,9 +1,21 @@
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, SupportsIndex, TypeVar, final, overload
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _R = TypeVar("_R")
 _Caps = tuple[int, int, int, int, tuple[type, ...] | None]
+
+# fill()'s packed reports, the C type Reports (not a module attribute): each index a
+# report (pointer, kind, omitted, unit) made when read. Declared a sequence, as the
+# renderer's Trs takes it, though the C type has a length and indexing only (a slice,
+# index() and count() raise).
+@final
+class _Reports(Sequence[tuple[str, str, int, str]]):
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, i: SupportsIndex, /) -> tuple[str, str, int, str]: ...
+    @overload
+    def __getitem__(self, i: slice, /) -> Sequence[tuple[str, str, int, str]]: ...
 
 def bound(
     obj: object,
@@ -65,6 +77,9 @@ def cut_string(
     tail_room: int,
     /,
 ) -> tuple[bytes, int, int]: ...
+
+# caps must hold the scalars: None there raises TypeError. Not said in the type, which
+# bound.py's declaration (Caps) and values.py's callers would then have to narrow too.
 def bound_native(
     obj: object,
     cap: int,
@@ -73,8 +88,11 @@ def bound_native(
     natives: dict[type, object],
     /,
 ) -> tuple[int, type | None, type | None]: ...
+
+# trs is fill()'s packed reports or the renderer's tuples of them (a 2-tuple
+# (pointer, nested trs) or a 4-tuple report each); a list is refused (TypeError).
 def join_reports(
-    trs: Sequence[Any], base: str, into: list[Any], make: Callable[..., Any], /
+    trs: tuple[Any, ...] | _Reports, base: str, into: list[Any], make: Callable[..., Any], /
 ) -> None: ...
 def fill(
     obj: object,
@@ -83,4 +101,4 @@ def fill(
     count: list[int] | None,
     least: int,
     /,
-) -> tuple[bytes, Sequence[tuple[str, str, int, str]]] | bool | None: ...
+) -> tuple[bytes, _Reports | tuple[()]] | bool | None: ...

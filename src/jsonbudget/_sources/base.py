@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
     Callable,
+    Generator,
     Hashable,
     Iterable,
     Iterator,
@@ -21,7 +23,17 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    ForwardRef,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    runtime_checkable,
+)
 
 from .._limits import check_int
 from ..errors import InvalidCursor, LimitError
@@ -44,7 +56,19 @@ __all__ = [
     "spill_bytes",
 ]
 
-JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+# Users annotate with JSONValue and Position in modules without postponed annotations,
+# so each must be a runtime type that takes `| None` and that `typing.get_type_hints`
+# resolves from any module: a string alias does neither (and its inner name would be
+# looked up in the user's module). At run time the recursion goes through a forward
+# reference bound to this module (Python 3.11 has no TypeAliasType, and typing_extensions
+# is not a dependency); type checkers read the plain recursive alias.
+if TYPE_CHECKING:
+    JSONValue: TypeAlias = (
+        bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
+    )
+else:
+    _JSON = ForwardRef("JSONValue", module=__name__)
+    JSONValue = bool | int | float | str | list[_JSON] | dict[str, _JSON] | None
 #: Where a source stands: a JSON value that survives a round trip through the cursor store.
 Position: TypeAlias = JSONValue
 
@@ -150,7 +174,8 @@ class Source(Protocol[T_co]):
         """Yield ``(item, position_after_item)`` starting right after *position*.
 
         ``None`` starts at the beginning. The caller takes at most ``limit_hint + 1``
-        items and then closes the iterator; ``limit_hint=None`` streams lazily.
+        items and then closes the iterator where it can (the sources jsonbudget provides
+        return generators); ``limit_hint=None`` streams lazily.
         """
         ...
 
@@ -166,7 +191,8 @@ class AsyncSource(Protocol[T_co]):
     def aopen(
         self, position: Position | None, *, limit_hint: int | None = None
     ) -> AsyncIterator[tuple[T_co, Position]]:
-        """Like `Source.open`, as an async iterator (an async generator: ``aclose()`` it)."""
+        """Like `Source.open`, as an async iterator; the caller ``aclose()``-s it where it
+        can (the sources jsonbudget provides return async generators)."""
         ...
 
     def describe(self) -> dict[str, JSONValue]:
@@ -217,12 +243,14 @@ class SequenceSource(Source[T]):
 
     def open(
         self, position: Position | None, *, limit_hint: int | None = None
-    ) -> Iterator[tuple[T, Position]]:
+    ) -> Generator[tuple[T, Position], None, None]:
         """Yield items from offset *position* on."""
         start = offset_position(position, "sequence")
         return self._iter(start, check_limit_hint(limit_hint))
 
-    def _iter(self, start: int, limit_hint: int | None) -> Iterator[tuple[T, Position]]:
+    def _iter(
+        self, start: int, limit_hint: int | None
+    ) -> Generator[tuple[T, Position], None, None]:
         seq = self._seq
         stop = None if limit_hint is None else start + limit_hint + 1
         if isinstance(seq, list | tuple | range):
@@ -284,12 +312,14 @@ class IterableSource(Source[T]):
 
     def open(
         self, position: Position | None, *, limit_hint: int | None = None
-    ) -> Iterator[tuple[T, Position]]:
+    ) -> Generator[tuple[T, Position], None, None]:
         """Yield items from offset *position* on (re-iterating and skipping)."""
         start = offset_position(position, "iterable")
         return self._iter(start, check_limit_hint(limit_hint))
 
-    def _iter(self, start: int, limit_hint: int | None) -> Iterator[tuple[T, Position]]:
+    def _iter(
+        self, start: int, limit_hint: int | None
+    ) -> Generator[tuple[T, Position], None, None]:
         it = iter(self._factory())
         try:
             stop = None if limit_hint is None else start + limit_hint + 1
@@ -342,12 +372,14 @@ class AsyncIterableSource(AsyncSource[T]):
 
     def aopen(
         self, position: Position | None, *, limit_hint: int | None = None
-    ) -> AsyncIterator[tuple[T, Position]]:
+    ) -> AsyncGenerator[tuple[T, Position], None]:
         """Yield items from offset *position* on (re-iterating and skipping)."""
         start = offset_position(position, "async iterable")
         return self._aiter(start, check_limit_hint(limit_hint))
 
-    async def _aiter(self, start: int, limit_hint: int | None) -> AsyncIterator[tuple[T, Position]]:
+    async def _aiter(
+        self, start: int, limit_hint: int | None
+    ) -> AsyncGenerator[tuple[T, Position], None]:
         it = aiter(self._factory())
         stop = None if limit_hint is None else start + limit_hint + 1
         i = 0
@@ -396,7 +428,7 @@ def _is_frame(obj: object) -> bool:
 #: What `as_source` takes: a source, or a sequence, re-iterable or async re-iterable of
 #: items (a one-shot iterator is refused at run time: it cannot be resumed).
 SourceLike: TypeAlias = (
-    "Source[Any] | AsyncSource[Any] | Sequence[Any] | Iterable[Any] | AsyncIterable[Any]"
+    Source[Any] | AsyncSource[Any] | Sequence[Any] | Iterable[Any] | AsyncIterable[Any]
 )
 
 

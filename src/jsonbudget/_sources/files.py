@@ -910,13 +910,15 @@ class JsonArrayFileSource(Source[Any]):
 
     def open(
         self, position: Position | None, *, limit_hint: int | None = None
-    ) -> Iterator[tuple[Any, Position]]:
+    ) -> Generator[tuple[Any, Position], None, None]:
         """Yield the array's items after *position* (``None``: from the first)."""
         pos = _file_position(position)
         check_limit_hint(limit_hint)
         return self._iter(pos)
 
-    def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
+    def _iter(
+        self, position: dict[str, JSONValue] | None
+    ) -> Generator[tuple[Any, Position], None, None]:
         file = _File(self._path, self._gzip, resume=position is not None)
         try:
             if position is None:
@@ -1014,13 +1016,15 @@ class JsonLinesSource(Source[Any]):
 
     def open(
         self, position: Position | None, *, limit_hint: int | None = None
-    ) -> Iterator[tuple[Any, Position]]:
+    ) -> Generator[tuple[Any, Position], None, None]:
         """Yield the values of the lines after *position* (``None``: from the first)."""
         pos = _file_position(position)
         check_limit_hint(limit_hint)
         return self._iter(pos)
 
-    def _iter(self, position: dict[str, JSONValue] | None) -> Iterator[tuple[Any, Position]]:
+    def _iter(
+        self, position: dict[str, JSONValue] | None
+    ) -> Generator[tuple[Any, Position], None, None]:
         file = _File(self._path, self._gzip, resume=position is not None)
         offset = 0
 

@@ -14,7 +14,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 from uuid import UUID
 
 import orjson
@@ -159,6 +159,11 @@ class TurnBudgetCallback(BaseCallbackHandler):
         self._end(run_id)
 
 
+# A Tool comes back a Tool (the runtime class subclasses it), any other tool a BaseTool.
+@overload
+def budget_tool(tool: Tool, turn: TurnBudget) -> Tool: ...
+@overload
+def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool: ...
 def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool:
     """*tool* with the content the model sees admitted to *turn*.
 
