@@ -236,7 +236,7 @@ def postgres_rows(n: int = 200_000) -> list[Row]:
             while True:
                 it = stream.open(position, limit_hint=page)
                 got = list(itertools.islice(it, page + 1))
-                it.close()  # type: ignore[attr-defined]
+                it.close()
                 total += min(len(got), page)
                 if len(got) <= page:
                     break

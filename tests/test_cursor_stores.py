@@ -846,6 +846,81 @@ def test_regression_a_position_changed_in_the_store_by_hand_is_an_invalid_cursor
         store.resume(token, scope)
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("expires_at", "'soon'"),
+        ("expires_at", "9e999"),  # infinity: the operation would never expire
+        ("started_at", "x'00'"),
+        ("pages_served", "'many'"),
+        ("pages_served", "0"),
+        ("max_pages", "'five'"),
+        ("max_pages", "2.5"),
+        ("query_fp", "x'00'"),
+        ("principal_fp", "'é'"),
+        ("principal_fp", "CAST(x'ff' AS TEXT)"),  # not UTF-8
+    ],
+)
+def test_regression_an_operation_changed_in_the_store_by_hand_is_an_invalid_cursor(
+    tmp_path: Path, column: str, value: str
+) -> None:
+    """Found by a tester: only the position was checked; a column of another type gave a
+    bare TypeError from resume() (a traceback from the command line), text that is not
+    UTF-8 an sqlite3 error about its text, and an infinite expiry or a count of 0 was
+    served as if the store had written it."""
+    path = tmp_path / "c.db"
+    scope = Scope(cursor_workers.PRINCIPAL, cursor_workers.QUERY)
+    with SQLiteCursorStore(path) as store:
+        token = store.mint(store.start(scope, max_pages=5), [1, "k"])
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"UPDATE jsonbudget_ops SET {column} = {value}")
+        conn.commit()
+    with SQLiteCursorStore(path) as store, pytest.raises(InvalidCursor, match="not have written"):
+        store.resume(token, scope)
+
+
+@pytest.mark.parametrize("value", ["'a token id'", "5", "x'0102'"])
+def test_regression_a_token_id_changed_in_the_store_by_hand_is_an_invalid_cursor(
+    tmp_path: Path, value: str
+) -> None:
+    """Found with the one above: mint() read an existing token's id with bytes(), a
+    TypeError for text and, for an integer n, n zero bytes signed into a token."""
+    path = tmp_path / "c.db"
+    scope = Scope(cursor_workers.PRINCIPAL, cursor_workers.QUERY)
+    with SQLiteCursorStore(path) as store:
+        state = store.start(scope, max_pages=None)
+        store.mint(state, [1, "k"])
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute(f"UPDATE jsonbudget_tokens SET tid = {value}")
+            conn.commit()
+        with pytest.raises(InvalidCursor, match="could not have written"):
+            store.mint(state, [1, "k"])
+
+
+@pytest.mark.parametrize("value", ["'a text key of more than thirty-two bytes'", "40", "x'00'"])
+def test_regression_a_mac_key_changed_in_the_store_by_hand_is_refused_by_name(
+    tmp_path: Path, value: str
+) -> None:
+    """Found by a tester: a TEXT key gave a bare TypeError, an integer n became n zero
+    bytes (refused, or for n >= 32 taken as the key), and a short blob a LimitError
+    naming a `secret` the caller never passed. As the Redis store answers for its shared
+    key: LimitError naming `mac-key`, the secret never shown."""
+    path = tmp_path / "c.db"
+    SQLiteCursorStore(path).close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"UPDATE jsonbudget_meta SET value = {value}")
+        conn.commit()
+    with pytest.raises(LimitError) as info:
+        SQLiteCursorStore(path)
+    assert info.value.name == "mac-key"
+    assert "thirty" not in str(info.value)
+    # A store given its keys never reads the one in the file.
+    scope = Scope(cursor_workers.PRINCIPAL, cursor_workers.QUERY)
+    with SQLiteCursorStore(path, keys=b"k" * 32) as store:
+        token = store.mint(store.start(scope, max_pages=None), 3)
+        assert store.resume(token, scope).position == 3
+
+
 def test_eight_processes_racing_never_overspend(shared_backend: Backend) -> None:
     b = shared_backend
     store = b.make()

@@ -153,7 +153,7 @@ def test_sqlite_unbounded_stream_fetches_in_batches(
     # A first fetch of 8 rows (batch_size caps the first 16), plus the row the sqlite3
     # module steps ahead.
     assert len(set(produced)) == 9
-    it.close()  # type: ignore[attr-defined]
+    it.close()
 
 
 def test_sqlite_keyset_survives_inserts_and_deletes(
@@ -325,7 +325,7 @@ def test_closing_the_iterator_releases_the_read_lock(
     try:
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             writer.execute("DROP TABLE t")  # the open statement holds a shared lock
-        it.close()  # type: ignore[attr-defined]
+        it.close()
         writer.execute("CREATE TABLE after_close (x)")
         writer.execute("DROP TABLE t")  # and now the lock is gone
     finally:
@@ -510,7 +510,7 @@ def test_pg_uses_a_server_side_cursor_and_closes_it(pg: psycopg.Connection[Any])
     cursors = pg.execute("SELECT name FROM pg_cursors").fetchall()
     assert len(cursors) == 1
     assert cursors[0][0].startswith("jsonbudget_")
-    it.close()  # type: ignore[attr-defined]
+    it.close()
     assert pg.execute("SELECT name FROM pg_cursors").fetchall() == []
     assert pg.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
@@ -3354,3 +3354,57 @@ def test_interrupt_aborts_the_query_a_page_runs(tmp_path: Path) -> None:
     source.interrupt()  # nothing runs: a no-op
     rows = SQLiteSource(path, table="t")
     assert pages_by_paginate(rows, Limits(4096)) == [[{"id": 1}]]
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS file names must be UTF-8")
+def test_regression_a_database_named_in_bytes_that_are_not_utf8_pages(tmp_path: Path) -> None:
+    """Found by a tester: the read-only URI quoted the path's str as strict UTF-8, so a
+    POSIX name that is not UTF-8 (lone surrogates in Python) raised UnicodeEncodeError on
+    the first page; past it, the attached files' names were read back as text, which
+    failed to decode (for a caller's connection to such a file too)."""
+    latin = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9.db")
+    utf8 = os.fsdecode(os.fsencode(tmp_path) + "/café.db".encode())
+    for name, tag in ((latin, "latin"), (utf8, "utf8")):
+        db = sqlite3.connect(name)
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        db.executemany("INSERT INTO t VALUES (?, ?)", [(i, tag) for i in range(3)])
+        db.commit()
+        db.close()
+    scope, limits = Scope("u"), Limits(400, max_items=2)
+
+    def rows(source: SQLiteSource) -> list[tuple[int, str]]:
+        store = MemoryCursorStore()
+        first = paginate(source, scope=scope, store=store, limits=limits)
+        rest = paginate(source, scope=scope, store=store, limits=limits, cursor=first.next_cursor)
+        return [(row["id"], row["v"]) for row in [*first.items, *rest.items]]
+
+    # Each name opens its own file: the bytes reach the OS as they are.
+    with SQLiteSource(latin, table="t") as source:
+        assert "database_bytes" in source.describe()
+        assert rows(source) == [(0, "latin"), (1, "latin"), (2, "latin")]
+    with SQLiteSource(utf8, table="t") as source:
+        assert rows(source) == [(0, "utf8"), (1, "utf8"), (2, "utf8")]
+    conn = sqlite3.connect(latin)
+    try:
+        assert rows(SQLiteSource(conn, table="t")) == [(0, "latin"), (1, "latin"), (2, "latin")]
+    finally:
+        conn.close()
+
+
+def test_regression_a_database_path_with_uri_characters_or_two_leading_slashes_pages(
+    tmp_path: Path,
+) -> None:
+    """Found with the one above: the path is a URI's, so its own '?', '#' and '%' must be
+    escaped, and POSIX keeps a leading '//' (os.path.abspath), which after 'file:' SQLite
+    read as a host ('invalid uri authority')."""
+    name = tmp_path / "a?b#c%20 d.db"
+    db = sqlite3.connect(name)
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    db.execute("INSERT INTO t VALUES (1)")
+    db.commit()
+    db.close()
+    paths = [str(name)] + (["/" + str(name)] if sys.platform != "win32" else [])
+    for path in paths:
+        with SQLiteSource(path, table="t") as source:
+            page = paginate(source, scope=Scope("u"), store=MemoryCursorStore(), limits=Limits(400))
+            assert list(page.items) == [{"id": 1}]

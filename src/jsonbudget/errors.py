@@ -22,7 +22,8 @@ Each leaf also inherits the stdlib class that users already catch, so
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Any, Final, Literal
 
 __all__ = [
     "BudgetExhausted",
@@ -49,7 +50,18 @@ class JsonBudgetError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt from its message and attributes, never through __init__, whose
         # keyword-only data `args` does not hold: a process pool's worker could not send
-        # a LimitError or a BudgetExhausted back (BrokenProcessPool instead).
+        # a LimitError or a BudgetExhausted back (BrokenProcessPool instead). A value that
+        # does not pickle (a store or a generator a LimitError refused) travels as its
+        # repr: else the caller would get a TypeError about a lock, not this error.
+        args = tuple(_portable(arg) for arg in self.args)
+        state = {name: _portable(value) for name, value in self._state().items()}
+        return (_restore, (type(self), args, state))
+
+    def __copy__(self) -> Any:
+        # A shallow copy shares the values, so every one is kept as it is.
+        return _restore(type(self), self.args, self._state())
+
+    def _state(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         # ImportError and OSError keep these in fields of their own, which `args` does
         # not hold (an OSError's file name) or only __init__ sets (ImportError's).
@@ -60,7 +72,25 @@ class JsonBudgetError(Exception):
         if isinstance(self, OSError):
             fields = {"filename": self.filename, "filename2": self.filename2}
         state.update((k, v) for k, v in fields.items() if v is not None)
-        return (_restore, (type(self), self.args, state))
+        return state
+
+
+#: Types whose values always pickle, kept without trying (nearly every value an error
+#: carries: messages, names, pointers, counts).
+_PLAIN: Final = frozenset({type(None), bool, int, float, str, bytes})
+
+
+def _portable(value: object) -> object:
+    """*value* where it pickles, else its repr as a message shows it (`_shown`)."""
+    if type(value) in _PLAIN:
+        return value
+    import pickle  # noqa: PLC0415  # only errors that travel need it, not `import jsonbudget`
+
+    try:
+        pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - any failure means the same: the value cannot travel
+        return _shown(value)
+    return value
 
 
 def _restore(cls: type[JsonBudgetError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
@@ -101,7 +131,37 @@ class EncodeError(JsonBudgetError, TypeError):
     def __init__(self, message: str, *, path: str | None) -> None:
         self.path = path
         # None: the value is an argument, not a place in a document.
-        super().__init__(message if path is None else f"{message} (at {path or '/'})")
+        super().__init__(message if path is None else f"{message} (at {_pointer(path)})")
+
+
+def _pointer(path: str) -> str:
+    """*path* for a message: as it is, or as a JSON string where it is empty (the root:
+    "/" is the member named "") or holds a control character, a quote or a backslash (a
+    key's line break would break the message's line, an escape sequence reach a
+    terminal), as the command line shows a pointer; or a lone surrogate, which no
+    stream encodes (``print(error)`` would fail)."""
+    if path and _QUOTED.search(path) is None:
+        return path
+    return '"' + _QUOTED.sub(_escape, path) + '"'
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+
+#: What makes a pointer shown as a JSON string: a control character (C0, DEL, C1), a
+#: lone surrogate, and the quote and the backslash, which a JSON string escapes.
+_QUOTED: Final = re.compile(r'[\x00-\x1f\x7f-\x9f"\\\ud800-\udfff]')
+_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
 
 
 class DecodeError(JsonBudgetError, ValueError):
@@ -138,7 +198,14 @@ class SpillError(JsonBudgetError, OSError):
 
 
 class TokenizerUnavailable(JsonBudgetError, ImportError):
-    """A tokenizer cannot be loaded here: not installed, or its data not cached offline."""
+    """A tokenizer cannot be loaded here: not installed, or its data not cached offline.
+
+    ``path`` is ImportError's (a file's path, as ``path=`` gave it), not a JSON Pointer.
+    """
+
+    # JsonBudgetError's plain `path = None` comes first in the MRO and hid ImportError's
+    # field: `path=` read back None and was lost in a pickle.
+    path = ImportError.path
 
 
 class CursorError(JsonBudgetError, ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import secrets
 import sqlite3
@@ -13,9 +14,10 @@ from types import TracebackType
 from typing import Final
 
 from .._limits import check_int
-from ..errors import BudgetExhausted, LimitError
+from ..errors import BudgetExhausted, InvalidCursor, LimitError
 from .scope import Scope
 from .store import (
+    _TID_BYTES,
     DEFAULT_MAX_PER_PRINCIPAL,
     DEFAULT_TTL,
     MIN_SECRET_BYTES,
@@ -109,6 +111,10 @@ class SQLiteCursorStore(KeyedStore):
         self._conn = sqlite3.connect(
             self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
+        # The file may have been changed by hand or by another tool: a text that is not
+        # UTF-8 comes back with its bytes escaped, for the checks of what is read
+        # (`_checked`) to refuse, not as an error about the column's text.
+        self._conn.text_factory = _text
         self._lock = threading.Lock()
         self._last_sweep = 0.0
         with contextlib.ExitStack() as on_error:
@@ -127,7 +133,7 @@ class SQLiteCursorStore(KeyedStore):
                     "SELECT value FROM jsonbudget_meta WHERE name = ?", (_KEY_NAME,)
                 ).fetchone()
             on_error.pop_all()
-        self._keyring = keyring or Keyring(derived_key(bytes(row[0])))
+        self._keyring = keyring or Keyring(derived_key(_stored_key(row[0])))
 
     def _transaction(self) -> _Immediate:
         return _Immediate(self._conn)
@@ -188,7 +194,7 @@ class SQLiteCursorStore(KeyedStore):
             row = conn.execute(_RESUME_SQL, (parsed.tid, parsed.op_id)).fetchone()
             if row is None:
                 raise expired()
-            pfp, qfp, pages, started, expires, max_pages, data = row
+            pfp, qfp, pages, started, expires, max_pages, data = _checked(row)
             if data is None:
                 raise unknown()
             if time.time() >= expires:
@@ -221,11 +227,59 @@ class SQLiteCursorStore(KeyedStore):
                 "SELECT tid FROM jsonbudget_tokens WHERE op_id = ? AND pos_hash = ?",
                 (op_id, pos_hash),
             ).fetchone()
+        if row is not None:
+            tid = row[0]
+            if type(tid) is not bytes or len(tid) != _TID_BYTES:
+                raise _not_ours()
         # no row: the operation is gone, and so the token resolves to ExpiredCursor
-        return encode_token(self._keyring.current, op_id, bytes(row[0]) if row else tid)
+        return encode_token(self._keyring.current, op_id, tid)
 
     def __repr__(self) -> str:
         return f"SQLiteCursorStore({self.path!r}, ttl={self.ttl})"
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _stored_key(value: object) -> bytes:
+    """The MAC key the file holds, as the store wrote it: a blob of random bytes."""
+    if type(value) is not bytes or len(value) < MIN_SECRET_BYTES:
+        # As the Redis store answers for its shared key; the value is a secret: not shown.
+        raise LimitError("mac-key", "<stored in the database>", "is not a jsonbudget key")
+    return value
+
+
+def _not_ours() -> InvalidCursor:
+    return InvalidCursor("the store holds a row for this cursor that it could not have written")
+
+
+def _checked(
+    row: tuple[object, ...],
+) -> tuple[str, str, int, float, float, int | None, bytes | str | None]:
+    """An operation's row as the store wrote it, else `InvalidCursor`: SQLite's columns
+    take any type, and a row changed by hand (or by another tool sharing the table names)
+    must not end in a TypeError. A position's JSON is checked as it is decoded, once the
+    page is counted (`decode_position`); its type here."""
+    pfp, qfp, pages, started, expires, max_pages, data = row
+    # Fingerprints are ASCII text: hmac.compare_digest refuses any other str.
+    if type(pfp) is not str or not pfp.isascii() or type(qfp) is not str or not qfp.isascii():
+        raise _not_ours()
+    if type(pages) is not int or pages < 1:
+        raise _not_ours()
+    if max_pages is not None and (type(max_pages) is not int or max_pages < 1):
+        raise _not_ours()
+    # None: the operation never issued the token (LEFT JOIN), answered as such.
+    if data is not None and type(data) is not bytes and type(data) is not str:
+        raise _not_ours()
+    return pfp, qfp, pages, _seconds(started), _seconds(expires), max_pages, data
+
+
+def _seconds(value: object) -> float:
+    """A time the store wrote: a finite number of epoch seconds."""
+    if (type(value) is float or type(value) is int) and math.isfinite(value):
+        return float(value)
+    raise _not_ours()
 
 
 class _Immediate:

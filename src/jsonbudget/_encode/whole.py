@@ -468,7 +468,8 @@ def _rebased(exc: EncodeError, path: str, first: int | None) -> EncodeError:
     if first is not None and rest:
         index, slash, tail = rest[1:].partition("/")
         rest = f"/{int(index) + first}{slash}{tail}"
-    message = str(exc).removesuffix(f" (at {exc.path or '/'})")
+    # The message as raised, less the place EncodeError appended (spelled as it spells it)
+    message = str(exc).removesuffix(str(EncodeError("", path=exc.path)))
     return EncodeError(message, path=path + rest)
 
 

@@ -26,7 +26,7 @@ import secrets
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
@@ -758,7 +758,7 @@ class _SQLSource(Source[Row]):
 
     def open(
         self, position: Position | None, *, limit_hint: int | None = None
-    ) -> Iterator[tuple[Row, Position]]:
+    ) -> Generator[tuple[Row, Position], None, None]:
         """Yield rows after *position* as ``(dict, position)``.
 
         The first open learns the result's columns and makes the order total (one query
@@ -1006,7 +1006,7 @@ class _SQLSource(Source[Row]):
         start: int,
         *,
         position: Position | None,
-    ) -> Iterator[tuple[Row, Position]]:
+    ) -> Generator[tuple[Row, Position], None, None]:
         """The rows of `open()`: *sql* is its query of *plan*, from *position*."""
         raise NotImplementedError
 
@@ -1271,7 +1271,7 @@ def _plain(head: Any) -> str | bytes:
 
 def _bounded_rows(
     rows: Iterator[tuple[Row, Position]], start: Position | None
-) -> Iterator[tuple[Row, Position]]:
+) -> Generator[tuple[Row, Position], None, None]:
     """*rows* with each long position replaced by an offset from the last short one."""
     since = 0
     for row, pos in rows:
@@ -1555,7 +1555,7 @@ def _not_utf8(exc: sqlite3.OperationalError) -> DecodeError | None:
 _SQLITE_TYPES: Final = (int, float, str, bytes)
 
 
-def _file_id(path: str) -> tuple[int, int] | None:
+def _file_id(path: str | bytes) -> tuple[int, int] | None:
     """The device and inode of the file at *path* (None: in memory, or gone)."""
     if not path:
         return None
@@ -1751,7 +1751,7 @@ class SQLiteSource(_SQLSource):
         start: int,
         *,
         position: Position | None,
-    ) -> Iterator[tuple[Row, Position]]:
+    ) -> Generator[tuple[Row, Position], None, None]:
         with self._held():
             # The file may have been replaced since open() took its plan (and another
             # thread's page may have opened it anew): the query is written again from
@@ -2058,7 +2058,11 @@ class SQLiteSource(_SQLSource):
         refreshed with ``os.replace``) starts counters of its own, which may be equal."""
         if conn.in_transaction:
             return None
-        attached = cur.execute("PRAGMA database_list").fetchall()
+        # A file's name as its bytes: a POSIX name that is not UTF-8 read as text fails
+        # to decode (whatever the connection's text_factory is, the bytes are the OS's).
+        attached = cur.execute(
+            "SELECT seq, name, CAST(file AS BLOB) FROM pragma_database_list"
+        ).fetchall()
         schemas = [row[1] for row in attached]
         files = tuple((name, path, _file_id(path)) for _, name, path in attached)
         versions = tuple(
@@ -2292,9 +2296,18 @@ class SQLiteSource(_SQLSource):
 
 
 def _uri_path(path: str) -> str:
+    """*path* as the part of a ``file:`` URI after the scheme, naming the same file.
+
+    SQLite turns each %HH back into the one byte it names and hands the OS those bytes:
+    so the bytes quoted are the OS's own (`os.fsencode`), which a POSIX name that is not
+    UTF-8 (held as lone surrogates) has too, where its str would not encode. An empty
+    authority goes first where the path has a slash: POSIX keeps a leading ``//`` that
+    SQLite would read as a host.
+    """
     from urllib.parse import quote  # noqa: PLC0415  # only path-mode sources need it
 
-    return quote(path, safe="/")
+    quoted = quote(os.fsencode(path), safe="/")
+    return "//" + quoted if quoted.startswith("/") else quoted
 
 
 #: PostgreSQL types cut as text (category S), as bytes, or through their text (json...).
@@ -2537,7 +2550,7 @@ class PostgresSource(_SQLSource):
         start: int,
         *,
         position: Position | None,
-    ) -> Iterator[tuple[Row, Position]]:
+    ) -> Generator[tuple[Row, Position], None, None]:
         if self._pool is not None:
             with self._pool.connection() as conn:
                 yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
