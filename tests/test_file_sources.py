@@ -1441,3 +1441,32 @@ def test_regression_a_pipes_cursor_says_a_pipe_cannot_be_resumed(tmp_path: Path,
     )
     out = bounded_run(code, timeout=30)
     assert out.startswith("refused: the input is not a regular file")
+
+
+@pytest.mark.parametrize("read_size", [65536, 8192, 4096, 64])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        '{"meta": "' + "m" * 5000 + '", "results": [1, 2]}',
+        '{"meta": [' + ",".join(["1"] * 3000) + '], "results": [1, 2]}',
+        '{"' + "k" * 5000 + '": 1, "results": [1, 2]}',
+    ],
+    ids=["string", "array", "key"],
+)
+def test_regression_a_long_member_before_the_prefix_is_refused_whatever_the_read_size(
+    tmp_path: Path, doc: str, read_size: int
+) -> None:
+    # A 5,000-byte sibling under max_item_bytes=100 was dropped when the first read held
+    # it whole and refused when it did not, and the refusal's class was the private
+    # _TooLong: the same file and limits passed or failed by an I/O setting.
+    path = tmp_path / "x.json"
+    path.write_text(doc)
+    source = JsonArrayFileSource(
+        path, prefix="results.item", max_item_bytes=100, read_size=read_size
+    )
+    with pytest.raises(DecodeError, match="larger than max_item_bytes=100") as caught:
+        list(source.open(None))
+    assert type(caught.value) is DecodeError
+    assert caught.value.offset == (1 if doc.startswith('{"k') else 9)  # where it starts
+    short = JsonArrayFileSource(path, prefix="results.item", read_size=read_size)
+    assert [item for item, _ in short.open(None)] == [1, 2]

@@ -895,3 +895,17 @@ def test_the_open_string_a_read_ends_in_is_found_wherever_pieces_end(
         tracker.feed(text[at : at + size])
         at = min(len(text), at + size)
         assert tracker.open == want[at - 1], (text, at)
+
+
+@pytest.mark.parametrize("data", [b"\xef", b"\xef\xbb"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_regression_input_ending_inside_a_utf8_sig_bom_is_invalid(
+    data: bytes, chunked: bool
+) -> None:
+    # The utf-8-sig decoder holds a BOM's first bytes and returns "" on its final call:
+    # the bytes vanished and the read said complete, where utf-8 raises for them.
+    source = [data[:1], data[1:]] if chunked else data
+    with pytest.raises(DecodeError, match="ends inside a character") as caught:
+        read_bounded_text(source, 10, encoding="utf-8-sig")
+    assert caught.value.offset == 0
+    assert read_bounded_text(b"\xef\xbb\xbfok", 10, encoding="utf-8-sig").text == "ok"

@@ -323,6 +323,14 @@ def _decode_bounded(
         _check_pending(decoder, encoding, taken)
         return BoundedText("".join(parts), False, taken, returned, raw.taken)
     parts.append(_decode(decoder, b"", taken, final=True))
+    held = decoder.getstate()[0]
+    if held:
+        # Bytes a final decode still holds: "utf-8-sig" keeps a BOM's first bytes
+        # (b"\xef\xbb") and returns "" where "utf-8" raises; both are input that ends
+        # inside a character.
+        raise DecodeError(
+            f"invalid {encoding} text: the input ends inside a character", offset=taken - len(held)
+        )
     return BoundedText("".join(parts), True, taken, taken, raw.taken)
 
 

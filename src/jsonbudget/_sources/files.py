@@ -855,6 +855,21 @@ def _after_item(win: _Window) -> bool:
     raise win.error("expected ',' or ']' after an array item")
 
 
+def _passed_over(win: _Window, scan: Scan, what: str) -> tuple[Any, int]:
+    """The value at ``pos`` on the way to the prefix's array, and where it ends; one
+    longer than ``max_item_bytes`` is refused (`DecodeError`), whether or not the window
+    happened to hold it whole: the same file and limits never pass or fail by
+    ``read_size``."""
+    start = win.bpos
+    try:
+        obj, end = win.value(scan)
+    except _TooLong:  # still open after max_item_bytes: refused under the public class
+        obj, end = None, -1
+    if end < 0 or win.bytes_to(end) > win._max:
+        raise DecodeError(f"{what} is larger than max_item_bytes={win._max}", offset=start)
+    return obj, end
+
+
 def _enter_array(win: _Window, scan: Scan, keys: tuple[str, ...], prefix: str) -> None:
     # Walks the keys of the prefix; sibling values before them are parsed and dropped.
     for key in keys:
@@ -863,7 +878,7 @@ def _enter_array(win: _Window, scan: Scan, keys: tuple[str, ...], prefix: str) -
             raise win.error(f"no key {key!r} for prefix {prefix!r}")
         while True:
             win.peek()
-            name, end = win.value(scan)
+            name, end = _passed_over(win, scan, "an object key before the prefix's key")
             if not isinstance(name, str):
                 raise win.error("expected an object key")
             win.advance(end)
@@ -871,7 +886,7 @@ def _enter_array(win: _Window, scan: Scan, keys: tuple[str, ...], prefix: str) -
             win.peek()
             if name == key:
                 break
-            win.advance(win.value(scan)[1])
+            win.advance(_passed_over(win, scan, "a member before the prefix's key")[1])
             char = win.peek()
             if char == "}":
                 raise win.error(f"no key {key!r} for prefix {prefix!r}")
