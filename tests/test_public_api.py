@@ -10,6 +10,8 @@ import types
 import typing
 from pathlib import Path
 
+import pytest
+
 import jsonbudget
 from jsonbudget import errors
 
@@ -217,3 +219,27 @@ def test_regression_every_public_name_is_documented() -> None:
     # import line or an example does not count, a code span in the prose does.
     documented = _doc_code_spans()
     assert [name for name in jsonbudget.__all__ if name not in documented] == []
+
+
+def test_regression_public_classes_resolve_their_annotations() -> None:
+    """Public classes are shown as `jsonbudget.X`, and typing.get_type_hints (pydantic,
+    FastAPI) read their string annotations in that namespace: 13 classes (Page,
+    Truncation, ReadPage, ...) raised NameError for the private modules' names."""
+    import pydantic
+
+    import jsonbudget.typing as jt
+
+    classes = [getattr(jsonbudget, n) for n in jsonbudget.__all__]
+    failed = []
+    for cls in (c for c in classes if isinstance(c, type)):
+        try:
+            typing.get_type_hints(cls)
+        except NameError as exc:
+            failed.append(f"{cls.__name__}: {exc}")
+    assert failed == []
+    assert typing.get_type_hints(jsonbudget.ReadPage)["kind"] == jt.ReadKind
+    adapter = pydantic.TypeAdapter(jsonbudget.Truncation)
+    made = adapter.validate_python({"path": "/a", "kind": "string", "omitted": 3, "unit": "chars"})
+    assert made == jsonbudget.Truncation("/a", "string", 3, "chars")
+    with pytest.raises(pydantic.ValidationError):
+        adapter.validate_python({"path": "/a", "kind": "nope", "omitted": 3, "unit": "chars"})

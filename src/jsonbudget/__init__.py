@@ -5,6 +5,9 @@ Everything public is importable from here; the implementation lives in private m
 
 from __future__ import annotations
 
+import inspect as _inspect  # loaded already: dataclasses imports it
+import typing as _typing
+
 from ._agents.classify import (
     AmbiguousSizeError,
     OutputCapRetry,
@@ -97,8 +100,25 @@ def _show_as_public(names: list[str]) -> None:
     namespace = globals()
     for name in names:
         value = namespace[name]
+        if isinstance(value, type):
+            _resolve_annotations(value)
         if isinstance(value, type) or callable(value):
             value.__module__ = __name__
+
+
+def _resolve_annotations(cls: type) -> None:
+    # typing.get_type_hints (and pydantic, FastAPI, cattrs, which use it) reads a class's
+    # string annotations in the namespace of its __module__: once that is this module,
+    # the private module's names (Literal aliases, JSONValue) were not found. So each
+    # class's own annotations are resolved here, where its module is still its own.
+    own = _inspect.get_annotations(cls)
+    if own:
+        hints = _typing.get_type_hints(cls, include_extras=True)
+        cls.__annotations__ = {key: hints[key] for key in own}
+        # A dataclass's fields keep their own copy of each annotation, read by pydantic.
+        for field in getattr(cls, "__dataclass_fields__", {}).values():
+            if field.name in own:
+                field.type = hints[field.name]
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from ._agents.guards import AdmitReason, ResultKind, ToolOutput
+from ._agents.reader import ReadKind
 from ._agents.spill import SpillBackend
 from ._agents.tokens import TokenCounter
 from ._cursors.store import CursorStore
@@ -46,6 +47,7 @@ __all__ = [
     "OnUnencodable",
     "OversizedPolicy",
     "Position",
+    "ReadKind",
     "ResultKind",
     "Source",
     "SourceLike",

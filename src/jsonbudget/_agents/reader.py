@@ -43,6 +43,7 @@ __all__ = [
     "LEAST_READ_BYTES",
     "READ_TOOL",
     "LongIntsAsExponents",
+    "ReadKind",
     "ReadPage",
     "ResultReader",
     "read_result",
@@ -57,7 +58,8 @@ _IJSON_PY = ijson.get_backend("python")
 #: backend's `json.JSONDecodeError` (a raw control character in a string), and yajl's
 #: `UnicodeDecodeError` (a lone low surrogate escape such as ``\\udc00``).
 PARSE_ERRORS: Final = (ijson.JSONError, json.JSONDecodeError, UnicodeDecodeError)
-_ValueKind = Literal["array", "object", "string", "text", "value"]
+#: What a read's page holds: `ReadPage.kind`, and the envelope's ``"kind"``.
+ReadKind = Literal["array", "object", "string", "text", "value"]
 # Room kept in a string page for its envelope; the cut string gets the rest.
 _STRING_ENVELOPE = 300
 #: Reads kept between pages (one per conversation reading), so the next page goes on
@@ -83,7 +85,7 @@ class ReadPage:
     """
 
     data: bytes
-    kind: _ValueKind
+    kind: ReadKind
     complete: bool
     next_cursor: str | None
 
@@ -244,7 +246,7 @@ class ResultReader:
         self, call: _Read, tokens: list[_Step], backend: Any, repeats: _Repeats | None
     ) -> ReadPage:
         kept = self._take((call.name, call.pointer, call.at))
-        kind: _ValueKind
+        kind: ReadKind
         if kept is not None and kept.file is None:
             return self._string(call, kept.pending)  # a string value the page before read
         with contextlib.ExitStack() as owned:  # the file closes unless the read is kept
@@ -310,7 +312,7 @@ class ResultReader:
             old.close()
 
     def _children(
-        self, call: _Read, children: Iterator[Any], kind: _ValueKind
+        self, call: _Read, children: Iterator[Any], kind: ReadKind
     ) -> tuple[ReadPage, Any, int, Iterator[Any]]:
         """The page of *children*, the child that did not fit (else `_NOTHING`), how many
         did, and the children after that one.
@@ -392,7 +394,7 @@ class ResultReader:
         self,
         call: _Read,
         items: list[Any],
-        kind: _ValueKind,
+        kind: ReadKind,
         token: str | None,
         reports: list[dict[str, Any]],
     ) -> ReadPage:
@@ -421,7 +423,7 @@ class _Kept:
         file: IO[bytes] | None,
         children: Iterator[Any],
         pending: Any,
-        kind: _ValueKind,
+        kind: ReadKind,
         rest: _Rest | None = None,
     ) -> None:
         self.file = file
