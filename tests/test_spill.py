@@ -349,15 +349,18 @@ def test_cleanup_by_age_and_total_size(tmp_path: Path) -> None:
         refs.append(ref)
     # The third put pushed the total to 3000 > 2500: the oldest went, the rest stayed.
     assert not old.path.exists()
-    assert not stale_tmp.exists()
     assert stranger.exists()
     assert not refs[0].path.exists()
     assert refs[1].path.exists()
     assert refs[2].path.exists()
+    # A put between scans trims the results its process knows; the abandoned temporary
+    # file (another process's) is found by a scan, which cleanup() is.
     report = store.cleanup()
+    assert not stale_tmp.exists()
+    assert stranger.exists()
     assert report.kept_files == 2
     assert report.kept_bytes == 2000
-    assert report.removed_files == 0
+    assert (report.removed_files, report.removed_bytes) == (1, len(b"partial"))
 
 
 def test_cleanup_never_evicts_the_file_just_written(tmp_path: Path) -> None:
@@ -553,3 +556,210 @@ def test_regression_cleanup_of_a_deleted_directory_raised_file_not_found(
         store.cleanup()
     with pytest.raises(SpillError, match="cannot create a spill file"):
         store.put(b"x", label="t")
+
+
+# -- the cost of a put's retention (tester's report r16, F4) ------------------------------
+
+
+def count_directory_work(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the directory listings, the entries they visit and the `os.stat` calls."""
+    from typing import Any
+
+    counts = {"scans": 0, "entries": 0, "stats": 0}
+    real_scandir, real_stat = os.scandir, os.stat
+
+    class Counted:
+        def __init__(self, entries: Any) -> None:
+            self._entries = entries
+
+        def __enter__(self) -> Counted:
+            return self
+
+        def __exit__(self, *exc_info: object) -> None:
+            self._entries.close()
+
+        def __iter__(self) -> Counted:
+            return self
+
+        def __next__(self) -> os.DirEntry[str]:
+            entry: os.DirEntry[str] = next(self._entries)
+            counts["entries"] += 1
+            return entry
+
+    def scandir(path: Any) -> Counted:
+        counts["scans"] += 1
+        return Counted(real_scandir(path))
+
+    def stat_(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        counts["stats"] += 1
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "stat", stat_)
+    return counts
+
+
+def test_regression_each_put_listed_and_stat_ed_the_whole_spill_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by a tester: put ran cleanup(), which listed and stat-ed every file in the
+    # directory, so the 8,000th small spill cost 64 times the 100th and N spills O(N^2).
+    counts = count_directory_work(monkeypatch)
+    n = 250
+    store = SpillStore(tmp_path / "kept")
+    for i in range(n):
+        store.put(f"{i:05}".encode() * 500, label="r")
+    assert len(os.listdir(tmp_path / "kept")) == n  # nothing old, nothing over the limit
+    assert counts["entries"] + counts["stats"] <= 3 * n  # was n * n / 2
+    # A store that evicts at every put: one stat per file removed, no listing of them all.
+    for key in counts:
+        counts[key] = 0
+    store = SpillStore(tmp_path / "evicting", max_total_bytes=10 * 2500)
+    for i in range(n):
+        store.put(f"{i:05}".encode() * 500, label="r")
+    assert len(os.listdir(tmp_path / "evicting")) == 10
+    assert counts["entries"] + counts["stats"] <= 3 * n  # was 11 * n
+
+
+def test_regression_every_new_store_object_listed_the_whole_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gate_result without a store, and every TurnBudget, make a SpillStore of their own on
+    # the default directory: the stores of a process share what it knows of a directory.
+    from jsonbudget import gate_result
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    directory = default_spill_dir()
+    first = SpillStore()
+    for i in range(150):
+        first.put(f"{i:05}".encode() * 500, label="earlier")
+    del first  # what the process knows of the directory outlives its last store object
+    counts = count_directory_work(monkeypatch)
+    for i in range(50):
+        out = gate_result([{"call": i, "body": "x" * 100}] * 20, max_bytes=1024)
+        assert out.spilled
+    assert len(os.listdir(directory)) == 200
+    assert counts["entries"] <= 250  # one scan at most; was 50 of 150 entries or more
+
+
+def test_a_put_scans_after_as_many_puts_as_the_last_scan_visited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jsonbudget._agents.spill import _SCAN_MIN_PUTS
+
+    limit = 100_000
+    store = SpillStore(tmp_path, max_total_bytes=limit)
+    store.put(b"first", label="first")  # the process's first put on a directory scans it
+    counts = count_directory_work(monkeypatch)
+    # Another process stores a result this process does not know of yet.
+    other = tmp_path / f"other.{'0' * 64}.bin"
+    other.write_bytes(b"o" * 150_000)
+    for i in range(_SCAN_MIN_PUTS - 1):
+        store.put(f"{i:04}".encode() * 250, label="mine")
+        # Over the limit by no more than what others stored since the last scan.
+        assert store_bytes(tmp_path) <= limit + 150_000
+    assert counts["scans"] == 0
+    assert other.exists()
+    store.put(b"last" * 250, label="mine")  # the 64th put since the scan: a scan
+    assert counts["scans"] == 1
+    assert not other.exists()  # the results older than it went first, then it: alone, over
+    assert store_bytes(tmp_path) <= limit
+
+
+def test_results_another_process_stores_are_counted_from_the_next_scan(tmp_path: Path) -> None:
+    directory = tmp_path / "spill"
+    store = SpillStore(directory, max_total_bytes=10_000)
+    mine = [store.put(bytes([65 + i]) * 1000, label=f"a{i}") for i in range(5)]
+    code = (
+        "import sys\n"
+        "from jsonbudget import SpillStore\n"
+        "store = SpillStore(sys.argv[1], max_total_bytes=10_000)\n"
+        "for i in range(8):\n"
+        "    store.put(bytes([97 + i]) * 1000, label=f'b{i}')\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(directory)], check=True, timeout=120)
+    # The other process scanned first, so it kept the directory within its limit: the
+    # oldest of this process's results went.
+    assert store_bytes(directory) == 10_000
+    assert [ref.path.exists() for ref in mine] == [False, False, False, True, True]
+    store.put(b"z" * 1000, label="mine")
+    # This process does not know the other's results until its next scan: over the limit
+    # by at most what the other stored since this process's last scan.
+    assert 10_000 < store_bytes(directory) <= 10_000 + 8 * 1000
+    report = store.cleanup()
+    assert store_bytes(directory) == report.kept_bytes == 10_000
+    assert not mine[3].path.exists()  # the oldest
+    store.put(b"y" * 1000, label="mine")  # known now: trimmed at the put
+    assert store_bytes(directory) == 10_000
+
+
+def test_age_is_kept_between_scans_for_results_known_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clock moved by hand: the ages are real file times, only the wait is skipped.
+    offset = [0]
+    real_time_ns = time.time_ns
+
+    def at(seconds: int) -> None:
+        offset[0] = seconds * 1_000_000_000
+
+    monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + offset[0])
+    counts = count_directory_work(monkeypatch)
+    store = SpillStore(tmp_path, max_age=100)
+    a = store.put(b"a", label="a")  # t=0: the first put scans
+    at(10)
+    planted = tmp_path / f"other.{'1' * 64}.json"  # stored by another process at t=10
+    planted.write_bytes(b"{}")
+    stamp = time.time_ns()
+    os.utime(planted, ns=(stamp, stamp))
+    at(40)
+    b = store.put(b"b", label="b")  # no scan: the last began 40 s ago, under max_age / 2
+    assert (counts["scans"], a.path.exists(), planted.exists()) == (1, True, True)
+    at(101)
+    c = store.put(b"c", label="c")  # the last scan began over max_age / 2 ago: a scan
+    assert (counts["scans"], a.path.exists(), planted.exists()) == (2, False, True)
+    at(112)
+    store.put(b"d", label="d")  # the planted result, found by that scan, is 102 s old
+    assert (counts["scans"], planted.exists(), b.path.exists()) == (2, False, True)
+    at(141)
+    store.put(b"e", label="e")  # this process's own result, 101 s old
+    assert (counts["scans"], b.path.exists(), c.path.exists()) == (2, False, True)
+
+
+def test_a_put_drops_results_removed_by_others_and_keeps_those_stored_again(
+    tmp_path: Path,
+) -> None:
+    from jsonbudget import SpillCleanup
+
+    store = SpillStore(tmp_path, max_total_bytes=3000)
+    refs = [store.put(bytes([65 + i]) * 1000, label=f"r{i}") for i in range(3)]
+    # Another process removes r0 and stores r1 again (same label and content: same name,
+    # a new time), both after this process's last scan.
+    refs[0].path.unlink()
+    later = time.time_ns() + 1_000_000_000
+    os.utime(refs[1].path, ns=(later, later))
+    z = store.put(b"z" * 1000, label="z")  # r0's room is free: nothing else goes
+    assert [ref.path.exists() for ref in refs] == [False, True, True]
+    w = store.put(b"w" * 1000, label="w")  # the oldest is r2 now, not r1
+    assert [ref.path.exists() for ref in refs] == [False, True, False]
+    assert z.path.exists()
+    assert w.path.exists()
+    assert store_bytes(tmp_path) == 3000
+    assert store.cleanup() == SpillCleanup(0, 0, 3, 3000)
+
+
+def test_a_process_keeps_the_ledgers_of_the_directories_it_uses_not_of_all(
+    tmp_path: Path,
+) -> None:
+    # A ledger lives while a store uses it, and the last 16 directories keep theirs:
+    # making a private directory per session must not grow the process without end.
+    from jsonbudget._agents.spill import _LEDGERS, _RECENT_LEDGERS
+
+    kept = SpillStore(tmp_path / "kept")
+    kept.put(b"k", label="k")
+    for i in range(3 * _RECENT_LEDGERS):
+        SpillStore(tmp_path / f"session{i}").put(b"s", label="s")
+    known = {Path(key) for key in _LEDGERS.by_dir}
+    assert kept.directory in known
+    sessions = {tmp_path.resolve() / f"session{i}" for i in range(3 * _RECENT_LEDGERS)}
+    assert len(known & sessions) <= _RECENT_LEDGERS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import os
 import re
 import stat
@@ -11,6 +12,8 @@ import tempfile
 import threading
 import time
 import unicodedata
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,12 @@ _LABEL_DROP = re.compile(r"[^a-z0-9_-]+")
 _MEDIA_TYPE_RE = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}"
 )
+#: A put scans the directory once this many puts have followed the last scan, or as many
+#: as that scan visited entries if more: the scan's cost is spread over the puts after it.
+_SCAN_MIN_PUTS = 64
+#: The ledgers of this many directories last used are kept when no store uses them.
+_RECENT_LEDGERS = 16
+_NS = 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +160,14 @@ class SpillStore:
     so a reader never sees a partial file. Retention: files older than *max_age* seconds
     go, then the oldest until the total is within *max_total_bytes*, except what this
     object holds: each thread's latest result and the temporary files being written.
+    `cleanup` applies this to the whole directory; a put applies it to what this process
+    knows of the directory (its `_Ledger`) and scans the directory only every so often.
     """
 
     __slots__ = (
         "_dir",
         "_held",
+        "_ledger",
         "_lock",
         "_max_age",
         "_max_file_bytes",
@@ -185,9 +197,10 @@ class SpillStore:
         self._writing: set[str] = set()
         self._lock = threading.Lock()
         if directory is None:
-            self._dir = _prepare_default_dir()
+            self._dir, identity = _prepare_default_dir()
         else:
-            self._dir = _prepare_dir(Path(os.fspath(directory)).resolve())
+            self._dir, identity = _prepare_dir(Path(os.fspath(directory)).resolve())
+        self._ledger = _LEDGERS.get(self._dir, identity)
 
     @property
     def directory(self) -> Path:
@@ -229,8 +242,10 @@ class SpillStore:
                 name = f"{clean_label}.{digest}.{ext}"
                 final = self._dir / name
                 try:
-                    # Age counts from when the result was stored, not from its last chunk.
-                    os.utime(tmp)
+                    # Age counts from when the result was stored, not from its last chunk;
+                    # the ledger records that same time.
+                    stamp = time.time_ns()
+                    os.utime(tmp, ns=(stamp, stamp))
                     with self._lock:
                         self._held[thread] = name
                     os.replace(tmp, final)
@@ -243,8 +258,89 @@ class SpillStore:
         finally:
             with self._lock:
                 self._writing.discard(tmp.name)
-        self.cleanup(keep=name)
+        self._settle(name, stamp, size)
         return SpillRef(name, size, digest, media_type, clean_label, final)
+
+    def _settle(self, name: str, stamp: int, size: int) -> None:
+        """Record the result *name* just stored, then scan the directory if one is due, else
+        apply the retention rules to what the ledger knows."""
+        ledger = self._ledger
+        now = time.time_ns()
+        with ledger.lock:
+            ledger.add(name, stamp, size)
+            ledger.puts += 1
+            # Half of max_age: a result another process stored after a scan began is found
+            # by a later scan before it is max_age old, so age removal is never late.
+            scan = (
+                not ledger.scanned
+                or ledger.puts >= max(_SCAN_MIN_PUTS, ledger.visited)
+                or now - ledger.scan_started > self._max_age * _NS // 2
+            )
+            if scan:
+                # Claimed here, so that the puts of other threads meanwhile do not scan too.
+                ledger.scanned = True
+                ledger.puts = 0
+                ledger.scan_started = now
+        if scan:
+            self.cleanup(keep=name)
+        else:
+            self._trim(name)
+
+    def _trim(self, keep: str) -> None:
+        """Remove, oldest first, the results the ledger knows that are past ``max_age`` or
+        beyond ``max_total_bytes``: work in proportion to what is removed.
+
+        Each file is `stat`ed before it goes: one removed by another process is dropped
+        from the ledger, and one stored again since (by another process) is put back with
+        its new time, so that age and order are the file's own, as a scan would see them.
+        """
+        ledger = self._ledger
+        max_age = self._max_age * _NS
+        try:
+            while True:
+                now = time.time_ns()
+                with ledger.lock:
+                    # Under the ledger's lock: a put marks its result held before it adds
+                    # it to the ledger, so whatever can be picked here that a put of this
+                    # object still needs is in this snapshot.
+                    protected = self._protected(keep)
+                    picked = ledger.pick(now, max_age, self._max_total_bytes, protected)
+                if not picked:
+                    return
+                for name, mtime, _ in picked:
+                    path = self._dir / name
+                    try:
+                        st = os.stat(path, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed meanwhile by another process's cleanup
+                    except OSError as exc:
+                        raise SpillError(
+                            f"cannot read {name} in the spill directory: {exc.strerror}"
+                        ) from exc
+                    if not stat.S_ISREG(st.st_mode):
+                        continue  # not a result any more: not ours to remove
+                    if st.st_mtime_ns > mtime and now - st.st_mtime_ns <= max_age:
+                        with ledger.lock:
+                            ledger.restore(name, st.st_mtime_ns, st.st_size)
+                        continue
+                    _unlink(path)
+        except BaseException:
+            # What was picked and not yet removed is no longer counted: a scan recounts.
+            with ledger.lock:
+                ledger.scanned = False
+            raise
+
+    def _protected(self, keep: str | None) -> set[str]:
+        """The names this object holds: temporary files being written, each live thread's
+        latest result, and *keep*."""
+        with self._lock:
+            # A thread that has ended will read nothing more: its result is let go.
+            for thread in [thread for thread in self._held if not thread.is_alive()]:
+                del self._held[thread]
+            protected = self._writing | set(self._held.values())
+        if keep is not None:
+            protected.add(keep)
+        return protected
 
     def _write(
         self,
@@ -328,8 +424,30 @@ class SpillStore:
         Temporary files last modified more than ``max_age`` ago go too, unless a put of
         this object is still writing them. Neither *keep* nor any thread's latest result
         from this object is removed. A directory that has gone raises `SpillError`.
+        This scans the whole directory, and what it keeps becomes the ledger.
         """
-        now = time.time()
+        ledger = self._ledger
+        with ledger.lock:
+            first_seq = ledger.seq + 1  # the ledger's entries from here on are newer
+            ledger.scanned = True
+            ledger.puts = 0
+            ledger.scan_started = time.time_ns()
+        try:
+            report, survivors, visited = self._scan(keep)
+        except BaseException:
+            with ledger.lock:
+                ledger.scanned = False
+            raise
+        with ledger.lock:
+            ledger.install(survivors, first_seq, visited)
+        return report
+
+    def _scan(self, keep: str | None) -> tuple[SpillCleanup, list[tuple[int, str, int]], int]:
+        """`cleanup`'s work: the report, the (time ns, name, size) of the results kept,
+        and how many directory entries were visited."""
+        now = time.time_ns()
+        max_age = self._max_age * _NS
+        visited = 0
         found: list[tuple[str, bool, os.stat_result]] = []
         try:
             entries = os.scandir(self._dir)
@@ -337,6 +455,7 @@ class SpillStore:
             raise SpillError(f"cannot list the spill directory: {exc.strerror}") from exc
         with entries:
             for entry in entries:
+                visited += 1
                 name = entry.name
                 is_temp = name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX)
                 if not (is_temp or _REF_RE.fullmatch(name)):
@@ -352,28 +471,22 @@ class SpillStore:
                     found.append((name, is_temp, st))
         # Read only after listing: a put marks its file before renaming it into place, so
         # every file listed above that a put still needs is in this snapshot.
-        with self._lock:
-            # A thread that has ended will read nothing more: its result is let go.
-            for thread in [thread for thread in self._held if not thread.is_alive()]:
-                del self._held[thread]
-            protected = self._writing | set(self._held.values())
-        if keep is not None:
-            protected.add(keep)
+        protected = self._protected(keep)
         removed_files = removed_bytes = 0
-        kept: list[tuple[float, str, int]] = []
+        kept: list[tuple[int, str, int]] = []
         for name, is_temp, st in found:
             if name in protected:
                 if not is_temp:
-                    kept.append((st.st_mtime, name, st.st_size))  # counted, never removed
-            elif now - st.st_mtime > self._max_age:
+                    kept.append((st.st_mtime_ns, name, st.st_size))  # counted, never removed
+            elif now - st.st_mtime_ns > max_age:
                 if _unlink(self._dir / name):
                     removed_files += 1
                     removed_bytes += st.st_size
             elif not is_temp:
-                kept.append((st.st_mtime, name, st.st_size))
+                kept.append((st.st_mtime_ns, name, st.st_size))
         total = sum(size for _, _, size in kept)
         kept.sort()
-        survivors: list[tuple[float, str, int]] = []
+        survivors: list[tuple[int, str, int]] = []
         for entry_ in kept:
             _, name, size = entry_
             if total > self._max_total_bytes and name not in protected:
@@ -383,9 +496,10 @@ class SpillStore:
                 total -= size
             else:
                 survivors.append(entry_)
-        return SpillCleanup(
+        report = SpillCleanup(
             removed_files, removed_bytes, len(survivors), sum(s for _, _, s in survivors)
         )
+        return report, survivors, visited
 
     def _path_of(self, ref: object) -> Path:
         if not isinstance(ref, str) or not _REF_RE.fullmatch(ref):
@@ -415,6 +529,149 @@ class SpillStore:
             os.close(fd)
             raise SpillError(f"spilled result {path.name!r} is not a regular file")
         return fd
+
+
+class _Ledger:
+    """What this process knows of the results in one spill directory, shared by every
+    `SpillStore` of the process on it: each result's time (ns) and size, their total, and
+    a heap by time, so that a put finds the oldest without listing the directory.
+
+    It holds the results kept by the last scan plus those put since; a scan replaces it.
+    Entries of the heap whose time no longer matches ``files`` are stale and skipped.
+    Every method is called with ``lock`` held.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "files",
+        "heap",
+        "identity",
+        "lock",
+        "puts",
+        "scan_started",
+        "scanned",
+        "seq",
+        "total",
+        "visited",
+    )
+
+    def __init__(self, identity: tuple[int, int]) -> None:
+        #: The directory's (st_dev, st_ino): a directory made anew under the same path
+        #: gets a new ledger.
+        self.identity = identity
+        self.lock = threading.Lock()
+        #: name -> (time ns, size, seq); seq orders additions against a scan in progress.
+        self.files: dict[str, tuple[int, int, int]] = {}
+        self.heap: list[tuple[int, str]] = []
+        self.total = 0
+        self.seq = 0
+        #: Whether a scan has filled the ledger (False again after a failed scan or trim).
+        self.scanned = False
+        self.scan_started = 0
+        self.puts = 0  # since the last scan began
+        self.visited = 0  # directory entries the last scan visited
+
+    def add(self, name: str, mtime: int, size: int) -> None:
+        old = self.files.get(name)
+        if old is not None:
+            self.total -= old[1]
+        self.seq += 1
+        self.files[name] = (mtime, size, self.seq)
+        self.total += size
+        if old is None or old[0] != mtime:
+            heapq.heappush(self.heap, (mtime, name))
+            if len(self.heap) > 2 * len(self.files) + _SCAN_MIN_PUTS:
+                self._rebuild_heap()  # drop the stale entries: amortized over the pushes
+
+    def restore(self, name: str, mtime: int, size: int) -> None:
+        """Put back a picked result found stored again since, unless a put has meanwhile."""
+        old = self.files.get(name)
+        if old is None or old[0] < mtime:
+            self.add(name, mtime, size)
+
+    def pick(
+        self, now: int, max_age: int, max_total: int, protected: set[str]
+    ) -> list[tuple[str, int, int]]:
+        """Take out of the ledger, oldest first, the results past *max_age* and then those
+        beyond *max_total*, never one in *protected*; return their (name, time, size)."""
+        heap, files = self.heap, self.files
+        picked: list[tuple[str, int, int]] = []
+        skipped: list[tuple[int, str]] = []
+        while heap:
+            mtime, name = heap[0]
+            entry = files.get(name)
+            if entry is None or entry[0] != mtime:
+                heapq.heappop(heap)
+                continue
+            if now - mtime <= max_age and self.total <= max_total:
+                break
+            heapq.heappop(heap)
+            if name in protected:
+                skipped.append((mtime, name))  # counted, never removed
+                continue
+            del files[name]
+            self.total -= entry[1]
+            picked.append((name, mtime, entry[1]))
+        for item in skipped:
+            heapq.heappush(heap, item)
+        return picked
+
+    def install(self, kept: list[tuple[int, str, int]], first_seq: int, visited: int) -> None:
+        """Replace the ledger by what a scan kept, keeping what was added since it began
+        (numbered from *first_seq*), which the scan may not have listed."""
+        files = {name: (mtime, size, 0) for mtime, name, size in kept}
+        for name, entry in self.files.items():
+            if entry[2] >= first_seq:
+                files[name] = entry
+        self.files = files
+        self.total = sum(size for _, size, _ in files.values())
+        self._rebuild_heap()
+        self.visited = visited
+
+    def _rebuild_heap(self) -> None:
+        self.heap = [(mtime, name) for name, (mtime, _, _) in self.files.items()]
+        heapq.heapify(self.heap)
+
+
+class _Ledgers:
+    """Per process, by directory path: the stores of a process on one directory share what
+    they know of it. A ledger lives while a store uses it, and the last `_RECENT_LEDGERS`
+    used are kept besides, so that the store a gate or a `TurnBudget` makes for itself on
+    the default directory does not pay a scan of it at its first put, and a process that
+    makes directories without end does not keep a ledger for each."""
+
+    __slots__ = ("by_dir", "lock", "recent")
+
+    def __init__(self) -> None:
+        self.by_dir: weakref.WeakValueDictionary[str, _Ledger] = weakref.WeakValueDictionary()
+        self.recent: OrderedDict[str, _Ledger] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, directory: Path, identity: tuple[int, int]) -> _Ledger:
+        key = os.fspath(directory)
+        with self.lock:
+            ledger = self.by_dir.get(key)
+            if ledger is None or ledger.identity != identity:
+                ledger = self.by_dir[key] = _Ledger(identity)
+            self.recent[key] = ledger
+            self.recent.move_to_end(key)
+            if len(self.recent) > _RECENT_LEDGERS:
+                self.recent.popitem(last=False)
+            return ledger
+
+    def reset_in_child(self) -> None:
+        # Another thread may have held a lock at the fork, and never releases it in the
+        # child; the child counts as another process, which scans before it trusts what
+        # it knows.
+        self.lock = threading.Lock()
+        for ledger in list(self.by_dir.values()):
+            ledger.lock = threading.Lock()
+            ledger.scanned = False
+
+
+_LEDGERS = _Ledgers()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_LEDGERS.reset_in_child)
 
 
 def _extension(media_type: object) -> str:
@@ -496,7 +753,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _prepare_default_dir() -> Path:
+def _prepare_default_dir() -> tuple[Path, tuple[int, int]]:
     path = default_spill_dir()
     created = _make_dir(path)
     if isinstance(created, OSError):
@@ -506,7 +763,7 @@ def _prepare_default_dir() -> Path:
     return _check_dir(path, created)
 
 
-def _prepare_dir(path: Path) -> Path:
+def _prepare_dir(path: Path) -> tuple[Path, tuple[int, int]]:
     return _check_dir(path, _make_dir(path))
 
 
@@ -522,7 +779,8 @@ def _make_dir(path: Path) -> bool | OSError:
     return True
 
 
-def _check_dir(path: Path, created: bool | OSError) -> Path:
+def _check_dir(path: Path, created: bool | OSError) -> tuple[Path, tuple[int, int]]:
+    """*path* checked as a private directory of ours, and its (st_dev, st_ino)."""
     if isinstance(created, OSError):
         raise SpillError(f"cannot create the spill directory: {created.strerror}") from created
     try:
@@ -542,4 +800,4 @@ def _check_dir(path: Path, created: bool | OSError) -> Path:
             f"the spill directory is writable by group or others "
             f"(mode {stat.S_IMODE(st.st_mode):o}); refusing to use it"
         )
-    return path
+    return path, (st.st_dev, st.st_ino)
