@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import itertools
 import json
+import json.scanner
 import os
 import re
 import sys
@@ -1470,3 +1471,202 @@ def test_regression_a_long_member_before_the_prefix_is_refused_whatever_the_read
     assert caught.value.offset == (1 if doc.startswith('{"k') else 9)  # where it starts
     short = JsonArrayFileSource(path, prefix="results.item", read_size=read_size)
     assert [item for item, _ in short.open(None)] == [1, 2]
+
+
+# --- where a long value ends: value_end (compiled) and value_end_py (its twin) ----------
+
+#: Text that makes or breaks a value's structure, and characters of every str width.
+_END_TEXT = st.lists(
+    st.sampled_from(['"', "\\", "[", "]", "{", "}", ",", " ", "\n", "1", "a", "é", "€", "😀"])
+    | st.integers(1, 9).map(lambda n: "\\" * n),
+    min_size=1,
+    max_size=40,
+).map("".join)
+
+
+def _compiled_value_end() -> Any:
+    """The compiled walk; the test is skipped where it is not built (the twin run)."""
+    return pytest.importorskip("jsonbudget._sources._numbers").value_end
+
+
+def test_the_compiled_value_end_is_used_where_it_is_built() -> None:
+    from jsonbudget._sources import files
+
+    try:
+        from jsonbudget._sources import _numbers
+    except ImportError:  # the run on the Python twins
+        assert files.value_end is files.value_end_py
+    else:
+        assert files.value_end is _numbers.value_end
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=_END_TEXT, data=st.data())
+def test_value_end_compiled_and_python_agree(text: str, data: Any) -> None:
+    from jsonbudget._sources import files
+
+    compiled = _compiled_value_end()
+    state, start = files._value_start(text[0])
+    cuts = sorted(data.draw(st.lists(st.integers(start, len(text)), max_size=4)))
+    bounds = [start, *cuts, len(text)]
+    # The twin walks its regexes a few characters at a time here (64 KiB in use), so
+    # its own pieces meet escapes and strings at every place.
+    step = data.draw(st.integers(1, 8))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(files, "_VE_PIECE", step)
+        states = {"str c": state, "str py": state, "bytes c": state, "bytes py": state}
+        for a, b in itertools.pairwise(bounds):
+            piece = text[a:b]
+            raw = piece.encode("utf-8", "surrogatepass")
+            got = {
+                "str c": compiled(piece, 0, states["str c"]),
+                "str py": files.value_end_py(piece, 0, states["str py"]),
+                "bytes c": compiled(raw, 0, states["bytes c"]),
+                "bytes py": files.value_end_py(raw, 0, states["bytes py"]),
+            }
+            # The same end and state whichever walk; in bytes, the end of the same
+            # character (every byte of a character past ASCII is 0x80 or more).
+            at = got["str c"][0]
+            byte_at = -1 if at < 0 else len(piece[:at].encode("utf-8"))
+            assert got["str py"] == got["str c"], (piece, step)
+            assert got["bytes c"] == got["bytes py"] == (byte_at, got["str c"][1]), piece
+            if at >= 0:
+                break
+            states = {k: v[1] for k, v in got.items()}
+        # One call over the whole text from *start* gives what the pieces gave.
+        whole = compiled(text, start, state)
+        assert files.value_end_py(text, start, state) == whole
+        assert whole[0] == (a + at if at >= 0 else -1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=any_json(), gap=st.sampled_from(["", " ", "\n\t "]))
+def test_value_end_finds_where_json_ends(value: Any, gap: str) -> None:
+    # Whichever walk is in use (the twin in the run without the extensions).
+    from jsonbudget._sources import files
+
+    text = json.dumps(value, ensure_ascii=False)
+    doc = "[" + text + gap + ", 1]"
+    state, fed = files._value_start(text[0])
+    at, _ = files.value_end(doc, 1 + fed, state)
+    assert at == 1 + len(text)
+    raw = doc.encode("utf-8", "surrogatepass")
+    assert files.value_end(raw, 1 + fed, state)[0] == len(
+        raw[: 1 + len(text.encode("utf-8", "surrogatepass"))]
+    )
+
+
+def test_value_end_refuses_what_is_not_its_arguments() -> None:
+    compiled = _compiled_value_end()
+    with pytest.raises(TypeError, match="value_end"):
+        compiled(bytearray(b"[]"), 0, 4)
+    with pytest.raises(TypeError, match="value_end"):
+        compiled("[]", 0)
+    for start, state in [(-1, 4), (3, 4), (0, -1), (0, 1)]:  # 1: escaped, not in a string
+        with pytest.raises(ValueError, match="out of range"):
+            compiled("[]", start, state)
+    assert compiled("", 0, 4) == (-1, 4)
+    assert compiled('"\\', 1, 2) == (-1, 3)  # a backslash ends the piece: escaped
+    assert compiled('"', 0, 3) == (-1, 2)  # the escaped quote does not close it
+    assert compiled('"x"', 0, 3) == (3, 0)  # the next one does
+
+
+def _regex_steps(run: Any) -> int:
+    """How many regex searches and matches *run()* makes (a Python step each)."""
+    steps = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal steps
+        if event == "c_call" and getattr(arg, "__qualname__", "") in (
+            "Pattern.search",
+            "Pattern.match",
+        ):
+            steps += 1
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return steps
+
+
+@pytest.mark.parametrize("max_item_bytes", [64 << 20, 300_000], ids=["parsed", "clipped"])
+def test_regression_a_long_items_end_is_found_without_a_python_step_a_bracket(
+    tmp_path: Path, max_item_bytes: int
+) -> None:
+    """Regression: the end of an item longer than 256 KiB was found by a regex walk with
+    a Python step per bracket or string (`_ValueEnd.feed`), before the item was parsed
+    or, past max_item_bytes, instead: 5 s of a 6.8 s page for 16 MB of ``{},``, 22-50 s
+    for an item passed over. The compiled walk takes a call a read."""
+    from jsonbudget._sources import files
+
+    if getattr(files, "value_end", None) is getattr(files, "value_end_py", False):
+        pytest.skip("the Python twin walks a step a bracket: the compiled walk is tested")
+    big = "[" + '{},"a\\"b",' * 60_000 + "{}]"  # 600 KB: 240,000 brackets and strings
+    path = tmp_path / "big.json"
+    path.write_text('[{"id":0},' + big + ',{"id":2}]')
+    source = JsonArrayFileSource(path, max_item_bytes=max_item_bytes)
+    store, scope, limits = MemoryCursorStore(), Scope("u", {}), Limits(4096)
+    pages: list[Any] = []
+
+    def two_pages() -> None:
+        pages.append(paginate(source, scope=scope, store=store, limits=limits))
+        cursor = pages[0].next_cursor
+        pages.append(paginate(source, scope=scope, store=store, limits=limits, cursor=cursor))
+
+    items: list[Any] = []
+    assert _regex_steps(lambda: items.extend(source.open(None))) < 100  # was 240,000
+    assert _regex_steps(two_pages) < 200
+    parsed = max_item_bytes > len(big)
+    head = big if parsed else Clipped(big[:max_item_bytes], len(big), "bytes")
+    assert [item for item, _ in items] == [
+        {"id": 0},
+        json.loads(big) if parsed else head,
+        {"id": 2},
+    ]
+    assert items[1][1]["o"] == len('[{"id":0},' + big)  # where the item ends, in bytes
+    assert [len(page.items) for page in pages] == [1, 1]  # page 2: the long item, cut
+
+
+@pytest.mark.parametrize("after", ["]", ',{"id":2}]'])
+def test_regression_an_item_ending_near_the_windows_edge_is_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after: str
+) -> None:
+    """Regression: an item longer than the window, whose end `_grow` had just read, ends
+    near the window's edge, where a value is read again in case a number goes on: it was
+    parsed twice, the first parse held the while (a page over 16 MB of ``{},`` peaked at
+    770 MB instead of 390 MB). Only a value ending in a digit or a letter is read again."""
+    from jsonbudget._sources import files
+
+    parses: list[int] = []
+    make = json.scanner.make_scanner  # what files.py calls
+
+    def counting(decoder: Any) -> Any:
+        scan = make(decoder)
+
+        def counted(text: str, pos: int) -> Any:
+            obj, end = scan(text, pos)
+            parses.append(end - pos)
+            return obj, end
+
+        return counted
+
+    monkeypatch.setattr(files, "make_scanner", counting)
+    big = "[" + "{}," * 200_000 + "{}]"  # 600 KB: past the window's 256 KiB re-reads
+    path = tmp_path / "big.json"
+    path.write_text('[{"id":0},' + big + after)
+    source = JsonArrayFileSource(path)
+    items = [item for item, _ in source.open(None)]
+    assert items[:2] == [{"id": 0}, [{}] * 200_001]
+    assert parses.count(len(big)) == 1, "parsed whole once"
+    # A page whose look-ahead is the long item parses it once too.
+    parses.clear()
+    builder = PageBuilder(Limits(4096))
+    assert source.fill(builder, None)[0] is True
+    assert parses.count(len(big)) == 1
+    # A number ending near the edge is still read again, and read whole.
+    path.write_text("[" + "1," * 200_000 + "12345678901234567890123]")
+    assert [item for item, _ in JsonArrayFileSource(path, read_size=4096).open(None)][-1] == (
+        12345678901234567890123
+    )

@@ -13,9 +13,9 @@
  * rounded(value) -> bool: whether *value* (what orjson.loads returned) holds a float of
  * magnitude 2**63 or more, or nests deeper than orjson ever does (then it may, unchecked).
  *
- * The module also builds the SQL sources' row dicts (rows_to_dicts, below), and tells
- * joins a chunk of JSON Lines into one array when it holds one value a line
- * (lines_array, below).
+ * The module also builds the SQL sources' row dicts (rows_to_dicts, below), joins a
+ * chunk of JSON Lines into one array when it holds one value a line (lines_array,
+ * below), and finds where a JSON value's text ends without parsing it (value_end).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -495,6 +495,153 @@ refused:
     Py_RETURN_NONE;
 }
 
+/* value_end(data, start, state) -> (end, state)
+ *
+ * Where a JSON value ends, without parsing it: the index in *data* (a str or bytes)
+ * just after the value, or -1 when it goes on past *data*, and the state to carry into
+ * the next piece of its text. Only strings, their escapes and bracket depth are
+ * followed; the text is not validated ("[" closed by "}" passes). The file sources
+ * find where a long array item ends this way before parsing it once (or, past
+ * max_item_bytes, instead of parsing it): the regex walk that did it (files.py's
+ * value_end_py, the twin) took a Python step a bracket, 5 s for 16 MB of "{},".
+ *
+ * *state* is VE_ESCAPED | VE_STRING | depth * VE_DEPTH: a backslash ended the last
+ * piece (the next character is escaped), the walk is inside a string, and how many
+ * brackets are open. 0 is a scalar (a number or a literal), which ends before the first
+ * whitespace, comma or closing bracket; a value that ends gives state 0 too. A str is
+ * walked a code point at a time, bytes a byte at a time: in UTF-8 every byte of a
+ * character past ASCII is 0x80 or more, so the two agree, byte for character.
+ */
+#define VE_ESCAPED 1
+#define VE_STRING 2
+#define VE_DEPTH 4
+
+/* One walk a code unit width: the UCS1 one also walks bytes. *depth* is a long long so
+   that bytes passed over (up to a file's size) cannot wrap it. */
+#define VALUE_END_WALK(NAME, T)                                                        \
+    static Py_ssize_t NAME(const T *p, Py_ssize_t i, Py_ssize_t n, long long *state)   \
+    {                                                                                  \
+        long long depth = *state / VE_DEPTH;                                           \
+        int string = (*state & VE_STRING) != 0, escaped = (*state & VE_ESCAPED) != 0;  \
+        if (*state == 0) {                                                             \
+            for (; i < n; i++) {                                                       \
+                T c = p[i];                                                            \
+                if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' ||     \
+                    c == ']' || c == '}') {                                            \
+                    return i;                                                          \
+                }                                                                      \
+            }                                                                          \
+            return -1;                                                                 \
+        }                                                                              \
+        while (i < n) {                                                                \
+            if (escaped) {                                                             \
+                escaped = 0;                                                           \
+                i++;                                                                   \
+            }                                                                          \
+            else if (string) {                                                         \
+                while (i < n && p[i] != '"' && p[i] != '\\') {                         \
+                    i++;                                                               \
+                }                                                                      \
+                if (i == n) {                                                          \
+                    break;                                                             \
+                }                                                                      \
+                if (p[i] == '\\') {                                                    \
+                    if (i + 1 == n) { /* the escaped character is in the next piece */ \
+                        escaped = 1;                                                   \
+                        break;                                                         \
+                    }                                                                  \
+                    i += 2;                                                            \
+                    continue;                                                          \
+                }                                                                      \
+                i++;                                                                   \
+                string = 0;                                                            \
+                if (depth == 0) {                                                      \
+                    *state = 0;                                                        \
+                    return i;                                                          \
+                }                                                                      \
+            }                                                                          \
+            else {                                                                     \
+                while (i < n && p[i] != '"' && (p[i] | 0x20) != '{' &&                 \
+                       (p[i] | 0x20) != '}') {                                         \
+                    i++;                                                               \
+                }                                                                      \
+                if (i == n) {                                                          \
+                    break;                                                             \
+                }                                                                      \
+                T c = p[i++];                                                          \
+                if (c == '"') {                                                        \
+                    string = 1;                                                        \
+                }                                                                      \
+                else if ((c | 0x20) == '{') {                                          \
+                    depth++;                                                           \
+                }                                                                      \
+                else if (--depth == 0) {                                               \
+                    *state = 0;                                                        \
+                    return i;                                                          \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+        *state = depth * VE_DEPTH + (string ? VE_STRING : 0) + escaped;                \
+        return -1;                                                                     \
+    }
+
+VALUE_END_WALK(value_end_ucs1, Py_UCS1)
+VALUE_END_WALK(value_end_ucs2, Py_UCS2)
+VALUE_END_WALK(value_end_ucs4, Py_UCS4)
+
+/* Below this many code units the GIL is kept: releasing it costs more than the walk. */
+#define VE_RELEASE_GIL 65536
+
+static PyObject *
+value_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !(PyUnicode_Check(args[0]) || PyBytes_Check(args[0]))) {
+        PyErr_SetString(PyExc_TypeError, "value_end(data: str | bytes, start, state)");
+        return NULL;
+    }
+    PyObject *data = args[0];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    long long state = PyLong_AsLongLong(args[2]);
+    if (state == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int kind = PyUnicode_1BYTE_KIND;
+    const void *p;
+    Py_ssize_t n;
+    if (PyBytes_Check(data)) {
+        p = PyBytes_AS_STRING(data);
+        n = PyBytes_GET_SIZE(data);
+    }
+    else {
+        kind = PyUnicode_KIND(data);
+        p = PyUnicode_DATA(data);
+        n = PyUnicode_GET_LENGTH(data);
+    }
+    if (start < 0 || start > n || state < 0 || (state & VE_ESCAPED && !(state & VE_STRING))) {
+        PyErr_SetString(PyExc_ValueError, "value_end(): start or state out of range");
+        return NULL;
+    }
+    Py_ssize_t end;
+    /* *data* is immutable and held by the caller: the walk needs no Python. */
+    PyThreadState *saved = n - start > VE_RELEASE_GIL ? PyEval_SaveThread() : NULL;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        end = value_end_ucs1((const Py_UCS1 *)p, start, n, &state);
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        end = value_end_ucs2((const Py_UCS2 *)p, start, n, &state);
+    }
+    else {
+        end = value_end_ucs4((const Py_UCS4 *)p, start, n, &state);
+    }
+    if (saved != NULL) {
+        PyEval_RestoreThread(saved);
+    }
+    return Py_BuildValue("(nL)", end, state);
+}
+
 static PyMethodDef methods[] = {
     {"first_over", (PyCFunction)(void (*)(void))first_over, METH_FASTCALL,
      "first_over(rows, start, long_at, longest) -> int: the first row from *start* that is "
@@ -510,6 +657,10 @@ static PyMethodDef methods[] = {
     {"text_bytes", (PyCFunction)(void (*)(void))text_bytes, METH_FASTCALL,
      "text_bytes(rows, start) -> int: the characters of the str cells and the bytes of the "
      "bytes cells of the tuples in *rows* from *start*."},
+    {"value_end", (PyCFunction)(void (*)(void))value_end, METH_FASTCALL,
+     "value_end(data, start, state) -> (end, state): the index in *data* (str or bytes) "
+     "just after the JSON value whose text it continues (-1: it goes on past *data*) and "
+     "the state to carry on with; only strings, escapes and brackets are followed."},
     {"rows_to_dicts", (PyCFunction)(void (*)(void))rows_to_dicts, METH_FASTCALL,
      "rows_to_dicts(columns, rows, start, flags_at, n_flags, long_at, longest) -> "
      "(dicts, stop): the rows from *start* as dicts, up to the first that is not a tuple, "

@@ -288,8 +288,8 @@ class _Window:
         self._read = bpos  # the stream's offset after the bytes read so far
         self.eof = False
         # `_grow`'s search for the end of a value: where the value starts in the stream,
-        # its finder and the text fed to it.
-        self._finding: tuple[int, _ValueEnd, int] | None = None
+        # the `value_end` state and the characters of its text walked so far.
+        self._finding: tuple[int, int, int] | None = None
 
     def refill(self, *, ended: int | None = None) -> None:
         """Drop consumed text and append at least one more chunk (more if a value is big).
@@ -333,7 +333,7 @@ class _Window:
         without parsing it: its first *head* bytes (whole characters) as a `Clipped`
         with its exact size in bytes, and its last character (as `seek_checked` reads it).
 
-        Only strings, escapes and brackets are followed (`_ValueEnd`), a read at a time:
+        Only strings, escapes and brackets are followed (`value_end`), a read at a time:
         memory stays at the window already held plus one read, and the text inside is
         not validated (nor decoded: only the bytes after the value are).
         """
@@ -343,20 +343,11 @@ class _Window:
             # Whole characters only: the decoder made this text, so only the one cut at
             # byte *head* can fail to decode, and it is dropped.
             text = text.encode("utf-8")[:head].decode("utf-8", "ignore")
-        first = buf[pos]
-        end = _ValueEnd(first)
-        fed = 0 if end.scalar else 1
+        state, fed = _value_start(buf[pos])
         if self._finding is not None and self._finding[0] == start:
-            _, end, fed = self._finding  # `_grow` has followed it this far: not again
+            _, state, fed = self._finding  # `_grow` has followed it this far: not again
         self._finding = None
-        # A read's length at a time, as from the stream below: over the whole window (up
-        # to max_item_bytes) the string pattern's repeat kept state per escape, 100s of MB.
-        step, at = self._read_size, -1
-        for piece in range(pos + fed, len(buf), step):
-            at = end.feed(buf[piece : piece + step], 0, _STR_PATTERNS)
-            if at >= 0:
-                at += piece
-                break
+        at, state = value_end(buf, pos + fed, state)
         if at >= 0:
             # The value ends in the window (the scanner asked for more only because it
             # ends near the window's edge): clipped all the same, as too long to hold.
@@ -377,7 +368,7 @@ class _Window:
                 raise DecodeError("invalid JSON: the input ends inside an item", offset=start)
             if self._pass_over is not None and size > self._pass_over:
                 raise _passed_over_too_far(self._pass_over, start)
-            at = end.feed(data, 0, _BYTE_PATTERNS)
+            at, state = value_end(data, 0, state)
             if at >= 0:
                 break
             size += len(data)
@@ -426,8 +417,8 @@ class _Window:
 
         A value the window cannot hold grows it and is parsed again; past `_SCAN_AGAIN`
         of its text, its end is found first (`_grow`), so that it is parsed once more
-        at most: each parse builds the objects of all the text it reads, about 20
-        times that text for ``[{},{},...]``, which a value too long to hold never needs.
+        at most: each parse builds the objects of all the text it reads, about 25
+        bytes a byte of ``[{},{},...]``, which a value too long to hold never needs.
         """
         while True:
             try:
@@ -457,7 +448,10 @@ class _Window:
                 raise self.error(f"{exc} is not valid JSON") from None
             # A number near the window's edge may continue in the next chunk ("-0." is
             # read as -0 and stops before the "."), so values ending there are re-read.
-            if end > len(self.buf) - _EDGE and not self.eof:
+            # A closing bracket or quote ends a value for good: an item read whole
+            # after `_grow` ends near the edge, and reading it again held two of it.
+            if end > len(self.buf) - _EDGE and not self.eof and self.buf[end - 1] not in '"]}':
+                del obj  # not held while it is read again
                 self.refill(ended=end - self.pos)
                 continue
             return obj, end
@@ -468,17 +462,15 @@ class _Window:
         if len(self.buf) - self.pos < _SCAN_AGAIN:
             self.refill()
             return
-        end = _ValueEnd(self.buf[self.pos])
-        fed = 0 if end.scalar else 1  # the value's text fed so far
+        state, fed = _value_start(self.buf[self.pos])  # fed: the value's text walked
         while True:
             # Kept for `skip` should the refill find the value too long to hold.
-            self._finding = (self.bpos, end, fed)
+            self._finding = (self.bpos, state, fed)
             self.refill()  # the value now starts the window: pos is 0
-            step = self._read_size
-            for piece in range(fed, len(self.buf), step):
-                if end.feed(self.buf[piece : piece + step], 0, _STR_PATTERNS) >= 0:
-                    self._finding = None
-                    return
+            at, state = value_end(self.buf, fed, state)
+            if at >= 0:
+                self._finding = None
+                return
             fed = len(self.buf)
             if self.eof:
                 self._finding = None
@@ -504,7 +496,7 @@ def _utf8_len(text: str, start: int, step: int) -> int:
 
 
 class _Patterns:
-    """What `_ValueEnd` searches for, in text (`str`) or in bytes."""
+    """What `value_end_py` searches for, in text (`str`) or in bytes."""
 
     __slots__ = ("outside", "scalar_end", "string")
 
@@ -528,58 +520,85 @@ _PATTERN_TEXT: Final = (
 _STR_PATTERNS: Final = _Patterns(*_PATTERN_TEXT, str)
 _BYTE_PATTERNS: Final = _Patterns(*_PATTERN_TEXT, bytes)
 
+#: `value_end`'s state: a backslash ended the text walked so far (the next character is
+#: escaped), the walk is inside a string, and one open bracket (the depth's unit). State
+#: 0 is a scalar, and what a value that ended leaves.
+_VE_ESCAPED: Final = 1
+_VE_STRING: Final = 2
+_VE_DEPTH: Final = 4
+#: The characters `value_end_py` walks at a time: over a whole window (up to
+#: max_item_bytes) the string pattern's repeat kept state per escape, 100s of MB.
+_VE_PIECE: Final = 1 << 16
 
-class _ValueEnd:
-    """Finds where a JSON value ends without parsing it, fed its text a piece at a time.
 
-    It follows strings (and their escapes) and bracket depth only, with regexes: a
-    string, escapes and all, is one C match, and a container costs one Python step per
-    string or bracket in it. The text is not validated: it need not be JSON,
-    and ``[`` closed by ``}`` passes.
+def _value_start(first: str) -> tuple[int, int]:
+    """The `value_end` state of a value whose text starts with *first*, and how many
+    characters that state has walked (the opening quote or bracket; none of a scalar)."""
+    if first == '"':
+        return _VE_STRING, 1
+    if first in ("[", "{"):
+        return _VE_DEPTH, 1
+    return 0, 0
+
+
+def value_end_py(data: str | bytes, start: int, state: int) -> tuple[int, int]:
+    """The index in *data* just after the JSON value whose text it holds from *start* on
+    (-1: the value goes on past *data*), and the state to walk the next piece with.
+
+    *state* is ``_VE_ESCAPED | _VE_STRING | depth * _VE_DEPTH`` (0: a scalar, which ends
+    before a separator); `_value_start` gives the first one. Only strings (and their
+    escapes) and bracket depth are followed, with regexes: a string, escapes and all, is
+    one C match, and a container costs one Python step per string or bracket in it. The
+    text is not validated (``[`` closed by ``}`` passes). A str is walked a character
+    at a time, bytes (UTF-8) a byte at a time, which agree: every byte of a character
+    past ASCII is 0x80 or more.
+
+    The pure-Python twin of the compiled ``_numbers.value_end``, which takes a few
+    milliseconds where this takes seconds for 16 MB of ``{},``.
     """
-
-    __slots__ = ("depth", "escaped", "scalar", "string")
-
-    def __init__(self, first: str) -> None:
-        self.string = first == '"'
-        self.depth = 1 if first in "[{" else 0
-        self.scalar = not self.string and not self.depth
-        self.escaped = False  # a backslash ended the last piece: skip the next character
-
-    def feed(self, data: str | bytes, i: int, patterns: _Patterns) -> int:
-        """The index in *data* just after the value's end, or -1: it goes on past *data*."""
-        n = len(data)
-        if self.scalar:
-            m = patterns.scalar_end.search(data, i)
-            return -1 if m is None else m.start()
-        while i < n:
-            if self.escaped:
-                self.escaped, i = False, i + 1
-            elif self.string:
-                m = patterns.string.match(data, i)
+    patterns = _STR_PATTERNS if isinstance(data, str) else _BYTE_PATTERNS
+    n = len(data)
+    if not state:
+        m = patterns.scalar_end.search(data, start)
+        return -1 if m is None else m.start(), 0
+    depth, string, escaped = state // _VE_DEPTH, bool(state & _VE_STRING), bool(state & _VE_ESCAPED)
+    for base in range(start, n, _VE_PIECE):
+        piece, i, stop = data[base : base + _VE_PIECE], 0, min(_VE_PIECE, n - base)
+        while i < stop:
+            if escaped:
+                escaped, i = False, i + 1
+            elif string:
+                m = patterns.string.match(piece, i)
                 assert m is not None  # every part of the pattern may match nothing
                 i = m.end()
                 if m.lastindex is None:
                     # The piece ended in the string, or just after a backslash.
-                    self.escaped = i < n
-                    return -1
-                self.string = False
-                if not self.depth:
-                    return i
+                    escaped = i < stop
+                    break
+                string = False
+                if not depth:
+                    return base + i, 0
             else:
-                m = patterns.outside.search(data, i)
+                m = patterns.outside.search(piece, i)
                 if m is None:
-                    return -1
+                    break
                 i = m.end()
                 if m.lastindex == 1:
-                    self.string = True
+                    string = True
                 elif m.lastindex == 2:
-                    self.depth += 1
+                    depth += 1
                 else:
-                    self.depth -= 1
-                    if not self.depth:
-                        return i
-        return -1
+                    depth -= 1
+                    if not depth:
+                        return base + i, 0
+    return -1, depth * _VE_DEPTH + string * _VE_STRING + escaped
+
+
+value_end: Callable[[str | bytes, int, int], tuple[int, int]]
+try:
+    from ._numbers import value_end
+except ImportError:  # pragma: no cover - built without a C compiler
+    value_end = value_end_py
 
 
 def _split_prefix(prefix: object) -> tuple[str, ...]:
@@ -817,6 +836,7 @@ def array_runs(
                 index += len(objs)
             if not more:
                 break
+            obj = None  # an item the fast path parsed and gave up on: not held twice
             try:
                 obj, end = win.value(scan)
                 if win.bytes_to(end) > max_item_bytes:
