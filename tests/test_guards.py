@@ -2730,3 +2730,40 @@ def test_regression_a_label_that_is_not_a_str_is_refused_before_the_result_is_re
             call()
     assert pulled == 0
     assert turn.remaining == before  # no call was counted
+
+
+@pytest.mark.parametrize(
+    ("value", "max_bytes", "pointer"),
+    [
+        ([{"a": 1, "k" * 1300: "the value"}, "pad" * 300], 1000, ""),
+        ({"rows": [{"k" * 2000: "v" * 2000, "b": 1}]}, 700, ""),
+        ([{"a": 1, "k" * 1300: {"b": list(range(2000))}}], 600, ""),
+    ],
+    ids=["item", "member", "nested"],
+)
+def test_regression_a_key_that_spends_the_page_keeps_its_value(
+    tmp_path: Path, value: Any, max_bytes: int, pointer: str
+) -> None:
+    # The reader's lazy rest began its tape at the member's value, not its key, once a
+    # long key spent the page's budget: the value was listed as a key, the next event as
+    # its value ({"a":1,"the value":null}), unmarked.
+    reader = ResultReader(spill=SpillStore(tmp_path), max_bytes=max_bytes)
+    gate = ResultGate(max_bytes=600, reader=reader, principal="p")
+    ref = orjson.loads(gate.gate(value).data)["spilled"]["ref"]
+    page = orjson.loads(read_result(ref, pointer, reader=reader, principal="p").data)
+    shown = page["items"][0]
+    if isinstance(value, dict):  # a member of the listed object: {"key": ..., "value": ...}
+        shown, value = shown["value"], next(iter(value.values()))
+    listed, truth = shown[0] if isinstance(shown, list) else shown, value[0]
+    assert len(listed) <= len(truth)
+    for (key, got), (real_key, real) in zip(listed.items(), truth.items(), strict=False):
+        if key.startswith("…"):  # the "more keys" member
+            break
+        assert real_key.startswith(key.partition("…")[0])
+        if isinstance(real, str):
+            assert isinstance(got, str)
+            assert real.startswith(got.partition("…")[0])
+        elif isinstance(real, int):
+            assert got == real
+        else:
+            assert isinstance(got, type(real) | str)

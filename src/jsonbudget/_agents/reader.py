@@ -1406,12 +1406,17 @@ def _build(
             # The budget is spent: this child (begun with *ev*) and everything after it
             # in every open container is read past, never built, onto the tape the
             # lazy rests replay (a replay is already on one).
+            # A member's value: its key, read (and counted) already, starts the tape too,
+            # or the lazy rest would replay the value as a key.
+            keyed = ev != "map_key" and type(frame[0]) is not list
             past: _Replay | _Recording
             if type(events) is _Replay:
-                tape, at, past = events.tape, events.pos - 1, events
+                tape, at, past = events.tape, events.pos - (2 if keyed else 1), events
             else:
                 tape = _Tape()
                 recording = past = _Recording(events, tape, rest)
+                if keyed:
+                    recording.add(("map_key", frame[3]))
                 recording.add((ev, val))
                 at = 0
             if ev == "map_key":
