@@ -2767,3 +2767,95 @@ def test_regression_a_key_that_spends_the_page_keeps_its_value(
             assert got == real
         else:
             assert isinstance(got, type(real) | str)
+
+
+# --- regressions: r17 (what a repeated-key lookup holds, and what one scan teaches) ---
+
+
+def test_regression_a_repeated_key_lookup_holds_no_key_text(tmp_path: Path) -> None:
+    # Found by a tester: reading an object to its end for a later member with the key
+    # kept every key's text while it read (20 MB for 400 keys of 50 KB), and the reader
+    # kept each repeated key whole for its lifetime (50 MB after ten results repeating a
+    # 5 MB key), where guards.md says the read holds none of it.
+    reader = ResultReader(spill=SpillStore(tmp_path), max_bytes=2000)
+    keys = b"".join(b'"%d' % i + b"k" * 20_000 + b'":%d,' % i for i in range(200))
+    ref = _json_ref(reader, b"{" + keys + b'"last":1}')
+    del keys
+    page, peak = _peak_of(lambda: reader.read(ref, "/last", principal="a"))
+    assert orjson.loads(page.data)["items"] == [1]
+    assert peak < 1 << 20  # the object's keys are 4 MB
+    import tracemalloc
+
+    refs = []
+    for i in range(3):
+        key = b"%d" % i + b"k" * 1_000_000
+        refs.append(_json_ref(reader, b'{"' + key + b'":1,"' + key + b'":2,"x":0}'))
+    del key
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for ref in refs:
+            assert orjson.loads(reader.read(ref, "/x", principal="a").data)["items"] == [0]
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 256 << 10  # three repeated keys of 1 MB were kept whole
+    assert reader._repeats  # what was learnt is remembered: its keys' fingerprints
+
+
+def test_repeated_keys_resolve_the_same_when_every_key_shares_one_fingerprint(
+    store: SpillStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader remembers fingerprints of repeated keys, not the keys: a key sharing
+    its fingerprint with a repeated one costs a read to the object's end, never a wrong
+    member."""
+    import jsonbudget._agents.reader as reader_module
+
+    monkeypatch.setattr(reader_module, "_print", lambda key: (0, 0))
+    data = _REPEATED[:-1] + b',"u":{"p":1,"q":2}}'
+    reader = ResultReader(spill=store, max_bytes=1000)
+    ref = _json_ref(reader, data)
+    reads = {**_REPEATED_READS, "/u/q": 2, "/u/p": 1}
+    for pointer, want in [*reads.items(), *reversed(reads.items())]:
+        assert _read_all(reader, ref, pointer) == want, pointer
+
+
+def test_regression_one_scan_notes_every_object_it_read_to_its_end(tmp_path: Path) -> None:
+    # Found by a tester: a scan for a repeated key noted only the object it began in, so
+    # a result nested N objects deep cost N whole-file parses on its first N pointers
+    # (/a/b/c/d/0, /1, /2, /3 each read all 8 MB), not one.
+    store = _CountingSpill(tmp_path)
+    reader = ResultReader(spill=store, max_bytes=4000)
+    rows = [{"id": i, "body": "b" * 60} for i in range(20_000)]
+    data = orjson.dumps({"a": {"b": {"c": {"d": rows}}}})
+    ref = _json_ref(reader, data)
+    reads = []
+    for i in range(4):
+        store.read_bytes = 0
+        env = orjson.loads(reader.read(ref, f"/a/b/c/d/{i}/id", principal="a").data)
+        assert env["items"] == [i]
+        reads.append(store.read_bytes)
+    assert reads[0] >= len(data)
+    assert max(reads[1:]) <= 64 << 10, reads
+
+
+def test_notes_of_nested_objects_follow_the_last_member_with_a_key(store: SpillStore) -> None:
+    """Objects below an earlier member with a repeated key are noted by the same scan;
+    one reader reading every pointer, in both orders, still reads what json.loads
+    gives, and nothing where the last member holds nothing."""
+    data = (
+        b'{"a":{"b":{"k":1,"m":{"n":1}},"b":{"k":2,"k":3}},"x":{"y":{"z":1}},'
+        b'"a":{"b":{"m":{"n":2}}},"x":"s"}'
+    )
+    reads: dict[str, Any] = {"/a/b/m/n": 2, "/a/b/m": [("n", 2)], "/~v0/b/k": 3}
+    missing = ["/a/b/k", "/x/y/z", "/x/y", "/~v0/b/m"]
+    for order in (1, -1):
+        reader = ResultReader(spill=store, max_bytes=1000)
+        ref = _json_ref(reader, data)
+        for pointer in [*reads, *missing][::order] * 2:
+            if pointer in reads:
+                assert _read_all(reader, ref, pointer) == reads[pointer], pointer
+            else:
+                with pytest.raises(SpillError, match="nothing stands"):
+                    reader.read(ref, pointer, principal="a")

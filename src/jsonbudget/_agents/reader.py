@@ -129,8 +129,9 @@ class ResultReader:
         self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
         # Per spilled result: whether yajl must not read it (see `_backends`).
         self._surrogates: dict[str, bool] = {}
-        # Per spilled result and object (by its steps): the keys it repeats (see `_Repeats`).
-        self._repeats: dict[tuple[str, tuple[_Step, ...]], frozenset[str]] = {}
+        # Per spilled result and object (by its steps): fingerprints of the keys it
+        # repeats (see `_Repeats`).
+        self._repeats: dict[tuple[str, tuple[_Step, ...]], frozenset[_Print]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -937,11 +938,23 @@ class _Again(Exception):
         self.steps = steps
 
 
+#: A key's fingerprint: its hash and length, a few bytes whatever the key's length.
+#: Two keys may share one, so a match only says "maybe the same key".
+_Print = tuple[int, int]
+
+
+def _print(key: str) -> _Print:
+    return hash(key), len(key)
+
+
 class _Repeats:
     """What a reader remembers of one spilled result's objects read to their end: the
-    keys each repeats, by the steps to the object. A pointer through an object known
-    not to repeat its key takes the first member with it, as a result with unique keys
-    does, without reading the object on."""
+    fingerprints of the keys each repeats, by the steps to the object. A pointer through
+    an object known not to repeat its key takes the first member with it, as a result
+    with unique keys does, without reading the object on. Only fingerprints are kept, so
+    that what is remembered is bounded in bytes, not only in entries, however long the
+    keys: a key sharing its fingerprint with a repeated one is taken as repeated, which
+    costs a read to the object's end and never a wrong member."""
 
     __slots__ = ("name", "reader")
 
@@ -949,10 +962,10 @@ class _Repeats:
         self.reader = reader
         self.name = name
 
-    def get(self, steps: list[_Step]) -> frozenset[str] | None:
+    def get(self, steps: list[_Step]) -> frozenset[_Print] | None:
         return self.reader._repeats.get((self.name, tuple(steps)))
 
-    def put(self, steps: list[_Step], repeated: frozenset[str]) -> None:
+    def put(self, steps: list[_Step], repeated: frozenset[_Print]) -> None:
         memo = self.reader._repeats
         with self.reader._lock:
             if len(memo) >= _REPEATS_MEMO:
@@ -994,7 +1007,7 @@ def _locate(
                 continue
             if repeats is not None:
                 known = repeats.get(steps[:depth])
-                if known is None or step in known:
+                if known is None or _print(step) in known:
                     found = _scan(events, steps, depth, repeats)
                     if found is None:
                         break
@@ -1042,14 +1055,15 @@ def _scan(
     object is read to its end, and each member with that name is followed down in turn
     (the same way at each object below). Nothing is built but a scalar, string or key
     at the end of the steps, the last found kept; a container there is found again by
-    the steps returned. None if nothing stands there. *repeats* learns the keys the
-    object repeats when it has at most `REPEATS_TRACKED` members. Iterative: a pointer
-    may be as deep as the result."""
+    the steps returned. None if nothing stands there. *repeats* learns which keys each
+    object read to its end repeats (the one the scan began in and each below it on the
+    way) when it has at most `REPEATS_TRACKED` different keys, so that one scan serves
+    later pointers through any of them. Iterative: a pointer may be as deep as the
+    result."""
     # A frame per open container on the way: an object read to its end for a key,
-    # ``[depth, members read, the last finding]``, or one the steps take a single child
-    # of, ``[depth, None, that step]``, read past once the child is found.
-    frames: list[list[Any]] = [[depth, -1, None]]
-    keys = _Keys()  # of the object the scan began in
+    # ``[depth, members read, the last finding, its _Keys]``, or one the steps take a
+    # single child of, ``[depth, None, that step]``, read past once the child is found.
+    frames: list[list[Any]] = [[depth, -1, None, _Keys()]]
     found: Any
     while True:
         frame = frames[-1]
@@ -1057,12 +1071,16 @@ def _scan(
         if event == "end_map":
             frames.pop()
             found = frame[2]
-            if not frames and keys.seen is not None:
-                repeats.put(steps[:depth], frozenset(keys.repeated))
+            keys = frame[3]
+            # An object below an earlier member with a repeated key is noted too, then
+            # replaced by the one below the last: the one json.loads keeps. A note is
+            # looked up only through ancestors known not to repeat the key on the way
+            # (`_locate`), so it then names the only object the steps lead to.
+            if keys.seen is not None:
+                repeats.put(steps[: frame[0]], frozenset(keys.repeated))
         else:
             frame[1] += 1
-            if len(frames) == 1:
-                keys.add(value)
+            frame[3].add(value)
             if value != steps[frame[0]]:
                 _skip_value(events)
                 continue
@@ -1083,26 +1101,28 @@ def _scan(
 
 
 class _Keys:
-    """The keys of an object as it is read, and those it repeats, while they are at most
-    `REPEATS_TRACKED` (then `seen` is None: not known)."""
+    """Fingerprints of the keys of an object as it is read, and of those it repeats,
+    while they are at most `REPEATS_TRACKED` (then `seen` is None: not known). A key's
+    text is not kept: the object is read to its end holding none of it."""
 
     __slots__ = ("repeated", "seen")
 
     def __init__(self) -> None:
-        self.seen: set[str] | None = set()
-        self.repeated: set[str] = set()
+        self.seen: set[_Print] | None = set()
+        self.repeated: set[_Print] = set()
 
     def add(self, key: str) -> None:
         seen = self.seen
         if seen is None:
             return
-        if key in seen:
-            self.repeated.add(key)
+        mark = _print(key)
+        if mark in seen:
+            self.repeated.add(mark)
         elif len(seen) >= REPEATS_TRACKED:
             self.seen = None
             self.repeated = set()
         else:
-            seen.add(key)
+            seen.add(mark)
 
 
 def _down(
@@ -1117,7 +1137,7 @@ def _down(
         step = steps[depth]
         if event == "start_map":
             if isinstance(step, str):
-                frames.append([depth, -1, None])
+                frames.append([depth, -1, None, _Keys()])
                 return _DOWN
             if not _skip_members(events, step.place):
                 return None
