@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from jsonbudget import ResultGate, ResultReader, SpillRef, SpillStore
 from jsonbudget._agents.spill import default_spill_dir, sanitize_label
 from jsonbudget.errors import LimitError, SpillError
+from tests.limited import run_limited
 
 
 def mode_of(path: Path) -> int:
@@ -763,3 +764,47 @@ def test_a_process_keeps_the_ledgers_of_the_directories_it_uses_not_of_all(
     assert kept.directory in known
     sessions = {tmp_path.resolve() / f"session{i}" for i in range(3 * _RECENT_LEDGERS)}
     assert len(known & sessions) <= _RECENT_LEDGERS
+
+
+@pytest.mark.parametrize(
+    ("item", "head", "tail"),
+    [("TEXT", b'"', b'"'), ('{"id": 1, "log": TEXT}', b'{"id":1,"log":"', b'"}')],
+)
+def test_regression_an_oversized_item_holding_a_long_string_spills_under_an_address_limit(
+    tmp_path: Path, item: str, head: bytes, tail: bytes
+) -> None:
+    """Found by a tester: ``paginate(..., oversized="spill")`` of an item that is (or
+    holds) a 60 MB string handed the string to orjson in one call, which reserves 9-16
+    bytes of address space a character: under a 600 MiB address-space limit the
+    process died with SIGSEGV. The spill writer escapes it a piece at a time."""
+    done = run_limited(
+        f"""
+        import hashlib, os
+        from jsonbudget import Limits, MemoryCursorStore, Scope, SpillStore, paginate
+
+        N = 60_000_000
+        TEXT = "x" * N
+        items = [{item}]
+        page = paginate(
+            items, scope=Scope("u", {{}}), store=MemoryCursorStore(), limits=Limits(4096),
+            oversized="spill", spill_store=SpillStore({str(tmp_path)!r}),
+        )
+        del items, TEXT
+        [name] = [n for n in os.listdir({str(tmp_path)!r}) if n.endswith(".json")]
+        digest = hashlib.sha256({head!r})
+        for _ in range(60):
+            digest.update(b"x" * 1_000_000)
+        digest.update({tail!r})
+        with open(os.path.join({str(tmp_path)!r}, name), "rb") as f:
+            got = hashlib.sha256()
+            while block := f.read(1 << 20):
+                got.update(block)
+        assert got.hexdigest() == digest.hexdigest()
+        assert page.oversized[0].outcome == "spilled"
+        print("ok")
+        """,
+        memory=600 << 20,
+        timeout=180,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "ok"
