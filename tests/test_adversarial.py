@@ -14,7 +14,7 @@ import inspect
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -941,3 +941,290 @@ def test_regression_lists_nested_a_hundred_levels_deep_do_not_crash_the_process(
         """
     )
     assert out.strip() == "[True, True, True, True]"
+
+
+# -- values whose reading runs Python code ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "check"),
+    [
+        ("uuid.uuid4()", "all(len(x) == 36 for x in log)"),  # a segfault
+        ("datetime.datetime(2024, 1, 1)", "all(x.startswith('2024') for x in log)"),
+        (
+            "datetime.datetime(2024, 1, 1) if not calls else None",
+            "log[:1] == ['2024-01-01T00:00:00']",
+        ),
+    ],
+    ids=["uuid", "datetime", "one-datetime"],
+)
+def test_regression_a_dataclass_getattribute_cannot_change_a_measured_value(
+    entry: str, check: str
+) -> None:
+    """Found by a tester: the size walk admitted a dataclass whose ``__getattribute__``
+    is Python code (an audit hook logging each access into a list that is part of the
+    output); orjson ran it in the middle of the compiled cut to read the instance's
+    ``__dict__``, and the cut then wrote the grown log from pointers it had measured:
+    a segfault (a UUID read as a tuple), a bare AssertionError, a datetime written as
+    ``[]`` with no marker. Such a class is read by the renderer, outside orjson."""
+    code = f"""
+    import dataclasses, datetime, json, uuid
+    from jsonbudget import Encoder, Limits, PageBuilder, ResultGate, bounded_dumps, encode
+
+    raw = []
+    calls = []
+
+    @dataclasses.dataclass
+    class Row:
+        id: int = 1
+        def __getattribute__(self, name):
+            item = {entry}
+            calls.append(1)
+            if item is not None:
+                raw.append(item)
+            return object.__getattribute__(self, name)
+
+    def doc():
+        raw.clear()
+        calls.clear()
+        rows = [{{"id": 0}}] + [Row() for _ in range(5)] + [{{"id": 1}} for _ in range(2000)]
+        return {{"rows": rows, "log": raw}}
+
+    outs = [
+        encode(doc(), max_bytes=4000).data,
+        bounded_dumps(doc(), max_bytes=4000),
+        Encoder(Limits(4000)).dumps(doc()),
+    ]
+    for out in outs:
+        assert len(out) <= 4000
+        log = [x for x in json.loads(out)["log"] if not x.startswith("…[")]
+        assert all(type(x) is str for x in log), log[:3]
+        assert {check}, log[:3]
+    gated = ResultGate(max_bytes=4000).gate(doc())
+    assert len(gated.data) <= 4000
+    json.loads(gated.data)
+    PageBuilder(Limits(4000)).add(doc())
+    print("ok")
+    """
+    assert bounded_run(code).strip() == "ok"
+
+
+def test_regression_a_dataclass_getattribute_cannot_change_the_list_orjson_writes() -> None:
+    """Found by a tester: the walk called such a dataclass clean, so the one orjson call
+    of the fast path ran its hook mid-write; a hook that empties the list being written
+    crashed the process (through encode, bounded_dumps and ResultGate.gate)."""
+    code = """
+    import dataclasses, json
+    from jsonbudget import ResultGate, bounded_dumps, encode
+
+    rows = []
+
+    @dataclasses.dataclass
+    class Row:
+        id: int = 1
+        def __getattribute__(self, name):
+            rows.clear()  # a lazy loader resetting a shared cache
+            return object.__getattribute__(self, name)
+
+    def fill():
+        rows[:] = [Row()] + [[i, i, i] for i in range(100)]
+        return rows
+
+    print(len(encode(fill(), max_bytes=100_000).data) <= 100_000)
+    print(len(bounded_dumps(fill(), max_bytes=100_000)) <= 100_000)
+    print(json.loads(ResultGate(max_bytes=100_000).gate(fill()).data) is not None)
+    """
+    assert bounded_run(code).split() == ["True", "True", "True"]
+
+
+@pytest.mark.parametrize("kind", ["field_serializer", "model", "attrs", "dataclass"])
+def test_regression_a_library_value_cannot_change_the_list_orjson_writes(kind: str) -> None:
+    """Found while fixing the above: a value holding pydantic models, attrs instances
+    or dataclasses beside plain JSON was written by one orjson call whose ``default``
+    called their serializers (a pydantic ``field_serializer``, a ``__getattribute__``)
+    in the middle of writing the list around them; one that changed that list crashed
+    the process. That code now runs before orjson, which only joins bytes."""
+    code = f"""
+    import dataclasses, json
+    import attrs, pydantic
+    from jsonbudget import bounded_dumps, encode
+
+    rows = []
+    calls = [0, 0]
+
+    def hook():
+        calls[0] += 1
+        if calls[0] == calls[1]:
+            rows.clear()
+            rows.extend({{1, 2}} for _ in range(3))
+
+    kind = {kind!r}
+    if kind == "field_serializer":
+        class Row(pydantic.BaseModel):
+            id: int = 1
+            @pydantic.field_serializer("id")
+            def ser(self, v):
+                hook()
+                return v
+    elif kind == "model":
+        class Row(pydantic.BaseModel):
+            id: int = 1
+            def __getattribute__(self, name):
+                hook()
+                return super().__getattribute__(name)
+    elif kind == "attrs":
+        @attrs.define
+        class Row:
+            id: int = 1
+            def __getattribute__(self, name):
+                hook()
+                return object.__getattribute__(self, name)
+    else:
+        @dataclasses.dataclass
+        class Row:
+            id: int = 1
+            def __getattribute__(self, name):
+                hook()
+                return object.__getattribute__(self, name)
+
+    class Beside(pydantic.BaseModel):  # makes the walk of a dataclass the Python one
+        x: int = 1
+
+    head = [Beside()] if kind == "dataclass" else []
+
+    for fire in range(1, 17):
+        for budget in (100_000, 1000):
+            for bounded in (False, True):
+                calls[:] = [0, fire]
+                rows[:] = head + [Row()] + [[i, i, i] for i in range(100)]
+                if bounded:
+                    out = bounded_dumps(rows, max_bytes=budget)
+                else:
+                    out = encode(rows, max_bytes=budget).data
+                assert len(out) <= budget
+                json.loads(out)
+    print("ok")
+    """
+    assert bounded_run(code).strip() == "ok"
+
+
+def test_regression_a_dataclass_member_named_empty_is_written_by_the_renderer() -> None:
+    """Found while fixing the above: orjson aborts the process (a Rust panic) on a
+    dataclass attribute named "" (it reads the first byte to skip _private names), and
+    the walk let such an instance through to it."""
+    code = """
+    import dataclasses
+    from jsonbudget import bounded_dumps
+
+    @dataclasses.dataclass
+    class Row:
+        x: int = 1
+
+    row = Row()
+    setattr(row, "", 2)
+    print(bounded_dumps([row], max_bytes=1000).decode())
+    """
+    assert bounded_run(code).strip() == '[{"x":1,"":2}]'
+
+
+def test_regression_a_dict_property_of_a_dataclass_keeps_its_markers() -> None:
+    # Found by a tester: the walk read the instance's own dict, orjson the property's,
+    # so a NaN there came out as null with complete=True.
+    @dataclasses.dataclass
+    class Row:
+        a: int = 1
+
+        @property
+        def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+            return {"v": math.nan, "big": "x" * 50}
+
+    for value in (Row(), [Row()], {"x": Row(), "pad": "y" * 2000}):
+        out = encode(value, max_bytes=1000)
+        assert b"null" not in out.data
+        assert any(t.kind == "unencodable" for t in out.truncations)
+        valid(out.data, 1000)
+
+
+class _Handle:
+    pass
+
+
+_GROWTHS: dict[str, tuple[Callable[[], Any], Callable[[Any], Any], int]] = {
+    # (the value, what the hook does to it, on which call of the hook)
+    "empty-grows": (list, lambda a: a.extend(["y" * 300] * 3), 1),
+    "short-grows": (lambda: [1, 2, 3], lambda a: a.extend(["y" * 300] * 3), 2),
+    "inner-grows": (lambda: [[1], 2, 3], lambda a: a[0].extend(["y" * 300] * 3), 2),
+    "inner-dict-grows": (lambda: [{"k": 1}], lambda a: a[0].update(n="y" * 500), 2),
+    "item-replaced": (lambda: [1, 2, 3], lambda a: a.__setitem__(2, "y" * 500), 2),
+    "dict-grows": (lambda: {"k": 1}, lambda a: a.update({f"n{i}": "y" * 100 for i in range(5)}), 1),
+}
+
+
+@pytest.mark.parametrize("growth", sorted(_GROWTHS))
+@pytest.mark.parametrize("markers", ["text", "structured"])
+def test_regression_a_default_hook_that_grows_a_value_already_measured(
+    growth: str, markers: Any
+) -> None:
+    # Found by a tester: a default hook that adds to a list the renderer had measured
+    # (recording what it resolved) leaked a bare AssertionError ("no rendering of 30
+    # bytes"): the balanced cut gave the list a share from its size before it grew,
+    # then could render it in neither. A value is rendered from what one read of it
+    # found; a finalizer or another thread changing it did the same.
+    start, grow, on_call = _GROWTHS[growth]
+    for budget in range(64, 330, 11):
+        value = start()
+        calls = [0]
+
+        def default(o: object, value: Any = value, calls: list[int] = calls) -> str:
+            calls[0] += 1
+            if calls[0] == on_call:
+                grow(value)
+            return "resolved"
+
+        doc = {"a": value, "b": [_Handle()], "c": "x" * 5000, "d": [_Handle()]}
+        out = encode(doc, max_bytes=budget, default=default, markers=markers)
+        valid(out.data, budget)
+
+
+def test_regression_a_collection_inside_orjson_cannot_change_what_it_writes() -> None:
+    """Found while fixing the above (the tester's gc-callback fuzzer, under
+    ``PYTHONMALLOC=debug``): orjson allocates an object the collector tracks when it
+    writes an aware datetime (it asks the built-in timezone whether it has ``dst``); a
+    collection started there ran gc callbacks and finalizers, whose code emptied the list
+    orjson was writing: a segfault. Every orjson call of a walked value pauses the
+    collector now. The child runs under the debug allocator, which makes the read of
+    freed memory crash every time."""
+    inner = """
+    import datetime as dt, gc, json, sys
+    from jsonbudget import encode
+
+    rows = []
+    armed = []
+
+    def inside(phase, info):
+        caller = sys._getframe().f_back
+        if phase == "start" and armed and caller is not None and caller.f_code.co_name in armed:
+            armed.clear()
+            rows.clear()
+
+    gc.callbacks.append(inside)
+    when = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    gc.set_threshold(1)
+    for _ in range(20):
+        rows[:] = [[when, str(j) * 20, j] for j in range(300)]
+        for frame in ("_clean_dumps", "bulk_run"):  # the renderer's orjson calls
+            armed[:] = [frame]
+            json.loads(encode({"n": float("nan"), "rows": rows}, max_bytes=100_000).data)
+            json.loads(encode([float("nan"), *rows], max_bytes=100_000).data)
+    gc.set_threshold(700)
+    print("ok")
+    """
+    code = f"""
+    import os, subprocess, sys, textwrap
+    env = {{**os.environ, "PYTHONMALLOC": "debug"}}
+    cmd = [sys.executable, "-c", textwrap.dedent({inner!r})]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    sys.stderr.write(done.stderr)
+    print(done.stdout.strip() if done.returncode == 0 else f"exit {{done.returncode}}")
+    """
+    assert bounded_run(code).strip() == "ok"

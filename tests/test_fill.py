@@ -8,6 +8,7 @@ everything the compiled cut does not take is handed back, and count its work.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pickle
 from collections.abc import Iterator
@@ -134,6 +135,29 @@ def test_what_is_not_clean_is_handed_back(obj: Any) -> None:
     assert not taken(obj, 64)
     compiled, rendered = both(obj, 64)
     assert compiled == rendered
+
+
+def test_regression_a_bulk_run_never_runs_a_dataclass_getattribute() -> None:
+    # Found by a tester: a bulk run's walk admitted a dataclass whose __getattribute__
+    # is Python; orjson ran it mid-cut to read the instance's __dict__, and the hook,
+    # appending to a list measured already, crashed the process (tests/
+    # test_adversarial.py runs that). Such a row is handed back, its hook never run.
+    calls: list[str] = []
+
+    @dataclasses.dataclass
+    class Row:
+        id: int = 1
+
+        def __getattribute__(self, name: str) -> Any:
+            calls.append(name)
+            return object.__getattribute__(self, name)
+
+    rows = [{"id": 0}, *(Row() for _ in range(5)), *({"id": 1} for _ in range(2000))]
+    fill = _bound.fill
+    assert fill is not None
+    calls.clear()
+    assert fill({"rows": rows, "log": calls}, 4000, Encoder(max_bytes=4000)._caps, None, 0) is None
+    assert calls == []
 
 
 def test_depth_at_the_limit_is_handed_back() -> None:

@@ -490,6 +490,173 @@ def test_a_dataclass_is_walked_as_orjson_writes_it() -> None:
     assert speedups.bound(Record("a", 1), BIG, 0, 64, BIG, BIG, BIG, None) == -1
 
 
+#: Calls of the Python attribute lookups below: a walk must make none.
+_LOOKUPS: list[str] = []
+
+
+class _Looks:
+    def __getattribute__(self, name: str) -> Any:
+        _LOOKUPS.append(name)
+        return object.__getattribute__(self, name)
+
+
+@dataclasses.dataclass
+class _Audited:
+    """A dataclass whose ``__getattribute__`` is Python (an audit hook, a lazy loader)."""
+
+    x: int = 1
+
+    def __getattribute__(self, name: str) -> Any:
+        _LOOKUPS.append(name)
+        return object.__getattribute__(self, name)
+
+
+@dataclasses.dataclass
+class _AuditedBase(_Looks):
+    x: int = 1
+
+
+@dataclasses.dataclass
+class _DictProperty:
+    x: int = 1
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+        _LOOKUPS.append("__dict__")
+        return {"x": float("nan")}
+
+
+@dataclasses.dataclass
+class _ErrorRow(Exception):  # a dataclass that is an exception
+    x: int = 1
+
+
+class _Other:
+    pass
+
+
+@dataclasses.dataclass
+class _BorrowedDict:
+    x: int = 1
+    __dict__ = vars(_Other)["__dict__"]  # another class's descriptor: raises on this one
+
+
+@dataclasses.dataclass
+class _HookedLater:
+    x: int = 1
+
+
+_HookedLater.__getattribute__ = _Looks.__getattribute__  # type: ignore[method-assign,assignment]
+
+
+@pytest.mark.parametrize("walk", [speedups.bound, _bound.py_bound], ids=["compiled", "python"])
+@pytest.mark.parametrize(
+    "cls", [_Audited, _AuditedBase, _DictProperty, _ErrorRow, _BorrowedDict, _HookedLater]
+)
+def test_regression_a_dataclass_read_through_python_code_is_unclean(walk: Any, cls: type) -> None:
+    # Found by a tester: orjson reads a dataclass's members by getattr(obj, "__dict__"),
+    # which runs a Python __getattribute__ (or a __dict__ property) in the middle of
+    # writing the containers around it, and code there that changed them crashed the
+    # compiled cut and orjson itself; a __dict__ property hid a NaN as null. The walk
+    # admits only a class whose lookup of __dict__ is the generic one, and runs none.
+    _LOOKUPS.clear()
+    rows = [{"id": 0}, cls(), {"id": 1}]
+    assert walk(rows, BIG, 0, 64, BIG, BIG, BIG, SCALARS) == -1
+    args = (BIG, 0, (64, BIG, BIG, BIG, SCALARS))
+    assert speedups.clean_dumps(rows, *args) == _bound.UNCLEAN
+    assert _bound.py_clean_dumps(rows, *args) == _bound.UNCLEAN
+    assert _LOOKUPS == []
+    assert _bound.plain_dict(cls) is False
+
+
+class _Meta(type):
+    def __getattribute__(cls, name: str) -> Any:  # the class's lookups, not its instances'
+        return type.__getattribute__(cls, name)
+
+
+@dataclasses.dataclass
+class _WithGetattr:
+    x: int = 1
+
+    def __getattr__(self, name: str) -> Any:  # asked only when a lookup fails
+        raise AttributeError(name)
+
+
+@dataclasses.dataclass
+class _WithMeta(metaclass=_Meta):
+    x: int = 1
+
+
+@pytest.mark.parametrize("walk", [speedups.bound, _bound.py_bound], ids=["compiled", "python"])
+@pytest.mark.parametrize("cls", [Record, _WithGetattr, _WithMeta])
+def test_a_dataclass_whose_dict_lookup_is_generic_stays_clean(walk: Any, cls: Any) -> None:
+    value = [cls(1, 2) if cls is Record else cls()]
+    assert walk(value, BIG, 0, 64, BIG, BIG, BIG, SCALARS) == bound(
+        orjson.loads(orjson.dumps(value))
+    )
+    assert _bound.plain_dict(cls) is True
+
+
+@pytest.mark.parametrize("walk", [speedups.bound, _bound.py_bound], ids=["compiled", "python"])
+def test_regression_an_empty_member_name_is_unclean(walk: Any) -> None:
+    # Found by a tester: orjson aborts the process (a Rust panic) writing a dataclass
+    # with an attribute named "" (it reads the name's first byte to skip _private ones).
+    row = Record("a", 1)
+    setattr(row, "", 2)
+    assert walk([row], BIG, 0, 64, BIG, BIG, BIG, SCALARS) == -1
+
+
+def test_regression_the_native_walk_enters_no_class_read_through_python_code() -> None:
+    # pydantic reads a model's members by getattr(model, "__dict__"), inside orjson's
+    # default where `values.whole` asks it: the walk enters only a class whose lookup
+    # runs no Python code, and a Struct's slots (read directly) whatever its class.
+    caps = (64, BIG, BIG, BIG, SCALARS)
+
+    class Looked(Plain, _Looks):
+        pass
+
+    class Property(Plain):
+        @property
+        def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+            return {"x": float("nan")}
+
+    value = [Looked(x=1)]
+    _LOOKUPS.clear()
+    assert speedups.bound_native(value, BIG, 0, caps, {Looked: 0}) == (-1, None, None)
+    assert speedups.bound_native([Property()], BIG, 0, caps, {Property: 0}) == (-1, None, None)
+    assert _LOOKUPS == []
+    assert speedups.bound_native([Plain(x=1)], BIG, 0, caps, {Plain: 0})[0] > 0
+
+
+def test_regression_orjson_writes_with_the_collector_paused() -> None:
+    # orjson allocates objects the collector tracks (a bound method when it asks a
+    # timezone for dst()); a collection there ran finalizers and gc callbacks mid-write
+    # (a segfault: tests/test_adversarial.py). The renderer's own orjson calls (a bulk
+    # run) go through paused_dumps, as the compiled ones pause it in C. A Python tzinfo
+    # shows what runs inside.
+    seen: list[bool] = []
+
+    class Zone(_PyZone):
+        def utcoffset(self, when: Any) -> dt.timedelta:
+            seen.append(gc.isenabled())
+            return dt.timedelta(hours=1)
+
+    dumps = _bound.paused_dumps
+    assert gc.isenabled()
+    assert dumps([dt.datetime(2024, 1, 2, tzinfo=Zone())]) == b'["2024-01-02T00:00:00+01:00"]'
+    assert seen == [False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        dumps([1])
+        assert not gc.isenabled()  # a paused collector stays paused
+    finally:
+        gc.enable()
+    with pytest.raises(orjson.JSONEncodeError):
+        dumps([2**70])
+    assert gc.isenabled()
+
+
 def test_clean_dumps_takes_orjsons_refusal_for_unclean() -> None:
     # The walk cannot see an int beyond 64 bits; orjson refuses it, and the renderer
     # then gives it a marker.

@@ -756,6 +756,13 @@ f_write(Fill *f, PyObject *v)
         return r;
     }
     int is_dict = t == &PyDict_Type;
+    if (!is_dict && t != &PyList_Type && t != &PyTuple_Type) {
+        /* Measured as a container: only Python code run since (which nothing here may
+           run: a bulk run's walk admits no class whose attribute lookup is Python)
+           could have put another value here. Never read as what it is not. */
+        PyErr_SetString(PyExc_RuntimeError, "fill(): a value changed while it was written");
+        return -1;
+    }
     /* Members are borrowed: writing calls no Python code (see the top). */
     Py_ssize_t n = is_dict ? PyDict_GET_SIZE(v) : Py_SIZE(v);
     PyObject *const *items = is_dict ? NULL : items_of(v);
@@ -772,6 +779,10 @@ f_write(Fill *f, PyObject *v)
         if (is_dict) {
             if (!pairs_next(&it, &key, &m)) {
                 break;
+            }
+            if (r == 0 && !PyUnicode_CheckExact(key)) {
+                PyErr_SetString(PyExc_RuntimeError, "fill(): a value changed while it was written");
+                r = -1;
             }
             r = r == 0 ? f_write_str(f, key) : r;
             r = r == 0 ? f_byte(f, ':') : r;
@@ -2096,7 +2107,9 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
        report's tuple, a bulk run's list) would run finalizers and weakref callbacks,
        which can put anything into a container already measured: a set read as a tuple
        crashed. So the collector waits until this call ends (it runs no Python code of
-       its own, and other threads need the GIL it holds). */
+       its own, and other threads need the GIL it holds). Nor does orjson run any for a
+       bulk run: the walk admits no class whose attribute lookup is Python code
+       (plain_dict() in _speedups.c), which orjson would call to read a dataclass. */
     int collecting = PyGC_Disable();
     /* A size walk that already passed the budget (least > budget) is not repeated. */
     Py_ssize_t r = least > budget ? F_NONE : f_size(&f, obj, budget, 0);

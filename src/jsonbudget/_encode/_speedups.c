@@ -15,7 +15,8 @@
  *        timezone (orjson would call its Python code mid-walk), a string that passes
  *        max_field or holds a lone surrogate, a cycle, a type other than the exact JSON ones, a subclass
  *        of one in the tuple *scalars* or, when *scalars* is given, a dataclass
- *        instance orjson writes from its __dict__);
+ *        instance orjson writes from its __dict__, read by a lookup that runs no Python
+ *        code (see plain_dict()), with no empty member name);
  *   n    otherwise, a lower bound of len(orjson.dumps(obj)); once n > cap the walk
  *        stops, so n may be below the true bound but is still above cap.
  * With a list as the optional last argument *spine*, a walk that stops at the cap
@@ -83,6 +84,9 @@ typedef struct {
     PyTypeObject *last_type;
     Py_ssize_t last_keys;   /* its key bytes */
     PyObject *last_slots;   /* its slot descriptors, checked to be its own; or NULL */
+    /* The last dataclass found one orjson writes from its plain __dict__ (see
+       walk_dataclass()): its instances are not checked again. */
+    PyTypeObject *dc_type;
     int record;
     int nspine;
     PyObject *spine[MAX_SPINE];
@@ -211,7 +215,8 @@ walk_members(Walk *w, PyObject *obj, int depth, Py_ssize_t cap, int dataclass)
         Py_ssize_t pos = 0;
         PyObject *k, *v;
         while (PyDict_Next(obj, &pos, &k, &v)) {
-            if (!PyUnicode_CheckExact(k)) {
+            /* orjson aborts the process on an empty name (it reads its first byte). */
+            if (!PyUnicode_CheckExact(k) || PyUnicode_GET_LENGTH(k) == 0) {
                 return UNCLEAN;
             }
             n -= private_name(k);
@@ -279,6 +284,90 @@ walk_members(Walk *w, PyObject *obj, int depth, Py_ssize_t cap, int dataclass)
 
 /* Names looked up in a type's own dict, made when the module is loaded. */
 static PyObject *str_dataclass_fields, *str_slots, *str_pydantic_fields, *str_attrs;
+static PyObject *str_getattribute, *str_dict;
+
+/* What plain_dict() compares a class with, taken when the module is loaded: object's own
+   __getattribute__, the getter of the __dict__ that type() gives a Python class, and
+   the tp_getattro of a Python class that defines __getattr__. */
+static PyObject *object_getattribute;
+static getter default_dict_get;
+static getattrofunc hooked_getattro;
+
+/* Whether getattr(instance, "__dict__") on class *t* runs no Python code and gives the
+   dict PyObject_GenericGetDict() gives, which is what the walk reads. orjson reads a
+   dataclass's members, and pydantic a model's, through that getattr, in the middle of
+   writing the containers around it: a Python __getattribute__ or a __dict__ property
+   would run there, and code that changes a container being written crashes orjson or
+   fill(); a __dict__ other than the walked one would be written unchecked (a NaN as
+   null). So: the __getattribute__ found is object's own, tp_getattro is the generic
+   one (or the hook of a Python __getattr__, which is called only when that lookup
+   fails, and the default __dict__ does not fail), the __dict__ descriptor is the one
+   type() made for a Python class the instance's class derives from, and no built-in
+   base keeps the dict in a way of its own (that __dict__ then asks the base's getter).
+   All of it reads the class, never the instance. */
+static int
+plain_dict(PyTypeObject *t)
+{
+    if (t->tp_getattro != PyObject_GenericGetAttr && t->tp_getattro != hooked_getattro) {
+        return 0;
+    }
+    if (_PyType_Lookup(t, str_getattribute) != object_getattribute) {
+        return 0;
+    }
+    PyObject *d = _PyType_Lookup(t, str_dict);
+    if (d == NULL || !Py_IS_TYPE(d, &PyGetSetDescr_Type) ||
+        ((PyGetSetDescrObject *)d)->d_getset->get != default_dict_get ||
+        !PyType_IsSubtype(t, PyDescr_TYPE(d))) {
+        return 0;
+    }
+    for (PyTypeObject *b = t; b->tp_base != NULL; b = b->tp_base) {
+        if (b->tp_dictoffset != 0 && !(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Takes what plain_dict() compares with: 0, or -1 with an exception set. */
+static int
+init_plain_dict(void)
+{
+    str_getattribute = PyUnicode_InternFromString("__getattribute__");
+    str_dict = PyUnicode_InternFromString("__dict__");
+    if (str_getattribute == NULL || str_dict == NULL) {
+        return -1;
+    }
+    object_getattribute = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_getattribute);
+    if (object_getattribute == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ImportError, "_speedups: object has no __getattribute__");
+        }
+        return -1;
+    }
+    Py_INCREF(object_getattribute);
+    /* Two throwaway classes, made as a class statement makes them. */
+    PyObject *plain = PyObject_CallFunction((PyObject *)&PyType_Type, "s(){}", "_Plain");
+    if (plain == NULL) {
+        return -1;
+    }
+    PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)plain)->tp_dict, str_dict);
+    if (d != NULL && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {
+        default_dict_get = ((PyGetSetDescrObject *)d)->d_getset->get;
+    }
+    Py_DECREF(plain);
+    PyObject *hooked = PyObject_CallFunction((PyObject *)&PyType_Type, "s(){sO}", "_Hooked",
+                                             "__getattr__", object_getattribute);
+    if (hooked == NULL) {
+        return -1;
+    }
+    hooked_getattro = ((PyTypeObject *)hooked)->tp_getattro;
+    Py_DECREF(hooked);
+    if (default_dict_get == NULL || hooked_getattro == PyObject_GenericGetAttr) {
+        PyErr_SetString(PyExc_ImportError, "_speedups: a class's __dict__ is not as expected");
+        return -1;
+    }
+    return 0;
+}
 
 /* The members of instance *obj*'s __dict__ (with *dataclass*, those orjson writes for a
    dataclass): UNCLEAN if it has no dict, FAILED with an exception set on another error.
@@ -315,12 +404,16 @@ static Py_ssize_t
 walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 {
     PyTypeObject *t = Py_TYPE(obj);
-    PyObject *own = t->tp_dict;
-    if (own == NULL || PyDict_GetItemWithError(own, str_dataclass_fields) == NULL ||
-        PyDict_GetItemWithError(own, str_slots) != NULL ||
-        PyDict_GetItemWithError(own, str_pydantic_fields) != NULL ||
-        _PyType_Lookup(t, str_attrs) != NULL) {
-        return PyErr_Occurred() ? FAILED : UNCLEAN;
+    if (t != w->dc_type) {
+        PyObject *own = t->tp_dict;
+        if (own == NULL || PyDict_GetItemWithError(own, str_dataclass_fields) == NULL ||
+            PyDict_GetItemWithError(own, str_slots) != NULL ||
+            PyDict_GetItemWithError(own, str_pydantic_fields) != NULL ||
+            _PyType_Lookup(t, str_attrs) != NULL || !plain_dict(t)) {
+            return PyErr_Occurred() ? FAILED : UNCLEAN;
+        }
+        /* Nothing the walk does runs Python code, so the class stays as checked. */
+        w->dc_type = t;
     }
     Py_ssize_t size = walk_instance_dict(w, obj, depth, cap, 1);
     if (size > cap) {
@@ -417,6 +510,13 @@ walk_native(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
             if (w->missing == NULL) {
                 w->missing = t;
             }
+            return UNCLEAN;
+        }
+        /* pydantic reads a model's members by getattr(model, "__dict__") (msgspec reads
+           a Struct's slots directly): only a class whose read runs no Python code and
+           gives the dict walked here, so that what was walked is what pydantic writes
+           (a __dict__ property could hold a NaN it writes as null). */
+        if (!PyTuple_CheckExact(plan) && !plain_dict(t)) {
             return UNCLEAN;
         }
         if (learn_plan(w, t, plan) < 0) {
@@ -585,6 +685,7 @@ start(Walk *w, const Caps *c, int depth)
     w->last_type = NULL;
     w->last_keys = 0;
     w->last_slots = NULL;
+    w->dc_type = NULL;
 }
 
 /* Reads cap, depth and the caps into *w*; -1 with an exception set on bad ones. */
@@ -776,7 +877,15 @@ static PyObject *zero; /* the int 0: a walk's depth from the top */
 static PyObject *
 orjson_bytes(PyObject *obj)
 {
+    /* The collector waits: orjson allocates objects it tracks (a bound method, asking a
+       built-in timezone whether it has dst()), and a collection started there runs
+       finalizers and gc callbacks, Python code that may change a container orjson is
+       writing through pointers it does not hold (a segfault). */
+    int collecting = PyGC_Disable();
     PyObject *data = PyObject_Vectorcall(orjson_dumps, &obj, 1, NULL);
+    if (collecting) {
+        PyGC_Enable();
+    }
     if (data == NULL) {
         if (!PyErr_ExceptionMatches(orjson_error)) {
             return NULL;
@@ -1463,7 +1572,7 @@ PyInit__speedups(void)
     str_pydantic_fields = PyUnicode_InternFromString("__pydantic_fields__");
     str_attrs = PyUnicode_InternFromString("__attrs_attrs__");
     init_ascii_width();
-    if (init_fill() < 0) {
+    if (init_fill() < 0 || init_plain_dict() < 0) {
         return NULL;
     }
     str_max_bytes = PyUnicode_InternFromString("max_bytes");

@@ -11,7 +11,8 @@ key, a container at ``max_depth``, a list over ``max_items``, a dict over ``max_
 aware datetime or time whose tzinfo is not the built-in `datetime.timezone`, a string
 that passes ``max_field`` or holds a lone surrogate, a cycle, a type other than the
 exact JSON ones, a subclass of one in *scalars*, or, when *scalars* is given, a
-dataclass instance orjson writes from its ``__dict__``), else
+dataclass instance orjson writes from its ``__dict__``, read by a lookup that runs no
+Python code (`plain_dict`), with no empty member name), else
 a lower bound of ``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*,
 so it costs at most the budget.
 
@@ -24,6 +25,11 @@ once a level).
 ``clean_dumps(obj, cap, depth, caps, spine=None, compact=False)`` is the encoder's fast
 path: orjson's bytes when the value is clean and they fit, else `TOO_BIG` or `UNCLEAN`.
 ``compact(data)`` copies short bytes out of orjson's oversized buffer.
+``paused_dumps(obj)`` is ``orjson.dumps(obj)`` with the garbage collector paused, as the
+compiled functions call orjson: orjson allocates objects the collector tracks (asking a
+built-in timezone for ``dst``), and a collection then runs finalizers and gc callbacks,
+Python code that could change a container orjson is writing through pointers it does
+not hold (the walk lets nothing else run there). It is Python, with no compiled twin.
 ``clean_result(obj, cap, caps, types, make, kind)`` is a guard's pass-through in one
 call: ``make(data, kind, len(data), None)`` when ``type(obj)`` is in *types* and
 `clean_dumps` gives bytes, else None.
@@ -52,6 +58,7 @@ It has no twin: where it was not built, `fill` is None and the renderer does eve
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import math
 import uuid
 from collections.abc import Callable, Sequence
@@ -74,6 +81,8 @@ __all__ = [
     "fill",
     "front",
     "join_reports",
+    "paused_dumps",
+    "plain_dict",
     "py_bound",
     "py_bound_items",
     "py_bound_native",
@@ -116,7 +125,7 @@ def py_bound(  # noqa: PLR0917 - the compiled function's signature
     """`bound` in Python: the same walk and the same numbers as the compiled one."""
     # ancestors[d] is the container being walked at depth d; those above *depth* belong
     # to the caller, which checked them already.
-    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [])
+    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [], [None])
     try:
         n = _walk(obj, cap, depth, caps, [-1] * depth)
     except RecursionError:
@@ -140,7 +149,7 @@ def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
     scalars: tuple[type, ...] | None,
 ) -> int:
     """`bound` of the items, each at *depth*, joined by commas, without brackets."""
-    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [])
+    caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [], [None])
     try:
         return _items(items, cap, depth, caps, [-1] * depth)
     except RecursionError:
@@ -156,6 +165,8 @@ class _Caps(NamedTuple):
     #: (container, depth, bound) for each container a walk stopped in, deepest first: what the
     #: compiled walk hands out as its *spine*.
     spine: list[tuple[Any, int, int]]
+    #: The last dataclass found one orjson writes from its plain ``__dict__``.
+    dataclass: list[type | None]
 
 
 def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> int:
@@ -203,7 +214,13 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
         elif issubclass(t, _dt.time):
             tz = _TIME_TZ(obj)
         return 10 if tz is None or type(tz) is _dt.timezone else -1
-    if caps.scalars is not None and _native_dataclass(t):
+    if caps.scalars is not None and (
+        t is caps.dataclass[0] or (_native_dataclass(t) and plain_dict(t))
+    ):
+        # Nothing here changes a class: its instances are not checked again.
+        caps.dataclass[0] = t
+        # plain_dict(t): this getattr runs no Python code and finds the instance's own
+        # dict, the one the compiled walk reads.
         d = getattr(obj, "__dict__", None)
         size = _members(d, cap, depth, caps, ancestors, dataclass=True) if type(d) is dict else -1
         if size > cap:
@@ -227,13 +244,67 @@ def _native_dataclass(t: type) -> bool:
     (orjson then reads the fields one by one, running descriptors), and not a pydantic
     dataclass or an attrs class, which the renderer writes their own way.
     """
-    own = t.__dict__
+    own = _namespace(t)
     return (
         "__dataclass_fields__" in own
         and "__slots__" not in own
         and "__pydantic_fields__" not in own
-        and not any("__attrs_attrs__" in c.__dict__ for c in t.__mro__)
+        and _lookup(t, "__attrs_attrs__") is _MISSING
     )
+
+
+# A class's own namespace, MRO and layout base, read past any metaclass (whose
+# __getattribute__ could answer anything): what the compiled walk reads in the type.
+_namespace = type.__dict__["__dict__"].__get__
+_mro = type.__dict__["__mro__"].__get__
+_base = type.__dict__["__base__"].__get__
+_flags = type.__dict__["__flags__"].__get__
+_dictoffset = type.__dict__["__dictoffset__"].__get__
+_HEAPTYPE = 1 << 9
+_MISSING: Any = object()
+_OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
+#: The ``__dict__`` descriptor type() makes for a Python class, known by its doc (its
+#: getter, which the compiled walk compares, is out of Python's reach).
+_DEFAULT_DICT_DOC = _namespace(type("_Plain", (), {}))["__dict__"].__doc__
+_GetSet = type(_namespace(type("_Plain", (), {}))["__dict__"])
+
+
+def _lookup(t: type, name: str) -> Any:
+    """_PyType_Lookup: *name* in the first class of *t*'s MRO that has it."""
+    for c in _mro(t):
+        ns = _namespace(c)
+        if name in ns:
+            return ns[name]
+    return _MISSING
+
+
+def plain_dict(t: type) -> bool:
+    """Whether ``getattr(instance, "__dict__")`` on class *t* runs no Python code and
+    gives the instance's own dict (the compiled walk's ``plain_dict``, read in Python).
+
+    orjson reads a dataclass's members, and pydantic a model's, through that getattr in
+    the middle of writing the containers around it: a Python ``__getattribute__`` or a
+    ``__dict__`` property would run there (code that changes a container being written
+    crashes the process), and a ``__dict__`` other than the walked one would be written
+    unchecked. So: the ``__getattribute__`` found is object's own (a ``__getattr__`` is
+    called only when that lookup fails, and the default ``__dict__`` does not fail), the
+    ``__dict__`` descriptor is the one type() made for a Python class *t* derives from,
+    and no built-in base keeps the dict in a way of its own. Reads the class only.
+    """
+    if _lookup(t, "__getattribute__") is not _OBJECT_GETATTRIBUTE:
+        return False
+    d = _lookup(t, "__dict__")
+    if type(d) is not _GetSet or d.__doc__ != _DEFAULT_DICT_DOC:
+        return False
+    owner = d.__objclass__
+    if not _flags(owner) & _HEAPTYPE or not any(c is owner for c in _mro(t)):
+        return False
+    b = t
+    while (up := _base(b)) is not None:
+        if _dictoffset(b) and not _flags(b) & _HEAPTYPE:
+            return False
+        b = up
+    return True
 
 
 def _members(
@@ -242,7 +313,8 @@ def _members(
     """The members of *obj*; with *dataclass*, only those orjson writes for an instance."""
     n = len(obj)
     if dataclass:
-        if any(type(k) is not str for k in obj):
+        # orjson aborts the process on an empty name (it reads its first byte).
+        if any(type(k) is not str or not k for k in obj):
             return -1
         n -= sum(1 for k in obj if k.startswith("_"))
     if depth >= caps.max_depth or n > caps.max_keys:
@@ -305,7 +377,7 @@ def py_clean_dumps(  # noqa: PLR0917 - the compiled function's signature
     if n > cap:
         return TOO_BIG
     try:
-        data = _dumps(obj)
+        data = paused_dumps(obj)
     except _JSONError:  # ints beyond 64 bits, lone surrogates
         return UNCLEAN
     if len(data) > cap:
@@ -328,6 +400,17 @@ def py_clean_result(  # noqa: PLR0917 - the compiled function's signature
         return None
     data = clean_dumps(obj, cap, 0, caps, None, True)
     return make(data, kind, len(data), None, None) if type(data) is bytes else None
+
+
+def paused_dumps(obj: Any) -> bytes:
+    """``orjson.dumps(obj)`` with the garbage collector paused (see the module's doc)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _dumps(obj)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def py_compact(data: bytes) -> bytes:

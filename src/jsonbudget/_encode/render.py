@@ -650,7 +650,7 @@ class EncodeCall:
         if n < 0 or n + 1 > room:
             return None
         try:
-            data = _dumps(run)
+            data = _bound.paused_dumps(run)  # no finalizer changes the run mid-write
         except _JSONError:  # ints beyond 64 bits, lone surrogates
             return None
         if len(data) - 1 > room:
@@ -933,6 +933,8 @@ class EncodeCall:
                 return data, _NONE
             if data == _TOO_BIG:
                 ent.over = cap
+                if 0 <= ent.size <= cap:
+                    ent.size = -1  # measured before the value changed (a hook, a thread)
                 return None
             # A native value's own library writes it when all of it fits (byte identity).
             try:
@@ -1272,23 +1274,31 @@ class EncodeCall:
             return len(mk.value("unencodable", "cycle"))
         if depth >= self.max_depth:
             return len(mk.value("depth", _describe(v)))
+        ent = self._entry(obj, v, depth)
         if isinstance(v, Mapping):
             # Read as far as `_cut_map` reads for a room this small, so that both choose
             # the same marker key (it must not repeat a key read).
             limit = min(self.max_keys, _LEAST_ROOM // 5 + 1) + 1
-            snap = self._snap(self._entry(obj, v, depth), limit, where)
+            snap = self._snap(ent, limit, where)
             if not snap.members:
                 return 2
             key = mk.key(self._short_keys(snap.members[:limit]))
             cut = 2 + len(mk.keys(snap.n, key))
         else:
-            snap = self._snap(self._entry(obj, v, depth), 2, where)
+            snap = self._snap(ent, 2, where)
             if not snap.members:
                 return 2
             cut = 2 + len(mk.items(snap.n))
         # A short container may be smaller whole (`[null]`) than cut to its marker.
+        cycles = self.cycles
         out = self.whole(obj, cut, where, depth)
-        return cut if out is None else len(out[0])
+        if out is None:
+            return cut
+        if self.cycles == cycles and ent.exact is None:
+            # Kept: it is what a cut to this size writes should the value change before
+            # then (a cut reads on from the live container; `_share`).
+            ent.exact, ent.size = out, len(out[0])
+        return len(out[0])
 
     def _cut_list(self, ent: _Seen, allot: int, where: Any, depth: int) -> Out | None:
         """A prefix of whole items; only the first may be cut ("prefix": the last shown)."""
@@ -1525,10 +1535,11 @@ class EncodeCall:
                     exact = self._exact(v, depth + 1)
                     if exact >= 0:
                         # Measured already (in a library output that holds it): written
-                        # only if it shows whole, below.
+                        # only if it shows whole, below. Its least stays its least: the
+                        # size may be of the value before a hook changed it, and then
+                        # only a cut of the snapshot `least` read is sure to fit.
                         if exact <= cap:
                             sizes[i] = exact
-                            mins[i] = min(mins[i], exact)
                             changed = True
                         continue
                     out = self.whole(v, cap, (where, tok), depth + 1)
@@ -1551,10 +1562,23 @@ class EncodeCall:
                     outs.append(known)
                     continue
             out = self.cut(v, share, (where, tok), depth + 1)
+            if out is None:
+                # The value changed since `least` measured it (a hook, a finalizer or
+                # another thread changed what its snapshot reads on): the rendering
+                # `least` found and kept is written.
+                out = self._least_kept(v, share, depth + 1)
             if out is None:  # pragma: no cover - `least` sizes a rendering that exists
                 raise AssertionError(f"no rendering of {m} bytes at {_path(where)}")
             outs.append(out)
         return outs
+
+    def _least_kept(self, obj: Any, cap: int, depth: int) -> Out | None:
+        """The whole rendering of container *obj* that `least` measured and kept, if it
+        fits *cap*."""
+        ent = self.seen.get((id(obj), depth))
+        if ent is None or ent.obj is not obj or ent.exact is None:
+            return None
+        return ent.exact if len(ent.exact[0]) <= cap else None
 
     def _cut_map_prefix(self, ent: _Seen, allot: int, where: Any, depth: int) -> Out | None:
         """Members in document order, each taking what it needs, until the budget is spent."""

@@ -1729,7 +1729,7 @@ def _attrs(obj: Any, opts: Options) -> Any:
     members = [(a.name, getattr(obj, a.name)) for a in type(obj).__attrs_attrs__]
     # `attrs.asdict`, then orjson: nested instances go through `_as_fragment`, and a set
     # is written in its own order (asdict copies it into a new set, of another order).
-    native = lambda: _dumps(dict(members), default=_as_fragment, option=_WHOLE_OPT)  # noqa: E731
+    native = lambda: _dumps_detached(dict(members))  # noqa: E731
     return MapView(members, _AttrsConv(opts).conv, src=obj, native=native)
 
 
@@ -1837,7 +1837,7 @@ def whole(
         elif run is not None:
             data = _run_json(obj, run)
         else:
-            data = _dumps(obj, default=_as_fragment, option=_WHOLE_OPT)
+            data = _dumps_detached(obj)
     except Exception as exc:
         if _refusal(exc):  # a library refuses a value: the renderer decides what it becomes
             return _keep(None, views, fresh)
@@ -1965,8 +1965,119 @@ def _library_json(v: Any) -> bytes | None:
     return None
 
 
+def _dumps_detached(v: Any) -> bytes:
+    """orjson's bytes for *v*, each value orjson does not write itself written as
+    `_as_fragment` writes it, from one orjson call that runs no Python code.
+
+    Given `_as_fragment` as its ``default``, orjson would call it in the middle of
+    writing the containers around the value, reading them through pointers it does not
+    hold: a pydantic serializer, a ``__getattribute__``, any Python code that runs there
+    (or a collection it starts) and changes one of those containers crashes the
+    process. So that code runs first (`_detached`), and orjson then only joins bytes.
+    """
+    clean = _clean_json(v)
+    return clean if clean is not None else _dumps(_detached(v, 0), option=_WHOLE_OPT)
+
+
+def _clean_json(v: Any) -> bytes | None:
+    """orjson's bytes for container *v* if the size walk finds nothing in it that orjson
+    runs Python code for or hands to a default (checked and written with nothing run in
+    between, so what was checked is what is written), else None."""
+    t = type(v)
+    if not (t is dict or t is list or t is tuple):
+        return None
+    if _bound.bound(v, _BIG, 0, _DETACH_DEPTH, _BIG, _BIG, _BIG, _bound.BOUNDED_SCALARS) < 0:
+        return None
+    try:
+        return _bound.paused_dumps(v)  # no finalizer changes *v* mid-write
+    except _JSONError:
+        # A subclass of a scalar type (orjson hands it to its default), an int past 64
+        # bits: read member by member, where it is written or refused.
+        return None
+
+
+#: Levels `_detached` goes down before it refuses a value (the size walk's own ceiling,
+#: far above any ``max_depth``): a value a hook made cyclic would otherwise never end.
+_DETACH_DEPTH: Final = 255
+
+# How `_detached` takes a value of a type other than dict, list and tuple (`_route`):
+# exact types orjson writes itself (an aware datetime's Python tzinfo is asked its offset
+# mid-write, but the containers orjson is in then are copies nothing else holds).
+_KEEP, _FINITE, _DICT_COPY, _LIST_COPY, _ENUM, _DEFAULT = range(6)
+_BASE_ROUTES: Final[dict[type, int]] = {
+    **dict.fromkeys((str, int, bool, type(None), orjson.Fragment, *_bound.BOUNDED_SCALARS), _KEEP),
+    float: _FINITE,
+}
+_ROUTES: dict[type, int] = dict(_BASE_ROUTES)
+_ROUTED_CLASSES = 1024  # past this many classes the cache starts again
+_type_flags = type.__dict__["__flags__"].__get__  # past a metaclass's attributes
+_INT_OR_STR_SUBCLASS = 1 << 24 | 1 << 28  # Py_TPFLAGS_LONG_SUBCLASS, _UNICODE_SUBCLASS
+_LIST_SUBCLASS = 1 << 25
+_DICT_SUBCLASS = 1 << 29
+
+
+def _route(t: type) -> int:
+    """orjson's own choice for a value of type *t*, kept: in its order, a subclass of
+    int or str (written from its value), of list or dict (by the type's flags, as it
+    looks), an Enum (its value); anything else goes to its default."""
+    flags = _type_flags(t)
+    if flags & _INT_OR_STR_SUBCLASS:
+        route = _KEEP
+    elif flags & _LIST_SUBCLASS:
+        route = _LIST_COPY
+    elif flags & _DICT_SUBCLASS:
+        route = _DICT_COPY
+    elif issubclass(t, enum.Enum):
+        route = _ENUM
+    else:
+        route = _DEFAULT
+    if len(_ROUTES) >= _ROUTED_CLASSES:
+        _ROUTES.clear()
+        _ROUTES.update(_BASE_ROUTES)
+    _ROUTES[t] = route
+    return route
+
+
+def _detached(v: Any, depth: int) -> Any:
+    """*v* as orjson, with `_as_fragment` for its default, would write it, made of what
+    no Python code can change any more: a part orjson writes by itself is its bytes (a
+    Fragment: `_clean_json`), another container a copy read once, a value orjson would
+    hand to its default that default's answer. A part a hook changed since the caller's
+    walk so that it needs a marker (a NaN, past the depth) raises ValueError: the
+    renderer writes it."""
+    if depth > _DETACH_DEPTH:
+        raise ValueError("nested deeper than a walk admits")
+    t = type(v)
+    if t is dict or t is list or t is tuple:
+        clean = _clean_json(v)
+        if clean is not None:
+            return orjson.Fragment(clean)
+        if t is dict:
+            return {k: _detached(x, depth + 1) for k, x in list(v.items())}
+        return [_detached(x, depth + 1) for x in tuple(v)]
+    route = _ROUTES.get(t)
+    if route is None:
+        route = _route(t)
+    if route == _DEFAULT:
+        out = _as_fragment(v)
+        return out if type(out) is orjson.Fragment else _detached(out, depth)
+    if route == _KEEP:
+        return v  # orjson writes it without running Python code
+    if route == _FINITE:
+        if not math.isfinite(v):
+            raise ValueError("a float orjson writes as null")
+        return v
+    if route == _DICT_COPY:  # orjson reads a subclass's entries, past its methods
+        return {k: _detached(x, depth + 1) for k, x in list(dict.items(v))}
+    if route == _LIST_COPY:
+        return [_detached(x, depth + 1) for x in list.copy(v)]
+    return _detached(v.value, depth)  # an Enum: orjson writes its value
+
+
 def _as_fragment(v: Any) -> Any:
-    """orjson's ``default`` inside `whole`: each native value written by its library."""
+    """A value orjson does not write itself, inside `whole`: a native value written by
+    its library; a dataclass's members, a set's items, a model serializer's JSON as
+    JSON values (which `_detached` reads)."""
     data = _library_json(v)
     if data is not None:
         return orjson.Fragment(data)
