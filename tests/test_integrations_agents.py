@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -53,6 +54,7 @@ from jsonbudget import ResultReader, SpillStore, TurnBudget, TurnReport, read_re
 from jsonbudget.integrations.langchain import TurnBudgetCallback, budget_tool
 from jsonbudget.integrations.openai_agents import TurnBudgetHooks, budget_tools
 from jsonbudget.integrations.pydantic_ai import TurnBudgetCapability
+from tests.limited import bounded_run
 
 TURN = 10_000
 CALLS = 6
@@ -418,7 +420,7 @@ def test_regression_langchain_json_blocks_count_against_the_turn(turn: TurnBudge
 @pytest.mark.parametrize(
     ("block", "counted"),
     [
-        ({"type": "json", "json": {"id": 2**70}}, f'{{"type": "json", "json": {{"id": {2**70}}}}}'),
+        ({"type": "json", "json": {"id": 2**70}}, f'{{"type":"json","json":{{"id":{2**70}}}}}'),
         ({"type": "json", "json": {1: "one"}}, '{"type":"json","json":{"1":"one"}}'),
         ({"type": "json", "json": {(1, 2): "pair"}}, "{'type': 'json', 'json': {(1, 2): 'pair'}}"),
     ],
@@ -436,6 +438,61 @@ def test_regression_langchain_blocks_orjson_refuses_are_still_counted(
     call: Any = {"name": "lookup", "args": {"q": "x"}, "id": "c9", "type": "tool_call"}
     assert budget_tool(lookup, turn).invoke(call).content == [block]
     assert turn.report().used_bytes == len(counted.encode())
+
+
+def test_regression_langchain_block_str_that_mutates_the_block_cannot_crash() -> None:
+    # A block's JSON was orjson's with default=str: orjson called the value's __str__ in
+    # the middle of writing the list that held it, the __str__ emptied that list, and
+    # orjson read on through the freed items (a segfault). Counted now, and kept whole.
+    code = """
+    import tempfile
+    from langchain_core.tools import tool
+    from jsonbudget import SpillStore, TurnBudget
+    from jsonbudget.integrations.langchain import budget_tool
+
+    rows = []
+
+    class Evil:
+        def __str__(self):
+            rows.clear()
+            junk = [[f"{i}" * 30] for i in range(5000)]  # takes the freed memory
+            return "evil"
+
+    rows.append(Evil())
+    rows.extend({"n": i, "s": "y" * 40} for i in range(2000))
+    block = {"type": "json", "rows": rows}
+
+    @tool
+    def export(q: str) -> list:
+        \"\"\"Rows as a JSON block.\"\"\"
+        return [block]
+
+    turn = TurnBudget(max_bytes=10_000, store=SpillStore(tempfile.mkdtemp()))
+    call = {"name": "export", "args": {"q": "x"}, "id": "c1", "type": "tool_call"}
+    out = budget_tool(export, turn).invoke(call).content
+    assert out == [block], out
+    assert turn.report().used_bytes == len('{"type":"json","rows":["evil"]}')
+    print("ok")
+    """
+    assert bounded_run(code, timeout=60).strip() == "ok"
+
+
+def test_regression_langchain_block_nan_is_not_counted_as_null(tmp_path: Path) -> None:
+    # orjson wrote a block's NaN as null: a preview showed the model a null the tool never
+    # returned, unmarked. The standard library writes it as it is (NaN), as LangChain does.
+    rows = [{"n": i, "score": math.nan if i == 0 else i / 2} for i in range(400)]
+    turn = TurnBudget(max_bytes=2_000, store=SpillStore(tmp_path / "spill"))
+
+    @tool
+    def scores(q: str) -> list[dict[str, Any]]:
+        """Scores as a JSON block."""
+        return [{"type": "json", "json": rows}]
+
+    call: Any = {"name": "scores", "args": {"q": "x"}, "id": "c1", "type": "tool_call"}
+    (text,) = budget_tool(scores, turn).invoke(call).content
+    assert text["type"] == "text"
+    assert text["text"].startswith('{"type":"json","json":[{"n":0,"score":NaN},')
+    assert '"score":null' not in text["text"]
 
 
 def test_regression_one_call_of_many_parts_is_one_result(turn: TurnBudget) -> None:

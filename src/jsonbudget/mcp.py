@@ -647,6 +647,11 @@ def bounded_result(
 
 def _reader_ref(reader: ResultReader, spilled: Any, scope: Scope) -> str:
     """A spilled item's reference that *reader* reads back for the page's principal only."""
+    # Without unique_keys=True, though the encoder writes each key of a dict once: the
+    # item's file copies a caller's own JSON text in it (an orjson.Fragment, a msgspec
+    # Raw) byte for byte, and that may repeat a key. A pointer names the last member with
+    # the key, as json.loads reads it; a reader told the keys are unique stops at the
+    # first ({"a":1,"a":2} read "/a" as 1).
     return reader.reference(spilled.ref, principal=scope.principal)
 
 

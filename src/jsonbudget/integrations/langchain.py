@@ -10,19 +10,22 @@ Needs ``langchain-core``; ``import jsonbudget`` never imports it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import enum
 import json
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, overload
 from uuid import UUID
 
-import orjson
-
 from .._agents.guards import TurnBudget, TurnReport
+from .._encode.bound import BOUNDED_SCALARS, TOO_BIG, Caps, clean_dumps
 from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
-from .._limits import MAX_LIMIT
+from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT
 from ..errors import EncodeError
 from ._results import tool_result
 
@@ -337,20 +340,48 @@ def _text_of(block: str | dict[str, Any]) -> str | None:
         return block
     if block.get("type") == "text" and isinstance(block.get("text"), str):
         return str(block["text"])
+    # orjson only for a block it writes with no code of the caller's run (no `default`,
+    # the collector paused): `str` called in the middle of its write could change a
+    # container it holds no reference to (a segfault), and it writes NaN as null.
+    data = clean_dumps(block, MAX_LIMIT, 0, _BLOCK_CAPS, None, True)
+    if type(data) is bytes:
+        return data.decode()
+    if data == TOO_BIG:
+        return None  # `_encoded` finds it too long at the cost of the limit, and says so
     try:
-        return orjson.dumps(block, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except orjson.JSONEncodeError:
-        pass  # an integer beyond 64 bits, a cycle, past 255 deep: the standard library's
-    try:
-        return json.dumps(block, default=str, ensure_ascii=False)
+        # Any other block (NaN, an integer beyond 64 bits, a non-string key, a type of no
+        # JSON form) as the standard library writes it: its encoder calls `str` between
+        # members, holding what it writes, and writes NaN as NaN.
+        return _BLOCK_JSON.encode(block)
     except RecursionError:
         return None
     except (TypeError, ValueError):
-        pass  # no JSON form at all (a key of no JSON type): its repr counts
+        pass  # no JSON form at all (a key of no JSON type, a cycle): its repr counts
     try:
         return repr(block)
     except RecursionError:
         return None
+
+
+def _as_json(value: Any) -> Any:
+    """A value the standard library cannot write, as orjson wrote it (its ``default``,
+    `str`, for the rest): a dataclass as its fields, a date or time in ISO 8601, an enum
+    as its value, a UUID as its text."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return str(value)
+
+
+#: The caps a block is written by orjson within: the gate's (any size, 64 levels deep).
+_BLOCK_CAPS: Caps = (DEFAULT_MAX_DEPTH, MAX_LIMIT, MAX_LIMIT, MAX_LIMIT, BOUNDED_SCALARS)
+#: Compact, as orjson writes, for the blocks it does not write.
+_BLOCK_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_as_json)
 
 
 def _encoded(block: Any, index: int) -> str:
