@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import tempfile
+import zlib
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -1670,3 +1671,195 @@ def test_regression_an_item_ending_near_the_windows_edge_is_parsed_once(
     assert [item for item, _ in JsonArrayFileSource(path, read_size=4096).open(None)][-1] == (
         12345678901234567890123
     )
+
+
+# Numbers past a Decimal's range: an exponent RFC 8259 allows, which Decimal() refuses.
+_PAST_DECIMAL_DOC = (
+    b'[1, 1e99999999999999999999, {"a": -1E+99999999999999999999}, 0.1e99999999999999999999, '
+    + b"1" * 300
+    + b".5e99999999999999999999, 1e-99999999999999999999, 2]"
+)
+_PAST_DECIMAL_ITEMS = [
+    1,
+    Decimal("1E+999999999999999999"),
+    {"a": Decimal("-1E+999999999999999999")},
+    Decimal("1E+999999999999999999"),
+    Decimal("1E+999999999999999999"),
+    0.0,
+    2,
+]
+# Checked here and again in a child without the compiled modules.
+_PAST_DECIMAL_CHECK = """
+import decimal, orjson
+from decimal import Decimal
+from pathlib import Path
+from jsonbudget import JsonArrayFileSource, JsonLinesSource, Limits, MemoryCursorStore, Scope
+from jsonbudget import paginate
+from jsonbudget._sources.jsonread import load_json
+from tests.test_file_sources import _PAST_DECIMAL_DOC as doc, _PAST_DECIMAL_ITEMS as want
+
+def check(tmp):
+    assert load_json(doc) == want
+    assert load_json(doc.decode()) == want
+    # A thread context that does not trap InvalidOperation made Decimal() a NaN.
+    with decimal.localcontext() as ctx:
+        ctx.traps[decimal.InvalidOperation] = False
+        assert load_json(b"[-1e99999999999999999999]") == [Decimal("-1E+999999999999999999")]
+    array = Path(tmp) / "past.json"
+    array.write_bytes(doc)
+    lines = Path(tmp) / "past.jsonl"
+    lines.write_bytes(doc[1:-1].replace(b", ", b"\\n") + b"\\n")
+    marker = "…[unencodable: Decimal beyond the float range]"
+    for source in (JsonArrayFileSource(array), JsonArrayFileSource(array, read_size=7),
+                   JsonLinesSource(lines)):
+        assert [item for item, _ in source.open(None)] == want
+        page = paginate(source, scope=Scope("u", {}), store=MemoryCursorStore(),
+                        limits=Limits(4096))
+        assert list(page.items) == want
+        shown = orjson.loads(page.data)["items"]
+        assert shown[1] == shown[3] == shown[4] == shown[2]["a"] == marker
+        assert [t.path for t in page.truncations] == [
+            "/items/1", "/items/2/a", "/items/3", "/items/4"
+        ]
+"""
+
+
+def test_regression_a_number_past_a_decimals_range_is_marked_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: a float literal whose exponent no Decimal holds (past 10**18) raised a
+    bare `decimal.InvalidOperation` from `load_json`, both file sources and the command
+    line (a traceback). It is now the largest power of ten a Decimal holds, with its
+    sign, which the encoder marks as it marks `1e400`."""
+    from jsonbudget._cli.main import EXIT_OK, main
+
+    namespace: dict[str, Any] = {}
+    exec(_PAST_DECIMAL_CHECK, namespace)
+    namespace["check"](tmp_path)
+    marker = "…[unencodable: Decimal beyond the float range]"
+    for name in ("past.json", "past.jsonl"):
+        for command in ("dump", "page", "tune"):
+            assert main([command, str(tmp_path / name)]) == EXIT_OK, (command, name)
+            out = capsys.readouterr().out
+            if command != "tune":
+                assert marker in out
+    # The same without the compiled modules, as where no C compiler was there.
+    out = bounded_run(
+        "import sys\n"
+        "for name in ('_encode._speedups', '_fastnew', '_sources._numbers'):\n"
+        "    sys.modules['jsonbudget.' + name] = None\n"
+        "from jsonbudget._sources import jsonread\n"
+        "assert jsonread._rounded is None\n"
+        f"{_PAST_DECIMAL_CHECK}\n"
+        f"check({str(tmp_path)!r})\n"
+        "print('ok')\n",
+        timeout=60,
+    )
+    assert out == "ok\n"
+
+
+def test_regression_gzip_forced_on_a_plain_file_says_the_file_is_not_gzip(
+    tmp_path: Path,
+) -> None:
+    """Regression: ``gzip=True`` on a plain file said "bytes after a member that do not
+    start another member", though no member came before."""
+    plain = write(tmp_path / "plain.json", "[1, 2, 3]")
+    lines = write(tmp_path / "plain.jsonl", "1\n2\n")
+    for source in (JsonArrayFileSource(plain, gzip=True), JsonLinesSource(lines, gzip=True)):
+        for read in (
+            lambda s: list(s.open(None)),
+            lambda s: s.fill(PageBuilder(Limits(4096)), None),
+        ):
+            with pytest.raises(DecodeError) as info:
+                read(source)
+            assert str(info.value) == (
+                "invalid gzip data: the file is not gzip (it does not start with the bytes "
+                "1f 8b) (at decoded byte 0)"
+            )
+            assert info.value.offset == 0
+    # After a member (an empty one too), bytes that start no member are said to be so.
+    after = tmp_path / "after.json.gz"
+    after.write_bytes(gzip.compress(b"") + b"[1]")
+    with pytest.raises(DecodeError, match="bytes after a member that do not start another"):
+        list(JsonArrayFileSource(after, gzip=True).open(None))
+    # An empty file is an empty stream, as the gzip module reads it.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert list(JsonLinesSource(empty, gzip=True).open(None)) == []
+
+
+def test_regression_a_gzip_error_is_at_the_decoded_byte_where_the_stream_broke(
+    tmp_path: Path,
+) -> None:
+    """Regression: a gzip error in an array file (trailing garbage, a truncated member,
+    a bad CRC) said ``offset=0`` wherever it lay: the read that failed lost all it had
+    decoded. A page of JSON Lines (`fill`) said 0 the same way."""
+    rows = [{"id": i} for i in range(2000)]
+    array = orjson.dumps(rows)
+    lines = b"".join(orjson.dumps(row) + b"\n" for row in rows)
+    for data, source_class in ((array, JsonArrayFileSource), (lines, JsonLinesSource)):
+        good = gzip.compress(data)
+        bad_crc = bytearray(good)
+        bad_crc[-8] ^= 0xFF
+        truncated = good[:-20]
+        cases = {
+            good + b"garbage": len(data),
+            bytes(bad_crc): len(data),
+            # Where the member was cut, in decoded bytes.
+            truncated: len(zlib.decompressobj(31).decompress(truncated)),
+        }
+        path = tmp_path / "broken.gz"
+        for blob, where in cases.items():
+            assert 0 < where <= len(data)
+            path.write_bytes(blob)
+            for read_size in (None, 1000):
+                if source_class is JsonArrayFileSource and read_size is not None:
+                    source: Source[Any] = JsonArrayFileSource(path, read_size=read_size)
+                else:
+                    source = source_class(path)
+                with pytest.raises(DecodeError) as info:
+                    list(source.open(None))
+                assert info.value.offset == where
+                for paged in (
+                    lambda s: read_in_pages(s, [300]),
+                    lambda s: pages_by_fill(s, Limits(2000)),
+                ):
+                    with pytest.raises(DecodeError) as info:
+                        paged(source)
+                    assert info.value.offset == where
+
+
+def test_regression_a_json_error_message_has_no_dangling_at(tmp_path: Path) -> None:
+    """Regression: the stdlib scanner's "Invalid control character at" (and
+    "Unterminated string starting at") were passed through, which read "Invalid
+    control character at (at decoded byte 5)"."""
+    assert not str(_decode_error(lambda: load_json(b'[1,"a\x01b"]'))).count(" at (")
+    assert str(_decode_error(lambda: load_json(b'[1,"a\x01b"]'))) == (
+        "invalid JSON: Invalid control character (at decoded byte 5)"
+    )
+    assert str(_decode_error(lambda: load_json('["abc'))) == (
+        "invalid JSON: Unterminated string (at decoded byte 1)"
+    )
+    array = tmp_path / "c.json"
+    array.write_bytes(b'[1,"a\x00b",2]')
+    lines = tmp_path / "c.jsonl"
+    lines.write_bytes(b'1\n"a\x01b"\n2\n')
+    for source, message in (
+        (JsonArrayFileSource(array), "invalid JSON: Invalid control character (at decoded byte 5)"),
+        (
+            JsonArrayFileSource(array, read_size=3),
+            "invalid JSON: Invalid control character (at decoded byte 5)",
+        ),
+        (
+            JsonLinesSource(lines),
+            "line at byte 2: invalid JSON: Invalid control character (at decoded byte 4)",
+        ),
+    ):
+        assert str(_decode_error(lambda s=source: list(s.open(None)))) == message
+        assert str(_decode_error(lambda s=source: pages_by_fill(s, Limits(4096)))) == message
+
+
+def _decode_error(call: Any) -> DecodeError:
+    with pytest.raises(DecodeError) as info:
+        call()
+    return info.value

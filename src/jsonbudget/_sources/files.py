@@ -42,7 +42,7 @@ from .base import (
     page_budget,
     read_bound,
 )
-from .jsonread import exact, float_or_decimal, load_json, scan_json
+from .jsonread import decode_message, exact, float_or_decimal, load_json, scan_json
 
 __all__ = [
     "BOM",
@@ -136,9 +136,19 @@ def file_errors(offset: Callable[[], int]) -> Iterator[None]:
         raise DecodeError(f"invalid gzip data: {gzip_reason(exc)}", offset=offset()) from None
 
 
+def _broken_at(stream: IO[bytes], reached: int) -> int:
+    """Where a gzip error met reading *stream* lies, in decoded bytes. A read that fails
+    loses all it decoded, so what the reader reached (*reached*) may stand well before
+    the bad bytes (at 0 for a file that one read holds); the gzip stream still counts
+    what it decoded."""
+    return stream.tell() if isinstance(stream, gzip_module.GzipFile) else reached
+
+
 def gzip_reason(exc: Exception) -> str:
     """What is wrong with a gzip stream, in words: the gzip module's "Not a gzipped file
-    (b'ga')" shows a bytes literal."""
+    (b'ga')" shows a bytes literal. It is met after a member only: a file that does not
+    start with one is refused when opened (`_File`; the command line takes a file for
+    gzip by its first bytes)."""
     text = str(exc)
     if text.startswith("Not a gzipped file"):
         return "bytes after a member that do not start another member"
@@ -178,6 +188,16 @@ class _File:
             self.inode = st.st_ino
             if gzip is None:
                 gzip = raw.peek(2)[:2] == GZIP_MAGIC
+            elif gzip and not resume and not GZIP_MAGIC.startswith(raw.peek(2)[:2]):
+                # The gzip module says "Not a gzipped file" for the first member as for
+                # a later one, where `gzip_reason` reads it as bytes after a member.
+                # (A resumed file that is no longer gzip has changed: seek_checked says
+                # so, from its identity.)
+                raise DecodeError(
+                    "invalid gzip data: the file is not gzip (it does not start with the "
+                    "bytes 1f 8b)",
+                    offset=0,
+                )
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
             self.regular = stat.S_ISREG(st.st_mode)
             # How far an item too long to hold may be passed over (`MAX_PASS_OVER`).
@@ -441,7 +461,7 @@ class _Window:
                 if self.eof and (exc.pos >= len(self.buf) or unclosed):
                     raise self.error("the input ends inside an item") from None
                 if self.eof or not incomplete:
-                    raise self.error(exc.msg, exc.pos) from None
+                    raise self.error(decode_message(exc), exc.pos) from None
                 self._grow()
                 continue
             except _NonFinite as exc:
@@ -768,7 +788,7 @@ def array_runs(
     win: _Window | None = None
 
     def at() -> int:
-        return 0 if win is None else win.bpos
+        return _broken_at(stream, 0 if win is None else win.bpos)
 
     with file_errors(at):
         c_scan, scan = _new_scanner()
@@ -1064,7 +1084,7 @@ class JsonLinesSource(Source[Any]):
         offset = 0
 
         def at() -> int:
-            return offset
+            return _broken_at(file.stream, offset)
 
         try:
             with file_errors(at):
@@ -1098,7 +1118,7 @@ class JsonLinesSource(Source[Any]):
         offset = 0
 
         def at() -> int:
-            return offset
+            return _broken_at(file.stream, offset)
 
         try:
             with file_errors(at):

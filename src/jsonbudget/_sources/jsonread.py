@@ -20,7 +20,7 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import MAX_EMAX, Context, Decimal, InvalidOperation
 from json import JSONDecodeError
 from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
 from typing import Any, Final
@@ -30,7 +30,7 @@ import orjson
 from .._limits import MAX_DEPTH, check_int
 from ..errors import DecodeError
 
-__all__ = ["exact", "float_or_decimal", "load_json", "scan_json"]
+__all__ = ["decode_message", "exact", "float_or_decimal", "load_json", "scan_json"]
 
 _TOKEN: Final = re.compile(
     r"[ \t\n\r]*((\[+)|(\]+)|([{}:,])|(\")|"
@@ -58,6 +58,12 @@ def exact(raw: bytes, value: Any) -> bool:
         return not _rounded(value)
     return _LONG_RUN not in raw.translate(_DIGITS)
 
+
+#: What a float literal past a Decimal's range reads as, by its sign (`float_or_decimal`).
+_PAST_DECIMAL: Final = (Decimal(f"1E+{MAX_EMAX}"), Decimal(f"-1E+{MAX_EMAX}"))
+#: Signals a literal no Decimal holds whatever the thread's context traps: one that
+#: does not trap InvalidOperation makes ``Decimal()`` return NaN instead.
+_EXACT: Final = Context(traps=[InvalidOperation])
 
 _CONSTANT: Final = re.compile(r"NaN|-?Infinity")
 _LITERALS: Final = {"true": True, "false": False, "null": None}
@@ -102,7 +108,9 @@ def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MA
     try:
         value, end = scan_json(text, start, max_depth=max_depth)
     except JSONDecodeError as exc:
-        raise DecodeError(f"invalid JSON: {exc.msg}", offset=_byte_offset(text, exc.pos)) from None
+        raise DecodeError(
+            f"invalid JSON: {decode_message(exc)}", offset=_byte_offset(text, exc.pos)
+        ) from None
     end = _WS_STR.match(text, end).end()  # type: ignore[union-attr]
     if end != len(text):
         raise DecodeError(
@@ -112,15 +120,33 @@ def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MA
     return value
 
 
+def decode_message(exc: JSONDecodeError) -> str:
+    """The stdlib scanner's message for *exc* without its dangling "at" (``Invalid control
+    character at``, ``Unterminated string starting at``): the line and column it
+    introduces are left out, and a `DecodeError` says where in bytes instead."""
+    return exc.msg.removesuffix(" at").removesuffix(" starting")
+
+
 def _byte_offset(text: str, pos: int) -> int:
     return pos if text.isascii() else len(text[:pos].encode("utf-8", "surrogatepass"))
 
 
 def float_or_decimal(text: str) -> float | Decimal:
     """A JSON float literal's value: past the double range (1e400), the exact Decimal, as
-    ijson reads it and the encoder marks it, not an infinity the JSON never said."""
+    ijson reads it and the encoder marks it, not an infinity the JSON never said.
+
+    Past a Decimal's range too (an adjusted exponent beyond ``MAX_EMAX``, 10**18 - 1),
+    the Decimal of its sign with the largest exponent one holds, which the encoder marks
+    the same way: RFC 8259 bounds no exponent, and ``Decimal()`` refuses the literal.
+    (Underflow never gets here: such a literal is 0.0 as a float.)
+    """
     value = float(text)
-    return Decimal(text) if math.isinf(value) else value
+    if not math.isinf(value):
+        return value
+    try:
+        return Decimal(text, _EXACT)
+    except InvalidOperation:
+        return _PAST_DECIMAL[value < 0]
 
 
 def _number(tok: str, frac: str | None, exp: str | None) -> int | float | Decimal:
