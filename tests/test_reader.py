@@ -6,6 +6,7 @@ import array
 import gzip as gzip_module
 import io
 import itertools
+import re
 import sys
 import tracemalloc
 import zlib
@@ -909,3 +910,127 @@ def test_regression_input_ending_inside_a_utf8_sig_bom_is_invalid(
         read_bounded_text(source, 10, encoding="utf-8-sig")
     assert caught.value.offset == 0
     assert read_bounded_text(b"\xef\xbb\xbfok", 10, encoding="utf-8-sig").text == "ok"
+
+
+# -- ResultReader: every pointer a page or preview hands out reads what it names ---------
+
+
+def _read_whole(reader: ResultReader, ref: str, pointer: str) -> Any:
+    """The value at *pointer*, read page by page: members as pairs, a string joined."""
+    pages, cursor = [], None
+    while True:
+        page = reader.read(ref, pointer, cursor, principal="p")
+        assert len(page.data) <= reader.max_bytes
+        pages.append(orjson.loads(page.data))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    items = [x for env in pages for x in env["items"]]
+    kind = pages[0]["kind"]
+    if kind == "object":
+        return [(m["key"], m["value"]) for m in items]
+    if kind == "string":
+        return "".join(MARKER.sub("", x) for x in items)
+    return items if kind == "array" else items[0]
+
+
+MARKER = re.compile(r"…\[truncated: \d+ more chars\]$")
+SHOWN = re.compile(
+    r"(.*)…\[key(?: truncated)?: (\d+) (?:more chars|lone surrogates replaced)\](\d*)"
+)
+
+
+def test_regression_a_listed_member_shows_both_pointers_wherever_they_fit(
+    tmp_path: Path,
+) -> None:
+    """Found by a tester: listing an object of members with 5,000-character keys, a page
+    showed a member's key_pointer and not its value_pointer (or neither), where both
+    fit: the page builder cut the member as any object, the pointers among the strings
+    it shortens, and searched its room in a few rounds. Now, wherever a page can hold
+    both pointers whole beside the member's marked cut, it shows them."""
+    store = SpillStore(tmp_path / "spill")
+    members = {"a" * 5000: "x", "b" * 5000: "v" * 3000, "c" * 5000: {"q": 1},
+               "d" * 5000: list(range(100)), "e" * 5000: None}  # fmt: skip
+    for outer in ("", "p" * 40, "p" * 60):
+        name = store.put(orjson.dumps({outer: members} if outer else members), label="r")
+        at = f"/{outer}" if outer else ""
+        for budget in (522, 600, *range(LEAST_READ_BYTES, 1100, 13)):
+            reader = ResultReader(spill=store, max_bytes=budget)
+            ref = reader.reference(name, principal="p")
+            cursor, i = None, 0
+            while True:
+                page = reader.read(ref, at, cursor, principal="p")
+                assert len(page.data) <= budget
+                env = orjson.loads(page.data)
+                for member in env["items"]:
+                    want = {"key_pointer": f"{at}/~k{i}", "value_pointer": f"{at}/~v{i}"}
+                    if {k: member.get(k) for k in want} != want:
+                        # Only where the pointers, the rest left out, pass the page.
+                        least = {**env, "items": [{**want, "…": "[omitted: 2 more keys]"}],
+                                 "truncated": [{"path": "/items/0/…", "kind": "keys",
+                                                "omitted": 2, "unit": "keys"},
+                                               env["truncated"][-1]]}  # fmt: skip
+                        assert len(orjson.dumps(least)) > budget, (outer, budget, member)
+                    i += 1
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert i == len(members)
+    # What they name reads back whole.
+    reader = ResultReader(spill=store, max_bytes=600)
+    ref = reader.reference(name, principal="p")
+    for i, (key, value) in enumerate(members.items()):
+        assert _read_whole(reader, ref, f"/{'p' * 60}/~k{i}") == key
+        got = _read_whole(reader, ref, f"/{'p' * 60}/~v{i}")
+        assert got == ([tuple(m) for m in value.items()] if isinstance(value, dict) else value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        orjson.dumps({"k" * 3000: {"rows": list(range(2000))}, "b": 1}),
+        orjson.dumps({"a": 1, "k" * 3000: "v" * 3000, "k" * 2999 + "j": [{"x": "y" * 900}]}),
+        b'{"\\ud800x":{"rows":[' + b",".join(b"%d" % i for i in range(3000)) + b']},"b":1}',
+        b'{"in":{"\\udc00' + b"z" * 3000 + b'":"' + b"v" * 3000 + b'"}}',
+    ],
+    ids=["cut-key-object", "cut-keys-alike", "surrogate-key", "surrogate-and-cut-key"],
+)
+def test_regression_a_cut_under_a_changed_key_is_read_by_the_path_reported(
+    tmp_path: Path, data: bytes
+) -> None:
+    """Found by a tester: a preview reported a cut under a key it had to change (cut,
+    or with a lone surrogate replaced) at a path naming the key as shown, where a read
+    found nothing ("nothing stands at ..."). A token that is a key as the encoder shows
+    one now names the member it stands for."""
+    from jsonbudget import ResultGate
+
+    store = SpillStore(tmp_path / "spill")
+    reader = ResultReader(spill=store, max_bytes=2000)
+    out = ResultGate(max_bytes=600, reader=reader, principal="p").gate(data)
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    whole = load_json(data)
+    changed = [t for t in out.truncations if "…[key" in t.path]
+    assert changed
+    for cut in changed:
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in cut.path.split("/")[2:]]
+        want: Any = whole
+        for token in tokens:
+            if isinstance(want, list):
+                want = want[int(token)]
+                continue
+            if token in want:
+                want = want[token]
+                continue
+            # The key as shown: its head with U+FFFD for each lone surrogate, then how
+            # many characters were cut or surrogates replaced, then a number telling
+            # keys shown alike apart.
+            head, count, nth = SHOWN.fullmatch(token).groups()  # type: ignore[union-attr]
+            alike = [k for k in want if k.replace("\ud800", "\ufffd").replace(
+                "\udc00", "\ufffd").startswith(head) and len(k) in (len(head),
+                len(head) + int(count))]  # fmt: skip
+            want = want[alike[int(nth or 0)]]
+        got = _read_whole(reader, ref, cut.path[len("/preview") :])
+        if isinstance(want, dict):  # its members, each read on by its own pointer
+            assert [k for k, _ in got] == list(want)
+        else:
+            assert got == want

@@ -31,8 +31,10 @@ import orjson
 
 from .._cursors.scope import Scope
 from .._cursors.store import CursorStore, MemoryCursorStore
-from .._encode.encoder import encode
+from .._encode.encoder import Truncation, encode
+from .._encode.markers import Markers
 from .._encode.render import Stream
+from .._encode.strings import SURROGATE
 from .._limits import MIN_BYTES, Limits
 from .._pages.builder import Page, PageBuilder
 from .._sources.base import Clipped
@@ -221,12 +223,55 @@ class ResultReader:
         error: Exception | None = None
         for backend in self._backends(spilled):
             try:
-                return self._json(call, tokens, backend, repeats)
+                try:
+                    return self._json(call, tokens, backend, repeats)
+                except _Nothing:
+                    # A cut reported under a key a page or preview had to change names
+                    # that key as it showed it: the member it stands for, by its place.
+                    places = self._shown_keys(spilled, tokens, backend, repeats)
+                    if places is None:
+                        raise
+                    return self._json(call, places, backend, repeats)
             except _NotForYajl:
                 self._surrogates[spilled] = True  # the next backend is the Python one
             except PARSE_ERRORS as exc:
                 error = exc
         raise SpillError(f"the spilled result is not valid JSON: {str(error)[:200]}") from error
+
+    def _shown_keys(
+        self, name: str, tokens: list[_Step], backend: Any, repeats: _Repeats | None
+    ) -> list[_Step] | None:
+        """*tokens* with each key the encoder showed changed (`_SHOWN_KEY`) that names no
+        member as it is replaced by the place of the member it stands for; None where
+        there is none, or no token is such a key."""
+        steps = list(tokens)
+        changed = False
+        depth = 0
+        while depth < len(steps):
+            step = steps[depth]
+            shown = _SHOWN_KEY.fullmatch(step) if isinstance(step, str) else None
+            if shown is None:
+                depth += 1
+                continue
+            with contextlib.ExitStack() as owned:
+                file = owned.enter_context(self._spill.open(name))
+                events = _parse(file, backend)
+                try:
+                    event, _, found = _locate(events, steps[:depth], "", repeats)
+                except _Again as again:
+                    # A container found past its place: parse again, straight to it.
+                    file = owned.enter_context(self._spill.open(name))
+                    events = _parse(file, backend)
+                    event, _, found = _locate(events, again.steps, "", None)
+                except _Nothing:
+                    return None
+                place = _member_shown(events, shown) if event == "start_map" else None
+            if place is None:
+                return None
+            steps = [*found, _Member(place), *steps[depth + 1 :]]
+            depth = len(found) + 1
+            changed = True
+        return steps if changed else None
 
     def _backends(self, name: str) -> tuple[Any, ...]:
         """The parsers to try on *name*, in order. yajl writes a lone high surrogate
@@ -330,8 +375,11 @@ class ResultReader:
                     for i, m in enumerate(taken)]  # fmt: skip
             children = chain(redo, () if left is _NOTHING else (left,), children)
             page, taken, left, token = self._fill(call, limits, children)
+        data = page.to_json()
+        if kind == "object" and page.oversized and "key_pointer" in taken[0]:
+            data = _placed_page(page, taken[0], limits.max_bytes)
         tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
-        data = page.to_json()[:-1] + tail
+        data = data[:-1] + tail
         return ReadPage(data, kind, token is None, token), left, len(taken), children
 
     def _fill(
@@ -480,6 +528,59 @@ def _with_places(member: dict[str, Any], pointer: str, at: int) -> dict[str, Any
         "key": member["key"],
         "value": member["value"],
     }
+
+
+#: Fits of a member's key and value beside its whole pointers (see `_placed_page`).
+_PLACED_FITS: Final = 8
+_MARKERS: Final = Markers("text")
+
+
+def _placed_page(page: Page, member: dict[str, Any], max_bytes: int) -> bytes:
+    """*page*, which holds *member* (a member with places) alone, cut, with both pointers
+    shown whole where *max_bytes* holds them: else its own bytes.
+
+    The page builder cuts the member as any object, sharing the room among its four
+    members (the pointers cut as soon as the key is long) and searching the room in a
+    few rounds (what the reports add is not monotone in it): a page showed the key
+    pointer and not the value pointer, or neither, where both fit. Here the pointers are
+    kept whole, and the key and value are cut into what is left, the room taken off by
+    what each fit overflows by; at the least, both are left out, marked.
+    """
+    shown = orjson.loads(page.data)["items"][0]
+    pointers = {"key_pointer": member["key_pointer"], "value_pointer": member["value_pointer"]}
+    if isinstance(shown, dict) and all(shown.get(k) == v for k, v in pointers.items()):
+        return page.data
+    head = orjson.dumps(pointers)[:-1] + b","
+    rest = {"key": member["key"], "value": member["value"]}
+    item = Truncation("/items/0", "item", None, "bytes").to_dict()
+    envelope: dict[str, Any] = {
+        "items": [orjson.Fragment(head + b"}")],
+        "complete": page.complete,
+        "next_cursor": page.next_cursor,
+        "truncated": [item],
+        "oversized": [o.to_dict() for o in page.oversized],
+    }
+    if page.incomplete_reason is not None:
+        envelope["incomplete_reason"] = page.incomplete_reason
+    room = max_bytes - len(orjson.dumps(envelope)) + 1
+    for _ in range(_PLACED_FITS):
+        if room < MIN_BYTES:
+            break
+        fitted = encode(rest, max_bytes=room)
+        envelope["items"] = [orjson.Fragment(head + fitted.data[1:])]
+        reports = [{**t.to_dict(), "path": "/items/0" + t.path} for t in fitted.truncations]
+        envelope["truncated"] = [*reports, item]
+        data = orjson.dumps(envelope)
+        if len(data) <= max_bytes:
+            return data
+        room -= len(data) - max_bytes
+    # Neither the key nor the value: the pointers read both.
+    envelope["items"] = [orjson.Fragment(head + _MARKERS.keys(2, "…") + b"}")]
+    envelope["truncated"] = [{"path": "/items/0/…", "kind": "keys", "omitted": 2,
+                              "unit": "keys"}, item]  # fmt: skip
+    data = orjson.dumps(envelope)
+    # Else the pointers alone pass the page: they show as the builder cut them.
+    return data if len(data) <= max_bytes else page.data
 
 
 def read_result(
@@ -1026,7 +1127,45 @@ def _locate(
             depth += 1
         else:
             break  # a scalar where the pointer goes on
-    raise SpillError(f"nothing stands at {pointer!r} in the spilled result")
+    raise _Nothing(f"nothing stands at {pointer!r} in the spilled result")
+
+
+class _Nothing(SpillError):
+    """Nothing stands at a pointer: a token may still be a key as a page shows it."""
+
+
+#: A key as the encoder shows one it had to change (cut, or with lone surrogates written
+#: as U+FFFD), then the number it adds to tell two such keys of an object apart, if any.
+_SHOWN_KEY: Final = re.compile(
+    r"(.*)…\[key(?: truncated: ([0-9]+) more chars|: ([0-9]+) lone surrogates replaced)\]"
+    r"([0-9]*)",
+    re.DOTALL,
+)
+
+
+def _shows_as(key: str, shown: re.Match[str]) -> bool:
+    """Whether the encoder's changed key *shown* may be how it showed *key*."""
+    head = shown[1]
+    if shown[2] is not None:  # cut: its head as written, the rest counted
+        cut = len(head)
+        more = int(shown[2])
+        return 0 < more == len(key) - cut and SURROGATE.sub("\ufffd", key[:cut]) == head
+    return SURROGATE.subn("\ufffd", key) == (head, int(shown[3]))
+
+
+def _member_shown(events: Iterator[Any], shown: re.Match[str]) -> int | None:
+    """The place of the member of the object just opened whose key the encoder showed as
+    *shown* (of several shown alike, the one its number names), else None."""
+    nth = int(shown[4] or 0)
+    for place, (event, key) in enumerate(events):
+        if event == "end_map":
+            return None
+        if key != shown[0] and _shows_as(key, shown):
+            if not nth:
+                return place
+            nth -= 1
+        _skip_value(events)
+    return None
 
 
 def _find_key(events: Iterator[Any], key: str) -> bool:
