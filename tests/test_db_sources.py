@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import os
 import sqlite3
 import sys
@@ -3408,3 +3409,79 @@ def test_regression_a_database_path_with_uri_characters_or_two_leading_slashes_p
         with SQLiteSource(path, table="t") as source:
             page = paginate(source, scope=Scope("u"), store=MemoryCursorStore(), limits=Limits(400))
             assert list(page.items) == [{"id": 1}]
+
+
+def test_regression_str_subclass_params_and_names_describe_as_plain_str() -> None:
+    """A StrEnum key of ``params`` stayed in the description as the member: orjson
+    refuses it as a key, so the description had no exact text, and a str subclass's own
+    __str__ described its value (two values that spell themselves alike were one
+    query). Both sources share the code; as `Scope` does, each is its plain text."""
+
+    class Param(enum.StrEnum):
+        GROUP = "g"
+
+    class Mode(enum.StrEnum):
+        KEYSET = "keyset"
+
+    class Level(enum.IntEnum):
+        ONE = 1
+
+    class Lying(str):
+        def __str__(self) -> str:
+            return "same"
+
+    query = "SELECT * FROM t WHERE grp = :g"
+    keyset: Any = Mode.KEYSET  # typed as the Literal it equals
+    for make in (SQLiteSource, PostgresSource):
+        where: Any = sqlite3.connect(":memory:") if make is SQLiteSource else "dbname=unused"
+        source = make(
+            where,
+            query=Lying(query),
+            params={Param.GROUP: Lying("b")},
+            order_by=[Lying("-id")],
+            mode=keyset,
+            unique=True,
+        )
+        described = source.describe()
+        assert described["params"] == {"g": "b"}
+        params = described["params"]
+        assert isinstance(params, dict)
+        assert [type(k) for k in params] == [str]
+        assert type(params["g"]) is str
+        assert type(described["query"]) is str
+        assert described["order_by"] == ["-id"]
+        assert type(described["mode"]) is str
+        assert orjson.loads(orjson.dumps(described)) == described
+        other = make(where, query=query, params={"g": Lying("c")}, unique=True).describe()
+        assert other["params"] == {"g": "c"}
+        counted = make(where, query=query, params={"g": Level.ONE}, unique=True).describe()
+        assert counted["params"] == {"g": 1}
+        assert type(counted["params"]["g"]) is int
+        table = make(where, table=(Lying("main"), Lying("t"))).describe()
+        assert [type(p) for p in table["table"]] == [str, str]  # type: ignore[union-attr]
+
+
+def test_a_str_enum_param_key_pages_with_its_cursor() -> None:
+    """With the one above, end to end: a query named by a StrEnum key binds, pages and
+    resumes."""
+
+    class Param(enum.StrEnum):
+        LOW = "low"
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE n (id INTEGER PRIMARY KEY, v INTEGER)")
+    conn.executemany("INSERT INTO n (v) VALUES (?)", [(i,) for i in range(6)])
+    source = SQLiteSource(
+        conn, query="SELECT * FROM n WHERE v >= :low", params={Param.LOW: 2}, unique=True
+    )
+    store = MemoryCursorStore()
+    limits = Limits(400, max_items=2)
+    seen: list[Any] = []
+    page = paginate(source, scope=Scope("u"), store=store, limits=limits)
+    seen += page.items
+    while page.next_cursor is not None:
+        page = paginate(
+            source, scope=Scope("u"), store=store, limits=limits, cursor=page.next_cursor
+        )
+        seen += page.items
+    assert [row["v"] for row in seen] == [2, 3, 4, 5]

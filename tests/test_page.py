@@ -1610,3 +1610,47 @@ def test_regression_an_async_source_to_paginate_names_a_verb_that_exists() -> No
         paginate(Rows(), scope=ALICE, store=MemoryCursorStore(), limits=Limits(1000))
     assert "apage " not in str(info.value)
     assert hasattr(Paginator, "apaginate")
+
+
+def test_regression_envelope_keys_given_as_str_enum_members_are_their_text() -> None:
+    """``keys=`` refused a StrEnum member (name or spelling) that a plain str passed:
+    the check asked for the exact type. Like `Scope`, a str subclass is its text, read
+    by str's own method (a subclass's __eq__, __hash__ or encode may lie)."""
+    import enum
+
+    class Envelope(enum.StrEnum):
+        NEXT = "next_cursor"
+        NEXT_MCP = "nextCursor"
+
+    class Lying(str):
+        __slots__ = ()
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __hash__(self) -> int:
+            return 0
+
+    rows = [{"n": i} for i in range(3)]
+    want = Paginator(Limits(400, max_items=2), keys={"next_cursor": "nextCursor"})
+    expected = orjson.loads(want.paginate(rows, scope=ALICE).to_json())
+    given: list[Any] = [
+        {Envelope.NEXT: "nextCursor"},
+        {"next_cursor": Envelope.NEXT_MCP},
+        {Envelope.NEXT: Envelope.NEXT_MCP},
+        {Lying("next_cursor"): Lying("nextCursor")},
+    ]
+    for keys in given:
+        page = Paginator(Limits(400, max_items=2), keys=keys).paginate(rows, scope=ALICE)
+        got = orjson.loads(page.to_json())
+        assert got.keys() == expected.keys()
+        assert got["items"] == expected["items"]
+        builder = PageBuilder(Limits(400), keys=keys)
+        builder.add(rows[0])
+        assert b'"nextCursor":null' in builder.finish(complete=True).to_json()
+        one = paginate(rows, scope=ALICE, store=MemoryCursorStore(), limits=Limits(400), keys=keys)
+        assert b'"nextCursor":null' in one.to_json()
+    # Two members that are one name after all are refused, not one of them dropped.
+    with pytest.raises(LimitError, match="twice") as raised:
+        PageBuilder(Limits(400), keys={Lying("items"): "rows", "items": "entries"})
+    assert raised.value.name == "keys"

@@ -815,10 +815,14 @@ def _key_pairs(keys: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | 
         return None
     if not isinstance(keys, Mapping):
         raise LimitError("keys", keys, "must be a mapping of envelope key names")
-    pairs = tuple(keys.items())
-    for name, spelled in pairs:
-        if type(name) is not str or type(spelled) is not str:
+    given = tuple(keys.items())
+    for name, spelled in given:
+        if not isinstance(name, str) or not isinstance(spelled, str):
             raise LimitError("keys", dict(keys), "envelope keys must be strings")
+    # A subclass (a StrEnum member) as its text, read by str's own method, as `Scope`
+    # reads one: orjson refuses a subclass as a key, and its own encode or __eq__ may lie.
+    pairs = tuple((str.__str__(name), str.__str__(spelled)) for name, spelled in given)
+    for _, spelled in pairs:
         try:
             spelled.encode("utf-8")
         except UnicodeEncodeError:
@@ -826,6 +830,8 @@ def _key_pairs(keys: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | 
     unknown = {name for name, _ in pairs} - set(ENVELOPE_KEYS)
     if unknown:
         raise LimitError("keys", dict(keys), f"unknown key(s): {', '.join(sorted(unknown))}")
+    if len(dict(pairs)) != len(pairs):  # two subclass members with one text
+        raise LimitError("keys", dict(keys), "names an envelope key twice")
     if len(set({**ENVELOPE_KEYS, **dict(pairs)}.values())) != len(ENVELOPE_KEYS):
         raise LimitError("keys", dict(keys), "envelope keys must be distinct")
     return pairs

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import codecs
 import contextlib
+import decimal
 import functools
 import math
 import os
@@ -109,11 +110,20 @@ def quote_ident(name: object, what: str = "identifier") -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _text(value: object) -> object:
+    """*value* as the exact ``str`` it holds if it is a ``str`` (a StrEnum member, a
+    ``class Name(str)``), read by str's own method, as `Scope` reads one: the database
+    binds and names by that text, and a subclass's own startswith, replace or __str__
+    may lie; anything else as it is."""
+    return str.__str__(value) if isinstance(value, str) else value
+
+
 def _parse_order(order_by: object) -> tuple[tuple[str, bool], ...]:
     if isinstance(order_by, str) or not isinstance(order_by, Sequence):
         raise LimitError("order_by", order_by, "must be a sequence of column names")
     keys: list[tuple[str, bool]] = []
-    for spec in order_by:
+    for given in order_by:
+        spec = _text(given)
         if not isinstance(spec, str) or spec in ("", "-"):
             raise LimitError("order_by", order_by, "each entry is 'column' or '-column'")
         desc = spec.startswith("-")
@@ -127,10 +137,20 @@ def json_safe(value: object, *, what: str) -> JSONValue:
     """A JSON value standing for a database value (a key or a parameter)."""
     if value is None or type(value) in (bool, int, str):
         return value  # type: ignore[return-value]
+    # A subclass (a StrEnum or IntEnum member, NumPy's float64) as its base type's value,
+    # read by that type's own method, as both databases bind it and as `Scope` reads it:
+    # its own __str__ may lie, and two values it spelled alike were one query.
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):  # bool is exact (above): no subclass of it exists
+        return int.__int__(value)
     if isinstance(value, float):
+        value = float.__float__(value)
         if not math.isfinite(value):
             raise EncodeError(f"{what} is {value!r}, which JSON cannot carry", path=None)
         return value
+    if isinstance(value, decimal.Decimal):
+        return {"text": decimal.Decimal.__str__(value)}
     if isinstance(value, bytes | bytearray | memoryview):
         return {"bytes": base64.b64encode(value).decode("ascii")}
     if type(value).__module__ == "psycopg.types.json":
@@ -527,13 +547,16 @@ class _SQLSource(Source[Row]):
     ) -> None:
         if (table is None) == (query is None):
             raise TypeError("give exactly one of table= or query=")
+        query = cast("str | None", _text(query))
         if query is not None:
             if not isinstance(query, str) or not query.strip():
                 raise LimitError("query", query, "must be a non-empty SQL string")
             self._inner = query.rstrip().rstrip(";")
             self._table: tuple[str, ...] | None = None
         else:
-            parts = (table,) if isinstance(table, str) else tuple(table or ())
+            parts: tuple[Any, ...] = (
+                (_text(table),) if isinstance(table, str) else tuple(map(_text, table or ()))
+            )
             if not parts or len(parts) > 2:
                 raise LimitError("table", table, "must be a name or (schema, name)")
             for p in parts:
@@ -545,6 +568,7 @@ class _SQLSource(Source[Row]):
             self._inner = "SELECT * FROM " + ".".join(self._ident(p) for p in parts)
             self._table = parts
         self._query = query
+        mode = cast("Literal['keyset', 'offset']", _text(mode))
         if mode not in ("keyset", "offset"):
             raise LimitError("mode", mode, "must be 'keyset' or 'offset'")
         self._mode = mode
@@ -559,14 +583,18 @@ class _SQLSource(Source[Row]):
             raise LimitError("unique", unique, "must be a bool")
         self._unique = unique
         if isinstance(params, Mapping):
-            if any(not isinstance(k, str) or k.startswith(_PARAM_PREFIX) for k in params):
+            given = list(params.items())
+            named: dict[Any, Any] = {_text(k): v for k, v in given}
+            if any(not isinstance(k, str) or k.startswith(_PARAM_PREFIX) for k in named):
                 raise LimitError(
                     "params",
-                    sorted(map(str, params)),
+                    sorted(map(str, named)),
                     f"keys must be str not starting {_PARAM_PREFIX!r}",
                 )
+            if len(named) != len(given):  # two subclass keys (lying hashes) with one text
+                raise LimitError("params", sorted(map(str, named)), "names a parameter twice")
             self._named = True
-            self._params: Params = dict(params)
+            self._params: Params = named
         elif isinstance(params, Sequence) and not isinstance(params, str | bytes):
             self._named = False
             self._params = tuple(params)
