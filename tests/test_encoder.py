@@ -1099,3 +1099,43 @@ def test_regression_whole_and_fit_above_max_bytes_copy_str_subclasses_whole() ->
     shown = enc.whole([Text("v" * 100)], 400)
     assert shown is not None
     assert shown.data == orjson.dumps(["v" * 100])
+
+
+def _peak_per_output_byte(make: Any, run: Any) -> float:
+    """tracemalloc's peak while *run* encodes ``make()``, less the input, per byte of the
+    output: allocations counted, never timed."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        obj = make()
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = run(obj)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    data = out.data if isinstance(out, Encoded) else out
+    assert data
+    return peak / len(data)
+
+
+def test_regression_marker_heavy_lists_are_rendered_in_a_few_times_their_output() -> None:
+    """Found by measuring: a list of NaN rendered (by `encode` or `dumps_whole`) held
+    about 63 times its output (90 times with numbers between the NaN): each marker was
+    orjson's bytes with a KiB of capacity, its report three tuples and a pointer, every
+    item a part of its own until the join. Now about 8-9 times."""
+    from jsonbudget._encode.encoder import dumps_whole
+
+    nans = lambda: [math.nan] * 20_000  # noqa: E731
+    mixed = lambda: [float(i) if i % 2 else math.nan for i in range(20_000)]  # noqa: E731
+    runs = [
+        (nans, dumps_whole),
+        (nans, lambda o: encode(o, max_bytes=65536)),
+        (mixed, lambda o: encode(o, max_bytes=65536)),
+        (mixed, lambda o: encode(o, max_bytes=1 << 20, strategy="prefix")),
+    ]
+    for make, run in runs:
+        assert _peak_per_output_byte(make, run) < 14

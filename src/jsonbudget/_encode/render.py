@@ -66,6 +66,10 @@ Out: TypeAlias = tuple[bytes, Trs]
 
 _dumps = orjson.dumps
 _loads = orjson.loads
+#: orjson's bytes keep about a KiB of capacity whatever their length: a short one the
+#: renderer holds (a marker, a member's rendering) is copied out, or each held 40 times
+#: its length.
+_compact = _bound.compact
 _JSONError = orjson.JSONEncodeError
 _NONE: Trs = ()
 _BIG = 1 << 62
@@ -109,6 +113,10 @@ _STRUCTURE = re.compile(
 )
 #: An array's items have no key (`_Part`).
 _ITEM: Any = object()
+#: A marker's report, one object for every marker of its kind (a list of NaN reports
+#: each of them).
+_UNENCODABLE_TRS: Trs = (("", "unencodable", None, "bytes"),)
+_DEPTH_TRS: Trs = (("", "depth", None, "bytes"),)
 
 
 def pointer(parent: str, key: str | int) -> str:
@@ -160,7 +168,9 @@ class Stream:
 
     What it pulled stays here: the pages a `Paginator` builds keep their streams for
     whichever page meets the same iterator again (see `_pages.builder._Pulled`), so no
-    pulled value is lost.
+    pulled value is lost. Kept between those pages it is `park`ed: it holds no
+    reference to the iterator, which (and all it holds) lives only as long as its owner
+    keeps it.
     """
 
     __slots__ = ("done", "failed", "it", "items", "lock", "source")
@@ -180,6 +190,15 @@ class Stream:
         # generator raises "already executing" (reentrant: an iterator that pages its
         # own stream gets that error, not a deadlock).
         self.lock = threading.RLock()
+
+    def park(self) -> None:
+        """Let go of the iterator while no page reads it; `unpark` gives it back."""
+        self.it = self.source = None  # type: ignore[assignment]
+
+    def unpark(self, it: Iterator[Any], source: Iterator[Any]) -> None:
+        """Read *it* again (as `__init__` takes them), for a page that met *source*."""
+        self.source = source
+        self.it = it
 
     def pull(self, count: int, room: int, caps: Any, where: Any) -> None:
         """Pull until *count* items are held, the iterator ends, or they pass *room* bytes.
@@ -802,7 +821,7 @@ class EncodeCall:
         if self._known_larger(obj, depth, cap):
             return _TOO_BIG
         spine = self.spine
-        data = _bound.clean_dumps(obj, cap, depth, self.caps, spine)
+        data = _bound.clean_dumps(obj, cap, depth, self.caps, spine, True)
         if spine:
             for o, d, size in spine:
                 self.known[id(o), d] = (o, size)
@@ -1094,8 +1113,10 @@ class EncodeCall:
         # container read by iteration is written first and measured whole at the end.
         reserve = len(mk.items(n - limit)) + 1 if n is not None and n > limit else 0
         avail = cap - 2 - reserve
-        parts: list[Any] = [b"["]
-        size = 1  # bytes in parts
+        # One buffer, not a list of parts: an item's bytes object and its two slots
+        # cost more than a short item's text.
+        buf = bytearray(b"[")
+        size = 1  # bytes in buf
         trs: list[Any] = []
         i = 0
         runs = RunSizer()
@@ -1112,8 +1133,8 @@ class EncodeCall:
             if bulk:
                 step = self.bulk_run(items[i : i + k], avail - size + 1, depth + 1)
                 if step is not None:
-                    parts.append(b",")
-                    parts.append(memoryview(step)[1:-1])
+                    buf += b","
+                    buf += memoryview(step)[1:-1]
                     size += len(step) - 1
                     i += k
                     continue
@@ -1123,11 +1144,11 @@ class EncodeCall:
             if out is None:
                 return None
             if sep:
-                parts.append(b",")
-            parts.append(out[0])
+                buf += b","
+            buf += out[0]
             size += sep + len(out[0])
             if out[1]:
-                trs.append((f"/{i}", out[1]))
+                trs.append(_under(f"/{i}", out[1]))
             i += 1
         shown = i
         if shown < limit:
@@ -1147,12 +1168,11 @@ class EncodeCall:
         omitted = None if n is None else n - limit
         if capped:
             if shown:
-                parts.append(b",")
-            parts.append(mk.items(omitted))
+                buf += b","
+            buf += mk.items(omitted)
             trs.append((f"/{shown}", "items", omitted, "items"))
-        parts.append(b"]")
-        data = b"".join(parts)
-        return (data, tuple(trs)) if len(data) <= cap else None
+        buf += b"]"
+        return (bytes(buf), tuple(trs)) if len(buf) <= cap else None
 
     def _whole_map(self, ent: _Seen, cap: int, where: Any, depth: int) -> Out | None:
         limit = self.max_keys
@@ -1186,7 +1206,7 @@ class EncodeCall:
             if ktr:
                 trs += ktr
             if out[1]:
-                trs.append((token(tok), out[1]))
+                trs.append(_under(token(tok), out[1]))
         if capped:
             if shown:
                 buf += b","
@@ -1316,8 +1336,8 @@ class EncodeCall:
         total = min(len(items), limit)
         complete = n is not None and n <= limit and len(items) == n  # every item is here
         marker_room = len(mk.items(n)) + 1
-        parts: list[Any] = [b"["]
-        size = 1  # bytes in parts
+        buf = bytearray(b"[")  # one buffer, as in `_whole_list`
+        size = 1  # bytes in buf
         trs: list[Any] = []
         i = 0
         runs = RunSizer()
@@ -1337,8 +1357,8 @@ class EncodeCall:
                 k = min(k, total - i - (1 if complete else 0))
                 step = self.bulk_run(items[i : i + k], room, depth + 1)
                 if step is not None:
-                    parts.append(b",")
-                    parts.append(memoryview(step)[1:-1])
+                    buf += b","
+                    buf += memoryview(step)[1:-1]
                     size += len(step) - 1
                     i += k
                     continue
@@ -1352,7 +1372,7 @@ class EncodeCall:
                 # cut only when its whole rest does not fit.
                 tail = self._tail(items, i, avail - (size - 1), where, depth)
                 if tail is not None:
-                    parts.append(tail[0])
+                    buf += tail[0]
                     size += len(tail[0])
                     trs += tail[1]
                     i = total
@@ -1368,11 +1388,11 @@ class EncodeCall:
                     break
                 partial = True
             if sep:
-                parts.append(b",")
-            parts.append(out[0])
+                buf += b","
+            buf += out[0]
             size += sep + len(out[0])
             if out[1]:
-                trs.append((f"/{i}", out[1]))
+                trs.append(_under(f"/{i}", out[1]))
             i += 1
             if partial:
                 break
@@ -1394,12 +1414,11 @@ class EncodeCall:
                 # A long exact count; "more" is shorter. The report keeps the count.
                 marker = fallback
             if i:
-                parts.append(b",")
-            parts.append(marker)
+                buf += b","
+            buf += marker
             trs.append((f"/{i}", "items", omitted, "items"))
-        parts.append(b"]")
-        data = b"".join(parts)
-        return (data, tuple(trs)) if len(data) <= allot else None
+        buf += b"]"
+        return (bytes(buf), tuple(trs)) if len(buf) <= allot else None
 
     def _tail(self, items: list[Any], start: int, space: int, where: Any, depth: int) -> Out | None:
         """Items *start* to the end, whole, comma-led, if they fit *space* bytes."""
@@ -1413,7 +1432,7 @@ class EncodeCall:
                 return None
             buf += out[0]
             if out[1]:
-                trs.append((f"/{i}", out[1]))
+                trs.append(_under(f"/{i}", out[1]))
         return bytes(buf), tuple(trs)
 
     def _members(
@@ -1501,7 +1520,7 @@ class EncodeCall:
             if ktr:
                 trs += ktr
             if tr:
-                trs.append((token(tok), tr))
+                trs.append(_under(token(tok), tr))
         if reserve:
             if j:
                 parts.append(b",")
@@ -1621,7 +1640,7 @@ class EncodeCall:
             if ktr:
                 trs += ktr
             if out[1]:
-                trs.append((token(tok), out[1]))
+                trs.append(_under(token(tok), out[1]))
             shown += 1
             if cut:
                 break
@@ -1669,7 +1688,7 @@ class EncodeCall:
             data = _dumps(obj)
         except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
             return self._unencodable(_describe(obj), cap, where, shorten=shorten)
-        return (data, _NONE) if len(data) <= cap else None
+        return (_compact(data), _NONE) if len(data) <= cap else None
 
     def _unencodable(self, what: str, cap: int, where: Any, *, shorten: bool = True) -> Out | None:
         if self.error_on_unencodable:
@@ -1691,8 +1710,7 @@ class EncodeCall:
             data = self.mk.value(kind, "")  # the kind alone, when the details do not fit
             if len(data) > cap:
                 return None
-        tkind = "depth" if kind == "depth" else "unencodable"
-        return data, (("", tkind, None, "bytes"),)
+        return _compact(data), _DEPTH_TRS if kind == "depth" else _UNENCODABLE_TRS
 
     def _whole_str(self, s: str, cap: int, where: Any) -> Out | None:
         field = self.max_field
@@ -1709,7 +1727,7 @@ class EncodeCall:
                 # rendering: None here made a short item "oversized" on any page.
             else:
                 if len(data) <= lim:
-                    return data, _NONE
+                    return _compact(data), _NONE
                 if len(data) <= field:
                     return None  # whole, it is longer than the cap
         elif n + 2 <= field and (field > 2 * cap or 6 * n + 2 <= field):
@@ -1723,7 +1741,7 @@ class EncodeCall:
         it where it fits the field cap, else the field cap's cut, if that fits *cap*."""
         field = self.max_field
         if b.chars + 2 <= field:
-            return (_dumps(b.text()), _NONE) if b.chars + 2 <= cap else None
+            return (_compact(_dumps(b.text())), _NONE) if b.chars + 2 <= cap else None
         out = self._cut_blob(b, field)
         return out if out is not None and len(out[0]) <= cap else None
 
@@ -1915,6 +1933,18 @@ def cut_text(s: str, allot: int, mk: Markers) -> Out | None:
     if replaced:
         trs += (("", "unencodable", replaced, "chars"),)
     return data, trs
+
+
+def _under(suffix: str, trs: Trs) -> Any:
+    """The report entry of a member's reports *trs* under pointer *suffix*: a branch, or
+    where the member has one report, that report with *suffix* joined to its own
+    pointer, so a marker-heavy list keeps one object a report, not three."""
+    if len(trs) != 1 or type(trs) is not tuple:
+        return suffix, trs
+    entry = trs[0]
+    if len(entry) == 2:
+        return suffix + entry[0], entry[1]
+    return suffix + entry[0], entry[1], entry[2], entry[3]
 
 
 def _stack_error(where: Any) -> EncodeError:
