@@ -2927,3 +2927,308 @@ def test_a_library_outputs_layout_finds_each_member_in_any_order(v: Any, rng: An
     for start, i in asked:
         parts = expected[start]
         assert layout.member(start, i) == (parts[i] if i < len(parts) else None)
+
+
+def _keys_once(data: bytes) -> Any:
+    """*data* parsed, asserting no object holds a key twice (a parser keeps one)."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        assert len(set(keys)) == len(keys), f"a key written twice: {keys}"
+        return dict(pairs)
+
+    return json.loads(data, object_pairs_hook=unique)
+
+
+def test_regression_keys_pydantic_spells_alike_are_marked_in_both_paths() -> None:
+    """A dict holding 1 and "1" in a field pydantic writes whole (keys declared
+    ``int | str``, a field or model serializer, under a RootModel): pydantic writes "1"
+    twice. The whole path kept its bytes, a key twice; the renderer took pydantic's JSON
+    mode, which keeps one of them, and lost the other silently. Both now write the
+    repeat under the encoder's repeated-key marker, as for ``dict[Any, Any]``."""
+    import warnings
+
+    class Keyed(pydantic.BaseModel):
+        d: dict[int | str, Any]
+        note: str = ""
+
+    class Serialized(pydantic.BaseModel):
+        d: Any
+        note: str = ""
+
+        @pydantic.field_serializer("d")
+        def _d(self, v: Any) -> Any:
+            return v
+
+    class Whole(pydantic.BaseModel):
+        d: Any
+        note: str = ""
+
+        @pydantic.model_serializer
+        def _all(self) -> dict[str, Any]:
+            return {"d": self.d, "note": self.note}
+
+    class Loose(pydantic.BaseModel):  # walked lazily already: the outcome to match
+        d: dict[Any, Any]
+        note: str = ""
+
+    held = {1: "int", "1": "str", "deep": [{2: "two", "2": "zwei"}]}
+    marked = {
+        "1": "int",
+        "…[key repeated: str '1']": "str",
+        "deep": [{"2": "two", "…[key repeated: str '2']": "zwei"}],
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pydantic warns of the int key under int | str
+        for cls in (Keyed, Serialized, Whole, Loose):
+            for note in ("", "x" * 400):  # fits whole; cut
+                m = cls.model_construct(d=held, note=note)
+                assert m.model_dump_json().count('"1":') == 2  # pydantic writes both
+                for doc in (encode(m, max_bytes=300).data, bounded_dumps([m], max_bytes=300)):
+                    out = _keys_once(doc)
+                    got = out[0] if isinstance(out, list) else out
+                    assert got["d"] == marked, cls
+        root = pydantic.RootModel[dict[Any, Any]]({1: "int", "1": "str"})
+        for max_bytes in (64, 300):
+            out = encode(root, max_bytes=max_bytes)
+            assert _keys_once(out.data) == {"1": "int", "…[key repeated: str '1']": "str"}
+            assert [t.kind for t in out.truncations] == ["unencodable"]
+
+
+def test_regression_bytes_pydantic_cannot_write_get_the_unencodable_outcome() -> None:
+    """Bytes that are not UTF-8 where pydantic writes them itself (a field with a
+    serializer, keys declared ``int | str``, a positional tuple, a model serializer)
+    raised UnicodeDecodeError, wrapped as "raised while converted". pydantic refuses
+    them too (``model_dump_json`` raises): like any value the library cannot write,
+    they get the unencodable marker, or `EncodeError` with ``unencodable="error"``. A
+    RootModel's bytes were written as a list of numbers."""
+    bad = b"\xff\xfe"
+
+    class Serialized(pydantic.BaseModel):
+        x: Any
+
+        @pydantic.field_serializer("x")
+        def _x(self, v: Any) -> Any:
+            return v
+
+    class Keyed(pydantic.BaseModel):
+        x: dict[int | str, Any]
+
+    class Positional(pydantic.BaseModel):
+        x: tuple[bytes, int]
+
+    class Whole(pydantic.BaseModel):
+        x: Any
+
+        @pydantic.model_serializer
+        def _all(self) -> dict[str, Any]:
+            return {"x": self.x}
+
+    class Plain(pydantic.BaseModel):  # walked lazily already: bytes get the marker
+        x: Any
+
+    cases: list[tuple[pydantic.BaseModel, Any]] = [
+        (Serialized(x=bad), {"x": "…[unencodable: bytes of 2 bytes, not UTF-8]"}),
+        (Keyed(x={"a": bad}), {"x": "…[unencodable: dict holding bytes that are not UTF-8]"}),
+        (Positional(x=(bad, 1)), {"x": "…[unencodable: tuple holding bytes that are not UTF-8]"}),
+        (Whole(x=[bad]), "…[unencodable: Whole holding bytes that are not UTF-8]"),
+        (Plain(x=bad), {"x": "…[unencodable: bytes of 2 bytes]"}),
+        (pydantic.RootModel[Any](bad), "…[unencodable: bytes of 2 bytes]"),
+    ]
+    for m, want in cases:
+        with pytest.raises(pydantic_core.PydanticSerializationError):
+            m.model_dump_json()
+        out = encode(m, max_bytes=200)
+        assert json.loads(out.data) == want, type(m)
+        assert [t.kind for t in out.truncations] == ["unencodable"]
+        with pytest.raises(EncodeError, match="cannot encode"):
+            encode(m, max_bytes=200, unencodable="error")
+    # Bytes that are UTF-8 are still pydantic's text.
+    assert bounded_dumps(Serialized(x=b"ok"), max_bytes=100) == b'{"x":"ok"}'
+    assert bounded_dumps(pydantic.RootModel[Any](b"ok"), max_bytes=100) == b'"ok"'
+
+
+_DATETIME64_UNITS = ["Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns"]
+
+
+@pytest.mark.parametrize("unit", _DATETIME64_UNITS)
+def test_regression_numpy_nat_is_never_written_as_a_date(unit: str) -> None:
+    """Found by a tester: NumPy's NaT was written as a real-looking date with no marker
+    and ``complete`` true in the ns, m, h, D and W units (1677-09-21T00:12:43.145224,
+    1970-01-01T00:00:00: orjson's reading of it), and was marked only in the units orjson
+    happens to refuse. In every unit, as a scalar or in an array at any depth, it now
+    meets `default` and gets the unencodable marker, as pandas' NaT does."""
+    nat, day = np.array(["NaT", "2024-01-01"], f"datetime64[{unit}]")
+    mark = "…[unencodable: datetime64]"
+    row = np.array([day, nat, day])
+    big = np.full(2_000_000, day)
+    big[1] = nat
+    not_contiguous = np.array([day, day, nat, day])[::2]
+    # The array too big for the budget is cut: only what is written is read.
+    # 2-D arrays: `test_regression_datetime64_arrays_orjson_refuses_do_not_crash`.
+    for value in (nat, row, {"v": row}, [row], not_contiguous, big):
+        out = encode(value, max_bytes=600)
+        text = out.data.decode()
+        assert mark in text, (unit, text)
+        assert "1677-" not in text, (unit, text)
+        assert "1970-01-01" not in text, (unit, text)
+        assert not out.complete
+        assert "unencodable" in {t.kind for t in out.truncations}
+        with pytest.raises(EncodeError, match="datetime64"):
+            encode(value, max_bytes=600, unencodable="error")
+        whole = Encoder(max_bytes=600).whole(value, 600)
+        assert whole is None or not whole.complete
+    assert bounded_dumps(row, max_bytes=600) == (
+        b"[" + orjson.dumps(day, option=NUMPY) + f',"{mark}",'.encode()
+        + orjson.dumps(day, option=NUMPY) + b"]"
+    )  # fmt: skip
+    seen: list[Any] = []
+
+    def hook(o: Any) -> str:
+        seen.append(o)
+        return "given"
+
+    assert bounded_dumps(nat, max_bytes=100, default=hook) == b'"given"'
+    assert len(seen) == 1
+    assert np.isnat(seen[0])
+
+
+def test_regression_numpy_nat_check_costs_the_budget() -> None:
+    """The NaT check reads an array whole only where its size fits its room: 4 KiB of a
+    10-million-item array costs what 4 KiB costs, NaT or not."""
+    import time
+
+    a = np.zeros(10_000_000, "datetime64[ns]")
+    a[3] = a[-1] = np.datetime64("NaT")
+    for value in (a, [a], {"v": a.reshape(1000, 10_000)}):
+        start = time.perf_counter()
+        out = encode(value, max_bytes=4096)
+        assert time.perf_counter() - start < 5
+        assert len(out.data) <= 4096
+        assert "…[unencodable: datetime64]" in out.data.decode()
+
+
+def test_regression_nanoseconds_are_written_not_cut_off() -> None:
+    """Found by a tester: a ``datetime64[ns]`` with a sub-microsecond part, and a pandas
+    ``Timestamp`` with nanoseconds, lost them without a mark (``complete`` true), so two
+    times could read as one. They are written with 9 fractional digits (as
+    ``np.datetime_as_string`` and ``Timestamp.isoformat()`` write them), scalars and
+    arrays alike; a time without nanoseconds keeps orjson's bytes."""
+    texts = [
+        "2024-01-01T00:00:00.000000789",
+        "2024-01-01T00:00:00.123456001",
+        "1969-12-31T23:59:59.999999999",
+        "2024-01-01T00:00:00.000001",
+        "2024-01-01T00:00:00",
+    ]
+    a = np.array(texts, "datetime64[ns]")
+    want = [*texts[:3], *(orjson.loads(orjson.dumps(x, option=NUMPY)) for x in a[3:])]
+    assert want[3:] == ["2024-01-01T00:00:00.000001", "2024-01-01T00:00:00"]
+    for value in (a, list(a), {"v": a}, a.reshape(5, 1), a[::-1][::-1]):
+        out = encode(value, max_bytes=400)
+        assert out.complete
+        assert orjson.loads(out.data) in (want, [want], {"v": want}, [[w] for w in want])
+    for x, w in zip(a, want, strict=True):
+        assert bounded_dumps(x, max_bytes=100) == orjson.dumps(w)
+
+    class Stamp(dt.datetime):  # as pandas' Timestamp: a datetime with a nanosecond field
+        nanosecond = 789
+
+    utc = Stamp(2024, 1, 1, 0, 0, 0, 5, tzinfo=dt.UTC)
+    assert bounded_dumps([utc], max_bytes=100) == b'["2024-01-01T00:00:00.000005789+00:00"]'
+    naive = Stamp(2024, 1, 1)
+    assert bounded_dumps({"t": naive}, max_bytes=100) == b'{"t":"2024-01-01T00:00:00.000000789"}'
+    pd = pytest.importorskip("pandas")
+    for tz in (None, "UTC", "America/New_York"):
+        ts = pd.Timestamp("2024-07-01 12:00:00.000001789", tz=tz)
+        out = encode({"t": ts}, max_bytes=100)
+        assert out.complete
+        assert orjson.loads(out.data) == {"t": ts.isoformat()}
+    plain = pd.Timestamp("2024-07-01 12:00:00.000001", tz="America/New_York")
+    assert bounded_dumps(plain, max_bytes=100) == orjson.dumps(plain.to_pydatetime())
+
+
+DATETIME64_REFUSED = r"""
+import resource
+
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
+import numpy as np
+from jsonbudget import bounded_dumps
+
+mark = "…[unencodable: datetime64]"
+for unit in ["Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns"]:
+    day = np.datetime64("2024-01-01", unit)
+    want = bounded_dumps(day, max_bytes=100).decode()
+    grid = np.array([[day, np.datetime64("NaT", unit)]])
+    for value in (grid, [grid], {"v": grid}):
+        out = bounded_dumps(value, max_bytes=300).decode()
+        assert want in out and mark in out and "1677-" not in out, (unit, out)
+for dtype, text in [("datetime64[Y]", "20000"), ("datetime64[s]", "-0100-01-01"),
+                    ("datetime64[ps]", "2024-01-01")]:
+    grid = np.array([["2024-01-01", text]], dtype)
+    for value in (grid, [grid], {"v": grid}):
+        out = bounded_dumps(value, max_bytes=300).decode()
+        assert mark in out, (dtype, out)
+for dtype, text, want in [
+    ("datetime64[2D]", "2024-01-02", "2024-01-02T00:00:00"),
+    ("datetime64[250ms]", "2024-01-02T03:04:05.250", "2024-01-02T03:04:05.250000"),
+    ("datetime64[10ns]", "2024-01-02T03:04:05.123456780", "2024-01-02T03:04:05.123456780"),
+]:
+    a = np.array([text, "NaT"], dtype)
+    assert bounded_dumps(a[0], max_bytes=100).decode() == f'"{want}"'
+    for value in (a, {"v": a}, a.reshape(2, 1)):
+        out = bounded_dumps(value, max_bytes=300).decode()
+        assert want in out and "…[unencodable: datetime64]" in out, (dtype, out)
+print("ok")
+"""
+
+
+def test_regression_datetime64_arrays_orjson_refuses_do_not_crash() -> None:
+    """Found fixing NaT: the process died (SIGILL) where orjson met, inside an array of
+    two dimensions, a time it refuses (a NaT in the units it refuses NaT in, a year past
+    9999 or before 1, a picosecond unit), and for every ``datetime64`` of a multiple of a
+    unit (``datetime64[2D]``, which it would misread as the unit), scalar or array. Such
+    arrays are walked element by element: each refused time gets the marker, a multiple
+    of a unit is written in its unit. In a subprocess with a memory cap: a crash fails
+    the test."""
+    done = subprocess.run(
+        [sys.executable, "-c", DATETIME64_REFUSED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "ok\n"
+
+
+class _AttachedPytzZone(dt.tzinfo):
+    """As ``tzinfo=pytz.timezone("America/New_York")``: the zone's first offset (local
+    mean time, -04:56), and a ``normalize`` to the offset in force (which orjson asks)."""
+
+    def utcoffset(self, d: Any) -> dt.timedelta:
+        return dt.timedelta(hours=-4, minutes=-56)
+
+    def dst(self, d: Any) -> dt.timedelta:
+        return dt.timedelta(0)
+
+    def tzname(self, d: Any) -> str:
+        return "LMT"
+
+    def normalize(self, d: dt.datetime) -> dt.datetime:
+        return d.astimezone(dt.timezone(dt.timedelta(hours=-4)))
+
+
+def test_regression_a_pytz_zone_attached_by_tzinfo_is_a_listed_difference() -> None:
+    """Found by a tester: docs/values.md said an exact datetime is byte-identical to
+    orjson's, but for a pytz zone attached with ``tzinfo=`` orjson writes the local
+    fields with the normalized offset (``-04:00``, another instant) and jsonbudget the
+    datetime's own ``utcoffset()`` (``-04:56``, its ``isoformat()``). jsonbudget's is the
+    instant the value is: the difference is listed in "Differences from orjson"."""
+    d = dt.datetime(2024, 7, 1, tzinfo=_AttachedPytzZone())
+    assert orjson.dumps(d) == b'"2024-07-01T00:00:00-04:00"'
+    assert bounded_dumps(d, max_bytes=100) == b'"2024-07-01T00:00:00-04:56"'
+    assert bounded_dumps(d, max_bytes=100) == orjson.dumps(d.isoformat())
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "values.md").read_text()
+    table = docs.split("## Differences from orjson", 1)[1]
+    assert any("pytz" in row and "normalize" in row for row in table.splitlines())

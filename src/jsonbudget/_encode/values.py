@@ -27,6 +27,7 @@ import dataclasses
 import datetime as _dt
 import decimal
 import enum
+import json
 import math
 import operator
 import os
@@ -521,11 +522,17 @@ def fallback(obj: Any) -> Any:
         return uuid.UUID(int=obj.int)
     if isinstance(obj, _dt.date | _dt.time):
         try:
-            return _as_base_time(obj)
+            base = _as_base_time(obj)
         except (TypeError, ValueError, OverflowError):
             # Fields that make no time (pandas' NaT is a datetime whose fields are NaN):
             # not a value of its base type, so the marker, as for any other.
             return UNKNOWN
+        if isinstance(base, _dt.datetime):
+            # pandas' Timestamp holds nanoseconds past its fields: not to be lost unseen.
+            ns = getattr(obj, "nanosecond", 0)
+            if type(ns) is int and 0 < ns < 1000:
+                return _with_nanoseconds(base, ns, type(obj).__name__)
+        return base
     if isinstance(obj, Mapping):
         return obj
     if isinstance(obj, collections.UserString) and isinstance(obj.data, str):
@@ -551,6 +558,25 @@ def _as_base_time(obj: _dt.date | _dt.time) -> _dt.date | _dt.time:
     if isinstance(obj, _dt.date):
         return _dt.date(obj.year, obj.month, obj.day)
     return _dt.time(obj.hour, obj.minute, obj.second, obj.microsecond, obj.tzinfo, fold=obj.fold)
+
+
+def _with_nanoseconds(base: _dt.datetime, ns: int, what: str) -> Any:
+    """A datetime that holds *ns* nanoseconds past *base* (pandas' ``Timestamp``): as
+    orjson writes *base*, with 9 fractional digits, as ``Timestamp.isoformat()`` has them.
+
+    Built from *base*, its offset read as the renderer reads it for any datetime (then
+    written as orjson writes that offset): ``datetime`` has no field to carry them, and
+    orjson would cut them off unreported."""
+    text = base.replace(microsecond=0, tzinfo=None).isoformat()
+    text += f".{base.microsecond:06d}{ns:03d}"
+    if base.tzinfo is not None:
+        try:
+            offset = base.utcoffset()
+        except Exception:  # noqa: BLE001 - a tzinfo's own code: unencodable, as anywhere
+            return UNKNOWN
+        tz = _dt.UTC if offset is None else _dt.timezone(offset)  # orjson: +00:00 for None
+        text += _dumps(_dt.datetime(2000, 1, 1, tzinfo=tz)).decode()[20:-1]
+    return Raw(_dumps(text), what)
 
 
 def _in_c(t: type, name: str) -> bool:
@@ -677,6 +703,8 @@ def _np_scalar(x: Any, opts: Options) -> Any:
         return x.item()
     if kind == "f" and not _finite(x):
         return Unencodable(repr(float(x)))
+    if kind == "M":
+        return _datetime64(x)
     if kind == "U":
         # A string like any other (cut, capped, its lone surrogates replaced), never
         # orjson's bytes, which could only be written whole or not at all. An exact str
@@ -695,6 +723,33 @@ def _np_scalar(x: Any, opts: Options) -> Any:
 def _finite(x: Any) -> bool:
     f = float(x)
     return f - f == 0
+
+
+def _datetime64(x: Any) -> Any:
+    """A `np.datetime64` as orjson writes it, where that is the value it holds; else its
+    full text, or `UNKNOWN` (``default`` and the marker meet it)."""
+    np = sys.modules["numpy"]
+    if np.isnat(x):
+        # No time at all: orjson writes NaT as a real-looking one in some units (1970-01-01
+        # in days, a day in 1677 in nanoseconds) and refuses it in others.
+        return UNKNOWN
+    unit, count = np.datetime_data(x.dtype)
+    if count != 1:
+        # orjson reads a multiple of a unit (`datetime64[2D]`) as the unit itself, and its
+        # process dies on it: the same time in the unit, where that holds it exactly.
+        base = x.astype(f"datetime64[{unit}]")
+        if np.isnat(base) or base.astype(x.dtype) != x:
+            return UNKNOWN
+        x = base
+    if unit == "ns" and x.astype("datetime64[us]") != x:
+        # orjson writes microseconds: nanoseconds would be cut off unreported, and two
+        # times would read as one. The ISO text with 9 digits, as numpy and pandas write it.
+        return Raw(_dumps(np.datetime_as_string(x, unit="ns")), type(x).__name__)
+    try:
+        data = _dumps(x, option=_NUMPY_OPT)
+    except _JSONError:
+        return UNKNOWN
+    return Raw(data, type(x).__name__)
 
 
 def _array(a: Any, opts: Options) -> Any:
@@ -795,6 +850,11 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             again = adapt(root, opts)
             if again is not UNKNOWN:
                 root = again
+            elif isinstance(root, bytes | bytearray | memoryview):
+                # Bytes pydantic refuses (not UTF-8): the view is the value itself,
+                # never dispatched again, so the marker `default` would end in is made
+                # here (walked as a sequence, they were written as a list of numbers).
+                return Unencodable(f"{type(root).__name__} of {memoryview(root).nbytes} bytes")
         if type(root) in _VIEWS:
             root._native = native
         return root
@@ -810,7 +870,8 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             if _holds_iterator(v):
                 v = _Typed(_read_once(v), _AS_IS)
             else:
-                v = plan.jsonable(obj, {name}, outer)[key]
+                out = plan.jsonable(obj, {name}, outer)
+                v = out if type(out) is Unencodable else out[key]
         elif spec is not None:
             v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
@@ -990,7 +1051,16 @@ class _Plan:
 
         A value pydantic cannot write (an arbitrary class's instance, a NumPy array) is
         left in the output as it is, as pydantic's ``fallback`` would hand it to a hook:
-        the encoder then writes it as anywhere else (NumPy, ``default``, the marker)."""
+        the encoder then writes it as anywhere else (NumPy, ``default``, the marker).
+        Bytes that are not UTF-8, which pydantic refuses without asking ``fallback``,
+        make all of it an `Unencodable` (its library cannot write it, and which bytes
+        they were is pydantic's to know).
+
+        Where two keys of one dict are spelled alike (``1`` and ``"1"``), JSON mode keeps
+        one of them and ``model_dump_json()`` writes both: the object is then a
+        `_Repeated`, both members in place, and the renderer marks the repeat as it does
+        any repeated key (no output holds a key twice).
+        """
         outer = self.ser_key if outer is None else outer
         ser = self._json_sers.get(outer)
         if ser is None:
@@ -1003,8 +1073,84 @@ class _Plan:
             held.append(v)
             return f"{tag}{len(held) - 1}"
 
-        out = ser.to_python(obj, mode="json", include=include, fallback=hold)
+        out: Any = _MISSING
+        try:
+            if _keys_may_repeat(obj, include):
+                out = _json_pairs(ser, obj, include, hold)
+                if out is _MISSING:
+                    held.clear()
+            if out is _MISSING:
+                out = ser.to_python(obj, mode="json", include=include, fallback=hold)
+        except UnicodeDecodeError:
+            # pydantic's own refusal (a serializer's error comes wrapped in its
+            # PydanticSerializationError): bytes it writes as UTF-8 text that are not.
+            v = obj if include is None else getattr(obj, next(iter(include)))
+            if isinstance(v, bytes | bytearray | memoryview):
+                n = memoryview(v).nbytes
+                return Unencodable(f"{type(v).__name__} of {n} bytes, not UTF-8")
+            return Unencodable(f"{type(v).__name__} holding bytes that are not UTF-8")
         return _put_back(out, tag, held) if held else out
+
+
+class _Repeated(MapView):
+    """An object of pydantic's JSON that holds a key twice (see `_Plan.jsonable`): its
+    members in pydantic's order, written as they are. The size walk refuses it, so the
+    model is never written by pydantic whole; the renderer marks the repeat."""
+
+    __slots__ = ()
+
+
+def _object(pairs: list[tuple[str, Any]]) -> Any:
+    """A JSON object as `_json_pairs` reads it: a dict, or a `_Repeated` holding a key twice."""
+    out = dict(pairs)
+    return out if len(out) == len(pairs) else _Repeated(pairs, _identity, src=None)
+
+
+def _json_pairs(ser: Any, obj: Any, include: set[str] | None, hold: Callable[[Any], str]) -> Any:
+    """*obj* as `_Plan.jsonable` makes it, read from pydantic's JSON, which writes a key
+    twice where JSON mode keeps it once; `_MISSING` where pydantic's JSON refuses what its
+    JSON mode takes (a lone surrogate), or its numbers are past what Python reads."""
+    try:
+        data = ser.to_json(obj, include=include, fallback=hold)
+    except UnicodeDecodeError:
+        raise  # bytes that are not UTF-8: JSON mode refuses them too
+    except ValueError:  # PydanticSerializationError: JSON mode then says what it is
+        return _MISSING
+    try:
+        # NaN and the infinities come as the constants `_nan_keeping` asks for, which
+        # json reads back as the floats.
+        return json.loads(data, object_pairs_hook=_object)
+    except ValueError:  # an int of more digits than Python converts
+        return _MISSING
+
+
+def _keys_may_repeat(obj: Any, include: set[str] | None, depth: int = 0) -> bool:
+    """Whether pydantic may write a key twice for *obj* (its *include* fields): it holds
+    a dict with a key that is not a str, which pydantic may spell as another key is
+    (``1`` and ``"1"``). Read as `_holds_iterator` reads (to a depth of 64)."""
+    if include is None:
+        extra = getattr(obj, "__pydantic_extra__", None) or {}
+        values: Iterable[Any] = chain(obj.__dict__.values(), extra.values())
+    else:
+        values = (getattr(obj, name, None) for name in include)
+    return any(_other_keys(v, depth) for v in values)
+
+
+def _other_keys(v: Any, depth: int) -> bool:
+    if depth > 64:
+        return False
+    if isinstance(v, dict):
+        if any(type(k) is not str for k in v):
+            return True
+        return any(_other_keys(x, depth + 1) for x in v.values())
+    if isinstance(v, list | tuple):
+        return any(_other_keys(x, depth + 1) for x in v)
+    if isinstance(v, sys.modules["pydantic"].BaseModel):
+        return _keys_may_repeat(v, None, depth + 1)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        fields = dataclasses.fields(v)
+        return any(_other_keys(getattr(v, f.name, None), depth + 1) for f in fields)
+    return False
 
 
 def _put_back(out: Any, tag: str, held: list[Any]) -> Any:
@@ -1017,21 +1163,28 @@ def _put_back(out: Any, tag: str, held: list[Any]) -> Any:
         return v
 
     top = back(out)
-    stack = [top] if type(top) is dict or type(top) is list else []
+    walked = (dict, list, _Repeated)
+    stack = [top] if type(top) in walked else []
     while stack:
         node = stack.pop()
-        if type(node) is dict:
+        if type(node) is _Repeated:
+            for i, (k, v) in enumerate(zip(node._keys, node._raw, strict=True)):
+                node._keys[i] = back(k)
+                x = node._raw[i] = back(v)
+                if type(x) in walked:
+                    stack.append(x)
+        elif type(node) is dict:
             items = list(node.items())
             if any(type(k) is str and k.startswith(tag) for k, _ in items):
                 node.clear()  # a key pydantic's fallback wrote: its value is the key again
             for k, v in items:
                 x = node[back(k)] = back(v)
-                if type(x) is dict or type(x) is list:
+                if type(x) in walked:
                     stack.append(x)
         else:
             for i, v in enumerate(node):
                 x = node[i] = back(v)
-                if type(x) is dict or type(x) is list:
+                if type(x) in walked:
                     stack.append(x)
     return top
 
@@ -2201,7 +2354,8 @@ class _Walk:
             elif _pydantic_model(v._src):
                 inside = PYDANTIC
         else:
-            if inside == PYDANTIC and _refused_by_pydantic(v):
+            if t is _Repeated or (inside == PYDANTIC and _refused_by_pydantic(v)):
+                # A key twice: pydantic would write it twice; the renderer marks it.
                 return -1
             plan = _flat_plan(t) if t.__module__ != "builtins" else None
             vals = plan[0](v) if plan is not None else None
@@ -2282,16 +2436,31 @@ class _Walk:
             return _array_size(view._src, cap, depth, self.caps)
         inside = inside or 1
         if isinstance(view, MapView):
-            return self._members(view.raw_items(), len(view), cap, depth, inside=inside)
+            # A dict's keys as its library spells them may repeat (1 and "1": pydantic
+            # writes "1" twice), a model's or Struct's fields never do.
+            seen: set[str] | None = set() if type(view) is _DictView else None
+            return self._members(view.raw_items(), len(view), cap, depth, inside=inside, seen=seen)
         return self._items(view.raw_iter(), len(view), cap, depth, inside=inside)
 
     def _members(
-        self, members: Iterable[tuple[Any, Any]], n: int, cap: int, depth: int, *, inside: int
+        self,
+        members: Iterable[tuple[Any, Any]],
+        n: int,
+        cap: int,
+        depth: int,
+        *,
+        inside: int,
+        seen: set[str] | None = None,
     ) -> int:
+        """*seen*: the keys so far, where a key may come twice (the renderer marks it)."""
         size = 1 + 4 * n  # braces, quotes, colons and commas
         for k, x in members:
             if type(k) is not str:
                 return -1
+            if seen is not None:
+                if k in seen:
+                    return -1
+                seen.add(k)
             sub = self.size(x, cap - size, depth + 1, inside=inside)
             if sub < 0:
                 return -1
@@ -2466,4 +2635,29 @@ def _array_size(a: Any, cap: int, depth: int, caps: _bound.Caps) -> int:
         return -1  # complex, object, strings: orjson refuses; the view writes them
     if kind == "f" and not sys.modules["numpy"].isfinite(a).all():
         return -1  # orjson writes NaN as null; the encoder marks it
+    if kind == "M" and not _datetimes_as_orjson(a):
+        return -1  # the view writes each time as `_datetime64` does
     return low
+
+
+#: The datetime64 units orjson writes (of one unit each: it misreads `datetime64[2D]`).
+_ORJSON_UNITS: Final = frozenset({"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns"})
+
+
+def _datetimes_as_orjson(a: Any) -> bool:
+    """Whether orjson writes datetime64 array *a* as the times it holds, and does not
+    refuse any: no NaT (a date in some units), no nanoseconds (cut off), a unit it
+    writes, its earliest and latest times in its years 1 to 9999 (then all are). The
+    process dies where orjson refuses one inside an array of more than one dimension.
+    Reads the whole array: called where its bound fits."""
+    np = sys.modules["numpy"]
+    unit, count = np.datetime_data(a.dtype)
+    if count != 1 or unit not in _ORJSON_UNITS or not a.size or np.isnat(a).any():
+        return False
+    if unit == "ns" and not (a.astype("datetime64[us]") == a).all():
+        return False
+    try:
+        _dumps([a.min(), a.max()], option=_NUMPY_OPT)
+    except _JSONError:
+        return False
+    return True
