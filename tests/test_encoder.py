@@ -1139,3 +1139,34 @@ def test_regression_marker_heavy_lists_are_rendered_in_a_few_times_their_output(
     ]
     for make, run in runs:
         assert _peak_per_output_byte(make, run) < 14
+
+
+class _Text(str):
+    """A str subclass, as NumPy's str_ or a StrEnum member: read as a clip of its text."""
+
+    __slots__ = ()
+
+
+@settings(max_examples=300)
+@given(
+    # Escapes and multibyte characters: a cut then comes out short of its room.
+    st.lists(st.text(alphabet='"\\\n\x01aé€😀', min_size=20, max_size=400), min_size=1, max_size=4),
+    st.integers(64, 400),
+    st.integers(32, 200),
+    st.sampled_from(["balanced", "prefix"]),
+)
+def test_regression_a_str_subclass_over_the_field_cap_shows_as_its_text(
+    texts: list[str], max_bytes: int, max_field_bytes: int, strategy: Strategy
+) -> None:
+    """Found by a property test on NumPy strings: a str subclass longer than the budget
+    is read as a clip of its text, whose full rendering under a field cap (the cap's cut)
+    counted as whole only when the room held the whole field cap, where a str's counts
+    when its cut fits (a cut comes out a few bytes short of the cap). With the room in
+    between, a list of such strings showed one cut and "…[omitted: 1 more items]", the
+    same list of str two cut strings."""
+    limits = Limits(max_bytes, max_field_bytes=max_field_bytes)
+    plain = encode(texts, limits, strategy=strategy)
+    assert encode([_Text(t) for t in texts], limits, strategy=strategy) == plain
+    assert encode({"k": [_Text(t) for t in texts]}, limits, strategy=strategy) == encode(
+        {"k": texts}, limits, strategy=strategy
+    )

@@ -76,6 +76,9 @@ _BIG = 1 << 62
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
 #: From this many items on, a run of list items is bounded and encoded at once.
 _BULK_MIN = 2
+#: How far a field cap's cut may come out below the cap: a character's longest escape
+#: (6 bytes) and a count's digits (`_whole_clip`).
+_FIELD_SLACK = 32
 #: Items a cut list reads before it knows how many fit; it reads four times more at a time.
 _FIRST_READ = 64
 #: orjson calls `default` up to 255 times in a row (its Recursive(254) test passes).
@@ -1761,7 +1764,18 @@ class EncodeCall:
         if out is None:
             return None
         rendering, whole_head = out
-        return rendering if whole_head or self.max_field <= cap else None
+        if whole_head or self.max_field <= cap:
+            return rendering
+        # The field cap's cut is its full rendering, and may come out a little shorter
+        # than the cap (a character or escape that does not fit stays out, the count may
+        # have fewer digits): under a *cap* below the field cap it may still fit, as
+        # `_whole_str` finds of a str. (A str subclass is read as a Clip: the two must
+        # agree.) Only near the field cap, so the cost stays that of the cap.
+        if self.max_field - cap <= _FIELD_SLACK:
+            full = self._clip(c, self.max_field)
+            if full is not None and len(full[0][0]) <= cap:
+                return full[0]
+        return None
 
     def _cut_clip(self, c: _values.Clip, allot: int) -> Out | None:
         out = self._clip(c, allot)
