@@ -14,9 +14,10 @@ import itertools
 import operator
 import os
 import secrets
+import sys
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
@@ -46,6 +47,7 @@ from .._encode.encoder import (
     pointer,
 )
 from .._encode.markers import Markers
+from .._encode.values import Converted
 from .._encode.whole import JsonWriter
 from .._frozen import fast_constructor
 from .._limits import MAX_LIMIT, Limits
@@ -839,11 +841,50 @@ def _key_pairs(keys: Mapping[str, str] | None) -> tuple[tuple[str, str], ...] | 
 
 #: Pages whose pulls from iterators inside items this process keeps (see `_Pulled`).
 _MAX_PULLED_PAGES = 64
-#: Iterators whose pulls were dropped that this process remembers as such (`_Pulled`).
-_MAX_GONE = 4096
+#: Iterators with no weak references held (`_Pulled`) up to which every pulling page
+#: checks them all for being released; past it, each time their number has doubled.
+_CHECK_ALL_HELD = 4096
 #: The key a stored position is wrapped under (see `_stored_position`); no source
 #: position is stored unwrapped with this key, so the wrapper is never mistaken.
 _AHEAD_KEY = "…look-ahead"
+
+
+class _Kept:
+    """One iterator's stream as `_Pulled` keeps it."""
+
+    __slots__ = ("conv", "pages", "ref", "stream", "users")
+
+    def __init__(self, stream: Stream | None, ref: Any, conv: Callable[[Any], Any] | None) -> None:
+        #: what was pulled; None once dropped while the iterator lives (met again: lost)
+        self.stream = stream
+        #: a weak reference to the iterator, or (none to it) the iterator; None once
+        #: released
+        self.ref = ref
+        #: the function a `values.Converted` passed its items through, else None
+        self.conv = conv
+        self.users = 1  # pages reading the stream now: it holds the iterator meanwhile
+        self.pages = 0  # kept pages that met it
+
+    def source(self) -> Any:
+        """The iterator, or None where it died (its id may be another's now)."""
+        ref = self.ref
+        return ref() if type(ref) is weakref.ref else ref
+
+
+def _refs(kept: _Kept) -> int:
+    """References to a held iterator: `_ALONE` where *kept* is the only holder."""
+    return sys.getrefcount(kept.ref)
+
+
+#: What `_refs` says of an iterator nothing but its record holds (measured, not assumed:
+#: how a call counts its own references differs between Python versions).
+_ALONE = _refs(_Kept(None, iter([]), None))
+
+
+def _died(dead: deque[int], key: int, _ref: object) -> None:
+    # A weak reference's callback runs wherever the iterator dies, under `_Pulled`'s
+    # lock too: it only notes the key, for the next page to tidy.
+    dead.append(key)
 
 
 class _Pulled:
@@ -859,46 +900,96 @@ class _Pulled:
     those pulls were dropped raises `ExpiredCursor` instead of serving the item short.
     A cursor minted in another process met that process's objects, not ours: nothing of
     ours was pulled for it.
+
+    Only a page that reads a stream holds its iterator. Between pages the iterator is
+    held weakly, and where it allows no weak reference (a list iterator, ``map``) it is
+    held only while something else holds it too (its reference count says so, checked
+    by every pulling page): an iterator only this registry held cannot be met again, and
+    holding it held everything behind it (a whole list, a database cursor, a
+    generator's ``finally``) for the 64 pages. Its pulls go with it. One whose pulls
+    were dropped while it lives is remembered as long as it lives, so that meeting it
+    again raises `ExpiredCursor` rather than render what is left of it.
     """
 
-    __slots__ = ("_counts", "_gone", "_lock", "_nonce", "_pages", "_serial", "streams")
+    __slots__ = (
+        "_checked",
+        "_dead",
+        "_held",
+        "_index",
+        "_lock",
+        "_nonce",
+        "_pages",
+        "_serial",
+    )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._nonce = secrets.token_hex(8)
         self._serial = itertools.count()
-        # page id -> the streams that page met; the index below holds each stream once.
-        self._pages: OrderedDict[str, dict[int, Stream]] = OrderedDict()
-        self._counts: dict[int, int] = {}
-        #: id(iterator) -> its stream; the stream holds the iterator, so the id is not reused.
-        self.streams: dict[int, Stream] = {}
-        # id(iterator) -> the iterator (weakly where it can be) of each stream dropped,
-        # the last `_MAX_GONE`: its values are lost, and meeting it again must say so.
-        self._gone: OrderedDict[int, Any] = OrderedDict()
+        # page id -> the records of the streams that page met
+        self._pages: OrderedDict[str, dict[int, _Kept]] = OrderedDict()
+        # id(iterator) -> its record, while the iterator lives
+        self._index: dict[int, _Kept] = {}
+        # the records no page reads whose iterator allows no weak reference: checked for
+        # being its last holder
+        self._held: dict[int, _Kept] = {}
+        self._checked = 0  # how many of those the last check kept
+        # ids of weakly held iterators that died, noted by `_died`
+        self._dead: deque[int] = deque()
 
     def _origin(self) -> str:
         # The pid too: a forked worker shares the nonce but not the parent's later pulls.
         return f"{self._nonce}.{os.getpid()}."
 
     def keep(self, streams: dict[int, Stream]) -> str:
-        """Keep the *streams* one page met; returns the page's id."""
+        """Keep the *streams* one page met, read no more by it; returns the page's id."""
         page_id = f"{self._origin()}{next(self._serial)}"
-        met = dict(streams)
         with self._lock:
-            pages, counts, index = self._pages, self._counts, self.streams
+            self._tidy()
+            index, pages = self._index, self._pages
+            met: dict[int, _Kept] = {}
+            for key, stream in streams.items():
+                kept = index.get(key)
+                if kept is None or kept.stream is not stream:  # pragma: no cover - defensive
+                    continue
+                met[key] = kept
+                kept.pages += 1
+                kept.users -= 1
+                if not kept.users:
+                    stream.park()
+                    if type(kept.ref) is not weakref.ref:
+                        self._held[key] = kept
             while len(pages) >= _MAX_PULLED_PAGES:
-                for key in pages.popitem(last=False)[1]:
-                    left = counts[key] - 1
-                    if left:
-                        counts[key] = left
-                    else:
-                        del counts[key]
-                        self._bury(key, index.pop(key).source)
+                for key, kept in pages.popitem(last=False)[1].items():
+                    kept.pages -= 1
+                    if not kept.pages and not kept.users and index.get(key) is kept:
+                        self._retire(key, kept)
             pages[page_id] = met
-            for key, stream in met.items():
-                counts[key] = counts.get(key, 0) + 1
-                index[key] = stream
+            held = self._held
+            if len(held) <= _CHECK_ALL_HELD or len(held) >= 2 * self._checked:
+                for key, kept in list(held.items()):
+                    if _refs(kept) <= _ALONE:
+                        self._drop(key, kept)
+                self._checked = len(held)
         return page_id
+
+    def find(self, key: int) -> Stream | None:
+        """The stream of the live iterator whose id is *key*, for a page that met it
+        (which reads it until the page is kept); None where none is kept.
+
+        `ExpiredCursor` where its pulls were dropped: what it gave is gone, and
+        rendering the rest would serve the item short (a retried cursor, another
+        paging of the same objects).
+        """
+        with self._lock:
+            kept = self._index.get(key)
+            if kept is None:
+                return None
+            source = kept.source()
+            if source is None:  # died: the id may be another iterator's now
+                self._drop(key, kept)
+                return None
+            return self._use(key, kept, source)
 
     def publish(self, key: int, stream: Stream) -> Stream:
         """Make *stream* found by every page from now on, before the page that met it is
@@ -907,35 +998,67 @@ class _Pulled:
         Returns the stream to read the iterator through: *stream*, or the one another
         page published for the same iterator first (two threads that both missed it
         each made one; two streams would split the iterator's values between them).
-
-        `ExpiredCursor` where its iterator is one whose stream was dropped: what it gave
-        is gone, and rendering the rest would serve the item short (a retried cursor,
-        another paging of the same objects).
+        `ExpiredCursor` as `find` says.
         """
+        source, it = stream.source, stream.it
         with self._lock:
-            gone = self._gone.pop(key, None)
-            was = gone() if type(gone) is weakref.ref else gone
-            if gone is not None and was is stream.source:
-                self._gone[key] = gone  # still gone: met again, still lost
-                raise ExpiredCursor(
-                    "the values an iterator in this item gave to an earlier page are no "
-                    f"longer held (this process keeps the last {_MAX_PULLED_PAGES} pages' "
-                    "pulls); start the paging again with fresh items"
-                )
-            held = self.streams.get(key)
-            if held is not None and held.source is stream.source:
-                return held
-            self.streams[key] = stream  # counted, and so dropped in time, by `keep`
+            kept = self._index.get(key)
+            if kept is not None:
+                if kept.source() is source:
+                    return self._use(key, kept, source)
+                self._drop(key, kept)  # a dead iterator's, whose id this one has now
+            try:
+                ref: Any = weakref.ref(source, functools.partial(_died, self._dead, key))
+            except TypeError:  # no weak references to it: held, while others hold it
+                ref = source
+            # A `values.Converted` is made anew each time its value is converted: what
+            # a parked stream keeps of it is its function.
+            conv = it.conv if type(it) is Converted else None
+            self._index[key] = _Kept(stream, ref, conv)
             return stream
 
-    def _bury(self, key: int, it: Any) -> None:
-        """Remember that the stream of iterator *it* was dropped (under the lock)."""
-        try:
-            self._gone[key] = weakref.ref(it)
-        except TypeError:  # no weak references to it: held, among the last _MAX_GONE
-            self._gone[key] = it
-        while len(self._gone) > _MAX_GONE:
-            self._gone.popitem(last=False)
+    def _use(self, key: int, kept: _Kept, source: Any) -> Stream:
+        """*kept*'s stream, read by one more page (under the lock)."""
+        stream = kept.stream
+        if stream is None:
+            raise ExpiredCursor(
+                "the values an iterator in this item gave to an earlier page are no "
+                f"longer held (this process keeps the last {_MAX_PULLED_PAGES} pages' "
+                "pulls); start the paging again with fresh items"
+            )
+        if not kept.users:
+            conv = kept.conv
+            stream.unpark(source if conv is None else Converted(source, conv), source)
+            if self._held.get(key) is kept:
+                del self._held[key]
+        kept.users += 1
+        return stream
+
+    def _retire(self, key: int, kept: _Kept) -> None:
+        """Drop *kept*'s pulls, no page keeping them (under the lock): its iterator,
+        if it lives on elsewhere, is remembered as one whose values are lost."""
+        weak = type(kept.ref) is weakref.ref
+        if (kept.ref() is not None) if weak else (_refs(kept) > _ALONE):
+            kept.stream = None
+        else:
+            self._drop(key, kept)
+
+    def _drop(self, key: int, kept: _Kept) -> None:
+        """Forget *kept*, whose iterator died or is held by it alone (under the lock)."""
+        if self._index.get(key) is kept:
+            del self._index[key]
+        if self._held.get(key) is kept:
+            del self._held[key]
+        kept.stream = kept.ref = None
+
+    def _tidy(self) -> None:
+        """Forget the weakly held iterators that died (under the lock)."""
+        dead, index = self._dead, self._index
+        while dead:
+            key = dead.popleft()
+            kept = index.get(key)
+            if kept is not None and kept.source() is None:
+                self._drop(key, kept)
 
     def resume(self, stored: object) -> Position:
         """The source position in a wrapped stored position; `ExpiredCursor` where the
@@ -969,7 +1092,7 @@ class _PageStreams(dict[int, Stream]):
     def get(self, key: int, default: Any = None) -> Any:
         found = dict.get(self, key)
         if found is None:
-            found = _PULLED.streams.get(key)
+            found = _PULLED.find(key)
             if found is None:
                 return default
             dict.__setitem__(self, key, found)  # this page met it too: kept with its pulls
