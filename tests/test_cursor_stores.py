@@ -1133,3 +1133,96 @@ def test_regression_a_keyring_pickles_for_a_worker(tmp_path: Path) -> None:
     token = mine.mint(mine.start(Scope("alice"), max_pages=None), 5)
     worker = SQLiteCursorStore(db, keys=pickle.loads(pickle.dumps(keys)))
     assert worker.resume(token, Scope("alice")).position == 5
+
+
+def test_regression_a_memory_operation_keeps_a_bounded_number_of_positions() -> None:
+    # Found by a tester: each distinct position minted stayed with its operation until
+    # the ttl ran out (about 136 bytes a page: 0.5 GB for one client paging for 15
+    # minutes), while the store's bounds counted operations only.
+    import tracemalloc
+
+    from jsonbudget._cursors.store import MAX_POSITIONS_PER_OPERATION
+
+    store = MemoryCursorStore()
+    state = store.start(scope(), max_pages=None)
+    first = store.mint(state, 0)
+    tokens = [first]
+    tracemalloc.start()
+    try:
+        for i in range(1, 2 * MAX_POSITIONS_PER_OPERATION):
+            tokens.append(store.mint(state, i))
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(2 * MAX_POSITIONS_PER_OPERATION, 20_000):
+            store.mint(state, i)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 16_000, grown  # about 2.4 MB when every position was kept
+    # The newest are kept; an older cursor says it expired, not that it was never issued.
+    last = store.mint(state, 19_999)
+    assert store.resume(last, scope()).position == 19_999
+    with pytest.raises(ExpiredCursor):
+        store.resume(first, scope())
+    with pytest.raises(ExpiredCursor):
+        store.resume(tokens[-1], scope())
+    # A retried position counts as the newest: it stays while others are minted.
+    kept = store.mint(state, 19_990)
+    for i in range(MAX_POSITIONS_PER_OPERATION - 1):
+        store.mint(state, 30_000 + i)
+    assert store.resume(kept, scope()).position == 19_990
+
+
+def test_regression_rotate_keeps_a_previous_key_accepted_without_end() -> None:
+    # Found by a security tester: rotate kept a previous key with a deadline still ahead
+    # but dropped one with none (accepted without end, as `key` and `adopt` read it):
+    # the live cursors signed with it became InvalidCursor at the next rotation.
+    store = MemoryCursorStore(keys=Keyring(CursorKey(0, SECRET)))
+    token = first_token(store)
+    store.keyring = Keyring(CursorKey(1, b"m" * 32), [CursorKey(0, SECRET)])
+    assert store.resume(token, scope()).position == 10
+    store.keyring = store.keyring.rotate(b"n" * 32, window=0)
+    assert repr(store.keyring) == "Keyring(current_kid=2, kids=[0, 1, 2])"
+    assert store.resume(token, scope()).position == 10
+    # A key past its deadline is still dropped, and so is one whose kid the new key takes.
+    past = Keyring(CursorKey(1, b"m" * 32), [CursorKey(0, SECRET, time.time() - 1)])
+    assert repr(past.rotate(b"n" * 32)) == "Keyring(current_kid=2, kids=[1, 2])"
+    taken = Keyring(CursorKey(1, b"m" * 32), [CursorKey(2, SECRET)])
+    assert repr(taken.rotate(b"n" * 32)) == "Keyring(current_kid=2, kids=[1, 2])"
+
+
+def test_regression_an_sqlite_store_file_is_private_to_its_owner(tmp_path: Path) -> None:
+    # Found by a security tester: the database (and its -wal and -shm files) took the
+    # umask's mode, 0644, so every local user could read the MAC key, every token id
+    # (and so rebuild every live cursor), the positions and the principals' fingerprints.
+    path = tmp_path / "cursors.sqlite3"
+    before = os.umask(0o022)
+    try:
+        store = SQLiteCursorStore(path)
+        store.mint(store.start(scope(), max_pages=None), ["bob@example.com", 7])
+        files = sorted(p.name for p in tmp_path.iterdir())
+        assert files == ["cursors.sqlite3", "cursors.sqlite3-shm", "cursors.sqlite3-wal"]
+        for name in files:
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+        store.close()
+        # A file an older version made under the umask is made private as it opens; a
+        # group that may write it shares it on purpose and keeps it.
+        for mode, private in [(0o644, 0o600), (0o666, 0o660), (0o640, 0o600)]:
+            path.chmod(mode)
+            with SQLiteCursorStore(path) as again:
+                assert again.resume(again.mint(again.start(scope(), max_pages=None), 1), scope())
+            assert path.stat().st_mode & 0o777 == private, oct(mode)
+    finally:
+        os.umask(before)
+
+
+def test_a_memory_cursor_in_use_is_kept_while_its_operation_mints_others() -> None:
+    # A `ResultReader` reference is its operation's first position, resumed by every
+    # read, while each read mints continuations in the same operation.
+    from jsonbudget._cursors.store import MAX_POSITIONS_PER_OPERATION
+
+    store = MemoryCursorStore()
+    state = store.start(scope(), max_pages=None)
+    anchor = store.mint(state, {"ref": "r"})
+    for i in range(3 * MAX_POSITIONS_PER_OPERATION):
+        assert store.resume(anchor, scope()).position == {"ref": "r"}
+        store.mint(state, i)

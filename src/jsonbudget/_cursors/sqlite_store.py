@@ -8,6 +8,7 @@ import math
 import os
 import secrets
 import sqlite3
+import stat
 import threading
 import time
 from types import TracebackType
@@ -88,7 +89,9 @@ class SQLiteCursorStore(KeyedStore):
     The database runs in WAL mode; every page count is one ``BEGIN IMMEDIATE``
     transaction, so processes sharing the file never overspend a budget. Unless *keys* is
     given, the MAC key is created once in the database and read by every process that
-    opens it. One connection per store, guarded by a lock (safe across threads).
+    opens it. One connection per store, guarded by a lock (safe across threads). The file
+    holds that key, the positions and the principals' fingerprints: it is created 0600
+    whatever the umask, and one it owns is made private as it opens (`_private`).
     """
 
     __slots__ = ("_conn", "_last_sweep", "_lock", "_max_per_principal", "path", "ttl")
@@ -107,6 +110,7 @@ class SQLiteCursorStore(KeyedStore):
         busy_timeout = _check_busy_timeout(busy_timeout)
         keyring = as_keyring(keys)
         self.path = os.fspath(path)
+        _create_private(self.path)
         # autocommit mode: transactions are explicit, so BEGIN IMMEDIATE is ours to issue
         self._conn = sqlite3.connect(
             self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
@@ -119,6 +123,7 @@ class SQLiteCursorStore(KeyedStore):
         self._last_sweep = 0.0
         with contextlib.ExitStack() as on_error:
             on_error.callback(self._conn.close)  # a failed setup leaves no open connection
+            _private(self.path)
             _wal(self._conn, busy_timeout)
             # NORMAL in WAL survives process crashes; only an OS crash may drop the last pages
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -236,6 +241,47 @@ class SQLiteCursorStore(KeyedStore):
 
     def __repr__(self) -> str:
         return f"SQLiteCursorStore({self.path!r}, ttl={self.ttl})"
+
+
+#: Paths SQLite opens no file for: an in-memory and a temporary database.
+_NO_FILE: Final = ("", ":memory:")
+
+
+def _create_private(path: str) -> None:
+    """Create the database file *path*, empty, readable and writable by its owner alone,
+    unless it exists. SQLite would create it with its default mode under the umask
+    (0644 under the usual 022), readable by every local user, and chmod after that
+    would leave a window in which another user could open it and read it later. SQLite
+    gives its ``-wal`` and ``-shm`` files the database file's own mode."""
+    if path in _NO_FILE or not hasattr(os, "geteuid"):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return  # an existing file: `_private` once it is open
+    except OSError:
+        # No file can be made here (no such directory, no permission): SQLite, opening
+        # it next, fails for the same cause with its own error, as the docs say.
+        return
+    os.close(fd)
+
+
+def _private(path: str) -> None:
+    """Make the database file *path* and its ``-wal`` and ``-shm`` files, where this
+    process owns them, unreadable to others, and to the group unless the group may
+    write them (a store shared by a group on purpose): an older version created them
+    under the umask. A file another user owns is left as it is."""
+    if path in _NO_FILE or not hasattr(os, "geteuid"):
+        return
+    for name in (path, path + "-wal", path + "-shm"):
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            continue  # no -wal or -shm file yet (SQLite makes them with the file's mode)
+        mode = stat.S_IMODE(st.st_mode)
+        private = mode & ~0o007 if mode & 0o020 else mode & ~0o077
+        if st.st_uid == os.geteuid() and stat.S_ISREG(st.st_mode) and private != mode:
+            os.chmod(name, private)
 
 
 def _text(data: bytes) -> str:

@@ -65,6 +65,9 @@ DEFAULT_MAX_PER_PRINCIPAL: Final = 1000
 DEFAULT_MAX_TOTAL: Final = 100_000
 #: A position is an offset or a few keyset values, never a page of data.
 MAX_POSITION_BYTES: Final = 64 * 1024
+#: Distinct positions a `MemoryCursorStore` operation keeps (the last minted or resumed,
+#: a position minted again counting as new): an older cursor of it raises `ExpiredCursor`.
+MAX_POSITIONS_PER_OPERATION: Final = 256
 TOKEN_CHARS: Final = 56
 _MAX_POSITION_DEPTH: Final = 256
 MIN_SECRET_BYTES: Final = 32
@@ -180,17 +183,21 @@ class Keyring:
     def rotate(self, secret: bytes, *, window: float = DEFAULT_TTL) -> Keyring:
         """Sign with *secret* from now on; accept the old key for *window* more seconds.
 
-        With ``window >= ttl`` no live operation loses its cursors.
+        With ``window >= ttl`` no live operation loses its cursors. Every other key still
+        accepted stays as it was (one without ``accept_until``, without end), as `adopt`
+        keeps it; a key past its ``accept_until`` is dropped, and so is one whose kid
+        the new key takes.
         """
         _check_seconds("window", window, maximum=MAX_TTL)
         now = time.time()
         old = self.current
         new = CursorKey((old.kid + 1) % 256, secret)
         retired = CursorKey(old.kid, old.secret, now + window)
+        # None is no deadline (see `key`), not one already past.
         kept = [
             k
             for k in self._keys.values()
-            if k.kid not in (old.kid, new.kid) and (k.accept_until or 0.0) > now
+            if k.kid not in (old.kid, new.kid) and (k.accept_until is None or k.accept_until > now)
         ]
         return Keyring(new, [*kept, retired])
 
@@ -483,7 +490,9 @@ def check_scope_arg(scope: object) -> Scope:
 class _Op:
     __slots__ = (
         "expires",
+        "mask",
         "max_pages",
+        "minted",
         "op_id",
         "pages",
         "pfp",
@@ -508,14 +517,21 @@ class _Op:
         self.positions: dict[bytes, bytes | int | None] = {}
         # the reverse, keyed by that same stored form: an int key never equals a bytes key
         self.tids: dict[bytes | int | None, bytes] = {}
+        # A token id is the count of positions minted before it, masked: unique, and an
+        # id of a position no longer kept (only the newest are) is told from one never
+        # minted, and named as such, without keeping any record of it.
+        self.mask = int.from_bytes(os.urandom(_TID_BYTES), "big")
+        self.minted = 0
 
 
 class MemoryCursorStore(KeyedStore):
     """Operations held in this process: the default store; thread-safe and bounded.
 
     At most *max_per_principal* live operations per principal and *max_total* in all;
-    starting one more evicts the oldest (its cursors then raise `ExpiredCursor`).
-    Expired operations are swept as new ones start. Not shared between processes.
+    starting one more evicts the oldest (its cursors then raise `ExpiredCursor`). Each
+    keeps the `MAX_POSITIONS_PER_OPERATION` positions last minted or resumed; an older
+    cursor of it raises `ExpiredCursor`. Expired operations are swept as new ones start.
+    Not shared between processes.
     """
 
     __slots__ = (
@@ -597,6 +613,8 @@ class MemoryCursorStore(KeyedStore):
             try:
                 data = op.positions[tid]
             except KeyError:
+                if (int.from_bytes(tid, "big") ^ op.mask) < op.minted:
+                    raise expired() from None  # minted, and pushed out by newer ones
                 raise unknown() from None
             if now >= op.expires:
                 raise expired()
@@ -605,6 +623,8 @@ class MemoryCursorStore(KeyedStore):
                 raise BudgetExhausted(limit=op.max_pages, used=op.pages)
             op.pages += 1
             pages = op.pages
+            # In use: kept longest (a `ResultReader` reference is resumed by every read).
+            op.positions[tid] = op.positions.pop(tid)
         position: JSONValue = orjson.loads(data) if isinstance(data, bytes) else data
         return new_state(
             hex_id, op.pfp, op.qfp, position, pages, op.started, op.expires, op.max_pages
@@ -623,13 +643,17 @@ class MemoryCursorStore(KeyedStore):
         with self._lock:
             op = self._ops.get(hex_id)
             if op is not None:
+                positions = op.positions
                 tid = op.tids.get(data)
-                if tid is None:
-                    tid = os.urandom(_TID_BYTES)
-                    while tid in op.positions:
-                        tid = os.urandom(_TID_BYTES)
+                if tid is not None:
+                    positions[tid] = positions.pop(tid)  # the newest again: kept longest
+                else:
+                    tid = (op.minted ^ op.mask).to_bytes(_TID_BYTES, "big")
+                    op.minted += 1
                     op.tids[data] = tid
-                    op.positions[tid] = data
+                    positions[tid] = data
+                    if len(positions) > MAX_POSITIONS_PER_OPERATION:
+                        del op.tids[positions.pop(next(iter(positions)))]
         if op is None or tid is None:
             # not live here: once it is known to be an operation id, its token will
             # resolve to ExpiredCursor
