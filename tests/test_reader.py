@@ -23,7 +23,7 @@ from jsonbudget import BoundedReader, BoundedText, SpillStore, read_bounded_text
 from jsonbudget._agents.reader import LEAST_READ_BYTES, LongIntsAsExponents, ResultReader
 from jsonbudget._reader import MAX_EMPTY_CHUNKS
 from jsonbudget._sources.jsonread import load_json
-from jsonbudget.errors import DecodeError, LimitError, SpillError
+from jsonbudget.errors import DecodeError, InvalidCursor, LimitError, SpillError
 from tests.limited import bounded_run
 
 
@@ -1034,3 +1034,114 @@ def test_regression_a_cut_under_a_changed_key_is_read_by_the_path_reported(
             assert [k for k, _ in got] == list(want)
         else:
             assert got == want
+
+
+# -- ResultReader: a pointer's length and depth, and what its errors say ------------------
+
+
+def test_regression_a_deep_pointer_into_json_text_costs_memory_linear_in_its_depth(
+    tmp_path: Path,
+) -> None:
+    """Found by a security tester: a pointer ``/a/a/…/a`` into an object as deep, in a
+    result spilled from JSON text (keys may repeat, so each object is read to its end),
+    took time and memory quadratic in the depth (a 360 KB file: 55 s, 1.9 GB). Each
+    object read to its end was remembered by a tuple of the steps to it, each finding
+    copied its steps at each level on the way up, and a value built under a deep pointer
+    copied the pointer's steps for each level it built. The peak must grow like the
+    depth: four times as deep costs about four times as much, not sixteen."""
+    out = bounded_run(
+        """
+        import pathlib, tracemalloc
+        import orjson
+        from jsonbudget import SpillStore
+        from jsonbudget._agents.reader import ResultReader
+
+        store = SpillStore(pathlib.Path(TMP))
+        for n in (2000, 8000):
+            data = b'{"a":' * n + b"1" + b"}" * n
+            for depth in (n - 1, n // 2):
+                reader = ResultReader(spill=store, max_bytes=16384)
+                ref = reader.reference(store.put(data, label="deep"), principal="p")
+                tracemalloc.start()
+                page = reader.read(ref, "/a" * depth, principal="p")
+                peak = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+                items = orjson.loads(page.data)["items"]
+                assert items[0]["key"] == "a", items
+                held = max(len(place) for _, place in reader._repeats)
+                print(n, depth == n - 1, peak, held)
+        """.replace("TMP", repr(str(tmp_path))),
+        memory=1 << 30,
+        timeout=120,
+    )
+    rows = [line.split() for line in out.splitlines()]
+    peaks = {(int(n), full): int(peak) for n, full, peak, _ in rows}
+    for full in ("True", "False"):
+        small, large = peaks[2000, full], peaks[8000, full]
+        assert large < 6 * small, (full, small, large)
+        assert large < 8000 * 2048, (full, large)  # a few hundred bytes a level
+    # The reader remembers each object it read to its end by a few bytes, whatever its
+    # depth (it kept the steps to it: up to 7,999).
+    assert max(int(held) for *_, held in rows) <= 64
+
+
+def test_regression_a_nothing_stands_error_quotes_a_bounded_part_of_the_pointer(
+    tmp_path: Path,
+) -> None:
+    """The error for a pointer where nothing stands quoted the whole pointer: a tool
+    with max_bytes=4096 sent a 1,000,077-byte error. It quotes 200 characters at most,
+    and counts the rest."""
+    reader, ref = spilled(tmp_path, b'{"a": 1}')
+    with pytest.raises(SpillError) as caught:
+        reader.read(ref, "/" + "k" * 1_000_000, principal="p")
+    message = str(caught.value)
+    assert len(message) < 300
+    assert "…[999801 more chars]" in message
+    with pytest.raises(SpillError, match=r"^nothing stands at '/b' in the spilled result$"):
+        reader.read(ref, "/b", principal="p")
+
+
+def test_regression_a_pointer_longer_than_a_cursor_position_reads_in_pages(
+    tmp_path: Path,
+) -> None:
+    """A value under a key of 70,000 characters could not be read by its pointer: its
+    first page's continuation cursor held the whole pointer, past the largest position a
+    cursor store takes, and the read raised LimitError naming `position`. A long pointer
+    is bound to its cursors by its digest: every page reads, and a cursor of another
+    long pointer is refused."""
+    key = "k" * 70_000
+    reader, ref = spilled(tmp_path, orjson.dumps({key: list(range(5000)), key[1:]: [1] * 500}))
+    items: list[Any] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = reader.read(ref, "/" + key, cursor, principal="p")
+        assert len(page.data) <= 2000
+        envelope = orjson.loads(page.data)
+        items += envelope["items"]
+        pages += 1
+        cursor = envelope["next_cursor"]
+        if cursor is None:
+            break
+    assert items == list(range(5000))
+    assert pages > 1
+    first = reader.read(ref, "/" + key, principal="p").next_cursor
+    assert first is not None
+    with pytest.raises(InvalidCursor, match="another read"):
+        reader.read(ref, "/" + key[1:], first, principal="p")
+
+
+def test_regression_a_gone_spilled_result_is_not_named_to_the_model(tmp_path: Path) -> None:
+    """With a reader the spill file's name never reaches the model, but reading a result
+    whose file expired raised the store's error, which names the file (its label and
+    sha256). The error says the result is gone; the store's own is its cause."""
+    reader, ref = spilled(tmp_path, b'{"a": [1, 2]}')
+    (name,) = [p.name for p in (tmp_path / "spill").iterdir()]
+    (tmp_path / "spill" / name).unlink()
+    for pointer in ("", "/a"):
+        with pytest.raises(SpillError) as caught:
+            reader.read(ref, pointer, principal="p")
+        assert name not in str(caught.value)
+        assert name.split(".")[1] not in str(caught.value)
+        assert "cannot be read (expired, evicted" in str(caught.value)
+        assert name in str(caught.value.__cause__)

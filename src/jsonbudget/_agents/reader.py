@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
@@ -131,9 +132,9 @@ class ResultReader:
         self._kept: OrderedDict[tuple[str, str, int], _Kept] = OrderedDict()
         # Per spilled result: whether yajl must not read it (see `_backends`).
         self._surrogates: dict[str, bool] = {}
-        # Per spilled result and object (by its steps): fingerprints of the keys it
-        # repeats (see `_Repeats`).
-        self._repeats: dict[tuple[str, tuple[_Step, ...]], frozenset[_Print]] = {}
+        # Per spilled result and object (by a digest of its steps, `_Prefixes`):
+        # fingerprints of the keys it repeats (see `_Repeats`).
+        self._repeats: dict[tuple[str, bytes], frozenset[_Print]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -207,14 +208,16 @@ class ResultReader:
         if cursor is not None:
             pos = self._cursors.resume(cursor, scope).position
             if not (isinstance(pos, dict) and pos.get("ref") == spilled
-                    and pos.get("pointer") == pointer and type(pos.get("at")) is int):  # fmt: skip
+                    and pos.get("pointer") == _bound(pointer)
+                    and type(pos.get("at")) is int):  # fmt: skip
                 raise InvalidCursor("the cursor continues another read")
             at = pos["at"]  # type: ignore[assignment]  # checked to be an int just above
         call = _Read(spilled, pointer, at, state, _echo(pointer, self._limits.max_bytes))
         # A pointer resolves as json.loads reads the result: of an object's members with
         # its key, the last (read to the object's end) unless the result repeats none.
         repeats = None if "unique" in named else _Repeats(self, spilled)
-        info = self._spill.get(spilled)
+        with _from_store():
+            info = self._spill.get(spilled)
         if info.media_type != "application/json":
             if tokens:
                 raise SpillError("a text result has no JSON Pointer inside it")
@@ -254,13 +257,13 @@ class ResultReader:
                 depth += 1
                 continue
             with contextlib.ExitStack() as owned:
-                file = owned.enter_context(self._spill.open(name))
+                file = owned.enter_context(self._open(name))
                 events = _parse(file, backend)
                 try:
                     event, _, found = _locate(events, steps[:depth], "", repeats)
                 except _Again as again:
                     # A container found past its place: parse again, straight to it.
-                    file = owned.enter_context(self._spill.open(name))
+                    file = owned.enter_context(self._open(name))
                     events = _parse(file, backend)
                     event, _, found = _locate(events, again.steps, "", None)
                 except _Nothing:
@@ -272,6 +275,10 @@ class ResultReader:
             depth = len(found) + 1
             changed = True
         return steps if changed else None
+
+    def _open(self, name: str) -> IO[bytes]:
+        with _from_store():
+            return self._spill.open(name)
 
     def _backends(self, name: str) -> tuple[Any, ...]:
         """The parsers to try on *name*, in order. yajl writes a lone high surrogate
@@ -303,7 +310,7 @@ class ResultReader:
                 file, kind, rest = owned.enter_context(kept.file), kept.kind, kept.rest
                 children: Iterator[Any] = chain((kept.pending,), kept.children)
             else:
-                file = owned.enter_context(self._spill.open(call.name))
+                file = owned.enter_context(self._open(call.name))
                 events = _parse(file, backend)
                 try:
                     event, value, steps = _locate(events, tokens, call.pointer, repeats)
@@ -311,10 +318,10 @@ class ResultReader:
                     # The value is a container that finding it read past: parse again,
                     # straight to it by its members' places.
                     file.close()
-                    file = owned.enter_context(self._spill.open(call.name))
+                    file = owned.enter_context(self._open(call.name))
                     events = _parse(file, backend)
                     event, value, steps = _locate(events, again.steps, call.pointer, None)
-                rest = _Rest(self._spill.open, call.name, backend, self._limits.max_bytes)
+                rest = _Rest(self._open, call.name, backend, self._limits.max_bytes)
                 # The items already read are skipped by their events, never built.
                 if event == "start_array":
                     kind = "array"
@@ -428,8 +435,9 @@ class ResultReader:
 
     def _text(self, call: _Read) -> ReadPage:
         budget = self._limits.max_bytes - _STRING_ENVELOPE
-        size = self._spill.get(call.name).size
-        raw = self._spill.read(call.name, call.at, budget + 1)
+        with _from_store():
+            size = self._spill.get(call.name).size
+            raw = self._spill.read(call.name, call.at, budget + 1)
         shown, used, bad = _text_page(raw, budget, call.at + len(raw) >= size)
         end = call.at + used
         more = end < size
@@ -437,7 +445,8 @@ class ResultReader:
         return self._finish(call, [shown], "text", token, [_not_utf8_report(bad)] if bad else [])
 
     def _continue(self, call: _Read, at: int) -> str:
-        return self._cursors.mint(call.state, {"ref": call.name, "pointer": call.pointer, "at": at})
+        bound = _bound(call.pointer)
+        return self._cursors.mint(call.state, {"ref": call.name, "pointer": bound, "at": at})
 
     def _finish(
         self,
@@ -459,6 +468,20 @@ class ResultReader:
 
 
 _NOTHING: Final = object()
+
+
+@contextlib.contextmanager
+def _from_store() -> Iterator[None]:
+    """What the spill store raises, said without the spilled file's name, which its own
+    message holds and which a reference stands for so that the model never sees it. The
+    store's error stays the cause, for the operator's logs."""
+    try:
+        yield
+    except SpillError as exc:
+        raise SpillError(
+            "the spilled result cannot be read (expired, evicted, never stored, "
+            "or the store failed)"
+        ) from exc
 
 
 class _Kept:
@@ -966,16 +989,42 @@ def _scope(principal: str) -> Scope:
     return Scope(principal, _SCOPE_QUERY)
 
 
+#: The most characters of a caller's input (a pointer) that an error quotes, the rest
+#: counted: an error reaches the model as it is, whatever the page's budget.
+QUOTED_CHARS: Final = 200
+
+
+def _quoted(text: str) -> str:
+    """*text* as an error quotes it: its repr, cut after `QUOTED_CHARS` characters."""
+    if len(text) <= QUOTED_CHARS:
+        return repr(text)
+    return f"{text[:QUOTED_CHARS]!r}…[{len(text) - QUOTED_CHARS} more chars]"
+
+
 def _extra(echo: bytes, kind: str) -> int:
     # What the "pointer" and "kind" members add to a page's envelope.
     return len(b',"pointer":,"kind":""') + len(echo) + len(kind)
+
+
+#: The longest pointer a continuation cursor holds as it is; a longer one, its digest.
+BOUND_POINTER_CHARS: Final = 256
+
+
+def _bound(pointer: str) -> str:
+    """*pointer* as a continuation cursor binds it. A cursor's position has a bounded size
+    (`MAX_POSITION_BYTES` encoded) and a pointer has none: a pointer longer than
+    `BOUND_POINTER_CHARS` is bound by its SHA-256 (no pointer starts with ``#``), so a
+    value under a key of any length reads in pages."""
+    if len(pointer) <= BOUND_POINTER_CHARS:
+        return pointer
+    return "#sha256:" + hashlib.sha256(pointer.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _echo(pointer: str, max_bytes: int) -> bytes:
     """*pointer* as a page's envelope echoes it: whole when it takes at most a quarter of
     the page, else cut and marked (``…[truncated: N more chars]``), so a value under a
     long key (a URL, a sentence) still has room for its page. The cursor binds the whole
-    pointer; only the echo is cut."""
+    pointer (`_bound`); only the echo is cut."""
     return encode(pointer, max_bytes=max(MIN_BYTES, max_bytes // 4)).data
 
 
@@ -1001,6 +1050,29 @@ class _Member(NamedTuple):
 #: A step of a path: an object's key (or an array's index, as RFC 6901 spells it), or a
 #: member by its place.
 _Step = str | _Member
+
+
+class _Link(NamedTuple):
+    """The path one *step* below the path *up*: made in one step where a list would copy
+    every step above it, which, for each level of a value built deep under a deep
+    pointer, cost the depth times the pointer's."""
+
+    up: _Path
+    step: _Step
+
+
+#: The steps to a value as a page builds it: the read's own steps, a link per level below.
+_Path = list[_Step] | _Link
+
+
+def _steps(path: _Path) -> list[_Step]:
+    """*path*'s steps, in order."""
+    below: list[_Step] = []
+    while isinstance(path, _Link):
+        below.append(path.step)
+        path = path.up
+    below.reverse()
+    return [*path, *below]
 
 
 def _tokens(pointer: object) -> list[_Step]:
@@ -1050,12 +1122,13 @@ def _print(key: str) -> _Print:
 
 class _Repeats:
     """What a reader remembers of one spilled result's objects read to their end: the
-    fingerprints of the keys each repeats, by the steps to the object. A pointer through
-    an object known not to repeat its key takes the first member with it, as a result
-    with unique keys does, without reading the object on. Only fingerprints are kept, so
-    that what is remembered is bounded in bytes, not only in entries, however long the
-    keys: a key sharing its fingerprint with a repeated one is taken as repeated, which
-    costs a read to the object's end and never a wrong member."""
+    fingerprints of the keys each repeats, by a digest of the steps to the object
+    (`_Prefixes`). A pointer through an object known not to repeat its key takes the
+    first member with it, as a result with unique keys does, without reading the object
+    on. Only fingerprints are kept, so that what is remembered is bounded in bytes, not
+    only in entries, however long the keys and however deep the object: a key sharing
+    its fingerprint with a repeated one is taken as repeated, which costs a read to the
+    object's end and never a wrong member."""
 
     __slots__ = ("name", "reader")
 
@@ -1063,15 +1136,40 @@ class _Repeats:
         self.reader = reader
         self.name = name
 
-    def get(self, steps: list[_Step]) -> frozenset[_Print] | None:
-        return self.reader._repeats.get((self.name, tuple(steps)))
+    def get(self, place: bytes) -> frozenset[_Print] | None:
+        return self.reader._repeats.get((self.name, place))
 
-    def put(self, steps: list[_Step], repeated: frozenset[_Print]) -> None:
+    def put(self, place: bytes, repeated: frozenset[_Print]) -> None:
         memo = self.reader._repeats
         with self.reader._lock:
             if len(memo) >= _REPEATS_MEMO:
                 memo.clear()
-            memo[self.name, tuple(steps)] = repeated
+            memo[self.name, place] = repeated
+
+
+class _Prefixes:
+    """Digests of the prefixes of *steps*, each made from the one before and its last
+    step: the objects on a pointer's way are told apart in a few bytes each, and all of
+    them cost one pass over the pointer. (Keyed by the steps themselves, a pointer N deep
+    built and kept N tuples of up to N steps: quadratic in time and memory.)"""
+
+    __slots__ = ("digests", "steps")
+
+    def __init__(self, steps: list[_Step]) -> None:
+        self.steps = steps
+        self.digests = [b""]
+
+    def __getitem__(self, depth: int) -> bytes:
+        digests = self.digests
+        while len(digests) <= depth:
+            step = self.steps[len(digests) - 1]
+            # Each step follows a fixed-size digest and ends its input: unambiguous.
+            if isinstance(step, _Member):
+                data = b"%c%d" % (107 if step.key else 118, step.place)
+            else:
+                data = b"/" + step.encode("utf-8", "surrogatepass")
+            digests.append(hashlib.blake2b(digests[-1] + data, digest_size=16).digest())
+        return digests[depth]
 
 
 def _locate(
@@ -1087,6 +1185,7 @@ def _locate(
     again by the steps found. Without, the first member with the key.
     """
     depth = 0  # how many of *steps* the current container matches
+    prefixes = None if repeats is None else _Prefixes(steps)
     for event, value in events:
         if depth == len(steps):
             if event in ("end_array", "end_map"):
@@ -1107,9 +1206,10 @@ def _locate(
                 depth += 1
                 continue
             if repeats is not None:
-                known = repeats.get(steps[:depth])
+                assert prefixes is not None
+                known = repeats.get(prefixes[depth])
                 if known is None or _print(step) in known:
-                    found = _scan(events, steps, depth, repeats)
+                    found = _scan(events, steps, depth, repeats, prefixes)
                     if found is None:
                         break
                     resolved = [*steps[:depth], *found[0]]
@@ -1127,7 +1227,7 @@ def _locate(
             depth += 1
         else:
             break  # a scalar where the pointer goes on
-    raise _Nothing(f"nothing stands at {pointer!r} in the spilled result")
+    raise _Nothing(f"nothing stands at {_quoted(pointer)} in the spilled result")
 
 
 class _Nothing(SpillError):
@@ -1180,14 +1280,19 @@ def _find_key(events: Iterator[Any], key: str) -> bool:
     return False
 
 
-#: What `_scan` finds: the steps from where it began, by places, and the event and value
-#: at their end when it is a scalar, a string or a key (None for a container).
+#: What `_scan` finds: the steps from where it began, by places (last first while it
+#: hands them up, see `_scan`), and the event and value at their end when it is a
+#: scalar, a string or a key (None for a container).
 _Found = tuple[list[_Step], "tuple[str, Any] | None"]
 _DOWN: Final = object()  # `_scan` went down into an object it reads to its end
 
 
 def _scan(
-    events: Iterator[Any], steps: list[_Step], depth: int, repeats: _Repeats
+    events: Iterator[Any],
+    steps: list[_Step],
+    depth: int,
+    repeats: _Repeats,
+    prefixes: _Prefixes,
 ) -> _Found | None:
     """The rest of *steps* (from *depth*) resolved in the object just opened, as
     json.loads reads it: of its members named ``steps[depth]``, the last stands, so the
@@ -1216,7 +1321,7 @@ def _scan(
             # looked up only through ancestors known not to repeat the key on the way
             # (`_locate`), so it then names the only object the steps lead to.
             if keys.seen is not None:
-                repeats.put(steps[: frame[0]], frozenset(keys.repeated))
+                repeats.put(prefixes[frame[0]], frozenset(keys.repeated))
         else:
             frame[1] += 1
             frame[3].add(value)
@@ -1226,16 +1331,23 @@ def _scan(
             found = _down(events, steps, frame[0] + 1, next(events), frames)
             if found is _DOWN:
                 continue
-        # Hand what was found up to the frames it was found for.
+        # Hand what was found up to the frames it was found for. Its steps are kept last
+        # first, each level appending its own (prepending would copy them at each level:
+        # quadratic in the depth), and put in order once at the top.
         while frames:
             top = frames[-1]
             if top[1] is not None:  # an object read to its end: its latest member named so
-                top[2] = None if found is None else ([_Member(top[1]), *found[0]], found[1])
+                if found is not None:
+                    found[0].append(_Member(top[1]))
+                top[2] = found
                 break
             frames.pop()
             _skip_started(events, "start_map")  # the rest of that container
-            found = None if found is None else ([top[2], *found[0]], found[1])
+            if found is not None:
+                found[0].append(top[2])
         else:
+            if found is not None:
+                found[0].reverse()
             return found  # type: ignore[no-any-return]
 
 
@@ -1367,7 +1479,7 @@ class _Rest:
         self.kept = room * KEPT_TAIL_PAGES
 
     def children(
-        self, tokens: list[_Step], skip: int, kind: str, tape: _Tape | None, at: int
+        self, tokens: _Path, skip: int, kind: str, tape: _Tape | None, at: int
     ) -> Iterator[Any]:
         done = 0
         if tape is not None and at >= 0:
@@ -1388,11 +1500,11 @@ class _Rest:
         # those already given dropped: what shows does not depend on where they came from.
         yield from islice(self._reparse(tokens, skip, kind), done, None)
 
-    def _reparse(self, tokens: list[_Step], skip: int, kind: str) -> Iterator[Any]:
+    def _reparse(self, tokens: _Path, skip: int, kind: str) -> Iterator[Any]:
         with self.open(self.name) as file:
             events = _parse(file, self.backend)
             # *tokens* take no key past its first member (see `_locate`): no repeats.
-            _locate(events, tokens, "", None)
+            _locate(events, _steps(tokens), "", None)
             if kind == "array":
                 if _skip_items(events, skip):
                     yield from _array_items(events, self, tokens, skip, shared=True)
@@ -1535,7 +1647,7 @@ def _build(
     value: Any,
     *,
     rest: _Rest,
-    path: list[_Step],
+    path: _Path,
     budget: _Budget,
 ) -> Any:
     """The value whose first event is *event*, built while *budget* lasts.
@@ -1603,7 +1715,7 @@ def _build(
             budget.left -= 2
             # By its place: a repeated key takes the last of its members.
             token = str(frame[2]) if type(frame[0]) is list else _Member(frame[2])
-            stack.append([[] if ev == "start_array" else {}, [*frame[1], token], 0, None])
+            stack.append([[] if ev == "start_array" else {}, _Link(frame[1], token), 0, None])
         else:
             budget.left -= _cost(val)
             _attach(frame, val)
@@ -1652,7 +1764,7 @@ def _cut(frame: list[Any], more: bool, rest: _Rest, tape: _Tape, at: int) -> Any
 
 
 def _array_items(
-    events: Iterator[Any], rest: _Rest, tokens: list[_Step], at: int, *, shared: bool = False
+    events: Iterator[Any], rest: _Rest, tokens: _Path, at: int, *, shared: bool = False
 ) -> Iterator[Any]:
     """The items of the array just opened (at index *at*), each built within the
     reader's page (*shared*: all of them within one, for a rest read lazily)."""
@@ -1662,11 +1774,11 @@ def _array_items(
             return
         if not shared:
             budget.left = rest.room
-        yield _build(events, event, value, rest=rest, path=[*tokens, str(index)], budget=budget)
+        yield _build(events, event, value, rest=rest, path=_Link(tokens, str(index)), budget=budget)
 
 
 def _pairs(
-    events: Iterator[Any], rest: _Rest, tokens: list[_Step], at: int, *, shared: bool = False
+    events: Iterator[Any], rest: _Rest, tokens: _Path, at: int, *, shared: bool = False
 ) -> Iterator[tuple[str, Any]]:
     """The members of the object just opened (the first at place *at*), as `_array_items`
     gives an array's items."""
@@ -1678,12 +1790,12 @@ def _pairs(
             budget.left = rest.room
         budget.left -= _cost(key)
         first, val = next(events)
-        path = [*tokens, _Member(index)]
+        path = _Link(tokens, _Member(index))
         yield key, _build(events, first, val, rest=rest, path=path, budget=budget)
 
 
 def _members(
-    events: Iterator[Any], rest: _Rest, tokens: list[_Step], at: int
+    events: Iterator[Any], rest: _Rest, tokens: _Path, at: int
 ) -> Iterator[dict[str, Any]]:
     for key, value in _pairs(events, rest, tokens, at):
         yield {"key": key, "value": value}
