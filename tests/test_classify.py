@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import json
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import anthropic
@@ -20,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_ai.exceptions import ModelHTTPError
 
+import jsonbudget
 from jsonbudget import (
     AmbiguousSizeError,
     OutputCapRetry,
@@ -30,6 +35,7 @@ from jsonbudget import (
     classify_size_error,
     next_output_cap,
 )
+from jsonbudget._agents import classify as classify_module
 from jsonbudget._agents.classify import (
     _RULES,
     _WORDING_RULES,
@@ -1427,3 +1433,392 @@ def test_regression_exception_groups_are_read_bounded_and_once() -> None:
     for _ in range(10_000):
         deep = BaseExceptionGroup("g", [KeyError("x"), deep])
     assert classify_size_error(deep) is None
+
+
+# -- regressions: the real SDKs against a local server that speaks the providers' APIs ------
+
+_Answer = tuple[int, str, bytes]  # status, content type, body
+
+
+class _Loopback:
+    """A local HTTP server: each request's JSON body is kept and answered by *respond*,
+    so the SDKs raise their own exceptions from real responses."""
+
+    def __init__(self, respond: Callable[[dict[str, Any]], _Answer]) -> None:
+        self.requests: list[dict[str, Any]] = []
+        loopback = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                loopback.requests.append(request)
+                status, content_type, body = respond(request)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass  # keep the test output clean
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@contextlib.contextmanager
+def _serving(respond: Callable[[dict[str, Any]], _Answer]) -> Iterator[_Loopback]:
+    loopback = _Loopback(respond)
+    try:
+        yield loopback
+    finally:
+        loopback.server.shutdown()
+        loopback.server.server_close()
+
+
+def _json(status: int, body: object) -> _Answer:
+    return status, "application/json", json.dumps(body).encode()
+
+
+def _sse(*events: dict[str, Any]) -> _Answer:
+    """A 200 event stream of *events*, each named by its ``type`` as Anthropic's are."""
+    text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    return 200, "text/event-stream", text.encode()
+
+
+_OPENAI_OK = {
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+    "choices": [{"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": "done"}}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+}  # fmt: skip
+_ANTHROPIC_STREAM_OK = (
+    {"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "done"}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+     "usage": {"output_tokens": 1}},
+    {"type": "message_stop"},
+)  # fmt: skip
+_MESSAGES: Any = [{"role": "user", "content": "x"}]
+
+
+class _VLLM:
+    """vLLM's check of prompt plus cap against the window, as its renderer makes it: the
+    prompt is tokenized only up to ``window - cap + 1`` tokens, and that count is what
+    the error gives ("at least" in the older wording, plainly in the newer one)."""
+
+    def __init__(self, *, window: int, prompt: int, wording: str) -> None:
+        self.window = window
+        self.prompt = prompt
+        self.wording = wording
+
+    def __call__(self, request: dict[str, Any]) -> _Answer:
+        cap = request.get("max_tokens") or 0
+        if self.prompt + cap <= self.window:
+            return _json(200, _OPENAI_OK)
+        counted = min(self.prompt, self.window - cap + 1)
+        if self.wording == "at_least":
+            bound = "at least " if counted < self.prompt else ""
+            message = (
+                f"This model's maximum context length is {self.window} tokens. However, you "
+                f"requested {cap} output tokens and your prompt contains {bound}{counted} "
+                f"input tokens, for a total of {bound}{counted + cap} tokens. Please reduce "
+                "the length of the input prompt or the number of requested output tokens. "
+                f"(parameter=input_tokens, value={counted})"
+            )
+        else:
+            message = (
+                f"You passed {counted} input tokens and requested {cap} output tokens. "
+                f"However, the model's context length is only {self.window} tokens, "
+                f"resulting in a maximum input length of {self.window - cap} tokens. Please "
+                f"reduce the length of the input prompt. (parameter=input_tokens, value={counted})"
+            )
+        error = {
+            "message": message,
+            "type": "BadRequestError",
+            "param": "input_tokens",
+            "code": 400,
+        }
+        return _json(400, {"error": error})
+
+
+def _openai_client(loopback: _Loopback) -> openai.OpenAI:
+    return openai.OpenAI(api_key="k", base_url=f"{loopback.url}/v1", max_retries=0)
+
+
+def _chat(client: openai.OpenAI) -> Callable[[int], Any]:
+    def call(cap: int) -> Any:
+        return client.chat.completions.create(model="m", messages=_MESSAGES, max_tokens=cap)
+
+    return call
+
+
+@pytest.mark.parametrize("wording", ["at_least", "passed"])
+def test_regression_vllm_truncated_prompt_count_is_a_lower_bound(wording: str) -> None:
+    """Found by a tester: vLLM's "at least N input tokens" (N = W - C + 1, where its
+    tokenizer stopped) was read as the prompt's size: OutputCapTooLarge(available=C - 1),
+    so each retry lowered the cap by one token and a prompt over the whole window was
+    never compressed. Its newer wording ("You passed N input tokens ...") gave None."""
+    server = _VLLM(window=32768, prompt=60000, wording=wording)
+    with _serving(server) as loopback:
+        call = _chat(_openai_client(loopback))
+        with pytest.raises(openai.BadRequestError) as info:
+            call(8192)
+        verdict = classify_size_error(info.value, requested=8192)
+        assert verdict == AmbiguousSizeError("openai", "either", limit=32768, tokens=24577)
+        compressions: list[PromptTooLong] = []
+
+        def compress(verdict: PromptTooLong) -> None:
+            compressions.append(verdict)
+            server.prompt = 20000
+
+        reply = call_with_output_cap(
+            call, max_output_tokens=8192, compress_prompt=compress, attempts=8
+        )
+        assert reply.choices[0].message.content == "done"
+        # Halved to the floor; still too large there, so the prompt is compressed once.
+        assert [r["max_tokens"] for r in loopback.requests[1:]] == [
+            8192, 4096, 2048, 1024, 512, 256, 256
+        ]  # fmt: skip
+        assert compressions == [PromptTooLong(None, 32768, "openai")]
+
+        # A prompt that fits beside a smaller cap is never compressed.
+        server.prompt = 30000
+        del loopback.requests[:]
+        assert call_with_output_cap(call, max_output_tokens=8192, compress_prompt=compress)
+        assert [r["max_tokens"] for r in loopback.requests] == [8192, 4096, 2048]
+        assert len(compressions) == 1
+
+        # Without a compressor: re-raised once the cap is at the floor, not before.
+        server.prompt = 60000
+        del loopback.requests[:]
+        with pytest.raises(openai.BadRequestError):
+            call_with_output_cap(call, max_output_tokens=8192, attempts=100)
+        assert [r["max_tokens"] for r in loopback.requests] == [8192, 4096, 2048, 1024, 512, 256]
+
+
+_PASSED = (
+    "You passed {0} input tokens and requested {1} output tokens. However, the model's "
+    "context length is only {2} tokens, resulting in a maximum input length of {3} tokens. "
+    "Please reduce the length of the input prompt. (parameter=input_tokens, value={0})"
+)
+
+
+def _passed(inputs: int, cap: int, window: int) -> str:
+    return _PASSED.format(inputs, cap, window, window - cap)
+
+
+def test_regression_vllm_you_passed_wording_is_decided_by_its_numbers() -> None:
+    """Found by a tester: vLLM's current wording (VLLMValidationError) gave None, and
+    OutputCapRetry re-raised a real size error."""
+    assert classify_size_error(_passed(262145, 0, 262144)) == PromptTooLong(262145, 262144, "vllm")
+    assert classify_size_error(_passed(1200064, 1, 1048576)) == PromptTooLong(
+        1200064, 1048576, "vllm"
+    )
+    # A count past where vLLM stops counting is exact: the arithmetic decides.
+    assert classify_size_error(_passed(100000, 40000, 131072)) == OutputCapTooLarge(
+        40000, 31072, 131072, "vllm", 100000
+    )
+    # One where it stops (W - C + 1) may have been cut short: a lower bound.
+    assert classify_size_error(_passed(98305, 32768, 131072)) == AmbiguousSizeError(
+        "vllm", "either", limit=131072, tokens=98305
+    )
+    server = _VLLM(window=262144, prompt=300000, wording="passed")
+    with _serving(server) as loopback, pytest.raises(openai.BadRequestError) as info:
+        _chat(_openai_client(loopback))(0)
+    assert classify_size_error(info.value) == PromptTooLong(262145, 262144, "openai")
+
+
+_GPT5 = (
+    "Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in "
+    "289650 tokens. Please reduce the length of the messages."
+)
+
+
+def test_regression_gpt5_input_limit_is_decided_by_its_numbers() -> None:
+    """Found by a tester: OpenAI's GPT-5 input-limit 400 was ambiguous (from its code) and
+    None as text, so call_with_output_cap re-raised instead of compressing the prompt."""
+    expected = PromptTooLong(289650, 272000, "openai")
+    assert classify_size_error(_GPT5) == expected
+    prompt = [289650]
+    error = {"message": _GPT5, "type": "invalid_request_error", "param": "messages",
+             "code": "context_length_exceeded"}  # fmt: skip
+
+    def respond(request: dict[str, Any]) -> _Answer:
+        return _json(400, {"error": error}) if prompt[0] > 272000 else _json(200, _OPENAI_OK)
+
+    with _serving(respond) as loopback:
+        call = _chat(_openai_client(loopback))
+        with pytest.raises(openai.BadRequestError) as info:
+            call(4096)
+        assert classify_size_error(info.value) == expected
+        compressions: list[PromptTooLong] = []
+
+        def compress(verdict: PromptTooLong) -> None:
+            compressions.append(verdict)
+            prompt[0] = 1000
+
+        call_with_output_cap(call, max_output_tokens=4096, compress_prompt=compress)
+        assert [r["max_tokens"] for r in loopback.requests[1:]] == [4096, 4096]
+    assert compressions == [expected]
+
+
+_REQUEST_TOO_LARGE = {
+    "type": "error",
+    "error": {
+        "type": "request_too_large",
+        "message": "Request exceeds the maximum allowed number of bytes.",
+    },
+}
+
+
+def test_regression_anthropic_request_too_large_body_decides_without_the_status() -> None:
+    """Found by a tester: Anthropic's own 413 body was None without the HTTP status: as a
+    dict (a logged or proxied body) and as a Messages stream's ``error`` event (HTTP 200)."""
+    expected = PromptTooLong(None, None, "anthropic")
+    assert classify_size_error(_REQUEST_TOO_LARGE) == expected
+    assert classify_size_error(json.dumps(_REQUEST_TOO_LARGE)) == expected
+    with _serving(lambda request: _sse(_REQUEST_TOO_LARGE)) as loopback:
+        client = anthropic.Anthropic(base_url=loopback.url, api_key="k", max_retries=0)
+        stream = client.messages.stream(model="m", max_tokens=100, messages=_MESSAGES)
+        with pytest.raises(anthropic.APIStatusError) as info, stream as events:
+            events.get_final_message()
+    assert info.value.status_code == 200
+    assert classify_size_error(info.value) == expected
+    # As the 413 with it: unchanged.
+    with _serving(lambda request: _json(413, _REQUEST_TOO_LARGE)) as loopback:
+        client = anthropic.Anthropic(base_url=loopback.url, api_key="k", max_retries=0)
+        with pytest.raises(anthropic.APIStatusError) as info:
+            client.messages.create(model="m", max_tokens=100, messages=_MESSAGES)
+    assert info.value.status_code == 413
+    assert classify_size_error(info.value) == expected
+
+
+def test_regression_one_call_reads_a_bounded_number_of_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by a tester: each group member's every link was read and matched on its own
+    and again joined, each up to MAX_SCAN_CHARS: a group of 32 errors with 4-link chains
+    of 77 KB each took 16-20 s. The characters the rules read are counted, not timed."""
+    matched: list[int] = []
+    classify_text = classify_module._classify_text
+
+    def counting(text: str, **options: Any) -> Any:
+        matched.append(len(text))
+        return classify_text(text, **options)
+
+    monkeypatch.setattr(classify_module, "_classify_text", counting)
+    noise = "max_tokens " * 7000  # 77 KB, no size error in it
+    client = openai.OpenAI(api_key="k", base_url="https://api.example.invalid/v1")
+
+    def chain() -> Exception:
+        # A real SDK error holding the noise, raised from under three wrappers.
+        url = "https://api.example.invalid/v1/chat/completions"
+        error: Exception = _client_error(client, url, 400, {"error": {"message": noise}})
+        for _ in range(3):
+            error = _raised_from(error, lambda e: RuntimeError(noise))  # type: ignore[arg-type]
+        return error
+
+    errors: list[object] = [noise, chain(), ExceptionGroup("g", [chain() for _ in range(32)])]
+    for error in errors:
+        matched.clear()
+        assert classify_size_error(error) is None
+        assert 0 < sum(matched) <= 2 * MAX_SCAN_CHARS
+    # What is read first still decides: a size error before the noise.
+    group = ExceptionGroup("g", [_anthropic_cap_error(), *(chain() for _ in range(31))])
+    assert isinstance(classify_size_error(group), OutputCapTooLarge)
+
+
+def _docs_sketch() -> str:
+    after = DOCS.read_text("utf-8").split("A sketch with the Anthropic SDK", 1)[1]
+    return after.split("```text\n", 1)[1].split("```", 1)[0]
+
+
+def test_regression_the_docs_anthropic_sketch_runs_with_the_real_sdk() -> None:
+    """Found by a tester: the sketch's non-streaming messages.create with a 32,000-token
+    cap made the SDK raise "Streaming is required" before sending anything."""
+
+    def respond(request: dict[str, Any]) -> _Answer:
+        cap = request["max_tokens"]
+        if 197202 + cap > 200000:
+            message = (f"input length and `max_tokens` exceed context limit: 197202 + {cap} > "
+                       "200000, decrease input length or `max_tokens` and try again")  # fmt: skip
+            error = {"type": "invalid_request_error", "message": message}
+            return _json(400, {"type": "error", "error": error})
+        return _sse(*_ANTHROPIC_STREAM_OK)
+
+    with _serving(respond) as loopback:
+
+        def client() -> anthropic.Anthropic:
+            return anthropic.Anthropic(base_url=loopback.url, api_key="k", max_retries=0)
+
+        namespace: dict[str, Any] = {
+            "anthropic": SimpleNamespace(Anthropic=client),
+            "call_with_output_cap": call_with_output_cap,
+        }
+        exec(_docs_sketch(), namespace)
+    assert namespace["reply"].content[0].text == "done"
+    assert [r["max_tokens"] for r in loopback.requests] == [32000, 2798]
+    # The SDK's refusal of the non-streaming form is no size error of the API: streaming
+    # is the fix, not a smaller answer, so it is re-raised unchanged.
+    with pytest.raises(ValueError, match="Streaming is required") as info:
+        client().messages.create(model="m", max_tokens=32000, messages=_MESSAGES)
+    assert classify_size_error(info.value) is None
+
+
+_GEMINI_LIST = [{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                 "The input token count (1200293) exceeds the maximum number of tokens "
+                 "allowed (1048576)."}}]  # fmt: skip
+
+
+def test_regression_a_list_body_is_read_as_its_text_is() -> None:
+    """Found by a tester: Gemini's REST errors are a JSON array; ``response.json()`` gave
+    None where ``response.text`` gave the verdict."""
+    with _serving(lambda request: _json(400, _GEMINI_LIST)) as loopback:
+        response = httpx.post(f"{loopback.url}/v1beta/models/m:generateContent", json={})
+    expected = PromptTooLong(1200293, 1048576, "gemini")
+    assert classify_size_error(response.text) == expected
+    assert classify_size_error(response.json()) == expected
+    assert classify_size_error(tuple(response.json())) == expected
+
+
+class _Stop(BaseException):
+    """Not an Exception: what a hostile property or __str__ may raise."""
+
+
+class _RaisingStr(Exception):
+    """A size error in its body, and a __str__ that raises *raised*."""
+
+    def __init__(self, raised: type[BaseException]) -> None:
+        super().__init__("x")
+        self.raised = raised
+        self.body = {"type": "error", "error": {"type": "invalid_request_error", "message": MSG}}
+
+    def __str__(self) -> str:
+        raise self.raised()
+
+
+def test_regression_a_base_exception_from_the_error_object_is_treated_as_absent() -> None:
+    """Found by a tester: a __str__ raising a BaseException that is no Exception escaped,
+    though the docs said the classifier raises nothing. Now only what stops the process
+    or the task propagates."""
+    for raised in (_Stop, GeneratorExit):
+        assert isinstance(classify_size_error(_RaisingStr(raised)), OutputCapTooLarge)
+    for stopping in (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
+        with pytest.raises(stopping):
+            classify_size_error(_RaisingStr(stopping))
+
+
+def test_regression_constants_the_docs_name_are_importable() -> None:
+    """Found by a tester: docs/size-errors.md named MAX_SCAN_CHARS as if it were public;
+    jsonbudget exports no such name."""
+    names = set(re.findall(r"`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)`", DOCS.read_text("utf-8")))
+    assert {name for name in names if not hasattr(jsonbudget, name)} == set()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -502,3 +504,46 @@ def test_regression_a_bad_sha256_option_is_reported_as_passed() -> None:
         assert str(info.value) == (
             f"sha256={bad!r} is invalid: must be a bool, not {type(bad).__name__}"
         )
+
+
+class _Holder:
+    """A user's object holding a page, whose repr shows it (as a dataclass's would)."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+
+    def __repr__(self) -> str:
+        return f"_Holder(page={self.page!r})"
+
+
+def test_regression_a_page_inside_any_other_object_does_not_reach_the_formatter() -> None:
+    """Found by a tester: the filter opened lists, tuples, sets and dicts only, so a page
+    in a deque, a dict view or an object's attributes reached the formatter, whose
+    repr(Page) printed every row."""
+    page = _real_page()
+    assert SECRET in repr(page)  # what would be logged if the filter let it through
+    holders = [
+        collections.deque([page]),
+        {"p": page}.values(),
+        {"p": page}.items(),
+        SimpleNamespace(page=page),
+        _Holder(page),
+        functools.partial(print, page),
+        page.to_json,  # a bound method's repr shows the page it is bound to
+    ]
+    with filtered_logger("jsonbudget.test.holders") as (logger, stream):
+        for holder in holders:
+            logger.info("%s", holder)
+            logger.info("nested %r", [holder])
+    text = stream.getvalue()
+    assert SECRET not in text
+    assert SECRET_KEY not in text
+    assert text.count("'kind': 'unchecked'") == 2 * len(holders)
+    assert "'type': 'deque'" in text
+    event = summary_processor(None, "info", {"q": collections.deque([page])})
+    assert event["q"] == {"kind": "unchecked", "type": "deque"}
+    # Holding none, they pass as they are: the same objects, not copies.
+    plain = (collections.deque([1, 2]), SimpleNamespace(a=[1]), {"a": 1}.values(), _Holder(3))
+    record = logging.LogRecord("t", logging.INFO, __file__, 1, "%s %s %s %s", plain, None)
+    SummaryFilter().filter(record)
+    assert record.args is plain

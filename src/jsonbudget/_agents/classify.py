@@ -37,7 +37,8 @@ __all__ = [
 
 #: The smallest output cap the helpers will ask for: below it an answer is rarely useful.
 DEFAULT_FLOOR: Final = 256
-#: At most this many characters of an error's text are scanned; size messages are short.
+#: At most this many characters are read from one error per call, its chain and groups
+#: together; size messages are short.
 MAX_SCAN_CHARS: Final = 64 * 1024
 #: Nested error bodies are walked this deep and this wide, no further.
 _MAX_BODY_DEPTH: Final = 6
@@ -218,7 +219,7 @@ _PROMPT_ONLY = re.compile(
 
 def _context_window(m: re.Match[str], call: _Call) -> SizeVerdict | None:
     """OpenAI-style "maximum context length is W tokens. However, you requested ..."."""
-    window = _g(m, 1)
+    window = _g(m, 1) if m.group(1) is not None else _g(m, 2)
     # "endpoint's" is OpenRouter's wording of the same message.
     family = call.provider or ("openrouter" if "endpoint" in m.group(0).lower() else "openai")
     breakdown = _AFTER_WINDOW.match(call.text, m.end())
@@ -256,6 +257,29 @@ def _vllm_output_and_chars(m: re.Match[str], call: _Call) -> SizeVerdict:
             requested=cap, available=None, window=window, provider=call.provider
         )
     return AmbiguousSizeError(provider=call.provider, wording="either", limit=window)
+
+
+def _vllm_output_and_prompt(m: re.Match[str], call: _Call) -> SizeVerdict:
+    """vLLM's prompt count beside its output cap C and window W, in either wording.
+
+    vLLM tokenizes a prompt only up to W - C + 1 tokens, one past the most that fits
+    beside the cap, so a longer prompt is reported at that length: "at least N" in the
+    older wording, a plain N = W - C + 1 in the newer one (where an exact count of that
+    size reads the same). Such an N is a lower bound: the cap does not fit, and whether
+    any cap would is not said, unless N alone reaches the window.
+    """
+    if m.group("window") is not None:
+        window, cap, inputs = _num(m.group("window")), _num(m.group("cap")), _num(m.group("inputs"))
+        lower_bound = m.group("at_least") is not None
+    else:
+        window, cap = _num(m.group("passed_window")), _num(m.group("passed_cap"))
+        inputs = _num(m.group("passed"))
+        lower_bound = inputs + cap == window + 1
+    if lower_bound and inputs < window:
+        # Not OutputCapTooLarge(available=C - 1): retried, the next error says the same
+        # one token lower, and a prompt over the window is never compressed.
+        return AmbiguousSizeError(call.provider, "either", limit=window, tokens=inputs)
+    return _by_arithmetic(inputs, cap, window, call.provider)
 
 
 def _lm_studio_keep(m: re.Match[str], call: _Call) -> SizeVerdict:
@@ -378,15 +402,22 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "vllm_output_and_prompt",
+        # Its older wording, then its newer one (VLLMValidationError).
         r"maximum context length is "
-        + _N
+        + _named("window")
         + r" tokens\. ?However, you requested "
-        + _N
-        + r" output tokens and your prompt contains (?:at least )?"
-        + _N
-        + r" input tokens",
+        + _named("cap")
+        + r" output tokens and your prompt contains (?P<at_least>at least )?"
+        + _named("inputs")
+        + r" input tokens|You passed "
+        + _named("passed")
+        + r" input tokens and requested "
+        + _named("passed_cap")
+        + r" output tokens\. ?However, the model's context length is only "
+        + _named("passed_window")
+        + r" tokens",
         "vllm",
-        lambda m, c: _by_arithmetic(_g(m, 3), _g(m, 2), _g(m, 1), c.provider),
+        _vllm_output_and_prompt,
     ),
     _rule(
         "vllm_output_and_chars",
@@ -402,7 +433,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "openai_context_window",
-        r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) " + _N + r" tokens",
+        r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) "
+        + _N
+        + r" tokens"
+        # OpenAI's GPT-5 input limit: "... Your messages resulted in P tokens." follows.
+        + r"|Input tokens exceed the configured limit of "
+        + _N
+        + r" tokens",
         None,
         _context_window,
     ),
@@ -834,6 +871,11 @@ _LLAMA_CPP_FIELDS = re.compile(
 _CODE_HINTS: Final = frozenset(
     {"context_length_exceeded", "exceed_context_size_error", "string_above_max_length"}
 )
+#: Anthropic's error type for a request over its byte limit, which its HTTP 413 carries.
+_REQUEST_TOO_LARGE: Final = "request_too_large"
+#: Rules whose `AmbiguousSizeError` is a lower bound on the prompt beside a cap that does
+#: not fit (vLLM's truncated count): the retry helpers shrink the cap, then the prompt.
+_LOWER_BOUND_RULES: Final = frozenset({"vllm_output_and_prompt"})
 
 _MAX_MATCHES_PER_RULE: Final = 16
 
@@ -868,7 +910,9 @@ def _classify_text(
 
 # -- reading an error ------------------------------------------------------------------
 # An error object comes from code we do not control: any attribute read, str(), .json()
-# or mapping walk may raise anything. Each is guarded so that reading never raises.
+# or mapping walk may raise anything. Each is guarded so that reading never raises, but
+# for these, which stop the process or the task rather than describe the error object.
+_PROPAGATE: Final = (KeyboardInterrupt, SystemExit, asyncio.CancelledError)
 
 _MAX_NODES: Final = 256
 _MAX_CHAIN: Final = 4
@@ -880,14 +924,18 @@ _MAX_GROUP_MEMBERS: Final = 32
 def _attr(obj: object, name: str) -> object:
     try:
         return getattr(obj, name, None)
-    except Exception:  # noqa: BLE001 - a foreign property may raise anything; treat as absent
+    except _PROPAGATE:
+        raise
+    except BaseException:  # noqa: BLE001 - a foreign property may raise anything; treat as absent
         return None
 
 
 def _is(value: object, kind: type | tuple[type, ...]) -> bool:
     try:
         return isinstance(value, kind)
-    except Exception:  # noqa: BLE001 - isinstance reads __class__, which an object may make raise
+    except _PROPAGATE:
+        raise
+    except BaseException:  # noqa: BLE001 - isinstance reads __class__, which may raise
         return False
 
 
@@ -896,30 +944,43 @@ def _plain(text: str, limit: int) -> str:
     return str.__getitem__(text, slice(0, limit))
 
 
-class _Scan:
-    """Per-call collector of text fragments and structured numbers, bounded in size."""
+class _Budget:
+    """The characters one call may still read, shared by every scan it makes: a chain's
+    links and a group's members together cost one bound, not one each."""
 
-    __slots__ = ("budget", "codes", "nodes", "numbers", "parts", "seen", "strings")
+    __slots__ = ("left",)
 
     def __init__(self) -> None:
+        self.left = MAX_SCAN_CHARS
+
+
+class _Scan:
+    """Collector of text fragments and structured numbers, bounded in size."""
+
+    __slots__ = ("budget", "codes", "joined", "nodes", "numbers", "parts", "seen", "strings")
+
+    def __init__(self, budget: _Budget | None = None) -> None:
         self.parts: list[str] = []
-        self.budget = MAX_SCAN_CHARS
+        self.budget = _Budget() if budget is None else budget
         self.strings = 0
         self.nodes = 0
         self.numbers: dict[str, int] = {}
         self.codes: set[str] = set()
         self.seen: set[int] = set()
+        self.joined: str | None = None
 
     def add(self, text: str) -> None:
-        if self.budget <= 0 or not str.__len__(text):
+        if self.budget.left <= 0 or not str.__len__(text):
             return
-        piece = _plain(text, self.budget)
-        self.budget -= len(piece)
+        piece = _plain(text, self.budget.left)
+        # One more for the line that joins it to the next: `text` is what rules read.
+        self.budget.left -= len(piece) + 1
         self.parts.append(piece)
+        self.joined = None
 
     def add_bytes(self, data: bytes | bytearray) -> None:
-        if self.budget > 0:
-            self.add(bytes(data[: self.budget * 4]).decode("utf-8", "replace"))
+        if self.budget.left > 0:
+            self.add(bytes(data[: self.budget.left * 4]).decode("utf-8", "replace"))
 
     def walk(self, value: object, depth: int = 0) -> None:
         """Collect strings and numeric size fields from a JSON-like body, boundedly."""
@@ -927,13 +988,15 @@ class _Scan:
             depth > _MAX_BODY_DEPTH
             or self.strings >= _MAX_BODY_STRINGS
             or self.nodes >= _MAX_NODES
-            or self.budget <= 0
+            or self.budget.left <= 0
         ):
             return
         self.nodes += 1
         try:
             self._walk_node(value, depth)
-        except Exception:  # noqa: BLE001 - a hostile container may raise anything; skip it
+        except _PROPAGATE:
+            raise
+        except BaseException:  # noqa: BLE001 - a hostile container may raise anything; skip it
             return
 
     def _walk_node(self, value: object, depth: int) -> None:
@@ -966,15 +1029,24 @@ class _Scan:
             self.codes.add(item[:64].lower())
 
     def text(self) -> str:
-        # Logs and SDK reprs escape quotes and fold lines; undo that before matching. A
-        # URL is left out: httpx's message names the request's, and ".../chat/completions"
-        # read as the provider's own word for the output.
-        joined = _URL.sub(" ", "\n".join(self.parts)[:MAX_SCAN_CHARS])
-        joined = joined.replace("\\'", "'").replace('\\"', '"').replace("\\n", " ")
-        # A range written without a space, "[1,8192]", is two numbers: a number is not
-        # read right after "digit," (that is how "8,192" is kept whole).
-        joined = _RANGE.sub(r"\1, ", joined)
-        return " ".join(joined.split())
+        if self.joined is None:
+            # Logs and SDK reprs escape quotes and fold lines; undo that before matching.
+            # A URL is left out: httpx's message names the request's, and
+            # ".../chat/completions" read as the provider's own word for the output.
+            joined = _URL.sub(" ", "\n".join(self.parts)[:MAX_SCAN_CHARS])
+            joined = joined.replace("\\'", "'").replace('\\"', '"').replace("\\n", " ")
+            # A range written without a space, "[1,8192]", is two numbers: a number is not
+            # read right after "digit," (that is how "8,192" is kept whole).
+            joined = _RANGE.sub(r"\1, ", joined)
+            self.joined = " ".join(joined.split())
+        return self.joined
+
+    def extend(self, other: _Scan) -> None:
+        """Add what *other* read, as if this scan had read it (nothing is read again)."""
+        self.parts.extend(other.parts)
+        self.numbers.update(other.numbers)
+        self.codes |= other.codes
+        self.joined = None
 
 
 _NUMERIC_FIELDS: Final = frozenset({"n_prompt_tokens", "n_ctx"})
@@ -984,11 +1056,15 @@ _RANGE: Final = re.compile(r"([\[(]\d{1,12}),(?=\d{1,12}[\])])")
 
 def _read_response(response: object, scan: _Scan) -> None:
     """The parsed JSON of an HTTP response, else its text; an unread stream gives nothing."""
+    if scan.budget.left <= 0:
+        return  # nothing of it could be read: do not parse it
     json_method = _attr(response, "json")
     if callable(json_method):
         try:
             body = json_method()
-        except Exception:  # noqa: BLE001 - not JSON, a stream not read (httpx), or worse
+        except _PROPAGATE:
+            raise
+        except BaseException:  # noqa: BLE001 - not JSON, a stream not read (httpx), or worse
             body = None
         if body is not None:
             scan.walk(body)
@@ -1004,10 +1080,14 @@ def _read_response(response: object, scan: _Scan) -> None:
 
 
 def _exception_text(error: BaseException, scan: _Scan) -> None:
+    if scan.budget.left <= 0:
+        return  # nothing of it could be read: do not render it
     for render in (str, repr):
         try:
             text = render(error)
-        except Exception:  # noqa: BLE001 - a foreign __str__/__repr__ may raise anything
+        except _PROPAGATE:
+            raise
+        except BaseException:  # noqa: BLE001 - a foreign __str__/__repr__ may raise anything
             continue
         if type(text) is str:
             scan.add(text)
@@ -1070,18 +1150,22 @@ def _plain_body(error: object) -> str | bytes | bytearray | None:
     return None
 
 
-def _scan(error: object) -> _Scan:
-    scan = _Scan()
+#: What `classify_size_error` reads as a body rather than an exception: a list is how
+#: Gemini's REST errors arrive.
+_BODIES: Final = (str, bytes, bytearray, Mapping, list, tuple)
+
+
+def _scan_body(error: object, budget: _Budget) -> _Scan:
+    """*error*, one of `_BODIES`, read as a body."""
+    scan = _Scan(budget)
     body = _plain_body(error)
     if body is not None:
         scan.walk(body)
         _json_body(body, scan)
-    elif _is(error, (str, bytes, bytearray, Mapping)):
-        # A Mapping, or an object whose __class__ claims a text type: walked, guarded.
-        scan.walk(error)
     else:
-        for link in _chain(error):
-            _scan_object(link, scan)
+        # A Mapping or a list, or an object whose __class__ claims a body type: walked,
+        # guarded.
+        scan.walk(error)
     return scan
 
 
@@ -1118,7 +1202,7 @@ _SDK_PROVIDERS: Final = {
 
 def _sdk_provider(error: object) -> str | None:
     """The provider whose SDK raised *error* or an exception in its chain, first found."""
-    if _is(error, (str, bytes, bytearray, Mapping)):
+    if _is(error, _BODIES):
         return None
     for link in _chain(error):
         module = _attr(type(link), "__module__")
@@ -1143,13 +1227,15 @@ _Decision = tuple[str | None, SizeVerdict | None]
 
 
 class _Groups:
-    """The exception groups one verdict has read, and how many members it may read yet."""
+    """The exception groups one verdict has read, how many members it may read yet, and
+    the characters it may still read (`_Budget`)."""
 
-    __slots__ = ("left", "seen")
+    __slots__ = ("budget", "left", "seen")
 
     def __init__(self) -> None:
         self.left = _MAX_GROUP_MEMBERS
         self.seen: set[int] = set()
+        self.budget = _Budget()
 
     def members(self, link: object) -> Iterator[object]:
         """*link*'s exceptions if it is a group not read before, in order, while the
@@ -1183,14 +1269,14 @@ def _decide(
     themselves: each of its exceptions is decided as one error, and `_strongest` of
     their verdicts and the chain's own is the group's.
     """
-    if _is(error, (str, bytes, bytearray, Mapping)):
-        whole = _scan(error)
+    groups = _Groups() if groups is None else groups
+    if _is(error, _BODIES):
+        whole = _scan_body(error, groups.budget)
         return _by_weak_evidence(whole, [whole], [], requested, provider)
     links = list(_chain(error))
-    found = _decide_chain(error, links, requested, provider)
+    found = _decide_chain(links, requested, provider, groups.budget)
     if isinstance(found[1], PromptTooLong):
         return found  # the strongest there is: no group member can change it
-    groups = _Groups() if groups is None else groups
     verdicts = [found]
     for link in links:
         verdicts.extend(_decide(member, requested, provider, groups)
@@ -1216,22 +1302,29 @@ def _strongest(verdicts: list[_Decision]) -> _Decision:
 
 
 def _decide_chain(
-    error: object, links: list[object], requested: int | None, provider: str | None
+    links: list[object], requested: int | None, provider: str | None, budget: _Budget
 ) -> _Decision:
-    """`_decide` for an exception and its chain (*links*), groups not opened."""
+    """`_decide` for an exception and its chain (*links*), groups not opened.
+
+    Each link is read once, within *budget*; the chain's text joined is made of what
+    was read, not read again."""
     scans: list[_Scan] = []
-    if len(links) > 1:
-        # A fallback call's PromptTooLong, raised while handling another provider's
-        # OutputCapTooLarge, is a PromptTooLong (the chain's text joined read as the
-        # earlier error, named after the wrong provider).
-        for link in links:
-            scan = _Scan()
-            _scan_object(link, scan)
-            scans.append(scan)
+    for link in links:
+        scan = _Scan(budget)
+        _scan_object(link, scan)
+        scans.append(scan)
+        if len(links) > 1:
+            # A fallback call's PromptTooLong, raised while handling another provider's
+            # OutputCapTooLarge, is a PromptTooLong (the chain's text joined read as the
+            # earlier error, named after the wrong provider).
             found = _by_words(scan, requested, provider or _sdk_provider(link))
             if isinstance(found[1], OutputCapTooLarge | PromptTooLong):
                 return found
-    whole = _scan(error)
+    if len(scans) == 1:
+        return _by_weak_evidence(scans[0], scans, links, requested, provider)
+    whole = _Scan(budget)
+    for scan in scans:
+        whole.extend(scan)
     return _by_weak_evidence(whole, [whole, *scans], links, requested, provider)
 
 
@@ -1266,8 +1359,7 @@ def _by_weak_evidence(
     """*whole* (every link's text together) by its words, then by codes and statuses.
 
     *scans* are *whole* and each link's own scan, whose codes and rate-limit wording
-    count: a long first link may leave no scan budget for the next. *links* are the
-    exceptions, raised one first; none for a body or a text.
+    count. *links* are the exceptions, raised one first; none for a body or a text.
     """
     named = provider or (_sdk_provider(links[0]) if links else None)
     found = _by_words(whole, requested, named)
@@ -1284,7 +1376,7 @@ def _by_weak_evidence(
             return None, None
         return "error_code", AmbiguousSizeError(provider=named)
     status_link = next((link for link in links if _status_of(link) == 413), None)
-    if status_link is None:
+    if status_link is None and _REQUEST_TOO_LARGE not in codes:
         return None, None
     if _RATE_LIMIT_CODE in codes or any(_RATE_LIMIT.search(scan.text()) for scan in scans):
         # Groq sends its tokens-per-minute quota as a 413 ("Request too large ... on tokens
@@ -1292,8 +1384,14 @@ def _by_weak_evidence(
         # that keeps only the status (raised from it) does not make it one.
         return None, None
     # 413 is a request body too large in bytes; the cap is one number, so it is the prompt.
-    return "http_413", PromptTooLong(
-        prompt_tokens=None, limit=None, provider=provider or _sdk_provider(status_link)
+    if status_link is not None:
+        return "http_413", PromptTooLong(
+            prompt_tokens=None, limit=None, provider=provider or _sdk_provider(status_link)
+        )
+    # Anthropic's body of that 413 without the status: a stream's error event (sent with
+    # HTTP 200), a logged or proxied body.
+    return _REQUEST_TOO_LARGE, PromptTooLong(
+        prompt_tokens=None, limit=None, provider=named or "anthropic"
     )
 
 
@@ -1319,12 +1417,13 @@ def classify_size_error(
 
     *error* is an exception from a provider SDK (read duck-typed: ``body``, ``response``
     with ``.json()`` or ``.text``, ``message``, ``code``, ``status_code``, the exception it
-    was raised from; an exception group's members, each as an error of its own), a dict
-    body, bytes, or the raw text. *requested* is the output cap
-    the failed call asked for; it decides messages that give only a total (Cohere,
+    was raised from; an exception group's members, each as an error of its own), a body
+    (a dict, or a list as Gemini sends), bytes, or the raw text. *requested* is the output
+    cap the failed call asked for; it decides messages that give only a total (Cohere,
     Moonshot). *provider* overrides the message family reported in the verdict. Returns
-    ``None`` for anything that is not a size error. Never raises for a strange error
-    object; raises `LimitError` only for a bad *requested*.
+    ``None`` for anything that is not a size error. Raises `LimitError` for a bad
+    *requested*; what the error object's own code raises is treated as absent, but for
+    `KeyboardInterrupt`, `SystemExit` and `asyncio.CancelledError`, which propagate.
     """
     if requested is not None:
         check_int("requested", requested, minimum=1)
@@ -1384,7 +1483,9 @@ class OutputCapRetry:
     For `OutputCapTooLarge` it shrinks the cap and never touches the prompt; for
     `PromptTooLong` it calls the caller's compressor (if any) and retries with the same
     cap; anything else, including `AmbiguousSizeError` unless *on_ambiguous* says
-    otherwise, is re-raised unchanged. After *attempts* calls the last error is re-raised.
+    otherwise, is re-raised unchanged. vLLM's lower bound on the prompt (ambiguous: the
+    cap does not fit, the prompt may not either) shrinks the cap, and once the cap is at
+    the floor calls the compressor. After *attempts* calls the last error is re-raised.
     """
 
     __slots__ = ("attempts", "floor", "on_ambiguous")
@@ -1402,10 +1503,21 @@ class OutputCapRetry:
             raise LimitError("on_ambiguous", on_ambiguous, "must be 'raise' or 'shrink_cap'")
         self.on_ambiguous: Literal["raise", "shrink_cap"] = on_ambiguous
 
-    def _decide(
+    def _step(
         self, error: BaseException, cap: int, can_compress: bool
     ) -> tuple[Literal["cap", "compress"], int, PromptTooLong | None] | None:
-        verdict = classify_size_error(error, requested=cap)
+        rule, verdict = _decide(error, cap, None)
+        if isinstance(verdict, AmbiguousSizeError) and rule in _LOWER_BOUND_RULES:
+            # The prompt is at least W - cap + 1 tokens: this cap does not fit, and a
+            # smaller one may. One still too large at the floor leaves less than the
+            # floor for any answer beside the prompt: the prompt must shrink.
+            unknown = OutputCapTooLarge(cap, None, verdict.limit, verdict.provider)
+            smaller = _shrink(cap, unknown, self.floor)
+            if smaller is not None:
+                return ("cap", smaller, None)
+            if not can_compress:
+                return None
+            return ("compress", cap, PromptTooLong(None, verdict.limit, verdict.provider))
         if isinstance(verdict, AmbiguousSizeError) and self.on_ambiguous == "shrink_cap":
             verdict = OutputCapTooLarge(
                 requested=cap, available=None, window=None, provider=verdict.provider
@@ -1430,7 +1542,7 @@ class OutputCapRetry:
             try:
                 return call(cap)
             except Exception as error:  # re-raised below unless it is a size error we fix
-                step = self._decide(error, cap, compress_prompt is not None)
+                step = self._step(error, cap, compress_prompt is not None)
                 if step is None or attempt == self.attempts:
                     raise
                 action, cap, prompt_verdict = step
@@ -1454,7 +1566,7 @@ class OutputCapRetry:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # re-raised below unless it is a size error we fix
-                step = self._decide(error, cap, compress_prompt is not None)
+                step = self._step(error, cap, compress_prompt is not None)
                 if step is None or attempt == self.attempts:
                     raise
                 action, cap, prompt_verdict = step

@@ -8,10 +8,13 @@ pattern first, so a duck-typed object cannot smuggle content in through a "reaso
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import operator
 import re
+import types
+from collections import deque
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Final, Literal, cast
 
@@ -298,9 +301,28 @@ def _is_ours(value: object) -> bool:
 
 
 #: How deep and how far `_safe` looks inside lists, tuples, sets and dicts for jsonbudget
-#: objects: nesting levels, and elements of one argument or event value in all.
+#: objects: nesting levels, and elements of one argument or event value in all (the
+#: objects reached inside any other value count against the same total).
 _MAX_NEST: Final = 8
 _MAX_SCAN: Final = 10_000
+#: Values that refer to nothing a formatter would show.
+_ATOMS: Final = (str, bytes, bytearray, int, float, complex, type(None))
+#: Objects whose repr names them but shows nothing they refer to: a class, a module, a
+#: function, a code object, a running frame (locals), a generator or a closure's cell.
+_OPAQUE: Final = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.CodeType,
+    types.FrameType,
+    types.TracebackType,
+    types.GeneratorType,
+    types.CoroutineType,
+    types.AsyncGeneratorType,
+    types.CellType,
+)
+_NOT_WALKED: Final = _ATOMS + _OPAQUE
 
 
 class _Unchecked(Exception):
@@ -334,8 +356,12 @@ def _scrubbed(summarizer: Summarizer, value: object, depth: int, left: list[int]
         entries = value.items()
     elif isinstance(value, list | tuple | set | frozenset):
         entries = ((None, v) for v in value)
-    else:
+    elif isinstance(value, _NOT_WALKED) or _holds_none_of_ours(value, left):
         return value
+    else:
+        # A deque, a dict view, an object's attributes: their reprs show what they hold,
+        # and they cannot be rebuilt with summaries in its place.
+        return {"kind": "unchecked", "type": type(value).__name__}
     if depth >= _MAX_NEST:
         raise _Unchecked
     out: list[tuple[object, object]] = []
@@ -355,6 +381,29 @@ def _scrubbed(summarizer: Summarizer, value: object, depth: int, left: list[int]
         return dict(out)
     # A set becomes a list: the summaries that replace its members are unhashable.
     return tuple(v for _, v in out) if isinstance(value, tuple) else [v for _, v in out]
+
+
+def _holds_none_of_ours(value: object, left: list[int]) -> bool:
+    """Whether no jsonbudget object is reachable from *value* (any container or object:
+    what the garbage collector sees it refer to, read without running its code).
+
+    Each object reached counts against *left*; past it, `_Unchecked` (a page could be
+    in what was not reached).
+    """
+    seen = {id(value)}
+    pending = deque([value])
+    while pending:
+        for ref in gc.get_referents(pending.popleft()):
+            if id(ref) in seen or isinstance(ref, _NOT_WALKED):
+                continue
+            if _is_ours(ref):
+                return False
+            left[0] -= 1
+            if left[0] < 0:
+                raise _Unchecked
+            seen.add(id(ref))
+            pending.append(ref)
+    return True
 
 
 def summary_processor(
