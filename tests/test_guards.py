@@ -2859,3 +2859,31 @@ def test_notes_of_nested_objects_follow_the_last_member_with_a_key(store: SpillS
             else:
                 with pytest.raises(SpillError, match="nothing stands"):
                     reader.read(ref, pointer, principal="a")
+
+
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    assert len(set(keys)) == len(keys), keys
+    return dict(pairs)
+
+
+def test_regression_a_spilled_fragment_that_repeats_a_key_reads_as_its_file_says(
+    store: SpillStore, reader: ResultReader
+) -> None:
+    """The gate mints its references with ``unique_keys=True`` (the encoder writes each
+    key of an object once), but a caller's JSON text (an orjson.Fragment) was copied
+    into the file byte for byte, repeated keys and all: a pointer to such a key read the
+    first member where json.loads of the file reads the last. The repeat is now marked
+    as any other, so the file holds no key twice and both readings agree."""
+    raw = b'{"a":"first","pad":"' + b"x" * 500 + b'","a":"last","n":[{"c":1,"c":2}]}'
+    value = {"x": orjson.Fragment(raw), "rows": [{"i": i, "s": "y" * 40} for i in range(200)]}
+    out = ResultGate(max_bytes=1024, store=store, reader=reader, principal="alice").gate(value)
+    assert out.spill is not None
+    with store.open(out.spill.ref) as f:
+        spilled = json.loads(f.read(), object_pairs_hook=_no_repeated_keys)
+    ref = orjson.loads(out.data)["spilled"]["ref"]
+    for pointer, want in (("/x/a", spilled["x"]["a"]), ("/x/n/0/c", 1)):
+        page = read_result(ref, pointer, reader=reader, principal="alice")
+        assert orjson.loads(page.data)["items"] == [want]
+    assert spilled["x"]["a"] == "first"
+    assert "last" in spilled["x"].values()

@@ -3232,3 +3232,28 @@ def test_regression_a_pytz_zone_attached_by_tzinfo_is_a_listed_difference() -> N
     docs = (Path(__file__).resolve().parent.parent / "docs" / "values.md").read_text()
     table = docs.split("## Differences from orjson", 1)[1]
     assert any("pytz" in row and "normalize" in row for row in table.splitlines())
+
+
+def test_regression_caller_json_text_that_repeats_a_key_is_marked_not_copied() -> None:
+    """An orjson.Fragment or msgspec.Raw was written byte for byte once it parsed, so an
+    object of it holding a key twice came out holding it twice, where every other
+    repeat is marked (no output holds a key twice; a pointer names one member)."""
+    raw = b'{"a":"first","b":[{"c":1,"c":2}],"a":"last"}'
+    for text in (orjson.Fragment(raw), msgspec.Raw(raw)):
+        out = encode({"x": text}, max_bytes=500)
+        seen: list[list[str]] = []
+
+        def pairs(members: list[tuple[str, Any]], seen: list[list[str]] = seen) -> Any:
+            seen.append([k for k, _ in members])
+            return dict(members)
+
+        got = json.loads(out.data, object_pairs_hook=pairs)
+        assert all(len(set(keys)) == len(keys) for keys in seen), seen
+        assert got["x"]["a"] == "first"
+        assert got["x"]["b"] == [{"c": 1, "…[key repeated: str 'c']": 2}]
+        assert {(t.path, t.kind) for t in out.truncations} == {
+            ("/x/…[key repeated: str 'a']", "unencodable"),
+            ("/x/b/0/…[key repeated: str 'c']", "unencodable"),
+        }
+    # Text whose keys are unique is still written as it is, spacing and all.
+    assert encode([orjson.Fragment(b'{"a": 1.50}')], max_bytes=100).data == b'[{"a": 1.50}]'

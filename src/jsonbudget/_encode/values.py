@@ -660,7 +660,32 @@ def _json_text(data: bytes, what: str, opts: Options) -> Any:
         _loads(data)
     except orjson.JSONDecodeError:  # invalid UTF-8, several values, nothing at all
         return Unencodable(f"{what} that is not valid JSON")
+    if b"{" in data:
+        # No output holds a key twice (a pointer names one member; a spilled result's
+        # reader takes the first): an object of the text that does is read into its
+        # members, both in place, and the renderer marks the repeat as any other.
+        repeats = _with_repeats(data)
+        if repeats is not None:
+            return repeats
     return Raw(data, f"{what} of {len(data)} bytes")
+
+
+def _with_repeats(data: bytes) -> Any:
+    """JSON text *data* read with every object that holds a key twice as a `_Repeated`,
+    if one does; else None (its bytes can be written as they are)."""
+    found = False
+
+    def pairs(members: list[tuple[str, Any]]) -> Any:
+        nonlocal found
+        out = _object(members)
+        found = found or type(out) is _Repeated
+        return out
+
+    try:
+        value = json.loads(data, object_pairs_hook=pairs)
+    except ValueError:  # an int of more digits than Python converts: no view of it
+        return None
+    return value if found else None
 
 
 def _binary(b: Any, opts: Options) -> Any:
