@@ -2887,3 +2887,21 @@ def test_regression_a_spilled_fragment_that_repeats_a_key_reads_as_its_file_says
         assert orjson.loads(page.data)["items"] == [want]
     assert spilled["x"]["a"] == "first"
     assert "last" in spilled["x"].values()
+
+
+def test_regression_a_fragment_past_the_budget_is_spilled_not_passed_as_unencodable(
+    store: SpillStore,
+) -> None:
+    """A Fragment longer than the budget was the marker "unencodable: Fragment of N
+    bytes" to the renderer's whole rendering, which the gate passes on as the encoder's
+    answer at any size; it is only too big, and a gate spills what is too big (its text
+    was read into members when it repeated a key, which took that path)."""
+    gate = ResultGate(max_bytes=1024, store=store)
+    for raw in (
+        b'{"a":"first","pad":"' + b"x" * 6000 + b'","a":"last"}',
+        b'{"a":"first","pad":"' + b"x" * 6000 + b'","b":"last"}',
+    ):
+        out = gate.gate({"x": orjson.Fragment(raw), "n": 1})
+        assert out.spill is not None
+        with store.open(out.spill.ref) as f:
+            assert json.loads(f.read())["x"]["pad"] == "x" * 6000

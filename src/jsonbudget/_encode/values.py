@@ -655,7 +655,10 @@ def _json_text(data: bytes, what: str, opts: Options) -> Any:
     """A caller's encoded JSON (an ``orjson.Fragment``, a ``msgspec.Raw``) as a `Raw`, its
     bytes written as they are, once they parse as one JSON value; else a marker."""
     if len(data) > opts.max_bytes:
-        return Unencodable(f"{what} of {len(data)} bytes")
+        # It never shows: cut, it is its marker; whole, it is too big, as any value that
+        # does not fit (a gate spills it), not unencodable at every size. Never written,
+        # so not parsed.
+        return Raw(data, f"{what} of {len(data)} bytes")
     try:
         _loads(data)
     except orjson.JSONDecodeError:  # invalid UTF-8, several values, nothing at all
