@@ -1256,3 +1256,46 @@ def test_regression_ctrl_c_stops_a_long_sqlite_query(tmp_path: Path) -> None:
         child.kill()
     assert child.returncode == EXIT_INTERRUPTED
     assert err == b"jsonbudget: interrupted\n"
+
+
+def test_regression_page_closes_its_sqlite_source(
+    tickets_db: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by a tester: `page` never closed the SQLiteSource it built, so `main()` called
+    200 times in one process held 200 database fds until a forced gc.collect(), after a
+    page served and after a bad query alike. The command closes it now."""
+    import gc
+
+    import jsonbudget._cli.main as cli
+    from jsonbudget import SQLiteSource
+
+    closed: list[object] = []
+
+    class Recording(SQLiteSource):
+        __slots__ = ()
+
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    monkeypatch.setattr(cli, "SQLiteSource", Recording)
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    store = ["--store", str(tmp_path / "store.sqlite3")]
+    gc.disable()
+    try:
+        before = fds()
+        for _ in range(10):
+            assert main(["page", str(tickets_db), "--table", "t", *store]) == EXIT_OK
+            bad = ["page", str(tickets_db), "--query", "SELECT * FROM nowhere", *store]
+            assert main(bad) == EXIT_ERROR
+        assert fds() == before
+    finally:
+        gc.enable()
+    capsys.readouterr()
+    assert len(closed) == 20

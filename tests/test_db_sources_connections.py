@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import gc
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +21,15 @@ from psycopg.types.enum import EnumInfo, register_enum
 from psycopg.types.numeric import FloatLoader
 from psycopg.types.string import StrDumper
 
-from jsonbudget import Limits, PageBuilder, PostgresSource, SQLiteSource
+from jsonbudget import (
+    Limits,
+    MemoryCursorStore,
+    PageBuilder,
+    PostgresSource,
+    Scope,
+    SQLiteSource,
+    paginate,
+)
 from jsonbudget._sources.base import Clipped
 from jsonbudget._sources.sql import AHEAD_BYTES
 from jsonbudget.errors import LimitError
@@ -482,3 +492,166 @@ def test_regression_pg_the_connections_row_factory_never_makes_the_sources_rows(
                 assert rows[0]["score"] == 1 / 7
         assert calls == []
         assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}
+
+
+class _InterruptAt:
+    """A tracer that raises KeyboardInterrupt at the *n*-th call into, or return from, a
+    function of psycopg (not psycopg_pool, whose own bookkeeping an interrupt can break):
+    where CPython runs a signal handler, so where Ctrl-C can land, by count, not timing."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen, self.fired = n, 0, False
+        self.package = os.path.dirname(psycopg.__file__) + os.sep
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> Any:
+        if not frame.f_code.co_filename.startswith(self.package):
+            return None
+        self._count(event)
+        return self._local
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        self._count(event)
+        return self._local
+
+    def _count(self, event: str) -> None:
+        if event in ("call", "return") and not self.fired:
+            self.seen += 1
+            if self.seen == self.n:
+                self.fired = True
+                raise KeyboardInterrupt
+
+
+def _interrupted_pages(
+    make: Callable[[], PostgresSource], on_retry_error: type[Exception] | None = None
+) -> tuple[int, int]:
+    """Page 2 of table ``intr``, interrupted at each point psycopg can be (`_InterruptAt`),
+    each time followed by a retry that must serve exactly page 2's rows (or raise
+    *on_retry_error*, after which *make* gives a new source). Returns how many points
+    there were and how many retries raised."""
+    store, scope, limits = MemoryCursorStore(), Scope("t", {}), Limits(2000)
+    source = make()
+    first = paginate(source, scope=scope, store=store, limits=limits)
+    want = list(
+        paginate(source, scope=scope, cursor=first.next_cursor, store=store, limits=limits).items
+    )
+    assert want
+    assert want[0]["id"] == first.items[-1]["id"] + 1
+    refused = 0
+    for n in range(1, 10_000):
+        tracer, before = _InterruptAt(n), sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            paginate(source, scope=scope, cursor=first.next_cursor, store=store, limits=limits)
+        except (KeyboardInterrupt, psycopg.Error):
+            # psycopg's cleanup may fail on what the interrupt left, its error replacing it.
+            assert tracer.fired
+        finally:
+            sys.settrace(before)
+        if not tracer.fired:
+            return n, refused
+        try:
+            page = paginate(
+                source, scope=scope, cursor=first.next_cursor, store=store, limits=limits
+            )
+        except Exception as exc:
+            if on_retry_error is None or not isinstance(exc, on_retry_error):
+                raise AssertionError(f"the page after an interrupt at point {n} failed") from exc
+            refused += 1
+            source.close()
+            source = make()
+            continue
+        assert list(page.items) == want, n
+    raise AssertionError("psycopg never finished a page without the interrupt")
+
+
+@pytest.fixture
+def intr_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS intr")
+        conn.execute("CREATE TABLE intr (id int PRIMARY KEY, name text, body text)")
+        conn.execute(
+            "INSERT INTO intr SELECT g, 'n' || g, repeat('x', g % 40)"
+            " FROM generate_series(1, 400) g"
+        )
+        yield postgres_server.dsn
+        conn.execute("DROP TABLE intr")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("given", ["conninfo", "pool"])
+def test_regression_pg_page_interrupted_inside_psycopg_leaves_the_source_usable(
+    intr_dsn: str, given: str
+) -> None:
+    """Found by a tester: a KeyboardInterrupt that landed inside psycopg during a page
+    (between sending a pipelined query and reading its result) left the source's own
+    connection ACTIVE, and every later page failed with "another command is already in
+    progress", its message a line longer each time, until close(). The source now closes
+    a connection it owns (or borrowed from a pool) after an interrupt, and the next page
+    opens another: it serves the same rows, none lost or repeated."""
+    import psycopg_pool  # the postgres extra's pool, used only here
+
+    with contextlib.ExitStack() as stack:
+        if given == "pool":
+            pool = stack.enter_context(
+                psycopg_pool.ConnectionPool(intr_dsn, min_size=1, max_size=2)
+            )
+            points, refused = _interrupted_pages(lambda: PostgresSource(pool, table="intr"))
+        else:
+            source = stack.enter_context(PostgresSource(intr_dsn, table="intr"))
+            points, refused = _interrupted_pages(lambda: source)
+    assert points > 100
+    assert refused == 0
+
+
+@pytest.mark.postgres
+def test_regression_pg_interrupted_page_on_a_callers_connection_is_refused_clearly(
+    intr_dsn: str,
+) -> None:
+    """Found by a tester: the same interrupt left a connection the caller passed ACTIVE,
+    and each later page failed with psycopg's "another command is already in progress"
+    (one line more each time). The connection is the caller's, so it is not replaced:
+    the next page raises a LimitError naming it instead, and any page whose connection
+    the interrupt left usable serves the right rows."""
+    conns: list[psycopg.Connection[Any]] = []
+
+    def make() -> PostgresSource:
+        conns.append(psycopg.connect(intr_dsn, autocommit=True))
+        return PostgresSource(conns[-1], table="intr")
+
+    try:
+        points, refused = _interrupted_pages(make, on_retry_error=LimitError)
+    finally:
+        for conn in conns:
+            conn.close()
+    assert points > 100
+    assert refused > 0  # the path was taken: some interrupt left the connection stuck
+
+
+def test_regression_unclosed_sqlite_source_releases_its_file_without_gc(tmp_path: Path) -> None:
+    """Found by a tester: a `sqlite3.Connection` is in a reference cycle with its own
+    statement cache, so a dropped SQLiteSource(path), or an abandoned open() iterator,
+    kept the database file open until the cycle collector ran (100 sources, 100 fds
+    with gc off). The source now closes its connection when the last reference goes."""
+    path = tmp_path / "t.db"
+    with contextlib.closing(sqlite3.connect(path)) as setup:
+        setup.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
+        setup.executemany("INSERT INTO t VALUES (?, ?)", [(i, "x" * i) for i in range(200)])
+        setup.commit()
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    store, scope = MemoryCursorStore(), Scope("t", {})
+    gc.disable()
+    try:
+        before = fds()
+        for _ in range(20):
+            source = SQLiteSource(path, table="t")
+            paginate(source, scope=scope, store=store, limits=Limits(2000))
+            del source
+            rows = SQLiteSource(path, table="t").open(None)
+            next(rows)
+            del rows  # abandoned mid-way
+        assert fds() == before
+    finally:
+        gc.enable()

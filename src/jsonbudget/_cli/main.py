@@ -1047,8 +1047,11 @@ def _cmd_page(args: argparse.Namespace) -> int:
     Scope(principal)
     check_ttl(args.ttl)
     source, query = _source(args, None)  # a page cuts cells at its own budget
-    scope = Scope(principal, query)
     with ExitStack() as stack:
+        if isinstance(source, SQLiteSource):
+            # Its connection: left open, it outlived the command in an embedding process.
+            stack.enter_context(source)
+        scope = Scope(principal, query)
         stack.enter_context(_interruptible(source))
         store = _store(args.store, args.ttl, stack)
         paginator = Paginator(limits, store=store, **options)

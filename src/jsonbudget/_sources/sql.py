@@ -1594,6 +1594,22 @@ def _file_id(path: str | bytes) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+class _Closing:
+    """Closes the SQLite connection a source opened when the last reference to this goes
+    (the source's, and each ``open()`` iterator's reading the connection): a
+    `sqlite3.Connection` is in a reference cycle with its own statement cache, so
+    dropping it leaves the database file open until the cycle collector runs."""
+
+    __slots__ = ("conn", "pid")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.pid = conn, os.getpid()
+
+    def __del__(self) -> None:
+        if self.pid == os.getpid():  # a forked child never closes its parent's
+            self.conn.close()
+
+
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -1603,6 +1619,7 @@ class SQLiteSource(_SQLSource):
 
     __slots__ = (
         "_blobs",
+        "_closing",
         "_conn",
         "_file",
         "_length",
@@ -1639,6 +1656,7 @@ class SQLiteSource(_SQLSource):
             max_cell_bytes=max_cell_bytes,
         )
         self._own: sqlite3.Connection | None = None
+        self._closing: _Closing | None = None  # closes `_own` when it is dropped
         self._length = 0  # the own connection's length limit as opened
         # The device and inode of the file the own connection opened (`_connection`).
         self._file: tuple[int, int] | None = None
@@ -1666,6 +1684,10 @@ class SQLiteSource(_SQLSource):
 
     def _placeholder(self, name: str) -> str:
         return f":{name}" if self._named else "?"
+
+    def close(self) -> None:
+        super().close()
+        self._closing = None
 
     def interrupt(self) -> None:
         """Abort the query this source is running, if any: the page (or ``open()``) in
@@ -1756,7 +1778,7 @@ class SQLiteSource(_SQLSource):
         # Read-only: paging must never create or change the database. A connection
         # inherited through fork is never used: the child opens its own. An old one is
         # not closed here: an open() iterator may still be reading it (it closes with
-        # the last reference).
+        # the last reference, `_Closing`).
         before = _file_id(path)
         uri = "file:" + _uri_path(path) + "?mode=ro"
         own = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -1767,6 +1789,7 @@ class SQLiteSource(_SQLSource):
             # What was learned of another file (columns, keys, blob I/O) is not this one's.
             self._plans.clear()
         self._own, self._pid = own, os.getpid()
+        self._closing = _Closing(own)
         self._file = before if before == after else None
         self._ahead.clear()  # their tokens are another connection's counters
 
@@ -1789,6 +1812,9 @@ class SQLiteSource(_SQLSource):
                 plan = now
                 sql, params = self._sql(plan, position, limit_hint)
             cur = conn.cursor()
+            # Held by the iterator: the connection stays open while it reads, even if
+            # the source reopens its path meanwhile, and closes after the last reader.
+            closing = self._closing if conn is self._own else None
         try:
             cur.row_factory = None  # tuples, whatever the connection's factory
             serial = _Serial(cur, self._held())
@@ -1802,6 +1828,7 @@ class SQLiteSource(_SQLSource):
             raise bad from exc
         finally:
             cur.close()
+            del closing
 
     def _fill(
         self,
@@ -2470,6 +2497,46 @@ def _infinite(base: type[Any]) -> type[Any]:
     return Infinite
 
 
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether *exc*, or one it was raised while handling, is not an `Exception`
+    (KeyboardInterrupt, SystemExit, asyncio.CancelledError), except GeneratorExit, which
+    only ever lands at a source's own ``yield``. Such an exception can land inside
+    psycopg, between sending a command and reading its result or between entering a
+    pipeline or a transaction and recording it, which psycopg does not undo: every later
+    query on the connection fails ("another command is already in progress"). A rollback
+    that fails on such a connection may replace it with its own error, hence the chain."""
+    while exc is not None:
+        if not isinstance(exc, Exception | GeneratorExit):
+            return True
+        exc = exc.__context__
+    return False
+
+
+def _check_not_stuck(conn: psycopg.Connection[Any]) -> None:
+    """Refuse a caller's connection left with a command whose result nobody reads, or in
+    pipeline mode with no pipeline to sync it (an interrupted page, `_interrupted`):
+    psycopg would refuse every query on it, each error adding a line to the last (a page
+    never runs in a caller's pipeline either). A command another thread is running holds
+    the connection's lock: that connection is only busy."""
+    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+    if conn.closed or not conn.lock.acquire(blocking=False):
+        return
+    try:
+        status, pipeline = conn.info.transaction_status, conn.info.pipeline_status
+    finally:
+        conn.lock.release()
+    if status == psycopg.pq.TransactionStatus.ACTIVE or pipeline != psycopg.pq.PipelineStatus.OFF:
+        raise LimitError(
+            "connection",
+            f"status {status.name}, pipeline {pipeline.name}",
+            "is busy with a command whose result was never read, or left in pipeline "
+            "mode, as an interrupted page (KeyboardInterrupt) can leave it: no page can "
+            "run on it; close it and give the source another connection (a source given "
+            "a conninfo or a pool replaces its own)",
+        )
+
+
 class PostgresSource(_SQLSource):
     """Rows of a PostgreSQL table or query, streamed through a server-side cursor.
 
@@ -2556,6 +2623,7 @@ class PostgresSource(_SQLSource):
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
         if self._conn is not None:
+            _check_not_stuck(self._conn)
             return self._conn
         own = self._own
         if own is None or own.closed or own.broken or self._pid != os.getpid():
@@ -2580,11 +2648,25 @@ class PostgresSource(_SQLSource):
         position: Position | None,
     ) -> Generator[tuple[Row, Position], None, None]:
         if self._pool is not None:
-            with self._pool.connection() as conn:
+            with self._pool.connection() as conn, self._discarding(conn):
                 yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
         else:
             conn = self._connection()
-            yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
+            with self._discarding(conn):
+                yield from self._page(conn, plan, sql, params, limit_hint=limit_hint, start=start)
+
+    @contextlib.contextmanager
+    def _discarding(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """Close *conn* where an interrupt may have left it mid-command (`_interrupted`)
+        and it is not the caller's: the next page opens another, and a pool, handed it
+        back closed, replaces it. A caller's connection is left as it is, and refused by
+        the next page if it is stuck (`_check_not_stuck`)."""
+        try:
+            yield
+        except BaseException as exc:
+            if conn is not self._conn and _interrupted(exc):
+                conn.close()
+            raise
 
     def _page(
         self,
@@ -2625,6 +2707,8 @@ class PostgresSource(_SQLSource):
                 conn = stack.enter_context(self._pool.connection())
             else:
                 conn = self._connection()
+            # Inside the pool's: the connection is closed before it goes back.
+            stack.enter_context(self._discarding(conn))
             idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
@@ -2707,16 +2791,18 @@ class PostgresSource(_SQLSource):
 
     def _make_plan(self, cut: int | None) -> _Plan:
         if self._pool is not None:
-            with self._pool.connection() as conn:
+            with self._pool.connection() as conn, self._discarding(conn):
                 return self._plan_on(conn, cut)
         conn = self._connection()
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
-        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            # The probe must not leave a transaction open on an autocommit-less connection.
-            with conn.transaction():
-                return self._plan_on(conn, cut)
-        return self._plan_on(conn, cut)
+        with self._discarding(conn):
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                # The probe must not leave a transaction open on an autocommit-less
+                # connection.
+                with conn.transaction():
+                    return self._plan_on(conn, cut)
+            return self._plan_on(conn, cut)
 
     def _plan_on(self, conn: psycopg.Connection[Any], cut: int | None) -> _Plan:
         with _row_cursor(conn) as cur:
