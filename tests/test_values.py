@@ -3257,3 +3257,127 @@ def test_regression_caller_json_text_that_repeats_a_key_is_marked_not_copied() -
         }
     # Text whose keys are unique is still written as it is, spacing and all.
     assert encode([orjson.Fragment(b'{"a": 1.50}')], max_bytes=100).data == b'[{"a": 1.50}]'
+
+
+class _Opaque:
+    """A plain class pydantic cannot write."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+def test_regression_a_rootmodel_root_pydantic_refuses_meets_default_then_the_marker() -> None:
+    """A RootModel whose root pydantic refuses (an instance of a plain class, bytes that
+    are not UTF-8) handed that root back as the model's conversion, never dispatched
+    again: the renderer read the object as a container (`EncodeError: _Opaque raised
+    TypeError while read`), and non-UTF-8 bytes got the marker with `default` never
+    called. Such a root is written as the same value anywhere: `default`, then the
+    marker, as `model_dump_json(fallback=hook)` does where it can."""
+
+    from collections.abc import Callable
+
+    from jsonbudget._encode.encoder import dumps_whole as whole
+
+    class Typed(pydantic.RootModel):  # type: ignore[type-arg]
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+        root: _Opaque
+
+    class Holder(pydantic.BaseModel):
+        xs: list[Any]
+
+    calls: list[str] = []
+
+    def hook(obj: Any) -> Any:
+        calls.append(type(obj).__name__)
+        return {"x": obj.x} if isinstance(obj, _Opaque) else "hook"
+
+    makers: list[Callable[[], Any]] = [
+        lambda: pydantic.RootModel[Any](_Opaque(1)),
+        lambda: Typed(_Opaque(1)),
+        lambda: pydantic.RootModel[Any](pydantic.RootModel[Any](_Opaque(1))),
+    ]
+    for make in makers:
+        assert bounded_dumps(make(), max_bytes=100, default=hook) == b'{"x":1}'
+        assert make().model_dump_json(fallback=hook) == '{"x":1}'
+        out = encode(make(), max_bytes=100)
+        assert out.data == '"…[unencodable: _Opaque]"'.encode()
+        assert [(t.path, t.kind) for t in out.truncations] == [("", "unencodable")]
+        with pytest.raises(EncodeError, match="cannot encode _Opaque"):
+            encode(make(), max_bytes=100, unencodable="error")
+    # Inside a list inside a model, fitting and cut.
+    held = Holder(xs=[pydantic.RootModel[Any](_Opaque(1)), "y" * 300])
+    assert bounded_dumps(held, max_bytes=1000, default=hook).startswith(b'{"xs":[{"x":1},"yyy')
+    cut = bounded_dumps(held, max_bytes=100)
+    assert cut.startswith('{"xs":["…[unencodable: _Opaque]",'.encode()), cut
+    # Bytes that are not UTF-8: `default` first, as in a field or outside a model.
+    calls.clear()
+    for root in (pydantic.RootModel[Any](b"\xff"), pydantic.RootModel[bytes](b"\xff")):
+        assert bounded_dumps(root, max_bytes=100, default=hook) == b'"hook"'
+        assert bounded_dumps(root, max_bytes=100) == '"…[unencodable: bytes of 1 bytes]"'.encode()
+        assert whole(root, default=hook) == b'"hook"'
+    assert calls == ["bytes", "bytes", "bytes", "bytes"]
+    assert bounded_dumps(pydantic.RootModel[Any](b"\xff"), max_bytes=100, binary="base64") == (
+        b'"/w=="'
+    )
+    # A one-shot root is pulled as a stream, as any iterator is.
+    gen = (f"item {i}" for i in range(50))
+    out = encode(pydantic.RootModel[Any](gen), max_bytes=100)
+    assert json.loads(out.data)[:2] == ["item 0", "item 1"]
+    assert out.data.endswith('"…[omitted: more items]"]'.encode())
+
+
+def test_regression_a_utc_offset_with_seconds_is_written_whole() -> None:
+    """orjson writes a UTC offset in whole minutes: Paris's +00:09:21 before 1911 came
+    out +00:09, another instant, with no mark, on every path (the compiled walk called a
+    built-in timezone clean, and the renderer handed orjson a fixed one). Such an offset
+    is written as `isoformat()` writes it, seconds and microseconds; one in whole
+    minutes keeps orjson's bytes. Listed in "Differences from orjson"."""
+    import zoneinfo
+
+    pd = pytest.importorskip("pandas")
+    from jsonbudget._encode import bound
+    from jsonbudget._encode.encoder import dumps_whole as whole
+
+    fixed = dt.timezone(dt.timedelta(minutes=9, seconds=21))
+    micro = dt.timezone(-dt.timedelta(minutes=9, seconds=21, microseconds=5))
+    values = [
+        dt.datetime(1900, 1, 1, tzinfo=fixed),
+        dt.datetime(1900, 1, 1, 0, 0, 0, 123, tzinfo=micro),
+        dt.datetime(2000, 1, 1, tzinfo=dt.timezone(dt.timedelta(seconds=30))),
+        pd.Timestamp("1900-01-01", tz=fixed),
+    ]
+    try:
+        paris = zoneinfo.ZoneInfo("Europe/Paris")
+    except zoneinfo.ZoneInfoNotFoundError:
+        paris = None
+    if paris is not None:
+        values += [
+            dt.datetime(1900, 1, 1, tzinfo=paris),
+            pd.Timestamp("1900-01-01 00:00:00.000000005", tz=paris),
+        ]
+    assert orjson.dumps(values[0]) == b'"1900-01-01T00:00:00+00:09"'
+    for v in values:
+        text = v.isoformat()
+        assert text.endswith(("+00:09:21", "-00:09:21.000005", "+00:00:30"))
+        want = orjson.dumps(text)
+        assert bounded_dumps(v, max_bytes=100) == want
+        assert bounded_dumps([v, v], max_bytes=200) == b"[" + want + b"," + want + b"]"
+        assert bounded_dumps({"at": v}, max_bytes=100) == b'{"at":' + want + b"}"
+        cut = encode([v] * 20, max_bytes=200)
+        assert json.loads(cut.data)[0] == text
+        assert not cut.complete
+        assert whole({"a": [v]}) == b'{"a":[' + want + b"]}"
+        page = PageBuilder(Limits(1000))
+        for _ in range(3):
+            page.add({"at": v})
+        assert json.loads(page.finish(complete=True).to_json())["items"][0]["at"] == text
+    # Not clean for the size walk, compiled or not: orjson would cut it.
+    caps = (64, BIG, BIG, BIG, bound.BOUNDED_SCALARS)
+    for v in values[:3]:
+        assert bound.bound([v], BIG, 0, *caps) == bound.py_bound([v], BIG, 0, *caps) == -1
+    minutes = dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30)))
+    assert bound.bound([minutes], BIG, 0, *caps) == bound.py_bound([minutes], BIG, 0, *caps) > 0
+    assert bounded_dumps(minutes, max_bytes=100) == orjson.dumps(minutes)
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "values.md").read_text()
+    table = docs.split("## Differences from orjson", 1)[1]
+    assert any("+00:09:21" in row for row in table.splitlines())

@@ -557,6 +557,26 @@ items_of(PyObject *seq)
                                   : (PyObject *const *)((PyTupleObject *)seq)->ob_item;
 }
 
+static PyObject *str_utcoffset;
+
+/* Whether orjson writes the offset of built-in timezone *tz* as it is: one in whole
+   minutes. orjson drops the seconds of another (Paris's before 1911, +00:09:21, comes
+   out +00:09) with no mark; the renderer writes them. The timezone's utcoffset() is
+   C code that returns the offset it holds: nothing runs that could change a container.
+   1, 0, or -1 with an exception set. */
+static int
+whole_minutes(PyObject *tz)
+{
+    PyObject *offset = PyObject_CallMethodOneArg(tz, str_utcoffset, Py_None);
+    if (offset == NULL) {
+        return -1;
+    }
+    int whole = PyDelta_Check(offset) && PyDateTime_DELTA_GET_SECONDS(offset) % 60 == 0 &&
+                PyDateTime_DELTA_GET_MICROSECONDS(offset) == 0;
+    Py_DECREF(offset);
+    return whole;
+}
+
 /* The bound of a value that is not atomic: a container, a bounded scalar, or unclean. */
 static Py_ssize_t
 walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
@@ -609,6 +629,12 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
                 }
                 if (tz != Py_None && Py_TYPE(tz) != Py_TYPE(PyDateTime_TimeZone_UTC)) {
                     return UNCLEAN;
+                }
+                if (tz != Py_None && tz != PyDateTime_TimeZone_UTC) {
+                    int whole = whole_minutes(tz);
+                    if (whole <= 0) {
+                        return whole == 0 ? UNCLEAN : FAILED;
+                    }
                 }
                 return 10; /* datetimes, dates, times and UUIDs: at least this long */
             }
@@ -1571,6 +1597,7 @@ PyInit__speedups(void)
     str_slots = PyUnicode_InternFromString("__slots__");
     str_pydantic_fields = PyUnicode_InternFromString("__pydantic_fields__");
     str_attrs = PyUnicode_InternFromString("__attrs_attrs__");
+    str_utcoffset = PyUnicode_InternFromString("utcoffset");
     init_ascii_width();
     if (init_fill() < 0 || init_plain_dict() < 0) {
         return NULL;
@@ -1580,7 +1607,8 @@ PyInit__speedups(void)
     if (str_max_bytes == NULL || zero == NULL || PyType_Ready(&FrontType) < 0) {
         return NULL;
     }
-    if (!str_dataclass_fields || !str_slots || !str_pydantic_fields || !str_attrs) {
+    if (!str_dataclass_fields || !str_slots || !str_pydantic_fields || !str_attrs ||
+        !str_utcoffset) {
         return NULL;
     }
     PyDateTime_IMPORT;

@@ -213,7 +213,11 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
             tz = _DATETIME_TZ(obj)
         elif issubclass(t, _dt.time):
             tz = _TIME_TZ(obj)
-        return 10 if tz is None or type(tz) is _dt.timezone else -1
+        if tz is None:
+            return 10
+        # orjson drops the seconds of an offset (Paris's before 1911, +00:09:21, comes
+        # out +00:09) with no mark: the renderer writes them.
+        return 10 if type(tz) is _dt.timezone and _whole_minutes(tz) else -1
     if caps.scalars is not None and (
         t is caps.dataclass[0] or (_native_dataclass(t) and plain_dict(t))
     ):
@@ -227,6 +231,12 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
             caps.spine.append((obj, depth, size))
         return size
     return -1
+
+
+def _whole_minutes(tz: _dt.timezone) -> bool:
+    """Whether the offset of built-in timezone *tz* is in whole minutes."""
+    offset = tz.utcoffset(None)
+    return offset.seconds % 60 == 0 and offset.microseconds == 0
 
 
 def _field_fits(s: str, max_field: int) -> bool:

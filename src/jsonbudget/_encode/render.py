@@ -730,6 +730,9 @@ class EncodeCall:
             if native is not _values.UNKNOWN:
                 if type(native) is _values.Unencodable:
                     return self._unknown(native.what, where)
+                if type(native) is _values.Again:
+                    obj = native.value
+                    continue
                 return native
             if isinstance(obj, Iterator):
                 source = obj.it if type(obj) is _values.Converted else obj
@@ -1687,8 +1690,11 @@ class EncodeCall:
                 return self._marker("unencodable", type(obj).__name__, cap, shorten=shorten)
             # orjson writes +00:00 for no offset
             obj = obj.replace(tzinfo=_dt.UTC if offset is None else _dt.timezone(offset))
+        # An offset with seconds, which orjson writes in minutes: written here, whole.
+        data = _values.datetime_json(obj) if isinstance(obj, _dt.datetime) else None
         try:
-            data = _dumps(obj)
+            if data is None:
+                data = _dumps(obj)
         except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
             return self._unencodable(_describe(obj), cap, where, shorten=shorten)
         return (_compact(data), _NONE) if len(data) <= cap else None

@@ -175,6 +175,17 @@ class Unencodable:
         self.what = what
 
 
+class Again:
+    """Said to the encoder: dispatch *value* as any value is (`default`, the fallback,
+    the marker), in place of the value `adapt` was given. A RootModel's root that
+    pydantic refuses is such a value: it stands where the model stood."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 def _identity(v: Any) -> Any:
     return v
 
@@ -473,7 +484,7 @@ def adapt(obj: Any, opts: Options) -> Any:
     """
     t = type(obj)
     mods = sys.modules
-    if t is Unencodable:
+    if t is Unencodable or t is Again:
         return obj  # a view's member that already said so
     if t is orjson.Fragment:
         return _fragment(obj, opts)
@@ -574,9 +585,33 @@ def _with_nanoseconds(base: _dt.datetime, ns: int, what: str) -> Any:
             offset = base.utcoffset()
         except Exception:  # noqa: BLE001 - a tzinfo's own code: unencodable, as anywhere
             return UNKNOWN
-        tz = _dt.UTC if offset is None else _dt.timezone(offset)  # orjson: +00:00 for None
-        text += _dumps(_dt.datetime(2000, 1, 1, tzinfo=tz)).decode()[20:-1]
+        text += offset_text(_dt.timedelta(0) if offset is None else offset)  # orjson: +00:00
     return Raw(_dumps(text), what)
+
+
+def offset_text(offset: _dt.timedelta) -> str:
+    """UTC offset *offset* as ``isoformat()`` writes it: ``+HH:MM`` as orjson does, then
+    the seconds and microseconds where it has them, which orjson drops."""
+    sign = "-" if offset < _dt.timedelta(0) else "+"
+    minutes, rest = divmod(abs(offset), _dt.timedelta(minutes=1))
+    text = f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    if rest:
+        text += f":{rest.seconds:02d}"
+        if rest.microseconds:
+            text += f".{rest.microseconds:06d}"
+    return text
+
+
+def datetime_json(d: _dt.datetime) -> bytes | None:
+    """*d*, whose tzinfo is None or a built-in `timezone`, written whole where orjson
+    would cut it: an offset with seconds (Paris's +00:09:21 before 1911) orjson writes
+    in minutes (+00:09), another instant with no mark. Then its fields as orjson writes
+    them and its offset as ``isoformat()`` does; None where orjson writes it whole."""
+    tz = d.tzinfo
+    offset = None if tz is None or tz is _dt.UTC else tz.utcoffset(None)
+    if offset is None or not (offset.seconds % 60 or offset.microseconds):
+        return None
+    return _dumps(d.replace(tzinfo=None))[:-1] + offset_text(offset).encode() + b'"'
 
 
 def _in_c(t: type, name: str) -> bool:
@@ -876,13 +911,13 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             if _root_cycle(obj):
                 return Unencodable("cycle")  # the renderer's marker for one
             again = adapt(root, opts)
-            if again is not UNKNOWN:
-                root = again
-            elif isinstance(root, bytes | bytearray | memoryview):
-                # Bytes pydantic refuses (not UTF-8): the view is the value itself,
-                # never dispatched again, so the marker `default` would end in is made
-                # here (walked as a sequence, they were written as a list of numbers).
-                return Unencodable(f"{type(root).__name__} of {memoryview(root).nbytes} bytes")
+            if again is UNKNOWN:
+                # A root pydantic refuses (an arbitrary class, bytes that are not UTF-8)
+                # or a one-shot iterator: written as the same value anywhere, through
+                # `default`, the fallback and the marker, or pulled as a stream. Handed
+                # back as it is, the renderer would take it for a container.
+                return Again(root)
+            root = again
         if type(root) in _VIEWS:
             root._native = native
         return root
@@ -2423,7 +2458,7 @@ class _Walk:
                 return -1
             view = self._adapt(v)
             tv = type(view)
-            if tv is Unencodable or tv is Clip or tv is Blob:
+            if tv is Unencodable or tv is Clip or tv is Blob or tv is Again:
                 return -1  # a NumPy NaN, say: the marker, never the library's null
             if "msgspec" in sys.modules and isinstance(v, sys.modules["msgspec"].Struct):
                 inside = STRUCT
