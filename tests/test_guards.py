@@ -2905,3 +2905,44 @@ def test_regression_a_fragment_past_the_budget_is_spilled_not_passed_as_unencoda
         assert out.spill is not None
         with store.open(out.spill.ref) as f:
             assert json.loads(f.read())["x"]["pad"] == "x" * 6000
+
+
+@pytest.mark.parametrize("fits", [True, False], ids=["fits", "spilled"])
+async def test_regression_a_cancelled_aadmit_still_reading_at_reset_stays_in_its_turn(
+    store: SpillStore, fits: bool
+) -> None:
+    """Found by a tester: an aadmit cancelled by a timeout while its thread still read the
+    stream took its turn only once the stream ended, after reset() had started the next:
+    turn 1's report was empty, turn 2 counted the ghost call (and one of its two calls),
+    and a result of turn 2 that fitted was spilled with reason "turn_limit"."""
+    turn = TurnBudget(max_bytes=2000, store=store, max_calls=2)
+    reading, finish = threading.Event(), threading.Event()
+
+    def slow() -> Iterator[bytes]:
+        yield b'{"rows": ['
+        reading.set()
+        assert finish.wait(30)
+        yield b"1, 2, 3]}" if fits else b'"' + b"z" * 5000 + b'"]}'
+
+    import concurrent.futures
+
+    # One worker: turn 2's calls run after the ghost's thread has ended, as they did.
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    asyncio.get_running_loop().set_default_executor(pool)
+    call = asyncio.ensure_future(turn.aadmit(slow(), tool="slow"))
+    for _ in range(3000):
+        if reading.is_set():
+            break
+        await asyncio.sleep(0.01)
+    call.cancel()  # a framework's timeout: its thread goes on reading
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    ended = turn.reset()
+    assert ended.results == ()
+    finish.set()
+    a = await turn.aadmit("x" * 950, tool="b1")
+    b = await turn.aadmit("y" * 1040, tool="b2")
+    report = turn.report()
+    assert [r.tool for r in report.results] == ["b1", "b2"]
+    assert (a.reason, b.reason) == ("fits", "fits")
+    assert report.used_bytes == 1990

@@ -35,6 +35,7 @@ from langchain_core.language_models.fake_chat_models import (
     GenericFakeChatModel,
 )
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import InjectedToolCallId, Tool, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic_ai import Agent as PydanticAgent
@@ -955,8 +956,9 @@ async def test_pydantic_ai_streamed_partial_output_is_not_admitted(tmp_path: Pat
             yield {0: DeltaToolCall(json_args=args[i : i + 500])}
 
     turn = TurnBudget(max_bytes=2000, store=SpillStore(tmp_path))
+    capability = TurnBudgetCapability(turn)
     agent = PydanticAgent(FunctionModel(stream_function=stream), output_type=Table,
-                          capabilities=[TurnBudgetCapability(turn)])  # fmt: skip
+                          capabilities=[capability])  # fmt: skip
 
     async def drain() -> None:
         async with agent.run_stream("go") as result:
@@ -965,7 +967,7 @@ async def test_pydantic_ai_streamed_partial_output_is_not_admitted(tmp_path: Pat
 
     with pytest.raises(UnexpectedModelBehavior):
         await drain()
-    (admitted,) = turn.report().results
+    ((admitted,),) = [r.results for r in capability.reports]  # the run's last turn
     assert admitted.tool == "final_result"
     assert admitted.spill is not None
 
@@ -1311,3 +1313,209 @@ def test_regression_langchain_a_list_of_tool_messages_is_admitted(turn: TurnBudg
     report = turn.report()
     assert [a.reason for a in report.results] == ["result_limit", "fits"]
     assert report.used_bytes == len(big.content.encode()) + len("short") <= TURN
+
+
+# --- concurrent runs: a turn is one run's --------------------------------------------------
+
+
+async def test_regression_pydantic_ai_concurrent_runs_keep_their_own_turns(
+    turn: TurnBudget,
+) -> None:
+    """One agent (one TurnBudgetCapability) served two requests at once: run B's first
+    model request reset the shared turn while three of run A's six calls still ran, and
+    A's model got 18,222 bytes of a 10,000-byte turn, split across two reports, neither
+    over budget."""
+    received: dict[str, list[str]] = {}
+    half_done, b_asked = asyncio.Event(), asyncio.Event()
+    finished: list[str] = []
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        run = str(next(p.content for p in messages[0].parts if isinstance(p, UserPromptPart)))
+        if run == "B":
+            b_asked.set()
+            return ModelResponse(parts=[TextPart("done")])
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("search", {"q": f"A{i}"}, tool_call_id=f"c{i}")
+                                        for i in range(CALLS)])  # fmt: skip
+        returned = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        received[run] = [p.model_response_str() for p in returned]
+        return ModelResponse(parts=[TextPart("done")])
+
+    capability = TurnBudgetCapability(turn)
+    agent = PydanticAgent(FunctionModel(model), capabilities=[capability])
+
+    @agent.tool_plain
+    async def search(q: str) -> list[dict[str, Any]]:
+        """Search."""
+        if int(q[1:]) >= CALLS // 2:
+            await b_asked.wait()  # the other run's model request comes first
+        finished.append(q)
+        if len(finished) == CALLS // 2:
+            half_done.set()
+        return search_rows(q)
+
+    async def run_b() -> None:
+        await half_done.wait()
+        assert (await agent.run("B")).output == "done"
+
+    await asyncio.wait_for(asyncio.gather(agent.run("A"), run_b()), 30)
+    check_turn(received["A"], turn, capability.reports)
+    assert turn.report().results == ()  # each run had a turn of its own
+
+
+async def test_regression_openai_agents_concurrent_runs_keep_their_own_turns(
+    turn: TurnBudget,
+) -> None:
+    """Two runs sharing one list of budgeted tools, each with its own TurnBudgetHooks:
+    run B's first model call reset the turn while three of run A's six calls still ran,
+    and A's model got 18,222 bytes of a 10,000-byte turn, no report over budget."""
+    half_done, b_asked = asyncio.Event(), asyncio.Event()
+    finished: list[str] = []
+
+    @function_tool
+    async def search(q: str) -> str:
+        """Search."""
+        if q.startswith("A") and int(q[1:]) >= CALLS // 2:
+            await b_asked.wait()  # the other run's model call comes first
+        finished.append(q)
+        if len(finished) == CALLS // 2:
+            half_done.set()
+        return orjson.dumps(search_rows(q)).decode()
+
+    tools = budget_tools([search], turn)  # one agent definition serving every request
+
+    def agent_for(run: str, calls: int) -> tuple[ScriptedModel, Agent[Any]]:
+        model = ScriptedModel([
+            ModelStep(output=[function_call("search", {"q": f"{run}{i}"}, call_id=f"c{i}")
+                              for i in range(calls)]),
+            ModelStep(output=[assistant_message("done")]),
+        ])  # fmt: skip
+        return model, Agent(name=run, model=model, tools=tools)
+
+    class SignalHooks(TurnBudgetHooks):
+        async def on_llm_start(self, context: Any, agent: Any, prompt: Any, items: Any) -> None:
+            await super().on_llm_start(context, agent, prompt, items)
+            b_asked.set()
+
+    (model_a, agent_a), (_, agent_b) = agent_for("A", CALLS), agent_for("B", 1)
+    hooks_a, hooks_b = TurnBudgetHooks(turn), SignalHooks(turn)
+    config = RunConfig(tracing_disabled=True)
+
+    async def run_b() -> None:
+        await half_done.wait()
+        await Runner.run(agent_b, "go", hooks=hooks_b, run_config=config)
+
+    await asyncio.wait_for(
+        asyncio.gather(Runner.run(agent_a, "go", hooks=hooks_a, run_config=config), run_b()), 30
+    )
+    outputs = [
+        i["output"] for i in model_a.calls[1].input if i.get("type") == "function_call_output"
+    ]
+    check_turn(outputs, turn, hooks_a.reports)
+    assert turn.report().results == ()  # each run had a turn of its own
+
+
+def _timeout_log(ctx: Any, error: Exception) -> str:
+    return "partial log:\n" + "log line\n" * 500  # 4.5 KB
+
+
+@pytest.mark.parametrize(
+    ("answer", "max_calls"), [(_timeout_log, None), (None, 3)], ids=["custom", "past-max-calls"]
+)
+async def test_regression_openai_agents_a_timeout_answer_is_admitted(
+    tmp_path: Path, answer: Any, max_calls: int | None
+) -> None:
+    """The SDK answers a call that timed out outside the tool's invoker, where the budget
+    wrapped it: a timeout_error_function's 4.5 KB reached the model uncounted (13,588
+    bytes of a 10,000-byte turn, the report saying 9,075), and so did the default
+    message of a call past max_calls."""
+    slow = asyncio.Event()
+
+    @function_tool(timeout=0.05, timeout_error_function=answer)
+    async def search(q: str) -> str:
+        """Search."""
+        if q == "slow":
+            await slow.wait()  # never set: it times out
+        return orjson.dumps(search_rows(q)).decode()
+
+    turn = TurnBudget(max_bytes=TURN, store=SpillStore(tmp_path), max_calls=max_calls)
+    queries = ["a", "b", "c", "slow"]
+    model = ScriptedModel([
+        ModelStep(output=[function_call("search", {"q": q}, call_id=f"c{i}")
+                          for i, q in enumerate(queries)]),
+        ModelStep(output=[assistant_message("done")]),
+    ])  # fmt: skip
+    hooks = TurnBudgetHooks(turn)
+    agent = Agent(name="a", model=model, tools=budget_tools([search], turn))
+    await Runner.run(agent, "go", hooks=hooks, run_config=RunConfig(tracing_disabled=True))
+    outputs = [i["output"] for i in model.calls[1].input if i.get("type") == "function_call_output"]
+    sent = sum(len(o.encode()) for o in outputs)
+    (report,) = hooks.reports
+    assert len(report.results) == len(queries)  # the timed-out call is one of the turn's
+    assert report.used_bytes == sent
+    assert sent <= TURN or report.over_budget
+    if max_calls is None:
+        assert sent <= TURN
+        timed_out = report.results[-1]
+        assert timed_out.spill is not None  # the whole answer is kept
+        assert timed_out.spill.size == len(_timeout_log(None, TimeoutError()))
+        assert timed_out.shown_ref is not None
+        assert timed_out.shown_ref in outputs[-1]
+
+
+async def test_regression_langchain_concurrent_runs_keep_their_own_turns(
+    turn: TurnBudget,
+) -> None:
+    """Two agent runs (chains with the handler in their callbacks) sharing one budgeted
+    tool and one TurnBudgetCallback shared one turn: run B's call was admitted to run A's
+    turn, taking its room, and the reports mixed the two runs' calls."""
+    half_done, b_asked = asyncio.Event(), asyncio.Event()
+    finished: list[str] = []
+
+    @tool
+    async def search(q: str) -> list[dict[str, Any]]:
+        """Search."""
+        if q.startswith("A") and int(q[1:]) >= CALLS // 2:
+            await b_asked.wait()  # the other run's model call comes first
+        finished.append(q)
+        if len(finished) == CALLS // 2:
+            half_done.set()
+        return search_rows(q)
+
+    bounded = budget_tool(search, turn)
+    budget = TurnBudgetCallback(turn)
+    received: dict[str, list[str]] = {}
+
+    def agent(run: str, calls: int) -> RunnableLambda[Any, Any]:
+        tool_calls = [{"name": "search", "args": {"q": f"{run}{i}"}, "id": f"c{i}"}
+                      for i in range(calls)]  # fmt: skip
+        model = GenericFakeChatModel(
+            messages=iter([AIMessage("", tool_calls=tool_calls), AIMessage("done")])
+        )
+
+        async def loop(question: str, config: RunnableConfig) -> str:
+            messages: list[BaseMessage] = [HumanMessage(question)]
+            first = await model.ainvoke(messages, config=config)
+            if run == "B":
+                b_asked.set()
+            assert isinstance(first, AIMessage)
+            results = await asyncio.gather(
+                *(bounded.ainvoke({**call, "type": "tool_call"}, config=config)
+                  for call in first.tool_calls)
+            )  # fmt: skip
+            received[run] = [str(m.content) for m in results]
+            last = await model.ainvoke([*messages, first, *results], config=config)
+            return str(last.content)
+
+        return RunnableLambda(loop)
+
+    async def run_b() -> None:
+        await half_done.wait()
+        await agent("B", 1).ainvoke("go", config={"callbacks": [budget]})
+
+    config: Any = {"callbacks": [budget]}
+    await asyncio.wait_for(asyncio.gather(agent("A", CALLS).ainvoke("go", config), run_b()), 30)
+    # Each run's results in its own turn's report (B's call took room of A's turn).
+    assert sorted(len(r.results) for r in budget.reports) == [1, CALLS]
+    check_turn(received["A"], turn, [r for r in budget.reports if len(r.results) == CALLS])
+    assert turn.report().results == ()  # each run had a turn of its own

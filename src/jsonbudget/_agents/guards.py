@@ -13,6 +13,7 @@ import asyncio
 import codecs
 import collections.abc
 import contextlib
+import copy
 import dataclasses
 import decimal
 import functools
@@ -660,6 +661,18 @@ def gate_result(
     return gate.gate(result, label=label)
 
 
+class _Turn:
+    """One turn's counts: bytes used, calls answered (or being answered), and the results
+    admitted. `TurnBudget.reset` starts another; a call keeps the one it started in."""
+
+    __slots__ = ("calls", "results", "used")
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.calls = 0
+        self.results: list[Admitted] = []
+
+
 class TurnBudget:
     """Admit the results of one turn within ``max_bytes``, spilling what would overflow.
 
@@ -672,8 +685,8 @@ class TurnBudget:
     preview cut to what is left.
     """
 
-    __slots__ = ("_bare", "_calls", "_gate", "_lock", "_max_bytes", "_max_calls", "_results",
-                 "_used")  # fmt: skip
+    # _results: the current turn's results, as _turn holds them (the benches count them).
+    __slots__ = ("_bare", "_gate", "_lock", "_max_bytes", "_max_calls", "_results", "_turn")
 
     def __init__(
         self,
@@ -726,9 +739,8 @@ class TurnBudget:
                 f"most {max_bytes // self._bare} calls fit max_bytes={max_bytes}",
             )
         self._lock = threading.Lock()
-        self._used = 0
-        self._calls = 0
-        self._results: list[Admitted] = []
+        self._turn = _Turn()
+        self._results = self._turn.results
 
     @property
     def gate(self) -> ResultGate:
@@ -746,59 +758,64 @@ class TurnBudget:
     def remaining(self) -> int:
         """Bytes the next result may take (room kept for the other calls' references)."""
         with self._lock:
-            return max(0, self._room())
+            return max(0, self._room(self._turn))
 
-    def _room(self) -> int:
+    def _room(self, turn: _Turn) -> int:
         # Bytes the next call may use: what is left, less a bare reference for each call
         # after it that the turn still promises to answer.
-        later = max(0, self._max_calls - self._calls - 1)
-        return self._max_bytes - self._used - later * self._bare
+        later = max(0, self._max_calls - turn.calls - 1)
+        return self._max_bytes - turn.used - later * self._bare
 
     def admit(self, result: Any, *, tool: str = "result") -> Admitted:
         """Admit one result of this turn; see the class for what happens to it."""
         if type(tool) is not str:  # checked first: a stream would be read before a spill
             _check_label("tool", tool)
-        gate = self._gate
+        # The turn this call belongs to, taken before any of the result is read: a reset
+        # while it is read (a cancelled aadmit's thread goes on) starts another turn,
+        # whose counts the call must not change.
+        turn = self._turn
         if type(result) in _FAST_TYPES:
             # A clean value that fits the result limit: one compiled walk and one orjson call.
-            fast = clean_dumps(result, gate._max_bytes, 0, _GATE_CAPS, None, True)
+            fast = clean_dumps(result, self._gate._max_bytes, 0, _GATE_CAPS, None, True)
             if type(fast) is bytes:
                 size = len(fast)
                 # acquire/release, not `with`: the context protocol cost about 90 ns here,
                 # a tenth of this path over orjson's own time for a 1 KiB result.
                 self._lock.acquire()
                 try:
-                    later = self._max_calls - self._calls - 1
+                    later = self._max_calls - turn.calls - 1
                     if (
                         size
-                        <= self._max_bytes - self._used - (later if later > 0 else 0) * self._bare
+                        <= self._max_bytes - turn.used - (later if later > 0 else 0) * self._bare
                     ):
-                        self._calls += 1
-                        self._used += size
+                        turn.calls += 1
+                        turn.used += size
                         admitted = _new_admitted(tool, fast, "json", size, size, None,
                                                  "fits", False, None, ())  # fmt: skip
-                        self._results.append(admitted)
+                        turn.results.append(admitted)
                         return admitted
                 finally:
                     self._lock.release()
-        measured = gate._measure(result)
+        return self._admit_to(turn, result, tool)
+
+    def _admit_to(self, turn: _Turn, result: Any, tool: str) -> Admitted:
+        """`admit` of a result of *turn*, counted there whether or not it is still the
+        current turn."""
+        measured = self._gate._measure(result)
         with self._lock:
-            room = self._room()
-            self._calls += 1
+            room = self._room(turn)
+            turn.calls += 1
             data = measured.data
             if data is not None and len(data) <= room:
                 size = len(data)
-                self._used += size
+                turn.used += size
                 admitted = Admitted(tool, data, measured.kind, size, size, None, "fits",
                                     False, None, measured.truncations)  # fmt: skip
-                self._results.append(admitted)
+                turn.results.append(admitted)
                 return admitted
             reason: AdmitReason = "result_limit" if data is None else "turn_limit"
             reserved = max(0, min(self._gate.preview_bytes, room))
-            self._used += reserved
-            # The turn this call belongs to: a reset while it spills starts another,
-            # whose counts the call must not change (a cancelled aadmit's thread goes on).
-            turn = self._results
+            turn.used += reserved
         with contextlib.ExitStack() as on_error:
             on_error.callback(self._release, reserved, turn)  # a failed spill gives it back
             gated = self._gate._spill(measured, label=tool, budget=reserved)
@@ -808,34 +825,49 @@ class TurnBudget:
                             reason, used > reserved, gated.shown_ref,
                             gated.truncations)  # fmt: skip
         with self._lock:
-            if self._results is turn:
-                self._used += used - reserved
-                turn.append(admitted)
+            turn.used += used - reserved
+            turn.results.append(admitted)
         return admitted
 
     async def aadmit(self, result: Any, *, tool: str = "result") -> Admitted:
         """`admit` in a worker thread, so a spill does not block the event loop."""
-        return await asyncio.to_thread(self.admit, result, tool=tool)
+        if type(tool) is not str:
+            _check_label("tool", tool)
+        # The call belongs to the turn it is made in, not the one its thread starts in (a
+        # busy pool may start it after the next reset).
+        return await asyncio.to_thread(self._admit_to, self._turn, result, tool)
 
-    def _release(self, reserved: int, turn: list[Admitted]) -> None:
+    def _release(self, reserved: int, turn: _Turn) -> None:
         with self._lock:
-            if self._results is turn:  # else the turn it reserved in has ended
-                self._used -= reserved
-                self._calls -= 1
+            turn.used -= reserved
+            turn.calls -= 1
 
     def report(self) -> TurnReport:
         """What this turn has admitted so far."""
         with self._lock:
-            return TurnReport(self._max_bytes, self._used, tuple(self._results))
+            turn = self._turn
+            return TurnReport(self._max_bytes, turn.used, tuple(turn.results))
 
     def reset(self) -> TurnReport:
-        """Start a new turn; returns the report of the one that ended."""
+        """Start a new turn; returns the report of the one that ended.
+
+        A call of the ended turn still going on is counted there, in no report, and
+        changes nothing of the new turn."""
         with self._lock:
-            ended = TurnReport(self._max_bytes, self._used, tuple(self._results))
-            self._used = 0
-            self._calls = 0
-            self._results = []
-            return ended
+            turn = self._turn
+            self._turn = _Turn()
+            self._results = self._turn.results
+            return TurnReport(self._max_bytes, turn.used, tuple(turn.results))
+
+    def _for_run(self) -> TurnBudget:
+        """This budget with a turn of its own: the same limits, gate and store, nothing
+        admitted yet. An adapter keeps one for each agent run, so that concurrent runs of
+        one agent neither reset nor fill each other's turns."""
+        run = copy.copy(self)
+        run._lock = threading.Lock()
+        run._turn = _Turn()
+        run._results = run._turn.results
+        return run
 
     new_turn = reset
 

@@ -30,7 +30,7 @@ from ..errors import EncodeError
 from ._results import tool_result
 
 try:
-    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
     from langchain_core.messages import ToolMessage
     from langchain_core.messages.tool import ToolOutputMixin
     from langchain_core.runnables import RunnableConfig
@@ -51,6 +51,13 @@ class TurnBudgetCallback(BaseCallbackHandler):
     starts none either while a `budget_tool` call on *turn* is running: the handler sees
     the tool runs only when it is in their callbacks, and one given to the model alone
     (``ChatOpenAI(callbacks=[...])``) took the model a tool asks for the next turn's.
+
+    A turn is one run's: the results of the tool calls between two of its model calls. A
+    model or a `budget_tool` call on *turn* inside a run this handler saw start (a chain,
+    a LangGraph agent: the handler in its callbacks) belongs to a turn of that run's own
+    (the topmost run the handler saw), begun from *turn*, so that concurrent runs neither
+    reset nor fill each other's turns; the run's last turn ends with it. A model or a tool
+    called on its own, outside any such run, shares *turn* itself.
     """
 
     def __init__(self, turn: TurnBudget) -> None:
@@ -60,12 +67,41 @@ class TurnBudgetCallback(BaseCallbackHandler):
         self.reports: list[TurnReport] = []
         # Every live run this handler has seen: run id -> (parent run id, is a tool run).
         self._runs: dict[UUID, tuple[UUID | None, bool]] = {}
+        # The topmost run's id -> that run's turn, while it runs.
+        self._turns: dict[UUID, TurnBudget] = {}
+        # Sync tools run in LangChain's threads: two calls of one run make one turn.
+        self._lock = threading.Lock()
 
     def _start(self, run_id: UUID, parent_run_id: UUID | None, *, tool: bool = False) -> None:
         self._runs[run_id] = (parent_run_id, tool)
 
     def _end(self, run_id: UUID) -> None:
         self._runs.pop(run_id, None)  # a run started before this handler was attached
+        with self._lock:
+            turn = self._turns.pop(run_id, None)
+        if turn is not None:  # a run with a turn of its own ended: so did its last turn
+            self._end_turn(turn)
+
+    def _end_turn(self, turn: TurnBudget) -> None:
+        ended = turn.reset()
+        if ended.results:
+            self.reports.append(ended)
+
+    def _turn_in(self, parent_run_id: UUID | None) -> TurnBudget:
+        """The turn of a model or tool run under *parent_run_id*: the run's own, where the
+        handler saw that run start; else *turn*."""
+        root = None
+        run = parent_run_id
+        while run is not None and run in self._runs:
+            root = run
+            run = self._runs[run][0]
+        if root is None:
+            return self.turn
+        with self._lock:
+            turn = self._turns.get(root)
+            if turn is None:
+                turn = self._turns[root] = self.turn._for_run()
+        return turn
 
     def _inside_tool(self, parent_run_id: UUID | None) -> bool:
         run = parent_run_id
@@ -85,11 +121,11 @@ class TurnBudgetCallback(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         self._start(run_id, parent_run_id)
-        if self._inside_tool(parent_run_id) or _tool_running(self.turn):
+        if self._inside_tool(parent_run_id):
             return
-        ended = self.turn.reset()
-        if ended.results:
-            self.reports.append(ended)
+        turn = self._turn_in(parent_run_id)
+        if not _tool_running(turn):
+            self._end_turn(turn)
 
     # The other runs are recorded only to tell whether a model runs inside a tool.
 
@@ -224,21 +260,51 @@ class _BudgetedTool(BaseTool):
         return self.wrapped.get_input_schema(config)
 
     def run(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        with _running(self.turn):
+        turn = self._run_turn(args, kwargs)
+        with _running(turn):
             output = self.wrapped.run(tool_input, *args, **kwargs)
-        return self._admit(output)
+        return _Admit(turn, self.name).output(output)
 
     async def arun(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        with _running(self.turn):
+        turn = self._run_turn(args, kwargs)
+        with _running(turn):
             output = await self.wrapped.arun(tool_input, *args, **kwargs)
         # A spill writes a file: off the event loop, as `TurnBudget.aadmit` does.
-        return await asyncio.to_thread(self._admit, output)
+        return await asyncio.to_thread(_Admit(turn, self.name).output, output)
+
+    def _run_turn(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TurnBudget:
+        """The turn this call belongs to: its run's (see `TurnBudgetCallback`), found by
+        the handler for *turn* among the callbacks it is run with; else *turn*."""
+        # run(tool_input, verbose, start_color, color, callbacks, ...), as BaseTool's.
+        callbacks = kwargs.get("callbacks", args[3] if len(args) > 3 else None)
+        if isinstance(callbacks, BaseCallbackManager):
+            handlers, parent = callbacks.handlers, callbacks.parent_run_id
+        else:
+            handlers, parent = callbacks or [], None
+        for handler in handlers:
+            if isinstance(handler, TurnBudgetCallback) and handler.turn is self.turn:
+                return handler._turn_in(parent)
+        return self.turn
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         # Required by BaseTool, never reached: run and arun hand the call to the wrapped tool.
         raise NotImplementedError
 
-    def _admit(self, output: Any) -> Any:
+
+class _BudgetedSimpleTool(_BudgetedTool, Tool):
+    """A budgeted single-input `Tool`: still a `Tool`, which the converters read as
+    ``{"__arg1": string}`` (or a custom tool), not by the signature of ``Tool._run``
+    (``args``, ``config``, ``kwargs``: calls that followed it failed)."""
+
+
+class _Admit:
+    """One call's output admitted to the *turn* it belongs to, under the tool's *name*."""
+
+    def __init__(self, turn: TurnBudget, name: str) -> None:
+        self.turn = turn
+        self.name = name
+
+    def output(self, output: Any) -> Any:
         if isinstance(output, ToolMessage):
             return output.model_copy(update={"content": self._content(output.content)})
         if isinstance(output, ToolOutputMixin):
@@ -250,7 +316,7 @@ class _BudgetedTool(BaseTool):
         ):
             # LangChain passes such a list on unchanged, as messages: a ToolMessage in it
             # reaches the model as one returned alone does (it passed uncounted once).
-            return [self._admit(item) for item in output]
+            return [self.output(item) for item in output]
         # Called without a tool call: the tool's own return value, admitted whole (with a
         # tool call, LangChain has already made a generator its repr).
         return self.turn.admit(tool_result(output, self.turn), tool=self.name).text
@@ -286,12 +352,6 @@ class _BudgetedTool(BaseTool):
         # A block counted as the encoder wrote it (its depth cut) is not what the block
         # would put in the context: the model gets the text that was counted instead.
         return [{"type": "text", "text": admitted.text}, *media]
-
-
-class _BudgetedSimpleTool(_BudgetedTool, Tool):
-    """A budgeted single-input `Tool`: still a `Tool`, which the converters read as
-    ``{"__arg1": string}`` (or a custom tool), not by the signature of ``Tool._run``
-    (``args``, ``config``, ``kwargs``: calls that followed it failed)."""
 
 
 # id of a TurnBudget -> its budget_tool calls now running (TurnBudget takes no weakref;

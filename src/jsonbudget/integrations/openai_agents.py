@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -36,9 +38,11 @@ try:
     from agents.tool import _MISSING_FUNCTION_TOOL_WRAPPED_CALLABLE as _NO_CALLABLE
     from agents.tool import _SYNC_FUNCTION_TOOL_MARKER as _SYNC_MARKER
     from agents.tool import (
+        ToolErrorFunction,
         ValidToolOutputPydanticModels,
         ValidToolOutputPydanticModelsTypeAdapter,
         _FailureHandlingFunctionToolInvoker,
+        default_tool_timeout_error_message,
     )
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised only without the SDK
@@ -50,7 +54,12 @@ __all__ = ["TurnBudgetHooks", "budget_tools"]
 class TurnBudgetHooks(RunHooks[Any]):
     """Run hooks that start a new turn of *turn* before every model call.
 
-    The report of each turn that ended (one with results) is kept in ``reports``.
+    A turn is one run's: the outputs its function tools return between two of its model
+    calls. The first model call of a run gives that run a turn of its own, begun from
+    *turn* (its limits, gate and store), which the run's budgeted tools admit to, so that
+    concurrent runs sharing the tools neither reset nor fill each other's turns. The
+    report of each turn that ended (one with results; the run's last ends with its final
+    output) is kept in ``reports``.
     """
 
     def __init__(self, turn: TurnBudget) -> None:
@@ -62,9 +71,45 @@ class TurnBudgetHooks(RunHooks[Any]):
     async def on_llm_start(
         self, context: RunContextWrapper[Any], agent: Any, system_prompt: Any, input_items: Any
     ) -> None:
-        ended = self.turn.reset()
+        self._end_turn(_run_turn(self.turn, context, start=True))
+
+    async def on_agent_end(self, context: RunContextWrapper[Any], agent: Any, output: Any) -> None:
+        # No model call follows the final output: the run's last turn ends here.
+        self._end_turn(_run_turn(self.turn, context))
+
+    def _end_turn(self, turn: TurnBudget) -> None:
+        ended = turn.reset()
         if ended.results:
             self.reports.append(ended)
+
+
+# (id of a TurnBudget, id of a run's Usage) -> that run's turn. The SDK gives every tool
+# context of a run the run's own Usage object (ToolContext.from_agent_context), and a
+# new one to each run: it is what the hooks and the tools both see of the run. An entry
+# lives as long as its Usage.
+_run_turns: dict[tuple[int, int], TurnBudget] = {}
+_run_turns_lock = threading.Lock()
+
+
+def _run_turn(
+    turn: TurnBudget, context: RunContextWrapper[Any], *, start: bool = False
+) -> TurnBudget:
+    """The turn of the run *context* belongs to: one of its own once *start* (the hooks)
+    made it; else *turn*, shared, for a run without the hooks."""
+    usage = context.usage
+    key = (id(turn), id(usage))
+    with _run_turns_lock:
+        found = _run_turns.get(key)
+        if found is not None or not start:
+            return turn if found is None else found
+        found = _run_turns[key] = turn._for_run()
+    weakref.finalize(usage, _forget_run, key)
+    return found
+
+
+def _forget_run(key: tuple[int, int]) -> None:
+    with _run_turns_lock:
+        _run_turns.pop(key, None)
 
 
 def budget_tools(tools: Sequence[Tool], turn: TurnBudget) -> list[Tool]:
@@ -88,6 +133,12 @@ def _budgeted(tool: FunctionTool, turn: TurnBudget) -> FunctionTool:
     # copy rebinds an invoker that is a bound method of the tool to the copy.
     budgeted = copy.copy(tool)
     budgeted.on_invoke_tool = _AdmittingInvoker(budgeted.on_invoke_tool, turn, budgeted)
+    if budgeted.timeout_seconds is not None and budgeted.timeout_behavior == "error_as_result":
+        # The SDK answers a call that timed out outside the invoker: its answer (a custom
+        # timeout_error_function's 4.5 KB) reached the model uncounted.
+        budgeted.timeout_error_function = _AdmittingTimeout(
+            budgeted.timeout_error_function, turn, budgeted
+        )
     # What the model gets may be a preview, no longer the declared output type, which
     # the SDK validates every output of such a tool against (the run failed with
     # UserError once a result was spilled): the budgeted tool declares none.
@@ -148,21 +199,48 @@ class _AdmittingInvoker(_FailureHandlingFunctionToolInvoker):
         return _AdmittingInvoker(invoke, self._turn, function_tool)
 
     async def __call__(self, ctx: ToolContext[Any], input: str) -> Any:
-        turn, name = self._turn, self._tool.name
         output = await self._invoke(ctx, input)
-        parts = _structured(output)
-        if parts is None:
-            return (await turn.aadmit(tool_result(output, turn), tool=name)).text
-        # The text parts are one call's result: admitted as one (joined by newlines), so
-        # that a call of many parts takes one call's room, not one a part.
-        texts = [part.text for part in parts if isinstance(part, ToolOutputText)]
-        if not texts:
-            return parts
-        admitted = await turn.aadmit("\n".join(texts), tool=name)
-        if admitted.reason == "fits":
-            return parts
-        rest = [part for part in parts if not isinstance(part, ToolOutputText)]
-        return [ToolOutputText(text=admitted.text), *rest]
+        return await _admit(_run_turn(self._turn, ctx), self._tool.name, output)
+
+
+class _AdmittingTimeout:
+    """A budgeted tool's timeout answer: the tool's own ``timeout_error_function`` (or
+    the SDK's default message), admitted to the turn as the call's output."""
+
+    def __init__(self, answer: ToolErrorFunction | None, turn: TurnBudget, tool: FunctionTool):
+        self._answer = answer
+        self._turn = turn
+        self._tool = tool
+
+    async def __call__(self, ctx: RunContextWrapper[Any], error: Exception) -> Any:
+        if self._answer is None:
+            timeout = self._tool.timeout_seconds
+            assert timeout is not None  # only a tool with a timeout gets this answer
+            output: Any = default_tool_timeout_error_message(
+                tool_name=self._tool.name, timeout_seconds=timeout
+            )
+        else:
+            output = self._answer(ctx, error)
+            if inspect.isawaitable(output):
+                output = await output
+        return await _admit(_run_turn(self._turn, ctx), self._tool.name, output)
+
+
+async def _admit(turn: TurnBudget, name: str, output: Any) -> Any:
+    """A function tool's *output* as the model gets it, admitted to *turn*."""
+    parts = _structured(output)
+    if parts is None:
+        return (await turn.aadmit(tool_result(output, turn), tool=name)).text
+    # The text parts are one call's result: admitted as one (joined by newlines), so
+    # that a call of many parts takes one call's room, not one a part.
+    texts = [part.text for part in parts if isinstance(part, ToolOutputText)]
+    if not texts:
+        return parts
+    admitted = await turn.aadmit("\n".join(texts), tool=name)
+    if admitted.reason == "fits":
+        return parts
+    rest = [part for part in parts if not isinstance(part, ToolOutputText)]
+    return [ToolOutputText(text=admitted.text), *rest]
 
 
 def _structured(output: Any) -> list[ValidToolOutputPydanticModels] | None:

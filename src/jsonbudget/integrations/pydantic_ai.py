@@ -58,8 +58,14 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     tool's call (``final_result``) is answered the same way when its arguments do not
     validate or an output validator or output function asks for a retry: those answers
     are admitted as a function tool's are (the retry feedback for output that is no tool
-    call is not). The report of each turn that ended with results is kept in
-    ``reports``.
+    call is not).
+
+    A turn is one run's: the results its tools return between two of its model requests.
+    Each run of the agent gets a turn of its own, begun from *turn* (its limits, gate and
+    store), so that concurrent runs of one agent neither reset nor fill each other's;
+    *turn* itself admits nothing of a run. The report of each turn that ended with
+    results (the run's last ends with the run) is kept in ``reports``, which every run
+    shares.
     """
 
     turn: TurnBudget
@@ -68,6 +74,28 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     def __post_init__(self) -> None:
         if not isinstance(self.turn, TurnBudget):
             raise TypeError(f"turn must be a TurnBudget, not {type(self.turn).__name__}")
+
+    async def for_run(self, ctx: RunContext[Any]) -> TurnBudgetCapability:
+        # One TurnBudget shared by concurrent runs: a second run's model request reset the
+        # turn while the first run's calls still ran, and its model got 18,222 bytes of a
+        # 10,000-byte turn, split across two reports, neither over budget.
+        return dataclasses.replace(self, turn=self.turn._for_run())
+
+    async def wrap_run(
+        self,
+        ctx: RunContext[Any],
+        *,
+        # Not WrapRunHandler: its string names AgentRunResult, which get_type_hints would
+        # have to resolve here.
+        handler: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        try:
+            return await handler()
+        finally:
+            # The run's last turn ends with it, though no model request follows.
+            ended = self.turn.reset()
+            if ended.results:
+                self.reports.append(ended)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
