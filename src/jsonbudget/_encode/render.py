@@ -187,16 +187,23 @@ class Stream:
         self.done = False
         # What the iterator raised: raised again at every later read. A generator that
         # raised is finished, and read again it ends, so a retried page served the item
-        # short under complete (and a spill wrote it short) with no marker.
-        self.failed: Exception | None = None
+        # short under complete (and a spill wrote it short) with no marker. A
+        # `BaseException` too (KeyboardInterrupt, a timeout): it finishes a generator alike.
+        self.failed: BaseException | None = None
         # Pages in other threads meet the same stream: one pulls at a time, or a
         # generator raises "already executing" (reentrant: an iterator that pages its
         # own stream gets that error, not a deadlock).
         self.lock = threading.RLock()
 
-    def park(self) -> None:
-        """Let go of the iterator while no page reads it; `unpark` gives it back."""
+    def park(self) -> tuple[Iterator[Any], Iterator[Any]]:
+        """Let go of the iterator while no page reads it; `unpark` gives it back.
+
+        Returns what it held, for the caller to drop where running what that may run (a
+        generator's ``finally``, a ``__del__``: its last reference may be this) is safe.
+        """
+        held = self.it, self.source
         self.it = self.source = None  # type: ignore[assignment]
+        return held
 
     def unpark(self, it: Iterator[Any], source: Iterator[Any]) -> None:
         """Read *it* again (as `__init__` takes them), for a page that met *source*."""
@@ -223,15 +230,22 @@ class Stream:
         """Pull one item into `items`; False (and `done`) where the iterator ended."""
         try:
             with self.lock:
-                if self.failed is not None:
-                    raise self.failed
+                failed = self.failed
+                if isinstance(failed, Exception):
+                    raise failed
+                if failed is not None:
+                    # Raised as it was where it was met (a KeyboardInterrupt stops the
+                    # program); a later read is no interrupt of its own, only a failed item.
+                    raise EncodeError(
+                        f"iterator raised {type(failed).__name__}", path=_path(where)
+                    ) from failed
                 if self.done:
                     return False
                 try:
                     self.items.append(next(self.it))
                 except StopIteration:
                     raise
-                except Exception as exc:
+                except BaseException as exc:
                     self.failed = exc
                     raise
         except StopIteration:

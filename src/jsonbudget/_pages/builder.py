@@ -844,6 +844,10 @@ _MAX_PULLED_PAGES = 64
 #: Iterators with no weak references held (`_Pulled`) up to which every pulling page
 #: checks them all for being released; past it, each time their number has doubled.
 _CHECK_ALL_HELD = 4096
+#: Iterators with no weak references whose pulls were dropped, held to refuse them if met
+#: again (`_Pulled`); past it the oldest are let go of. Held for good, one in a reference
+#: cycle was never released: its reference count never says only the registry holds it.
+_MAX_LOST_HELD = 64
 #: The key a stored position is wrapped under (see `_stored_position`); no source
 #: position is stored unwrapped with this key, so the wrapper is never mistaken.
 _AHEAD_KEY = "…look-ahead"
@@ -881,6 +885,15 @@ def _refs(kept: _Kept) -> int:
 _ALONE = _refs(_Kept(None, iter([]), None))
 
 
+def _alive(kept: _Kept, gone: list[Any]) -> bool:
+    """Whether *kept*'s iterator lives; the reference that asking made goes to *gone*
+    (another thread may drop the last other one meanwhile, and this one must not be
+    dropped under `_Pulled`'s lock)."""
+    source = kept.source()
+    gone.append(source)
+    return source is not None
+
+
 def _died(dead: deque[int], key: int, _ref: object) -> None:
     # A weak reference's callback runs wherever the iterator dies, under `_Pulled`'s
     # lock too: it only notes the key, for the next page to tidy.
@@ -907,8 +920,17 @@ class _Pulled:
     by every pulling page): an iterator only this registry held cannot be met again, and
     holding it held everything behind it (a whole list, a database cursor, a
     generator's ``finally``) for the 64 pages. Its pulls go with it. One whose pulls
-    were dropped while it lives is remembered as long as it lives, so that meeting it
-    again raises `ExpiredCursor` rather than render what is left of it.
+    were dropped while it lives is remembered, so that meeting it again raises
+    `ExpiredCursor` rather than render what is left of it: as long as it lives if held
+    weakly, else the last `_MAX_LOST_HELD` of them (a reference count cannot see a
+    cycle: one only cyclic garbage holds would be held for good).
+
+    Nothing is let go of under the lock: the last reference to an iterator, or to a
+    pulled value, runs user code as it goes (a generator's ``finally``, a ``__del__``)
+    that may page, and pages take the lock. What is let go of is gathered in a list
+    (``gone``) dropped after the lock is released. Only a garbage collection that an
+    allocation under the lock starts can still run user code there; a page that code
+    builds raises `RuntimeError` rather than wait for good on its own thread.
     """
 
     __slots__ = (
@@ -917,7 +939,9 @@ class _Pulled:
         "_held",
         "_index",
         "_lock",
+        "_lost",
         "_nonce",
+        "_owner",
         "_pages",
         "_serial",
     )
@@ -934,8 +958,26 @@ class _Pulled:
         # being its last holder
         self._held: dict[int, _Kept] = {}
         self._checked = 0  # how many of those the last check kept
+        # the records of those whose pulls were dropped, oldest first
+        self._lost: OrderedDict[int, _Kept] = OrderedDict()
         # ids of weakly held iterators that died, noted by `_died`
         self._dead: deque[int] = deque()
+        self._owner: int | None = None  # the thread holding the lock
+
+    def _acquire(self) -> None:
+        me = threading.get_ident()
+        if self._owner == me:  # only user code a garbage collection ran under the lock
+            raise RuntimeError(
+                "a page was built by code that a garbage collection ran while this thread "
+                "was inside jsonbudget's registry of pulled values; waiting for it would "
+                "wait for good"
+            )
+        self._lock.acquire()
+        self._owner = me
+
+    def _release(self) -> None:
+        self._owner = None
+        self._lock.release()
 
     def _origin(self) -> str:
         # The pid too: a forked worker shares the nonce but not the parent's later pulls.
@@ -944,8 +986,10 @@ class _Pulled:
     def keep(self, streams: dict[int, Stream]) -> str:
         """Keep the *streams* one page met, read no more by it; returns the page's id."""
         page_id = f"{self._origin()}{next(self._serial)}"
-        with self._lock:
-            self._tidy()
+        gone: list[Any] = []  # let go of once the lock is released (see the class)
+        self._acquire()
+        try:
+            self._tidy(gone)
             index, pages = self._index, self._pages
             met: dict[int, _Kept] = {}
             for key, stream in streams.items():
@@ -956,21 +1000,26 @@ class _Pulled:
                 kept.pages += 1
                 kept.users -= 1
                 if not kept.users:
-                    stream.park()
+                    gone.append(stream.park())
                     if type(kept.ref) is not weakref.ref:
                         self._held[key] = kept
             while len(pages) >= _MAX_PULLED_PAGES:
-                for key, kept in pages.popitem(last=False)[1].items():
+                old = pages.popitem(last=False)[1]
+                gone.append(old)
+                for key, kept in old.items():
                     kept.pages -= 1
                     if not kept.pages and not kept.users and index.get(key) is kept:
-                        self._retire(key, kept)
+                        self._retire(key, kept, gone)
             pages[page_id] = met
             held = self._held
             if len(held) <= _CHECK_ALL_HELD or len(held) >= 2 * self._checked:
                 for key, kept in list(held.items()):
                     if _refs(kept) <= _ALONE:
-                        self._drop(key, kept)
+                        self._drop(key, kept, gone)
                 self._checked = len(held)
+        finally:
+            self._release()
+        gone.clear()
         return page_id
 
     def find(self, key: int) -> Stream | None:
@@ -981,15 +1030,19 @@ class _Pulled:
         rendering the rest would serve the item short (a retried cursor, another
         paging of the same objects).
         """
-        with self._lock:
+        gone: list[Any] = []  # let go of once the lock is released (see the class)
+        self._acquire()
+        try:
             kept = self._index.get(key)
             if kept is None:
                 return None
             source = kept.source()
             if source is None:  # died: the id may be another iterator's now
-                self._drop(key, kept)
+                self._drop(key, kept, gone)
                 return None
             return self._use(key, kept, source)
+        finally:
+            self._release()
 
     def publish(self, key: int, stream: Stream) -> Stream:
         """Make *stream* found by every page from now on, before the page that met it is
@@ -1001,12 +1054,14 @@ class _Pulled:
         `ExpiredCursor` as `find` says.
         """
         source, it = stream.source, stream.it
-        with self._lock:
+        gone: list[Any] = []  # let go of once the lock is released (see the class)
+        self._acquire()
+        try:
             kept = self._index.get(key)
             if kept is not None:
-                if kept.source() is source:
+                if kept.source() is source:  # alive then, held by *stream* too
                     return self._use(key, kept, source)
-                self._drop(key, kept)  # a dead iterator's, whose id this one has now
+                self._drop(key, kept, gone)  # a dead iterator's, whose id this one has now
             try:
                 ref: Any = weakref.ref(source, functools.partial(_died, self._dead, key))
             except TypeError:  # no weak references to it: held, while others hold it
@@ -1016,6 +1071,8 @@ class _Pulled:
             conv = it.conv if type(it) is Converted else None
             self._index[key] = _Kept(stream, ref, conv)
             return stream
+        finally:
+            self._release()
 
     def _use(self, key: int, kept: _Kept, source: Any) -> Stream:
         """*kept*'s stream, read by one more page (under the lock)."""
@@ -1034,31 +1091,42 @@ class _Pulled:
         kept.users += 1
         return stream
 
-    def _retire(self, key: int, kept: _Kept) -> None:
-        """Drop *kept*'s pulls, no page keeping them (under the lock): its iterator,
-        if it lives on elsewhere, is remembered as one whose values are lost."""
+    def _retire(self, key: int, kept: _Kept, gone: list[Any]) -> None:
+        """Drop *kept*'s pulls into *gone*, no page keeping them (under the lock): its
+        iterator, if it lives on elsewhere, is remembered as one whose values are lost
+        (one held, not weakly, only among the last `_MAX_LOST_HELD`)."""
         weak = type(kept.ref) is weakref.ref
-        if (kept.ref() is not None) if weak else (_refs(kept) > _ALONE):
+        if _alive(kept, gone) if weak else (_refs(kept) > _ALONE):
+            gone.append(kept.stream)
             kept.stream = None
+            if not weak:
+                lost = self._lost
+                lost[key] = kept
+                while len(lost) > _MAX_LOST_HELD:
+                    self._drop(*lost.popitem(last=False), gone)
         else:
-            self._drop(key, kept)
+            self._drop(key, kept, gone)
 
-    def _drop(self, key: int, kept: _Kept) -> None:
-        """Forget *kept*, whose iterator died or is held by it alone (under the lock)."""
+    def _drop(self, key: int, kept: _Kept, gone: list[Any]) -> None:
+        """Forget *kept*, whose iterator died or is held by it alone or was let go of;
+        what it held goes to *gone* (under the lock)."""
         if self._index.get(key) is kept:
             del self._index[key]
         if self._held.get(key) is kept:
             del self._held[key]
+        if self._lost.get(key) is kept:
+            del self._lost[key]
+        gone.append((kept.stream, kept.ref))
         kept.stream = kept.ref = None
 
-    def _tidy(self) -> None:
+    def _tidy(self, gone: list[Any]) -> None:
         """Forget the weakly held iterators that died (under the lock)."""
         dead, index = self._dead, self._index
         while dead:
             key = dead.popleft()
             kept = index.get(key)
-            if kept is not None and kept.source() is None:
-                self._drop(key, kept)
+            if kept is not None and not _alive(kept, gone):
+                self._drop(key, kept, gone)
 
     def resume(self, stored: object) -> Position:
         """The source position in a wrapped stored position; `ExpiredCursor` where the
@@ -1068,10 +1136,13 @@ class _Pulled:
         page_id, position = stored
         if page_id is None:  # a source position that only needed the wrapper
             return position  # type: ignore[no-any-return]
-        with self._lock:
+        self._acquire()
+        try:
             if page_id in self._pages:
                 self._pages.move_to_end(page_id)  # about to be met: keep it longest
                 return position  # type: ignore[no-any-return]
+        finally:
+            self._release()
         if isinstance(page_id, str) and page_id.startswith(self._origin()):
             raise ExpiredCursor(
                 "the values the page before this cursor read ahead from an iterator are no "
