@@ -1145,3 +1145,71 @@ def test_regression_a_gone_spilled_result_is_not_named_to_the_model(tmp_path: Pa
         assert name.split(".")[1] not in str(caught.value)
         assert "cannot be read (expired, evicted" in str(caught.value)
         assert name in str(caught.value.__cause__)
+
+
+def _listed_keys(reader: ResultReader, ref: str, pointer: str) -> list[str]:
+    """The members a read of an object lists, followed to its end: each key as shown, or
+    the key pointer of a member whose key does not show."""
+    shown: list[str] = []
+    cursor = None
+    while True:
+        page = reader.read(ref, pointer, cursor, principal="alice")
+        env = orjson.loads(page.data)
+        assert len(page.data) <= reader.max_bytes
+        shown += [m.get("key", m.get("key_pointer", "?")) for m in env["items"]]
+        if page.complete:
+            return shown
+        cursor = page.next_cursor
+
+
+@pytest.mark.parametrize(
+    ("max_bytes", "doc_pointer"),
+    [
+        (521, ({"p" * 25: {"k" * 400: 1, "b": 2}}, "/" + "p" * 25)),
+        (
+            613,
+            (
+                {"p" * 40: {"a": None, "k" * 1327: 1.5, "b": True, "z" * 2000: False}},
+                "/" + "p" * 40,
+            ),
+        ),
+    ],
+)
+def test_regression_members_beside_a_cut_listed_member_are_not_dropped(
+    tmp_path: Any, max_bytes: int, doc_pointer: tuple[Any, str]
+) -> None:
+    """A page whose first member was cut with its key and value pointers was rebuilt
+    from that member alone (to show both pointers whole), though the members after it
+    fit beside it: they vanished, unreported, and the cursor went on past them (a
+    one-page object said complete without "b")."""
+    doc, pointer = doc_pointer
+    store = SpillStore(tmp_path)
+    reader = ResultReader(spill=store, max_bytes=max_bytes)
+    ref = reader.reference(store.put(orjson.dumps(doc), label="t"), principal="alice")
+    listed = _listed_keys(reader, ref, pointer)
+    inner = next(iter(doc.values()))
+    assert len(listed) == len(inner)
+    for key, shown in zip(inner, listed, strict=True):
+        # Whole, by its key pointer, or cut (and reported) where even that does not fit.
+        head, cut, _ = shown.partition("…[truncated")
+        assert shown == key or shown.startswith(pointer + "/~k") or (cut and key.startswith(head))
+
+
+def test_regression_a_pointer_through_many_shown_keys_is_bounded(tmp_path: Any) -> None:
+    """Each key written as a page shows it cut was found by a parse of the result to its
+    object: a pointer through thousands of them cost depth squared (4,000: 20 s). At most
+    `MAX_SHOWN_KEYS` are resolved; one more reads as naming nothing."""
+    from jsonbudget._agents.reader import MAX_SHOWN_KEYS
+
+    key = "k" * 300
+    doc: Any = "leaf"
+    for _ in range(MAX_SHOWN_KEYS + 1):
+        doc = {key: doc}
+    store = SpillStore(tmp_path)
+    reader = ResultReader(spill=store, max_bytes=2000)
+    ref = reader.reference(store.put(orjson.dumps(doc), label="t"), principal="alice")
+    shown = "/" + "k" * 10 + "…[key truncated: 290 more chars]"
+    within = orjson.loads(reader.read(ref, shown * MAX_SHOWN_KEYS, principal="alice").data)
+    assert within["kind"] == "object"  # the innermost {key: "leaf"}
+    with pytest.raises(SpillError, match="nothing stands"):
+        reader.read(ref, shown * (MAX_SHOWN_KEYS + 1), principal="alice")

@@ -250,12 +250,16 @@ class ResultReader:
         steps = list(tokens)
         changed = False
         depth = 0
+        resolved = 0
         while depth < len(steps):
             step = steps[depth]
             shown = _SHOWN_KEY.fullmatch(step) if isinstance(step, str) else None
             if shown is None:
                 depth += 1
                 continue
+            resolved += 1
+            if resolved > MAX_SHOWN_KEYS:
+                return None  # each costs a parse to its object: a bound, not depth squared
             with contextlib.ExitStack() as owned:
                 file = owned.enter_context(self._open(name))
                 events = _parse(file, backend)
@@ -383,7 +387,14 @@ class ResultReader:
             children = chain(redo, () if left is _NOTHING else (left,), children)
             page, taken, left, token = self._fill(call, limits, children)
         data = page.to_json()
-        if kind == "object" and page.oversized and "key_pointer" in taken[0]:
+        if (
+            kind == "object"
+            and len(page.items) == 1
+            and page.oversized
+            and "key_pointer" in taken[0]
+        ):
+            # Only a page of that one member is rebuilt: one that holds the members
+            # after it too (they fit beside its cut) keeps them, and its cursor past them.
             data = _placed_page(page, taken[0], limits.max_bytes)
         tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
         data = data[:-1] + tail
@@ -1228,6 +1239,11 @@ def _locate(
         else:
             break  # a scalar where the pointer goes on
     raise _Nothing(f"nothing stands at {_quoted(pointer)} in the spilled result")
+
+
+#: Keys written as a page shows them changed that one pointer may hold (`_shown_keys`):
+#: each is found by a parse of the result to its object.
+MAX_SHOWN_KEYS: Final = 16
 
 
 class _Nothing(SpillError):
