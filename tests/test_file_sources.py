@@ -172,7 +172,9 @@ def test_invalid_documents_raise_decode_error(
     [
         ('[1, {"a": tru}]', 10),
         ('[1, {"é": tru}]', 11),  # counted in bytes: é is two
-        ('[1, {"a": 1,}]', 12),
+        # The comma on Python 3.13, which reads a trailing comma as its own error; the
+        # brace before (the stdlib scanner stops where it stops).
+        ('[1, {"a": 1,}]', 11 if sys.version_info >= (3, 13) else 12),
         ("[1, 2 3]", 6),
         ('[{"a": [1, 2, x]}]', 14),
     ],
@@ -532,7 +534,8 @@ def test_million_deep_jsonl_line_is_read_iteratively(tmp_path: Path) -> None:
 
 
 def test_deep_objects_count_their_keys(tmp_path: Path) -> None:
-    text = '{"a": ' * 2000 + '{"x": 1, "y": [2]}' + "}" * 2000
+    # Deeper than the C scanner goes on any Python (about 1,000 levels; 10,000 on 3.13).
+    text = '{"a": ' * 20_000 + '{"x": 1, "y": [2]}' + "}" * 20_000
     path = write(tmp_path / "o.json", f"[{text}]")
     (item,) = all_items(JsonArrayFileSource(path))
     for _ in range(MAX_DEPTH):

@@ -337,11 +337,12 @@ init_plain_dict(void)
     if (str_getattribute == NULL || str_dict == NULL) {
         return -1;
     }
-    object_getattribute = PyDict_GetItemWithError(PyBaseObject_Type.tp_dict, str_getattribute);
+    /* Looked up as plain_dict() looks it up. Not read from object's tp_dict: a static
+       built-in type's is NULL from CPython 3.12 on (its dict is per interpreter), and
+       reading it crashed the import there. */
+    object_getattribute = _PyType_Lookup(&PyBaseObject_Type, str_getattribute);
     if (object_getattribute == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ImportError, "_speedups: object has no __getattribute__");
-        }
+        PyErr_SetString(PyExc_ImportError, "_speedups: object has no __getattribute__");
         return -1;
     }
     Py_INCREF(object_getattribute);
