@@ -441,7 +441,9 @@ def test_regression_langchain_blocks_orjson_refuses_are_still_counted(
     assert turn.report().used_bytes == len(counted.encode())
 
 
-def test_regression_langchain_block_str_that_mutates_the_block_cannot_crash() -> None:
+def test_regression_langchain_block_str_that_mutates_the_block_cannot_crash(
+    tmp_path: Path,
+) -> None:
     # A block's JSON was orjson's with default=str: orjson called the value's __str__ in
     # the middle of writing the list that held it, the __str__ emptied that list, and
     # orjson read on through the freed items (a segfault). Counted now, and kept whole.
@@ -475,6 +477,8 @@ def test_regression_langchain_block_str_that_mutates_the_block_cannot_crash() ->
     assert turn.report().used_bytes == len('{"type":"json","rows":["evil"]}')
     print("ok")
     """
+    # The spill store in the test's own directory: the child leaves nothing behind.
+    code = code.replace("tempfile.mkdtemp()", repr(str(tmp_path)))
     assert bounded_run(code, timeout=60).strip() == "ok"
 
 
