@@ -3381,3 +3381,24 @@ def test_regression_a_utc_offset_with_seconds_is_written_whole() -> None:
     docs = (Path(__file__).resolve().parent.parent / "docs" / "values.md").read_text()
     table = docs.split("## Differences from orjson", 1)[1]
     assert any("+00:09:21" in row for row in table.splitlines())
+
+
+def test_regression_caller_json_text_read_for_a_repeated_key_keeps_its_numbers() -> None:
+    """Read into its members for a repeated key, a Fragment's numbers went through
+    float and int: 3.14159265358979323846 came out 3.141592653589793 and 1E2 as 100.0,
+    unreported, and an integer past 64 bits became a marker; as written now."""
+    numbers = b'"pi":3.14159265358979323846,"b":1.10,"c":1E2,"d":123456789012345678901234567890'
+    raw = b'{"a":1,' + numbers + b',"e":-0,"a":2}'
+    for text in (orjson.Fragment(raw), msgspec.Raw(raw)):
+        out = encode([text], max_bytes=500)
+        assert numbers in out.data
+        assert b'"e":-0,' in out.data
+        assert [t.kind for t in out.truncations] == ["unencodable"]  # the repeat alone
+
+
+def test_regression_deep_caller_json_text_that_repeats_a_key_is_not_an_error() -> None:
+    """The reading of a Fragment for a repeated key raised RecursionError past about
+    1,000 levels (orjson takes 1,024): the value became an EncodeError."""
+    raw = b'{"a":' * 1000 + b'{"k":1,"k":2}' + b"}" * 1000
+    out = encode([orjson.Fragment(raw)], max_bytes=100_000)
+    assert out.data == b"[" + raw + b"]"

@@ -720,10 +720,20 @@ def _with_repeats(data: bytes) -> Any:
         return out
 
     try:
-        value = json.loads(data, object_pairs_hook=pairs)
-    except ValueError:  # an int of more digits than Python converts: no view of it
+        # Numbers as written (1.10, 1E2, 3.14159265358979323846, integers past 64
+        # bits): read into floats or ints they would be written otherwise.
+        value = json.loads(
+            data, object_pairs_hook=pairs, parse_float=_number_text, parse_int=_number_text
+        )
+    except RecursionError:
+        # Nested past what the standard library's scanner takes (about 1,000 levels,
+        # where orjson takes 1,024): written as it is, repeats and all (docs/values.md).
         return None
     return value if found else None
+
+
+def _number_text(text: str) -> Raw:
+    return Raw(text.encode("ascii"), f"number of {len(text)} characters")
 
 
 def _binary(b: Any, opts: Options) -> Any:
