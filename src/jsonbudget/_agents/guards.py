@@ -685,8 +685,7 @@ class TurnBudget:
     preview cut to what is left.
     """
 
-    # _results: the current turn's results, as _turn holds them (the benches count them).
-    __slots__ = ("_bare", "_gate", "_lock", "_max_bytes", "_max_calls", "_results", "_turn")
+    __slots__ = ("_bare", "_gate", "_lock", "_max_bytes", "_max_calls", "_turn")
 
     def __init__(
         self,
@@ -740,7 +739,6 @@ class TurnBudget:
             )
         self._lock = threading.Lock()
         self._turn = _Turn()
-        self._results = self._turn.results
 
     @property
     def gate(self) -> ResultGate:
@@ -856,7 +854,6 @@ class TurnBudget:
         with self._lock:
             turn = self._turn
             self._turn = _Turn()
-            self._results = self._turn.results
             return TurnReport(self._max_bytes, turn.used, tuple(turn.results))
 
     def _for_run(self) -> TurnBudget:
@@ -866,7 +863,6 @@ class TurnBudget:
         run = copy.copy(self)
         run._lock = threading.Lock()
         run._turn = _Turn()
-        run._results = run._turn.results
         return run
 
     new_turn = reset
