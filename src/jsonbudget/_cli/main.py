@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from itertools import islice
-from typing import IO, Any, Final, Protocol, TextIO, cast
+from typing import IO, Any, Final, NoReturn, Protocol, TextIO, cast
 
 import orjson
 from rich.console import Console
@@ -116,7 +116,8 @@ _NON_WS: Final = re.compile(rb"[^ \t\r\n]")
 _READ: Final = 64 * 1024
 #: The bytes a value can start with: after a first line, more values make JSON Lines.
 _VALUE_START: Final = b'{["-0123456789tfn'
-_SIZE = re.compile(r"\s*(\d+)\s*(b|k|kib|m|mib|g|gib)?\s*", re.IGNORECASE)
+# ASCII digits only: `\d` would take any script's digits ("٦٤" read as 64).
+_SIZE = re.compile(r"\s*([0-9]+)\s*(b|k|kib|m|mib|g|gib)?\s*", re.IGNORECASE)
 _UNITS: Final = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
 _UNITS_G: Final = {"g": 1 << 30, "gib": 1 << 30}
 
@@ -258,19 +259,28 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--mode",
         choices=("keyset", "offset"),
-        default="keyset",
         help="SQLite: keyset (default) or offset pagination",
     )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse prints the whole usage block, prefixed by the subcommand's name:
+        # a script matching `jsonbudget: error:` would miss it. --help still shows it.
+        _fail(f"error: {message} (see '{self.prog} --help')", EXIT_USAGE)
+        raise SystemExit(EXIT_USAGE)
 
 
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__  # noqa: PLC0415 - the package imports this module lazily
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=_PROG,
         description="JSON that provably fits a byte budget: bound, page, demo and tune.",
         epilog="exit codes: 0 ok, 1 runtime or data error, 2 usage error, 3 cursor refused, "
-        "130 interrupted",
+        "130 interrupted, 143 terminated",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -290,7 +300,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--principal", help="who asks; cursors are bound to it (default: OS user)")
     p.add_argument(
         "--store",
-        help="cursor store: an SQLite file, or a redis:// or rediss:// URL "
+        help="cursor store: an SQLite file, or a redis://, rediss:// or unix:// URL "
         f"(default {default_store_path()})",
     )
     p.add_argument("--ttl", type=int, default=900, help="seconds an operation lives (default 900)")
@@ -936,9 +946,10 @@ def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[An
         raise FileNotFoundError(2, "no such file", args.source)
     kind = _kind(args)
     sql_given = args.table is not None or args.query is not None or args.param
-    if kind != "sqlite" and (sql_given or args.order_by or args.unique):
+    if kind != "sqlite" and (sql_given or args.order_by or args.unique or args.mode):
         raise _Usage(
-            "--table, --query, --param, --order-by and --unique apply to SQLite sources only"
+            "--table, --query, --param, --order-by, --unique and --mode apply to SQLite "
+            "sources only"
         )
     query: dict[str, Any] = {"kind": kind, **described_path("path", path)}
     if kind == "sqlite":
@@ -950,13 +961,14 @@ def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[An
         if args.table is not None and args.param:
             raise _Usage("--param applies to --query only")
         order = _order_by(args)
+        mode = args.mode or "keyset"
         source: Source[Any] = SQLiteSource(
             path,
             table=args.table,
             query=args.query,
             params=list(args.param),
             order_by=order,
-            mode=args.mode,
+            mode=mode,
             unique=args.unique,
             max_cell_bytes=None if cell_bytes is None else max(MIN_CELL_BYTES, cell_bytes),
         )
@@ -966,7 +978,7 @@ def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[An
             "params": list(args.param),
             "order_by": order,
             "unique": args.unique,
-            "mode": args.mode,
+            "mode": mode,
         }
     elif kind == "jsonl":
         source = JsonLinesSource(path)

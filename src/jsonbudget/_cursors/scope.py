@@ -111,9 +111,13 @@ def _raised(value: object, path: _Where, exc: Exception) -> EncodeError:
     return EncodeError(f"{what} raised {type(exc).__name__} while read", path=_pointer(path))
 
 
+def _too_deep(path: _Where) -> EncodeError:
+    return EncodeError(f"query nests deeper than {MAX_QUERY_DEPTH} levels", path=_pointer(path))
+
+
 def _canon_value(value: object, path: _Where, depth: int) -> object:
     if depth > MAX_QUERY_DEPTH:
-        raise EncodeError(f"query nests deeper than {MAX_QUERY_DEPTH} levels", path=_pointer(path))
+        raise _too_deep(path)
     # bool before int: True is an int, but a JSON reader tells them apart.
     if value is None or isinstance(value, bool):
         return value
@@ -139,8 +143,12 @@ def _canon_value(value: object, path: _Where, depth: int) -> object:
     if isinstance(value, Mapping):
         return _canon_mapping(value, path, depth)
     if isinstance(value, list | tuple):
+        if depth >= MAX_QUERY_DEPTH:  # an empty one too: it is a level of its own
+            raise _too_deep(path)
         return [_canon(v, (path, i), depth + 1) for i, v in enumerate(value)]
     if isinstance(value, Set):
+        if depth >= MAX_QUERY_DEPTH:
+            raise _too_deep(path)
         # A set has no order: its members sorted by their canonical encoding, each once
         # (two spellings of one value, NFC and NFD or an Enum and its value, are two
         # members to Python and one to the fingerprint).
@@ -315,6 +323,8 @@ def _canon_decimal(value: decimal.Decimal, path: _Where) -> object:
 
 
 def _canon_mapping(value: Mapping[Any, Any], path: _Where, depth: int) -> dict[str, object]:
+    if depth >= MAX_QUERY_DEPTH:  # an empty one too: it is a level of its own
+        raise _too_deep(path)
     out: dict[str, object] = {}
     for given, item in value.items():
         if not isinstance(given, str):
