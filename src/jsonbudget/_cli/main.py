@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from itertools import islice
-from typing import IO, Any, Final, NoReturn, Protocol, TextIO, cast
+from typing import IO, Any, Final, Literal, NoReturn, Protocol, TextIO, cast
 
 import orjson
 from rich.console import Console
@@ -961,7 +961,7 @@ def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[An
         if args.table is not None and args.param:
             raise _Usage("--param applies to --query only")
         order = _order_by(args)
-        mode = args.mode or "keyset"
+        mode: Literal["keyset", "offset"] = args.mode or "keyset"
         source: Source[Any] = SQLiteSource(
             path,
             table=args.table,
