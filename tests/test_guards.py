@@ -2090,7 +2090,7 @@ def test_regression_json_output_of_an_int_past_64_bits_is_that_int() -> None:
     class Big(pydantic.BaseModel):
         x: int
 
-    for n in (2**64, 2**70, -(2**65), 10**400):
+    for n in (2**64, 2**70, -(2**65)):
 
         @bounded_tool(max_bytes=1000, output="json")
         def tool() -> Big:
@@ -2101,6 +2101,14 @@ def test_regression_json_output_of_an_int_past_64_bits_is_that_int() -> None:
         got = tool()
         assert got == {"x": n}
         assert type(got["x"]) is int
+    # Past the float range no parser reading doubles reads it: marked, as everywhere
+    # (tests/test_regression_r19_numbers.py).
+
+    @bounded_tool(max_bytes=1000, output="json")
+    def huge() -> Big:
+        return Big(x=10**400)
+
+    assert huge() == {"x": "…[unencodable: int beyond the float range]"}
 
 
 # --- regressions: r15 (side-band reports, re-cut counts, async detection) ---------------

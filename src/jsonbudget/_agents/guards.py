@@ -1138,9 +1138,9 @@ def _parsed_within(value: Any, encoder: Encoder) -> tuple[Any, tuple[Truncation,
     streams: dict[int, Any] = {}
     while True:
         encoded = encode_replaying(encoder, value, streams)
-        parsed, size = _parsed_and_sized(encoded.data)
+        parsed, size, cuts = _read_back(encoded, encoder)
         if size <= limits.max_bytes:
-            return parsed, encoded.truncations
+            return parsed, cuts
         if cut.max_bytes > MIN_BYTES:
             # Shrunk by the ratio the parse grew it, and by a byte at least.
             budget = cut.max_bytes
@@ -1162,8 +1162,27 @@ def _parsed_within(value: Any, encoder: Encoder) -> tuple[Any, tuple[Truncation,
         )
 
 
+def _read_back(encoded: Encoded, encoder: Encoder) -> tuple[Any, int, tuple[Truncation, ...]]:
+    """*encoded* parsed, the length of its JSON as a framework writes it again, and the
+    cuts it marks.
+
+    The encoder writes no number a double cannot hold; were one written all the same,
+    `load_json` reads it as a `Decimal`, which neither a framework's ``json`` nor the
+    size's writer takes. The parsed value is then encoded again: the encoder marks and
+    reports each such Decimal, as it does any number past the float range."""
+    parsed, size = _parsed_and_sized(encoded.data)
+    if size >= 0:
+        return parsed, size, encoded.truncations
+    again = encoder.encode(parsed)
+    parsed, size = _parsed_and_sized(again.data)
+    if size < 0:  # pragma: no cover - the encoder marks every Decimal load_json makes
+        raise EncodeError("a number past the float range was written again", path="")
+    return parsed, size, encoded.truncations + again.truncations
+
+
 def _parsed_and_sized(data: bytes) -> tuple[Any, int]:
-    """*data* parsed, and the length of its JSON as a framework writes it again."""
+    """*data* parsed, and the length of its JSON as a framework writes it again; -1 for
+    the length where it holds a number a double cannot hold (see `_read_back`)."""
     if _LONG_DIGITS.search(data) is None:
         parsed = orjson.loads(data)
         return parsed, len(orjson.dumps(parsed))
@@ -1171,7 +1190,12 @@ def _parsed_and_sized(data: bytes) -> tuple[Any, int]:
     # past the float range): read and sized exact. (Digits in a string only cost the
     # slower parse.)
     parsed = load_json(data)
-    return parsed, len(_COMPACT.encode(parsed).encode())
+    try:
+        return parsed, len(_COMPACT.encode(parsed).encode())
+    except TypeError:
+        # A Decimal: the one type load_json returns that JSON writers refuse, for a
+        # literal past the float range (or past int()'s digits, which is too).
+        return parsed, -1
 
 
 def _fewer(limits: Limits, parsed: Any) -> Limits | None:
@@ -1228,7 +1252,7 @@ def _as_one_marker(
     encoded = encode_replaying(one, [value], streams)
     parsed, size = _parsed_and_sized(encoded.data)
     cuts = encoded.truncations
-    if size - 2 > max_bytes or [t.path for t in cuts] != ["/0"]:  # pragma: no cover
+    if not 0 <= size - 2 <= max_bytes or [t.path for t in cuts] != ["/0"]:  # pragma: no cover
         raise EncodeError("a value's marker did not fit the least budget", path="")
     mark = cuts[0]
     return parsed[0], (_truncation("", mark.kind, mark.omitted, mark.unit),)

@@ -774,7 +774,9 @@ def _np_scalar(x: Any, opts: Options) -> Any:
     kind = x.dtype.kind
     if kind in "iub":
         return x.item()
-    if kind == "f" and not _finite(x):
+    if kind == "f" and x.dtype.itemsize <= 8 and not _finite(x):
+        # A double holds these exactly. A long double is not one of them: orjson refuses
+        # it, so it goes to ``default`` as itself (as a float, a finite 1e400 read inf).
         return Unencodable(repr(float(x)))
     if kind == "M":
         return _datetime64(x)
@@ -1591,7 +1593,7 @@ def _as_leaf(v: Any, leaf: str) -> Any:
             try:
                 return float(v)
             except OverflowError:
-                return v  # past the float range: pydantic writes the int as it is
+                return v  # past the float range: pydantic writes the int, `_leaf` marks it
     elif type(v) is not int and isinstance(v, int):
         return int(v)  # a bool, an IntEnum
     return v
@@ -1832,8 +1834,22 @@ def _wide(n: int) -> bool:
     return not -(1 << 63) <= n < 1 << 64
 
 
+def _past_float(n: int) -> bool:
+    """Whether a parser reading doubles refuses int *n* or reads it as infinity (from
+    about ±1.8E+308): the value of an int subclass, none of its own methods asked."""
+    try:
+        int.__float__(n)
+    except OverflowError:
+        return True
+    return False
+
+
 def _leaf(v: Any, opts: Options, to_json: Callable[[Any], bytes]) -> Any:
     """A library's leaf value; one its library writes as a string stays a cuttable str."""
+    if isinstance(v, int) and _past_float(v):
+        # Its library writes the digits (msgspec only up to 4,300 of them), which orjson
+        # refuses: marked, as a Decimal past the float range is.
+        return Unencodable("int beyond the float range")
     if type(v) in (bytes, bytearray, memoryview) and memoryview(v).nbytes > opts.max_bytes:
         # Its library writes it whole as base64, which the budget cannot hold.
         return Unencodable(f"{type(v).__name__} of {memoryview(v).nbytes} bytes")
@@ -2068,6 +2084,10 @@ def whole(
         if _refusal(exc):  # a library refuses a value: the renderer decides what it becomes
             return _keep(None, views, fresh)
         raise
+    if not _doubles_read(data):
+        # An int past the float range inside a model or Struct (the walks count an int as
+        # a byte): the renderer marks it, and these bytes say nothing of its size.
+        return _keep(None, views, fresh)
     if len(data) <= cap:
         return data
     return _keep(data if longer else None, views, fresh)
@@ -2162,7 +2182,39 @@ def native_whole(
         if _refusal(exc):  # the renderer decides what the refused value becomes
             return None
         raise
+    if not _doubles_read(data):
+        return None  # an int past the float range: the renderer marks it
     return data if longer or len(data) <= cap else None
+
+
+#: Digits of the least int past the float range (1.8E+308): a library writes no other
+#: number there (its floats are finite, a Decimal is a string).
+_FLOAT_DIGITS: Final = 309
+#: Every 13th byte of a run of 309 digits is a digit 23 times in a row.
+_STRIDE: Final = 13
+_DIGIT_MASK: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_SAMPLED_RUN: Final = b"0" * (_FLOAT_DIGITS // _STRIDE)
+_DIGIT_RUN: Final = b"0" * _FLOAT_DIGITS
+
+
+def _doubles_read(data: bytes) -> bool:
+    """Whether a parser reading doubles reads every number in *data*, a library's JSON.
+
+    A number it cannot is a run of at least 309 digits. Every 13th byte, sampled, rules
+    out most text in C passes over a 13th of it; where the sample holds such a run (text
+    dense with digits), the whole text is scanned, about a nanosecond a byte; a run found
+    there may be inside a string, so orjson, reading it, says whether it is a number."""
+    if len(data) < _FLOAT_DIGITS:
+        return True
+    if data[::_STRIDE].translate(_DIGIT_MASK).find(_SAMPLED_RUN) < 0:
+        return True
+    if data.translate(_DIGIT_MASK).find(_DIGIT_RUN) < 0:
+        return True
+    try:
+        _loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _refusal(exc: Exception) -> bool:
