@@ -906,11 +906,27 @@ class _SQLSource(Source[Row]):
                     self._position_after(plan, last[0][: last[1]], start + served, position),
                     rows[n:],
                 )
-            if chunks.ended:
+            if chunks.ended or chunks.stopped is not None:
                 break
             if limit_hint is None:
                 batch = min(self._batch, batch * 2, cap)
-        return False, self._position_after(plan, last[0][: last[1]], start + served, position), []
+        after = self._position_after(plan, last[0][: last[1]], start + served, position)
+        if chunks.stopped is not None:
+            # The next row cannot be read: a page that served rows ends before it, so
+            # that they are served at all, and the next page, which starts with it,
+            # raises. Nothing is kept: every row fetched was served.
+            if not served:
+                raise chunks.stopped
+            if self._unique and self._mode == "keyset":
+                # The next page starts after the last row: a row tied with it would be
+                # skipped (the unread one too), as at any page end (`_check_page_end`).
+                last_row = last[0][last[1] - 1]
+                here = [self._key(last_row[i], i, plan) for i in plan.key_index]
+                (ties,) = chunks.run([self._ties_sql(plan, here)])
+                if len(ties) > 1:
+                    raise self._tie(here)
+            return True, after, []
+        return False, after, []
 
     def _check_page_end(
         self, plan: _Plan, chunks: _Chunks, last: tuple[list[Any], int], rows: list[Any], n: int
@@ -1226,7 +1242,9 @@ class _SQLSource(Source[Row]):
                     index += 1
                     pos = index
                 yield item, pos
-            if len(rows) < batch:
+            # A fetch cut short by a row it could not read did not reach the end: the
+            # next one raises its error (`_Serial`).
+            if len(rows) < batch and (type(cursor) is not _Serial or cursor.stopped is None):
                 return
             if limit_hint is None:
                 batch = min(self._batch, batch * 2, cap)
@@ -1349,6 +1367,10 @@ class _Chunks:
     psycopg makes it when fetched, from the result it received whole). ``_left`` is how
     many rows that query may still give; a continuation a source cannot read (SQLite's
     length limit passed, `SQLiteSource._more`) asks again from where it stopped.
+
+    ``stopped`` is the error of a row the source could not read (SQLite: a text value
+    that is not UTF-8, `SQLiteSource._readable`), which the query returned the rows
+    before: the result goes on there, and no fetch reads past it.
     """
 
     __slots__ = (
@@ -1366,6 +1388,7 @@ class _Chunks:
         "carried",
         "carried_bytes",
         "plan",
+        "stopped",
         "unchecked",
     )
 
@@ -1400,6 +1423,7 @@ class _Chunks:
         self.bare = bare
         self._left = 0
         self._step = _fetch_cap(plan)
+        self.stopped: Exception | None = None
 
     @property
     def ended(self) -> bool:
@@ -1428,7 +1452,7 @@ class _Chunks:
     def fetchmany(self, n: int) -> list[Any]:
         """The next rows: the carried ones, then up to *n* in all from the database
         (fewer where a query is read in steps, see the class docstring)."""
-        if self._done:
+        if self._done or self.stopped is not None:
             return []
         rows: list[Any]
         rows, self._carried = self._carried, []
@@ -1459,7 +1483,7 @@ class _Chunks:
                 size = text_bytes(got, 0) + (self.carried_bytes if rows else 0)
                 self._read_on(got, size)
             else:
-                self._done = len(got) < want
+                self._done = len(got) < want and self.stopped is None
                 self.unchecked = self._check_ties and not self._done
             rows = rows + got if rows else got
         if rows:
@@ -1513,21 +1537,77 @@ class _Chunks:
 
 
 class _Serial:
-    """A cursor whose statements and fetches hold *lock* (`SQLiteSource._lock`)."""
+    """A cursor whose statements and fetches hold *lock* (`SQLiteSource._lock`).
 
-    __slots__ = ("_cur", "_lock")
+    sqlite3 decodes every row a fetch asks for and drops them all for one holding a
+    text value that is not UTF-8: a fetch that meets one returns the rows before it
+    (`_before`) and keeps the error in ``stopped``, which the next fetch raises.
+    """
+
+    __slots__ = ("_cur", "_lock", "_query", "_read", "stopped")
 
     def __init__(self, cur: sqlite3.Cursor, lock: threading.RLock) -> None:
         self._cur = cur
         self._lock = lock
+        self._query: tuple[str, Params] = ("", ())
+        self._read = 0  # the rows the statement returned
+        self.stopped: sqlite3.OperationalError | None = None
 
     def execute(self, sql: str, params: Params) -> None:
         with self._lock:
             self._cur.execute(sql, params)
+            self._query, self._read, self.stopped = (sql, params), 0, None
 
     def fetchmany(self, n: int) -> list[Any]:
         with self._lock:
-            return self._cur.fetchmany(n)
+            if self.stopped is not None:
+                raise self.stopped
+            try:
+                rows: list[Any] = self._cur.fetchmany(n)
+            except sqlite3.OperationalError as exc:
+                if _not_utf8(exc) is None:
+                    raise
+                rows = self._before(n, exc)
+            self._read += len(rows)
+            return rows
+
+    def _before(self, n: int, exc: sqlite3.OperationalError) -> list[Any]:
+        """The rows a fetch of *n* read before the one it could not decode (*exc*).
+
+        The statement runs again on a cursor of its own, which this one reads from
+        then on: the stopped statement, never reset, holds the connection's read
+        transaction, so the new one returns the same rows. It steps over those
+        already returned (once, in batches) and reads on a row at a time."""
+        cur = self._cur.connection.cursor()
+        try:
+            cur.row_factory = None  # tuples, whatever the connection's factory
+            cur.execute(*self._query)
+            skip = self._read
+            while skip > 0 and (got := cur.fetchmany(min(skip, DEFAULT_BATCH_SIZE))):
+                skip -= len(got)
+            rows: list[Any] = []
+            while len(rows) < n:
+                try:
+                    row = cur.fetchone()
+                except sqlite3.OperationalError as again:
+                    if _not_utf8(again) is None:
+                        raise
+                    self.stopped = again
+                    break
+                if row is None:
+                    break
+                rows.append(row)
+        except BaseException:
+            cur.close()
+            raise
+        self._cur.close()
+        self._cur = cur
+        if not rows and self.stopped is not None:
+            raise self.stopped from None  # *exc*'s own row: nothing before it
+        return rows
+
+    def close(self) -> None:
+        self._cur.close()
 
 
 def _sqlite_collations(cur: sqlite3.Cursor, table: str, columns: list[str]) -> dict[str, str]:
@@ -1571,10 +1651,13 @@ def _not_utf8(exc: sqlite3.OperationalError) -> DecodeError | None:
     long one arrives cut, decoded with U+FFFD; a short one whole, which str refuses)."""
     if not str(exc).startswith("Could not decode to UTF-8"):
         return None
+    # The CLI prints this message, and has no connection to give: a query is its way.
     return DecodeError(
         f"an SQLite text value is not valid UTF-8 ({exc}); to read such text, pass a "
         "connection whose text_factory decodes it, such as "
-        "lambda b: b.decode('utf-8', 'replace')",
+        "lambda b: b.decode('utf-8', 'replace'), or page a query that reads the column "
+        "as bytes (on the command line: --query 'SELECT id, CAST(col AS BLOB) AS col "
+        "FROM tbl' --unique --binary base64)",
         offset=None,
     )
 
@@ -1815,9 +1898,9 @@ class SQLiteSource(_SQLSource):
             # Held by the iterator: the connection stays open while it reads, even if
             # the source reopens its path meanwhile, and closes after the last reader.
             closing = self._closing if conn is self._own else None
+        serial = _Serial(cur, self._held())
         try:
             cur.row_factory = None  # tuples, whatever the connection's factory
-            serial = _Serial(cur, self._held())
             serial.execute(sql, params)
             rows = self._rows(plan, serial, limit_hint)
             yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
@@ -1827,7 +1910,7 @@ class SQLiteSource(_SQLSource):
                 raise
             raise bad from exc
         finally:
-            cur.close()
+            serial.close()  # its cursor, `cur` or the one it read on with (`_before`)
             del closing
 
     def _fill(
@@ -1897,6 +1980,68 @@ class SQLiteSource(_SQLSource):
         *,
         first: int | None = None,
     ) -> list[list[Any]]:
+        """As `_SQLSource._run` (`_read`); where the rows meet a text value that is not
+        UTF-8, the rows before it (`_readable`)."""
+        try:
+            return self._read(chunks, cur, queries, first=first)
+        except sqlite3.OperationalError as exc:
+            if _not_utf8(exc) is None:
+                raise
+        return self._readable(chunks, cur, queries, first=first)
+
+    def _readable(
+        self,
+        chunks: _Chunks,
+        cur: Any,
+        queries: list[tuple[str, Params]],
+        *,
+        first: int | None,
+    ) -> list[list[Any]]:
+        """*queries*, whose last met a text value that is not UTF-8, run again, the last
+        read a row at a time up to that row (its error then in `_Chunks.stopped`).
+
+        sqlite3 decodes every row a fetch asks for and drops them all for one it cannot
+        decode: one such row failed every page whose fetch reached it, the rows before
+        it never served. Read with the cut select, as the rest of the page is: a bare
+        read would stop at a long value too."""
+        if chunks.bare:
+            chunks.bare = False
+            cur.connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
+        if chunks.plan.bare:
+            # Bare still where the cut select `_read` fell back to met the row: the
+            # rewrite of *queries* was its own.
+            bare, cut = _head(chunks.plan.bare), _head(chunks.plan.select)
+            queries = [
+                (cut + sql[len(bare) :] if sql.startswith(bare) else sql, params)
+                for sql, params in queries
+            ]
+        *checks, (sql, params) = queries
+        found = self._together(cur, checks) if checks else []
+        cur.execute(sql, params)
+        rows: list[Any] = []
+        while first is None or len(rows) < first:
+            try:
+                row = cur.fetchone()
+            except sqlite3.OperationalError as exc:
+                bad = _not_utf8(exc)
+                if bad is None:
+                    raise
+                bad.__cause__ = exc
+                chunks.stopped = bad
+                break
+            if row is None:
+                break
+            rows.append(row)
+        return [*found, rows]
+
+    def _read(
+        self,
+        chunks: _Chunks,
+        cur: Any,
+        queries: list[tuple[str, Params]],
+        *,
+        first: int | None = None,
+    ) -> list[list[Any]]:
         """As `_SQLSource._run`; where *chunks* read bare, a value over the length limit
         stops the query: a rowid table's rows are then read one at a time, a long cell
         through blob I/O (`_blob_rows`, which reads all the query asks for); anything
@@ -1938,18 +2083,25 @@ class SQLiteSource(_SQLSource):
 
     def _more(self, chunks: _Chunks, cur: Any, n: int) -> list[Any] | None:
         """As `_SQLSource._more`; None where a bare read meets a value over the length
-        limit (the next query, cut or by blob I/O, starts after the rows read)."""
-        if not chunks.bare:
-            return cast(list[Any], cur.fetchmany(n))
+        limit (the next query, cut or by blob I/O, starts after the rows read), or a
+        read meets a text value that is not UTF-8 (the next query reads the rows
+        before it again, `_readable`)."""
         try:
             rows: list[Any] = cur.fetchmany(n)
         except sqlite3.DataError as exc:
-            if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
+            if not chunks.bare or exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
                 raise
             return None
         except MemoryError:
-            return None  # as in `_run`: a value made past the limit; the cut select reads it
-        _unslip(chunks.plan, rows)
+            if not chunks.bare:
+                raise
+            return None  # as in `_read`: a value made past the limit; the cut select reads it
+        except sqlite3.OperationalError as exc:
+            if _not_utf8(exc) is None:
+                raise
+            return None
+        if chunks.bare:
+            _unslip(chunks.plan, rows)
         return rows
 
     @staticmethod
