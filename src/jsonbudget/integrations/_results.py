@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from .._agents.guards import TurnBudget
 from .._encode.whole import JsonWriter
 from .._limits import MAX_LIMIT
 
-__all__ = ["tool_result"]
+__all__ = ["atool_result", "tool_result"]
 
 
 def tool_result(value: Any, turn: TurnBudget) -> Any:
@@ -28,11 +29,47 @@ def tool_result(value: Any, turn: TurnBudget) -> Any:
     if not isinstance(value, Iterator) or hasattr(value, "read"):
         return value
     for first in value:
-        items = itertools.chain((first,), value)
-        if isinstance(first, bytes | bytearray | memoryview):
-            return items
-        break
-    else:
+        return _items(first, value, turn)
+    return []
+
+
+async def atool_result(value: Any, turn: TurnBudget) -> Any:
+    """`tool_result` for an adapter on an event loop, for which an async iterable (an
+    async generator) that is not also a sync one is read as a sync iterator is.
+
+    Its items can only be awaited: encoded as it was, it became one unencodable marker,
+    every item lost, reported as fitting. Its first item is awaited here; the others are
+    awaited on this loop as `TurnBudget.aadmit`'s worker thread reads them, so they are
+    read as far as a sync iterator's (an endless one to the store's max_file_bytes).
+    """
+    if not isinstance(value, AsyncIterable) or isinstance(value, Iterable):
+        return tool_result(value, turn)
+    items = aiter(value)
+    first = await anext(items, _END)
+    if first is _END:
         return []
+    return _items(first, _awaited(items, asyncio.get_running_loop()), turn)
+
+
+def _items(first: Any, rest: Iterator[Any], turn: TurnBudget) -> Iterator[Any]:
+    """The iterator whose first item was *first* as the turn reads it: bytes are a byte
+    stream; any other items are the chunks of their JSON array."""
+    items = itertools.chain((first,), rest)
+    if isinstance(first, bytes | bytearray | memoryview):
+        return items
     # The store refuses a file past its own max_file_bytes as the chunks arrive.
     return JsonWriter(turn.gate.default, {}, MAX_LIMIT).chunks(items)
+
+
+_END = object()
+
+
+def _awaited(items: AsyncIterator[Any], loop: asyncio.AbstractEventLoop) -> Iterator[Any]:
+    # Read in a worker thread while *loop* awaits it (never on the loop's own thread,
+    # which this would block): each item is awaited on the loop the iterator belongs to.
+    while (item := asyncio.run_coroutine_threadsafe(_next(items), loop).result()) is not _END:
+        yield item
+
+
+async def _next(items: AsyncIterator[Any]) -> Any:
+    return await anext(items, _END)

@@ -35,6 +35,10 @@ try:
     from langchain_core.messages.tool import ToolOutputMixin
     from langchain_core.runnables import RunnableConfig
     from langchain_core.tools import BaseTool, Tool
+
+    # LangChain's own test of a tool's return value for message content, the one its
+    # ToolMessage is made by.
+    from langchain_core.tools.base import _normalize_message_content
     from langchain_core.utils.pydantic import TypeBaseModel
 except ImportError as exc:  # pragma: no cover - exercised only without langchain-core
     raise missing_extra("langchain", "langchain_core", "jsonbudget's LangChain adapter") from exc
@@ -317,8 +321,14 @@ class _Admit:
             # LangChain passes such a list on unchanged, as messages: a ToolMessage in it
             # reaches the model as one returned alone does (it passed uncounted once).
             return [self.output(item) for item in output]
-        # Called without a tool call: the tool's own return value, admitted whole (with a
-        # tool call, LangChain has already made a generator its repr).
+        # Called without a tool call: the tool's own return value (with a tool call,
+        # LangChain has already made a generator its repr). Message content (a sequence
+        # of strings and content blocks) is admitted as a tool call's content is: taken
+        # as one value, its images were counted and spilled as base64 text.
+        content = None if isinstance(output, str) else _normalize_message_content(output)
+        if isinstance(content, list):
+            blocks = self._blocks(content)
+            return output if blocks is content else blocks
         return self.turn.admit(tool_result(output, self.turn), tool=self.name).text
 
     def _content(self, content: Any) -> Any:

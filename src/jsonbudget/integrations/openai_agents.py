@@ -18,7 +18,7 @@ from typing import Any
 
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
-from ._results import tool_result
+from ._results import atool_result
 
 try:
     import pydantic
@@ -228,9 +228,13 @@ class _AdmittingTimeout:
 
 async def _admit(turn: TurnBudget, name: str, output: Any) -> Any:
     """A function tool's *output* as the model gets it, admitted to *turn*."""
+    if output is None:
+        # The SDK sends None as its str, "None"; the turn's text for it is "null".
+        await turn.aadmit(str(output), tool=name)
+        return None
     parts = _structured(output)
     if parts is None:
-        return (await turn.aadmit(tool_result(output, turn), tool=name)).text
+        return (await turn.aadmit(await atool_result(output, turn), tool=name)).text
     # The text parts are one call's result: admitted as one (joined by newlines), so
     # that a call of many parts takes one call's room, not one a part.
     texts = [part.text for part in parts if isinstance(part, ToolOutputText)]

@@ -18,10 +18,11 @@ import orjson
 from .._agents.guards import Admitted, TurnBudget, TurnReport
 from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
-from ._results import tool_result
+from ._results import atool_result
 
 try:
-    from pydantic_ai import ModelRetry, RunContext, ToolFailed, ToolReturn
+    from pydantic_ai import BinaryContent, ModelRetry, RunContext, ToolFailed, ToolReturn
+    from pydantic_ai._utils import format_inlined_text_file, is_text_like_media_type
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.capabilities.abstract import (
         RawOutput,
@@ -39,6 +40,14 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without pydantic-ai
     raise missing_extra("pydantic-ai", "pydantic_ai", "jsonbudget's pydantic-ai adapter") from exc
 
+try:
+    from pydantic_ai._utils import has_yaml_structured_suffix
+except ImportError:  # pragma: no cover - pydantic-ai before 2.78 inlines no +yaml file
+
+    def has_yaml_structured_suffix(media_type: str) -> bool:
+        return False
+
+
 __all__ = ["TurnBudgetCapability"]
 
 
@@ -51,7 +60,11 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     the tool result and admitted; its ``content`` (sent as a user prompt) and ``metadata``
     (never sent) are kept as they are. Files (``BinaryContent``, ``ImageUrl``...) reach the
     model as files and do not count against the turn; the rest of a list holding files is
-    admitted as one result, its text first, then the files. A tool's ``ModelRetry`` or
+    admitted as one result, its text first, then the files. A ``BinaryContent`` of text
+    (JSON, ``text/*``..., which the model adapters inline as text) is admitted as that
+    text: alone, it is sent as the file where that fits, else as the admitted text of its
+    data; in a list, its text is part of the list's. A ``None`` result is counted as the
+    empty text pydantic-ai sends for it, and kept. A tool's ``ModelRetry`` or
     ``ToolFailed`` message also reaches the model as the call's answer: it is admitted the
     same way, and so are the validation errors of arguments that do not validate (sent
     as they are where they fit, else as a ``ModelRetry`` naming their spill). An output
@@ -252,21 +265,48 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         return notes[-1]
 
     async def _admit(self, value: Any, tool: str) -> Any:
+        if value is None:
+            # pydantic-ai sends None as an empty text; the turn's text for it is "null".
+            await self.turn.aadmit("", tool=tool)
+            return None
         # pydantic-ai sends files natively and the other items as text: only text is
-        # admitted, so an image stays an image (not base64 inside JSON).
-        if is_multi_modal_content(value):
+        # admitted, so an image stays an image (not base64 inside JSON). A text file is
+        # text in the model's context, which its adapter inlines: it is admitted.
+        if _is_media(value):
             return value
         if isinstance(value, list):
-            files = [item for item in value if is_multi_modal_content(item)]
-            data = [item for item in value if not is_multi_modal_content(item)]
+            files = [item for item in value if _is_media(item)]
+            data = [item for item in value if not _is_media(item)]
             if files and not data:
                 return value
             if files:
                 return await self._admit_with_files(data, files, tool)
-        return (await self.turn.aadmit(tool_result(value, self.turn), tool=tool)).text
+            if any(_is_text_file(item) for item in data):
+                # Sent as counted, the text files' text in the array: as files, each
+                # would add its uncounted reference beside it.
+                value = [_as_sent(item) for item in data]
+        elif _is_text_file(value):
+            return await self._admit_text_file(value, tool)
+        return (await self.turn.aadmit(await atool_result(value, self.turn), tool=tool)).text
+
+    async def _admit_text_file(self, file: BinaryContent, tool: str) -> Any:
+        """A text file returned alone: sent as the file, counted as the text its adapter
+        inlines, where that fits; else its data is admitted as the tool's result text.
+
+        Spilled as the inlined text, its preview was the file's first line, the frame's
+        header: a JSON file spilled as its data is previewed and read as JSON."""
+        inlined = _as_sent(file)
+        # Fits the turn as it stands: else its data, not the file, is what is sent.
+        if len(inlined.encode()) <= min(self.turn.remaining, self.turn.gate.max_bytes):
+            admitted = await self.turn.aadmit(inlined, tool=tool)
+            if admitted.spill is None:
+                return file
+            return admitted.text  # a concurrent call took the room first
+        return (await self.turn.aadmit(file.data, tool=tool)).text
 
     async def _admit_with_files(self, data: list[Any], files: list[Any], tool: str) -> Any:
-        """The items of a result that holds files: their text goes first, then the files.
+        """The items of a result that holds files: their text goes first, then the files
+        (a text file's text, as its adapter would inline it, is part of that text).
 
         A provider whose tool results take text only (OpenAI's chat API, Groq, Mistral...)
         sends ``[text, "See file <id>.", ...]`` as one JSON array, the text escaped once
@@ -274,7 +314,8 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         short note naming the spill, and the message (note and file references) is kept
         within what the turn counted: files are left out from the end, and the note says
         how many, until it is; with none left the note alone is sent, as a plain text."""
-        one = data[0] if len(data) == 1 else data
+        inlined = [_as_sent(item) for item in data]
+        one = inlined[0] if len(inlined) == 1 else inlined
         limit = self.turn.max_bytes
         default = self.turn.gate.default
         text = one
@@ -310,6 +351,35 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         # Not reached (the shortest note is shorter than the gate's bare reference, the
         # least the turn counts for a spilled result); the gate's own answer fits.
         return admitted.text
+
+
+def _is_text_file(item: Any) -> bool:
+    """Whether pydantic-ai's model adapters put *item* into the model's context as text:
+    a `BinaryContent` of a text-like media type (``text/*``, JSON, XML, YAML, TOML...),
+    decided as they decide it (OpenAI's chat model and Mistral's inline a ``+yaml`` type
+    that is neither an image nor a document too)."""
+    if not isinstance(item, BinaryContent):
+        return False
+    media_type = item.media_type
+    return is_text_like_media_type(media_type) or (
+        has_yaml_structured_suffix(media_type) and not item.is_image and not item.is_document
+    )
+
+
+def _is_media(item: Any) -> bool:
+    """Whether *item* reaches the model as a file (an image, audio, a PDF...), not as text."""
+    return is_multi_modal_content(item) and not _is_text_file(item)
+
+
+def _as_sent(item: Any) -> Any:
+    """*item* as the model gets it: a text file as the text its adapter inlines (a 769 KB
+    JSON file in a ``BinaryContent`` reached the model uncounted, as a file); any other
+    item as it is."""
+    if not _is_text_file(item):
+        return item
+    return format_inlined_text_file(
+        item.data.decode("utf-8", "replace"), media_type=item.media_type, identifier=item.identifier
+    )
 
 
 def _notes(admitted: Admitted, *, left_out: int = 0, of: int = 0) -> list[str]:
