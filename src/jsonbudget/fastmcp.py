@@ -20,14 +20,19 @@ from ._extras import missing_extra
 from ._limits import MIN_BYTES
 from ._pages.builder import ENVELOPE_KEYS
 from ._sources.jsonread import load_json
-from .errors import DecodeError, LimitError
+from .errors import LimitError
 from .mcp import (
+    RESERVE_META,
+    RESERVE_NOTES,
     ContentMode,
     McpPageEnvelope,
     McpResultFitter,
     largest_identity,
     message_bytes,
+    omitted_note,
+    refit_result,
     serving_apps,
+    value_of,
 )
 
 try:
@@ -59,14 +64,17 @@ class BoundedResults(Middleware):
     with `McpResultFitter`: valid JSON, each cut marked in place, the text and structured
     content the same value (``content="both"``, the default); the content blocks the
     value does not carry are left out and a text block after it says how many. A tool
-    error's message is cut as a text result is. A
+    error's message is cut as a text result is, and an error result stays one. A
     paginated tool's page over the budget is refused with a `ToolError` (cutting its
     items would lose the rows its ``nextCursor`` skips). With a *reader*, the larger
-    result is first spilled whole (a `ResultGate` with that reader) and the client gets
-    its preview and a reference that *principal* can read back with the ``read_result``
-    tool: nothing is lost. *tools* limits it to those tool names. Because a cut value
-    holds markers that a tool's declared output schema may refuse, the tools it bounds
-    are listed without an output schema (as FastMCP's own limiter does). Each result is
+    result (an error's too) is first spilled whole (a `ResultGate` with that reader) and
+    the client gets its preview and a reference that *principal* can read back with the
+    ``read_result`` tool: nothing is lost. What is spilled is the value when it carries
+    the whole result, else the whole result as the SDK writes it (``content`` with every
+    block, ``structuredContent``, ``_meta``, ``isError``). *tools* limits it to those
+    tool names. Because a cut value holds markers that a tool's declared output schema
+    may refuse, the tools it bounds are listed without an output schema (as FastMCP's
+    own limiter does). Each result is
     measured with the serverInfo stamp of the app that answers the request (a mounting
     parent's, for a mounted server). *server* (the FastMCP app that serves the
     connection) has the budget checked against its identity here; without it, a larger
@@ -112,7 +120,7 @@ class BoundedResults(Middleware):
         gates: dict[bool, ResultGate] = {}
         if reader is not None:
             for text in (False, True):
-                room = fitter._room("" if text else [], meta=_RESERVE_META, notes=_RESERVE_NOTES)
+                room = fitter._room("" if text else [], meta=RESERVE_META, notes=RESERVE_NOTES)
                 preview = _text_preview(room) if text else room
                 try:
                     gates[text] = ResultGate(max_bytes=preview, preview_bytes=preview,
@@ -132,7 +140,7 @@ class BoundedResults(Middleware):
         # (the fitter's own, for a bare result, is smaller).
         roomy = McpResultFitter(**{**self._options, "max_bytes": _ROOMY}, server=server)
         probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
-        least = max(roomy._least_bytes(p, meta=_RESERVE_META, notes=_RESERVE_NOTES) for p in probes)
+        least = max(roomy._least_bytes(p, meta=RESERVE_META, notes=RESERVE_NOTES) for p in probes)
         if reader is None:
             return least
 
@@ -188,7 +196,9 @@ class BoundedResults(Middleware):
         except FastMCPError as exc:
             # FastMCP sends a tool's failure (already masked if the server masks) as an
             # isError result whose text is str(exc): that text is bounded like a result.
-            cut = self._cut_error(str(exc), _server_of(context)) if self._bounds(name) else None
+            if not self._bounds(name):
+                raise
+            cut = await self._bound_error(str(exc), _server_of(context), name)
             if cut is None:
                 raise
             raise ToolError(cut) from exc
@@ -200,7 +210,7 @@ class BoundedResults(Middleware):
         size = message_bytes(wire, server=server)
         if size <= self.max_bytes:
             return result
-        value, left_out = _value_of(result)
+        value, left_out = value_of(result)
         if _is_page(value):
             # Cut, the page's items would end before the row its nextCursor resumes at.
             raise ToolError(
@@ -210,22 +220,35 @@ class BoundedResults(Middleware):
                 f"{self.max_bytes}"
             )
         fitter, gates = self._plan_at(server)
-        notes = [_omitted_note(left_out)] if left_out else []
-        text = isinstance(value, str)
-        gate = None if result.is_error else gates.get(text)
+        notes = [omitted_note(left_out)] if left_out else []
         need = MIN_BYTES
-        if gate is not None:
-            gated = await gate.agate(value, label=name)
+        if gates:
+            if left_out or (
+                _own_meta(result.meta)
+                and fitter._room(value, meta=result.meta, notes=notes) < _need(gates, value)
+            ):
+                # The value does not carry all the client would miss (blocks it leaves
+                # out, the tool's _meta with no room beside it): the whole result is
+                # spilled as the SDK writes it, each part read back by its pointer.
+                value = wire.model_dump(by_alias=True, mode="json", exclude_none=True)
+            need = _need(gates, value)
+            gated = await gates[isinstance(value, str)].agate(value, label=name)
             value = load_json(gated.data) if gated.kind == "json" else gated.text
-            need = gate.preview_bytes * (6 if text else 1)  # see __init__
-        meta = result.meta
-        if fitter._room(value, meta=meta, notes=notes) < need:
-            # The tool's _meta leaves no room for the value (or for the preview, which
-            # must arrive whole with its reference): it is dropped, and said so.
-            meta = _omitted_meta(meta)
-        fitted = fitter.fit(value, meta=meta, notes=notes)
+        fitted = refit_result(fitter, result, value, notes=notes, need=need)
         return ToolResult(content=fitted.content, structured_content=fitted.structured_content,
-                          meta=fitted.meta, is_error=result.is_error)  # fmt: skip
+                          meta=fitted.meta, is_error=fitted.is_error)  # fmt: skip
+
+    async def _bound_error(self, message: str, server: Any, name: str) -> str | None:
+        """The text of the isError result FastMCP makes of *message*, bounded; None if it
+        fits. With a reader the message is spilled whole and the text is its preview."""
+        wire = CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+        if message_bytes(wire, server=server) <= self.max_bytes:
+            return None
+        gates = self._plan_at(server).gates
+        if gates:
+            # Sized for a result with the fullest _meta and notes: it fits an error's.
+            message = (await gates[True].agate(message, label=name)).text
+        return self._cut_error(message, server) or message
 
     def _cut_error(self, message: str, server: Any) -> str | None:
         """*message* cut so the isError result FastMCP makes of it fits; None if it fits."""
@@ -297,10 +320,6 @@ def _identity(server: Any) -> Any:
 SERVER_ERROR: Final = -32000
 
 
-# The reserve a cut result always keeps room for: FastMCP's own _meta key with a count
-# of dropped keys, and the line saying how many blocks were left out, at their longest.
-_WORST_META: Final = {"fastmcp": {"wrap_result": True}, **{str(i): 0 for i in range(10)}}
-_WORST_COUNT: Final = 10**9
 _PAGE_KEYS: Final = frozenset(McpPageEnvelope.__annotations__)
 #: A `read_result` page's keys: cut, it too would skip what its next_cursor resumes after.
 _READ_PAGE_KEYS: Final = frozenset({*ENVELOPE_KEYS.values(), "pointer", "kind"})
@@ -335,61 +354,21 @@ def _server_of(context: MiddlewareContext[Any]) -> Any:
     return largest_identity(apps)._mcp_server
 
 
-def _omitted_meta(meta: dict[str, Any] | None) -> dict[str, Any]:
-    """*meta* too large to send: FastMCP's own key kept (its client unwraps results with
-    it), the rest replaced by how many keys were left out (a count: always small)."""
-    meta = meta or {}
-    kept = {"fastmcp": meta["fastmcp"]} if "fastmcp" in meta else {}
-    return {**kept, "jsonbudget/omittedMetaKeys": sum(k != "fastmcp" for k in meta)}
+def _need(gates: dict[bool, ResultGate], value: Any) -> int:
+    """The room the preview of *value* needs beside the rest of the message: a JSON
+    preview's bytes, or a text's at their longest escaped (see `_plan_for`)."""
+    text = isinstance(value, str)
+    return gates[text].preview_bytes * (6 if text else 1)
+
+
+def _own_meta(meta: dict[str, Any] | None) -> bool:
+    """Whether *meta* holds keys of the tool's own, which `omitted_meta` drops."""
+    return any(key != "fastmcp" for key in meta or ())
 
 
 def _cuttable_schema(schema: dict[str, Any] | None) -> bool:
     # A paginated tool's envelope is already within its budget: its schema stays.
     return schema is not None and schema.get("title") != McpPageEnvelope.__name__
-
-
-def _value_of(result: ToolResult) -> tuple[Any, int]:
-    """The value a result stands for, and how many of its blocks the value leaves out.
-
-    The value is its structured content (a text block that is FastMCP's JSON copy of it
-    is not left out: the cut value gets a new one), else its single text block parsed as
-    JSON (integers beyond 64 bits kept exact), else its texts joined. Blocks that are not
-    text (images, audio, resources) cannot be cut: they are left out and counted.
-    """
-    texts = [block.text for block in result.content if isinstance(block, TextContent)]
-    others = len(result.content) - len(texts)
-    structured = result.structured_content
-    if structured is not None:
-        return structured, others + sum(not _copy_of(t, structured) for t in texts)
-    if len(texts) == 1 and not others:
-        try:
-            return load_json(texts[0]), 0
-        except DecodeError:
-            return texts[0], 0  # not JSON: bounded as text
-    return "\n\n".join(texts), others
-
-
-def _copy_of(text: str, structured: dict[str, Any]) -> bool:
-    """Whether *text* is FastMCP's copy of *structured* (or of the value it wraps): its
-    JSON, or a wrapped string itself (FastMCP sends a ``str`` result as the text)."""
-    wrapped = structured.get("result", structured) if len(structured) == 1 else structured
-    if isinstance(wrapped, str) and text == wrapped:
-        return True
-    try:
-        parsed = load_json(text)
-    except DecodeError:
-        return False  # prose: a text of its own
-    return bool(parsed in (structured, wrapped))
-
-
-def _omitted_note(count: int) -> str:
-    """The text block after a cut value that says how many blocks it left out."""
-    return f"…[omitted: {count} content blocks]"
-
-
-# What a cut result keeps room for beside its value, at its longest (`_WORST_META`).
-_RESERVE_META: Final = _omitted_meta(_WORST_META)
-_RESERVE_NOTES: Final = (_omitted_note(_WORST_COUNT),)
 
 
 def _text_preview(room: int) -> int:
@@ -411,8 +390,8 @@ def _least_with_reader(content: ContentMode, takes: Callable[[int], bool], serve
     def fits(max_bytes: int) -> bool:
         fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=None,
                                  server=server)  # fmt: skip
-        text = _text_preview(fitter._room("", meta=_RESERVE_META, notes=_RESERVE_NOTES))
-        return takes(min(fitter._room([], meta=_RESERVE_META, notes=_RESERVE_NOTES), text))
+        text = _text_preview(fitter._room("", meta=RESERVE_META, notes=RESERVE_NOTES))
+        return takes(min(fitter._room([], meta=RESERVE_META, notes=RESERVE_NOTES), text))
 
     lo, hi = 1, _ROOMY
     while lo < hi:

@@ -36,7 +36,7 @@ from ._limits import MIN_BYTES, Limits
 from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator, SpillTarget
 from ._sources.base import Source, SourceLike, as_source
 from ._sources.jsonread import load_json
-from .errors import CursorError, EncodeError, LimitError
+from .errors import CursorError, DecodeError, EncodeError, LimitError
 
 try:
     import anyio.from_thread
@@ -45,7 +45,13 @@ try:
     from mcp.server.mcpserver import Context as McpContext
     from mcp.server.mcpserver.resolve import find_resolved_parameters
     from mcp.shared.exceptions import MCPError
-    from mcp.types import CallToolResult, Implementation, JSONRPCResponse, TextContent
+    from mcp.types import (
+        CallToolResult,
+        ContentBlock,
+        Implementation,
+        JSONRPCResponse,
+        TextContent,
+    )
     from mcp_types import SERVER_INFO_META_KEY
     from pydantic import TypeAdapter
     from pydantic_core import to_json
@@ -643,6 +649,158 @@ def bounded_result(
     fitter = McpResultFitter(max_bytes=max_bytes, content=content, markers=markers,
                              default=default, server=server)  # fmt: skip
     return fitter.fit(value)
+
+
+def omitted_meta(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """*meta* too large to send: FastMCP's own key kept (its client unwraps results with
+    it), the rest replaced by how many keys were left out (a count: always small)."""
+    meta = meta or {}
+    kept = {"fastmcp": meta["fastmcp"]} if "fastmcp" in meta else {}
+    return {**kept, "jsonbudget/omittedMetaKeys": sum(k != "fastmcp" for k in meta)}
+
+
+def value_of(result: Any) -> tuple[Any, int]:
+    """The value a result (a ``CallToolResult`` or FastMCP's ``ToolResult``) stands for,
+    and how many of its blocks the value leaves out.
+
+    The value is its structured content (a text block that is FastMCP's JSON copy of it
+    is not left out: the cut value gets a new one), else its single text block parsed as
+    JSON (integers beyond 64 bits kept exact), else its texts joined. Blocks that are not
+    text (images, audio, resources) cannot be cut: they are left out and counted.
+    """
+    texts = [block.text for block in result.content if isinstance(block, TextContent)]
+    others = len(result.content) - len(texts)
+    structured = result.structured_content
+    if structured is not None:
+        return structured, others + sum(not _copy_of(t, structured) for t in texts)
+    if len(texts) == 1 and not others:
+        try:
+            return load_json(texts[0]), 0
+        except DecodeError:
+            return texts[0], 0  # not JSON: bounded as text
+    return "\n\n".join(texts), others
+
+
+def _copy_of(text: str, structured: dict[str, Any]) -> bool:
+    """Whether *text* is FastMCP's copy of *structured* (or of the value it wraps): its
+    JSON, or a wrapped string itself (FastMCP sends a ``str`` result as the text)."""
+    wrapped = structured.get("result", structured) if len(structured) == 1 else structured
+    if isinstance(wrapped, str) and text == wrapped:
+        return True
+    try:
+        parsed = load_json(text)
+    except DecodeError:
+        return False  # prose: a text of its own
+    return bool(parsed in (structured, wrapped))
+
+
+def omitted_note(count: int) -> str:
+    """The text block after a cut value that says how many blocks it left out."""
+    return f"…[omitted: {count} content blocks]"
+
+
+# The reserve a cut result always keeps room for: FastMCP's own _meta key with a count
+# of dropped keys, and the line saying how many blocks were left out, at their longest.
+_WORST_META: Final = {"fastmcp": {"wrap_result": True}, **{str(i): 0 for i in range(10)}}
+_WORST_COUNT: Final = 10**9
+RESERVE_META: Final = omitted_meta(_WORST_META)
+RESERVE_NOTES: Final = (omitted_note(_WORST_COUNT),)
+
+
+def refit_result(
+    fitter: McpResultFitter, result: Any, value: Any, *, notes: Sequence[str], need: int
+) -> CallToolResult:
+    """*result* (over the budget) as *value* fitted by *fitter* with *notes* after it,
+    ``isError`` kept: its ``_meta`` whole when that leaves *value* at least *need* bytes,
+    else `omitted_meta` of it."""
+    meta = result.meta
+    if fitter._room(value, meta=meta, notes=notes) < need:
+        # The tool's _meta leaves no room for the value (or for a preview, which must
+        # arrive whole with its reference): it is dropped, and said so.
+        meta = omitted_meta(meta)
+    fitted = fitter.fit(value, meta=meta, notes=notes)
+    fitted.is_error = result.is_error
+    return fitted
+
+
+def tool_result_fitting(
+    limits: Limits,
+    *,
+    strategy: Strategy,
+    markers: MarkerStyle,
+    default: Callable[[Any], Any] | None,
+) -> Callable[[Any], CallToolResult]:
+    """What `bounded_tool` hands an MCP result its function returns to: a function that
+    makes it a ``CallToolResult`` whose whole message is at most ``limits.max_bytes``.
+
+    A result that fits is returned as it is (media stay media, ``isError`` stays); a
+    larger one is fitted as `BoundedResults` fits one without a reader (`value_of`: the
+    blocks its value leaves out are counted in a note, ``isError`` kept). Measured with
+    the serverInfo stamp of the default identity, or under FastMCP of the app that
+    answers the call when that is larger. `LimitError` if *limits* leave too little room.
+    """
+
+    def make(server: Any) -> McpResultFitter:
+        def fitter(max_bytes: int) -> McpResultFitter:
+            return McpResultFitter(limits=limits.replace(max_bytes=max_bytes), strategy=strategy,
+                                   markers=markers, default=default, server=server)  # fmt: skip
+
+        # Asked of a fitter with room to spare, so the message names the one minimum.
+        roomy = fitter(max(limits.max_bytes, 1 << 20))
+        probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
+        least = max(roomy._least_bytes(p, meta=RESERVE_META, notes=RESERVE_NOTES) for p in probes)
+        if limits.max_bytes < least:
+            raise LimitError("max_bytes", limits.max_bytes,
+                             f"must be at least {least} for a tool that returns an MCP result: "
+                             f"its whole message is bounded, with a line saying how many "
+                             f"content blocks were left out")  # fmt: skip
+        return fitter(limits.max_bytes)
+
+    own = make(None)
+    # By the stamp of a larger identity met on a call (a FastMCP app's): its fitter.
+    larger: dict[str, McpResultFitter] = {}
+
+    def fit(value: Any) -> CallToolResult:
+        fitter = _for_identity_now(_DEFAULT_INFO, own, larger, make)
+        result = as_call_result(value)
+        if _line_bytes(result, fitter._stamp) <= fitter.max_bytes:
+            return result
+        kept, left_out = value_of(result)
+        notes = [omitted_note(left_out)] if left_out else []
+        return refit_result(fitter, result, kept, notes=notes, need=MIN_BYTES)
+
+    return fit
+
+
+def as_call_result(value: Any) -> CallToolResult:
+    """An MCP result value as the ``CallToolResult`` a server sends for it: itself,
+    FastMCP's ``ToolResult`` with its fields, or content blocks, the SDKs' ``Image``,
+    ``Audio`` (and FastMCP's ``File``) helpers and lists of them (flattened as the SDK
+    flattens them: a str item is a text block, another value its JSON text)."""
+    if isinstance(value, CallToolResult):
+        return value
+    tool_result = getattr(sys.modules.get("fastmcp.tools.base"), "ToolResult", None)
+    if tool_result is not None and isinstance(value, tool_result):
+        return CallToolResult(content=value.content, structured_content=value.structured_content,
+                              _meta=value.meta, is_error=value.is_error)  # fmt: skip
+    return CallToolResult(content=_blocks_of(value))
+
+
+def _blocks_of(value: Any) -> list[ContentBlock]:
+    if isinstance(value, list | tuple):
+        return [block for item in value for block in _blocks_of(item)]
+    if isinstance(value, _BLOCK_TYPES):
+        return [value]
+    for method in ("to_image_content", "to_audio_content", "to_resource_content"):
+        convert = getattr(value, method, None)
+        if convert is not None:
+            block: ContentBlock = convert()
+            return [block]
+    text = value if isinstance(value, str) else to_json(value, fallback=str, indent=2).decode()
+    return [TextContent(type="text", text=text)]
+
+
+_BLOCK_TYPES: Final = typing.get_args(ContentBlock)
 
 
 def _reader_ref(reader: ResultReader, spilled: Any, scope: Scope) -> str:

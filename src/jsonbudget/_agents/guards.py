@@ -17,13 +17,16 @@ import copy
 import dataclasses
 import decimal
 import functools
+import importlib
 import inspect
 import io
 import itertools
 import json
 import operator
 import re
+import sys
 import threading
+import types as types_
 import typing
 from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
@@ -1017,7 +1020,19 @@ def bounded_tool(
     dumps = encoder.dumps
     encode_ = encoder.encode
 
-    def finish(value: Any, name: str) -> Any:
+    def finish(value: Any, name: str, mcp_fit: Callable[[Any], Any] | None) -> Any:
+        if (mcp_fit is not None and isinstance(value, list | tuple)) or _is_mcp_result(value):
+            # Encoded, an error result would read as a success and an image as JSON
+            # text: such results are bounded as MCP results, or refused.
+            if mcp_fit is None:
+                raise TypeError(
+                    f"{name} returned {type(value).__name__}, an MCP result, but does not "
+                    "declare it: annotate the function's return type with it (-> "
+                    "CallToolResult, ImageContent, Image, list[ContentBlock], ToolResult) "
+                    "so bounded_tool returns it bounded as a CallToolResult, or return "
+                    "jsonbudget.mcp.bounded_result(...) from a tool bounded_tool does not wrap"
+                )
+            return mcp_fit(value)
         if isinstance(value, AsyncIterable) and not isinstance(value, Iterable):
             # Its items can only be awaited: encoded, it would be one unencodable marker
             # and every item lost.
@@ -1059,6 +1074,13 @@ def bounded_tool(
                 f"bounded_tool cannot wrap {name}, an async generator function: its items "
                 "can only be awaited; return a list or a sync generator"
             )
+        sig = _signature(fn)
+        mcp_fit: Callable[[Any], Any] | None = None
+        if _declares_mcp_result(sig.return_annotation):
+            # Imported only now: the annotation names mcp's (or FastMCP's) classes.
+            mcp = importlib.import_module("jsonbudget.mcp")
+            mcp_fit = mcp.tool_result_fitting(limits, strategy=strategy, markers=markers,
+                                              default=default)  # fmt: skip
         wrapper: Callable[..., Any]
         if _is_async(fn):
 
@@ -1066,7 +1088,7 @@ def bounded_tool(
                 value = await fn(*args, **kwargs)
                 if inspect.isawaitable(value):
                     _refuse_awaitable(value, name, _ASYNC_AWAITABLE)
-                return finish(value, name)
+                return finish(value, name, mcp_fit)
 
             wrapper = async_wrapper
         else:
@@ -1075,10 +1097,13 @@ def bounded_tool(
                 value = fn(*args, **kwargs)
                 if inspect.isawaitable(value):
                     _refuse_awaitable(value, name, _SYNC_AWAITABLE)
-                return finish(value, name)
+                return finish(value, name, mcp_fit)
 
             wrapper = sync_wrapper
-        _retype(wrapper, fn, name, output)
+        # A server passes a CallToolResult through when the tool declares one (no
+        # output schema to validate it against).
+        returns = None if mcp_fit is None else importlib.import_module("mcp.types").CallToolResult
+        _retype(wrapper, fn, name, output, sig, mcp_returns=returns)
         return wrapper
 
     return cast("ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]", decorate)
@@ -1287,8 +1312,84 @@ def _refuse_awaitable(value: Any, name: str, where: str) -> typing.NoReturn:
     raise TypeError(f"{name} returned an awaitable from {where}")
 
 
-def _retype(wrapper: Callable[..., Any], fn: Any, name: str, output: str) -> None:
-    """Give *wrapper* *fn*'s name, docs and parameters, and the return type it really has.
+def _signature(fn: Any) -> inspect.Signature:
+    """*fn*'s signature, string annotations resolved in its module where they can be."""
+    try:
+        return inspect.signature(fn, eval_str=True)
+    except NameError:
+        return inspect.signature(fn)  # a name only its defining scope knows: keep the string
+
+
+#: The MCP result types `bounded_tool` returns as MCP results, by module and name: looked
+#: up in the modules already imported, so nothing imports mcp or fastmcp here.
+_MCP_RESULT_NAMES: Final = (
+    ("mcp_types", ("CallToolResult", "TextContent", "ImageContent", "AudioContent",
+                   "ResourceLink", "EmbeddedResource")),
+    ("mcp.server.mcpserver.utilities.types", ("Image", "Audio")),
+    ("fastmcp.tools.base", ("ToolResult",)),
+    ("fastmcp.utilities.types", ("Image", "Audio", "File")),
+)  # fmt: skip
+
+
+def _mcp_result_types() -> tuple[type, ...]:
+    """The MCP result classes of the modules imported so far (none without mcp)."""
+    found = (
+        getattr(sys.modules.get(module), name, None)
+        for module, names in _MCP_RESULT_NAMES
+        for name in names
+    )
+    return tuple(t for t in found if isinstance(t, type))
+
+
+def _is_mcp_result(value: Any) -> bool:
+    """Whether *value* is an MCP result (a ``CallToolResult``, a content block, a media
+    helper, FastMCP's ``ToolResult``) or a list or tuple holding one among its first
+    `_MCP_SCAN` items."""
+    types = _mcp_result_types()
+    if not types:
+        return False
+    if isinstance(value, list | tuple):
+        # Content lists are short; a long list of rows is not read to its end here.
+        return any(isinstance(item, types) for item in value[:_MCP_SCAN])
+    return isinstance(value, types)
+
+
+_MCP_SCAN: Final = 64
+
+
+def _declares_mcp_result(annotation: Any) -> bool:
+    """Whether a return *annotation* names an MCP result type: itself, in a union, or as
+    the items of a list, tuple or sequence (``list[ContentBlock]``)."""
+    types = _mcp_result_types()
+    if not types:
+        return False
+    stack = [annotation]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, type) and issubclass(node, types):
+            return True
+        origin = typing.get_origin(node)
+        if origin is typing.Annotated:
+            stack.append(typing.get_args(node)[0])
+        elif origin in _MCP_CONTAINERS or isinstance(node, types_.UnionType):
+            stack.extend(typing.get_args(node))
+    return False
+
+
+_MCP_CONTAINERS: Final = (typing.Union, list, tuple, collections.abc.Sequence)
+
+
+def _retype(
+    wrapper: Callable[..., Any],
+    fn: Any,
+    name: str,
+    output: str,
+    sig: inspect.Signature,
+    *,
+    mcp_returns: Any = None,
+) -> None:
+    """Give *wrapper* *fn*'s name, docs and parameters (*sig*), and the return type it
+    really has (*mcp_returns* when the function returns MCP results).
 
     Frameworks build a tool's schemas from the signature and the annotations: the
     parameters stay *fn*'s (string annotations resolved in *fn*'s module), the return
@@ -1302,13 +1403,9 @@ def _retype(wrapper: Callable[..., Any], fn: Any, name: str, output: str) -> Non
     wrapper.__name__ = name
     # No __wrapped__: a framework that unwraps would find fn's return type again.
     del wrapper.__wrapped__  # type: ignore[attr-defined]
-    try:
-        sig = inspect.signature(fn, eval_str=True)
-    except NameError:
-        sig = inspect.signature(fn)  # a name only its defining scope knows: keep the string
     params = sig.parameters.values()
-    returns = _RETURNS[output]
-    if output == "json":
+    returns = _RETURNS[output] if mcp_returns is None else mcp_returns
+    if output == "json" and mcp_returns is None:
         declared = sig.return_annotation
         origin = typing.get_origin(declared) or declared
         if isinstance(origin, type):
