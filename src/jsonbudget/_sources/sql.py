@@ -49,6 +49,7 @@ from .base import (
     page_reader,
     read_bound,
 )
+from .jsonread import load_json
 
 if TYPE_CHECKING:
     from typing import Self
@@ -1666,6 +1667,25 @@ def _not_utf8(exc: sqlite3.OperationalError) -> DecodeError | None:
 _SQLITE_TYPES: Final = (int, float, str, bytes)
 
 
+#: Python's codecs for the text encodings an SQLite database can have.
+_SQLITE_ENCODINGS: Final = {"UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
+
+
+def _file_name(stored: bytes, encoding: str) -> bytes | None:
+    """A database file's name as the OS's bytes, from its text cast to a blob, which
+    is in the database's *encoding* (None: the name cannot be known exactly).
+
+    SQLite keeps the name as UTF-8 bytes and hands a UTF-16 database its text
+    converted: the bytes with NULs between them, which no file name holds. A name
+    that is not UTF-8 is converted with U+FFFD in place of its bytes, read back as
+    another name (a genuine U+FFFD is taken for one too)."""
+    codec = _SQLITE_ENCODINGS.get(encoding)
+    if codec is None:
+        return stored
+    name = stored.decode(codec, "replace")
+    return None if "\ufffd" in name else os.fsencode(name)
+
+
 def _file_id(path: str | bytes) -> tuple[int, int] | None:
     """The device and inode of the file at *path* (None: in memory, or gone)."""
     if not path:
@@ -2262,16 +2282,23 @@ class SQLiteSource(_SQLSource):
 
         The attached databases' names and files count too, each file by its inode: a
         database detached and another file attached under its name (a dataset
-        refreshed with ``os.replace``) starts counters of its own, which may be equal."""
+        refreshed with ``os.replace``) starts counters of its own, which may be equal;
+        None where a file's name cannot be read exactly (`_file_name`)."""
         if conn.in_transaction:
             return None
         # A file's name as its bytes: a POSIX name that is not UTF-8 read as text fails
         # to decode (whatever the connection's text_factory is, the bytes are the OS's).
         attached = cur.execute(
-            "SELECT seq, name, CAST(file AS BLOB) FROM pragma_database_list"
+            "SELECT seq, name, CAST(file AS BLOB), (SELECT encoding FROM pragma_encoding)"
+            " FROM pragma_database_list"
         ).fetchall()
         schemas = [row[1] for row in attached]
-        files = tuple((name, path, _file_id(path)) for _, name, path in attached)
+        files = []
+        for _, name, stored, encoding in attached:
+            path = _file_name(stored, encoding)
+            if path is None:
+                return None  # a file not known by its name could be replaced unseen
+            files.append((name, path, _file_id(path)))
         versions = tuple(
             cur.execute(f"PRAGMA {quote_ident(name)}.data_version").fetchone()[0]
             for name in schemas
@@ -2281,7 +2308,7 @@ class SQLiteSource(_SQLSource):
             cur.execute(f"PRAGMA {quote_ident(name)}.schema_version").fetchone()[0]
             for name in schemas
         )
-        return conn.total_changes, versions, layouts, files
+        return conn.total_changes, versions, layouts, tuple(files)
 
     def _make_plan(self, cut: int | None) -> _Plan:
         # Its statements too must not run under another page's limit (`_lock`); made
@@ -2618,20 +2645,59 @@ def _row_cursor(
         unknown = defaults.get_loader(0, text)
         for oid in key_oids:
             adapters.register_loader(oid, defaults.get_loader(oid, text) or unknown)
-    for type_name in ("date", "timestamp", "timestamptz", "time", "timetz"):
+    for type_name in _PG_REFUSED:
         base = adapters.get_loader(adapters.types[type_name].oid, psycopg.pq.Format.TEXT)
         if base is not None:
             adapters.register_loader(type_name, _infinite(base))
+    for type_name in ("json", "jsonb"):
+        base = adapters.get_loader(adapters.types[type_name].oid, psycopg.pq.Format.TEXT)
+        if base is not None and _stock_json(base):
+            adapters.register_loader(type_name, _json_text_loader())
     return cur
+
+
+#: Types whose values psycopg's loaders refuse for some valid value, or for every value
+#: under some session setting (`_infinite`).
+_PG_REFUSED: Final = ("date", "timestamp", "timestamptz", "time", "timetz", "interval")
+
+
+def _stock_json(loader: type[Any]) -> bool:
+    """Whether *loader* is psycopg's own for json or jsonb with the stdlib's
+    ``json.loads``, which recurses: a document nested about a thousand levels deep
+    raised RecursionError, which failed every page whose fetch held its row. A loader
+    the application registered (``set_json_loads``, its own class) is its choice."""
+    import json  # noqa: PLC0415  # only to recognize psycopg's default
+
+    from psycopg.types.json import JsonbLoader, JsonLoader  # noqa: PLC0415  # optional
+
+    return loader in (JsonLoader, JsonbLoader) and loader._loads is json.loads
+
+
+@functools.cache
+def _json_text_loader() -> type[Any]:
+    from psycopg.adapt import Loader  # noqa: PLC0415  # optional dependency
+
+    class JsonText(Loader):
+        """A json or jsonb value as `load_json` reads it: orjson where it reads it
+        exactly, else without recursion, containers past `MAX_DEPTH` as markers."""
+
+        def load(self, data: Any) -> Any:
+            return load_json(data)
+
+    return JsonText
 
 
 @functools.cache
 def _infinite(base: type[Any]) -> type[Any]:
-    """A text loader of a date or time type that reads what Python's types cannot hold
-    as the text PostgreSQL wrote (its own JSON for them, and a key value it casts back
-    exactly) and every other value as *base*, the loader it stands in for: ``infinity``
-    and ``-infinity``, a year past 9999 or before 1, a time of ``24:00:00``. psycopg
-    refuses them ("timestamp too large"), which ended the paging at that row."""
+    """A text loader of a date, time or interval type that reads what Python's types
+    cannot hold as the text PostgreSQL wrote (its own JSON for them, and a key value it
+    casts back exactly) and every other value as *base*, the loader it stands in for:
+    ``infinity`` and ``-infinity``, a year past 9999 or before 1, a time of
+    ``24:00:00``, an interval past a timedelta's 999,999,999 days. psycopg refuses them
+    ("timestamp too large"), which failed every page whose fetch held the row. So is
+    every value psycopg cannot parse in the session's style (a ``timestamptz`` under
+    ``DateStyle`` SQL, an interval under ``IntervalStyle`` iso_8601), which it refuses
+    with NotImplementedError."""
     import psycopg  # noqa: PLC0415  # optional dependency
     from psycopg.adapt import Loader  # noqa: PLC0415  # optional dependency
 
@@ -2643,7 +2709,7 @@ def _infinite(base: type[Any]) -> type[Any]:
         def load(self, data: Any) -> Any:
             try:
                 return self._inner.load(data)
-            except psycopg.DataError:
+            except (psycopg.DataError, NotImplementedError):
                 return bytes(data).decode("utf-8", "replace")
 
     return Infinite
@@ -2686,6 +2752,51 @@ def _check_not_stuck(conn: psycopg.Connection[Any]) -> None:
             "mode, as an interrupted page (KeyboardInterrupt) can leave it: no page can "
             "run on it; close it and give the source another connection (a source given "
             "a conninfo or a pool replaces its own)",
+        )
+
+
+#: SQLSTATEs of a row the client encoding cannot hold: bytes not valid in it (an
+#: SQL_ASCII database read as UTF-8: character_not_in_repertoire), a character it has not
+#: (a UTF8 database read as LATIN1: untranslatable_character).
+_PG_UNREADABLE: Final = frozenset({"22021", "22P05"})
+
+
+def _unreadable(exc: Exception) -> DecodeError | None:
+    """The server's error for a row it cannot send in the client encoding, as the
+    `DecodeError` it is; None for any other error."""
+    if getattr(exc, "sqlstate", None) not in _PG_UNREADABLE:
+        return None
+    return DecodeError(
+        f"a PostgreSQL row holds text the client encoding cannot hold ({exc}); to read "
+        "it, set the client encoding the text is in (an SQL_ASCII database read as "
+        "LATIN1 reads any byte), or page a query that reads the column as bytes, such "
+        "as SELECT id, col::bytea AS col FROM tbl",
+        offset=None,
+    )
+
+
+def _unaborted(conn: psycopg.Connection[Any]) -> bool:
+    """Whether *conn* is outside any transaction after a failed statement (autocommit),
+    so that no transaction was aborted and the statement can run again."""
+    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def _check_client_encoding(conn: psycopg.Connection[Any]) -> None:
+    """Refuse a connection whose client encoding is SQL_ASCII (an SQL_ASCII database's
+    default): psycopg reads every text there, column names included, as bytes, so a
+    table's order column was not found among the names and a query's text all came out
+    as byte markers. Which encoding the bytes are in only the application knows."""
+    encoding = conn.info.parameter_status("client_encoding")
+    if encoding == "SQL_ASCII":
+        raise LimitError(
+            "connection",
+            f"client_encoding={encoding}",
+            "has psycopg read text and column names as bytes, which no page can "
+            "use: set the client encoding the database's text is in, such as "
+            "client_encoding=UTF8 in the conninfo (or LATIN1, which reads any byte), "
+            "or SET client_encoding on the connection",
         )
 
 
@@ -2832,14 +2943,22 @@ class PostgresSource(_SQLSource):
     ) -> Iterator[tuple[Row, Position]]:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
+        # Checked on each page too: a pool's connections, or a SET since the plan.
+        _check_client_encoding(conn)
         # A server-side cursor lives in a transaction: ours unless the caller has one.
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        with conn.transaction() if idle else contextlib.nullcontext():
-            name = "jsonbudget_" + secrets.token_hex(8)
-            with _row_cursor(conn, name=name, key_oids=self._key_oids) as cur:
-                cur.execute(sql, params)
-                rows = self._rows(plan, cur, limit_hint)
-                yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
+        try:
+            with conn.transaction() if idle else contextlib.nullcontext():
+                name = "jsonbudget_" + secrets.token_hex(8)
+                with _row_cursor(conn, name=name, key_oids=self._key_oids) as cur:
+                    cur.execute(sql, params)
+                    rows = self._rows(plan, cur, limit_hint)
+                    yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
+        except psycopg.DataError as exc:
+            bad = _unreadable(exc)
+            if bad is None:
+                raise
+            raise bad from exc
 
     def _fill(
         self,
@@ -2853,6 +2972,30 @@ class PostgresSource(_SQLSource):
     ) -> tuple[bool, Position | None]:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
+        try:
+            return self._fill_on(
+                builder, cut, key=key, position=position, limit_hint=limit_hint, start=start
+            )
+        except psycopg.DataError as exc:
+            bad = _unreadable(exc)
+            if bad is None:
+                raise
+            raise bad from exc
+
+    def _fill_on(
+        self,
+        builder: Filler,
+        cut: int,
+        *,
+        key: _AheadKey,
+        position: Position | None,
+        limit_hint: int | None,
+        start: int,
+    ) -> tuple[bool, Position | None]:
+        """`_fill`, whose errors for a row the client encoding cannot hold it raises as
+        `DecodeError` (`_unreadable`)."""
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
         plan = self._plan_for(cut)
         with contextlib.ExitStack() as stack:
             if self._pool is not None:
@@ -2861,6 +3004,7 @@ class PostgresSource(_SQLSource):
                 conn = self._connection()
             # Inside the pool's: the connection is closed before it goes back.
             stack.enter_context(self._discarding(conn))
+            _check_client_encoding(conn)  # a pool's connections, or a SET since the plan
             idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
@@ -2913,6 +3057,74 @@ class PostgresSource(_SQLSource):
                     each.execute(sql, params)
             return [each.fetchall() for each in cursors]
 
+    def _run(
+        self,
+        chunks: _Chunks,
+        cur: Any,
+        queries: list[tuple[str, Params]],
+        *,
+        first: int | None = None,
+    ) -> list[list[Any]]:
+        """As `_SQLSource._run`; where the last query meets a row the client encoding
+        cannot hold, the rows before it (`_readable`)."""
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        try:
+            return self._together(cur, queries, first=first)
+        except psycopg.DataError as exc:
+            if _unreadable(exc) is None or not _unaborted(cur.connection):
+                raise
+        return self._readable(chunks, cur, queries, first=first)
+
+    def _readable(
+        self,
+        chunks: _Chunks,
+        cur: Any,
+        queries: list[tuple[str, Params]],
+        *,
+        first: int | None,
+    ) -> list[list[Any]]:
+        """*queries*, whose last met a row the client encoding cannot hold, run again,
+        the last through a server-side cursor a row at a time up to that row (its error
+        then in `_Chunks.stopped`).
+
+        The server fails the whole query at that row, and libpq drops the rows it sent
+        before: one such row failed every page whose fetch reached it, the rows before
+        it never served. Only where the failure aborted no transaction (an autocommit
+        connection outside one, as the source's own): a failed statement in a
+        transaction ends what it can run."""
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+        *checks, (sql, params) = queries
+        found = self._together(cur, checks) if checks else []
+        conn = cur.connection
+        rows: list[Any] = []
+        name = "jsonbudget_" + secrets.token_hex(8)
+        try:
+            with (
+                conn.transaction(),
+                _row_cursor(conn, name=name, key_oids=self._key_oids) as one,
+            ):
+                one.execute(sql, params)
+                while first is None or len(rows) < first:
+                    row = one.fetchone()
+                    if row is None:
+                        break
+                    rows.append(row)
+        except psycopg.DataError as exc:
+            bad = _unreadable(exc)
+            if bad is None:
+                raise
+            bad.__cause__ = exc
+            chunks.stopped = bad
+        return [*found, rows]
+
+    def _more(self, chunks: _Chunks, cur: Any, n: int) -> list[Any] | None:
+        # No result on *cur*: its query failed there and was read by `_readable`.
+        if cur.pgresult is None:
+            return None
+        return super()._more(chunks, cur, n)
+
     @staticmethod
     def _snapshot(conn: psycopg.Connection[Any], cur: Any, chunks: _Chunks, batch: int) -> Hashable:
         """The cluster's transaction snapshot: which transactions are done.
@@ -2932,10 +3144,17 @@ class PostgresSource(_SQLSource):
         query = chunks.first_query(batch)
         with conn.cursor(row_factory=psycopg.rows.tuple_row) as snap:
             if query is not None and psycopg.Pipeline.is_supported():
-                with conn.pipeline():
+                try:
+                    with conn.pipeline():
+                        snap.execute("SELECT pg_current_snapshot()::text")
+                        cur.execute(*query)
+                except psycopg.DataError as exc:
+                    if _unreadable(exc) is None or not _unaborted(conn):
+                        raise
+                    # The first fetch runs the query again and reads up to that row.
                     snap.execute("SELECT pg_current_snapshot()::text")
-                    cur.execute(*query)
-                chunks.issued(batch)
+                else:
+                    chunks.issued(batch)
             else:
                 snap.execute("SELECT pg_current_snapshot()::text")
             row = snap.fetchone()
@@ -2957,6 +3176,7 @@ class PostgresSource(_SQLSource):
             return self._plan_on(conn, cut)
 
     def _plan_on(self, conn: psycopg.Connection[Any], cut: int | None) -> _Plan:
+        _check_client_encoding(conn)
         with _row_cursor(conn) as cur:
             cur.execute(f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0", self._params)
             assert cur.description is not None
