@@ -27,7 +27,7 @@ def items_file(tmp_path: Path) -> Path:
     [
         (["dump", "-", "--max-bytes", "1.5K"], "jsonbudget dump"),
         (["tune", "x.json", "--budgets", "4K,,8K"], "jsonbudget tune"),
-        (["page", "x.json", "--no-such-option"], "jsonbudget"),
+        (["page", "x.json", "--no-such-option"], "jsonbudget page"),
         (["no-such-command"], "jsonbudget"),
     ],
 )
@@ -78,3 +78,18 @@ def test_regression_an_empty_container_past_the_query_depth_is_refused(leaf: Any
     Scope("u", _chain(MAX_QUERY_DEPTH, leaf))  # 64 levels: accepted
     with pytest.raises(EncodeError, match=f"deeper than {MAX_QUERY_DEPTH}"):
         Scope("u", _chain(MAX_QUERY_DEPTH + 1, leaf))
+
+
+@pytest.mark.parametrize(
+    ("args", "help_of"),
+    [(["dump", "--bogus"], "jsonbudget dump"), (["demo", "--mode", "offset"], "jsonbudget demo")],
+)
+def test_regression_an_unknown_option_names_its_subcommands_help(
+    args: list[str], help_of: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "unrecognized arguments" comes from the top-level parser, which pointed at
+    # `jsonbudget --help`, where dump's options are not listed.
+    assert main(args) == EXIT_USAGE
+    err = capsys.readouterr().err
+    unknown = " ".join(args[1:])
+    assert err == f"jsonbudget: error: unrecognized arguments: {unknown} (see '{help_of} --help')\n"

@@ -189,3 +189,72 @@ def test_regression_bounded_tool_refuses_an_undeclared_mcp_result() -> None:
 
     with pytest.raises(TypeError, match="an MCP result, but does not declare it"):
         blocks()
+
+
+# --- found by the sweep of these fixes --------------------------------------------------
+
+
+def union_server() -> MCPServer:
+    server = MCPServer("probe")
+
+    @server.tool()
+    @bounded_tool(max_bytes=2048)
+    def text_or_result(n: int) -> str | CallToolResult:
+        """The str member of the union."""
+        return "é" * n
+
+    @server.tool()
+    @bounded_tool(max_bytes=2048)
+    def rows_or_result(n: int) -> dict[str, Any] | CallToolResult:
+        """The dict member of the union."""
+        return {"rows": [{"id": i, "name": "row"} for i in range(n)]}
+
+    @server.tool()
+    @bounded_tool(max_bytes=2048)
+    def maybe_result() -> CallToolResult | None:
+        """None, the other member of an Optional."""
+        return None
+
+    return server
+
+
+async def test_regression_the_other_members_of_a_declared_mcp_union_stay_in_budget() -> None:
+    # The wrapper was declared to return CallToolResult, but a str, dict or None the
+    # function returned took the JSON path: a 2,048-byte budget gave a 6,348-byte message.
+    async with Client(union_server(), mode="legacy") as client:
+        text = await client.call_tool("text_or_result", {"n": 100_000})
+        rows = await client.call_tool("rows_or_result", {"n": 5_000})
+        small = await client.call_tool("rows_or_result", {"n": 2})
+        none = await client.call_tool("maybe_result", {})
+    for got in (text, rows, small, none):
+        assert not got.is_error
+        assert message_bytes(wire_of(got)) <= 2048
+    assert isinstance(text.content[0], TextContent)
+    assert text.content[0].text.startswith("éé")
+    assert re.search(r"…\[truncated: \d+ more chars\]$", text.content[0].text)
+    assert small.structured_content == {
+        "rows": [{"id": 0, "name": "row"}, {"id": 1, "name": "row"}]
+    }
+    assert rows.structured_content is not None
+    assert "…" in str(rows.structured_content)
+
+
+async def test_regression_several_text_blocks_are_spilled_as_blocks(tmp_path: Path) -> None:
+    # value_of joins several text blocks into one string; spilled so, "/content/1/text"
+    # could not be read back and nothing said where the blocks were joined.
+    app = spilling_app(tmp_path)
+    first, second = "A" * 6000, "B\n\n" * 2000
+
+    @app.tool()
+    def two_blocks() -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=first),
+                                       TextContent(type="text", text=second)])  # fmt: skip
+
+    async with FastMCPClient(app) as client:
+        got = await client.call_tool("two_blocks", {})
+        assert message_bytes(wire_of(got), server=app) <= BUDGET
+        ref = reference_in(got)
+        assert await read_all(client, ref, "/content/0/text") == first
+        assert await read_all(client, ref, "/content/1/text") == second
+    # A result that had no _meta gets none saying 0 of its keys were left out.
+    assert "jsonbudget/omittedMetaKeys" not in (got.meta or {})

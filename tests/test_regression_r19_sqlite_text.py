@@ -246,3 +246,26 @@ def test_regression_r19_sqlite_bad_text_cli_pages_the_rows_before_it(tmp_path: P
     assert failed.returncode == 1
     assert "not valid UTF-8" in failed.stderr
     assert "--query" in failed.stderr
+
+
+def test_regression_r19_sqlite_bad_text_open_after_own_writes_skips_nothing_unsaid(
+    tmp_path: Path,
+) -> None:
+    # Found by the sweep of this fix: the recovery stepped over the rows it had yielded
+    # by count, but a read transaction does not hide the connection's own writes: two
+    # rows deleted through it made rows 17 and 18 vanish, with nothing said.
+    _database(tmp_path / "w.db", 39, 10)
+    conn = sqlite3.connect(tmp_path / "w.db", isolation_level=None)
+    served: list[int] = []
+
+    def read_deleting() -> None:
+        for row, _ in SQLiteSource(conn, table="t").open(None):
+            served.append(row["id"])
+            if row["id"] == 1:
+                conn.execute("DELETE FROM t WHERE id IN (2, 3)")
+
+    with contextlib.closing(conn), pytest.raises(DecodeError):
+        read_deleting()
+    assert served == sorted(served)
+    assert set(range(1, served[-1] + 1)) - set(served) <= {2, 3}  # only what was deleted
+    assert served[-1] < 40

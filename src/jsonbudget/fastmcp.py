@@ -223,12 +223,17 @@ class BoundedResults(Middleware):
         notes = [omitted_note(left_out)] if left_out else []
         need = MIN_BYTES
         if gates:
-            if left_out or (
-                _own_meta(result.meta)
-                and fitter._room(value, meta=result.meta, notes=notes) < _need(gates, value)
+            if (
+                left_out
+                or _joined(result)
+                or (
+                    _own_meta(result.meta)
+                    and fitter._room(value, meta=result.meta, notes=notes) < _need(gates, value)
+                )
             ):
                 # The value does not carry all the client would miss (blocks it leaves
-                # out, the tool's _meta with no room beside it): the whole result is
+                # out, text blocks it joins into one string, the tool's _meta with no room
+                # beside it): the whole result is
                 # spilled as the SDK writes it, each part read back by its pointer.
                 value = wire.model_dump(by_alias=True, mode="json", exclude_none=True)
             need = _need(gates, value)
@@ -359,6 +364,13 @@ def _need(gates: dict[bool, ResultGate], value: Any) -> int:
     preview's bytes, or a text's at their longest escaped (see `_plan_for`)."""
     text = isinstance(value, str)
     return gates[text].preview_bytes * (6 if text else 1)
+
+
+def _joined(result: ToolResult) -> bool:
+    """Whether `value_of` joins *result*'s text blocks into one string (no structured
+    content, more than one text block): spilled so, the blocks could not be read back."""
+    texts = sum(isinstance(block, TextContent) for block in result.content)
+    return result.structured_content is None and texts > 1
 
 
 def _own_meta(meta: dict[str, Any] | None) -> bool:

@@ -714,7 +714,7 @@ def refit_result(
     ``isError`` kept: its ``_meta`` whole when that leaves *value* at least *need* bytes,
     else `omitted_meta` of it."""
     meta = result.meta
-    if fitter._room(value, meta=meta, notes=notes) < need:
+    if meta and fitter._room(value, meta=meta, notes=notes) < need:
         # The tool's _meta leaves no room for the value (or for a preview, which must
         # arrive whole with its reference): it is dropped, and said so.
         meta = omitted_meta(meta)
@@ -729,13 +729,15 @@ def tool_result_fitting(
     strategy: Strategy,
     markers: MarkerStyle,
     default: Callable[[Any], Any] | None,
-) -> Callable[[Any], CallToolResult]:
-    """What `bounded_tool` hands an MCP result its function returns to: a function that
-    makes it a ``CallToolResult`` whose whole message is at most ``limits.max_bytes``.
+) -> Callable[[Any, bool], CallToolResult]:
+    """What `bounded_tool` hands what a function declared to return MCP results returns
+    to: a function of the value and whether it is an MCP result that makes it a
+    ``CallToolResult`` whose whole message is at most ``limits.max_bytes``.
 
-    A result that fits is returned as it is (media stay media, ``isError`` stays); a
-    larger one is fitted as `BoundedResults` fits one without a reader (`value_of`: the
-    blocks its value leaves out are counted in a note, ``isError`` kept). Measured with
+    An MCP result that fits is returned as it is (media stay media, ``isError`` stays);
+    a larger one is fitted as `BoundedResults` fits one without a reader (`value_of`: the
+    blocks its value leaves out are counted in a note, ``isError`` kept). Any other
+    value (another member of a declared union) is fitted as `bounded_result` fits it. Measured with
     the serverInfo stamp of the default identity, or under FastMCP of the app that
     answers the call when that is larger. `LimitError` if *limits* leave too little room.
     """
@@ -760,8 +762,10 @@ def tool_result_fitting(
     # By the stamp of a larger identity met on a call (a FastMCP app's): its fitter.
     larger: dict[str, McpResultFitter] = {}
 
-    def fit(value: Any) -> CallToolResult:
+    def fit(value: Any, is_result: bool) -> CallToolResult:
         fitter = _for_identity_now(_DEFAULT_INFO, own, larger, make)
+        if not is_result:
+            return fitter.fit(value)
         result = as_call_result(value)
         if _line_bytes(result, fitter._stamp) <= fitter.max_bytes:
             return result

@@ -1020,8 +1020,13 @@ def bounded_tool(
     dumps = encoder.dumps
     encode_ = encoder.encode
 
-    def finish(value: Any, name: str, mcp_fit: Callable[[Any], Any] | None) -> Any:
-        if (mcp_fit is not None and isinstance(value, list | tuple)) or _is_mcp_result(value):
+    def finish(value: Any, name: str, mcp_fit: Callable[[Any, bool], Any] | None) -> Any:
+        if mcp_fit is not None:
+            # Declared to return MCP results, the wrapper says it returns a
+            # CallToolResult: every value is one, the other members of a declared union
+            # (a str, a dict, None) too, fitted as `bounded_result` fits a value.
+            return mcp_fit(value, isinstance(value, list | tuple) or _is_mcp_result(value))
+        if _is_mcp_result(value):
             # Encoded, an error result would read as a success and an image as JSON
             # text: such results are bounded as MCP results, or refused.
             if mcp_fit is None:
@@ -1075,7 +1080,7 @@ def bounded_tool(
                 "can only be awaited; return a list or a sync generator"
             )
         sig = _signature(fn)
-        mcp_fit: Callable[[Any], Any] | None = None
+        mcp_fit: Callable[[Any, bool], Any] | None = None
         if _declares_mcp_result(sig.return_annotation):
             # Imported only now: the annotation names mcp's (or FastMCP's) classes.
             mcp = importlib.import_module("jsonbudget.mcp")

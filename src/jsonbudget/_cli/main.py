@@ -127,7 +127,8 @@ def parse_size(text: str) -> int:
     m = _SIZE.fullmatch(text)
     if m is None:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a size (an integer, optionally followed by K, KiB, M, MiB, G or GiB)"
+            f"{text!r} is not a size (an integer in ASCII digits, optionally followed by B, K, "
+            "KiB, M, MiB, G or GiB)"
         )
     unit = (m.group(2) or "").lower()
     return int(m.group(1)) * {**_UNITS, **_UNITS_G}[unit]
@@ -266,6 +267,9 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose usage errors are one line like every other error."""
 
+    #: The subcommands' parsers, by name (on the top-level parser).
+    commands: dict[str, argparse.ArgumentParser]
+
     def error(self, message: str) -> NoReturn:
         # argparse prints the whole usage block, prefixed by the subcommand's name:
         # a script matching `jsonbudget: error:` would miss it. --help still shows it.
@@ -273,7 +277,7 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> _Parser:
     from .. import __version__  # noqa: PLC0415 - the package imports this module lazily
 
     parser = _Parser(
@@ -378,6 +382,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--chart", metavar="PNG", help="write a histogram with the budgets (matplotlib)")
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.commands = {"dump": d, "page": p, "demo": m, "tune": t}
     return parser
 
 
@@ -1259,7 +1264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with *argv* (default ``sys.argv[1:]``); return the exit code."""
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            # argparse says so from the top-level parser: the help to read is the
+            # subcommand's, whose options these are not.
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     if sys.stdout is None:

@@ -1545,19 +1545,21 @@ class _Serial:
     (`_before`) and keeps the error in ``stopped``, which the next fetch raises.
     """
 
-    __slots__ = ("_cur", "_lock", "_query", "_read", "stopped")
+    __slots__ = ("_changes", "_cur", "_lock", "_query", "_read", "stopped")
 
     def __init__(self, cur: sqlite3.Cursor, lock: threading.RLock) -> None:
         self._cur = cur
         self._lock = lock
         self._query: tuple[str, Params] = ("", ())
         self._read = 0  # the rows the statement returned
+        self._changes = 0  # the connection's writes when the statement ran
         self.stopped: sqlite3.OperationalError | None = None
 
     def execute(self, sql: str, params: Params) -> None:
         with self._lock:
             self._cur.execute(sql, params)
             self._query, self._read, self.stopped = (sql, params), 0, None
+            self._changes = self._cur.connection.total_changes
 
     def fetchmany(self, n: int) -> list[Any]:
         with self._lock:
@@ -1578,7 +1580,12 @@ class _Serial:
         The statement runs again on a cursor of its own, which this one reads from
         then on: the stopped statement, never reset, holds the connection's read
         transaction, so the new one returns the same rows. It steps over those
-        already returned (once, in batches) and reads on a row at a time."""
+        already returned (once, in batches) and reads on a row at a time. A read
+        transaction does not hide the connection's own writes: once it wrote, the count
+        stepped over could land anywhere, so the fetch fails as it came (nothing
+        skipped unsaid)."""
+        if self._cur.connection.total_changes != self._changes:
+            raise exc
         cur = self._cur.connection.cursor()
         try:
             cur.row_factory = None  # tuples, whatever the connection's factory
