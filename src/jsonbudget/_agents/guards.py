@@ -1036,16 +1036,14 @@ def bounded_tool(
             return mcp_fit(value, isinstance(value, list | tuple) or _is_mcp_result(value))
         if _is_mcp_result(value):
             # Encoded, an error result would read as a success and an image as JSON
-            # text: such results are bounded as MCP results, or refused.
-            if mcp_fit is None:
-                raise TypeError(
-                    f"{name} returned {type(value).__name__}, an MCP result, but does not "
-                    "declare it: annotate the function's return type with it (-> "
-                    "CallToolResult, ImageContent, Image, list[ContentBlock], ToolResult) "
-                    "so bounded_tool returns it bounded as a CallToolResult, or return "
-                    "jsonbudget.mcp.bounded_result(...) from a tool bounded_tool does not wrap"
-                )
-            return mcp_fit(value)
+            # text: refused, since the wrapper already told the server it returns JSON.
+            raise TypeError(
+                f"{name} returned {type(value).__name__}, an MCP result, but does not "
+                "declare it: annotate the function's return type with it (-> "
+                "CallToolResult, ImageContent, Image, list[ContentBlock], ToolResult) "
+                "so bounded_tool returns it bounded as a CallToolResult, or return "
+                "jsonbudget.mcp.bounded_result(...) from a tool bounded_tool does not wrap"
+            )
         if isinstance(value, AsyncIterable) and not isinstance(value, Iterable):
             # Its items can only be awaited: encoded, it would be one unencodable marker
             # and every item lost.
