@@ -1342,14 +1342,42 @@ _MCP_RESULT_NAMES: Final = (
 )  # fmt: skip
 
 
+#: The classes found so far, by module, and the modules not yet imported (or not
+#: whole): asked on every call of a bounded tool, the lookups were half its cost, so
+#: they are made again only once one of those modules appears.
+_MCP_FOUND: dict[str, tuple[type, ...]] = {}
+_MCP_TYPES: list[tuple[type, ...]] = [()]
+_MCP_SEEN: list[frozenset[str]] = [frozenset()]
+_MCP_COUNT: list[int] = [0]  # len(sys.modules) at the last look
+
+
 def _mcp_result_types() -> tuple[type, ...]:
     """The MCP result classes of the modules imported so far (none without mcp)."""
-    found = (
-        getattr(sys.modules.get(module), name, None)
-        for module, names in _MCP_RESULT_NAMES
-        for name in names
-    )
-    return tuple(t for t in found if isinstance(t, type))
+    modules = sys.modules
+    if len(_MCP_FOUND) < len(_MCP_RESULT_NAMES) and len(modules) != _MCP_COUNT[0]:
+        # Something was imported (or dropped) since the last look.
+        _MCP_COUNT[0] = len(modules)
+        present = frozenset(m for m, _ in _MCP_RESULT_NAMES if m in modules)
+        if present != _MCP_SEEN[0]:
+            found: list[type] = []
+            for module, names in _MCP_RESULT_NAMES:
+                classes = _MCP_FOUND.get(module) or tuple(
+                    t
+                    for name in names
+                    if isinstance(t := getattr(modules.get(module), name, None), type)
+                )
+                if len(classes) == len(names):
+                    _MCP_FOUND[module] = classes
+                found += classes
+            _MCP_TYPES[0] = tuple(found)
+            # A module without all the names (caught half imported, or of a version
+            # that lacks one) is looked at again after the next import.
+            _MCP_SEEN[0] = frozenset(m for m in present if m in _MCP_FOUND)
+    return _MCP_TYPES[0]
+
+
+#: Types no MCP result is: a value (or list item) of one is answered without isinstance.
+_NOT_MCP: Final = frozenset((dict, list, tuple, str, int, float, bool, type(None), bytes))
 
 
 def _is_mcp_result(value: Any) -> bool:
@@ -1361,8 +1389,10 @@ def _is_mcp_result(value: Any) -> bool:
         return False
     if isinstance(value, list | tuple):
         # Content lists are short; a long list of rows is not read to its end here.
-        return any(isinstance(item, types) for item in value[:_MCP_SCAN])
-    return isinstance(value, types)
+        return any(
+            type(item) not in _NOT_MCP and isinstance(item, types) for item in value[:_MCP_SCAN]
+        )
+    return type(value) not in _NOT_MCP and isinstance(value, types)
 
 
 _MCP_SCAN: Final = 64

@@ -934,6 +934,10 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             root._native = native
         return root
     members: list[tuple[Any, Any]] = []
+    if is_model and plan.names != tuple(obj.__dict__):
+        # A field deleted and set again (or left unset): pydantic writes the fields in
+        # the instance dict's order, so a cut keeps a prefix of what it writes.
+        fields = _in_dict_order(fields, obj.__dict__)
     for name, key, custom, exclude_if, spec in fields:
         v = getattr(obj, name, _MISSING)
         if v is _MISSING:
@@ -951,6 +955,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
     extra = getattr(obj, "__pydantic_extra__", None)
+    repeats = plan.repeats or bool(extra) and not extra.keys().isdisjoint(plan.keys)
     if plan.computed:
         if extra:
             # Extras come before computed fields: list them to keep that order.
@@ -965,7 +970,23 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             )
             for name, key, spec in plan.computed
         ]
+    if repeats:
+        keys = [k for k, _ in members]
+        keys += extra or ()
+        if len(set(keys)) < len(keys):
+            # pydantic writes a key twice (a reader keeps one): never its bytes; the
+            # renderer marks the repeat.
+            return _Repeated(members, conv, src=obj, extra=extra)
     return MapView(members, conv, src=obj, extra=extra, native=native)
+
+
+def _in_dict_order(
+    fields: list[tuple[str, str, bool, Any, _Spec | None]], d: dict[str, Any]
+) -> list[tuple[str, str, bool, Any, _Spec | None]]:
+    """*fields* in the order of instance dict *d*, as pydantic writes a model's fields;
+    one *d* does not hold (unset by `model_construct`, deleted) pydantic leaves out."""
+    at = {name: i for i, name in enumerate(d)}
+    return sorted((f for f in fields if f[0] in at), key=lambda f: at[f[0]])
 
 
 _MISSING = object()
@@ -1047,6 +1068,9 @@ class _Plan:
         "computed",
         "config",
         "fields",
+        "keys",
+        "names",
+        "repeats",
         "root",
         "ser_key",
         "whole_only",
@@ -1090,6 +1114,15 @@ class _Plan:
             )
             for name, d in decorators.computed_fields.items()
         ]
+        # Every field in the order validation fills the instance dict: pydantic writes a
+        # model's fields in its dict's order, which this is unless one was deleted and set.
+        self.names = tuple(t.__pydantic_fields__)
+        # The keys pydantic writes for this class's own members. Two aliases alike, or a
+        # computed field's key equal to a field's, make pydantic write one key twice (so
+        # do extras named like any of them: `_pydantic` checks each instance's).
+        keys = [f[1] for f in self._fields] + [c[1] for c in self.computed]
+        self.keys = frozenset(keys)
+        self.repeats = len(self.keys) < len(keys)
 
     def fields_for(self, split: frozenset[type]) -> list[tuple[str, str, bool, Any, _Spec | None]]:
         """The fields (name, key, pydantic's to write whole, exclude_if, what it declares)
@@ -1202,8 +1235,11 @@ def _json_pairs(ser: Any, obj: Any, include: set[str] | None, hold: Callable[[An
 def _keys_may_repeat(obj: Any, include: set[str] | None, depth: int = 0) -> bool:
     """Whether pydantic may write a key twice for *obj* (its *include* fields): it holds
     a dict with a key that is not a str, which pydantic may spell as another key is
-    (``1`` and ``"1"``). Read as `_holds_iterator` reads (to a depth of 64)."""
+    (``1`` and ``"1"``), or a model whose own keys may repeat (`_own_keys_repeat`). Read
+    as `_holds_iterator` reads (to a depth of 64)."""
     if include is None:
+        if _own_keys_repeat(obj):
+            return True
         extra = getattr(obj, "__pydantic_extra__", None) or {}
         values: Iterable[Any] = chain(obj.__dict__.values(), extra.values())
     else:
@@ -1223,9 +1259,25 @@ def _other_keys(v: Any, depth: int) -> bool:
     if isinstance(v, sys.modules["pydantic"].BaseModel):
         return _keys_may_repeat(v, None, depth + 1)
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        if _own_keys_repeat(v):
+            return True
         fields = dataclasses.fields(v)
         return any(_other_keys(getattr(v, f.name, None), depth + 1) for f in fields)
     return False
+
+
+def _own_keys_repeat(obj: Any) -> bool:
+    """Whether pydantic may write one of the keys of model or pydantic dataclass *obj*'s
+    own members twice: its class's keys repeat (`_Plan.repeats`), or an extra is named
+    like one of them. A model serializer's output is not its members: False there."""
+    t = type(obj)
+    if "__pydantic_fields__" not in t.__dict__:
+        return False  # a standard dataclass: its members are its fields, by name
+    plan = _model_plan(t)
+    if plan.whole_only:
+        return False
+    extra = getattr(obj, "__pydantic_extra__", None)
+    return plan.repeats or bool(extra) and not extra.keys().isdisjoint(plan.keys)
 
 
 def _put_back(out: Any, tag: str, held: list[Any]) -> Any:
@@ -2675,8 +2727,8 @@ def _flat_plan(t: Any) -> _Flat | None:
         return mods["msgspec"].structs.astuple, extra
     if "pydantic" in mods and issubclass(t, mods["pydantic"].BaseModel):
         plan = _model_plan(t)
-        if plan.whole_only or plan.root or plan.computed:
-            return None
+        if plan.whole_only or plan.root or plan.computed or plan.repeats:
+            return None  # `repeats`: pydantic writes a key twice, which the renderer marks
         # A declared model may hold a subclass, which pydantic writes as declared: the
         # bound then counts more than is written, and the renderer (typed) decides.
         if any(f[2] or f[3] is not None for f in plan.fields):
