@@ -955,7 +955,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
     extra = getattr(obj, "__pydantic_extra__", None)
-    repeats = plan.repeats or bool(extra) and not extra.keys().isdisjoint(plan.keys)
+    repeats = plan.repeats or (extra is not None and not extra.keys().isdisjoint(plan.keys))
     if plan.computed:
         if extra:
             # Extras come before computed fields: list them to keep that order.
@@ -1202,8 +1202,10 @@ class _Plan:
 
 class _Repeated(MapView):
     """An object of pydantic's JSON that holds a key twice (see `_Plan.jsonable`): its
-    members in pydantic's order, written as they are. The size walk refuses it, so the
-    model is never written by pydantic whole; the renderer marks the repeat."""
+    members in pydantic's order, written as they are; or a model whose own members
+    pydantic writes under one key twice (`_pydantic`), converted as any model's. The size
+    walk refuses it, so the model is never written by pydantic whole; the renderer marks
+    the repeat."""
 
     __slots__ = ()
 
@@ -1270,14 +1272,14 @@ def _own_keys_repeat(obj: Any) -> bool:
     """Whether pydantic may write one of the keys of model or pydantic dataclass *obj*'s
     own members twice: its class's keys repeat (`_Plan.repeats`), or an extra is named
     like one of them. A model serializer's output is not its members: False there."""
-    t = type(obj)
+    t: Any = type(obj)
     if "__pydantic_fields__" not in t.__dict__:
         return False  # a standard dataclass: its members are its fields, by name
     plan = _model_plan(t)
     if plan.whole_only:
         return False
     extra = getattr(obj, "__pydantic_extra__", None)
-    return plan.repeats or bool(extra) and not extra.keys().isdisjoint(plan.keys)
+    return plan.repeats or (extra is not None and not extra.keys().isdisjoint(plan.keys))
 
 
 def _put_back(out: Any, tag: str, held: list[Any]) -> Any:
