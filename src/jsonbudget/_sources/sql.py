@@ -2782,6 +2782,21 @@ def _unreadable(exc: Exception) -> DecodeError | None:
     )
 
 
+@contextlib.contextmanager
+def _unreadable_raised() -> Iterator[None]:
+    """Raise the server's error for a row it cannot send in the client encoding as the
+    `DecodeError` it is (`_unreadable`), any other error as it is."""
+    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+    try:
+        yield
+    except psycopg.DataError as exc:
+        bad = _unreadable(exc)
+        if bad is None:
+            raise
+        raise bad from exc
+
+
 def _unaborted(conn: psycopg.Connection[Any]) -> bool:
     """Whether *conn* is outside any transaction after a failed statement (autocommit),
     so that no transaction was aborted and the statement can run again."""
@@ -2954,18 +2969,12 @@ class PostgresSource(_SQLSource):
         _check_client_encoding(conn)
         # A server-side cursor lives in a transaction: ours unless the caller has one.
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        try:
-            with conn.transaction() if idle else contextlib.nullcontext():
-                name = "jsonbudget_" + secrets.token_hex(8)
-                with _row_cursor(conn, name=name, key_oids=self._key_oids) as cur:
-                    cur.execute(sql, params)
-                    rows = self._rows(plan, cur, limit_hint)
-                    yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
-        except psycopg.DataError as exc:
-            bad = _unreadable(exc)
-            if bad is None:
-                raise
-            raise bad from exc
+        with _unreadable_raised(), conn.transaction() if idle else contextlib.nullcontext():
+            name = "jsonbudget_" + secrets.token_hex(8)
+            with _row_cursor(conn, name=name, key_oids=self._key_oids) as cur:
+                cur.execute(sql, params)
+                rows = self._rows(plan, cur, limit_hint)
+                yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
 
     def _fill(
         self,
@@ -2977,17 +2986,10 @@ class PostgresSource(_SQLSource):
         limit_hint: int | None,
         start: int,
     ) -> tuple[bool, Position | None]:
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
-
-        try:
+        with _unreadable_raised():
             return self._fill_on(
                 builder, cut, key=key, position=position, limit_hint=limit_hint, start=start
             )
-        except psycopg.DataError as exc:
-            bad = _unreadable(exc)
-            if bad is None:
-                raise
-            raise bad from exc
 
     def _fill_on(
         self,
