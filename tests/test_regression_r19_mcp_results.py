@@ -258,3 +258,48 @@ async def test_regression_several_text_blocks_are_spilled_as_blocks(tmp_path: Pa
         assert await read_all(client, ref, "/content/1/text") == second
     # A result that had no _meta gets none saying 0 of its keys were left out.
     assert "jsonbudget/omittedMetaKeys" not in (got.meta or {})
+
+
+def test_regression_a_declared_union_with_a_list_of_rows_is_json() -> None:
+    # Any list was taken for a list of content blocks: three rows became three
+    # pretty-printed text blocks, no structured content, unlike a dict of the union.
+    @bounded_tool(max_bytes=2048)
+    def rows() -> CallToolResult | list[dict[str, int]]:
+        return [{"i": i} for i in range(3)]
+
+    got = rows()
+    assert isinstance(got, CallToolResult)
+    assert got.structured_content == {"result": [{"i": 0}, {"i": 1}, {"i": 2}]}
+    assert len(got.content) == 1
+
+
+def test_regression_mcp_imported_again_is_still_recognised() -> None:
+    # The MCP classes were cached by module name: after mcp was imported again (new
+    # class objects), an undeclared error result was encoded as JSON text, a success.
+    import subprocess
+    import sys
+
+    code = """if True:
+        import sys
+        from jsonbudget import bounded_tool
+        import mcp.types
+
+        @bounded_tool(max_bytes=2000)
+        def tool():
+            import mcp.types as mt
+            return mt.CallToolResult(content=[mt.TextContent(type="text", text="x")], is_error=True)
+
+        for round in range(2):
+            try:
+                tool()
+            except TypeError:
+                print("refused")
+            ours = ("mcp.", "mcp_types")
+            for name in [m for m in sys.modules if m == "mcp" or m.startswith(ours)]:
+                del sys.modules[name]
+            import mcp.types
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["refused", "refused"]

@@ -1033,7 +1033,8 @@ def bounded_tool(
             # Declared to return MCP results, the wrapper says it returns a
             # CallToolResult: every value is one, the other members of a declared union
             # (a str, a dict, None) too, fitted as `bounded_result` fits a value.
-            return mcp_fit(value, isinstance(value, list | tuple) or _is_mcp_result(value))
+            # A list is content only when it holds an MCP block (`list[dict]` is a value).
+            return mcp_fit(value, _is_mcp_result(value))
         if _is_mcp_result(value):
             # Encoded, an error result would read as a success and an image as JSON
             # text: refused, since the wrapper already told the server it returns JSON.
@@ -1342,37 +1343,29 @@ _MCP_RESULT_NAMES: Final = (
 )  # fmt: skip
 
 
-#: The classes found so far, by module, and the modules not yet imported (or not
-#: whole): asked on every call of a bounded tool, the lookups were half its cost, so
-#: they are made again only once one of those modules appears.
-_MCP_FOUND: dict[str, tuple[type, ...]] = {}
+#: The classes read from each module, with the module object they were read from (None:
+#: not imported) and whether it had all the names: asked on every call of a bounded
+#: tool, looking them all up again was half its cost. A module imported again (new
+#: classes) is read again; one without all its names (caught half imported, or of a
+#: version that lacks one) is read at each call.
+_MCP_FOUND: dict[str, tuple[Any, tuple[type, ...], bool]] = {}
 _MCP_TYPES: list[tuple[type, ...]] = [()]
-_MCP_SEEN: list[frozenset[str]] = [frozenset()]
-_MCP_COUNT: list[int] = [0]  # len(sys.modules) at the last look
 
 
 def _mcp_result_types() -> tuple[type, ...]:
     """The MCP result classes of the modules imported so far (none without mcp)."""
     modules = sys.modules
-    if len(_MCP_FOUND) < len(_MCP_RESULT_NAMES) and len(modules) != _MCP_COUNT[0]:
-        # Something was imported (or dropped) since the last look.
-        _MCP_COUNT[0] = len(modules)
-        present = frozenset(m for m, _ in _MCP_RESULT_NAMES if m in modules)
-        if present != _MCP_SEEN[0]:
-            found: list[type] = []
-            for module, names in _MCP_RESULT_NAMES:
-                classes = _MCP_FOUND.get(module) or tuple(
-                    t
-                    for name in names
-                    if isinstance(t := getattr(modules.get(module), name, None), type)
-                )
-                if len(classes) == len(names):
-                    _MCP_FOUND[module] = classes
-                found += classes
-            _MCP_TYPES[0] = tuple(found)
-            # A module without all the names (caught half imported, or of a version
-            # that lacks one) is looked at again after the next import.
-            _MCP_SEEN[0] = frozenset(m for m in present if m in _MCP_FOUND)
+    changed = False
+    for module, names in _MCP_RESULT_NAMES:
+        mod = modules.get(module)
+        held = _MCP_FOUND.get(module)
+        if held is not None and held[0] is mod and held[2]:
+            continue
+        changed = True
+        classes = tuple(t for name in names if isinstance(t := getattr(mod, name, None), type))
+        _MCP_FOUND[module] = (mod, classes, mod is None or len(classes) == len(names))
+    if changed:
+        _MCP_TYPES[0] = tuple(t for _, classes, _ in _MCP_FOUND.values() for t in classes)
     return _MCP_TYPES[0]
 
 
