@@ -307,3 +307,29 @@ def test_regression_model_fields_cut_in_a_reordered_dict_order_inside_a_list() -
     assert list(out[0]) == ["b", "c", "a"]
     assert out[0]["a"].startswith("yyy")
     assert "…[truncated:" in out[0]["a"]
+
+
+def test_regression_a_subclass_written_as_its_base_keeps_no_extras() -> None:
+    # pydantic writes a field declared as a base class without the subclass's extras;
+    # an extra named like a field was still counted a repeat, written, marked and
+    # reported (complete=False for a value that fits).
+    class Base(pydantic.BaseModel):
+        a: int
+
+    class Sub(Base):
+        model_config = pydantic.ConfigDict(extra="allow")
+
+    class Holder(pydantic.BaseModel):
+        x: Base
+        s: str = ""
+
+    for name in ("a", "q"):
+        sub = Sub.model_validate({"a": 1})
+        assert sub.__pydantic_extra__ is not None
+        sub.__pydantic_extra__[name] = 7
+        fits = encode(Holder(x=sub), max_bytes=1000)
+        assert fits.data == Holder(x=sub).model_dump_json().encode()
+        assert fits.complete
+        cut = encode(Holder(x=sub, s="y" * 2000), max_bytes=200)
+        assert cut.data.startswith(b'{"x":{"a":1},"s":"yyy')
+        assert [t.path for t in cut.truncations] == ["/s"]

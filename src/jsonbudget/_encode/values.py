@@ -955,6 +955,8 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
             v = _Typed(v, pconv.typed(spec))
         members.append((key, v))
     extra = getattr(obj, "__pydantic_extra__", None)
+    if extra and t is not type(obj) and t.model_config.get("extra") != "allow":
+        extra = None  # written as a declared base that takes no extras: pydantic drops them
     repeats = plan.repeats or (extra is not None and not extra.keys().isdisjoint(plan.keys))
     if plan.computed:
         if extra:
