@@ -93,3 +93,31 @@ def test_regression_an_unknown_option_names_its_subcommands_help(
     err = capsys.readouterr().err
     unknown = " ".join(args[1:])
     assert err == f"jsonbudget: error: unrecognized arguments: {unknown} (see '{help_of} --help')\n"
+
+
+def test_regression_a_locked_database_is_named(tmp_path: Path) -> None:
+    # "database is locked" said nothing of which file, where a page opens two.
+    import argparse
+    import sqlite3
+
+    from jsonbudget._cli.main import _locked_by
+
+    db = tmp_path / "tickets.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError) as busy:
+            sqlite3.connect(db, timeout=0).execute("SELECT * FROM t")
+    finally:
+        holder.close()
+    args = argparse.Namespace(
+        command="page", source=str(db), table="t", query=None, kind="auto", store="c.db"
+    )
+    assert _locked_by(busy.value, args) == (
+        f" (another process holds a write lock on {db} or c.db)"
+    )
+    assert _locked_by(ValueError("x"), args) == ""
+    args.store = "redis://localhost:6379/0"
+    assert _locked_by(busy.value, args) == f" (another process holds a write lock on {db})"

@@ -1299,10 +1299,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except _data_errors() as exc:
-        return _fail(f"error: {_one_line(exc)}", EXIT_ERROR)
+        return _fail(f"error: {_one_line(exc)}{_locked_by(exc, args)}", EXIT_ERROR)
     finally:
         if before is not None:
             signal.signal(signal.SIGTERM, before)
+
+
+def _locked_by(exc: BaseException, args: argparse.Namespace) -> str:
+    """What SQLite's "database is locked" is about: sqlite3 does not say which file, and a
+    page opens two (the source and the cursor store)."""
+    if getattr(exc, "sqlite_errorname", None) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+        return ""
+    names: list[str] = []
+    if args.command in ("page", "tune"):
+        path = args.source
+        sql = args.table is not None or args.query is not None or args.kind == "sqlite"
+        if sql or (args.kind == "auto" and os.path.isfile(path) and not _not_sqlite(path)):
+            names.append(path)
+    if args.command == "page":
+        store = args.store or default_store_path()
+        if not store.startswith(("redis://", "rediss://", "unix://")):
+            names.append(store)
+    if not names:
+        return ""
+    return f" (another process holds a write lock on {' or '.join(map(_escaped, names))})"
 
 
 def _silence_stdout() -> None:
