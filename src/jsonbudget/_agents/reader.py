@@ -169,11 +169,16 @@ class ResultReader:
         name = spill.ref if isinstance(spill, SpillRef) else spill
         if type(unique_keys) is not bool:
             raise TypeError(f"unique_keys must be a bool, not {type(unique_keys).__name__}")
-        self._spill.get(name)  # only a result that exists gets a reference
+        info = self._spill.get(name)  # only a result that exists gets a reference
+        # The size stored with it (a name's: the file's now), for each read to refuse a
+        # file cut or grown since: a text result is read to its end as it is, and a page
+        # would call what is left of it complete.
+        size = spill.size if isinstance(spill, SpillRef) else info.size
+        position: dict[str, Any] = {"ref": name, "size": size}
+        if unique_keys:
+            position["unique"] = True
         state = self._cursors.start(_scope(principal), max_pages=None)
-        return self._cursors.mint(
-            state, {"ref": name, "unique": True} if unique_keys else {"ref": name}
-        )
+        return self._cursors.mint(state, position)
 
     def read(
         self, ref: str, pointer: str = "", cursor: str | None = None, *, principal: str
@@ -197,12 +202,19 @@ class ResultReader:
         # Continuations are minted in the reference's own operation: they share its expiry.
         state = self._cursors.resume(ref, scope)
         named = state.position
-        if not isinstance(named, dict) or not (
-            set(named) == {"ref"} or (set(named) == {"ref", "unique"} and named["unique"] is True)
+        # "size" is absent from the references of older versions (a durable store's)
+        if (
+            not isinstance(named, dict)
+            or "ref" not in named
+            or not set(named) <= {"ref", "unique", "size"}
+            or named.get("unique", True) is not True
         ):
             raise InvalidCursor("not a reference to a spilled result")
         spilled = named["ref"]
-        if not isinstance(spilled, str):
+        stored = named.get("size")
+        if not isinstance(spilled, str) or not (
+            stored is None or (type(stored) is int and stored >= 0)
+        ):
             raise InvalidCursor("not a reference to a spilled result")
         at = 0
         if cursor is not None:
@@ -218,10 +230,16 @@ class ResultReader:
         repeats = None if "unique" in named else _Repeats(self, spilled)
         with _from_store():
             info = self._spill.get(spilled)
+        if stored is not None and info.size != stored:
+            # Its name holds its hash: the same name is the same bytes, never another size.
+            raise SpillError(
+                f"the spilled result of reference {ref!r} is {info.size} bytes, not the "
+                f"{stored} it was stored with: it was cut or changed since"
+            )
         if info.media_type != "application/json":
             if tokens:
                 raise SpillError("a text result has no JSON Pointer inside it")
-            return self._text(call)
+            return self._text(call, info.size)
         kept_cuts = getattr(self._spill, "cuts", None)
         if callable(kept_cuts):
             # What the file holds as markers (a NaN, a set): each reported where served.
@@ -487,11 +505,13 @@ class ResultReader:
         # the page reports.
         return self._children(call, iter((value,)), "value")[0]
 
-    def _text(self, call: _Read) -> ReadPage:
+    def _text(self, call: _Read, size: int) -> ReadPage:
+        """A page of the text result *call* reads, of *size* bytes (as checked): a file
+        cut after the check ends this page short of *size*, never complete."""
         budget = self._limits.max_bytes - _STRING_ENVELOPE
         with _from_store():
-            size = self._spill.get(call.name).size
             raw = self._spill.read(call.name, call.at, budget + 1)
+        raw = raw[: max(0, size - call.at)]  # bytes a file grew by since are none of it
         shown, used, bad = _text_page(raw, budget, call.at + len(raw) >= size)
         end = call.at + used
         more = end < size

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import heapq
+import io
 import os
 import re
+import secrets
 import stat
 import tempfile
 import threading
@@ -50,6 +53,11 @@ MAX_LABEL_CHARS = 64
 _WRITE_CHUNK = 1024 * 1024
 _TEMP_PREFIX = ".tmp-"
 _TEMP_SUFFIX = ".part"
+#: Opens a temporary file as `tempfile.mkstemp` does (mode 0600, the flags of ``"xb"``:
+#: exclusive, close-on-exec), but called from C by `io.FileIO`, so that the descriptor
+#: belongs to a file object from the moment it exists: no exception, an interrupt
+#: included, can arrive while it is a bare int that nothing would close.
+_CREATE_PRIVATE = functools.partial(os.open, mode=0o600)
 _EXTENSIONS = {"json": "application/json", "txt": "text/plain", "bin": "application/octet-stream"}
 _REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(json|txt|bin)")
 #: A result's cuts are kept beside it under its name and this suffix (`SpillStore.cuts`).
@@ -238,20 +246,20 @@ class SpillStore:
         """
         clean_label = sanitize_label(label)
         ext = _extension(media_type)
-        try:
-            fd, tmp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX, dir=self._dir)
-        except OSError as exc:
-            raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
-        tmp = Path(tmp_name)
         thread = threading.current_thread()
-        with self._lock:
-            self._writing.add(tmp.name)
-            self._held.pop(thread, None)  # this thread is done with its previous result
+        tmp = _temp_path(self._dir)
+        # a str: `finally` discards it calling no Python code an interrupt could stop
+        tmp_name = tmp.name
+        # Each step below that takes something (the mark, the file, its descriptor) is
+        # inside what gives it back: an interrupt between two of them leaks nothing.
         try:
             with contextlib.ExitStack() as on_error:
                 # Whatever goes wrong (the caller's iterable included), leave no partial file.
                 on_error.callback(tmp.unlink, missing_ok=True)
-                digest, size = self._write(fd, data)
+                with self._lock:
+                    self._writing.add(tmp_name)
+                    self._held.pop(thread, None)  # this thread is done with its previous result
+                digest, size = self._write(self._create(tmp, on_error), data)
                 name = f"{clean_label}.{digest}.{ext}"
                 final = self._dir / name
                 if cuts:
@@ -273,7 +281,7 @@ class SpillStore:
                 on_error.pop_all()
         finally:
             with self._lock:
-                self._writing.discard(tmp.name)
+                self._writing.discard(tmp_name)
         self._settle(name, stamp, size)
         return SpillRef(name, size, digest, media_type, clean_label, final)
 
@@ -283,17 +291,14 @@ class SpillStore:
         another did not (a user's string can read as a marker)."""
         path = self._dir / (name + CUTS_SUFFIX)
         old = self._read_cuts(path) if os.path.lexists(path) else None
-        try:
-            fd, tmp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX, dir=self._dir)
-        except OSError as exc:
-            raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
-        tmp = Path(tmp_name)
-        with self._lock:
-            self._writing.add(tmp.name)
+        tmp = _temp_path(self._dir)
+        tmp_name = tmp.name
         try:
             with contextlib.ExitStack() as on_error:
                 on_error.callback(tmp.unlink, missing_ok=True)
-                self._write(fd, cuts_data(old, cuts))
+                with self._lock:
+                    self._writing.add(tmp_name)
+                self._write(self._create(tmp, on_error), cuts_data(old, cuts))
                 try:
                     os.replace(tmp, path)
                 except OSError as exc:
@@ -303,7 +308,7 @@ class SpillStore:
                 on_error.pop_all()
         finally:
             with self._lock:
-                self._writing.discard(tmp.name)
+                self._writing.discard(tmp_name)
 
     def cuts(self, ref: str) -> tuple[Truncation, ...]:
         """The cuts kept beside the result *ref* (see `put`): pointers into it; none for a
@@ -313,13 +318,20 @@ class SpillStore:
         return read_cuts(self._read_cuts(side)) if os.path.lexists(side) else ()
 
     def _read_cuts(self, path: Path) -> bytes:
-        with os.fdopen(self._open(path), "rb") as file:
-            try:
-                return file.read(_MAX_CUTS_BYTES + 1)
-            except OSError as exc:
-                raise SpillError(
-                    f"cannot read the cuts of a spilled result: {exc.strerror}"
-                ) from exc
+        # The descriptor is held by the list from the moment it exists, whatever arrives.
+        opened: list[int] = []
+        try:
+            self._open_to(opened, path)
+            with open(opened[0], "rb", closefd=False) as file:
+                try:
+                    return file.read(_MAX_CUTS_BYTES + 1)
+                except OSError as exc:
+                    raise SpillError(
+                        f"cannot read the cuts of a spilled result: {exc.strerror}"
+                    ) from exc
+        finally:
+            for fd in opened:
+                os.close(fd)
 
     def _settle(self, name: str, stamp: int, size: int) -> None:
         """Record the result *name* just stored, then scan the directory if one is due, else
@@ -402,17 +414,29 @@ class SpillStore:
             protected.add(keep)
         return protected
 
+    def _create(self, tmp: Path, on_error: contextlib.ExitStack) -> io.FileIO:
+        """The new temporary file *tmp*, open for writing; *on_error* is to remove it."""
+        try:
+            return io.FileIO(tmp, "xb", opener=_CREATE_PRIVATE)
+        except FileExistsError as exc:
+            on_error.pop_all()  # another's file (an unlikely name clash): not ours to remove
+            raise SpillError("cannot create a spill file in the store: its name is taken") from exc
+        except OSError as exc:
+            raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
+
     def _write(
         self,
-        fd: int,
+        file: io.FileIO,
         data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
     ) -> tuple[str, int]:
-        """Hash and write *data* to *fd*, unbuffered, then fsync and close it.
+        """Hash and write *data* to *file*, unbuffered, then fsync and close it.
 
         Unbuffered, so every failed write (a full disk, a file-size limit) is raised where
         it happens as `SpillError`, and closing never flushes: a failure to close cannot
         replace the error that is already on its way out; it is added to it as a note.
+        An exception between the closes below closes it as *file* is dropped.
         """
+        fd = file.fileno()
         hasher = hashlib.sha256()
         size = 0
         try:
@@ -426,12 +450,12 @@ class SpillStore:
                 raise SpillError(f"cannot write the spill file: {exc.strerror}") from exc
         except BaseException as exc:
             try:
-                os.close(fd)
+                file.close()
             except OSError as close_exc:
                 exc.add_note(f"closing the spill file failed too: {close_exc.strerror}")
             raise
         try:
-            os.close(fd)
+            file.close()
         except OSError as exc:
             raise SpillError(f"cannot close the spill file: {exc.strerror}") from exc
         return hasher.hexdigest(), size
@@ -476,7 +500,7 @@ class SpillStore:
 
     def open(self, ref: str) -> BinaryIO:
         """Open the result *ref* for reading (binary); the caller closes it."""
-        return os.fdopen(self._open(self._path_of(ref)), "rb")
+        return open(self._open(self._path_of(ref)), "rb")
 
     def cleanup(self, *, keep: str | None = None) -> SpillCleanup:
         """Remove results older than ``max_age``, then the oldest beyond ``max_total_bytes``.
@@ -587,6 +611,18 @@ class SpillStore:
         return self._dir / ref
 
     def _open(self, path: Path) -> int:
+        opened: list[int] = []
+        try:
+            self._open_to(opened, path)
+        except BaseException:
+            for fd in opened:  # an interrupt included: the caller never gets it to close
+                os.close(fd)
+            raise
+        return opened[0]
+
+    def _open_to(self, opened: list[int], path: Path) -> None:
+        """Open the result at *path* for reading, its descriptor appended to *opened*, which
+        the caller closes, also when this raises (one that is not a regular file)."""
         # O_NONBLOCK: opening a FIFO planted under a valid name waited for a writer
         # forever; it opens at once now, and the check below refuses it (a regular
         # file's reads do not block either way).
@@ -597,17 +633,15 @@ class SpillStore:
             | getattr(os, "O_NONBLOCK", 0)
         )
         try:
-            fd = os.open(path, flags)
+            _open_into(opened, path, flags)
         except FileNotFoundError:
             raise SpillError(
                 f"no spilled result {path.name!r} (expired, evicted or never stored)"
             ) from None
         except OSError as exc:
             raise SpillError(f"cannot open spilled result {path.name!r}: {exc.strerror}") from exc
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
+        if not stat.S_ISREG(os.fstat(opened[0]).st_mode):
             raise SpillError(f"spilled result {path.name!r} is not a regular file")
-        return fd
 
 
 class _Ledger:
@@ -867,13 +901,31 @@ def _unlink(path: Path) -> bool:
     return True
 
 
+def _temp_path(directory: Path) -> Path:
+    """A name for a temporary file in *directory*, chosen before the file is made, so that
+    whatever removes it is in place first; 128 random bits, so no two puts share one."""
+    return directory / f"{_TEMP_PREFIX}{secrets.token_hex(16)}{_TEMP_SUFFIX}"
+
+
 def _fsync_dir(directory: Path) -> None:
     # The rename is durable only once the directory entry is on disk.
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    opened: list[int] = []
     try:
-        os.fsync(fd)
+        _open_into(opened, directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        os.fsync(opened[0])
     finally:
-        os.close(fd)
+        for fd in opened:
+            os.close(fd)
+
+
+def _open_into(opened: list[int], path: Path, flags: int) -> None:
+    """Append ``os.open(path, flags)`` to *opened*, whose owner closes what it holds.
+
+    Called from C (list.extend over map), so the descriptor is in the list as it exists:
+    ``fd = os.open(...)`` holds it as a bare int until the assignment, and an exception
+    arriving as the call returns (an interrupt) loses it open.
+    """
+    opened.extend(map(functools.partial(os.open, flags=flags), (path,)))
 
 
 def _prepare_default_dir() -> tuple[Path, tuple[int, int]]:

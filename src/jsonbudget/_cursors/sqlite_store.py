@@ -127,7 +127,7 @@ class SQLiteCursorStore(KeyedStore):
             _wal(self._conn, busy_timeout)
             # NORMAL in WAL survives process crashes; only an OS crash may drop the last pages
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            with self._transaction():
+            with self._transaction(), self._conn:
                 for stmt in _SCHEMA:
                     self._conn.execute(stmt)
                 self._conn.execute(
@@ -161,7 +161,7 @@ class SQLiteCursorStore(KeyedStore):
         max_pages = check_max_pages(max_pages)
         op_id = new_operation_id()
         pfp = scope.principal_fingerprint
-        with self._lock, self._transaction():
+        with self._lock, self._transaction(), self._conn:
             conn = self._conn
             now = time.time()
             if now - self._last_sweep >= _SWEEP_EVERY:
@@ -194,7 +194,7 @@ class SQLiteCursorStore(KeyedStore):
     def resume(self, token: str, scope: Scope) -> CursorState:
         parsed = authenticate(token, self._keyring)
         scope = check_scope_arg(scope)
-        with self._lock, self._transaction():
+        with self._lock, self._transaction(), self._conn:
             conn = self._conn
             row = conn.execute(_RESUME_SQL, (parsed.tid, parsed.op_id)).fetchone()
             if row is None:
@@ -222,6 +222,8 @@ class SQLiteCursorStore(KeyedStore):
         pos_hash = hashlib.sha256(data).digest()[:16]
         tid = new_token_id()
         with self._lock:
+            # in no transaction an interrupt left open, which would keep the row uncommitted
+            _rollback(self._conn)
             # one statement, atomic on its own; an existing token for this position wins
             self._conn.execute(
                 """INSERT OR IGNORE INTO jsonbudget_tokens
@@ -329,7 +331,13 @@ def _seconds(value: object) -> float:
 
 
 class _Immediate:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` when the block raises."""
+    """``BEGIN IMMEDIATE``, entered as ``with _Immediate(conn), conn:``: the connection's
+    own exit (C code, which no interrupt can stop half way) then commits, or rolls back
+    when the block raises or the commit fails.
+
+    No exception leaves a transaction open: an open one keeps the write lock, which every
+    other connection to the file then waits for, and makes every later BEGIN here fail.
+    """
 
     __slots__ = ("_conn",)
 
@@ -337,16 +345,29 @@ class _Immediate:
         self._conn = conn
 
     def __enter__(self) -> None:
-        # IMMEDIATE takes the write lock now, so read-then-update cannot race
-        self._conn.execute("BEGIN IMMEDIATE")
+        # A transaction still open here was left by a failure of the rollbacks below
+        # (an interrupt inside one): the store's lock is held, so it is no other caller's.
+        _rollback(self._conn)
+        try:
+            # IMMEDIATE takes the write lock now, so read-then-update cannot race
+            self._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            # A KeyboardInterrupt is raised as the call returns, once the transaction has
+            # begun (a Ctrl-C while waiting for another process's lock), and `with` calls
+            # no __exit__ for an __enter__ that raised.
+            _rollback(self._conn)
+            raise
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if kind is None:
-            self._conn.execute("COMMIT")
-        else:
-            self._conn.execute("ROLLBACK")
+        # The connection's exit ran first; a rollback of its that failed left this open.
+        _rollback(self._conn)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 #: The longest `busy_timeout`: CPython hands SQLite milliseconds as a C int, and a longer

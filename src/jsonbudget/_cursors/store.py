@@ -22,6 +22,7 @@ import re
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple, Protocol, cast, runtime_checkable
@@ -514,8 +515,12 @@ class _Op:
         self.max_pages = max_pages
         # token id -> position: an int or None as itself (immutable, nothing to decode),
         # anything else encoded (a caller may mutate the list or dict it passed)
-        self.positions: dict[bytes, bytes | int | None] = {}
-        # the reverse, keyed by that same stored form: an int key never equals a bytes key
+        # An OrderedDict: move_to_end keeps the entry present throughout, where a dict's
+        # pop and re-insert lose it to an exception (a KeyboardInterrupt) in between.
+        self.positions: OrderedDict[bytes, bytes | int | None] = OrderedDict()
+        # The reverse, keyed by that same stored form: an int key never equals a bytes key.
+        # Written apart from positions, so an interrupt can leave an entry whose token id
+        # positions no longer holds: positions is what counts (`MemoryCursorStore.mint`).
         self.tids: dict[bytes | int | None, bytes] = {}
         # A token id is the count of positions minted before it, masked: unique, and an
         # id of a position no longer kept (only the newest are) is told from one never
@@ -624,7 +629,7 @@ class MemoryCursorStore(KeyedStore):
             op.pages += 1
             pages = op.pages
             # In use: kept longest (a `ResultReader` reference is resumed by every read).
-            op.positions[tid] = op.positions.pop(tid)
+            op.positions.move_to_end(tid)
         position: JSONValue = orjson.loads(data) if isinstance(data, bytes) else data
         return new_state(
             hex_id, op.pfp, op.qfp, position, pages, op.started, op.expires, op.max_pages
@@ -645,15 +650,18 @@ class MemoryCursorStore(KeyedStore):
             if op is not None:
                 positions = op.positions
                 tid = op.tids.get(data)
-                if tid is not None:
-                    positions[tid] = positions.pop(tid)  # the newest again: kept longest
+                if tid is not None and tid in positions:
+                    positions.move_to_end(tid)  # the newest again: kept longest
                 else:
                     tid = (op.minted ^ op.mask).to_bytes(_TID_BYTES, "big")
                     op.minted += 1
-                    op.tids[data] = tid
                     positions[tid] = data
+                    op.tids[data] = tid
                     if len(positions) > MAX_POSITIONS_PER_OPERATION:
-                        del op.tids[positions.pop(next(iter(positions)))]
+                        old_tid, old = positions.popitem(last=False)
+                        # Only its own entry: one an interrupt left may name a newer token.
+                        if op.tids.get(old) == old_tid:
+                            del op.tids[old]
         if op is None or tid is None:
             # not live here: once it is known to be an operation id, its token will
             # resolve to ExpiredCursor
