@@ -31,7 +31,6 @@ from jsonbudget import (
     SpillError,
     SpillStore,
     SQLiteCursorStore,
-    Truncation,
     read_result,
 )
 from jsonbudget._agents.reader import _scope
@@ -219,13 +218,12 @@ def _fds() -> set[str]:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 def test_regression_spill_put_interrupt_leaks_fds_and_temp_files(tmp_path: Path) -> None:
     store = SpillStore(tmp_path, max_age=3600)
-    cut = Truncation("/a", "string", 3, "chars")
     counter = iter(range(10**6))
-    store.put(b'{"a": "x"}', label="same", cuts=[cut])  # a second put reads its cuts
+    store.put(b'{"a": "x"}', label="same")  # a second put of the same bytes replaces it
     before = _fds()
 
     def put() -> None:
-        store.put(b'{"a": "x"}', label="same", cuts=[cut])
+        store.put(b'{"a": "x"}', label="same")
         store.put(b"y" * 1000 + str(next(counter)).encode(), label="r", media_type="text/plain")
 
     def check() -> None:
@@ -237,7 +235,7 @@ def test_regression_spill_put_interrupt_leaks_fds_and_temp_files(tmp_path: Path)
         # a file object dropped by the interrupt closes itself, warning it was left open
         warnings.simplefilter("ignore", ResourceWarning)
         _every_point("_agents/spill.py", put, check)
-    assert store.cuts(store.put(b'{"a": "x"}', label="same").ref) == (cut,)
+    assert store.read(store.put(b'{"a": "x"}', label="same").ref) == b'{"a": "x"}'
 
 
 # -- 4: a spilled text file cut on disk ---------------------------------------------------

@@ -48,9 +48,9 @@ from .._encode.encoder import (
     pointer,
 )
 from .._encode.markers import Markers
+from .._encode.whole import JsonWriter
 from .._frozen import Record, fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
-from .._pages.builder import spill_whole
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from .._sources.jsonread import load_json
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
@@ -533,16 +533,8 @@ class ResultGate:
             out = None
             if value_budget >= MIN_BYTES:
                 out = call.fit(measured.obj, value_budget, "")
-            # The file's own markers (the preview reports only its own) are kept beside it,
-            # for a read of the file to report.
-            ref, _ = spill_whole(
-                store,
-                measured.obj,
-                label=label,
-                default=self._default,
-                streams=call.streams,
-                media_type=_MEDIA["json"],
-            )
+            writer = JsonWriter(self._default, call.streams, store.max_file_bytes)
+            ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
             # The encoder writes each key of an object once: no pointer into this result
             # needs to read an object to its end for a later member with its key.
             named = self._named(ref, unique_keys=True)

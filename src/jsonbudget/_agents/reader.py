@@ -37,7 +37,7 @@ from .._encode.markers import Markers
 from .._encode.render import Stream
 from .._encode.strings import SURROGATE
 from .._limits import MIN_BYTES, Limits
-from .._pages.builder import Page, PageBuilder, least_page_bytes
+from .._pages.builder import Page, PageBuilder
 from .._sources.base import Clipped
 from ..errors import InvalidCursor, LimitError, SpillError
 from .spill import SpillBackend, SpillRef
@@ -240,11 +240,6 @@ class ResultReader:
             if tokens:
                 raise SpillError("a text result has no JSON Pointer inside it")
             return self._text(call, info.size)
-        kept_cuts = getattr(self._spill, "cuts", None)
-        if callable(kept_cuts):
-            # What the file holds as markers (a NaN, a set): each reported where served.
-            with _from_store():
-                call.cuts = kept_cuts(spilled)
         # Integers beyond 64 bits: the Python backend reads what yajl refuses.
         error: Exception | None = None
         for backend in self._backends(spilled):
@@ -307,14 +302,6 @@ class ResultReader:
         with _from_store():
             return self._spill.open(name)
 
-    def _named_path(self, name: str, steps: list[_Step], backend: Any) -> str | None:
-        """The pointer, by keys and indexes as the file's cuts name them, of the value at
-        *steps*; a member named by its place (``~v3``) costs a parse to its key."""
-        if all(isinstance(step, str) for step in steps):
-            return "".join(_escaped(step) for step in steps)  # type: ignore[arg-type]
-        with self._open(name) as file:
-            return _key_path(_parse(file, backend), steps)
-
     def _backends(self, name: str) -> tuple[Any, ...]:
         """The parsers to try on *name*, in order. yajl writes a lone high surrogate
         escape (``\\ud800``) as "?", unmarked, and fails inside its C code (a
@@ -333,8 +320,6 @@ class ResultReader:
     def _json(
         self, call: _Read, tokens: list[_Step], backend: Any, repeats: _Repeats | None
     ) -> ReadPage:
-        if call.cuts:
-            call.base = self._named_path(call.name, tokens, backend)
         kept = self._take((call.name, call.pointer, call.at))
         kind: ReadKind
         if kept is not None and kept.file is None:
@@ -412,45 +397,23 @@ class ResultReader:
         again with the member's places added (`_with_places`), by which it is read.
         """
         limits = self._limits.replace(max_bytes=self._limits.max_bytes - _extra(call.echo, kind))
-        most = limits.max_bytes
-        for fits in range(_CUT_FITS + 1):
+        page, taken, left, token = self._fill(call, limits, children)
+        # Each round adds places to a member of the page that has none: a few at most.
+        while kind == "object" and (hidden := _keys_not_shown(page, taken)):
+            redo = [_with_places(m, call.pointer, call.at + i) if i in hidden else m
+                    for i, m in enumerate(taken)]  # fmt: skip
+            children = chain(redo, () if left is _NOTHING else (left,), children)
             page, taken, left, token = self._fill(call, limits, children)
-            # Each round adds places to a member of the page that has none: a few at most.
-            while kind == "object" and (hidden := _keys_not_shown(page, taken)):
-                redo = [_with_places(m, call.pointer, call.at + i) if i in hidden else m
-                        for i, m in enumerate(taken)]  # fmt: skip
-                children = chain(redo, () if left is _NOTHING else (left,), children)
-                page, taken, left, token = self._fill(call, limits, children)
-            data = page.to_json()
-            if (
-                kind == "object"
-                and len(page.items) == 1
-                and page.oversized
-                and "key_pointer" in taken[0]
-            ):
-                # Only a page of that one member is rebuilt: one that holds the members
-                # after it too (they fit beside its cut) keeps them, and its cursor past them.
-                data = _placed_page(page, taken[0], limits.max_bytes)
-            reports = _served_cuts(call, kind, taken, data)
-            if not reports:
-                break
-            shown = _with_reports(data, reports)
-            if len(shown) <= most:
-                data = shown
-                break
-            if fits == _CUT_FITS:
-                raise LimitError(
-                    "max_bytes", self._limits.max_bytes, "a read page cannot hold its reports"
-                )
-            # The file's cuts the page shows did not fit beside it: the same children on
-            # less room, and fewer of them (and of each list's items) once the room is
-            # the least, which shows fewer cuts. A report costs more than its marker.
-            room = max(_LEAST_PAGE, limits.max_bytes * most // len(shown))
-            if room == limits.max_bytes:
-                fewer = max(1, min(len(page.items), limits.max_items or len(page.items)) // 2)
-                limits = limits.replace(max_items=fewer)
-            limits = limits.replace(max_bytes=room)
-            children = chain(taken, () if left is _NOTHING else (left,), children)
+        data = page.to_json()
+        if (
+            kind == "object"
+            and len(page.items) == 1
+            and page.oversized
+            and "key_pointer" in taken[0]
+        ):
+            # Only a page of that one member is rebuilt: one that holds the members
+            # after it too (they fit beside its cut) keeps them, and its cursor past them.
+            data = _placed_page(page, taken[0], limits.max_bytes)
         tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
         data = data[:-1] + tail
         return ReadPage(data, kind, token is None, token), left, len(taken), children
@@ -472,11 +435,7 @@ class ResultReader:
         return builder.finish(complete=token is None, next_cursor=token), taken, left, token
 
     def _string(self, call: _Read, value: str) -> ReadPage:
-        # A cut the file holds at this string (a marker in its place, lone surrogates
-        # replaced) stands at its end: reported on the page that shows it, room kept on each.
-        held = [{**t.to_dict(), "path": "/items/0"} for t in call.cuts if t.path == call.base]
         budget = self._limits.max_bytes - _STRING_ENVELOPE - _extra(call.echo, "string")
-        budget -= len(orjson.dumps(held)) if held else 0
         rest = len(value) - call.at
         if rest <= budget:
             shown = encode(value[call.at :], max_bytes=budget)
@@ -495,8 +454,6 @@ class ResultReader:
         # At most two reports (the cut, lone surrogates replaced): the envelope's room
         # holds them with a 56-character cursor (283 of _STRING_ENVELOPE's 300 bytes).
         reports = [{**t.to_dict(), "path": "/items/0" + t.path} for t in shown.truncations]
-        if token is None:
-            reports += held
         return self._finish(call, [orjson.Fragment(shown.data)], "string", token, reports)
 
     def _scalar(self, call: _Read, value: Any) -> ReadPage:
@@ -589,7 +546,7 @@ class _Read:
     """One read: the spilled result, the pointer, where it starts, the operation's state,
     and the pointer as the envelope echoes it (JSON)."""
 
-    __slots__ = ("at", "base", "cuts", "echo", "name", "pointer", "state")
+    __slots__ = ("at", "echo", "name", "pointer", "state")
 
     def __init__(self, name: str, pointer: str, at: int, state: Any, echo: bytes) -> None:
         self.name = name
@@ -597,137 +554,6 @@ class _Read:
         self.at = at
         self.state = state
         self.echo = echo
-        #: The cuts the spilled file holds (`SpillStore.cuts`), and the pointer in it of
-        #: the value read, by its keys (None: not found, nothing is reported under it).
-        self.cuts: tuple[Truncation, ...] = ()
-        self.base: str | None = None
-
-
-#: Fills of a page whose file's cuts did not fit beside it (see `ResultReader._children`).
-_CUT_FITS: Final = 8
-_LEAST_PAGE: Final = least_page_bytes()
-
-
-def _escaped(key: str) -> str:
-    return "/" + key.replace("~", "~0").replace("/", "~1")
-
-
-def _key_path(events: Iterator[Any], steps: list[_Step]) -> str | None:
-    """The pointer by keys of the value at *steps* (keys, indexes, members by place) in
-    the parse *events*, as `_locate` finds it with no repeated key; None if nothing
-    stands there, or it is a key."""
-    named: list[str] = []
-    for event, _ in events:
-        if len(named) == len(steps):
-            return "".join(named)
-        step = steps[len(named)]
-        if event == "start_map":
-            if isinstance(step, _Member):
-                if step.key or not _skip_members(events, step.place):
-                    return None
-                met, key = next(events)
-                if met == "end_map":
-                    return None
-                named.append(_escaped(key))
-            elif _find_key(events, step):
-                named.append(_escaped(step))
-            else:
-                return None
-        elif event == "start_array" and isinstance(step, str) and _ARRAY_INDEX.fullmatch(step):
-            if not _skip_items(events, int(step)):
-                return None
-            named.append("/" + step)
-        else:
-            return None
-    return None
-
-
-def _served_cuts(
-    call: _Read, kind: ReadKind, taken: list[Any], data: bytes
-) -> list[dict[str, Any]]:
-    """The reports, placed in the page *data* (of *taken*, the children read), of the
-    file's cuts that stand in what it shows: in an item it shows (a part cut away by
-    the page is not), or the value read itself (a structured marker read as an
-    object, on its first page)."""
-    base = call.base
-    if not call.cuts or base is None:
-        return []
-    items: list[Any] | None = None
-    keys = {m["key"]: i for i, m in enumerate(taken)} if kind == "object" else {}
-    out: list[dict[str, Any]] = []
-    for cut in call.cuts:
-        path = cut.path
-        if kind == "value":
-            if not path.startswith(base) or (path != base and path[len(base)] != "/"):
-                continue
-            where, place, rest = "/items/0", 0, path[len(base) :]
-        elif path == base:
-            if call.at == 0:
-                out.append({**cut.to_dict(), "path": "/items"})
-            continue
-        elif path.startswith(base + "/"):
-            token, slash, tail = path[len(base) + 1 :].partition("/")
-            rest = slash + tail
-            if kind == "array":
-                if not _ARRAY_INDEX.fullmatch(token):
-                    continue
-                place = int(token) - call.at
-                if not 0 <= place < len(taken):
-                    continue
-                where = f"/items/{place}"
-            else:
-                found = keys.get(token.replace("~1", "/").replace("~0", "~"))
-                if found is None:
-                    continue
-                place = found
-                # A key the file holds as a marker: reported at the key the page lists.
-                part = "key" if cut.unit == "keys" and not rest else "value"
-                where = f"/items/{place}/{part}"
-        else:
-            continue
-        if items is None:
-            items = json.loads(data)["items"]
-        node = items[place]
-        if kind == "object":
-            node = node.get(part, _NOTHING) if isinstance(node, dict) else _NOTHING
-        if _resolves(node, rest):
-            out.append({**cut.to_dict(), "path": where + rest})
-    return out
-
-
-def _resolves(node: Any, rest: str) -> bool:
-    """Whether pointer *rest* names a value inside *node* (`_NOTHING`: none)."""
-    if node is _NOTHING:
-        return False
-    for token in rest.split("/")[1:]:
-        if isinstance(node, dict):
-            key = token.replace("~1", "/").replace("~0", "~")
-            if key not in node:
-                return False
-            node = node[key]
-        elif isinstance(node, list) and _ARRAY_INDEX.fullmatch(token) and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return False
-    return True
-
-
-def _with_reports(data: bytes, reports: list[dict[str, Any]]) -> bytes:
-    """Page envelope *data* with *reports* added to its ``truncated`` list."""
-    # After the items only the envelope's own members follow, whose strings escape every
-    # quote: the last `],"complete":` is the items' end.
-    end = data.rfind(b'],"complete":')
-    rest = orjson.loads(b"{" + data[end + 2 :])
-    envelope: dict[str, Any] = {
-        "items": orjson.Fragment(data[len(b'{"items":') : end + 1]),
-        "complete": rest["complete"],
-        "next_cursor": rest["next_cursor"],
-        "truncated": [*rest.get("truncated", ()), *reports],
-    }
-    for key in ("oversized", "incomplete_reason"):
-        if key in rest:
-            envelope[key] = rest[key]
-    return orjson.dumps(envelope)
 
 
 def _keys_not_shown(page: Page, members: list[dict[str, Any]]) -> set[int]:

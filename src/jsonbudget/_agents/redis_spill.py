@@ -5,8 +5,7 @@ behind a load balancer needs a reference minted by one worker to be readable by 
 next. This store keeps each result as one Redis string under
 ``<prefix><label>.<sha256>.<ext>`` (the same names `SpillStore` makes), written chunk by
 chunk to a temporary key and renamed into place, so a reader never sees a partial
-result; each expires after ``max_age`` seconds. The cuts a result holds (see
-`SpillStore.put`) are kept under its key and ``.cuts``, renamed into place with it.
+result; each expires after ``max_age`` seconds.
 """
 
 from __future__ import annotations
@@ -16,22 +15,18 @@ import hashlib
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .._encode.encoder import Truncation
 from .._limits import check_int
 from ..errors import LimitError, SpillError
 from .spill import (
-    CUTS_SUFFIX,
     DEFAULT_MAX_AGE,
     DEFAULT_READ_BYTES,
     SpillRef,
     _chunks,
     _extension,
-    cuts_data,
-    read_cuts,
     sanitize_label,
 )
 
@@ -97,13 +92,11 @@ class RedisSpillStore:
         *,
         label: str,
         media_type: str = "application/json",
-        cuts: Sequence[Truncation] | None = None,
     ) -> SpillRef:
         """Write *data* whole (chunk by chunk, never joined) and return its reference.
 
         A result past ``max_file_bytes`` raises `SpillError` as it is written; whatever
-        goes wrong, the temporary key is deleted and nothing is kept. *cuts* as
-        `SpillStore.put` takes them, kept for `cuts`.
+        goes wrong, the temporary key is deleted and nothing is kept.
         """
         clean = sanitize_label(label)
         ext = _extension(media_type)
@@ -126,19 +119,9 @@ class RedisSpillStore:
                             "was kept"
                         )
                 name = f"{clean}.{hasher.hexdigest()}.{ext}"
-                key = self._prefix + name
-                kept = None
-                if cuts:
-                    # With those a put of the same bytes kept (see `SpillStore._put_cuts`).
-                    old = client.get(key + CUTS_SUFFIX)
-                    kept = cuts_data(None if old is None else bytes(old), cuts)
                 pipe = client.pipeline(transaction=True)
-                pipe.rename(tmp, key)
-                pipe.expire(key, self._max_age)
-                if kept is not None:
-                    pipe.set(key + CUTS_SUFFIX, kept, ex=self._max_age)
-                else:
-                    pipe.expire(key + CUTS_SUFFIX, self._max_age)  # lives as long as the result
+                pipe.rename(tmp, self._prefix + name)
+                pipe.expire(self._prefix + name, self._max_age)
                 pipe.execute()
         except BaseException as exc:
             try:
@@ -156,14 +139,6 @@ class RedisSpillStore:
         size = self._size(self._key(ref))
         label, digest, ext = ref.split(".")
         return SpillRef(ref, size, digest, _EXTENSIONS[ext], label, Path(self._key(ref)))
-
-    def cuts(self, ref: str) -> tuple[Truncation, ...]:
-        """The cuts kept with the result *ref* (see `put`); none for a result stored
-        without (or by an older version)."""
-        key = self._key(ref) + CUTS_SUFFIX
-        with self._failures("reading a spilled result's cuts"):
-            data = self._client.get(key)
-        return () if data is None else read_cuts(bytes(data))
 
     def read(self, ref: str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
         """At most *limit* bytes of *ref* from byte *offset*; ``b""`` at or past the end."""

@@ -17,14 +17,11 @@ import time
 import unicodedata
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
-import orjson
-
-from .._encode.encoder import Truncation
 from .._limits import check_int
 from ..errors import LimitError, SpillError
 
@@ -60,12 +57,6 @@ _TEMP_SUFFIX = ".part"
 _CREATE_PRIVATE = functools.partial(os.open, mode=0o600)
 _EXTENSIONS = {"json": "application/json", "txt": "text/plain", "bin": "application/octet-stream"}
 _REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(json|txt|bin)")
-#: A result's cuts are kept beside it under its name and this suffix (`SpillStore.cuts`).
-CUTS_SUFFIX = ".cuts"
-#: The largest cuts file read back (a spill keeps 10,000 cuts, about 1 MB).
-_MAX_CUTS_BYTES = 64 * 1024**2
-_KINDS = frozenset(("string", "items", "keys", "depth", "item", "unencodable"))
-_UNITS = frozenset(("chars", "bytes", "items", "keys"))
 _LABEL_DROP = re.compile(r"[^a-z0-9_-]+")
 _MEDIA_TYPE_RE = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}"
@@ -233,16 +224,12 @@ class SpillStore:
         *,
         label: str,
         media_type: str = "application/json",
-        cuts: Sequence[Truncation] | None = None,
     ) -> SpillRef:
         """Write *data* whole and return its reference.
 
         *data* is bytes, an iterable of byte chunks, or a binary file; chunks are hashed
         and written as they come, never joined in memory. If the iterable raises, or the
         data grows past ``max_file_bytes`` (`SpillError`), nothing is left behind.
-        *cuts* are the reports of the markers the data holds (pointers into it), read
-        once the data is written (a writer may add to them as it makes the chunks), and
-        kept beside the result for `cuts`.
         """
         clean_label = sanitize_label(label)
         ext = _extension(media_type)
@@ -262,9 +249,6 @@ class SpillStore:
                 digest, size = self._write(self._create(tmp, on_error), data)
                 name = f"{clean_label}.{digest}.{ext}"
                 final = self._dir / name
-                if cuts:
-                    # In place before the result: a reader that finds it finds its cuts.
-                    self._put_cuts(name, cuts)
                 try:
                     # Age counts from when the result was stored, not from its last chunk;
                     # the ledger records that same time.
@@ -284,54 +268,6 @@ class SpillStore:
                 self._writing.discard(tmp_name)
         self._settle(name, stamp, size)
         return SpillRef(name, size, digest, media_type, clean_label, final)
-
-    def _put_cuts(self, name: str, cuts: Sequence[Truncation]) -> None:
-        """Write *cuts* beside the result *name*, with those kept there already: the same
-        bytes stored again are the same result, whose markers a put may know of that
-        another did not (a user's string can read as a marker)."""
-        path = self._dir / (name + CUTS_SUFFIX)
-        old = self._read_cuts(path) if os.path.lexists(path) else None
-        tmp = _temp_path(self._dir)
-        tmp_name = tmp.name
-        try:
-            with contextlib.ExitStack() as on_error:
-                on_error.callback(tmp.unlink, missing_ok=True)
-                with self._lock:
-                    self._writing.add(tmp_name)
-                self._write(self._create(tmp, on_error), cuts_data(old, cuts))
-                try:
-                    os.replace(tmp, path)
-                except OSError as exc:
-                    raise SpillError(
-                        f"cannot move the spill file into place: {exc.strerror}"
-                    ) from exc
-                on_error.pop_all()
-        finally:
-            with self._lock:
-                self._writing.discard(tmp_name)
-
-    def cuts(self, ref: str) -> tuple[Truncation, ...]:
-        """The cuts kept beside the result *ref* (see `put`): pointers into it; none for a
-        result stored without (or by an older version)."""
-        path = self._path_of(ref)
-        side = path.with_name(path.name + CUTS_SUFFIX)
-        return read_cuts(self._read_cuts(side)) if os.path.lexists(side) else ()
-
-    def _read_cuts(self, path: Path) -> bytes:
-        # The descriptor is held by the list from the moment it exists, whatever arrives.
-        opened: list[int] = []
-        try:
-            self._open_to(opened, path)
-            with open(opened[0], "rb", closefd=False) as file:
-                try:
-                    return file.read(_MAX_CUTS_BYTES + 1)
-                except OSError as exc:
-                    raise SpillError(
-                        f"cannot read the cuts of a spilled result: {exc.strerror}"
-                    ) from exc
-        finally:
-            for fd in opened:
-                os.close(fd)
 
     def _settle(self, name: str, stamp: int, size: int) -> None:
         """Record the result *name* just stored, then scan the directory if one is due, else
@@ -395,7 +331,7 @@ class SpillStore:
                         with ledger.lock:
                             ledger.restore(name, st.st_mtime_ns, st.st_size)
                         continue
-                    _remove(path)
+                    _unlink(path)
         except BaseException:
             # What was picked and not yet removed is no longer counted: a scan recounts.
             with ledger.lock:
@@ -533,7 +469,6 @@ class SpillStore:
         max_age = self._max_age * _NS
         visited = 0
         found: list[tuple[str, bool, os.stat_result]] = []
-        cut_files: list[str] = []
         try:
             entries = os.scandir(self._dir)
         except OSError as exc:
@@ -543,9 +478,6 @@ class SpillStore:
                 visited += 1
                 name = entry.name
                 is_temp = name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX)
-                if name.endswith(CUTS_SUFFIX) and _REF_RE.fullmatch(name[: -len(CUTS_SUFFIX)]):
-                    cut_files.append(name)  # removed with its result, or as an orphan below
-                    continue
                 if not (is_temp or _REF_RE.fullmatch(name)):
                     continue  # not ours: never touch it
                 try:
@@ -567,7 +499,7 @@ class SpillStore:
                 if not is_temp:
                     kept.append((st.st_mtime_ns, name, st.st_size))  # counted, never removed
             elif now - st.st_mtime_ns > max_age:
-                if _remove(self._dir / name):
+                if _unlink(self._dir / name):
                     removed_files += 1
                     removed_bytes += st.st_size
             elif not is_temp:
@@ -578,27 +510,12 @@ class SpillStore:
         for entry_ in kept:
             _, name, size = entry_
             if total > self._max_total_bytes and name not in protected:
-                if _remove(self._dir / name):
+                if _unlink(self._dir / name):
                     removed_files += 1
                     removed_bytes += size
                 total -= size
             else:
                 survivors.append(entry_)
-        # Cuts whose result is gone (its process died between the two renames, or another
-        # process removed the result): once as old as a result would be removed.
-        results = {name for name, _, _ in found}
-        for name in cut_files:
-            if name[: -len(CUTS_SUFFIX)] not in results:
-                path = self._dir / name
-                try:
-                    st = os.stat(path, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    raise SpillError(f"cannot read {name} in the spill directory: "
-                                     f"{exc.strerror}") from exc  # fmt: skip
-                if stat.S_ISREG(st.st_mode) and now - st.st_mtime_ns > max_age:
-                    _unlink(path)
         report = SpillCleanup(
             removed_files, removed_bytes, len(survivors), sum(s for _, _, s in survivors)
         )
@@ -845,50 +762,6 @@ def _write_all(fd: int, chunk: bytes | bytearray | memoryview) -> None:
         except OSError as exc:
             raise SpillError(f"cannot write the spill file: {exc.strerror}") from exc
         view = view[written:]
-
-
-def cuts_data(old: bytes | None, cuts: Sequence[Truncation]) -> bytes:
-    """*cuts* as a store keeps them, after those of *old* (what it kept, if any), each once."""
-    kept = list(read_cuts(old)) if old is not None else []
-    seen = set(kept)
-    for cut in cuts:
-        if cut not in seen:
-            seen.add(cut)
-            kept.append(cut)
-    return orjson.dumps([[t.path, t.kind, t.omitted, t.unit] for t in kept])
-
-
-def read_cuts(data: bytes) -> tuple[Truncation, ...]:
-    """The cuts a store kept (`cuts_data`); `SpillError` if they are not that."""
-    if len(data) > _MAX_CUTS_BYTES:
-        raise SpillError("the cuts kept beside a spilled result are too large to read")
-    try:
-        rows = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise SpillError("the cuts kept beside a spilled result are not JSON") from exc
-    if not isinstance(rows, list):
-        raise SpillError("the cuts kept beside a spilled result are not a list")
-    out: list[Truncation] = []
-    for row in rows:
-        if not (
-            isinstance(row, list)
-            and len(row) == 4
-            and isinstance(row[0], str)
-            and row[1] in _KINDS
-            and (row[2] is None or type(row[2]) is int)
-            and row[3] in _UNITS
-        ):
-            raise SpillError("a cut kept beside a spilled result is not one")
-        out.append(Truncation(*row))
-    return tuple(out)
-
-
-def _remove(path: Path) -> bool:
-    """Remove the result at *path* and the cuts kept beside it; whether the result was
-    there."""
-    removed = _unlink(path)
-    _unlink(path.with_name(path.name + CUTS_SUFFIX))
-    return removed
 
 
 def _unlink(path: Path) -> bool:

@@ -30,7 +30,7 @@ from ..errors import EncodeError, JsonBudgetError, SpillError
 from . import bound as _bound
 from . import values as _values
 from .bound import Caps
-from .encoder import BinaryMode, Encoder, MarkerStyle, Truncation
+from .encoder import BinaryMode, Encoder, MarkerStyle
 from .render import EncodeCall, Stream, _library_error, _placed, _proxy, pointer
 from .strings import SURROGATE, cut_string
 
@@ -75,9 +75,6 @@ _RENDER_BYTES = 256 * 1024
 #: given the whole string, reserves 9-16 bytes of address space a character before it
 #: writes one (under an address-space limit, a 60 MB string crashed the process).
 _PIECE_CHARS = 64 * 1024
-#: The most cut reports a writer keeps (``report=True``): held while the file is written,
-#: about 100 bytes each.
-MAX_CUTS = 10_000
 
 
 def _next_run(size: int, produced: int) -> int:
@@ -121,25 +118,18 @@ class JsonWriter:
     otherwise find the iterator drained and render the item short. Without it, the rest
     of an iterator is written as it is read and not held (an endless generator stays
     flat in memory), for streams nothing reads after the write.
-
-    With *report*, ``cuts`` collects the reports of the markers written (the encoder's,
-    and the lone surrogates a long string replaces), pointers relative to the value
-    written; the first `MAX_CUTS` are kept. A spill store keeps them beside the file, for
-    a read of it to report (no page or preview shows these markers).
     """
 
     __slots__ = (
         "active",
         "buf",
         "caps",
-        "cuts",
         "descend",
         "enc",
         "keep",
         "left",
         "limit",
         "ready",
-        "root",
         "streams",
         "views",
     )
@@ -153,7 +143,6 @@ class JsonWriter:
         markers: MarkerStyle = "text",
         binary: BinaryMode = "marker",
         keep: bool = False,
-        report: bool = False,
     ) -> None:
         # The encoder's options; each call's depth cap is set from where its value
         # stands (`_caps`), since Limits stops at the pages' MAX_DEPTH.
@@ -183,8 +172,6 @@ class JsonWriter:
         # them gets the same conversion, found in `active` and marked as a cycle, as the
         # encoder's one call marks it.
         self.views: dict[int, tuple[Any, Any]] = {}
-        self.cuts: list[Truncation] | None = [] if report else None
-        self.root = ""  # the written value's path, which `cuts` are relative to
 
     @property
     def written(self) -> int:
@@ -194,7 +181,6 @@ class JsonWriter:
     def chunks(self, obj: Any, path: str = "") -> Iterator[bytes]:
         """*obj*'s JSON, in chunks; an error names its place under *path* (a page's
         item, ``/items/3``)."""
-        self.root = path
         yield from self._value(obj, 0, path)
         yield from self._flush()
         if self.buf:
@@ -247,7 +233,7 @@ class JsonWriter:
             self._leaf(obj, depth, path)  # the cycle marker
             yield from self._flush()
         elif kind is str and len(obj) > _PIECE_CHARS:
-            yield from self._text(obj, path)
+            yield from self._text(obj)
         elif kind is dict:
             yield from self._object(obj, depth, path)
         elif kind is list or kind is tuple:
@@ -262,7 +248,7 @@ class JsonWriter:
         elif kind is not str and issubclass(kind, str) and self._long_text(obj):
             # The encoder writes a str subclass's own text (str's methods read it), as
             # orjson does.
-            yield from self._text(str.__str__(obj), path)
+            yield from self._text(str.__str__(obj))
         else:
             self._leaf(obj, depth, path)
             yield from self._flush()
@@ -275,12 +261,11 @@ class JsonWriter:
             str.__len__(obj) > _PIECE_CHARS and not isinstance(obj, enum.Enum) and not _proxy(obj)
         )
 
-    def _text(self, s: str, path: str | None = None) -> Iterator[bytes]:
+    def _text(self, s: str) -> Iterator[bytes]:
         """*s* as the encoder writes it whole, escaped a piece of `_PIECE_CHARS` at a time
         by the compiled one-pass escaper (`cut_string`, orjson's escapes): each lone
         surrogate U+FFFD, and a note of how many at the end of the string, as
-        `EncodeCall._scrubbed` writes it. Memory is a piece, whatever its length. A value
-        at *path* (not a key: a key holds no lone surrogate, see `_key`) reports them."""
+        `EncodeCall._scrubbed` writes it. Memory is a piece, whatever its length."""
         if len(s) + 2 > self.left:
             self._refuse()  # at least one byte a char: refused before it is encoded
         self._put(b'"')
@@ -293,8 +278,6 @@ class JsonWriter:
             yield from self._flush()
         if replaced:
             self._put(f"…[replaced: {replaced} lone surrogates]".encode())
-            if path is not None:
-                self._report([Truncation(path, "unencodable", replaced, "chars")])
         self._put(b'"')
         yield from self._flush()
 
@@ -485,23 +468,7 @@ class JsonWriter:
             out = call.render_whole(obj, cap, "")
         except EncodeError as exc:
             raise _rebased(exc, path, first) from exc.__cause__
-        if out is None:
-            return None
-        if out[1] and self.cuts is not None:
-            found: list[Truncation] = []
-            _bound.join_reports(out[1], "", found, Truncation)
-            # A run's reports count its items from 0: its first is item *first* there.
-            self._report([_placed_cut(t, path, first) for t in found])
-        return out[0]
-
-    def _report(self, found: list[Truncation]) -> None:
-        """Keep the reports *found* (pointers from the top) relative to the value written."""
-        cuts = self.cuts
-        if cuts is None:
-            return
-        strip = len(self.root)
-        room = MAX_CUTS - len(cuts)
-        cuts.extend(Truncation(t.path[strip:], t.kind, t.omitted, t.unit) for t in found[:room])
+        return None if out is None else out[0]
 
     def _replay(self, it: Iterator[Any], path: str) -> Iterator[Any]:
         streams = self.streams
@@ -704,29 +671,18 @@ class JsonWriter:
         return first
 
 
-def _placed_at(path: str, rest: str, first: int | None) -> str:
-    """Pointer *rest*, from a value at *path* (or a run of the members there, a list's
-    from index *first*), as a pointer into the whole spilled value."""
-    if first is not None and rest:
-        index, slash, tail = rest[1:].partition("/")
-        rest = f"/{int(index) + first}{slash}{tail}"
-    return path + rest
-
-
 def _rebased(exc: EncodeError, path: str, first: int | None) -> EncodeError:
     """*exc*, raised for a value at *path* (or a run of the members there, a list's from
     index *first*), naming its place in the whole spilled value."""
     if exc.path is None:
         return exc
+    rest = exc.path
+    if first is not None and rest:
+        index, slash, tail = rest[1:].partition("/")
+        rest = f"/{int(index) + first}{slash}{tail}"
     # The message as raised, less the place EncodeError appended (spelled as it spells it)
     message = str(exc).removesuffix(str(EncodeError("", path=exc.path)))
-    return EncodeError(message, path=_placed_at(path, exc.path, first))
-
-
-def _placed_cut(cut: Truncation, path: str, first: int | None) -> Truncation:
-    """*cut*, reported by the render of a value at *path* (see `_placed_at`), placed in
-    the whole spilled value."""
-    return Truncation(_placed_at(path, cut.path, first), cut.kind, cut.omitted, cut.unit)
+    return EncodeError(message, path=path + rest)
 
 
 def _bare(kept: int) -> tuple[bytes, bytes]:

@@ -571,20 +571,24 @@ class PageBuilder:
             # Streamed as it is made, within the store's file limit (an endless generator
             # stops there), and from this page's streams: what the try above pulled from
             # an iterator is written, not lost.
-            ref, size = spill_whole(
-                store,
-                item,
-                label=self._spill_label,
-                default=enc.default,
-                streams=self._streams,
+            most = getattr(store, "max_file_bytes", None)
+            writer = JsonWriter(
+                enc.default,
+                self._streams,
+                most if type(most) is int else MAX_LIMIT,
                 markers=enc.markers,
                 binary=enc.binary,
                 # The page's streams outlive it (a `Paginator` keeps them, and another item
                 # on this page may hold the same iterator): what the file was written from
                 # stays there.
                 keep=True,
-                path=path,
             )
+            chunks = writer.chunks(item, path)
+            if most is None:  # a `SpillTarget` that says no file limit takes bytes
+                ref = store.put(b"".join(chunks), label=self._spill_label)
+            else:  # one that does (a `SpillBackend`) takes the chunks as they are made
+                ref = store.put(chunks, label=self._spill_label)  # type: ignore[arg-type]
+            size = writer.written
             shown = ref.ref if self._spill_ref is None else _shown_ref(self._spill_ref(ref))
             info = OversizedItem(index, size, "spilled", shown)
             marker = self._spill_marker(shown, size)
@@ -723,58 +727,9 @@ def _shown_ref(made: object) -> str:
     return made
 
 
-def least_page_bytes() -> int:
-    """The smallest page a `PageBuilder` of the default options makes."""
-    return _shape(None, "truncate", "text").least
-
-
 def _spilled(ref: str, size: int) -> str:
     """What a spilled item's marker says."""
     return f"spilled as {ref}, {size} bytes"
-
-
-def spill_whole(
-    store: Any,
-    obj: Any,
-    *,
-    label: str,
-    default: Callable[[Any], Any] | None,
-    streams: dict[int, Stream],
-    markers: MarkerStyle = "text",
-    binary: BinaryMode = "marker",
-    keep: bool = False,
-    path: str = "",
-    media_type: str | None = None,
-) -> tuple[Any, int]:
-    """Write *obj* whole to spill *store* (a `JsonWriter` streams it, within the store's
-    ``max_file_bytes``); its reference and the bytes written.
-
-    A value the file holds as a marker (NaN, a set, a cycle, a lone surrogate) is a cut
-    that no page or preview shows: a store that keeps cuts (one with a ``cuts`` method)
-    is handed their reports (``cuts=``, pointers into the file, complete once the data
-    is), so that a read of the file reports each where it serves it (the first
-    ``MAX_CUTS`` of `JsonWriter`). An error names its place under *path* (a page's item).
-    """
-    most = getattr(store, "max_file_bytes", None)
-    keeps_cuts = callable(getattr(store, "cuts", None))
-    writer = JsonWriter(
-        default,
-        streams,
-        most if type(most) is int else MAX_LIMIT,
-        markers=markers,
-        binary=binary,
-        keep=keep,
-        report=keeps_cuts,
-    )
-    chunks = writer.chunks(obj, path)
-    options: dict[str, Any] = {} if media_type is None else {"media_type": media_type}
-    if keeps_cuts:
-        options["cuts"] = writer.cuts
-    if most is None:  # a `SpillTarget` that says no file limit takes bytes
-        ref = store.put(b"".join(chunks), label=label, **options)
-    else:  # one that does (a `SpillBackend`) takes the chunks as they are made
-        ref = store.put(chunks, label=label, **options)
-    return ref, writer.written
 
 
 def _report_growth(
