@@ -303,3 +303,71 @@ def test_regression_mcp_imported_again_is_still_recognised() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.split() == ["refused", "refused"]
+
+
+_RACE = """if True:
+    import sys, threading, time
+    sys.setswitchinterval(1e-6)
+    from jsonbudget import bounded_tool
+    from jsonbudget._agents import guards
+
+    @bounded_tool(max_bytes=4096)
+    def tool():
+        return {"x": 1}
+
+    stop = False
+    def call():
+        while not stop:
+            tool()
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    import fastmcp.tools.base, fastmcp.utilities.types, mcp.server.mcpserver.utilities.types
+    time.sleep(0.05)
+    stop = True
+    for t in threads:
+        t.join()
+    fresh = {
+        t
+        for module, names in guards._MCP_RESULT_NAMES
+        for name in names
+        if isinstance(t := getattr(sys.modules.get(module), name, None), type)
+    }
+    print(set(guards._mcp_result_types()) == fresh)
+"""
+
+
+def test_regression_mcp_classes_read_while_imported_on_other_threads() -> None:
+    # Two threads reading a module mid-import published their readings unlocked: the
+    # older one, published last, was taken for complete and FastMCP's ToolResult was
+    # never recognised again (1 run in 12 on the old code).
+    import subprocess
+    import sys
+
+    for _ in range(6):
+        run = subprocess.run(
+            [sys.executable, "-c", _RACE], capture_output=True, text=True, timeout=120, check=True
+        )
+        assert run.stdout.split() == ["True"]
+
+
+def test_mcp_classes_of_a_module_caught_half_imported_are_read_again() -> None:
+    import subprocess
+    import sys
+
+    code = """if True:
+        import sys, types
+        import mcp.types
+        from jsonbudget._agents import guards
+        stub = types.ModuleType("fastmcp.tools.base")
+        sys.modules["fastmcp.tools.base"] = stub  # caught half imported: no ToolResult yet
+        before = guards._mcp_result_types()
+        class ToolResult:
+            pass
+        stub.ToolResult = ToolResult  # its import goes on
+        print(ToolResult not in before, ToolResult in guards._mcp_result_types())
+    """
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert run.stdout.split() == ["True", "True"]

@@ -30,7 +30,18 @@ import types as types_
 import typing
 from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Never, ParamSpec, Protocol, TypeVar, cast, overload
+from typing import (
+    Any,
+    Final,
+    Literal,
+    Never,
+    ParamSpec,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    cast,
+    overload,
+)
 
 import ijson
 import orjson
@@ -1340,25 +1351,41 @@ _MCP_RESULT_NAMES: Final = (
 #: tool, looking them all up again was half its cost. A module imported again (new
 #: classes) is read again; one without all its names (caught half imported, or of a
 #: version that lacks one) is read at each call.
-_MCP_FOUND: dict[str, tuple[Any, tuple[type, ...], bool]] = {}
-_MCP_TYPES: list[tuple[type, ...]] = [()]
+_McpFound: TypeAlias = dict[str, tuple[Any, tuple[type, ...], bool]]
+#: What was read, and the classes it holds, published together as one tuple: a reader
+#: never sees the one of a reading and the other of another.
+_MCP_STATE: list[tuple[_McpFound, tuple[type, ...]]] = [({}, ())]
+#: Held while the classes are read again: two threads reading a module mid-import
+#: could publish the older reading last, which every entry then called complete.
+_MCP_LOCK = threading.Lock()
+
+
+def _mcp_current(found: _McpFound) -> bool:
+    modules = sys.modules
+    for module, _ in _MCP_RESULT_NAMES:
+        held = found.get(module)
+        if held is None or held[0] is not modules.get(module) or not held[2]:
+            return False
+    return True
 
 
 def _mcp_result_types() -> tuple[type, ...]:
     """The MCP result classes of the modules imported so far (none without mcp)."""
-    modules = sys.modules
-    changed = False
-    for module, names in _MCP_RESULT_NAMES:
-        mod = modules.get(module)
-        held = _MCP_FOUND.get(module)
-        if held is not None and held[0] is mod and held[2]:
-            continue
-        changed = True
-        classes = tuple(t for name in names if isinstance(t := getattr(mod, name, None), type))
-        _MCP_FOUND[module] = (mod, classes, mod is None or len(classes) == len(names))
-    if changed:
-        _MCP_TYPES[0] = tuple(t for _, classes, _ in _MCP_FOUND.values() for t in classes)
-    return _MCP_TYPES[0]
+    found, types = _MCP_STATE[0]
+    if _mcp_current(found):
+        return types
+    with _MCP_LOCK:
+        found = dict(_MCP_STATE[0][0])
+        for module, names in _MCP_RESULT_NAMES:
+            mod = sys.modules.get(module)
+            held = found.get(module)
+            if held is None or held[0] is not mod or not held[2]:
+                got = (getattr(mod, name, None) for name in names)
+                classes = tuple(t for t in got if isinstance(t, type))
+                found[module] = (mod, classes, mod is None or len(classes) == len(names))
+        types = tuple(t for _, classes, _ in found.values() for t in classes)
+        _MCP_STATE[0] = (found, types)
+        return types
 
 
 #: Types no MCP result is: a value (or list item) of one is answered without isinstance.

@@ -1314,7 +1314,12 @@ def _locked_by(exc: BaseException, args: argparse.Namespace) -> str:
     if args.command in ("page", "tune"):
         path = args.source
         sql = args.table is not None or args.query is not None or args.kind == "sqlite"
-        if sql or (args.kind == "auto" and os.path.isfile(path) and not _not_sqlite(path)):
+        if not sql and args.kind == "auto":
+            try:
+                sql = os.path.isfile(path) and not _not_sqlite(path)
+            except OSError:
+                sql = False  # unreadable now: the message names the store alone
+        if sql:
             names.append(path)
     if args.command == "page":
         store = args.store or default_store_path()
