@@ -28,6 +28,7 @@ from typing import Any, Final, Literal, Never, ParamSpec, Protocol, TypeVar, cas
 
 import orjson
 
+from ._agents.guards import is_async_callable
 from ._agents.reader import LEAST_READ_BYTES, ResultReader
 from ._cursors.scope import Scope, as_sent
 from ._encode.encoder import Encoder, MarkerStyle, Strategy
@@ -1094,7 +1095,7 @@ def paginated_tool(
             return Scope(_principal_of(principal), {**query, TOOL_KEY: tool})
 
         wrapper: Callable[..., Any]
-        if inspect.iscoroutinefunction(fn):
+        if is_async_callable(fn):  # an object with an async __call__ too
 
             async def async_wrapper(
                 *args: Any, cursor: str | None = None, **kwargs: Any

@@ -1548,7 +1548,18 @@ class OutputCapRetry:
                 action, cap, prompt_verdict = step
                 if action == "compress" and compress_prompt is not None:
                     assert prompt_verdict is not None
-                    compress_prompt(prompt_verdict)
+                    result = compress_prompt(prompt_verdict)
+                    if inspect.isawaitable(result):
+                        # Never awaited, the prompt would not shrink and each retry send
+                        # the same one (a paid call each): refused, the coroutine closed.
+                        close = getattr(result, "close", None)
+                        if callable(close):
+                            close()
+                        raise TypeError(
+                            "compress_prompt returned an awaitable: call_with_output_cap "
+                            "does not await; use acall_with_output_cap (or "
+                            "OutputCapRetry.acall) for an async compress_prompt"
+                        ) from error
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
     async def acall(

@@ -1097,7 +1097,7 @@ def bounded_tool(
             mcp_fit = mcp.tool_result_fitting(limits, strategy=strategy, markers=markers,
                                               default=default)  # fmt: skip
         wrapper: Callable[..., Any]
-        if _is_async(fn):
+        if is_async_callable(fn):
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 value = await fn(*args, **kwargs)
@@ -1298,7 +1298,7 @@ def _as_one_marker(
     return parsed[0], (_truncation("", mark.kind, mark.omitted, mark.unit),)
 
 
-def _is_async(fn: Any) -> bool:
+def is_async_callable(fn: Any) -> bool:
     """Whether calling *fn* gives a coroutine to await, as the tool SDKs (MCP, Starlette)
     tell: through `functools.partial`, an async function, or an object (not a class)
     whose class's ``__call__`` is async (inspect says False for the object itself)."""
