@@ -20,6 +20,7 @@ import codecs
 import contextlib
 import decimal
 import functools
+import hashlib
 import math
 import os
 import re
@@ -182,6 +183,10 @@ def _key_value(value: JSONValue) -> object:
 #: A keyset position longer than this (a long text key) is not stored: the page ends at
 #: an offset from the last short key instead (`_skip_from`).
 KEY_POSITION_BYTES: Final = 4096
+#: How far from its offset the next page looks for the row a long position ended on,
+#: each way (`_SQLSource._resume`): as many rows inserted or deleted between the short
+#: key and that row are followed; more are refused.
+RESUME_ROWS: Final = 32
 
 
 def _short(pos: list[JSONValue]) -> bool:
@@ -198,11 +203,30 @@ def _short(pos: list[JSONValue]) -> bool:
     )
 
 
-def _skip_from(start: Position | None, served: int) -> Position:
-    """``{"after": ..., "skip": n}``: *served* rows past *start*, a short position (every
-    position a source writes is short, or this form)."""
+def _skip_from(start: Position | None, served: int, last: list[JSONValue]) -> Position:
+    """``{"after": ..., "skip": n, "last": digest}``: *served* rows past *start*, the last
+    keyed *last*, a short position (every position a source writes is short, or this
+    form)."""
+    if isinstance(start, _Resumed):
+        start = start.origin  # counted from the short key the page's own start was
     after, skip = _split(start)
-    return {"after": after, "skip": skip + served}
+    return {"after": after, "skip": skip + served, "last": _digest(last)}
+
+
+def _digest(key: list[JSONValue]) -> str:
+    """A short digest of a row's whole key: the order is total, so it names one row."""
+    return hashlib.blake2b(orjson.dumps(key), digest_size=16).hexdigest()
+
+
+class _Resumed(list[JSONValue]):
+    """The whole key of the row a long position ended on, found again (`_SQLSource._resume`):
+    pages are read after it, and count their offsets from ``origin``, that position."""
+
+    __slots__ = ("origin",)
+
+    def __init__(self, key: list[JSONValue], origin: Position) -> None:
+        super().__init__(key)
+        self.origin = origin
 
 
 def _split(position: Position | None) -> tuple[list[JSONValue] | None, int]:
@@ -211,7 +235,8 @@ def _split(position: Position | None) -> tuple[list[JSONValue] | None, int]:
         return position, 0
     if (
         isinstance(position, dict)
-        and position.keys() == {"after", "skip"}
+        # Without "last": a query `_SQLSource._resume` runs, never a cursor's position.
+        and position.keys() - {"last"} == {"after", "skip"}
         and (position["after"] is None or isinstance(position["after"], list))
         and type(position["skip"]) is int
         and 0 < position["skip"] <= MAX_OFFSET
@@ -797,9 +822,44 @@ class _SQLSource(Source[Row]):
         limit_hint = check_limit_hint(limit_hint)
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
         plan = self._plan_for(self._max_cell)
+        position = self._resume(plan, position)
         sql, params = self._sql(plan, position, limit_hint)
         rows = self._iter(plan, sql, params, limit_hint, start, position=position)
         return _bounded_rows(rows, position) if self._mode == "keyset" else rows
+
+    def _resume(self, plan: _Plan, position: Position | None) -> Position | None:
+        """*position*, where it is an offset from a short key (`_skip_from`), as the whole
+        key of the row it ended on (`_Resumed`), found again by its digest.
+
+        Rows inserted or deleted between the short key and that row since the position
+        was written moved the offset: the row is looked for `RESUME_ROWS` either side of
+        it, and the page reads after its key, as after any stored key. Where it is not
+        there (it was deleted, its key changed, or more rows moved) the position is
+        refused, rather than a row skipped or served twice.
+        """
+        if self._mode != "keyset" or not isinstance(position, dict):
+            return position
+        after, skip = _split(position)
+        last = position.get("last")
+        if type(last) is not str:
+            raise InvalidCursor("the position is not a valid keyset position")
+        at = skip - 1  # the offset of the row the position ended on
+        low = max(0, at - RESUME_ROWS)
+        # Where nothing changed (one row read), then the rows around it.
+        for first, count in ((at, 1), (low, at - low + RESUME_ROWS + 1)):
+            probe: Position = {"after": after, "skip": first} if first else after
+            sql, params = self._sql(plan, probe, count - 1)
+            rows = self._iter(plan, sql, params, count - 1, 0, position=probe)
+            with contextlib.closing(rows):
+                for _, key in rows:
+                    assert isinstance(key, list)
+                    if _digest(key) == last:
+                        return _Resumed(key, position)
+        raise InvalidCursor(
+            "the rows before the position changed since the cursor was minted "
+            f"(more than {RESUME_ROWS} rows inserted or deleted before it, "
+            "or the row it ended on deleted or its order key updated)"
+        )
 
     def _plan_for(self, cut: int | None) -> _Plan:
         plan = self._plans.get(cut)
@@ -829,6 +889,8 @@ class _SQLSource(Source[Row]):
             # unless an item too big for the page is spilled whole (as far as the spill
             # store takes it).
             cut = max(MIN_CELL_BYTES, read_bound(builder, 1 << 20))
+        # Found before `_fill` holds a connection: a pool of one would wait for it.
+        resumed = self._resume(self._plan_for(self._max_cell), position)
         more, after = self._fill(
             builder,
             # The plan is taken by `_fill`: where the source reopens its database (an
@@ -838,7 +900,7 @@ class _SQLSource(Source[Row]):
             # nothing was written, not that the next page's session sees the same rows
             # (another role under row-level security, another search_path).
             key=(cut, page_reader(builder), _position_key(position)),
-            position=position,
+            position=resumed,
             limit_hint=limit_hint,
             start=start,
         )
@@ -991,11 +1053,13 @@ class _SQLSource(Source[Row]):
             return None  # nothing fit: fill() answers the position it started at
         # A long key is not stored: the rows after the batch's last short key are
         # skipped by offset from it (from *start* when the batch has none).
+        last: list[JSONValue] = []
         for back, row in enumerate(reversed(rows)):
             pos = [self._key(row[i], i, plan) for i in plan.key_index]
             if _short(pos):
-                return pos if back == 0 else _skip_from(pos, back)
-        return _skip_from(start, served)
+                return pos if back == 0 else _skip_from(pos, back, last)
+            last = last or pos
+        return _skip_from(start, served, last)
 
     def _dicts(self, plan: _Plan, rows: list[Any]) -> list[Row]:
         """A batch of fetched rows as dicts, cut cells as `Clipped` values."""
@@ -1328,7 +1392,7 @@ def _bounded_rows(
             yield row, pos
         else:
             since += 1
-            yield row, _skip_from(start, since)
+            yield row, _skip_from(start, since, pos)
 
 
 def _offset_rows(
