@@ -115,3 +115,57 @@ def test_regression_long_key_position_whose_row_is_gone_is_refused(
     source, run = table
     with pytest.raises(InvalidCursor, match="changed since the cursor was minted"):
         pages(source(), 1, lambda: run("DELETE FROM t WHERE id = %s", (1,)))
+
+
+# --- found by a sweep of this fix ---------------------------------------------------------
+
+
+def _long_keyed(rows: int, body: int) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, c TEXT, body TEXT)")
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)",
+        [(i, f"{LONG_X}5{i:03d}", "b" * body) for i in range(1, rows + 1)],
+    )
+    return conn
+
+
+def test_regression_finding_a_long_key_row_again_reads_no_whole_cells() -> None:
+    # The rows looked at to find the page's row again were read with every cell whole:
+    # with 2 MB cells beside the key, one 8 KiB page after an insert held ~70 MB.
+    import tracemalloc
+
+    conn = _long_keyed(12, 2_000_000)
+    source = SQLiteSource(conn, table="t", order_by=("c",))  # no max_cell_bytes
+    store, scope, limits = MemoryCursorStore(), Scope("u", {}), Limits(8192, max_items=1)
+    page = paginate(source, scope=scope, store=store, limits=limits)
+    conn.execute("INSERT INTO t VALUES (1000, ?, 'x')", (LONG_X + "0000",))  # behind it
+    tracemalloc.start()
+    try:
+        page = paginate(source, scope=scope, cursor=page.next_cursor, store=store, limits=limits)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [row["id"] for row in page.items] == [2]
+    assert peak < 1_000_000  # a page of 8 KiB, not the cells around the row
+    conn.close()
+
+
+def test_regression_a_long_key_position_counts_from_where_its_row_was_found() -> None:
+    # The 32-row window was measured from where the run of long keys first started:
+    # 17 rows inserted before page 2 and 16 before page 3 refused page 3, though only 16
+    # changed since its cursor was minted.
+    conn = _long_keyed(10, 10)
+    source = SQLiteSource(conn, table="t", order_by=("c",), max_cell_bytes=64)
+    store, scope, limits = MemoryCursorStore(), Scope("u", {}), Limits(1000, max_items=1)
+    page = paginate(source, scope=scope, store=store, limits=limits)
+    seen = [row["id"] for row in page.items]
+    new = 100
+    for inserted in (17, 16, 20, 20):
+        for _ in range(inserted):  # long keys sorting before every row served
+            conn.execute("INSERT INTO t VALUES (?, ?, '')", (new, f"{LONG_X}0{new:03d}"))
+            new += 1
+        page = paginate(source, scope=scope, cursor=page.next_cursor, store=store, limits=limits)
+        seen += [row["id"] for row in page.items]
+    assert seen == [1, 2, 3, 4, 5]
+    conn.close()

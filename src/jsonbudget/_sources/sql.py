@@ -822,12 +822,12 @@ class _SQLSource(Source[Row]):
         limit_hint = check_limit_hint(limit_hint)
         start = 0 if self._mode == "keyset" else offset_position(position, "row")
         plan = self._plan_for(self._max_cell)
-        position = self._resume(plan, position)
+        position = self._resume(position)
         sql, params = self._sql(plan, position, limit_hint)
         rows = self._iter(plan, sql, params, limit_hint, start, position=position)
         return _bounded_rows(rows, position) if self._mode == "keyset" else rows
 
-    def _resume(self, plan: _Plan, position: Position | None) -> Position | None:
+    def _resume(self, position: Position | None) -> Position | None:
         """*position*, where it is an offset from a short key (`_skip_from`), as the whole
         key of the row it ended on (`_Resumed`), found again by its digest.
 
@@ -835,10 +835,14 @@ class _SQLSource(Source[Row]):
         was written moved the offset: the row is looked for `RESUME_ROWS` either side of
         it, and the page reads after its key, as after any stored key. Where it is not
         there (it was deleted, its key changed, or more rows moved) the position is
-        refused, rather than a row skipped or served twice.
+        refused, rather than a row skipped or served twice. The rows are read with every
+        cell but the key's cut to `MIN_CELL_BYTES` (a key stays whole): finding the row
+        costs its keys, not the cells beside them. Found, the position is the offset where
+        it stood now, so later pages count from there, not from where it was written.
         """
         if self._mode != "keyset" or not isinstance(position, dict):
             return position
+        plan = self._plan_for(MIN_CELL_BYTES)
         after, skip = _split(position)
         last = position.get("last")
         if type(last) is not str:
@@ -851,10 +855,10 @@ class _SQLSource(Source[Row]):
             sql, params = self._sql(plan, probe, count - 1)
             rows = self._iter(plan, sql, params, count - 1, 0, position=probe)
             with contextlib.closing(rows):
-                for _, key in rows:
+                for i, (_, key) in enumerate(rows):
                     assert isinstance(key, list)
                     if _digest(key) == last:
-                        return _Resumed(key, position)
+                        return _Resumed(key, {"after": after, "skip": first + i + 1})
         raise InvalidCursor(
             "the rows before the position changed since the cursor was minted "
             f"(more than {RESUME_ROWS} rows inserted or deleted before it, "
@@ -890,7 +894,7 @@ class _SQLSource(Source[Row]):
             # store takes it).
             cut = max(MIN_CELL_BYTES, read_bound(builder, 1 << 20))
         # Found before `_fill` holds a connection: a pool of one would wait for it.
-        resumed = self._resume(self._plan_for(self._max_cell), position)
+        resumed = self._resume(position)
         more, after = self._fill(
             builder,
             # The plan is taken by `_fill`: where the source reopens its database (an
@@ -1980,8 +1984,9 @@ class SQLiteSource(_SQLSource):
         with self._held():
             # The file may have been replaced since open() took its plan (and another
             # thread's page may have opened it anew): the query is written again from
-            # the plan of the file this connection reads (`_opened`).
-            conn, now = self._opened(self._max_cell)
+            # the plan of the file this connection reads (`_opened`), cut as *plan* is
+            # (`_resume` reads with every cell cut short).
+            conn, now = self._opened(plan.longest or None)
             if now is not plan:
                 plan = now
                 sql, params = self._sql(plan, position, limit_hint)
