@@ -957,7 +957,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
     extra = getattr(obj, "__pydantic_extra__", None)
     if extra and t is not type(obj) and t.model_config.get("extra") != "allow":
         extra = None  # written as a declared base that takes no extras: pydantic drops them
-    repeats = plan.repeats or (extra is not None and not extra.keys().isdisjoint(plan.keys))
+    repeats = plan.may_repeat(extra)
     if plan.computed:
         if extra:
             # Extras come before computed fields: list them to keep that order.
@@ -1126,6 +1126,11 @@ class _Plan:
         self.keys = frozenset(keys)
         self.repeats = len(self.keys) < len(keys)
 
+    def may_repeat(self, extra: dict[str, Any] | None) -> bool:
+        """Whether pydantic may write one of this class's keys twice for an instance
+        with these extras: its own keys repeat, or an extra is named like one of them."""
+        return self.repeats or (extra is not None and not extra.keys().isdisjoint(self.keys))
+
     def fields_for(self, split: frozenset[type]) -> list[tuple[str, str, bool, Any, _Spec | None]]:
         """The fields (name, key, pydantic's to write whole, exclude_if, what it declares)
         where the leaf types in *split* are written one way declared, another inferred."""
@@ -1281,7 +1286,7 @@ def _own_keys_repeat(obj: Any) -> bool:
     if plan.whole_only:
         return False
     extra = getattr(obj, "__pydantic_extra__", None)
-    return plan.repeats or (extra is not None and not extra.keys().isdisjoint(plan.keys))
+    return plan.may_repeat(extra)
 
 
 def _put_back(out: Any, tag: str, held: list[Any]) -> Any:
