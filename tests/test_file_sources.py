@@ -1587,11 +1587,12 @@ def _regex_steps(run: Any) -> int:
         ):
             steps += 1
 
+    before = sys.getprofile()
     sys.setprofile(profile)
     try:
         run()
     finally:
-        sys.setprofile(None)
+        sys.setprofile(before)
     return steps
 
 

@@ -70,11 +70,12 @@ def _interrupt_at(n: int, module: str) -> Iterator[list[int]]:
         frame.f_trace_opcodes = True
         return tracer([""])
 
+    before = sys.gettrace()
     sys.settrace(calls)
     try:
         yield seen
     finally:
-        sys.settrace(None)
+        sys.settrace(before)
 
 
 def _every_point(module: str, call: Callable[[], object], check: Callable[[], None]) -> int:
