@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["tests.fixtures_redis", "tests.fixtures_postgres"]
+pytest_plugins = ["tests.fixtures_provider", "tests.fixtures_redis", "tests.fixtures_postgres"]
 
 # No property test has a deadline: cost is asserted by counting work, never by the clock,
 # and on a loaded 2-core machine a slow example once failed a test whose outputs agreed.

@@ -9,17 +9,14 @@ after the provider's real "too large" error and succeeds on the next request.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anthropic
 import openai
 import orjson
-import pytest
 
 from jsonbudget import bounded_tool, call_with_output_cap
+from tests.fixtures_provider import Provider
 
 ANTHROPIC_TOO_LARGE = {
     "type": "error",
@@ -48,48 +45,6 @@ OPENAI_OK = {
                  "message": {"role": "assistant", "content": "done"}}],
     "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
 }  # fmt: skip
-
-
-class Provider:
-    """A local server: each request's JSON body recorded, scripted (status, body) answers."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.answers: list[tuple[int, dict[str, Any]]] = []
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                provider.requests.append(json.loads(self.rfile.read(length)))
-                status, body = provider.answers.pop(0)
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass  # keep the test output clean
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def provider() -> Iterator[Provider]:
-    server = Provider()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @bounded_tool(max_bytes=2000)

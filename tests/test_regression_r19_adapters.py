@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ from jsonbudget import SpillStore, TurnBudget
 from jsonbudget.integrations.langchain import budget_tool
 from jsonbudget.integrations.openai_agents import budget_tools
 from jsonbudget.integrations.pydantic_ai import TurnBudgetCapability
+from tests.fixtures_provider import Provider
 from tests.limited import bounded_run
-from tests.test_integrations_sdks import Provider
 
 TURN = 10_000
 
@@ -45,15 +45,6 @@ TURN = 10_000
 @pytest.fixture
 def turn(tmp_path: Path) -> TurnBudget:
     return TurnBudget(max_bytes=TURN, store=SpillStore(tmp_path / "spill"))
-
-
-@pytest.fixture
-def provider() -> Iterator[Provider]:
-    server = Provider()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def rows(n: int) -> list[dict[str, Any]]:
