@@ -1440,6 +1440,9 @@ class _Chunks:
     ``stopped`` is the error of a row the source could not read (SQLite: a text value
     that is not UTF-8, `SQLiteSource._readable`), which the query returned the rows
     before: the result goes on there, and no fetch reads past it.
+
+    ``savepoint`` names the page's savepoint where it runs in its caller's transaction
+    (PostgreSQL): a failed query is rolled back to it and read again (`_unaborted`).
     """
 
     __slots__ = (
@@ -1457,6 +1460,7 @@ class _Chunks:
         "carried",
         "carried_bytes",
         "plan",
+        "savepoint",
         "stopped",
         "unchecked",
     )
@@ -1493,6 +1497,7 @@ class _Chunks:
         self._left = 0
         self._step = _fetch_cap(plan)
         self.stopped: Exception | None = None
+        self.savepoint: str | None = None
 
     @property
     def ended(self) -> bool:
@@ -2866,12 +2871,46 @@ def _unreadable_raised() -> Iterator[None]:
         raise bad from exc
 
 
-def _unaborted(conn: psycopg.Connection[Any]) -> bool:
-    """Whether *conn* is outside any transaction after a failed statement (autocommit),
-    so that no transaction was aborted and the statement can run again."""
+def _unaborted(conn: psycopg.Connection[Any], savepoint: str | None = None) -> bool:
+    """Whether *conn* can run a failed statement again: it is outside any transaction
+    (autocommit), so that none was aborted, or the statement ran in the page's
+    *savepoint* in the caller's transaction, which is rolled back to here: that undoes
+    the failure and the page's own reads, nothing of the caller's."""
     import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
-    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    status = conn.info.transaction_status
+    if status == psycopg.pq.TransactionStatus.IDLE:
+        return True
+    if savepoint is None or status != psycopg.pq.TransactionStatus.INERROR:
+        return False
+    # ROLLBACK TO keeps the savepoint: the page's transaction block still releases it.
+    name = psycopg.sql.Identifier(savepoint)
+    conn.execute(psycopg.sql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
+    return True
+
+
+@contextlib.contextmanager
+def _page_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """The transaction block of a page that yields its rows (`open()`), which a
+    server-side cursor needs: the source's own where *conn* has none open, else a
+    savepoint in the caller's, so that a failed statement of the page's aborts nothing
+    of theirs. An error that aborted nothing (a tie in a declared-unique order) and the
+    iterator closed release the savepoint rather than roll back to it: what the caller
+    ran on the connection between two rows stays as it is."""
+    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+
+    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    kept: BaseException | None = None
+    with conn.transaction():
+        try:
+            yield
+        except BaseException as exc:
+            intrans = conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+            if idle or not intrans or _interrupted(exc):
+                raise
+            kept = exc
+    if kept is not None:
+        raise kept
 
 
 def _check_client_encoding(conn: psycopg.Connection[Any]) -> None:
@@ -3032,13 +3071,9 @@ class PostgresSource(_SQLSource):
         limit_hint: int | None,
         start: int,
     ) -> Iterator[tuple[Row, Position]]:
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
-
         # Checked on each page too: a pool's connections, or a SET since the plan.
         _check_client_encoding(conn)
-        # A server-side cursor lives in a transaction: ours unless the caller has one.
-        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        with _unreadable_raised(), conn.transaction() if idle else contextlib.nullcontext():
+        with _unreadable_raised(), _page_transaction(conn):
             name = "jsonbudget_" + secrets.token_hex(8)
             with _row_cursor(conn, name=name, key_oids=self._key_oids) as cur:
                 cur.execute(sql, params)
@@ -3084,8 +3119,13 @@ class PostgresSource(_SQLSource):
             stack.enter_context(self._discarding(conn))
             _check_client_encoding(conn)  # a pool's connections, or a SET since the plan
             idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            savepoint = None
             if idle and not conn.autocommit:
                 stack.enter_context(conn.transaction())  # leave no transaction open
+            elif not idle:
+                # The caller's transaction: a statement of the page's that fails aborts
+                # the savepoint, not the transaction (`_unaborted`).
+                savepoint = stack.enter_context(conn.transaction()).savepoint_name
             cur = stack.enter_context(_row_cursor(conn, key_oids=self._key_oids))
             carried, kept, size = self._ahead.get(key)
             chunks = _Chunks(
@@ -3098,6 +3138,7 @@ class PostgresSource(_SQLSource):
                 carried_bytes=size,
                 budget=page_budget(builder, 1 << 62),
             )
+            chunks.savepoint = savepoint
             token = None
             if idle:
                 first = self._first_batch(limit_hint, plan, chunks)
@@ -3150,7 +3191,7 @@ class PostgresSource(_SQLSource):
         try:
             return self._together(cur, queries, first=first)
         except psycopg.DataError as exc:
-            if _unreadable(exc) is None or not _unaborted(cur.connection):
+            if _unreadable(exc) is None or not _unaborted(cur.connection, chunks.savepoint):
                 raise
         return self._readable(chunks, cur, queries, first=first)
 
@@ -3169,8 +3210,9 @@ class PostgresSource(_SQLSource):
         The server fails the whole query at that row, and libpq drops the rows it sent
         before: one such row failed every page whose fetch reached it, the rows before
         it never served. Only where the failure aborted no transaction (an autocommit
-        connection outside one, as the source's own): a failed statement in a
-        transaction ends what it can run."""
+        connection outside one, as the source's own) or only the page's savepoint in the
+        caller's transaction, rolled back to (`_unaborted`): a failed statement in a
+        transaction of the source's own ends what it can run."""
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
 
         *checks, (sql, params) = queries
@@ -3243,14 +3285,10 @@ class PostgresSource(_SQLSource):
             with self._pool.connection() as conn, self._discarding(conn):
                 return self._plan_on(conn, cut)
         conn = self._connection()
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
-
-        with self._discarding(conn):
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                # The probe must not leave a transaction open on an autocommit-less
-                # connection.
-                with conn.transaction():
-                    return self._plan_on(conn, cut)
+        # The probe must not leave a transaction open on an autocommit-less connection;
+        # in the caller's transaction this is a savepoint, so that a query that fails (a
+        # table not there) aborts nothing of theirs.
+        with self._discarding(conn), conn.transaction():
             return self._plan_on(conn, cut)
 
     def _plan_on(self, conn: psycopg.Connection[Any], cut: int | None) -> _Plan:
