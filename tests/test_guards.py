@@ -272,9 +272,9 @@ def test_crash_in_a_streamed_result_passes_through_and_leaves_no_file(store: Spi
     assert list(store.directory.iterdir()) == []
 
 
-def test_lone_surrogate_in_a_str_result_is_an_encode_error(store: SpillStore) -> None:
-    with pytest.raises(EncodeError, match="surrogate"):
-        ResultGate(max_bytes=1000, store=store).gate("ok \ud800 bad")
+def test_lone_surrogate_in_a_str_result_is_replaced_and_marked(store: SpillStore) -> None:
+    out = ResultGate(max_bytes=1000, store=store).gate("ok \ud800 bad")
+    assert out.text == "ok \ufffd bad…[replaced: 1 lone surrogates]"
 
 
 def test_non_bytes_chunk_in_a_stream_is_a_type_error(store: SpillStore) -> None:

@@ -110,8 +110,8 @@ RESULT_SUMMARY_TEXT = "The result is in structuredContent."
 # and an astral character's 4 bytes are 12 (a surrogate pair): 3 a byte in each copy, 6
 # for "both", which carries the envelope twice. Elsewhere the text copy's escaping at
 # most doubles a byte (a quote or a backslash), and a number the SDK cannot write back as
-# it stands goes as a string in both copies (`_wire_copy`): `1e5,`, 4 bytes, becomes 6
-# in the structured copy and 8 in the escaped text copy (3.5 for "both").
+# it stands goes as a string in both copies (`_wire_copy`): `-0,`, 3 bytes, becomes 5
+# in the structured copy and 7 in the escaped text copy (4 for "both").
 _WORST_GROWTH = {"both": Fraction(6), "text": Fraction(3), "structured": Fraction(3)}
 # The first try's guess for ordinary data (keys' quotes escaped once more in the text).
 _FIRST_GROWTH = {"both": 2.3, "text": 1.3, "structured": 1.0}
@@ -191,6 +191,10 @@ def _as_written(number: bytes) -> bool:
     """Whether the SDK writes the JSON number *number* back with its value, in no more bytes."""
     digits = number.lstrip(b"-")
     if digits.isdigit():
+        if digits == b"0" and number != digits:
+            # A Decimal's -0: read as the integer 0, it would lose the sign the text keeps
+            # (as doubles, -0.0 and 0.0 are two values).
+            return False
         # Integers stay exact, but one longer than int() takes is read as a Decimal,
         # which pydantic writes as a string.
         limit = sys.get_int_max_str_digits()

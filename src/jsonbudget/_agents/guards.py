@@ -59,6 +59,7 @@ from .._encode.encoder import (
     pointer,
 )
 from .._encode.markers import Markers
+from .._encode.strings import SURROGATE, replaced_note
 from .._encode.whole import JsonWriter
 from .._frozen import Record, fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
@@ -481,9 +482,12 @@ class ResultGate:
         if isinstance(result, str):
             kind = self._sniff(result[:4096].encode("utf-8", "replace"))
             if len(result) <= limit:  # a char is at least one byte: only then can it fit
-                data = _encode_str(result)
+                data, replaced = _text_bytes(result)
+                if replaced:
+                    data += replaced_note(replaced)
                 if len(data) <= limit:
-                    return _Measured(kind, data=data)
+                    note = (_truncation("", "unencodable", replaced, "chars"),) if replaced else ()
+                    return _Measured(kind, data=data, truncations=note)
                 return _Measured(kind, chunks=(data,))
             return _Measured(kind, chunks=_str_chunks(result))
         if hasattr(result, "read") or _is_iterator(result):
@@ -1573,20 +1577,28 @@ def _lone_surrogate(text: str) -> int | None:
     return None
 
 
-def _encode_str(text: str) -> bytes:
+def _text_bytes(text: str) -> tuple[bytes, int]:
+    """*text* as UTF-8 and how many lone surrogates it held: no UTF-8 text holds one, so
+    each is written as U+FFFD, as the encoder writes a string (file names and output
+    decoded with ``surrogateescape`` hold them)."""
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise EncodeError(
-            f"a str result holds a lone surrogate at character {exc.start}", path=""
-        ) from None
+        return text.encode("utf-8"), 0
+    except UnicodeEncodeError:
+        clean, replaced = SURROGATE.subn("\ufffd", text)
+        return clean.encode("utf-8"), replaced
 
 
 def _str_chunks(text: str) -> Iterator[bytes]:
-    # Slicing a str never splits a character, so each slice encodes on its own.
+    # Slicing a str never splits a character, so each slice encodes on its own; the
+    # count of replaced surrogates is known at the end, where the note goes.
     step = _STREAM_CHUNK // 4
+    replaced = 0
     for start in range(0, len(text), step):
-        yield _encode_str(text[start : start + step])
+        data, bad = _text_bytes(text[start : start + step])
+        replaced += bad
+        yield data
+    if replaced:
+        yield replaced_note(replaced)
 
 
 def _parse_json_prefix(prefix: bytes, whole: bool) -> tuple[Any, dict[str, str]] | None:

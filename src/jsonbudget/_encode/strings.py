@@ -19,9 +19,16 @@ from collections.abc import Callable
 
 import orjson
 
-__all__ = ["SURROGATE", "cut_string", "encode_piece", "prefix", "py_cut_string"]
+__all__ = ["SURROGATE", "cut_string", "encode_piece", "prefix", "py_cut_string", "replaced_note"]
 
 SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replaced_note(replaced: int) -> bytes:
+    """The note that ends a string whose *replaced* lone surrogates were each written as
+    U+FFFD: no UTF-8 text holds one."""
+    return f"…[replaced: {replaced} lone surrogates]".encode()
+
 
 _dumps = orjson.dumps
 _JSONError = orjson.JSONEncodeError
