@@ -20,6 +20,7 @@ from .._cursors.scope import Scope
 from .._cursors.sqlite_store import SQLiteCursorStore
 from .._limits import MIN_BYTES, Limits, check_int
 from .._pages.builder import OversizedItem, Page, Paginator
+from .._sources.base import described_path
 from .._sources.sql import SQLiteSource
 from ..errors import CursorScopeError
 
@@ -189,9 +190,11 @@ class DemoReport:
         return None
 
     def to_dict(self) -> dict[str, Any]:
+        # The paths as a cursor's scope holds them: a name that is not UTF-8 (which
+        # orjson cannot write) goes as base64 bytes under "database_bytes"/"store_bytes".
         return {
-            "database": self.database,
-            "store": self.store,
+            **described_path("database", self.database),
+            **described_path("store", self.store),
             "max_bytes": self.max_bytes,
             "rows": self.rows,
             "huge_id": self.huge_id,

@@ -12,9 +12,11 @@ import argparse
 import errno
 import getpass
 import gzip
+import io
 import os
 import re
 import select
+import shlex
 import signal
 import sqlite3
 import stat
@@ -120,6 +122,8 @@ _VALUE_START: Final = b'{["-0123456789tfn'
 _SIZE = re.compile(r"\s*([0-9]+)\s*(b|k|kib|m|mib|g|gib)?\s*", re.IGNORECASE)
 _UNITS: Final = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
 _UNITS_G: Final = {"g": 1 << 30, "gib": 1 << 30}
+_COUNT: Final = re.compile(r"-?[0-9]+")
+_DECIMAL: Final = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 def parse_size(text: str) -> int:
@@ -134,14 +138,62 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * {**_UNITS, **_UNITS_G}[unit]
 
 
+def _count(text: str) -> int:
+    """A whole-number option (``--max-items``, ``--ttl``...): ASCII digits, as sizes; the
+    limit itself checks the range. int() took any script's digits ("٢" read as 2), "_",
+    "+" and surrounding spaces."""
+    if _COUNT.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (in ASCII digits)")
+    return int(text)
+
+
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    """A number in [0, 1] in ASCII digits, as counts: float() took "٠.٥", "nan" and "inf"."""
+    if _DECIMAL.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (in ASCII digits)")
+    # Adding 0.0 makes -0.0 plain 0.0, which the report would show as "-0.0%".
+    value = float(text) + 0.0
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not in [0, 1]")
     return value
+
+
+def _text(value: str) -> str:
+    """A free-text option (a query, a parameter, a principal) as the UTF-8 its bytes
+    spell, whatever the locale. Python decodes argv by the locale: under ``LC_ALL=C``
+    "ü" was held as lone surrogates, which the scope refuses, and a cursor bound to it
+    did not match the same text given under a UTF-8 locale."""
+    try:
+        return _utf8(value)
+    except UnicodeError:
+        raise argparse.ArgumentTypeError(f"{_escaped(value)} is not UTF-8 text") from None
+
+
+def _utf8(value: str) -> str:
+    """*value*'s bytes (as the OS gave them) decoded as UTF-8; `UnicodeError` if they
+    are not UTF-8."""
+    try:
+        raw = os.fsencode(value)
+    except UnicodeEncodeError:
+        # Text the locale's encoding cannot write ("ü" under an ASCII locale), given by
+        # a caller of main() rather than read from the OS: its UTF-8 is its bytes.
+        raw = value.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8")
+
+
+def _chart_name(text: str) -> str:
+    """``--chart``'s file: a PNG is all it writes, so a name that says otherwise is
+    refused before any measuring (PNG bytes went into "x.svg", a file named "-" was
+    made, and an empty name failed only once all was measured)."""
+    if text in ("", "-"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a file name (the chart is written to a file, not stdout)"
+        )
+    if not text.lower().endswith(".png"):
+        raise argparse.ArgumentTypeError(
+            f"{_escaped(text)} does not end in .png (the chart is a PNG)"
+        )
+    return text
 
 
 def _size_list(text: str) -> list[int]:
@@ -153,17 +205,26 @@ def _size_list(text: str) -> list[int]:
 
 
 def default_store_path() -> str:
-    """``$XDG_CACHE_HOME/jsonbudget/cursors.sqlite3``, or ``~/.cache/...`` without it."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """``$XDG_CACHE_HOME/jsonbudget/cursors.sqlite3``, or ``~/.cache/...`` without it
+    (or with a relative one, which the XDG Base Directory spec says to ignore: it would
+    put the store under whatever directory the command ran in)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "jsonbudget", "cursors.sqlite3")
 
 
 def _default_principal() -> str:
     try:
-        return getpass.getuser() or "anonymous"
+        name = getpass.getuser() or "anonymous"
     except (OSError, KeyError):
         # No login name (a container without a passwd entry): one shared principal.
         return "anonymous"
+    try:
+        # Its bytes, as --principal is taken: the same user under any locale.
+        return _utf8(name)
+    except UnicodeError:
+        raise _Usage(f"the OS user name {_escaped(name)} is not UTF-8: give --principal") from None
 
 
 # -- argument parsing -------------------------------------------------------------------
@@ -180,17 +241,17 @@ def _add_limits(p: argparse.ArgumentParser, *, default_bytes: int) -> None:
     )
     g.add_argument(
         "--max-items",
-        type=int,
+        type=_count,
         metavar="N",
         help="items per page and per list, not object members",
     )
-    g.add_argument("--max-keys", type=int, metavar="N", help="members per object")
+    g.add_argument("--max-keys", type=_count, metavar="N", help="members per object")
     g.add_argument(
         "--max-field-bytes", type=parse_size, metavar="SIZE", help="encoded bytes per string"
     )
     g.add_argument(
         "--max-depth",
-        type=int,
+        type=_count,
         default=DEFAULT_MAX_DEPTH,
         metavar="N",
         help=f"nesting depth (default {DEFAULT_MAX_DEPTH})",
@@ -227,17 +288,21 @@ def _add_source(p: argparse.ArgumentParser) -> None:
         "--kind",
         choices=("auto", "json", "jsonl", "sqlite"),
         default="auto",
-        help="auto: SQLite by its header, JSON Lines by .jsonl/.ndjson, else a JSON array",
+        help="auto: SQLite by its header; JSON Lines by .jsonl/.ndjson, or when the first "
+        "value is not an array, or the first line is a whole array followed by more values; "
+        "else a JSON array (a pipe needs --kind json or jsonl)",
     )
     g.add_argument(
         "--prefix",
+        type=_text,
         default="item",
         help="ijson prefix of the array in a JSON file (default item: the top-level array)",
     )
-    g.add_argument("--table", help="SQLite: page this table")
-    g.add_argument("--query", help="SQLite: page this SELECT")
+    g.add_argument("--table", type=_text, help="SQLite: page this table")
+    g.add_argument("--query", type=_text, help="SQLite: page this SELECT")
     g.add_argument(
         "--param",
+        type=_text,
         action="append",
         default=[],
         metavar="VALUE",
@@ -245,6 +310,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--order-by",
+        type=_text,
         action="append",
         metavar="COLS",
         help="SQLite: the order, 'col' or '-col', comma-separated or repeated (default: id, "
@@ -301,14 +367,18 @@ def _parser() -> _Parser:
     p = sub.add_parser("page", help="print one page envelope of a file or an SQLite query")
     _add_source(p)
     p.add_argument("--cursor", help="continue from this next_cursor")
-    p.add_argument("--principal", help="who asks; cursors are bound to it (default: OS user)")
+    p.add_argument(
+        "--principal", type=_text, help="who asks; cursors are bound to it (default: OS user)"
+    )
     p.add_argument(
         "--store",
         help="cursor store: an SQLite file, or a redis://, rediss:// or unix:// URL "
         f"(default {default_store_path()})",
     )
-    p.add_argument("--ttl", type=int, default=900, help="seconds an operation lives (default 900)")
-    p.add_argument("--max-pages", type=int, metavar="N", help="pages one operation may serve")
+    p.add_argument(
+        "--ttl", type=_count, default=900, help="seconds an operation lives (default 900)"
+    )
+    p.add_argument("--max-pages", type=_count, metavar="N", help="pages one operation may serve")
     p.add_argument(
         "--oversized",
         choices=("truncate", "placeholder", "error"),
@@ -320,7 +390,7 @@ def _parser() -> _Parser:
 
     m = sub.add_parser("demo", help="page a sample ticket database with a durable cursor store")
     m.add_argument(
-        "--rows", type=int, default=DEFAULT_ROWS, help=f"tickets (default {DEFAULT_ROWS})"
+        "--rows", type=_count, default=DEFAULT_ROWS, help=f"tickets (default {DEFAULT_ROWS})"
     )
     m.add_argument(
         "--max-bytes",
@@ -344,7 +414,7 @@ def _parser() -> _Parser:
     _add_source(t)
     t.add_argument(
         "--sample",
-        type=int,
+        type=_count,
         default=DEFAULT_SAMPLE,
         metavar="N",
         help=f"measure the first N items (default {DEFAULT_SAMPLE})",
@@ -365,11 +435,11 @@ def _parser() -> _Parser:
     )
     t.add_argument(
         "--max-items",
-        type=int,
+        type=_count,
         metavar="N",
         help="items per page and per list, not object members",
     )
-    t.add_argument("--max-keys", type=int, metavar="N", help="members per object")
+    t.add_argument("--max-keys", type=_count, metavar="N", help="members per object")
     t.add_argument(
         "--max-field-bytes", type=parse_size, metavar="SIZE", help="encoded bytes per string"
     )
@@ -379,7 +449,12 @@ def _parser() -> _Parser:
         default="truncate",
         help="outcome for an item larger than a page (default truncate)",
     )
-    t.add_argument("--chart", metavar="PNG", help="write a histogram with the budgets (matplotlib)")
+    t.add_argument(
+        "--chart",
+        type=_chart_name,
+        metavar="PNG",
+        help="write a histogram with the budgets to this .png file (matplotlib)",
+    )
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     parser.commands = {"dump": d, "page": p, "demo": m, "tune": t}
@@ -792,12 +867,25 @@ def _read_value(stream: _Prepended, *, jsonl: bool) -> Any:
                 return value
             if rest in _VALUE_START:
                 return _lines(stream, value, stream.read_bytes)
+            _bad_line(stream)
             raise DecodeError("invalid JSON: content after the value", offset=stream.read_bytes)
         whole = _Prepended(line, stream, MAX_LOAD_BYTES)
         try:
             return load_json(whole.read_all())
         except DecodeError as exc:
             raise _rebased(exc, lead) from None
+
+
+def _bad_line(stream: _Prepended) -> None:
+    """Raise what `--jsonl` says of the line *stream* is at, which follows a first line
+    that held a whole value and starts no JSON value: that is JSON Lines with a bad line
+    ("NaN is not valid JSON"), which "content after the value" misnamed. Its head alone
+    is parsed (the error is at its first byte): a line of binary data is not read on."""
+    at = stream.read_bytes
+    with file_errors(lambda: at):
+        head = stream.readline(_READ)
+    for _value in _lines(_Prepended(head, io.BytesIO(), None), offset=at):
+        break  # not expected: a line that starts no value does not parse
 
 
 def _sniff_kind(path: str) -> str:
@@ -842,8 +930,10 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         max_depth=args.max_depth,
     )
     encoder = Encoder(limits, strategy=args.strategy, markers=args.markers, binary=args.binary)
+    if args.json and not args.report:
+        raise _Usage("--json is the form of --report: give both")
     jsonl = args.jsonl or args.file.lower().endswith(_JSONL_EXT)
-    with ExitStack() as stack:
+    with _naming("stdin" if args.file == "-" else args.file), ExitStack() as stack:
         stream = _open_input(args.file, stack)
         value = _read_value(stream, jsonl=jsonl)
         result = encoder.encode(value)
@@ -932,6 +1022,19 @@ class _Usage(Exception):
     """A combination of options that cannot work; exit code 2."""
 
 
+@contextmanager
+def _naming(name: str) -> Iterator[None]:
+    """Name *name* in an `OSError` that names no file: a read's EIO (``/proc/self/mem``)
+    said only "Input/output error". Wrapped around reading the input alone, never the
+    output: an error writing stdout would be laid on the input's name."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.strerror:
+            exc.filename = name
+        raise
+
+
 def _order_by(args: argparse.Namespace) -> list[str] | None:
     if not args.order_by:
         return None  # the source's default: id, else the table's own key
@@ -948,6 +1051,14 @@ def _source(args: argparse.Namespace, cell_bytes: int | None) -> tuple[Source[An
     """
     path = os.path.abspath(args.source)
     if not os.path.exists(path):
+        if args.source == "-":
+            # `dump` reads stdin as "-"; a page's cursor reads its file again from where
+            # the page ended, which stdin cannot give.
+            why = " (stdin cannot be read again to resume)" if args.command == "page" else ""
+            raise _Usage(
+                f"{args.command} needs a regular file, not -{why}: give a path, or "
+                "/dev/stdin with --kind json or --kind jsonl to read stdin once"
+            )
         raise FileNotFoundError(2, "no such file", args.source)
     kind = _kind(args)
     sql_given = args.table is not None or args.query is not None or args.param
@@ -998,13 +1109,34 @@ def _store(spec: str | None, ttl: int, stack: ExitStack) -> CursorStore:
         from .._cursors.redis_store import RedisCursorStore  # noqa: PLC0415 - redis is optional
 
         return RedisCursorStore(spec, ttl=ttl)
-    path = spec or default_store_path()
+    if spec == "":
+        # Taken for no option, it put the cursors in the default store, unnamed.
+        raise _Usage("--store is empty: name an SQLite file or a Redis URL, or leave it out")
+    path = default_store_path() if spec is None else spec
     if _not_sqlite(path):
         raise _Usage(f"--store {path} is not an SQLite database (nor a Redis URL)")
     if spec is None:
         # The default store holds only cursors, but they are still the user's: keep it private.
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    return stack.enter_context(SQLiteCursorStore(path, ttl=ttl))
+    try:
+        store = SQLiteCursorStore(path, ttl=ttl)
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorname != "SQLITE_CANTOPEN":
+            raise
+        # SQLite's "unable to open database file" names neither the file nor the cause.
+        raise sqlite3.OperationalError(
+            f"cannot open the cursor store {_escaped(path)}{_why_not_opened(path)}: {exc}"
+        ) from exc
+    return stack.enter_context(store)
+
+
+def _why_not_opened(path: str) -> str:
+    """What keeps SQLite from opening *path*, where it can be told."""
+    if os.path.isdir(path):
+        return " (a directory)"
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        return " (its directory does not exist)"
+    return ""
 
 
 @contextmanager
@@ -1063,8 +1195,9 @@ def _cmd_page(args: argparse.Namespace) -> int:
     principal = args.principal if args.principal is not None else _default_principal()
     Scope(principal)
     check_ttl(args.ttl)
-    source, query = _source(args, None)  # a page cuts cells at its own budget
-    with ExitStack() as stack:
+    with _naming(args.source):
+        source, query = _source(args, None)  # a page cuts cells at its own budget
+    with _naming(args.source), ExitStack() as stack:
         if isinstance(source, SQLiteSource):
             # Its connection: left open, it outlived the command in an embedding process.
             stack.enter_context(source)
@@ -1109,9 +1242,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     for line in report_lines(report, args.huge_bytes):
         out.print(line, markup=False)
     if args.dir is not None:
+        # Quoted so that it pastes as one argument (a --dir with a space); escaped as
+        # error lines are, so that a name's control characters do not reach the terminal.
+        database = _escaped(report.database)
+        command = _escaped(shlex.quote(report.database))
         out.print(
-            f"Kept: {report.database} — try: jsonbudget page {report.database} --table tickets",
-            markup=False,
+            f"Kept: {database} — try: jsonbudget page {command} --table tickets", markup=False
         )
     return EXIT_OK if report.every_row_once_in_order else EXIT_ERROR
 
@@ -1145,19 +1281,21 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
         if importlib.util.find_spec("matplotlib") is None:
             raise missing_extra("cli", "matplotlib", "--chart")
-    source, _query = _source(args, max(args.budgets))
+    with _naming(args.source):
+        source, _query = _source(args, max(args.budgets))
     with _interruptible(source), _progress(_show_progress(args)) as progress:
         reading = progress.add_task("reading items", total=tuner.sample)
         items: list[Any] = []
-        it = source.open(None, limit_hint=tuner.sample)
-        try:
-            for item, _pos in islice(it, tuner.sample + 1):
-                items.append(item)
-                progress.advance(reading)
-        finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
+        with _naming(args.source):
+            it = source.open(None, limit_hint=tuner.sample)
+            try:
+                for item, _pos in islice(it, tuner.sample + 1):
+                    items.append(item)
+                    progress.advance(reading)
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
         progress.remove_task(reading)
         n = min(len(items), tuner.sample)
         task = progress.add_task("measuring", total=tuner.steps(n))
@@ -1166,7 +1304,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         write_chart(report, args.chart)
     if args.json:
         data = report.to_dict()
-        data["chart"] = args.chart
+        # As the demo's paths: base64 under "chart_bytes" for a name that is not UTF-8.
+        data |= {"chart": None} if args.chart is None else described_path("chart", args.chart)
         _write(orjson.dumps(data) + b"\n")
         return EXIT_OK
     _print_tune(report, args.chart)
@@ -1219,7 +1358,7 @@ def _print_tune(report: TuneReport, chart: str | None) -> None:
             "(the smallest power of two at least the p99 string size)"
         )
     if chart is not None:
-        out.print(f"Chart written to {chart}", markup=False)
+        out.print(f"Chart written to {_escaped(chart)}", markup=False)
 
 
 # -- entry point ------------------------------------------------------------------------

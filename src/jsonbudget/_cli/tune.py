@@ -271,7 +271,8 @@ class Tuner:
         if oversized not in ("truncate", "placeholder"):
             raise LimitError("oversized", oversized, "must be 'truncate' or 'placeholder'")
         self.budgets: tuple[int, ...] = tuple(checked)
-        self.goal_truncated = float(goal_truncated)
+        # Adding 0.0 makes -0.0 plain 0.0: the report showed "at most -0.0% cut".
+        self.goal_truncated = float(goal_truncated) + 0.0
         self.sample = check_int("sample", sample, minimum=1, maximum=MAX_LIMIT)
         if max_items is not None:
             check_int("max_items", max_items, minimum=1)

@@ -129,15 +129,26 @@ class Filler(Protocol):
 
 
 def described_path(key: str, path: str) -> dict[str, JSONValue]:
-    """*path* for a `describe()` under *key*: as it is where it is text; a name that is
-    not (POSIX allows any bytes, which Python holds as lone surrogates, and a cursor's
-    scope is text) goes as its bytes in base64 under ``key + "_bytes"``, a key no text
-    path uses, so two paths never describe alike."""
+    """*path* for a `describe()` under *key*: its bytes as text where they are UTF-8; a
+    name that is not (POSIX allows any bytes, which Python holds as lone surrogates, and
+    a cursor's scope is text) goes as its bytes in base64 under ``key + "_bytes"``, a
+    key no text path uses, so two paths never describe alike.
+
+    The bytes decide, not the str: Python decodes a name by the locale, so under
+    ``LC_ALL=C`` "é" is held as two lone surrogates, and keying on the str described
+    one file two ways (a cursor minted under one locale was refused under the other).
+    """
     try:
-        path.encode("utf-8")
+        raw = os.fsencode(path)
     except UnicodeEncodeError:
-        return {key + "_bytes": base64.b64encode(os.fsencode(path)).decode("ascii")}
-    return {key: path}
+        # Text the file system encoding cannot write ("é" under an ASCII locale), given
+        # by a caller rather than read from the OS: its UTF-8 is the name's bytes. A
+        # lone surrogate that stands for no byte still raises, as no file is so named.
+        raw = path.encode("utf-8", "surrogateescape")
+    try:
+        return {key: raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {key + "_bytes": base64.b64encode(raw).decode("ascii")}
 
 
 def page_reader(builder: Filler) -> Hashable | None:
