@@ -108,16 +108,23 @@ class RedisSpillStore:
             with self._failures("writing a spilled result"):
                 client.set(tmp, b"", ex=self._max_age)  # expires even if this process dies
                 for chunk in _chunks(data, self._max_file_bytes):
-                    size += len(chunk)
                     hasher.update(chunk)
-                    # APPEND makes a key that is gone (a restart, its expiry, an eviction)
-                    # anew: the length it answers is how a lost start is noticed.
-                    if client.append(tmp, bytes(chunk)) != size:
-                        raise SpillError(
-                            "the temporary key was lost while the result was written (the "
-                            "server restarted, or the key expired or was evicted); nothing "
-                            "was kept"
-                        )
+                    # A value past the server's proto-max-bulk-len in one APPEND makes it
+                    # drop the connection (a broken pipe); in blocks it answers clearly
+                    # that the string exceeds the maximum allowed size.
+                    view = memoryview(chunk).cast("B")
+                    for at in range(0, len(view), _BLOCK):
+                        block = view[at : at + _BLOCK]
+                        size += len(block)
+                        # APPEND makes a key that is gone (a restart, its expiry, an
+                        # eviction) anew: the length it answers is how a lost start is
+                        # noticed.
+                        if client.append(tmp, bytes(block)) != size:
+                            raise SpillError(
+                                "the temporary key was lost while the result was written "
+                                "(the server restarted, or the key expired or was evicted); "
+                                "nothing was kept"
+                            )
                 name = f"{clean}.{hasher.hexdigest()}.{ext}"
                 pipe = client.pipeline(transaction=True)
                 pipe.rename(tmp, self._prefix + name)

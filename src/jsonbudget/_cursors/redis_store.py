@@ -5,13 +5,15 @@
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import re
 import secrets
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import BudgetExhausted, CursorScopeError, LimitError
+from ..errors import BudgetExhausted, CursorScopeError, InvalidCursor, LimitError
 from .scope import Scope
 from .store import (
     DEFAULT_TTL,
@@ -47,6 +49,8 @@ DEFAULT_PREFIX: Final = "jsonbudget:"
 #: An unknown key id re-reads the shared key at most this often (seconds), so forged
 #: tokens cannot turn into a stream of Redis reads.
 _KEY_REFRESH_EVERY: Final = 1.0
+#: A token id as `_MINT` stores it: 8 bytes in lowercase hex.
+_TID_HEX: Final = re.compile(r"[0-9a-f]{16}")
 
 # Redis TIME keeps every machine on one clock; ms since the epoch fit a Lua double exactly.
 _START: Final = """
@@ -59,25 +63,43 @@ redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', exp))
 return {string.format('%.0f', now), string.format('%.0f', exp)}
 """
 
-# Status codes: 0 gone, 1 unknown token, 2 expired, 3 principal, 4 query, 5 budget, 6 served.
+# Status codes: 0 gone, 1 unknown token, 2 expired, 3 principal, 4 query, 5 budget, 6 served,
+# 7 a key the store could not have written (changed by hand).
+# A hand-changed key is refused before anything is counted, with the fields read as _START
+# and HINCRBY write them: counts with no leading zero, times as digits, all of at most 15
+# digits (exact in a Lua double, and HINCRBY can never overflow). A count below 1 would
+# lift the page budget; the position is checked as JSON once the page is counted.
 _RESUME: Final = """
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' then return {0} end
+if kind ~= 'hash' then return {7} end
 local v = redis.call('HMGET', KEYS[1], 'pf', 'qf', 'n', 't0', 'exp', 'max', ARGV[1])
-if not v[1] then return {0} end
+local function num(s, pattern)
+  if s and #s <= 15 and string.find(s, pattern) then return tonumber(s) end
+  return false
+end
+local n, t0, exp = num(v[3], '^[1-9]%d*$'), num(v[4], '^%d+$'), num(v[5], '^%d+$')
+local max = false
+if v[6] ~= '' then max = num(v[6], '^[1-9]%d*$') end
+if not (v[1] and v[2] and n and t0 and exp and t0 <= exp) then return {7} end
+if v[6] ~= '' and not (max and n <= max) then return {7} end
 if not v[7] then return {1} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now >= tonumber(v[5]) then return {2} end
+if now >= exp then return {2} end
 if v[1] ~= ARGV[2] then return {3} end
 if v[2] ~= ARGV[3] then return {4} end
-local n = tonumber(v[3])
-if v[6] ~= '' and n >= tonumber(v[6]) then return {5, n, tonumber(v[6])} end
+if max and n >= max then return {5, n, max} end
 n = redis.call('HINCRBY', KEYS[1], 'n', 1)
 return {6, n, v[4], v[5], v[6], v[7]}
 """
 
 # Minting the same position twice returns the first token: retries do not grow the hash.
+# An empty reply is a key that is not a hash (changed by hand): no token id is empty.
 _MINT: Final = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' then return false end
+if kind ~= 'hash' then return '' end
 local tid = redis.call('HGET', KEYS[1], ARGV[1])
 if tid then return tid end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], 't:' .. ARGV[2], ARGV[3])
@@ -87,6 +109,25 @@ return ARGV[2]
 
 def _text(value: bytes | str) -> str:
     return value.decode("ascii") if isinstance(value, bytes) else value
+
+
+def _not_ours() -> InvalidCursor:
+    return InvalidCursor("the store holds a key for this cursor that it could not have written")
+
+
+def _check_decoding(client: Any) -> None:
+    """Refuse a client that decodes replies with a codec other than UTF-8.
+
+    Positions are stored as orjson's UTF-8 bytes: decoded with another codec (latin-1,
+    say) they come back as other text that is still JSON, and a keyset source would
+    resume after a key it never served, with no error to show it.
+    """
+    encoder = client.get_encoder()
+    if encoder.decode_responses and codecs.lookup(encoder.encoding).name != "utf-8":
+        raise TypeError(
+            "the redis client must return bytes or decode replies as UTF-8, not "
+            f"{encoder.encoding!r}"
+        )
 
 
 class RedisCursorStore(KeyedStore):
@@ -142,6 +183,7 @@ class RedisCursorStore(KeyedStore):
                 f"{type(url_or_client).__name__}"
             )
         client = self._client
+        _check_decoding(client)
         # register_script hashes once; each call is one EVALSHA (plus a reload after a restart)
         self._start: Script = client.register_script(_START)
         self._resume: Script = client.register_script(_RESUME)
@@ -219,11 +261,18 @@ class RedisCursorStore(KeyedStore):
                 key = self._keyring.key(parsed.kid, time.time())
         verify_token(parsed, key)
         scope = check_scope_arg(scope)
-        reply = self._resume(
-            keys=[self._op_key(parsed.op_id)],
-            args=[f"t:{parsed.tid.hex()}", scope.principal_fingerprint, scope.query_fingerprint],
-        )
+        args = [f"t:{parsed.tid.hex()}", scope.principal_fingerprint, scope.query_fingerprint]
+        try:
+            reply = self._resume(keys=[self._op_key(parsed.op_id)], args=args)
+        except UnicodeDecodeError:
+            # A client that decodes replies as UTF-8 fails on the position alone (the script
+            # checked every other field): bytes that none of our writes makes.
+            raise InvalidCursor(
+                "the store holds a position for this cursor that is not JSON"
+            ) from None
         status = int(reply[0])
+        if status == 7:
+            raise _not_ours()
         if status == 6:
             _, pages, t0, exp, max_pages, data = reply
             return CursorState(
@@ -254,13 +303,20 @@ class RedisCursorStore(KeyedStore):
         op_id = state_op_id(state)
         data = encode_position(position)
         tid = new_token_id()
-        got = self._mint(
-            keys=[self._op_key(op_id)],
-            args=[f"p:{hashlib.sha256(data).hexdigest()[:32]}", tid.hex(), data],
-        )
+        try:
+            got = self._mint(
+                keys=[self._op_key(op_id)],
+                args=[f"p:{hashlib.sha256(data).hexdigest()[:32]}", tid.hex(), data],
+            )
+        except UnicodeDecodeError:
+            # a token id changed by hand into bytes a UTF-8 decoding client cannot read
+            raise _not_ours() from None
         # None: the operation is gone, so the token resolves to ExpiredCursor
         if got is not None:
-            tid = bytes.fromhex(_text(got))
+            text = got.decode("latin-1") if isinstance(got, bytes) else got
+            if _TID_HEX.fullmatch(text) is None:
+                raise _not_ours()
+            tid = bytes.fromhex(text)
         return encode_token(self._keyring.current, op_id, tid)
 
     def __repr__(self) -> str:
