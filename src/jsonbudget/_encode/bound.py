@@ -126,6 +126,11 @@ def py_bound(  # noqa: PLR0917 - the compiled function's signature
     # ancestors[d] is the container being walked at depth d; those above *depth* belong
     # to the caller, which checked them already.
     caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [], [None])
+    # The compiled walk runs no Python code: no collection runs a finalizer or a gc
+    # callback that changes a container mid-walk (a dict's would raise). So the
+    # collector waits here too, and both give the same numbers.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         n = _walk(obj, cap, depth, caps, [-1] * depth)
     except RecursionError:
@@ -133,6 +138,9 @@ def py_bound(  # noqa: PLR0917 - the compiled function's signature
         # deep in it, may run out. Unclean sends the value to the renderer, which says
         # so with an EncodeError that names the path.
         return -1
+    finally:
+        if collecting:
+            gc.enable()
     if spine is not None and n > cap:
         spine.extend(caps.spine)
     return n
@@ -150,10 +158,15 @@ def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
 ) -> int:
     """`bound` of the items, each at *depth*, joined by commas, without brackets."""
     caps = _Caps(max_depth, max_items, max_keys, max_field, scalars, [], [None])
+    collecting = gc.isenabled()
+    gc.disable()  # as in `py_bound`
     try:
         return _items(items, cap, depth, caps, [-1] * depth)
     except RecursionError:
         return -1  # as in `py_bound`: the renderer decides, and reports the stack
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _Caps(NamedTuple):
@@ -381,15 +394,23 @@ def py_clean_dumps(  # noqa: PLR0917 - the compiled function's signature
 ) -> bytes | int:
     """orjson's bytes for *obj* if it is clean and fits *cap*, else `TOO_BIG`/`UNCLEAN`;
     with *compact*, a short result copied out of orjson's oversized buffer."""
-    n = bound(obj, cap, depth, *caps, spine)
-    if n < 0:
-        return UNCLEAN
-    if n > cap:
-        return TOO_BIG
+    # The collector waits from the walk to orjson's write, as in the compiled function,
+    # where nothing runs between them: a finalizer could otherwise change what was
+    # measured clean (put a NaN in it, which orjson writes as null).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        data = paused_dumps(obj)
+        n = bound(obj, cap, depth, *caps, spine)
+        if n < 0:
+            return UNCLEAN
+        if n > cap:
+            return TOO_BIG
+        data = _dumps(obj)
     except _JSONError:  # ints beyond 64 bits, lone surrogates
         return UNCLEAN
+    finally:
+        if collecting:
+            gc.enable()
     if len(data) > cap:
         return TOO_BIG
     return py_compact(data) if compact else data

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import gc
 import re
 import reprlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import islice
+from itertools import chain, islice
+from operator import is_ as _is
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
@@ -51,7 +53,7 @@ from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
 from .bound import TOO_BIG as _TOO_BIG
 from .markers import Markers
-from .strings import SURROGATE, cut_string, prefix
+from .strings import SURROGATE, cut_string, prefix, replaced_note
 
 if TYPE_CHECKING:
     from .encoder import Encoder
@@ -70,6 +72,7 @@ _loads = orjson.loads
 #: renderer holds (a marker, a member's rendering) is copied out, or each held 40 times
 #: its length.
 _compact = _bound.compact
+_chain = chain.from_iterable
 _JSONError = orjson.JSONEncodeError
 _NONE: Trs = ()
 _BIG = 1 << 62
@@ -544,13 +547,20 @@ def _proxy(obj: Any) -> bool:
 
 def _describe(obj: Any) -> str:
     """Say what stood where a marker now stands, at a bounded cost, without its content."""
-    # The compiled counts: a subclass's own __len__ may lie or raise.
+    # The compiled counts: a subclass's own __len__ may lie or raise. A subclass whose
+    # own items() or iteration gives other members than it stores is written as they
+    # give it: its count is not known without reading them (they may never end).
+    t = type(obj)
     if isinstance(obj, dict):
+        if t is not dict and not _values.reads_stored(t):
+            return "object"
         return f"object with {dict.__len__(obj)} keys"
     if isinstance(obj, _values.MapView):
         return f"object with {len(obj)} keys"  # a view counts its own members
     if isinstance(obj, Mapping):
         return "object"  # a Mapping's own __len__ may lie or raise
+    if isinstance(obj, list | tuple) and t not in _PLAIN and not _values.reads_stored(t):
+        return "list"
     if isinstance(obj, list):
         return f"list of {list.__len__(obj)} items"
     if isinstance(obj, tuple):
@@ -1040,15 +1050,32 @@ class EncodeCall:
         it: Iterator[Any] | None = None
         fresh = -1  # where the pairs read by this call start; -1: not pairs
         try:
-            if t is dict:
-                members: list[Any] = list(islice(v.items(), limit))
-                fresh = 0
-                n: int | None = len(v)
+            if t is dict or t is list:
+                # Read whole up to *limit* each time: a reading that does not go on from
+                # what the snapshot holds (the container changed since: a hook, a
+                # finalizer, another thread) is not taken, as sizes were measured of it.
+                members: list[Any] = _dict_items(v, limit) if t is dict else v[:limit]
+                # A count past what was read is a second reading: it may be of a later
+                # state, and one that disagrees with the first (shrunk) is not known.
+                n: int | None = len(members) if len(members) < limit else len(v)
+                if n is not None and n < len(members):
+                    n = None
+                if snap is not None:
+                    if not _goes_on(snap, members, n, pairs=t is dict):
+                        snap.limit = _BIG  # no reading is taken from it again
+                        return snap
+                    if t is list:
+                        done = snap.members
+                        done += members[len(done) :]
+                        members = done  # the list its readers hold grows
+                if t is dict:
+                    fresh = 0
             elif _counted(v):
-                # A SeqView refuses a lying len. Read on from where the last read stopped:
-                # a cut list reads a few items first and more as they fit.
+                # A SeqView refuses a lying len, a tuple does not change. Read on from
+                # where the last read stopped: a cut list reads a few items first and
+                # more as they fit.
                 if snap is None:
-                    members = v[:limit] if t is list else list(v[:limit])
+                    members = list(v[:limit])
                 else:
                     members = snap.members
                     members += v[len(members) : limit]
@@ -1202,6 +1229,8 @@ class EncodeCall:
         capped = n is None or n > limit
         if capped and len(pairs) <= limit:
             return None  # the snapshot stopped at the cap: that many members overflow it
+        if n is not None and len(pairs) < n <= limit:
+            return None  # it changed after a shorter read, the one it is written from
         taken = self._short_keys(pairs)
         mkey = self.mk.key(taken) if capped else ""
         omitted = None if n is None else n - limit
@@ -1834,7 +1863,7 @@ class EncodeCall:
         if len(s) + 2 > min(cap, self.max_field):
             return None  # whole it does not fit: the cut says how many it replaced
         clean, replaced = SURROGATE.subn("\ufffd", s)
-        note = f"…[replaced: {replaced} lone surrogates]".encode()
+        note = replaced_note(replaced)
         data = _dumps(clean)
         if len(data) + len(note) <= min(cap, self.max_field):
             return data[:-1] + note + b'"', (("", "unencodable", replaced, "chars"),)
@@ -2014,6 +2043,36 @@ def _placed(exc: JsonBudgetError, where: Any) -> JsonBudgetError:
         placed.__cause__ = exc.__cause__
         return placed
     return exc
+
+
+def _dict_items(d: dict[Any, Any], limit: int) -> list[Any]:
+    """The first *limit* items of *d*, read with the collector paused: the read allocates
+    a tuple an item, and a collection started there runs finalizers and gc callbacks,
+    which could change *d* mid-read. No other Python code runs there, so no other thread
+    does: `chain` makes the dict's iterator inside `list`'s own loop (an iterator made by
+    `islice` before `list` is called would see a change another thread made between)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return list(islice(_chain((d.items(),)), limit))
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _goes_on(snap: _Snap, members: list[Any], n: int | None, *, pairs: bool) -> bool:
+    """Whether *members* (*n* in all), a new reading of a list or dict, is the container
+    *snap* read: as many in all, and the same objects where *snap* read them (a key that
+    is not an exact str was made one, `EncodeCall._pairs`, and only its value is compared)."""
+    done = snap.members
+    if n != snap.n or len(members) < len(done):
+        return False
+    if not pairs:
+        return all(map(_is, done, members))
+    return all(
+        a[1] is b[1] and (a[0] is b[0] or type(a[0]) is not str or type(b[0]) is not str)
+        for a, b in zip(done, members, strict=False)  # *members* may read further
+    )
 
 
 def _counted(v: Any) -> bool:

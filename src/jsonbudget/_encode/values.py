@@ -624,6 +624,13 @@ def counts_in_c(t: type) -> bool:
     return _in_c(t, "__len__")
 
 
+def reads_stored(t: type) -> bool:
+    """Whether a ``dict``, ``list`` or ``tuple`` subclass *t* is read as it stores its
+    members (its ``items()``, for a dict, or its ``__iter__`` is compiled): only then is
+    its stored count the count of what is written for it."""
+    return _in_c(t, "items" if issubclass(t, dict) else "__iter__")
+
+
 _C_METHODS: Final = (types.WrapperDescriptorType, types.MethodDescriptorType)
 
 
