@@ -289,7 +289,8 @@ def test_cli_tune_chart_without_matplotlib(
     assert main(["tune", str(known_jsonl), "--chart", str(chart)]) == EXIT_ERROR
     assert capsys.readouterr().err == (
         "jsonbudget: error: --chart needs matplotlib: install the 'cli' extra"
-        " (in jsonbudget's source tree: python3 -m pip install '.[cli]')\n"
+        " (pip install 'jsonbudget[cli]', or in jsonbudget's source tree:"
+        " pip install '.[cli]')\n"
     )
     assert not chart.exists()
     with pytest.raises(ImportError, match=r"the chart needs matplotlib: install the 'cli' extra"):

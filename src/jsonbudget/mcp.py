@@ -74,6 +74,8 @@ __all__ = [
     "McpPager",
     "McpResultFitter",
     "PaginatedTool",
+    "PaginatedToolDecorator",
+    "ReadResultTool",
     "bounded_result",
     "cursor_error",
     "message_bytes",
@@ -948,9 +950,10 @@ _R = TypeVar("_R")
 # than the coroutine overload. The others take their return as a type variable, never a
 # fixed type: where a return merely holds Any (`-> dict[str, Any]`), the overloads that
 # match it then agree on what they matched, and mypy picks the first of them instead of
-# giving up on the call as ambiguous (which erased the tool's signature).
+# giving up on the call as ambiguous (which erased the tool's signature). An async tool is
+# one whose return is awaitable: a function that wraps an async one is typed `Awaitable`.
 _AnyReturn = TypeVar("_AnyReturn", bound=Never)
-_Coro = TypeVar("_Coro", bound=Coroutine[Any, Any, Any])
+_Awaited = TypeVar("_Awaited", bound=Awaitable[Any])
 
 
 class PaginatedTool(Protocol[_P]):
@@ -993,7 +996,7 @@ class PaginatedToolDecorator(Protocol):
     ) -> PaginatedTool[_P]: ...
     @overload
     def __call__(  # type: ignore[overload-overlap]  # the last overload takes it too
-        self, fn: Callable[_P, _Coro], /
+        self, fn: Callable[_P, _Awaited], /
     ) -> AsyncPaginatedTool[_P]: ...
     @overload
     def __call__(self, fn: Callable[_P, _R], /) -> PaginatedTool[_P]: ...
@@ -1146,13 +1149,23 @@ def paginated_tool(
     return cast(PaginatedToolDecorator, decorate)
 
 
+class ReadResultTool(Protocol):
+    """What `read_result_tool` returns: the ``read_result`` function to register."""
+
+    __name__: str
+
+    def __call__(
+        self, ref: str, pointer: str = "", cursor: str | None = None
+    ) -> CallToolResult: ...
+
+
 def read_result_tool(
     *,
     reader: ResultReader,
     max_bytes: int = 16384,
     principal: str | Callable[[], str] = "anonymous",
     server: Any = None,
-) -> Callable[..., CallToolResult]:
+) -> ReadResultTool:
     """A ``read_result(ref, pointer="", cursor=None)`` function to register as an MCP tool.
 
     It reads back, for the calling *principal*, a result that a `ResultGate`,

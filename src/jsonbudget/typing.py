@@ -13,12 +13,13 @@ objects you pass in (a source, a cursor store, a token counter, a binary stream)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ._agents.guards import AdmitReason, ResultKind, ToolOutput
 from ._agents.reader import ReadKind
 from ._agents.spill import SpillBackend
 from ._agents.tokens import TokenCounter
+from ._agents.tool_types import JsonToolDecorator, ToolDecorator
 from ._cursors.store import CursorStore
 from ._encode.encoder import (
     BinaryMode,
@@ -43,7 +44,9 @@ __all__ = [
     "EncodeOptions",
     "IncompleteReason",
     "JSONValue",
+    "JsonToolDecorator",
     "MarkerStyle",
+    "OnAmbiguous",
     "OnUnencodable",
     "OversizedPolicy",
     "Position",
@@ -55,6 +58,7 @@ __all__ = [
     "SpillTarget",
     "Strategy",
     "TokenCounter",
+    "ToolDecorator",
     "ToolOutput",
     "TruncationKind",
     "TruncationUnit",
@@ -63,3 +67,7 @@ __all__ = [
 #: A ``default`` hook, as orjson takes it: called with a value jsonbudget cannot encode,
 #: it returns a value that it can (or raises ``TypeError``).
 Default: TypeAlias = Callable[[Any], Any]
+
+#: What `call_with_output_cap`, `acall_with_output_cap` and `OutputCapRetry` do with an
+#: `AmbiguousSizeError` (their ``on_ambiguous``): re-raise it, or take it as a cap too large.
+OnAmbiguous: TypeAlias = Literal["raise", "shrink_cap"]

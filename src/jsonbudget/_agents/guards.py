@@ -28,17 +28,13 @@ import sys
 import threading
 import types as types_
 import typing
-from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import (
     Any,
     Final,
     Literal,
-    Never,
-    ParamSpec,
-    Protocol,
     TypeAlias,
-    TypeVar,
     cast,
     overload,
 )
@@ -74,6 +70,7 @@ from .reader import (
     long_digit_run,
 )
 from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
+from .tool_types import JsonToolDecorator, ToolDecorator
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -888,31 +885,8 @@ class TurnBudget:
 
 # -- bounded_tool --------------------------------------------------------------------------
 
-P = ParamSpec("P")
-OutT_co = TypeVar("OutT_co", covariant=True)
-R = TypeVar("R")
-# The overloads tell a sync tool from an async one by its return type. A return of bare
-# Any (an unannotated function, `-> Any`) satisfies a bound of Never, which no other type
-# does, so the first overload takes it as sync, as it is at run time, rather than the
-# coroutine overload. The others take their return as a type variable, never a fixed
-# type: where a return merely holds Any (`-> dict[str, Any]`), the overloads that match
-# it then agree on what they matched, and mypy picks the first of them instead of giving
-# up on the call as ambiguous (which erased the tool's signature).
-AnyReturnT = TypeVar("AnyReturnT", bound=Never)
-CoroT = TypeVar("CoroT", bound=Coroutine[Any, Any, Any])
-
-
-class ToolDecorator(Protocol[OutT_co]):
-    """What `bounded_tool(...)` returns: wraps a sync or async function."""
-
-    @overload
-    def __call__(  # type: ignore[overload-overlap]  # bare Any only: see AnyReturnT
-        self, fn: Callable[P, AnyReturnT], /
-    ) -> Callable[P, OutT_co]: ...
-    @overload
-    def __call__(self, fn: Callable[P, CoroT], /) -> Callable[P, Coroutine[Any, Any, OutT_co]]: ...
-    @overload
-    def __call__(self, fn: Callable[P, R], /) -> Callable[P, OutT_co]: ...
+# The decorator's types are in `tool_types`: overloads that tell an async tool from a
+# sync one, and an MCP result or a JSON shape from a value, by the declared return.
 
 
 @overload
@@ -948,7 +922,7 @@ def bounded_tool(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
-) -> ToolDecorator[Any]: ...
+) -> JsonToolDecorator: ...
 @overload
 def bounded_tool(
     given: Limits | None = None,
@@ -981,7 +955,7 @@ def bounded_tool(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
-) -> ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]:
+) -> ToolDecorator[str] | JsonToolDecorator | ToolDecorator[bytes]:
     """Wrap a tool function (sync or async, plain or method) so its result is bounded JSON.
 
     Give *max_bytes* (with the other `Limits` options) or *limits* (also positionally,
@@ -1125,7 +1099,7 @@ def bounded_tool(
         _retype(wrapper, fn, name, output, sig, mcp_returns=returns)
         return wrapper
 
-    return cast("ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]", decorate)
+    return cast("ToolDecorator[str] | JsonToolDecorator | ToolDecorator[bytes]", decorate)
 
 
 _RETURNS: dict[str, Any] = {"str": str, "json": Any, "bytes": bytes}

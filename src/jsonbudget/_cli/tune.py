@@ -307,7 +307,7 @@ class Tuner:
         return items * (1 + len(self.budgets))
 
     def tune(
-        self, items: Iterable[Any], *, progress: Callable[[int], None] | None = None
+        self, items: Iterable[Any], *, progress: Callable[[int], object] | None = None
     ) -> TuneReport:
         """Measure the first ``sample`` items of *items* and page them with each budget.
 
@@ -373,7 +373,7 @@ class Tuner:
         )
 
     def _page_all(
-        self, items: Sequence[Any], budget: int, progress: Callable[[int], None] | None
+        self, items: Sequence[Any], budget: int, progress: Callable[[int], object] | None
     ) -> BudgetRow:
         limits = self._limits(budget)
         encoder = self._encoder(limits)
@@ -435,7 +435,7 @@ def tune(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     binary: BinaryMode = "marker",
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> TuneReport:
     """One call: measure *items* with a `Tuner` configured by the options."""
     return Tuner(
