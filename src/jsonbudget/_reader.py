@@ -148,17 +148,26 @@ def _check_encoding(encoding: object) -> str:
     # bytes-to-bytes codecs such as "zlib" or "base64" are not text encodings.
     if not getattr(info, "_is_text_encoding", True):
         raise LimitError("encoding", encoding, "is not a text encoding")
-    if info.name in _WHOLE_ONLY:
-        raise LimitError(
-            "encoding", encoding, "decodes only whole texts: its incremental decoder is not"
-        )
+    unbounded = _UNBOUNDED_DECODERS.get(info.name)
+    if unbounded is not None:
+        raise LimitError("encoding", encoding, unbounded)
     return info.name
 
 
-#: Text codecs whose incremental decoder decodes each chunk as if it were the whole text
-#: (punycode read "bücher" in two chunks as "bcherͩ", complete): a bounded read, which
-#: reads in chunks and cuts, would return the wrong text.
-_WHOLE_ONLY: Final = frozenset({"punycode"})
+#: Text codecs whose incremental decoder can hold back an unbounded run of valid input: a
+#: bounded read, which reads in chunks and cuts, would return the wrong text or nothing
+#: (16 MiB of "a" read as idna came back "", bytes_returned=0). The standard library's
+#: other text codecs hold back at most one escape or character; a test checks them all.
+_UNBOUNDED_DECODERS: Final = {
+    # Each chunk is decoded as if it were the whole text: "bücher" read in two chunks
+    # came back as "bcherͩ", complete.
+    "punycode": "decodes only whole texts: its incremental decoder is not",
+    "idna": "holds back a whole label: its incremental decoder returns nothing before a '.'",
+    "utf-7": (
+        "holds back a whole base64 run: its incremental decoder returns nothing of a run"
+        " before the run ends"
+    ),
+}
 
 
 class _RawChunks:
@@ -211,14 +220,16 @@ class _RawChunks:
     def _from_iterable(self, pieces: Iterable[object]) -> Iterator[memoryview]:
         empty = 0
         for piece in pieces:
-            view = _as_view(piece)
+            left = self._left()
+            # A strided chunk is copied only this far; the byte past what is wanted shows
+            # below that the chunk was cut, so the source is not taken to have ended.
+            view = _as_view(piece, None if left is None else max(left, 0) + 1)
             if not view:
                 empty += 1
                 if empty >= MAX_EMPTY_CHUNKS:
                     return  # stuck: not ended, so nothing is claimed about the rest
                 continue
             empty = 0
-            left = self._left()
             if left is not None:
                 if left <= 0:
                     return
@@ -250,14 +261,26 @@ def _buffer(obj: object) -> memoryview | None:
         return None
 
 
-def _as_view(chunk: object) -> memoryview:
+def _as_view(chunk: object, limit: int | None = None) -> memoryview:
+    """*chunk* as a byte view; a strided one copied only to its first *limit* bytes or so."""
     view = _buffer(chunk)
     if view is not None:
         if not view.c_contiguous:
-            # Strided views cannot be cast to bytes in place: their bytes are copied.
-            return memoryview(view.tobytes())
+            # Strided views cannot be cast to bytes in place: their bytes are copied, but
+            # only as many as can be read, so a 50 MB view read to 64 KiB costs 64 KiB.
+            return memoryview(_strided_prefix(view, limit).tobytes())
         return view if view.format == "B" and view.ndim == 1 else view.cast("B")
     raise TypeError(f"the source must yield bytes, not {type(chunk).__name__}")
+
+
+def _strided_prefix(view: memoryview, limit: int | None) -> memoryview:
+    """The first rows of *view* that hold at least *limit* bytes (a positive limit)."""
+    if limit is None or view.nbytes <= limit:
+        return view
+    # tobytes() is in C order, so the first rows along the first dimension are a prefix of
+    # it. memoryview cannot slice further in, so an N-d view is cut to whole rows.
+    row_bytes = view.nbytes // len(view)
+    return view[: -(-limit // row_bytes)]
 
 
 def _inflate(raw: _RawChunks, want: int) -> Iterator[bytes]:
