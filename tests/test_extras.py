@@ -17,6 +17,7 @@ def test_command_without_the_cli_extra_says_which_extra() -> None:
     assert cp.returncode == 2
     assert cp.stderr == (
         "jsonbudget: error: the command line needs rich: install the 'cli' extra"
-        " (in jsonbudget's source tree: python3 -m pip install '.[cli]')\n"
+        " (pip install 'jsonbudget[cli]', or in jsonbudget's source tree:"
+        " pip install '.[cli]')\n"
     )
     assert cp.stdout == ""

@@ -21,6 +21,19 @@ from ._limits import MIN_BYTES
 from ._pages.builder import ENVELOPE_KEYS
 from ._sources.jsonread import load_json
 from .errors import LimitError
+
+try:
+    from fastmcp import FastMCP
+    from fastmcp.exceptions import FastMCPError, ToolError
+    from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+    from fastmcp.tools.base import Tool, ToolResult
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CallToolResult, TextContent
+except ImportError as exc:  # pragma: no cover - exercised only without fastmcp
+    raise missing_extra("fastmcp", "fastmcp", "jsonbudget's FastMCP middleware") from exc
+
+# After fastmcp's check: the 'fastmcp' extra installs mcp too, so without both the one
+# error names it, not the 'mcp' extra that jsonbudget.mcp's own check would.
 from .mcp import (
     RESERVE_META,
     RESERVE_NOTES,
@@ -34,16 +47,6 @@ from .mcp import (
     serving_apps,
     value_of,
 )
-
-try:
-    from fastmcp import FastMCP
-    from fastmcp.exceptions import FastMCPError, ToolError
-    from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
-    from fastmcp.tools.base import Tool, ToolResult
-    from mcp.shared.exceptions import MCPError
-    from mcp.types import CallToolResult, TextContent
-except ImportError as exc:  # pragma: no cover - exercised only without fastmcp
-    raise missing_extra("fastmcp", "fastmcp", "jsonbudget's FastMCP middleware") from exc
 
 __all__ = ["BoundedResults", "QuietCursorError"]
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .._extras import require_extra
 from .._limits import check_int
 from ..errors import LimitError, SpillError
 from .spill import (
@@ -59,6 +60,7 @@ class RedisSpillStore:
         max_age: int = DEFAULT_MAX_AGE,
         max_file_bytes: int = DEFAULT_REDIS_MAX_FILE_BYTES,
     ) -> None:
+        require_extra("redis", "redis", "RedisSpillStore")
         import redis  # noqa: PLC0415 - an optional dependency, imported on use
 
         # The client's failures (server down, out of memory) are the store's SpillError.

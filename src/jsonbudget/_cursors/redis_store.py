@@ -13,6 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from .._extras import require_extra
 from ..errors import BudgetExhausted, CursorScopeError, InvalidCursor, LimitError
 from .scope import Scope
 from .store import (
@@ -164,6 +165,7 @@ class RedisCursorStore(KeyedStore):
         keys: Keyring | bytes | None = None,
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
+        require_extra("redis", "redis", "RedisCursorStore")
         import redis  # noqa: PLC0415  (optional dependency, imported on use)
 
         self.ttl = check_ttl(ttl)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
 import orjson
 
+from .._extras import missing_extra
 from .._limits import check_int
 from ..errors import DecodeError, EncodeError, InvalidCursor, LimitError
 from .base import (
@@ -2625,6 +2626,19 @@ def _uri_path(path: str) -> str:
     return "//" + quoted if quoted.startswith("/") else quoted
 
 
+def _psycopg() -> None:
+    """Bind psycopg in this module on first use, or say which extra installs it.
+
+    Every PostgreSQL site calls this where it needs psycopg, so that ``import
+    jsonbudget`` never imports it; mypy types the name from the import at the top.
+    """
+    global psycopg  # noqa: PLW0603 - the module name, bound only once PostgreSQL is used
+    try:
+        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    except ImportError as exc:
+        raise missing_extra("postgres", "psycopg", "PostgresSource") from exc
+
+
 #: PostgreSQL types cut as text (category S), as bytes, or through their text (json...).
 _PG_BYTEA: Final = 17
 _PG_AS_TEXT: Final = frozenset({114, 142, 3802})  # json, xml, jsonb
@@ -2655,7 +2669,7 @@ def _pg_text_unit(conn: psycopg.Connection[Any]) -> Literal["chars", "bytes"]:
 
 def _float_digits(conn: psycopg.Connection[Any]) -> int:
     """The session's ``extra_float_digits``: below 1, floats are written rounded."""
-    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    _psycopg()
 
     # Not conn.execute(): its cursor makes rows by the caller's row_factory (dict_row).
     with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
@@ -2693,7 +2707,7 @@ class _KeyText(str):
 def _default_adapters() -> Any:
     """psycopg's built-in adapters, as a new connection has them before an application
     registers its own (`psycopg.adapters` is changed by a global registration)."""
-    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    _psycopg()
 
     adapters = psycopg.adapt.AdaptersMap(types=psycopg.postgres.types)
     psycopg.postgres.register_default_adapters(adapters)
@@ -2712,7 +2726,7 @@ def _row_cursor(
     0.1 and 0.10000000000000000001 tie, and skipped rows; an enum read as a Python
     `Enum` wrote ``Mood.ok`` into the position). The other columns are read as the
     connection reads them."""
-    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    _psycopg()
     from psycopg.types.string import StrDumperUnknown  # noqa: PLC0415  # optional dependency
 
     tuples = psycopg.rows.tuple_row
@@ -2749,6 +2763,7 @@ def _stock_json(loader: type[Any]) -> bool:
     the application registered (``set_json_loads``, its own class) is its choice."""
     import json  # noqa: PLC0415  # only to recognize psycopg's default
 
+    _psycopg()
     from psycopg.types.json import JsonbLoader, JsonLoader  # noqa: PLC0415  # optional
 
     return loader in (JsonLoader, JsonbLoader) and loader._loads is json.loads
@@ -2756,6 +2771,7 @@ def _stock_json(loader: type[Any]) -> bool:
 
 @functools.cache
 def _json_text_loader() -> type[Any]:
+    _psycopg()
     from psycopg.adapt import Loader  # noqa: PLC0415  # optional dependency
 
     class JsonText(Loader):
@@ -2779,7 +2795,7 @@ def _infinite(base: type[Any]) -> type[Any]:
     every value psycopg cannot parse in the session's style (a ``timestamptz`` under
     ``DateStyle`` SQL, an interval under ``IntervalStyle`` iso_8601), which it refuses
     with NotImplementedError."""
-    import psycopg  # noqa: PLC0415  # optional dependency
+    _psycopg()
     from psycopg.adapt import Loader  # noqa: PLC0415  # optional dependency
 
     class Infinite(Loader):
@@ -2817,7 +2833,7 @@ def _check_not_stuck(conn: psycopg.Connection[Any]) -> None:
     psycopg would refuse every query on it, each error adding a line to the last (a page
     never runs in a caller's pipeline either). A command another thread is running holds
     the connection's lock: that connection is only busy."""
-    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    _psycopg()
 
     if conn.closed or not conn.lock.acquire(blocking=False):
         return
@@ -2860,7 +2876,7 @@ def _unreadable(exc: Exception) -> DecodeError | None:
 def _unreadable_raised() -> Iterator[None]:
     """Raise the server's error for a row it cannot send in the client encoding as the
     `DecodeError` it is (`_unreadable`), any other error as it is."""
-    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    _psycopg()
 
     try:
         yield
@@ -2876,7 +2892,7 @@ def _unaborted(conn: psycopg.Connection[Any], savepoint: str | None = None) -> b
     (autocommit), so that none was aborted, or the statement ran in the page's
     *savepoint* in the caller's transaction, which is rolled back to here: that undoes
     the failure and the page's own reads, nothing of the caller's."""
-    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    _psycopg()
 
     status = conn.info.transaction_status
     if status == psycopg.pq.TransactionStatus.IDLE:
@@ -2897,7 +2913,7 @@ def _page_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
     of theirs. An error that aborted nothing (a tie in a declared-unique order) and the
     iterator closed release the savepoint rather than roll back to it: what the caller
     ran on the connection between two rows stays as it is."""
-    import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+    _psycopg()
 
     idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     kept: BaseException | None = None
@@ -2955,7 +2971,7 @@ class PostgresSource(_SQLSource):
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_cell_bytes: int | None = None,
     ) -> None:
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+        _psycopg()
 
         super().__init__(
             table=table,
@@ -3013,7 +3029,7 @@ class PostgresSource(_SQLSource):
         return lambda value: bind(_KeyText(value) if type(value) is str else value)
 
     def _connection(self) -> psycopg.Connection[Any]:
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+        _psycopg()
 
         if self._conn is not None:
             _check_not_stuck(self._conn)
@@ -3107,7 +3123,7 @@ class PostgresSource(_SQLSource):
     ) -> tuple[bool, Position | None]:
         """`_fill`, whose errors for a row the client encoding cannot hold it raises as
         `DecodeError` (`_unreadable`)."""
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+        _psycopg()
 
         plan = self._plan_for(cut)
         with contextlib.ExitStack() as stack:
@@ -3160,7 +3176,7 @@ class PostgresSource(_SQLSource):
         of a declared-unique order costs no round trip of its own. Pipelined queries
         are read whole (only a page's first query is read in steps, and it runs alone
         or is sent with the snapshot, `_snapshot`)."""
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+        _psycopg()
 
         if len(queries) < 2 or not psycopg.Pipeline.is_supported():
             return super()._together(cur, queries, first=first)
@@ -3186,7 +3202,7 @@ class PostgresSource(_SQLSource):
     ) -> list[list[Any]]:
         """As `_SQLSource._run`; where the last query meets a row the client encoding
         cannot hold, the rows before it (`_readable`)."""
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+        _psycopg()
 
         try:
             return self._together(cur, queries, first=first)
@@ -3213,7 +3229,7 @@ class PostgresSource(_SQLSource):
         connection outside one, as the source's own) or only the page's savepoint in the
         caller's transaction, rolled back to (`_unaborted`): a failed statement in a
         transaction of the source's own ends what it can run."""
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+        _psycopg()
 
         *checks, (sql, params) = queries
         found = self._together(cur, checks) if checks else []
@@ -3259,7 +3275,7 @@ class PostgresSource(_SQLSource):
         server runs them in order, so the snapshot is still read before the fetch; if
         it shows a change, the caller drops that result with the carried rows.
         """
-        import psycopg  # noqa: PLC0415  # optional dependency, needed only here
+        _psycopg()
 
         query = chunks.first_query(batch)
         with conn.cursor(row_factory=psycopg.rows.tuple_row) as snap:
