@@ -362,3 +362,53 @@ for markers in ("text", "structured"):
     assert sum(changed for _, changed in lines[1::2]) >= 400  # the trace changed the dict
     for data, (budget, _) in zip(lines[::2], lines[1::2], strict=True):
         _check(data, budget)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_regression_another_thread_changing_a_dict_in_the_twins_size_walk(path: str) -> None:
+    """The twin's size walk runs between bytecodes, where another thread may change a
+    dict it iterates: a bare ``RuntimeError: dictionary changed size during iteration``
+    escaped (pausing the collector does not stop threads). The walk now leaves such a
+    value to the renderer, which reads its snapshot. A tracer stands for the thread."""
+    code = (
+        _PRINT
+        + """
+import inspect, sys
+from jsonbudget import encode
+from jsonbudget._encode import bound
+
+# The twin's loop over a dict's members: a change past its first line is mid-iteration.
+source, first = inspect.getsourcelines(bound._members)
+loop = first + next(i for i, text in enumerate(source) if "in obj.items()" in text)
+
+def run(budget):
+    inner = {f"k{i}": {"n": i} for i in range(50)}
+    armed = [True]
+
+    def local(frame, event, arg):
+        if (
+            armed[0]
+            and event == "line"
+            and frame.f_lineno > loop
+            and frame.f_locals.get("obj") is inner
+        ):
+            armed[0] = False
+            inner["added"] = 1  # as another thread would, between two bytecodes
+        return local
+
+    def calls(frame, event, arg):
+        return local if frame.f_code is bound._members.__code__ else None
+
+    sys.settrace(calls)
+    try:
+        return encode({"inner": inner, "t": "x" * 3000}, max_bytes=budget, default=str)
+    finally:
+        sys.settrace(None)
+
+for budget in (200, 600):
+    show(run(budget))
+"""
+    )
+    lines = _child(path, code)
+    for data, budget in zip(lines, (200, 600), strict=True):
+        _check(data, budget)

@@ -212,3 +212,38 @@ def test_pg_open_in_the_callers_transaction_keeps_what_they_ran_between_rows(
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute("DROP TABLE r20_ties, mine CASCADE")
+
+
+def test_regression_two_open_iterators_in_the_callers_transaction(
+    postgres_server: PostgresServer,
+) -> None:
+    """Each open() iterator held one savepoint for its life, and psycopg ends savepoints
+    in the order they began: two read side by side, or one closed after another began,
+    raised OutOfOrderTransactionNesting, and the caller's commit was refused while one
+    was open. The savepoints are now a statement's each."""
+    dsn = postgres_server.dsn
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("DROP TABLE IF EXISTS r20_pairs, mine CASCADE")
+        admin.execute("CREATE TABLE mine (v int)")
+        admin.execute("CREATE TABLE r20_pairs (id int PRIMARY KEY)")
+        admin.execute("INSERT INTO r20_pairs SELECT generate_series(1, 600)")
+    try:
+        with _callers(dsn) as conn:
+            a = PostgresSource(conn, table="r20_pairs", batch_size=7)
+            b = PostgresSource(conn, table="r20_pairs", order_by=["-id"], batch_size=5)
+            pairs = [
+                (x["id"], y["id"])
+                for (x, _), (y, _) in zip(a.open(None), b.open(None), strict=True)
+            ]
+            assert pairs == [(i, 601 - i) for i in range(1, 601)]
+            first, second = a.open(None), b.open(None)
+            assert next(first)[0] == {"id": 1}
+            assert next(second)[0] == {"id": 600}
+            first.close()  # before the one opened after it
+            conn.execute("INSERT INTO mine VALUES (8)")
+            conn.commit()  # an iterator still open: its cursor ends with the transaction
+            second.close()
+            assert conn.execute("SELECT v FROM mine ORDER BY v").fetchall() == [(7,), (8,)]
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("DROP TABLE r20_pairs, mine CASCADE")

@@ -146,3 +146,23 @@ def test_zero_d_array_is_written_as_its_scalar() -> None:
     assert bounded_dumps(np.array(True), max_bytes=100, default=hook) == b"true"
     assert bounded_dumps(np.array(3.5), max_bytes=100) == b"3.5"
     assert seen == []
+
+
+def test_regression_a_json_looking_str_with_lone_surrogates_is_text(tmp_path: Path) -> None:
+    """Sniffed as JSON, such a str was passed on as kind "json" with the note after its
+    closing bracket (no parser reads it), and a long one was spilled as JSON whose
+    read-back never showed the note. It is text: U+FFFD, the note, spilled as text."""
+    store = SpillStore(tmp_path)
+    small = ResultGate(max_bytes=600, store=store).gate('{"name": "caf\udce9.txt"}')
+    assert small.kind == "text"
+    assert small.text == '{"name": "caf\ufffd.txt"}…[replaced: 1 lone surrogates]'
+    admitted = TurnBudget(max_bytes=1000, store=store).admit('["a\ud800"]')
+    assert (admitted.kind, admitted.text) == ("text", '["a\ufffd"]…[replaced: 1 lone surrogates]')
+    big = "[" + ", ".join(f'"f{i}\udce9"' for i in range(20_000)) + "]"
+    spilled = ResultGate(max_bytes=600, store=store).gate(big)
+    assert spilled.spill is not None
+    assert spilled.kind == "text"
+    whole = store.read(spilled.spill.ref, 0, spilled.size).decode()
+    assert whole.endswith("]…[replaced: 20000 lone surrogates]")
+    # Plain JSON text without them is still sniffed as JSON.
+    assert ResultGate(max_bytes=600, store=store).gate('{"name": "café"}').kind == "json"

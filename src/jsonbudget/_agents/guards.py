@@ -477,7 +477,13 @@ class ResultGate:
             # valid text before the first bad byte, as for a big result.
             return _Measured(kind, chunks=(view,))
         if isinstance(result, str):
-            kind = self._sniff(result[:4096].encode("utf-8", "replace"))
+            # A str holding lone surrogates is text, whatever it starts as: each becomes
+            # U+FFFD and a note ends it, and no JSON text ends so (one sniffed as JSON
+            # was passed on as JSON that no parser reads, and spilled as such).
+            if not result.isascii() and SURROGATE.search(result) is not None:
+                kind = "text"
+            else:
+                kind = self._sniff(result[:4096].encode("utf-8", "replace"))
             if len(result) <= limit:  # a char is at least one byte: only then can it fit
                 data, replaced = _text_bytes(result)
                 if replaced:

@@ -133,10 +133,13 @@ def py_bound(  # noqa: PLR0917 - the compiled function's signature
     gc.disable()
     try:
         n = _walk(obj, cap, depth, caps, [-1] * depth)
-    except RecursionError:
+    except RuntimeError:
         # The compiled walk uses no Python stack; this one, called by a caller already
-        # deep in it, may run out. Unclean sends the value to the renderer, which says
-        # so with an EncodeError that names the path.
+        # deep in it, may run out (RecursionError). And it runs between bytecodes, where
+        # another thread may change a dict it iterates ("changed size during
+        # iteration"), which the compiled walk, holding the GIL throughout, never sees.
+        # Unclean sends the value to the renderer, which reads a snapshot of it, or says
+        # it cannot with an EncodeError that names the path.
         return -1
     finally:
         if collecting:
@@ -162,8 +165,8 @@ def py_bound_items(  # noqa: PLR0917 - the compiled function's signature
     gc.disable()  # as in `py_bound`
     try:
         return _items(items, cap, depth, caps, [-1] * depth)
-    except RecursionError:
-        return -1  # as in `py_bound`: the renderer decides, and reports the stack
+    except RuntimeError:
+        return -1  # as in `py_bound`: the renderer decides
     finally:
         if collecting:
             gc.enable()

@@ -2905,28 +2905,30 @@ def _unaborted(conn: psycopg.Connection[Any], savepoint: str | None = None) -> b
     return True
 
 
-@contextlib.contextmanager
-def _page_transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """The transaction block of a page that yields its rows (`open()`), which a
-    server-side cursor needs: the source's own where *conn* has none open, else a
-    savepoint in the caller's, so that a failed statement of the page's aborts nothing
-    of theirs. An error that aborted nothing (a tie in a declared-unique order) and the
-    iterator closed release the savepoint rather than roll back to it: what the caller
-    ran on the connection between two rows stays as it is."""
-    _psycopg()
+class _InSavepoints:
+    """A server-side cursor in a transaction the caller opened (`open()`), each of whose
+    statements runs in a savepoint: one that fails (a row the client encoding cannot
+    hold, a timeout) rolls back to it and raises, aborting nothing of the caller's, and
+    what they run on the connection between two rows stays theirs.
 
-    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    kept: BaseException | None = None
-    with conn.transaction():
-        try:
-            yield
-        except BaseException as exc:
-            intrans = conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-            if idle or not intrans or _interrupted(exc):
-                raise
-            kept = exc
-    if kept is not None:
-        raise kept
+    One savepoint a statement, not one an iterator: psycopg ends savepoints in the order
+    they began, so two iterators read side by side (or one closed after another began)
+    ended theirs out of order, and the caller's commit was refused while one was open.
+    A cursor a failed FETCH leaves is closed by PostgreSQL's rollback rules to no use;
+    the iterator raises there, as it would have anyway."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: Any) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, params: Params) -> None:
+        with self._cur.connection.transaction():
+            self._cur.execute(sql, params)
+
+    def fetchmany(self, size: int) -> list[Any]:
+        with self._cur.connection.transaction():
+            return cast("list[Any]", self._cur.fetchmany(size))
 
 
 def _check_client_encoding(conn: psycopg.Connection[Any]) -> None:
@@ -3087,13 +3089,18 @@ class PostgresSource(_SQLSource):
         limit_hint: int | None,
         start: int,
     ) -> Iterator[tuple[Row, Position]]:
+        _psycopg()
         # Checked on each page too: a pool's connections, or a SET since the plan.
         _check_client_encoding(conn)
-        with _unreadable_raised(), _page_transaction(conn):
+        # A server-side cursor lives in a transaction: ours where none is open, else the
+        # caller's, each statement there in a savepoint (`_InSavepoints`).
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with _unreadable_raised(), conn.transaction() if idle else contextlib.nullcontext():
             name = "jsonbudget_" + secrets.token_hex(8)
             with _row_cursor(conn, name=name, key_oids=self._key_oids) as cur:
-                cur.execute(sql, params)
-                rows = self._rows(plan, cur, limit_hint)
+                reader = cur if idle else _InSavepoints(cur)
+                reader.execute(sql, params)
+                rows = self._rows(plan, reader, limit_hint)
                 yield from (rows if self._mode == "keyset" else _offset_rows(rows, start))
 
     def _fill(
