@@ -19,7 +19,7 @@ from ._agents.guards import AdmitReason, ResultKind, ToolOutput
 from ._agents.reader import ReadKind
 from ._agents.spill import SpillBackend
 from ._agents.tokens import TokenCounter
-from ._agents.tool_types import JsonToolDecorator, ToolDecorator
+from ._agents.tool_types import ToolDecorator
 from ._cursors.store import CursorStore
 from ._encode.encoder import (
     BinaryMode,
@@ -44,7 +44,6 @@ __all__ = [
     "EncodeOptions",
     "IncompleteReason",
     "JSONValue",
-    "JsonToolDecorator",
     "MarkerStyle",
     "OnAmbiguous",
     "OnUnencodable",

@@ -70,7 +70,7 @@ from .reader import (
     long_digit_run,
 )
 from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
-from .tool_types import JsonToolDecorator, ToolDecorator
+from .tool_types import ToolDecorator
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -928,7 +928,7 @@ def bounded_tool(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
-) -> JsonToolDecorator: ...
+) -> ToolDecorator[Any]: ...
 @overload
 def bounded_tool(
     given: Limits | None = None,
@@ -961,7 +961,7 @@ def bounded_tool(
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,
     on_truncation: Callable[[str, tuple[Truncation, ...]], object] | None = None,
-) -> ToolDecorator[str] | JsonToolDecorator | ToolDecorator[bytes]:
+) -> ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]:
     """Wrap a tool function (sync or async, plain or method) so its result is bounded JSON.
 
     Give *max_bytes* (with the other `Limits` options) or *limits* (also positionally,
@@ -1105,7 +1105,7 @@ def bounded_tool(
         _retype(wrapper, fn, name, output, sig, mcp_returns=returns)
         return wrapper
 
-    return cast("ToolDecorator[str] | JsonToolDecorator | ToolDecorator[bytes]", decorate)
+    return cast("ToolDecorator[str] | ToolDecorator[Any] | ToolDecorator[bytes]", decorate)
 
 
 _RETURNS: dict[str, Any] = {"str": str, "json": Any, "bytes": bytes}

@@ -8,12 +8,10 @@ say the same to a type checker, from the declared return alone. Nothing here run
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
-    ClassVar,
     Literal,
     Never,
     ParamSpec,
@@ -34,7 +32,7 @@ if TYPE_CHECKING:
         ImageContent,
     )
 
-__all__ = ["JsonToolDecorator", "ToolDecorator"]
+__all__ = ["ToolDecorator"]
 
 P = ParamSpec("P")
 # Invariant: mypy cannot check the overloads below against a covariant one.
@@ -60,12 +58,21 @@ AnyItemsAwaitT = TypeVar("AnyItemsAwaitT", bound=Awaitable[Sequence[Never]])
 # The MCP results a tool may declare, told by their shape: naming mcp's classes would
 # make them Any where mcp is not installed, and then every tool an MCP tool.
 class _McpToolResult(Protocol):
-    """A ``CallToolResult``, or FastMCP's ``ToolResult``."""
+    """A ``CallToolResult``: all three fields, so that a class of the user's that merely
+    has a ``content`` and an ``is_error`` stays a value."""
 
     @property
     def content(self) -> list[ContentBlock]: ...
     @property
+    def structured_content(self) -> dict[str, Any] | None: ...
+    @property
     def is_error(self) -> bool: ...
+
+
+class _FastMcpToolResult(Protocol):
+    """FastMCP's ``ToolResult``."""
+
+    def to_mcp_result(self) -> Any: ...
 
 
 class _McpBlock(Protocol):
@@ -96,40 +103,9 @@ class _McpFile(Protocol):
 
 
 _McpPart: TypeAlias = "_McpBlock | _McpImage | _McpAudio | _McpFile"
-_McpResult: TypeAlias = "_McpToolResult | _McpPart | Sequence[_McpPart]"
+_McpResult: TypeAlias = "_McpToolResult | _FastMcpToolResult | _McpPart | Sequence[_McpPart]"
 McpT = TypeVar("McpT", bound=_McpResult)
 McpAwaitT = TypeVar("McpAwaitT", bound=Awaitable[_McpResult])
-
-
-class _Dataclass(Protocol):
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-
-class _AttrsClass(Protocol):
-    __attrs_attrs__: ClassVar[Any]
-
-
-class _PydanticRoot(Protocol):
-    """A pydantic ``RootModel``: written as its root, whatever that is."""
-
-    __pydantic_root_model__: ClassVar[bool]
-    root: Any
-
-
-class _PydanticModel(Protocol):
-    __pydantic_fields__: ClassVar[dict[str, Any]]
-
-
-# What `output="json"` writes a declared return as (`_json_shape`): an object for a
-# mapping or a record class, an array for another iterable but text and sets.
-_Record: TypeAlias = "Mapping[Any, Any] | _Dataclass | _AttrsClass | _PydanticModel"
-_NoArray: TypeAlias = "str | bytes | bytearray | memoryview | AbstractSet[Any] | _PydanticRoot"
-RecordT = TypeVar("RecordT", bound=_Record)
-RecordAwaitT = TypeVar("RecordAwaitT", bound=Awaitable[_Record])
-NoArrayT = TypeVar("NoArrayT", bound=_NoArray)
-NoArrayAwaitT = TypeVar("NoArrayAwaitT", bound=Awaitable[_NoArray])
-ArrayT = TypeVar("ArrayT", bound=Iterable[Any])
-ArrayAwaitT = TypeVar("ArrayAwaitT", bound=Awaitable[Iterable[Any]])
 
 
 class ToolDecorator(Protocol[OutT]):
@@ -159,53 +135,3 @@ class ToolDecorator(Protocol[OutT]):
     def __call__(self, fn: Callable[P, AwaitT], /) -> Callable[P, Coroutine[Any, Any, OutT]]: ...
     @overload
     def __call__(self, fn: Callable[P, R], /) -> Callable[P, OutT]: ...
-
-
-class JsonToolDecorator(Protocol):
-    """What `bounded_tool(..., output="json")` returns: as `ToolDecorator`, the wrapper
-    returning the bounded value, typed by the shape of the function's declared return:
-    ``dict[str, Any]`` for a mapping or a record class, ``list[Any]`` for another
-    iterable (text and sets excepted), else ``Any``."""
-
-    @overload
-    def __call__(self, fn: Callable[P, AnyReturnT], /) -> Callable[P, Any]: ...
-    @overload
-    def __call__(self, fn: Callable[P, AnyAwaitT], /) -> Callable[P, Coroutine[Any, Any, Any]]: ...
-    @overload
-    def __call__(  # type: ignore[overload-overlap]  # see AnyItemsT
-        self, fn: Callable[P, AnyItemsT], /
-    ) -> Callable[P, list[Any]]: ...
-    @overload
-    def __call__(  # type: ignore[overload-overlap]  # see AnyItemsT
-        self, fn: Callable[P, AnyItemsAwaitT], /
-    ) -> Callable[P, Coroutine[Any, Any, list[Any]]]: ...
-    @overload
-    def __call__(self, fn: Callable[P, McpT], /) -> Callable[P, CallToolResult]: ...
-    @overload
-    def __call__(
-        self, fn: Callable[P, McpAwaitT], /
-    ) -> Callable[P, Coroutine[Any, Any, CallToolResult]]: ...
-    @overload
-    def __call__(self, fn: Callable[P, NoArrayT], /) -> Callable[P, Any]: ...
-    @overload
-    def __call__(
-        self, fn: Callable[P, NoArrayAwaitT], /
-    ) -> Callable[P, Coroutine[Any, Any, Any]]: ...
-    @overload
-    def __call__(  # type: ignore[overload-overlap]  # a record is asked first
-        self, fn: Callable[P, RecordT], /
-    ) -> Callable[P, dict[str, Any]]: ...
-    @overload
-    def __call__(  # type: ignore[overload-overlap]  # a record is asked first
-        self, fn: Callable[P, RecordAwaitT], /
-    ) -> Callable[P, Coroutine[Any, Any, dict[str, Any]]]: ...
-    @overload
-    def __call__(self, fn: Callable[P, ArrayT], /) -> Callable[P, list[Any]]: ...
-    @overload
-    def __call__(
-        self, fn: Callable[P, ArrayAwaitT], /
-    ) -> Callable[P, Coroutine[Any, Any, list[Any]]]: ...
-    @overload
-    def __call__(self, fn: Callable[P, AwaitT], /) -> Callable[P, Coroutine[Any, Any, Any]]: ...
-    @overload
-    def __call__(self, fn: Callable[P, R], /) -> Callable[P, Any]: ...
