@@ -17,9 +17,11 @@ from __future__ import annotations
 import codecs
 import contextlib
 import gzip as gzip_module
+import io
 import json
 import os
 import re
+import select
 import stat
 import sys
 import zlib
@@ -78,6 +80,9 @@ GZIP_MAGIC: Final = b"\x1f\x8b"
 #: A UTF-8 byte order mark: skipped at the start of a file (RFC 8259 lets parsers do so).
 BOM: Final = b"\xef\xbb\xbf"
 _WS: Final = re.compile(r"[ \t\n\r]*")
+_BLANK_RUN: Final = re.compile(rb"[ \t\n\r]*")
+#: The bytes a blank line may start with.
+_SPACE: Final = (b" ", b"\t", b"\r", b"\n")
 #: Whitespace, the separator after an array item, and the whitespace after it.
 _SEP: Final = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 #: Within this many characters of the window's end a parse error may just mean "read
@@ -164,7 +169,17 @@ _NOT_REGULAR: Final = (
 class _File:
     """An opened file, its identity and the stream that yields its (decoded) bytes."""
 
-    __slots__ = ("ctime_ns", "inode", "mtime_ns", "pass_over", "raw", "regular", "size", "stream")
+    __slots__ = (
+        "ctime_ns",
+        "inode",
+        "mtime_ns",
+        "partial",
+        "pass_over",
+        "raw",
+        "regular",
+        "size",
+        "stream",
+    )
 
     def __init__(self, path: str, gzip: bool | None, *, resume: bool = False) -> None:
         if resume:
@@ -200,9 +215,15 @@ class _File:
                 )
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
             self.regular = stat.S_ISREG(st.st_mode)
-            # How far an item too long to hold may be passed over (`MAX_PASS_OVER`).
-            bounded = self.regular and not gzip
+            # How far an item too long to hold, or a run of whitespace or blank lines, may
+            # be passed over (`MAX_PASS_OVER`). A regular file of size 0 that yields bytes
+            # (procfs) has no size to bound it.
+            bounded = self.regular and not gzip and st.st_size > 0
             self.pass_over: int | None = None if bounded else MAX_PASS_OVER
+            # A pipe or a device is read for what has arrived (`read1`): a read of n bytes
+            # waits for all n, and a writer that stays open left the page waiting after
+            # its items came. (A gzip stream reads its own input whole reads at a time.)
+            self.partial = not self.regular and not gzip
         except BaseException:
             raw.close()
             raise
@@ -213,6 +234,10 @@ class _File:
         """Move to the position's offset after checking the file is the one it came from."""
         if not self.regular:
             # What a pipe or a device gave is gone: no offset reads it again.
+            raise InvalidCursor(_NOT_REGULAR)
+        if position["s"] == 0 and position["o"] != 0:
+            # A regular file that said it was empty yet gave bytes: procfs, whose files
+            # are made as they are read. What it gave is gone, as a pipe's is.
             raise InvalidCursor(_NOT_REGULAR)
         if (position["s"], position["m"], position["t"], position["n"]) != self.identity():
             raise InvalidCursor("the file changed since the cursor was minted")
@@ -284,6 +309,7 @@ class _Window:
         "_decoder",
         "_finding",
         "_max",
+        "_partial",
         "_pass_over",
         "_read",
         "_read_size",
@@ -295,10 +321,18 @@ class _Window:
     )
 
     def __init__(
-        self, stream: IO[bytes], bpos: int, read_size: int, max_item: int, pass_over: int | None
+        self,
+        stream: IO[bytes],
+        bpos: int,
+        read_size: int,
+        max_item: int,
+        pass_over: int | None,
+        *,
+        partial: bool = False,
     ) -> None:
         self._stream = stream
         self._pass_over = pass_over
+        self._partial = partial
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self._read_size = read_size
         self._max = max_item
@@ -327,11 +361,31 @@ class _Window:
                 offset=self.bpos,
             )
         self.buf = ""  # only the rest is kept: the old window goes before the read
-        data = self._stream.read(max(self._read_size, min(len(rest), self._max + 1 - len(rest))))
+        data = self._fetch(max(self._read_size, min(len(rest), self._max + 1 - len(rest))))
         text = self._decode(data)
         del data
         self.buf = rest + text
         self.pos = 0
+
+    def _fetch(self, size: int) -> bytes:
+        """The next read of up to *size* bytes (b"" at the end of the stream).
+
+        A pipe or a device (*partial*) gives what has arrived, waiting only while nothing
+        has: ``read(size)`` waited for all *size* bytes, so a page whose items had all
+        come waited on a writer that stays open. It reads on while more is there at
+        once, so that a window grown for a long value still doubles from a fast writer
+        (a read a pipe's 64 KiB at a time joined the window once a read: quadratic).
+        """
+        if not self._partial:
+            return self._stream.read(size)
+        read1 = cast(io.BufferedReader, self._stream).read1
+        parts = [read1(size)]
+        got = len(parts[0])
+        fd = self._stream.fileno()
+        while parts[-1] and got < size and select.select([fd], [], [], 0)[0]:
+            parts.append(read1(size - got))
+            got += len(parts[-1])
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _decode(self, data: bytes) -> str:
         """The text of the next *data* read from the stream (end of stream when empty)."""
@@ -383,7 +437,7 @@ class _Window:
         self.buf, self.pos = "", 0  # let the held text go before reading on
         del buf
         while True:
-            data = self._stream.read(self._read_size)
+            data = self._fetch(self._read_size)
             if not data:
                 raise DecodeError("invalid JSON: the input ends inside an item", offset=start)
             if self._pass_over is not None and size > self._pass_over:
@@ -415,7 +469,12 @@ class _Window:
         self.pos = end
 
     def peek(self) -> str:
-        """Skip whitespace and return the next character ('' at the end of the stream)."""
+        """Skip whitespace and return the next character ('' at the end of the stream).
+
+        Whitespace is passed over as an item too long to hold is: for at most
+        ``pass_over`` bytes, where an endless run of it would read forever.
+        """
+        start = self.bpos
         while True:
             end = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
             self.bpos += end - self.pos
@@ -424,6 +483,8 @@ class _Window:
                 return self.buf[end]
             if self.eof:
                 return ""
+            if self._pass_over is not None and self.bpos - start > self._pass_over:
+                raise _passed_over_too_far(self._pass_over, start, "a run of whitespace")
             self.refill()
 
     def expect(self, char: str, what: str) -> None:
@@ -737,6 +798,7 @@ def array_items(
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     resume: tuple[int, int] | None = None,
     pass_over: int | None = MAX_PASS_OVER,
+    partial: bool = False,
 ) -> Iterator[tuple[Any, int, int, str]]:
     """Yield ``(item, items so far, byte offset after it, its last character)``.
 
@@ -746,7 +808,8 @@ def array_items(
     follow; for a nested prefix the rest of the document is not read. An item longer
     than *max_item_bytes* is a `Clipped` of its text's first *max_item_bytes* bytes,
     passed over for at most *pass_over* bytes (``None``: to its end, for a stream that
-    ends).
+    ends), as is a run of whitespace. With *partial* (a pipe or a device: *stream* a
+    `io.BufferedReader`), a read gives what has arrived rather than wait for a whole one.
     """
     runs = array_runs(
         stream,
@@ -756,6 +819,7 @@ def array_items(
         max_item_bytes=max_item_bytes,
         resume=resume,
         pass_over=pass_over,
+        partial=partial,
     )
     for objs, where, before in runs:
         for k, obj in enumerate(objs):
@@ -773,6 +837,7 @@ def array_runs(
     bulk: bool = False,
     head_bytes: int | None = None,
     pass_over: int | None = MAX_PASS_OVER,
+    partial: bool = False,
 ) -> Generator[Run, None, None]:
     """`array_items` in runs: the items that lie wholly in one window of text at a time.
 
@@ -793,7 +858,7 @@ def array_runs(
     with file_errors(at):
         c_scan, scan = _new_scanner()
         if resume is None:
-            win = _Window(stream, 0, read_size, max_item_bytes, pass_over)
+            win = _Window(stream, 0, read_size, max_item_bytes, pass_over, partial=partial)
             while not win.buf and not win.eof:
                 win.refill()
             if win.buf.startswith("\ufeff"):
@@ -804,7 +869,7 @@ def array_runs(
             if not more:
                 win.expect("]", "")
         else:
-            win = _Window(stream, resume[0], read_size, max_item_bytes, pass_over)
+            win = _Window(stream, resume[0], read_size, max_item_bytes, pass_over, partial=partial)
             index = resume[1]
             more = _after_item(win)
         sep = _SEP.match
@@ -988,6 +1053,7 @@ class JsonArrayFileSource(Source[Any]):
                 max_item_bytes=self._max_item,
                 resume=resume,
                 pass_over=file.pass_over,
+                partial=file.partial,
             ):
                 yield obj, file.position(index, offset, last)
         finally:
@@ -1020,6 +1086,7 @@ class JsonArrayFileSource(Source[Any]):
                 # be shown whole, and an item spilled is kept up to max_item_bytes.
                 head_bytes=read_bound(builder, self._max_item),
                 pass_over=file.pass_over,
+                partial=file.partial,
             )
             more, last = False, None
             try:
@@ -1127,36 +1194,82 @@ class JsonLinesSource(Source[Any]):
                     offset = file.seek_checked(pos)
                     index = cast(int, pos["i"])
                 first, limit = index, self._max_item
-                read, readline = file.stream.read, file.stream.readline
+                read = (
+                    cast(io.BufferedReader, file.stream).read1 if file.partial else file.stream.read
+                )
+                readline = file.stream.readline
                 # About a page's worth of bytes at a time (a line's bytes are about its
                 # encoded size), split in C: few lines are parsed past the page. A read
                 # asks for no more than _LINES_READ: a read reserves all it asks for.
                 want = min(page_budget(builder, DEFAULT_READ_SIZE), _LINES_READ)
                 last: tuple[int, int, int] | None = None
                 more = False
-                pending = b""  # whole lines read but past the hint, for the next chunk
+                # The last read, at byte held_base, of which held[start:] is still to go:
+                # *rest* lines (-1: not counted yet). A pass copies out only the lines it
+                # takes, and counts only those: the rest, sliced and counted again at each
+                # pass, made a page of few items over many blank lines quadratic.
+                held, held_base, start, rest = b"", 0, 0, -1
+                blank_from = -1  # where the run of blank lines being dropped started
                 while True:
-                    chunk, pending = pending or read(want), b""
-                    if not chunk:
-                        break
-                    if not chunk.endswith(b"\n"):
-                        # The rest of the last line, with a byte order mark's room (see
-                        # `_iter`).
-                        chunk += readline(limit + 1 + len(BOM))
-                    base = offset
-                    offset += len(chunk)
-                    if base == 0 and chunk.startswith(BOM):
-                        chunk, base = chunk[len(BOM) :], len(BOM)
-                    ends_with_newline = chunk.endswith(b"\n")
-                    count = _newlines(chunk) + (0 if ends_with_newline else 1)
+                    if start == len(held):
+                        held, start, rest = read(want), 0, -1
+                        if not held:
+                            break
+                        if not held.endswith(b"\n"):
+                            # The rest of the last line, with a byte order mark's room
+                            # (see `_iter`).
+                            held += readline(limit + 1 + len(BOM))
+                        held_base = offset
+                        offset += len(held)
+                        if held_base == 0 and held.startswith(BOM):
+                            start = len(BOM)
+                    if held.startswith(_SPACE, start):
+                        # Blank lines ahead are dropped in one step, and an endless run of
+                        # them stops at pass_over, as a line too long does.
+                        ws_end = _BLANK_RUN.match(held, start).end()  # type: ignore[union-attr]
+                        cut = held.rfind(b"\n", start, ws_end) + 1
+                        if cut > start:
+                            if blank_from < 0:
+                                blank_from = held_base + start
+                            if file.pass_over is not None and (
+                                held_base + cut - blank_from > file.pass_over
+                            ):
+                                raise _passed_over_too_far(
+                                    file.pass_over, blank_from, "a run of blank lines"
+                                )
+                            if rest >= 0:
+                                rest -= held.count(b"\n", start, cut)
+                            start = cut
+                            if start == len(held):
+                                continue
+                    blank_from = -1
+                    base = held_base + start
+                    ends_with_newline = held.endswith(b"\n")
+                    fresh = rest < 0  # the read's first pass
+                    if fresh:
+                        newlines = held.count(b"\n", start) if start else _newlines(held)
+                        rest = newlines + (0 if ends_with_newline else 1)
+                    count = rest
                     if limit_hint is not None and count > limit_hint - (index - first) + 1:
                         # A page of few items parses its lines and the look-ahead only.
                         lines_wanted = max(limit_hint - (index - first), 0) + 1
-                        cut = _line_end(chunk, lines_wanted - 1, count)
-                        count = lines_wanted
-                        chunk, pending = chunk[:cut], chunk[cut:]
-                        offset -= len(pending)
+                        if fresh and not start:
+                            cut = _line_end(held, lines_wanted - 1, count)
+                        else:  # forward: the lines after the cut are not searched again
+                            cut = _after_lines(held, start, lines_wanted)
+                        if fresh:
+                            # Split once a read, its rest copied: the read then goes
+                            # before the lines are parsed. Held on, it made each page
+                            # fault its memory in again (a fifth of a 1 MiB page's time).
+                            chunk, held = held[start:cut], held[cut:]
+                            held_base, start = held_base + cut, 0
+                        else:
+                            chunk, start = held[start:cut], cut
+                        count, rest = lines_wanted, count - lines_wanted
                         ends_with_newline = True
+                    else:
+                        chunk = held[start:] if start else held
+                        start = len(held)
                     extra, last_byte = 0, chunk[-1] if chunk else 10
                     if not ends_with_newline and len(chunk) - chunk.rfind(b"\n") - 1 > limit:
                         line_start = base + chunk.rfind(b"\n") + 1
@@ -1182,6 +1295,11 @@ class JsonLinesSource(Source[Any]):
                             pieces = _lines(chunk, ends_with_newline)
                         keep = [i for i, p in enumerate(pieces) if i in too_long or not _blank(p)]
                         lines = pieces if len(keep) == len(pieces) else [pieces[i] for i in keep]
+                        if file.pass_over is not None and keep[-1:] != [len(pieces) - 1]:
+                            # The blank lines the chunk ends with start the run that the
+                            # next pass may go on with.
+                            tail = len(chunk.rstrip(b" \t\r\n"))
+                            blank_from = base + chunk.find(b"\n", tail) + 1
                         if too_long:
                             head = min(read_bound(builder, limit), limit)
                             values, error = _lines_with_clips(pieces, keep, too_long, base, head)
@@ -1225,7 +1343,11 @@ def line_items(
     *readline* gives, the first at byte *offset* (a UTF-8 byte order mark skipped at byte
     0). A line longer than *limit* bytes is the `Clipped` of its first *limit* bytes,
     read past a read at a time for at most *pass_over* bytes (None: to its end, for a
-    stream that ends): never held whole."""
+    stream that ends): never held whole. A run of blank lines is passed over for at most
+    *pass_over* bytes too."""
+    # Where the run of blank lines being passed over starts, and where it has reached:
+    # set at blank lines only, so a line that holds a value costs nothing more.
+    blank_start = blank_end = -1
     while True:
         # A byte order mark's room: what is held has more than *limit* bytes after it is
         # taken off whenever the line goes on past it.
@@ -1245,6 +1367,11 @@ def line_items(
         if length > limit:
             obj: Any = _clip_line(line, length, limit, start)
         elif _blank(line):
+            if start != blank_end:  # a line with a value came between: a new run
+                blank_start = start
+            blank_end = offset
+            if pass_over is not None and blank_end - blank_start > pass_over:
+                raise _passed_over_too_far(pass_over, blank_start, "a run of blank lines")
             continue
         else:
             obj = parse_line(line, start)
@@ -1271,9 +1398,9 @@ def _skip_line(
             return skipped, last
 
 
-def _passed_over_too_far(pass_over: int, start: int) -> DecodeError:
+def _passed_over_too_far(pass_over: int, start: int, what: str = "an item") -> DecodeError:
     return DecodeError(
-        f"an item is longer than {pass_over} bytes in a stream whose end is not known"
+        f"{what} is longer than {pass_over} bytes in a stream whose end is not known"
         " (a pipe, a device or gzip): it is not passed over further",
         offset=start,
     )
@@ -1338,6 +1465,14 @@ def _lines(chunk: bytes, ends_with_newline: bool) -> list[bytes]:
     if ends_with_newline:
         pieces.pop()
     return pieces
+
+
+def _after_lines(chunk: bytes, start: int, n: int) -> int:
+    """The offset in *chunk* just after the *n*-th newline from *start* on."""
+    pos = start - 1
+    for _ in range(n):
+        pos = chunk.index(b"\n", pos + 1)
+    return pos + 1
 
 
 def _line_end(chunk: bytes, j: int, count: int) -> int:
