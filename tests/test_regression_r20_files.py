@@ -23,7 +23,7 @@ from jsonbudget import (
     paginate,
 )
 from jsonbudget._sources import files
-from jsonbudget.errors import InvalidCursor
+from jsonbudget.errors import DecodeError, InvalidCursor
 from tests.limited import bounded_run
 from tests.test_sources import pages_by_fill, roundtrip, take
 
@@ -298,3 +298,19 @@ def test_an_emptied_files_cursor_is_still_refused_as_changed(tmp_path: Path) -> 
     path.write_bytes(b"")
     with pytest.raises(InvalidCursor, match="changed"):
         list(source.open(position))
+
+
+@pytest.mark.parametrize("read_size", [8, 16, 64, 4096])
+def test_regression_a_short_invalid_item_raises_the_public_decode_error(
+    tmp_path: Path, read_size: int
+) -> None:
+    """An invalid item the scanner gave up on near the window's edge, shorter than
+    max_item_bytes, re-raised the private `_TooLong`: logs named a class no user catches
+    by name. It is the public DecodeError, the same whatever the read size."""
+    path = tmp_path / "bad.json"
+    path.write_text('[{"a":}1.2.3x,tru]')
+    source = JsonArrayFileSource(path, max_item_bytes=16, read_size=read_size)
+    with pytest.raises(DecodeError) as info:
+        paginate(source, scope=Scope("u", {}), store=MemoryCursorStore(), limits=Limits(600))
+    assert type(info.value) is DecodeError
+    assert info.value.offset == 1

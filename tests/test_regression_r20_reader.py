@@ -189,3 +189,12 @@ def test_a_strided_view_cut_by_the_source_cap_is_not_complete() -> None:
         assert (out.text, out.complete) == ("abcde", False)
         out = read_bounded_text(source, 10, max_source_bytes=6)
         assert (out.text, out.complete) == ("abcdef", True)
+
+
+def test_regression_an_empty_view_of_several_dimensions_is_empty_text() -> None:
+    """A view with a 0 in its shape (an empty NumPy slice of several dimensions) raised
+    memoryview's TypeError ("cannot cast view with zeros in shape"): it holds no bytes."""
+    np = pytest.importorskip("numpy")
+    for empty in (np.zeros((0, 7))[:, ::2], np.zeros((3, 0)), np.zeros((0, 2, 2))):
+        got = read_bounded_text(empty, 100)
+        assert (got.text, got.complete, got.bytes_read) == ("", True, 0)

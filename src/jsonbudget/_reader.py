@@ -269,7 +269,10 @@ def _as_view(chunk: object, limit: int | None = None) -> memoryview:
             # Strided views cannot be cast to bytes in place: their bytes are copied, but
             # only as many as can be read, so a 50 MB view read to 64 KiB costs 64 KiB.
             return memoryview(_strided_prefix(view, limit).tobytes())
-        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        if view.format == "B" and view.ndim == 1:
+            return view
+        # A view with a 0 in its shape holds no bytes, and cast() refuses it.
+        return view.cast("B") if view.nbytes else memoryview(b"")
     raise TypeError(f"the source must yield bytes, not {type(chunk).__name__}")
 
 

@@ -136,13 +136,20 @@ class EncodeError(JsonBudgetError, TypeError):
 
 def _pointer(path: str) -> str:
     """*path* for a message: as it is, or as a JSON string where it is empty (the root:
-    "/" is the member named "") or holds a control character, a quote or a backslash (a
-    key's line break would break the message's line, an escape sequence reach a
-    terminal), as the command line shows a pointer; or a lone surrogate, which no
-    stream encodes (``print(error)`` would fail)."""
-    if path and _QUOTED.search(path) is None:
+    "/" is the member named "") or holds a control character, a line or paragraph
+    separator, a quote or a backslash (a key's line break would break the message's
+    line, an escape sequence reach a terminal), as the command line shows a pointer; or
+    a lone surrogate, which no stream encodes (``print(error)`` would fail).
+
+    A path longer than `POINTER_CHARS` is cut there, always quoted so that the count
+    after it cannot be read as part of a key: a 10 MB key made a 10 MB message.
+    """
+    shown = path[:POINTER_CHARS]
+    cut = len(path) - len(shown)
+    if path and not cut and _QUOTED.search(path) is None:
         return path
-    return '"' + _QUOTED.sub(_escape, path) + '"'
+    quoted = '"' + _QUOTED.sub(_escape, shown) + '"'
+    return f"{quoted}…[{cut} more chars]" if cut else quoted
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -150,9 +157,13 @@ def _escape(match: re.Match[str]) -> str:
     return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
 
 
-#: What makes a pointer shown as a JSON string: a control character (C0, DEL, C1), a
-#: lone surrogate, and the quote and the backslash, which a JSON string escapes.
-_QUOTED: Final = re.compile(r'[\x00-\x1f\x7f-\x9f"\\\ud800-\udfff]')
+#: The most characters of a JSON path a message shows (`_pointer`); ``path`` keeps it whole.
+POINTER_CHARS: Final = 200
+#: What makes a pointer shown as a JSON string: a control character (C0, DEL, C1), the
+#: line and paragraph separators (with C0 and C1, all that ``str.splitlines`` and many
+#: editors and log viewers end a line at), a lone surrogate, and the quote and the
+#: backslash, which a JSON string escapes.
+_QUOTED: Final = re.compile(r'[\x00-\x1f\x7f-\x9f\u2028\u2029"\\\ud800-\udfff]')
 _ESCAPES: Final = {
     '"': '\\"',
     "\\": "\\\\",

@@ -13,6 +13,7 @@ This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` nev
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -21,7 +22,7 @@ import math
 import re
 import sys
 import typing
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Final, Literal, Never, ParamSpec, Protocol, TypeVar, cast, overload
@@ -37,13 +38,14 @@ from ._limits import MIN_BYTES, Limits
 from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator, SpillTarget
 from ._sources.base import Source, SourceLike, as_source
 from ._sources.jsonread import load_json
-from .errors import CursorError, DecodeError, EncodeError, LimitError
+from .errors import CursorError, DecodeError, EncodeError, JsonBudgetError, LimitError
 
 try:
     import anyio.from_thread
     import anyio.lowlevel
     import anyio.to_thread
     from mcp.server.mcpserver import Context as McpContext
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.resolve import find_resolved_parameters
     from mcp.shared.exceptions import MCPError
     from mcp.types import (
@@ -335,6 +337,26 @@ def cursor_error(exc: CursorError) -> MCPError:
     bridge = sys.modules.get("jsonbudget.fastmcp")
     cls: type[MCPError] = MCPError if bridge is None else bridge.QuietCursorError
     return cls(code=exc.mcp_code, message=str(exc), data={"reason": exc.reason})
+
+
+@contextlib.contextmanager
+def _as_tool_errors() -> Iterator[None]:
+    """jsonbudget's errors raised inside as the client is to get them: a refused
+    cursor as `cursor_error`, any other as the SDK's ``ToolError`` with its message.
+
+    The SDK sends the model the text of a ``ToolError`` only: any other exception is a
+    crash to it, answered ``Error executing tool <name>`` and logged with its traceback,
+    so the model could not learn that its pointer or reference was wrong, or why. A
+    jsonbudget error is raised on purpose and its message is written to be shown (it
+    never holds a spilled file's name, a principal or a query). Any other exception is
+    a bug and keeps the SDK's handling.
+    """
+    try:
+        yield
+    except CursorError as exc:
+        raise cursor_error(exc) from exc
+    except JsonBudgetError as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def _limits_of(limits: Limits | None, max_bytes: int | None) -> Limits:
@@ -1113,7 +1135,8 @@ def paginated_tool(
                 paging = pager_now()
                 coro: Awaitable[Any] = fn(*bound.args, **bound.kwargs)
                 source = await coro
-                return await paging.apaginate(source, scope=scope, cursor=cursor)
+                with _as_tool_errors():
+                    return await paging.apaginate(source, scope=scope, cursor=cursor)
 
             wrapper = async_wrapper
         else:
@@ -1126,14 +1149,15 @@ def paginated_tool(
                 scope = scope_of(bound.arguments)
                 paging = pager_now()
                 source = as_source(fn(*bound.args, **bound.kwargs))
-                if isinstance(source, Source):
-                    return paging.paginate(source, scope=scope, cursor=cursor)
-                # A sync function may return an async source (a sync factory of an
-                # async stream): it is paged on the server's event loop.
-                return _await_from_sync(
-                    functools.partial(paging.apaginate, source, scope=scope, cursor=cursor),
-                    getattr(fn, "__name__", fn),
-                )
+                with _as_tool_errors():
+                    if isinstance(source, Source):
+                        return paging.paginate(source, scope=scope, cursor=cursor)
+                    # A sync function may return an async source (a sync factory of an
+                    # async stream): it is paged on the server's event loop.
+                    return _await_from_sync(
+                        functools.partial(paging.apaginate, source, scope=scope, cursor=cursor),
+                        getattr(fn, "__name__", fn),
+                    )
 
             wrapper = sync_wrapper
         functools.update_wrapper(wrapper, fn)
@@ -1173,8 +1197,9 @@ def read_result_tool(
     the value at *pointer*, the whole response at most *max_bytes* (text and structured
     content both carry the page).
     A reference or cursor that is not the principal's, garbled or expired is refused
-    with ``-32602``; a result that is gone, or a pointer where nothing stands, is a tool
-    error. Register it with ``server.tool()(read_result_tool(reader=...))``.
+    with ``-32602``; a result that is gone, a pointer where nothing stands, or any other
+    jsonbudget error is a tool error that carries its message. Register it with
+    ``server.tool()(read_result_tool(reader=...))``.
     """
     if not isinstance(reader, ResultReader):
         raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
@@ -1209,10 +1234,8 @@ def read_result_tool(
         """Read more of a spilled result: the value at the JSON Pointer `pointer` (\"\" for
         the whole result, \"/rows/3000\", \"/items/2/body\"), one page per call; pass the
         page's next_cursor back as `cursor` for the next page."""
-        try:
+        with _as_tool_errors():
             page = pages_now().read(ref, pointer, cursor, principal=_principal_of(principal))
-        except CursorError as exc:
-            raise cursor_error(exc) from exc
         data, structured = _wire_copy(page.data)
         return CallToolResult(
             content=[TextContent(type="text", text=data.decode("utf-8"))],

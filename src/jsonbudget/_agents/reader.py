@@ -242,21 +242,26 @@ class ResultReader:
             return self._text(call, info.size)
         # Integers beyond 64 bits: the Python backend reads what yajl refuses.
         error: Exception | None = None
-        for backend in self._backends(spilled):
-            try:
+        try:
+            for backend in self._backends(spilled):
                 try:
-                    return self._json(call, tokens, backend, repeats)
-                except _Nothing:
-                    # A cut reported under a key a page or preview had to change names
-                    # that key as it showed it: the member it stands for, by its place.
-                    places = self._shown_keys(spilled, tokens, backend, repeats)
-                    if places is None:
-                        raise
-                    return self._json(call, places, backend, repeats)
-            except _NotForYajl:
-                self._surrogates[spilled] = True  # the next backend is the Python one
-            except PARSE_ERRORS as exc:
-                error = exc
+                    try:
+                        return self._json(call, tokens, backend, repeats)
+                    except _Nothing:
+                        # A cut reported under a key a page or preview had to change names
+                        # that key as it showed it: the member it stands for, by its place.
+                        places = self._shown_keys(spilled, tokens, backend, repeats)
+                        if places is None:
+                            raise
+                        return self._json(call, places, backend, repeats)
+                except _NotForYajl:
+                    self._surrogates[spilled] = True  # the next backend is the Python one
+                except PARSE_ERRORS as exc:
+                    error = exc
+        except _Nothing as nothing:
+            # The private class only tells this method to look again by the keys shown:
+            # the caller gets the one the docs name (logs, `type(e) is SpillError`).
+            raise SpillError(str(nothing)) from None
         raise SpillError(f"the spilled result is not valid JSON: {str(error)[:200]}") from error
 
     def _shown_keys(

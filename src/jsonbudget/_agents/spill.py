@@ -207,7 +207,7 @@ class SpillStore:
         if directory is None:
             self._dir, identity = _prepare_default_dir()
         else:
-            self._dir, identity = _prepare_dir(Path(os.fspath(directory)).resolve())
+            self._dir, identity = _prepare_dir(_resolved(directory))
         self._ledger = _LEDGERS.get(self._dir, identity)
 
     @property
@@ -809,6 +809,19 @@ def _prepare_default_dir() -> tuple[Path, tuple[int, int]]:
         path = _temp_fallback_dir()
         created = _make_dir(path)
     return _check_dir(path, created)
+
+
+def _resolved(directory: str | os.PathLike[str]) -> Path:
+    """*directory* resolved, symlinks followed."""
+    try:
+        return Path(os.fspath(directory)).resolve()
+    except (UnicodeEncodeError, ValueError) as exc:
+        # A path no file can have (a lone surrogate, which the file system encoding
+        # cannot write; a NUL) is an unusable directory as a missing one is, not a
+        # codec's error from deep in os.path.
+        raise SpillError(
+            f"the spill directory path cannot name a file: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _prepare_dir(path: Path) -> tuple[Path, tuple[int, int]]:

@@ -427,7 +427,11 @@ class _Window:
             # ends near the window's edge): clipped all the same, as too long to hold.
             size = self.bytes_to(at)
             if size <= head:  # so short the scanner would have read it: not JSON
-                raise too_long
+                # Under the public class: the private one named no type a user catches.
+                raise DecodeError(
+                    f"invalid JSON: an item of {size} bytes the scanner could not read",
+                    offset=too_long.offset,
+                ) from None
             self.advance(at)
             return Clipped(text, size, "bytes"), chr(buf[at - 1].encode("utf-8")[-1])
         # The bytes of the held text, and of a character the decoder holds cut.
