@@ -345,6 +345,35 @@ def exact_key(k: str, most: int) -> str:
     return key
 
 
+class _Taken(set[str]):
+    """The texts an object's rewritten keys must not repeat: its snapshot's short keys
+    and the keys rewritten so far. Many keys may be rewritten to one text (tuples that
+    reprlib shortens alike, a key a mapping yields again): each remembers where its
+    search for a free suffix stopped, and a long text is looked up, not compared with
+    every key, so each key costs about the same however many share its text.
+
+    Made for every object cut and needed by few: what it remembers is made on first use.
+    """
+
+    #: per text, the suffix its last search stopped at: every lower one is taken (a key
+    #: is taken back, `_cut_map`, only right after its search chose it)
+    free: dict[str, int] | None = None
+    of: list[Any] | None = None
+    long: set[str]  # the long keys of `of`'s first `read` pairs
+    read = 0
+
+    def repeats(self, text: str, pairs: list[Any]) -> bool:
+        """Whether a long chosen key repeats a key of *pairs* (a snapshot may read on)."""
+        if self.of is not pairs:
+            self.of, self.read, self.long = pairs, 0, set()
+        if self.read < len(pairs):
+            self.long.update(
+                k for k, _ in islice(pairs, self.read, None) if _is_str(k) and len(k) > _SHORT_KEY
+            )
+            self.read = len(pairs)
+        return text in self.long
+
+
 class Mark:
     """A value the dispatch replaced by a marker."""
 
@@ -1486,7 +1515,7 @@ class EncodeCall:
 
     def _members(
         self, ent: _Seen, avail: int, where: Any
-    ) -> tuple[list[Any], int | None, set[str], int]:
+    ) -> tuple[list[Any], int | None, _Taken, int]:
         """The snapshot's pairs, its count, its short keys, and how many may show."""
         limit = self.max_keys
         # No more members than these fit the room (each takes 5 bytes or more): the
@@ -1872,12 +1901,12 @@ class EncodeCall:
     # -- keys ------------------------------------------------------------------------
 
     @staticmethod
-    def _short_keys(pairs: list[Any]) -> set[str]:
+    def _short_keys(pairs: list[Any]) -> _Taken:
         """The snapshot's short string keys: the only ones a chosen key can repeat."""
-        return {k for k, _ in pairs if _is_str(k) and len(k) <= _SHORT_KEY}
+        return _Taken(k for k, _ in pairs if _is_str(k) and len(k) <= _SHORT_KEY)
 
     def _key(
-        self, k: Any, room: int, pairs: list[Any], taken: set[str], where: Any, *, whole: bool
+        self, k: Any, room: int, pairs: list[Any], taken: _Taken, where: Any, *, whole: bool
     ) -> tuple[bytes, str, Trs] | None:
         """The encoded key with its colon, the key as written, and its report if rewritten.
 
@@ -1924,11 +1953,18 @@ class EncodeCall:
         else:
             text = "…[key: " + self._key_text(k, where) + "]"
             report = ("unencodable", None, "keys")
-        i = 0
         base = text
-        while text in taken or (len(text) > _SHORT_KEY and _repeats(text, pairs)):
+        free = taken.free
+        if free is None:
+            free = taken.free = {}
+        i = free.get(base, 0)
+        if i:
+            text = f"{base}{i}"
+        while text in taken or (len(text) > _SHORT_KEY and taken.repeats(text, pairs)):
             i += 1  # ends: *taken* is finite and each candidate is new
             text = f"{base}{i}"
+        if i:
+            free[base] = i
         kb = _dumps(text)
         if len(kb) + 1 > room:
             return None
@@ -2078,12 +2114,6 @@ def _goes_on(snap: _Snap, members: list[Any], n: int | None, *, pairs: bool) -> 
 def _counted(v: Any) -> bool:
     """Whether a snapshot of *v* knows how many items *v* holds before it reads them all."""
     return type(v) is list or type(v) is tuple or isinstance(v, _values.SeqView)
-
-
-def _repeats(text: str, pairs: list[Any]) -> bool:
-    """Whether a long chosen key repeats a key of the snapshot (compared by length first)."""
-    n = len(text)
-    return any(_is_str(k) and len(k) == n and k == text for k, _ in pairs)
 
 
 def _water_level(sizes: list[int], mins: list[int], space: int) -> int:
