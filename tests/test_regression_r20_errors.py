@@ -194,3 +194,13 @@ def test_regression_pointer_line_separators_are_escaped() -> None:
         assert len(str(built).splitlines()) == 1, ascii(str(built))
     error = encode_error("a\u2028b")
     assert str(error) == 'cannot encode nan (at "/a\\u2028b")'
+
+
+def test_regression_an_unencodable_int_error_carries_no_orjson_context() -> None:
+    """With unencodable="error", an int beyond 64 bits raised its EncodeError inside the
+    except that caught orjson's TypeError: the traceback showed that first, "during
+    handling of the above exception, another exception occurred"."""
+    with pytest.raises(EncodeError) as info:
+        bounded_dumps({"a": 10**30}, max_bytes=100, unencodable="error")
+    assert info.value.path == "/a"
+    assert info.value.__context__ is None

@@ -1764,10 +1764,14 @@ class EncodeCall:
             obj = obj.replace(tzinfo=_dt.UTC if offset is None else _dt.timezone(offset))
         # An offset with seconds, which orjson writes in minutes: written here, whole.
         data = _values.datetime_json(obj) if isinstance(obj, _dt.datetime) else None
-        try:
-            if data is None:
+        if data is None:
+            try:
                 data = _dumps(obj)
-        except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
+            except _JSONError:  # an int beyond 64 bits, a datetime whose tzinfo fails
+                data = None
+        if data is None:
+            # Out of the except: an EncodeError (unencodable="error") raised for it showed
+            # orjson's TypeError first, "during handling of the above exception".
             return self._unencodable(_describe(obj), cap, where, shorten=shorten)
         return (_compact(data), _NONE) if len(data) <= cap else None
 
