@@ -59,6 +59,7 @@ from .._sources.files import (
     file_errors,
     gzip_reason,
     line_items,
+    passed_over_too_far,
 )
 from .._sources.jsonread import load_json
 from .._sources.sql import MIN_CELL_BYTES, SQLiteSource
@@ -556,6 +557,16 @@ class _Waiting:
             got += len(data)
         return b"".join(chunks)
 
+    def read1(self, size: int = -1) -> bytes:
+        """What has arrived, up to *size* bytes (b"" at the end), waiting only while
+        nothing has: a non-blocking read returns what is there."""
+        while (data := self.raw.read(_READ if size < 0 else size)) is None:
+            select.select([self.raw.fileno()], [], [])
+        return data
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
 
 def _one_line(exc: BaseException) -> str:
     """*exc* as one line of plain text: what it echoes of the input (a file's name, a
@@ -660,6 +671,34 @@ class _Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
 
+class _Partial(Protocol):
+    def read1(self, size: int = -1, /) -> bytes: ...
+    def fileno(self) -> int: ...
+
+
+class _Arrived:
+    """A pipe or a device read for what has arrived, as the file sources read one: a
+    read of n bytes waited for all n (or the writer to close), so a dump whose items and
+    look-ahead had come waited on a writer that stays open. It reads on while more is
+    there at once, so that a fast writer still fills whole reads."""
+
+    __slots__ = ("fd", "stream")
+
+    def __init__(self, stream: _Partial) -> None:
+        self.stream = stream
+        self.fd = stream.fileno()
+
+    def read(self, size: int = -1) -> bytes:
+        size = _READ if size < 0 else size  # a chunk, as `_Prepended.read` gives one
+        read1 = self.stream.read1
+        parts = [read1(size)]
+        got = len(parts[0])
+        while parts[-1] and got < size and select.select([self.fd], [], [], 0)[0]:
+            parts.append(read1(size - got))
+            got += len(parts[-1])
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 class _Prepended:
     """A binary reader that replays *head* before the rest of *stream*, counting bytes.
 
@@ -725,7 +764,13 @@ class _Prepended:
         return line
 
     def first_byte(self) -> bytes:
-        """Skip whitespace; the next byte, left unread (b"" at the end)."""
+        """Skip whitespace; the next byte, left unread (b"" at the end).
+
+        Where the input's end is not known, whitespace is passed over for at most
+        `MAX_PASS_OVER` bytes, as the file sources pass it, where an endless run of it
+        (``yes ' '``) read forever.
+        """
+        run = self.read_bytes
         while self._refill():
             found = _NON_WS.search(self.head, self.pos)
             start = len(self.head) if found is None else found.start()
@@ -733,6 +778,8 @@ class _Prepended:
             self.pos = start
             if found is not None:
                 return self.head[start : start + 1]
+            if not self.ends and self.read_bytes - run > MAX_PASS_OVER:
+                raise passed_over_too_far(MAX_PASS_OVER, run, "a run of whitespace")
         return b""
 
     def read_all(self) -> bytes:
@@ -772,6 +819,11 @@ def _open_input(name: str, stack: ExitStack) -> _Prepended:
         regular = False  # a small file may inflate to gigabytes
         stream = gzip.GzipFile(fileobj=cast(IO[bytes], _Prepended(head, raw, None)), mode="rb")
         head = b""
+    elif not regular:
+        # Read for what has arrived, as the file sources read a pipe (not gzip: its stream
+        # reads its input whole reads at a time, theirs too). The few bytes of the head
+        # above are read whole.
+        stream = _Arrived(cast(_Partial, raw))
     with file_errors(lambda: 0):
         while len(head) < len(BOM):
             more = stream.read(len(BOM) - len(head))

@@ -59,6 +59,7 @@ __all__ = [
     "file_errors",
     "gzip_reason",
     "parse_line",
+    "passed_over_too_far",
 ]
 
 #: Bytes read from the file at a time.
@@ -445,7 +446,7 @@ class _Window:
             if not data:
                 raise DecodeError("invalid JSON: the input ends inside an item", offset=start)
             if self._pass_over is not None and size > self._pass_over:
-                raise _passed_over_too_far(self._pass_over, start)
+                raise passed_over_too_far(self._pass_over, start)
             at, state = value_end(data, 0, state)
             if at >= 0:
                 break
@@ -488,7 +489,7 @@ class _Window:
             if self.eof:
                 return ""
             if self._pass_over is not None and self.bpos - start > self._pass_over:
-                raise _passed_over_too_far(self._pass_over, start, "a run of whitespace")
+                raise passed_over_too_far(self._pass_over, start, "a run of whitespace")
             self.refill()
 
     def expect(self, char: str, what: str) -> None:
@@ -1238,7 +1239,7 @@ class JsonLinesSource(Source[Any]):
                             if file.pass_over is not None and (
                                 held_base + cut - blank_from > file.pass_over
                             ):
-                                raise _passed_over_too_far(
+                                raise passed_over_too_far(
                                     file.pass_over, blank_from, "a run of blank lines"
                                 )
                             if rest >= 0:
@@ -1375,7 +1376,7 @@ def line_items(
                 blank_start = start
             blank_end = offset
             if pass_over is not None and blank_end - blank_start > pass_over:
-                raise _passed_over_too_far(pass_over, blank_start, "a run of blank lines")
+                raise passed_over_too_far(pass_over, blank_start, "a run of blank lines")
             continue
         else:
             obj = parse_line(line, start)
@@ -1392,7 +1393,7 @@ def _skip_line(
     skipped = 0
     while True:
         if pass_over is not None and skipped > pass_over:
-            raise _passed_over_too_far(pass_over, start)
+            raise passed_over_too_far(pass_over, start)
         part = readline(DEFAULT_READ_SIZE)
         if not part:
             return skipped, last
@@ -1402,7 +1403,9 @@ def _skip_line(
             return skipped, last
 
 
-def _passed_over_too_far(pass_over: int, start: int, what: str = "an item") -> DecodeError:
+def passed_over_too_far(pass_over: int, start: int, what: str = "an item") -> DecodeError:
+    """The error for *what*, starting at byte *start*, passed over past *pass_over* bytes
+    in a stream whose end is not known (here, and in the command line's own reader)."""
     return DecodeError(
         f"{what} is longer than {pass_over} bytes in a stream whose end is not known"
         " (a pipe, a device or gzip): it is not passed over further",
