@@ -5,6 +5,7 @@ procfs files (which say they are empty)."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import threading
 import time
@@ -314,3 +315,35 @@ def test_regression_a_short_invalid_item_raises_the_public_decode_error(
         paginate(source, scope=Scope("u", {}), store=MemoryCursorStore(), limits=Limits(600))
     assert type(info.value) is DecodeError
     assert info.value.offset == 1
+
+
+@pytest.mark.parametrize("max_items", [None, 1])
+def test_regression_a_long_whitespace_line_is_an_item_when_paged(
+    tmp_path: Path, max_items: int | None
+) -> None:
+    """A line of whitespace longer than max_item_bytes is an item (clipped), as open()
+    gives it; dropping a run of blank lines in one step dropped it too, unmarked, when
+    paged."""
+    path = tmp_path / "ws.jsonl"
+    path.write_bytes(b" " * 50 + b"\n1\n" + b"\t" * 50 + b"\n2\n")
+    source = JsonLinesSource(path, max_item_bytes=10)
+    assert [type(item).__name__ for item, _ in source.open(None)] == [
+        "Clipped", "int", "Clipped", "int",
+    ]  # fmt: skip
+    store, scope, cursor = MemoryCursorStore(), Scope("u", {}), None
+    items: list[Any] = []
+    while True:
+        page = paginate(
+            source,
+            scope=scope,
+            store=store,
+            cursor=cursor,
+            limits=Limits(1000, max_items=max_items),
+        )
+        items += json.loads(page.to_json())["items"]
+        if page.complete:
+            break
+        cursor = page.next_cursor
+    assert items[1::2] == [1, 2]
+    assert [item[:10] for item in items[0::2]] == [" " * 10, "\t" * 10]
+    assert all("[truncated: 40 more bytes]" in item for item in items[0::2])

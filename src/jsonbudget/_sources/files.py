@@ -1233,6 +1233,8 @@ class JsonLinesSource(Source[Any]):
                         # them stops at pass_over, as a line too long does.
                         ws_end = _BLANK_RUN.match(held, start).end()  # type: ignore[union-attr]
                         cut = held.rfind(b"\n", start, ws_end) + 1
+                        if cut - start > limit:
+                            cut = _before_long_line(held, start, cut, limit)
                         if cut > start:
                             if blank_from < 0:
                                 blank_from = held_base + start
@@ -1472,6 +1474,20 @@ def _lines(chunk: bytes, ends_with_newline: bool) -> list[bytes]:
     if ends_with_newline:
         pieces.pop()
     return pieces
+
+
+def _before_long_line(chunk: bytes, start: int, end: int, limit: int) -> int:
+    """Where the first line of *chunk*[start:end] (whole lines) longer than *limit* bytes
+    starts, else *end*: a line of whitespace that long is an item (clipped, as any line
+    past max_item_bytes), not a blank line to drop. Walked a line at a time, only where
+    the run is longer than *limit*."""
+    at = start
+    while at < end:
+        newline = chunk.index(b"\n", at, end)
+        if newline - at > limit:
+            return at
+        at = newline + 1
+    return end
 
 
 def _after_lines(chunk: bytes, start: int, n: int) -> int:
