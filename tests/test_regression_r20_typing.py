@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import typing
 from pathlib import Path
@@ -301,10 +302,15 @@ def test_regression_on_ambiguous_mode_is_named(mypy_errors: dict[str, list[str]]
 
 
 def test_regression_docs_position_example_type_checks(
-    mypy_errors: dict[str, list[str]], capsys: pytest.CaptureFixture[str]
+    mypy_errors: dict[str, list[str]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     """docs/sources.md indexed a source position (`first[1]["o"]`), which a strict
     checker refuses: positions are JSON values, narrowed before they are read."""
     assert mypy_errors["docs_sources_position"] == []
+    # The block makes its file under mkdtemp(): here, in a directory pytest removes.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     exec(compile(_sources_position_block(), "sources.md", "exec"), {})
     assert capsys.readouterr().out == "{'id': 0} 34\n[1, 2, 3, 4]\n"
