@@ -347,3 +347,21 @@ def test_regression_a_long_whitespace_line_is_an_item_when_paged(
     assert items[1::2] == [1, 2]
     assert [item[:10] for item in items[0::2]] == [" " * 10, "\t" * 10]
     assert all("[truncated: 40 more bytes]" in item for item in items[0::2])
+
+
+@pytest.mark.parametrize("read_size", [7, 64, None])
+def test_regression_whitespace_to_a_windows_end_after_a_bulk_run(
+    tmp_path: Path, read_size: int | None
+) -> None:
+    """A bulk run's separator took the whitespace after it up to the window's end, and
+    the careful path then asked the scanner for a value there: a valid array whose run
+    of whitespace crossed a window's end was refused ("expected a value"), for pages
+    only (open() reads it), at the default read size too."""
+    path = tmp_path / "ws.json"
+    newlines = 70_000 if read_size is None else 100
+    path.write_bytes(b'["' + b"L" * 150 + b'",[7],' + b"\n" * newlines + b"-820129]")
+    source = JsonArrayFileSource(path, read_size=read_size or files.DEFAULT_READ_SIZE)
+    assert [item for item, _ in source.open(None)][1:] == [[7], -820129]
+    page = paginate(source, scope=Scope("u", {}), store=MemoryCursorStore(), limits=Limits(65536))
+    assert page.complete
+    assert json.loads(page.to_json())["items"] == ["L" * 150, [7], -820129]

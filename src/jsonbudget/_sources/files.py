@@ -927,6 +927,9 @@ def array_runs(
             if not more:
                 break
             obj = None  # an item the fast path parsed and gave up on: not held twice
+            # A bulk run's separator may have taken whitespace up to the window's end,
+            # where the scanner, which starts at a value, found none: read on to it.
+            win.peek()
             try:
                 obj, end = win.value(scan)
                 if win.bytes_to(end) > max_item_bytes:
