@@ -204,3 +204,14 @@ def test_regression_an_unencodable_int_error_carries_no_orjson_context() -> None
         bounded_dumps({"a": 10**30}, max_bytes=100, unencodable="error")
     assert info.value.path == "/a"
     assert info.value.__context__ is None
+
+
+def test_regression_a_type_name_with_a_line_break_stays_one_line() -> None:
+    """The path was escaped, but not the message naming the value's type: a class made
+    with type() and a line break in its name split the message over lines."""
+    odd = type("A\nB\u2028C\x1b[2J", (), {})
+    with pytest.raises(EncodeError) as info:
+        bounded_dumps({"k": odd()}, max_bytes=100, unencodable="error")
+    assert len(str(info.value).splitlines()) == 1
+    assert "\x1b" not in str(info.value)
+    assert str(info.value).endswith("(at /k)")

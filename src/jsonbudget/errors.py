@@ -130,6 +130,9 @@ class EncodeError(JsonBudgetError, TypeError):
 
     def __init__(self, message: str, *, path: str | None) -> None:
         self.path = path
+        # A message names the value's type, which may hold a line break or an escape
+        # sequence (a class made with type()): escaped, it stays one line.
+        message = _UNPRINTABLE.sub(_escape, message)
         # None: the value is an argument, not a place in a document.
         super().__init__(message if path is None else f"{message} (at {_pointer(path)})")
 
@@ -164,6 +167,8 @@ POINTER_CHARS: Final = 200
 #: editors and log viewers end a line at), a lone surrogate, and the quote and the
 #: backslash, which a JSON string escapes.
 _QUOTED: Final = re.compile(r'[\x00-\x1f\x7f-\x9f\u2028\u2029"\\\ud800-\udfff]')
+#: What a message's own text may not hold as it is: `_QUOTED` but the quote and backslash.
+_UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _ESCAPES: Final = {
     '"': '\\"',
     "\\": "\\\\",
