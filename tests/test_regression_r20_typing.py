@@ -9,10 +9,7 @@ reports when nothing needed it, so the refusal is asserted too.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import tempfile
-import textwrap
 import typing
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import pytest
 
 import jsonbudget.typing as jt
 from jsonbudget import OutputCapRetry
+from tests.typecheck import strict_errors
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -214,41 +212,9 @@ def _sources_position_block() -> str:
 @pytest.fixture(scope="module")
 def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """mypy --strict's errors for each program, by program name (one run for all)."""
-    root = tmp_path_factory.mktemp("typing_r20")
-    programs = {name: textwrap.dedent(src) for name, src in PROGRAMS.items()}
+    programs = dict(PROGRAMS)
     programs["docs_sources_position"] = _sources_position_block()
-    for name, src in programs.items():
-        (root / f"{name}.py").write_text(src, encoding="utf-8")
-    # An empty configuration: what a user's strict run reports, not the project's.
-    (root / "mypy.ini").write_text("[mypy]\n", encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--config-file",
-            str(root / "mypy.ini"),
-            "--cache-dir",
-            str(root / ".mypy_cache"),
-            "--no-error-summary",
-            "--hide-error-context",
-            *sorted(f"{name}.py" for name in programs),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 2: mypy itself failed
-    errors: dict[str, list[str]] = {name: [] for name in programs}
-    for line in proc.stdout.splitlines():
-        name = line.split(".py:", 1)[0]
-        assert name in errors, f"an error outside the programs: {line}\n{proc.stdout}"
-        if ": note: " not in line:
-            errors[name].append(line)
-    return errors
+    return strict_errors(tmp_path_factory.mktemp("typing_r20"), programs)
 
 
 def test_regression_bounded_tool_types_mcp_results_as_call_tool_result(

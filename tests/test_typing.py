@@ -12,9 +12,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
-import subprocess
-import sys
-import textwrap
 import typing
 from pathlib import Path
 
@@ -27,6 +24,7 @@ import jsonbudget.integrations.openai_agents
 import jsonbudget.integrations.pydantic_ai
 import jsonbudget.mcp
 import jsonbudget.typing
+from tests.typecheck import strict_errors
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -239,41 +237,9 @@ def _docs_close_blocks() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """mypy --strict's errors for each program, by program name (one run for all)."""
-    root = tmp_path_factory.mktemp("typing")
-    programs = {name: textwrap.dedent(src) for name, src in PROGRAMS.items()}
+    programs = dict(PROGRAMS)
     programs.update(_docs_close_blocks())
-    for name, src in programs.items():
-        (root / f"{name}.py").write_text(src, encoding="utf-8")
-    # An empty configuration: what a user's strict run reports, not the project's.
-    (root / "mypy.ini").write_text("[mypy]\n", encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--config-file",
-            str(root / "mypy.ini"),
-            "--cache-dir",
-            str(root / ".mypy_cache"),
-            "--no-error-summary",
-            "--hide-error-context",
-            *sorted(f"{name}.py" for name in programs),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 2: mypy itself failed
-    errors: dict[str, list[str]] = {name: [] for name in programs}
-    for line in proc.stdout.splitlines():
-        name = line.split(".py:", 1)[0]
-        assert name in errors, f"an error outside the programs: {line}\n{proc.stdout}"
-        if ": note: " not in line:
-            errors[name].append(line)
-    return errors
+    return strict_errors(tmp_path_factory.mktemp("typing"), programs)
 
 
 def test_regression_provided_sources_open_a_closable_generator(
