@@ -53,6 +53,7 @@ from .._sources.files import (
     DEFAULT_MAX_ITEM_BYTES,
     GZIP_MAGIC,
     MAX_PASS_OVER,
+    Arriving,
     JsonArrayFileSource,
     JsonLinesSource,
     array_items,
@@ -60,6 +61,7 @@ from .._sources.files import (
     gzip_reason,
     line_items,
     passed_over_too_far,
+    read_arrived,
 )
 from .._sources.jsonread import load_json
 from .._sources.sql import MIN_CELL_BYTES, SQLiteSource
@@ -671,32 +673,20 @@ class _Reader(Protocol):
     def read(self, size: int = -1, /) -> bytes: ...
 
 
-class _Partial(Protocol):
-    def read1(self, size: int = -1, /) -> bytes: ...
-    def fileno(self) -> int: ...
-
-
 class _Arrived:
     """A pipe or a device read for what has arrived, as the file sources read one: a
     read of n bytes waited for all n (or the writer to close), so a dump whose items and
     look-ahead had come waited on a writer that stays open. It reads on while more is
     there at once, so that a fast writer still fills whole reads."""
 
-    __slots__ = ("fd", "stream")
+    __slots__ = ("stream",)
 
-    def __init__(self, stream: _Partial) -> None:
+    def __init__(self, stream: Arriving) -> None:
         self.stream = stream
-        self.fd = stream.fileno()
 
     def read(self, size: int = -1) -> bytes:
-        size = _READ if size < 0 else size  # a chunk, as `_Prepended.read` gives one
-        read1 = self.stream.read1
-        parts = [read1(size)]
-        got = len(parts[0])
-        while parts[-1] and got < size and select.select([self.fd], [], [], 0)[0]:
-            parts.append(read1(size - got))
-            got += len(parts[-1])
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        # A chunk for the whole rest, as `_Prepended.read` gives one.
+        return read_arrived(self.stream, _READ if size < 0 else size)
 
 
 class _Prepended:
@@ -823,7 +813,7 @@ def _open_input(name: str, stack: ExitStack) -> _Prepended:
         # Read for what has arrived, as the file sources read a pipe (not gzip: its stream
         # reads its input whole reads at a time, theirs too). The few bytes of the head
         # above are read whole.
-        stream = _Arrived(cast(_Partial, raw))
+        stream = _Arrived(cast(Arriving, raw))
     with file_errors(lambda: 0):
         while len(head) < len(BOM):
             more = stream.read(len(BOM) - len(head))

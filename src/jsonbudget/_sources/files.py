@@ -27,7 +27,7 @@ import sys
 import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from json.scanner import make_scanner
-from typing import IO, Any, Final, cast
+from typing import IO, Any, Final, Protocol, cast
 
 import orjson
 
@@ -52,6 +52,7 @@ __all__ = [
     "DEFAULT_READ_SIZE",
     "GZIP_MAGIC",
     "MAX_READ_SIZE",
+    "Arriving",
     "JsonArrayFileSource",
     "JsonLinesSource",
     "array_items",
@@ -60,6 +61,7 @@ __all__ = [
     "gzip_reason",
     "parse_line",
     "passed_over_too_far",
+    "read_arrived",
 ]
 
 #: Bytes read from the file at a time.
@@ -379,14 +381,7 @@ class _Window:
         """
         if not self._partial:
             return self._stream.read(size)
-        read1 = cast(io.BufferedReader, self._stream).read1
-        parts = [read1(size)]
-        got = len(parts[0])
-        fd = self._stream.fileno()
-        while parts[-1] and got < size and select.select([fd], [], [], 0)[0]:
-            parts.append(read1(size - got))
-            got += len(parts[-1])
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return read_arrived(cast(io.BufferedReader, self._stream), size)
 
     def _decode(self, data: bytes) -> str:
         """The text of the next *data* read from the stream (end of stream when empty)."""
@@ -1406,6 +1401,26 @@ def _skip_line(
         last = part[-1]
         if last == 10:
             return skipped, last
+
+
+class Arriving(Protocol):
+    """A pipe's or a device's reader: ``read1`` gives what has arrived."""
+
+    def read1(self, size: int = -1, /) -> bytes: ...
+    def fileno(self) -> int: ...
+
+
+def read_arrived(stream: Arriving, size: int) -> bytes:
+    """Up to *size* bytes of *stream*, what has arrived: it waits only while nothing has,
+    and reads on while more is there at once (here and in the command line's reader)."""
+    read1 = stream.read1
+    parts = [read1(size)]
+    got = len(parts[0])
+    fd = stream.fileno()
+    while parts[-1] and got < size and select.select([fd], [], [], 0)[0]:
+        parts.append(read1(size - got))
+        got += len(parts[-1])
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def passed_over_too_far(pass_over: int, start: int, what: str = "an item") -> DecodeError:
