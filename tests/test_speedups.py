@@ -14,6 +14,7 @@ import math
 import pickle
 import sys
 import uuid
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -1254,3 +1255,30 @@ def test_lines_array_compiled_and_python_agree(parts: list[bytes]) -> None:
 def test_lines_array_joins_only_one_value_a_line(chunk: bytes, expected: bytes | None) -> None:
     assert numbers.lines_array(chunk) == expected
     assert files.lines_array_py(chunk) == expected
+
+
+def test_regression_a_record_holding_a_dict_hid_a_later_cycle() -> None:
+    """A dict of atomic values is untracked by CPython until a container is stored in it,
+    and the record holding it was then untracked for good: a cursor state whose position
+    a caller changed to point back at the state leaked, where the pure-Python twin's was
+    collected."""
+    store = jsonbudget.MemoryCursorStore()
+    scope = jsonbudget.Scope("a")
+    state = store.resume(store.mint(store.start(scope, max_pages=None), {"offset": 5}), scope)
+    assert gc.is_tracked(state)
+
+    class Holder:
+        state: Any = None
+
+    holder = Holder()
+    gone = weakref.ref(holder)
+    state.position["holder"] = holder  # type: ignore[index]
+    holder.state = state
+    del holder, state
+    gc.collect()
+    assert gone() is None
+    # Records holding only atomic values, untracked records among them, stay untracked.
+    make = _frozen.fast_constructor(jsonbudget.Truncation)
+    inner = make("/a", "string", 3, "chars")
+    assert not gc.is_tracked(make("/b", "string", (1, "x"), inner))
+    assert gc.is_tracked(make("/b", "string", {}, "chars"))

@@ -8,9 +8,12 @@
  * positional arguments where the descriptors would. _frozen.py keeps a Python twin for
  * when this module is not built.
  *
- * An instance whose values are all atomic (str, bytes, int, None: nothing the cycle
- * collector tracks) cannot be part of a reference cycle, so it is taken out of the
- * collector's sight, as CPython does for tuples and dicts of atomic values. A turn that
+ * An instance whose values are all atomic (str, bytes, int, None, tuples of them, and
+ * such instances: nothing the cycle collector tracks, nor can later) cannot be part of a
+ * reference cycle, so it is taken out of the collector's sight, as CPython does for
+ * tuples of atomic values. An untracked dict is not atomic: CPython tracks it again once
+ * a container is stored in it, and the record holding it would then hide a cycle (a
+ * cursor state's position dict that a caller changed leaked so). A turn that
  * keeps thousands of results otherwise had each collection walk all of them again:
  * keeping a result cost three times making it. Only where the slots filled are all the
  * class has and it has no __dict__: nothing can later be stored in it except through
@@ -23,6 +26,10 @@
 
 #define MAX_FIELDS 16
 
+/* The classes whose makers untrack their instances: such an instance, once untracked,
+   holds atomic values for good (its slots are all filled and it is frozen). */
+static PyObject *untracked_classes;
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -31,6 +38,21 @@ typedef struct {
     int untrack; /* the slots filled are every slot of cls, and it has no __dict__ */
     Py_ssize_t offsets[MAX_FIELDS];
 } Maker;
+
+/* Whether *value* cannot be part of a cycle, now or later: CPython's own test for a
+   tuple's items (not a container, or an untracked tuple), and an untracked record. */
+static int
+is_atomic(PyObject *value)
+{
+    if (!PyObject_IS_GC(value)) {
+        return 1;
+    }
+    if (PyObject_GC_IsTracked(value)) {
+        return 0;
+    }
+    return PyTuple_CheckExact(value) ||
+           PySet_Contains(untracked_classes, (PyObject *)Py_TYPE(value)) == 1;
+}
 
 static PyObject *
 maker_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -50,7 +72,7 @@ maker_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames
     for (Py_ssize_t i = 0; i < nargs; i++) {
         /* A fresh instance: every slot is NULL, nothing to release. */
         *(PyObject **)((char *)obj + self->offsets[i]) = Py_NewRef(args[i]);
-        atomic = atomic && !PyObject_GC_IsTracked(args[i]);
+        atomic = atomic && is_atomic(args[i]);
     }
     if (atomic && PyObject_GC_IsTracked(obj)) {
         PyObject_GC_UnTrack(obj);
@@ -115,6 +137,10 @@ maker(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
     }
+    int untrack = cls->tp_dictoffset == 0 && object_slots(cls) == n;
+    if (untrack && PySet_Add(untracked_classes, (PyObject *)cls) < 0) {
+        return NULL;
+    }
     Maker *self = PyObject_New(Maker, &MakerType);
     if (self == NULL) {
         return NULL;
@@ -122,7 +148,7 @@ maker(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     self->vectorcall = maker_call;
     self->cls = (PyTypeObject *)Py_NewRef(cls);
     self->n = n;
-    self->untrack = cls->tp_dictoffset == 0 && object_slots(cls) == n;
+    self->untrack = untrack;
     memcpy(self->offsets, offsets, sizeof(Py_ssize_t) * (size_t)n);
     return (PyObject *)self;
 }
@@ -144,6 +170,10 @@ PyMODINIT_FUNC
 PyInit__fastnew(void)
 {
     if (PyType_Ready(&MakerType) < 0) {
+        return NULL;
+    }
+    untracked_classes = PySet_New(NULL);
+    if (untracked_classes == NULL) {
         return NULL;
     }
     return PyModule_Create(&module);
