@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import heapq
@@ -20,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from .._limits import check_int
@@ -55,6 +57,13 @@ _TEMP_SUFFIX = ".part"
 #: belongs to a file object from the moment it exists: no exception, an interrupt
 #: included, can arrive while it is a bare int that nothing would close.
 _CREATE_PRIVATE = functools.partial(os.open, mode=0o600)
+#: The store's directory as a put opens it: never through a symlink at its path.
+_DIR_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 _EXTENSIONS = {"json": "application/json", "txt": "text/plain", "bin": "application/octet-stream"}
 _REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(json|txt|bin)")
 _LABEL_DROP = re.compile(r"[^a-z0-9_-]+")
@@ -234,40 +243,72 @@ class SpillStore:
         clean_label = sanitize_label(label)
         ext = _extension(media_type)
         thread = threading.current_thread()
-        tmp = _temp_path(self._dir)
         # a str: `finally` discards it calling no Python code an interrupt could stop
-        tmp_name = tmp.name
-        # Each step below that takes something (the mark, the file, its descriptor) is
-        # inside what gives it back: an interrupt between two of them leaks nothing.
+        tmp_name = _temp_name()
+        # Each step below that takes something (the directory's descriptor, the mark, the
+        # file, its descriptor) is inside what gives it back: an interrupt between two of
+        # them leaks nothing.
+        opened: list[int] = []
         try:
-            with contextlib.ExitStack() as on_error:
-                # Whatever goes wrong (the caller's iterable included), leave no partial file.
-                on_error.callback(tmp.unlink, missing_ok=True)
-                with self._lock:
-                    self._writing.add(tmp_name)
-                    self._held.pop(thread, None)  # this thread is done with its previous result
-                digest, size = self._write(self._create(tmp, on_error), data)
-                name = f"{clean_label}.{digest}.{ext}"
-                final = self._dir / name
-                try:
-                    # Age counts from when the result was stored, not from its last chunk;
-                    # the ledger records that same time.
-                    stamp = time.time_ns()
-                    os.utime(tmp, ns=(stamp, stamp))
+            directory = self._open_dir(opened)
+            try:
+                with contextlib.ExitStack() as on_error:
+                    # Whatever goes wrong (the caller's iterable included), leave no
+                    # partial file.
+                    on_error.push(functools.partial(_remove_temp, tmp_name, directory))
                     with self._lock:
-                        self._held[thread] = name
-                    os.replace(tmp, final)
-                    _fsync_dir(self._dir)
-                except OSError as exc:
-                    raise SpillError(
-                        f"cannot move the spill file into place: {exc.strerror}"
-                    ) from exc
-                on_error.pop_all()
+                        self._writing.add(tmp_name)
+                        self._held.pop(thread, None)  # this thread is done with its previous result
+                    digest, size = self._write(self._create(tmp_name, directory, on_error), data)
+                    name = f"{clean_label}.{digest}.{ext}"
+                    final = self._dir / name
+                    try:
+                        # Age counts from when the result was stored, not from its last
+                        # chunk; the ledger records that same time.
+                        stamp = time.time_ns()
+                        os.utime(tmp_name, ns=(stamp, stamp), dir_fd=directory)
+                        with self._lock:
+                            self._held[thread] = name
+                        os.replace(tmp_name, name, src_dir_fd=directory, dst_dir_fd=directory)
+                        # The rename is durable only once the directory entry is on disk.
+                        os.fsync(directory)
+                    except OSError as exc:
+                        raise SpillError(
+                            f"cannot move the spill file into place: {exc.strerror}"
+                        ) from exc
+                    on_error.pop_all()
+            finally:
+                with self._lock:
+                    self._writing.discard(tmp_name)
         finally:
-            with self._lock:
-                self._writing.discard(tmp_name)
+            for fd in opened:
+                os.close(fd)
         self._settle(name, stamp, size)
         return SpillRef(name, size, digest, media_type, clean_label, final)
+
+    def _open_dir(self, opened: list[int]) -> int:
+        """The store's directory, opened and checked as the constructor checks it, its
+        descriptor appended to *opened*, which the caller closes, also when this raises.
+
+        A put makes its file relative to this descriptor: the directory may have been
+        removed and something else put at its path since the store was made (a symlink
+        to a world-writable directory, say), which is refused here and never followed.
+        """
+        try:
+            _open_into(opened, self._dir, _DIR_FLAGS)
+            st = os.fstat(opened[0])
+        except OSError as exc:
+            if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                # O_NOFOLLOW and O_DIRECTORY: a symlink or a file now stands at the path
+                raise SpillError(
+                    "cannot create a spill file in the store: the spill directory path "
+                    "is no longer a directory; refusing to use it"
+                ) from exc
+            raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
+        refusal = _refusal(st)
+        if refusal is not None:
+            raise SpillError(f"cannot create a spill file in the store: {refusal}")
+        return opened[0]
 
     def _settle(self, name: str, stamp: int, size: int) -> None:
         """Record the result *name* just stored, then scan the directory if one is due, else
@@ -350,10 +391,11 @@ class SpillStore:
             protected.add(keep)
         return protected
 
-    def _create(self, tmp: Path, on_error: contextlib.ExitStack) -> io.FileIO:
-        """The new temporary file *tmp*, open for writing; *on_error* is to remove it."""
+    def _create(self, tmp: str, directory: int, on_error: contextlib.ExitStack) -> io.FileIO:
+        """The new temporary file *tmp* in the open *directory*, open for writing;
+        *on_error* is to remove it."""
         try:
-            return io.FileIO(tmp, "xb", opener=_CREATE_PRIVATE)
+            return io.FileIO(tmp, "xb", opener=functools.partial(_CREATE_PRIVATE, dir_fd=directory))
         except FileExistsError as exc:
             on_error.pop_all()  # another's file (an unlikely name clash): not ours to remove
             raise SpillError("cannot create a spill file in the store: its name is taken") from exc
@@ -774,21 +816,32 @@ def _unlink(path: Path) -> bool:
     return True
 
 
-def _temp_path(directory: Path) -> Path:
-    """A name for a temporary file in *directory*, chosen before the file is made, so that
-    whatever removes it is in place first; 128 random bits, so no two puts share one."""
-    return directory / f"{_TEMP_PREFIX}{secrets.token_hex(16)}{_TEMP_SUFFIX}"
+def _temp_name() -> str:
+    """A name for a temporary file, chosen before the file is made, so that whatever
+    removes it is in place first; 128 random bits, so no two puts share one."""
+    return f"{_TEMP_PREFIX}{secrets.token_hex(16)}{_TEMP_SUFFIX}"
 
 
-def _fsync_dir(directory: Path) -> None:
-    # The rename is durable only once the directory entry is on disk.
-    opened: list[int] = []
+def _remove_temp(
+    name: str,
+    directory: int,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    tb: TracebackType | None,
+) -> bool:
+    """Remove the temporary file *name* in the open *directory* of a put failing with
+    *exc* (a `contextlib.ExitStack` exit callback). A failure to remove it (a file
+    system made read-only) is added to *exc* as a note, never raised in its place."""
     try:
-        _open_into(opened, directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        os.fsync(opened[0])
-    finally:
-        for fd in opened:
-            os.close(fd)
+        os.unlink(name, dir_fd=directory)
+    except FileNotFoundError:
+        pass  # never made: the put failed before its file was created
+    except OSError as unlink_exc:
+        message = f"removing the temporary spill file failed too: {unlink_exc.strerror}"
+        if exc is None:
+            raise SpillError(message) from unlink_exc
+        exc.add_note(message)
+    return False
 
 
 def _open_into(opened: list[int], path: Path, flags: int) -> None:
@@ -854,11 +907,19 @@ def _check_dir(path: Path, created: bool | OSError) -> tuple[Path, tuple[int, in
         raise SpillError(f"cannot inspect the spill directory: {exc.strerror}") from exc
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise SpillError("the spill directory path exists and is not a directory")
+    refusal = _refusal(st)
+    if refusal is not None:
+        raise SpillError(refusal)
+    return path, (st.st_dev, st.st_ino)
+
+
+def _refusal(st: os.stat_result) -> str | None:
+    """Why the directory of status *st* is not private to us, else None."""
     if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        raise SpillError("the spill directory is owned by another user; refusing to use it")
+        return "the spill directory is owned by another user; refusing to use it"
     if st.st_mode & 0o022:
-        raise SpillError(
+        return (
             f"the spill directory is writable by group or others "
             f"(mode {stat.S_IMODE(st.st_mode):o}); refusing to use it"
         )
-    return path, (st.st_dev, st.st_ino)
+    return None

@@ -272,7 +272,11 @@ def _private(path: str) -> None:
     """Make the database file *path* and its ``-wal`` and ``-shm`` files, where this
     process owns them, unreadable to others, and to the group unless the group may
     write them (a store shared by a group on purpose): an older version created them
-    under the umask. A file another user owns is left as it is."""
+    under the umask. A file another user owns is left as it is.
+
+    A file that cannot be made private (on a read-only mount, or one the kernel will not
+    let us change, such as ``/proc/self/status``) is an unusable database file: it raises
+    what SQLite raises for one, `sqlite3.OperationalError`, whatever its mode bits."""
     if path in _NO_FILE or not hasattr(os, "geteuid"):
         return
     for name in (path, path + "-wal", path + "-shm"):
@@ -280,10 +284,25 @@ def _private(path: str) -> None:
             st = os.stat(name)
         except FileNotFoundError:
             continue  # no -wal or -shm file yet (SQLite makes them with the file's mode)
+        except OSError as exc:
+            raise _cannot_open(exc) from exc
         mode = stat.S_IMODE(st.st_mode)
         private = mode & ~0o007 if mode & 0o020 else mode & ~0o077
         if st.st_uid == os.geteuid() and stat.S_ISREG(st.st_mode) and private != mode:
-            os.chmod(name, private)
+            try:
+                os.chmod(name, private)
+            except OSError as exc:
+                raise _cannot_open(exc) from exc
+
+
+def _cannot_open(exc: OSError) -> sqlite3.OperationalError:
+    """SQLite's own error for a database file it cannot open, for *exc* (no path shown)."""
+    error = sqlite3.OperationalError(
+        f"unable to open database file: cannot make it private: {exc.strerror}"
+    )
+    error.sqlite_errorcode = sqlite3.SQLITE_CANTOPEN
+    error.sqlite_errorname = "SQLITE_CANTOPEN"
+    return error
 
 
 def _text(data: bytes) -> str:
