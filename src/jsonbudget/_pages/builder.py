@@ -7,6 +7,7 @@ position, fill a builder, and mint the next cursor.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import hmac
@@ -1359,17 +1360,39 @@ class Paginator:
     async def apaginate(
         self, source: SourceLike, *, scope: Scope, cursor: str | None = None
     ) -> Page:
-        """The async twin of `paginate`, for async sources (sync ones work too)."""
+        """The async twin of `paginate`, for async sources (sync ones work too).
+
+        What may wait on I/O runs in a worker thread, so the event loop goes on: the
+        store's calls (resume or start, mint) unless `_store_blocks` says it never waits,
+        the first item of each page with ``oversized="spill"`` (the one item that can be
+        spilled), and a sync source other than a list or tuple in memory (paged there
+        whole). Cancelled, a thread goes on to its end (it cannot be stopped): a page
+        resolved or minted there is counted or minted and not served, and its pulls are
+        kept, so the same cursor asked again gives the same page.
+        """
         src = as_source(source)
+        blocks = _store_blocks(self.store)
+        spills = self._template.oversized == "spill"
         if isinstance(src, Source):
+            if blocks or spills or not _in_memory(src):
+                return await asyncio.to_thread(self.paginate, src, scope=scope, cursor=cursor)
             return self.paginate(src, scope=scope, cursor=cursor)
-        state, position, builder = self._open(src, scope, cursor)
+        if blocks:
+            state, position, builder = await asyncio.to_thread(self._open, src, scope, cursor)
+        else:
+            state, position, builder = self._open(src, scope, cursor)
         more = False
+        adding: _Adding | None = None
         try:
             items = src.aopen(position, limit_hint=self.limits.max_items)
             try:
                 async for item, pos in items:
-                    if not builder.add(item):
+                    if spills and not builder._count:
+                        adding = _Adding(builder)
+                        added = await asyncio.to_thread(adding.add, item)
+                    else:
+                        added = builder.add(item)
+                    if not added:
                         more = True
                         break
                     position = pos
@@ -1378,10 +1401,67 @@ class Paginator:
                 if aclose is not None:
                     await aclose()
         except BaseException:
-            if builder._streams:  # a page that raised may be asked for again
+            # A page that raised may be asked for again; one whose thread still adds to
+            # it is kept by that thread once done (keeping it now would park the streams
+            # it reads).
+            if builder._streams and (adding is None or not adding.let_go()):
                 _PULLED.keep(builder._streams)
             raise
+        if more and blocks:  # a cursor to mint: `_finish` keeps the pulls first
+            return await asyncio.to_thread(self._finish, builder, state, more, position)
         return self._finish(builder, state, more, position)
+
+
+def _store_blocks(store: CursorStore) -> bool:
+    """Whether *store*'s calls may wait on I/O (a database file another process locks,
+    a network round trip), so that `Paginator.apaginate` makes them in a worker thread.
+    The in-process store never does (a dict under a lock held for a lookup) and stays
+    on the loop; a subclass of it may do anything."""
+    return type(store) is not MemoryCursorStore
+
+
+def _in_memory(src: Source[Any]) -> bool:
+    """Whether *src* is a list or tuple in memory, which paging reads without I/O."""
+    return isinstance(src, SequenceSource) and isinstance(src.sequence, list | tuple)
+
+
+class _Adding:
+    """The first item of an async page, added in a worker thread: with
+    ``oversized="spill"`` it may be spilled (a file or Redis write).
+
+    Until `add` returns, the thread reads the page's streams. A page let go of meanwhile
+    (its task cancelled) leaves their keeping to the thread (`let_go`), which does it
+    once done with them: a page kept while read would park streams in use.
+    """
+
+    __slots__ = ("_builder", "_let_go", "_lock", "_running")
+
+    def __init__(self, builder: PageBuilder) -> None:
+        self._builder = builder
+        self._lock = threading.Lock()
+        # From before the thread is asked for: a cancellation may come before it starts.
+        self._running = True
+        self._let_go = False
+
+    def add(self, item: Any) -> bool:
+        """`PageBuilder.add`, in the worker thread."""
+        builder = self._builder
+        try:
+            return builder.add(item)
+        finally:
+            with self._lock:
+                self._running = False
+                let_go = self._let_go
+            if let_go and builder._streams:
+                _PULLED.keep(builder._streams)
+
+    def let_go(self) -> bool:
+        """The page is let go of: True if the thread still adds to it (and keeps it when
+        done). A thread cancelled before it started never runs, and left nothing to
+        keep: the first item's streams are the page's first."""
+        with self._lock:
+            self._let_go = self._running
+            return self._running
 
 
 def _json_text(described: object) -> bytes | None:
