@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections.abc
+import concurrent.futures
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import decimal
@@ -28,13 +30,14 @@ import sys
 import threading
 import types as types_
 import typing
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import (
     Any,
     Final,
     Literal,
     TypeAlias,
+    TypeVar,
     cast,
     overload,
 )
@@ -462,6 +465,8 @@ class ResultGate:
 
     async def agate(self, result: Any, *, label: str = "result") -> GateResult:
         """`gate` in a worker thread, so spilling to disk does not block the event loop."""
+        if isinstance(result, LoopItems):
+            return await result.drive(functools.partial(self.gate, result, label=label))
         return await asyncio.to_thread(self.gate, result, label=label)
 
     # -- internals shared with TurnBudget ------------------------------------------------
@@ -854,7 +859,10 @@ class TurnBudget:
             _check_label("tool", tool)
         # The call belongs to the turn it is made in, not the one its thread starts in (a
         # busy pool may start it after the next reset).
-        return await asyncio.to_thread(self._admit_to, self._turn, result, tool)
+        turn = self._turn
+        if isinstance(result, LoopItems):
+            return await result.drive(functools.partial(self._admit_to, turn, result, tool))
+        return await asyncio.to_thread(self._admit_to, turn, result, tool)
 
     def _release(self, reserved: int, turn: _Turn) -> None:
         with self._lock:
@@ -887,6 +895,134 @@ class TurnBudget:
         return run
 
     new_turn = reset
+
+
+# -- results an async iterator gives ------------------------------------------------------
+
+_T = TypeVar("_T")
+_DRAINED: Final = object()
+
+
+class LoopItems(Iterator[Any]):
+    """A result made of the items of *source*, an async iterator, read by `TurnBudget.aadmit`
+    (or `ResultGate.agate`) as a sync iterator: *wrap* turns the sync iterator of the items
+    into the result (an adapter's JSON array chunks).
+
+    The admission runs in a thread of its own and each item it asks for is awaited by the
+    task awaiting the admission, on its loop. A read blocks its thread until the loop has
+    the item: run in workers of the loop's default executor, parallel calls held all of
+    them, and an iterator that needed one for its items (`asyncio.to_thread`, aiofiles,
+    DNS) never got it, a deadlock. The awaiting task cancelled, the
+    read stops at the next item, which the thread gets as a `CancelledError` (a spill is
+    abandoned and its room returned), and the iterator is closed on its loop.
+    """
+
+    __slots__ = ("_asked", "_lock", "_read", "_source", "_stopped", "_wake")
+
+    def __init__(
+        self, source: AsyncIterator[Any], wrap: Callable[[Iterator[Any]], Iterator[Any]]
+    ) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        # The thread's request for the next item, answered on the loop.
+        self._asked: concurrent.futures.Future[Any] | None = None
+        self._wake: Callable[[], object] | None = None
+        self._stopped = False
+        self._read = wrap(self._items())
+
+    def __next__(self) -> Any:
+        return next(self._read)
+
+    def _items(self) -> Iterator[Any]:
+        while (item := self._pull()) is not _DRAINED:
+            yield item
+
+    def _pull(self) -> Any:
+        answer: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._stopped:
+                raise asyncio.CancelledError("the call reading this result was cancelled")
+            if self._wake is None:
+                # Read anywhere else, no task would await the item: a hang.
+                raise RuntimeError(
+                    "the items of an async iterator are read by TurnBudget.aadmit or "
+                    "ResultGate.agate only"
+                )
+            self._asked = answer
+            wake = self._wake
+        wake()
+        return answer.result()
+
+    async def drive(self, admit: Callable[[], _T]) -> _T:
+        """*admit* (which reads this result) in a thread of its own, each item it asks for
+        awaited here; see the class. (Not named ``read``: a result with one is a file.)"""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+        ended: list[tuple[Any, BaseException | None]] = []
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(woken.set)
+
+        with self._lock:
+            if self._wake is not None or self._stopped:
+                raise RuntimeError("a result an async iterator gives is read once")
+            self._wake = wake
+        context = contextvars.copy_context()  # as asyncio.to_thread's: a principal may use it
+
+        def run() -> None:
+            try:
+                done: tuple[Any, BaseException | None] = (context.run(admit), None)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the awaiting task
+                done = (None, exc)
+            with self._lock:
+                if self._stopped:
+                    # The awaiting task was cancelled: as a cancelled asyncio.to_thread's,
+                    # the outcome goes to no one (what it admitted is counted in its turn).
+                    return
+                ended.append(done)
+            wake()
+
+        # A daemon: a thread left waiting for a loop that was stopped without cancelling
+        # the task must not keep the interpreter from exiting.
+        threading.Thread(target=run, name="jsonbudget-admit", daemon=True).start()
+        serving: concurrent.futures.Future[Any] | None = None
+        try:
+            while True:
+                await woken.wait()
+                woken.clear()
+                with self._lock:
+                    serving, self._asked = self._asked, None
+                if serving is None:
+                    if not ended:
+                        continue
+                    value, error = ended[0]
+                    if error is not None:
+                        raise error
+                    return cast("_T", value)
+                # The iterator's error is raised where the admission reads it, as a sync
+                # one's is (its thread ends with it, and this task raises it).
+                try:
+                    item = await anext(self._source, _DRAINED)
+                except Exception as exc:  # noqa: BLE001 - handed on, not swallowed
+                    serving.set_exception(exc)
+                else:
+                    serving.set_result(item)
+                serving = None
+        finally:
+            with self._lock:
+                # Stopped unless the admission ended: any read after this raises, and the
+                # one waiting (asked, or being served) is answered so.
+                self._stopped = not ended
+                asked, self._asked = self._asked, None
+            for waiting in (serving, asked):
+                if waiting is not None and not waiting.done():
+                    waiting.set_exception(asyncio.CancelledError())
+            # Not drained when the admission stopped early (a spill past max_file_bytes)
+            # or was cancelled: closed here, on its loop, not left running to be
+            # finalized at shutdown.
+            aclose = getattr(self._source, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 # -- bounded_tool --------------------------------------------------------------------------

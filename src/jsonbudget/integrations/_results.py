@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, Iterable, Iterator
 from typing import Any
 
-from .._agents.guards import TurnBudget
+from .._agents.guards import LoopItems, TurnBudget
 from .._encode.whole import JsonWriter
 from .._limits import MAX_LIMIT
 
@@ -39,8 +38,9 @@ async def atool_result(value: Any, turn: TurnBudget) -> Any:
 
     Its items can only be awaited: encoded as it was, it became one unencodable marker,
     every item lost, reported as fitting. Its first item is awaited here; the others are
-    awaited on this loop as `TurnBudget.aadmit`'s worker thread reads them, so they are
-    read as far as a sync iterator's (an endless one to the store's max_file_bytes).
+    awaited by the task awaiting `TurnBudget.aadmit` as its thread reads them (a
+    `LoopItems`), so they are read as far as a sync iterator's (an endless one to the
+    store's max_file_bytes), and no further once that task is cancelled.
     """
     if not isinstance(value, AsyncIterable) or isinstance(value, Iterable):
         return tool_result(value, turn)
@@ -48,7 +48,7 @@ async def atool_result(value: Any, turn: TurnBudget) -> Any:
     first = await anext(items, _END)
     if first is _END:
         return []
-    return _items(first, _awaited(items, asyncio.get_running_loop()), turn)
+    return LoopItems(items, lambda rest: _items(first, rest, turn))
 
 
 def _items(first: Any, rest: Iterator[Any], turn: TurnBudget) -> Iterator[Any]:
@@ -62,14 +62,3 @@ def _items(first: Any, rest: Iterator[Any], turn: TurnBudget) -> Iterator[Any]:
 
 
 _END = object()
-
-
-def _awaited(items: AsyncIterator[Any], loop: asyncio.AbstractEventLoop) -> Iterator[Any]:
-    # Read in a worker thread while *loop* awaits it (never on the loop's own thread,
-    # which this would block): each item is awaited on the loop the iterator belongs to.
-    while (item := asyncio.run_coroutine_threadsafe(_next(items), loop).result()) is not _END:
-        yield item
-
-
-async def _next(items: AsyncIterator[Any]) -> Any:
-    return await anext(items, _END)
