@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import gzip as gzip_module
 import io
 import json
@@ -27,7 +28,7 @@ import sys
 import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from json.scanner import make_scanner
-from typing import IO, Any, Final, Protocol, cast
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast
 
 import orjson
 
@@ -45,6 +46,9 @@ from .base import (
     read_bound,
 )
 from .jsonread import decode_message, exact, float_or_decimal, load_json, scan_json
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 __all__ = [
     "BOM",
@@ -168,12 +172,56 @@ _NOT_REGULAR: Final = (
     "cannot be read; page a file instead"
 )
 
+#: How many times a first page (or an iteration from the start) opens a file that
+#: changes while it is read, before it gives up (`_read_page`).
+_ATTEMPTS: Final = 3
+
+T = TypeVar("T")
+
+
+class _Changed(Exception):
+    """A regular file changed while it was read (`_Watched`): raised in place of the
+    read's bytes, which may hold parts of two versions of the file."""
+
+
+class _Watched(io.FileIO):
+    """A file that, once given its identity (size, mtime and ctime as it was opened),
+    checks after every read that it still has it.
+
+    A read that returns is then of the file as it was opened: a write, a truncation or
+    a rewrite in place that reached any byte read moved the ctime (and mtime) before the
+    read ended, where the timestamps are fine enough to tell it from the open (see
+    docs/sources.md). One ``fstat`` a read of the buffered stream above it, never one
+    an item. A pipe or a device has no identity and is not checked.
+    """
+
+    identity: tuple[int, int, int] | None = None
+
+    # The buffered stream reads through these two (`read1`, `peek` and `readline`
+    # included), as does a gzip stream over it.
+    def readinto(self, buffer: WriteableBuffer, /) -> int | None:
+        n = super().readinto(buffer)
+        self._check()
+        return n
+
+    def readall(self) -> bytes:
+        data = super().readall()
+        self._check()
+        return data
+
+    def _check(self) -> None:
+        if self.identity is not None:
+            st = os.fstat(self.fileno())
+            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != self.identity:
+                raise _Changed
+
 
 class _File:
     """An opened file, its identity and the stream that yields its (decoded) bytes."""
 
     __slots__ = (
         "ctime_ns",
+        "given",
         "inode",
         "mtime_ns",
         "partial",
@@ -184,7 +232,9 @@ class _File:
         "stream",
     )
 
-    def __init__(self, path: str, gzip: bool | None, *, resume: bool = False) -> None:
+    def __init__(
+        self, path: str, gzip: bool | None, *, resume: bool = False, buffer: int = 0
+    ) -> None:
         if resume:
             # Opened without waiting: opening a pipe waits for a writer, and one whose
             # writer is gone would hang the page before its cursor could be refused.
@@ -193,31 +243,44 @@ class _File:
                 os.close(fd)
                 raise InvalidCursor(_NOT_REGULAR)
             os.set_blocking(fd, True)
-            raw = open(fd, "rb")  # noqa: SIM115  # closed by close(), also on error below
+            watched = _Watched(fd, "rb")
         else:
-            raw = open(path, "rb")  # noqa: SIM115  # closed by close(), also on error below
+            watched = _Watched(path, "rb")
         try:
-            st = os.fstat(raw.fileno())
+            st = os.fstat(watched.fileno())
+            regular = stat.S_ISREG(st.st_mode)
+            if regular:
+                # Before the first read: every byte read is checked.
+                watched.identity = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            # The buffer open() gives, or *buffer* where more: a reader of lines reads
+            # the file a buffer at a time, each read an fstat more (`_Watched`).
+            size = st.st_blksize if st.st_blksize > 1 else io.DEFAULT_BUFFER_SIZE
+            raw = io.BufferedReader(watched, max(size, buffer))
             self.size = st.st_size
             self.mtime_ns = st.st_mtime_ns
             # A file rewritten in place at the same size with its mtime put back (cp -p,
             # rsync -a, tar x) keeps both; its ctime moves, and a replacement's inode.
             self.ctime_ns = st.st_ctime_ns
             self.inode = st.st_ino
-            if gzip is None:
-                gzip = raw.peek(2)[:2] == GZIP_MAGIC
-            elif gzip and not resume and not GZIP_MAGIC.startswith(raw.peek(2)[:2]):
-                # The gzip module says "Not a gzipped file" for the first member as for
-                # a later one, where `gzip_reason` reads it as bytes after a member.
-                # (A resumed file that is no longer gzip has changed: seek_checked says
-                # so, from its identity.)
-                raise DecodeError(
-                    "invalid gzip data: the file is not gzip (it does not start with the "
-                    "bytes 1f 8b)",
-                    offset=0,
-                )
+            if gzip is None or (gzip and not resume):
+                # A regular file's first bytes are read where they lie: a peek filled the
+                # buffer from byte 0, which a resumed page's seek then dropped. (Not
+                # checked: a change after the fstat above fails the first read.)
+                head = os.pread(watched.fileno(), 2, 0) if regular else raw.peek(2)[:2]
+                if gzip is None:
+                    gzip = head == GZIP_MAGIC
+                elif not GZIP_MAGIC.startswith(head):
+                    # The gzip module says "Not a gzipped file" for the first member as
+                    # for a later one, where `gzip_reason` reads it as bytes after a
+                    # member. (A resumed file that is no longer gzip has changed:
+                    # seek_checked says so, from its identity.)
+                    raise DecodeError(
+                        "invalid gzip data: the file is not gzip (it does not start with "
+                        "the bytes 1f 8b)",
+                        offset=0,
+                    )
             stream = gzip_module.GzipFile(fileobj=raw, mode="rb") if gzip else raw
-            self.regular = stat.S_ISREG(st.st_mode)
+            self.regular = regular
             # How far an item too long to hold, or a run of whitespace or blank lines, may
             # be passed over (`MAX_PASS_OVER`). A regular file of size 0 that yields bytes
             # (procfs) has no size to bound it.
@@ -228,10 +291,13 @@ class _File:
             # its items came. (A gzip stream reads its own input whole reads at a time.)
             self.partial = not self.regular and not gzip
         except BaseException:
-            raw.close()
+            watched.close()
             raise
         self.stream = cast(IO[bytes], stream)
         self.raw = raw
+        # Whether items read from it were given out (to a page or by an iterator): a
+        # file that changes after that is not read again from the start.
+        self.given = False
 
     def seek_checked(self, position: dict[str, JSONValue]) -> int:
         """Move to the position's offset after checking the file is the one it came from."""
@@ -294,6 +360,75 @@ def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
     ):
         return position
     raise InvalidCursor("the position is not a valid file position")
+
+
+def _changed(path: str, resumed: bool, attempt: int, given: bool) -> None:
+    """Raise what a file that changed while it was read ends in, unless it is read again.
+
+    A page resumed at a cursor raises `InvalidCursor`, as between pages: the file the
+    cursor points into is gone. A first page is read again from a fresh open while none
+    of its items were given out (a page cannot take an item back), up to `_ATTEMPTS`
+    opens in all; after that an `OSError` (``EAGAIN``: try again) names the file.
+    """
+    if resumed:
+        raise InvalidCursor("the file changed while the page was read") from None
+    if given:
+        raise OSError(
+            errno.EAGAIN, "the file changed while it was read, after some of its items", path
+        ) from None
+    if attempt >= _ATTEMPTS:
+        raise OSError(
+            errno.EAGAIN, f"the file changed while it was read, {attempt} times", path
+        ) from None
+
+
+def _read_page(path: str, gzip: bool | None, resumed: bool, read: Callable[[_File], T]) -> T:
+    """*read* of the file at *path*, opened afresh should it change while it is read
+    (see `_changed`)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        file: _File | None = None
+        try:
+            file = _File(path, gzip, resume=resumed)
+            return read(file)
+        except _Changed:
+            _changed(path, resumed, attempt, file is not None and file.given)
+        finally:
+            if file is not None:
+                file.close()
+
+
+def _read_items(
+    path: str,
+    gzip: bool | None,
+    resumed: bool,
+    items: Callable[[_File], Generator[tuple[Any, Position], None, None]],
+    *,
+    buffer: int = 0,
+) -> Generator[tuple[Any, Position], None, None]:
+    """The items *items* yields of the file at *path* (opened with at least *buffer*
+    bytes of buffer), as `_read_page` reads a page: an item yielded is the caller's, so
+    a change after one is raised, not read again."""
+    attempt = 0
+    while True:
+        attempt += 1
+        file: _File | None = None
+        it: Generator[tuple[Any, Position], None, None] | None = None
+        try:
+            file = _File(path, gzip, resume=resumed, buffer=buffer)
+            it = items(file)
+            for pair in it:
+                file.given = True
+                yield pair
+            return
+        except _Changed:
+            _changed(path, resumed, attempt, file is not None and file.given)
+        finally:
+            if it is not None:
+                it.close()
+            if file is not None:
+                file.close()
 
 
 def _blank(line: bytes) -> bool:
@@ -1042,8 +1177,7 @@ class JsonArrayFileSource(Source[Any]):
     def _iter(
         self, position: dict[str, JSONValue] | None
     ) -> Generator[tuple[Any, Position], None, None]:
-        file = _File(self._path, self._gzip, resume=position is not None)
-        try:
+        def items(file: _File) -> Generator[tuple[Any, Position], None, None]:
             if position is None:
                 resume = None
             else:
@@ -1059,8 +1193,8 @@ class JsonArrayFileSource(Source[Any]):
                 partial=file.partial,
             ):
                 yield obj, file.position(index, offset, last)
-        finally:
-            file.close()
+
+        return _read_items(self._path, self._gzip, position is not None, items)
 
     def fill(
         self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
@@ -1074,8 +1208,8 @@ class JsonArrayFileSource(Source[Any]):
         """
         pos = _file_position(position)
         check_limit_hint(limit_hint)
-        file = _File(self._path, self._gzip, resume=pos is not None)
-        try:
+
+        def read(file: _File) -> tuple[bool, Position | None]:
             resume = None if pos is None else (file.seek_checked(pos), cast(int, pos["i"]))
             runs = array_runs(
                 file.stream,
@@ -1096,6 +1230,7 @@ class JsonArrayFileSource(Source[Any]):
                 for objs, where, before in runs:
                     more, n = builder.fill_from(objs)
                     if n:
+                        file.given = True
                         last = (before + n, *where(-1 if n == len(objs) else n - 1))
                     if more:
                         break
@@ -1105,8 +1240,8 @@ class JsonArrayFileSource(Source[Any]):
                 return more, position
             index, offset, char = last
             return more, file.position(index, offset, char)
-        finally:
-            file.close()
+
+        return _read_page(self._path, self._gzip, pos is not None, read)
 
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path, prefix and gzip setting."""
@@ -1150,13 +1285,12 @@ class JsonLinesSource(Source[Any]):
     def _iter(
         self, position: dict[str, JSONValue] | None
     ) -> Generator[tuple[Any, Position], None, None]:
-        file = _File(self._path, self._gzip, resume=position is not None)
-        offset = 0
+        def items(file: _File) -> Generator[tuple[Any, Position], None, None]:
+            offset = 0
 
-        def at() -> int:
-            return _broken_at(file.stream, offset)
+            def at() -> int:
+                return _broken_at(file.stream, offset)
 
-        try:
             with file_errors(at):
                 if position is None:
                     index = 0
@@ -1169,8 +1303,12 @@ class JsonLinesSource(Source[Any]):
                 for obj, offset, last in lines:
                     index += 1
                     yield obj, file.position(index, offset, chr(last))
-        finally:
-            file.close()
+
+        # A line at a time: open()'s 4 KiB buffer made the check after each read of the
+        # file an eighth of the time of the items.
+        return _read_items(
+            self._path, self._gzip, position is not None, items, buffer=DEFAULT_READ_SIZE
+        )
 
     def fill(
         self, builder: Filler, position: Position | None, *, limit_hint: int | None = None
@@ -1184,13 +1322,13 @@ class JsonLinesSource(Source[Any]):
         """
         pos = _file_position(position)
         check_limit_hint(limit_hint)
-        file = _File(self._path, self._gzip, resume=pos is not None)
-        offset = 0
 
-        def at() -> int:
-            return _broken_at(file.stream, offset)
+        def read(file: _File) -> tuple[bool, Position | None]:
+            offset = 0
 
-        try:
+            def at() -> int:
+                return _broken_at(file.stream, offset)
+
             with file_errors(at):
                 index = 0
                 if pos is not None:
@@ -1319,6 +1457,7 @@ class JsonLinesSource(Source[Any]):
                         # parses it again.
                         raise error
                     if n:
+                        file.given = True
                         j = keep[n - 1]
                         newline = j < count - 1 or ends_with_newline
                         if newline:
@@ -1333,8 +1472,8 @@ class JsonLinesSource(Source[Any]):
                     return more, position
                 i, end, char = last
                 return more, file.position(i, end, chr(char))
-        finally:
-            file.close()
+
+        return _read_page(self._path, self._gzip, pos is not None, read)
 
     def describe(self) -> dict[str, JSONValue]:
         """Kind, absolute path and gzip setting."""
