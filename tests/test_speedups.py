@@ -1272,9 +1272,10 @@ def test_regression_a_record_holding_a_dict_hid_a_later_cycle() -> None:
 
     holder = Holder()
     gone = weakref.ref(holder)
-    state.position["holder"] = holder  # type: ignore[index]
+    position: Any = state.position  # a caller's own use of the dict, not JSON
+    position["holder"] = holder
     holder.state = state
-    del holder, state
+    del holder, state, position
     gc.collect()
     assert gone() is None
     # Records holding only atomic values, untracked records among them, stay untracked.
