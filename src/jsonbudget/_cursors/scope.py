@@ -24,7 +24,8 @@ from typing import Any, Final, TypeAlias
 
 import orjson
 
-from ..errors import EncodeError, JsonBudgetError, LimitError
+from .._encode.render import _ours
+from ..errors import EncodeError, LimitError
 
 __all__ = [
     "DEFAULT_PAGE_SIZE_KEYS",
@@ -100,9 +101,11 @@ def _canon(value: object, path: _Where, depth: int) -> object:
     """
     try:
         return _canon_value(value, path, depth)
-    except JsonBudgetError:
-        raise
-    except Exception as exc:  # the caller's object raised: chained, with where it was
+    except Exception as exc:
+        if _ours(exc):
+            raise  # this walk's own refusal, already naming where
+        # the caller's object raised (a jsonbudget error of an inner call too): chained,
+        # with where it was
         raise _raised(value, path, exc) from exc
 
 
@@ -346,9 +349,10 @@ def _canon_top(value: Mapping[Any, Any]) -> dict[str, object]:
     `EncodeError` at the root, as it is for a value inside it."""
     try:
         return _canon_mapping(value, None, 0)
-    except JsonBudgetError:
-        raise
-    except Exception as exc:  # the caller's mapping raised: chained, with where it was
+    except Exception as exc:
+        if _ours(exc):
+            raise
+        # the caller's mapping raised: chained, with where it was
         raise _raised(value, None, exc) from exc
 
 

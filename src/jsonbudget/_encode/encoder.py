@@ -230,9 +230,14 @@ class Encoder:
     ``binary`` writes bytes, bytearray and memoryview as a marker (default) or base64.
     Native values (pydantic, msgspec, attrs, Decimal, NumPy) are written as their own
     library writes them (see docs/values.md). Every invalid limit or mode raises
-    `LimitError` naming it.
+    `LimitError` naming it. The options are fixed at construction (an encoder configured
+    otherwise is made anew): setting one raises `AttributeError`.
     """
 
+    # Plain slots, read at a slot load's cost on every call; writes are refused by
+    # ``__setattr__``, as `Encoded` refuses them. A new ``limits`` or ``markers`` set
+    # after construction was half applied: the caps and the marker maker are derived
+    # from them once, here, while ``max_bytes`` and ``strategy`` were read per call.
     __slots__ = (
         "_caps",
         "_mk",
@@ -244,6 +249,16 @@ class Encoder:
         "strategy",
         "unencodable",
     )
+
+    limits: Limits
+    strategy: Strategy
+    markers: MarkerStyle
+    default: Callable[[Any], Any] | None
+    unencodable: OnUnencodable
+    binary: BinaryMode
+    _mk: Markers
+    _values: _values.Options
+    _caps: _bound.Caps
 
     def __init__(
         self,
@@ -266,9 +281,7 @@ class Encoder:
         _mode("binary", binary, _BINARY)
         if default is not None and not callable(default):
             raise LimitError("default", default, "must be callable or None")
-        lim = self.limits = _resolve_limits(
-            limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth
-        )
+        lim = _resolve_limits(limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)
         field = lim.max_field_bytes
         if markers == "structured" and field is not None and field < STRUCTURED_MIN_FIELD_BYTES:
             raise LimitError(
@@ -277,21 +290,35 @@ class Encoder:
                 f"markers='structured' needs at least {STRUCTURED_MIN_FIELD_BYTES} "
                 "(the structured string marker's size)",
             )
-        self.strategy: Strategy = strategy
-        self.markers: MarkerStyle = markers
-        self._mk = Markers(markers)
-        self.default = default
-        self.unencodable: OnUnencodable = unencodable
-        self.binary: BinaryMode = binary
-        self._values = _values.Options(binary, lim.max_bytes)
+        _set = object.__setattr__
+        _set(self, "limits", lim)
+        _set(self, "strategy", strategy)
+        _set(self, "markers", markers)
+        _set(self, "_mk", Markers(markers))
+        _set(self, "default", default)
+        _set(self, "unencodable", unencodable)
+        _set(self, "binary", binary)
+        _set(self, "_values", _values.Options(binary, lim.max_bytes))
         # As `bound.clean_dumps` takes them.
-        self._caps: _bound.Caps = (
+        caps: _bound.Caps = (
             lim.max_depth,
             _BIG if lim.max_items is None else lim.max_items,
             _BIG if lim.max_keys is None else lim.max_keys,
             _BIG if field is None else field,
             _BOUNDED_SCALARS,
         )
+        _set(self, "_caps", caps)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Encoder options are fixed at construction: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Encoder options are fixed at construction: cannot delete {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Made anew from its options: the default reduction restores slots by setattr.
+        options = (self.strategy, self.markers, self.default, self.unencodable, self.binary)
+        return _restored, (self.limits, *options)
 
     def encode(self, obj: Any, /) -> Encoded:
         """Encode *obj* within the limits; report every cut."""
@@ -399,6 +426,24 @@ class Encoder:
         if walked == _TOO_BIG:
             call.too_big(obj, budget)  # the renderer's first question, answered: no re-walk
         return call.fit(obj, budget, path)
+
+
+def _restored(  # noqa: PLR0917 - the positional form `Encoder.__reduce__` gives
+    limits: Limits,
+    strategy: Strategy,
+    markers: MarkerStyle,
+    default: Callable[[Any], Any] | None,
+    unencodable: OnUnencodable,
+    binary: BinaryMode,
+) -> Encoder:
+    return Encoder(
+        limits,
+        strategy=strategy,
+        markers=markers,
+        default=default,
+        unencodable=unencodable,
+        binary=binary,
+    )
 
 
 def _call_for(enc: Encoder, budget: int) -> EncodeCall:

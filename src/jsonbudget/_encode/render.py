@@ -37,13 +37,14 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import gc
+import os
 import re
 import reprlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain, islice
 from operator import is_ as _is
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
 
 import orjson
 
@@ -254,9 +255,9 @@ class Stream:
         except StopIteration:
             self.done = True
             return False
-        except JsonBudgetError:
-            raise  # ours already says what failed and where (a source's DecodeError)
         except Exception as exc:
+            if _ours(exc):
+                raise  # it already says what failed and where (a source's DecodeError)
             raise EncodeError(f"iterator raised {type(exc).__name__}", path=_path(where)) from exc
         return True
 
@@ -1124,12 +1125,13 @@ class EncodeCall:
                 n = len(members) if len(members) < limit else None
                 if n is None and isinstance(v, _values.MapView):
                     n = len(v)  # a view counts its own members
-        except JsonBudgetError as exc:
-            # Ours already says what failed (a source's DecodeError); one that could not
-            # know where (a computed field) gets the container's path.
-            err = _placed(exc, where)
-            raise err from err.__cause__
-        except Exception as exc:  # chained: the container's own error, with its path
+        except Exception as exc:
+            if _ours(exc):
+                # It already says what failed (a source's DecodeError); one that could not
+                # know where (a computed field) gets the container's path.
+                err = _placed(exc, where)
+                raise err from err.__cause__
+            # chained: the container's own error, with its path
             raise EncodeError(
                 f"{type(v).__name__} raised {type(exc).__name__} while read", path=_path(where)
             ) from exc
@@ -2066,13 +2068,39 @@ def _library_error(exc: Exception, obj: Any, where: Any) -> Exception:
     """What to raise for *exc*, raised by a value's library as it wrote or converted *obj*
     (a pydantic serializer or ``exclude_if``, an attrs attribute never set): an
     `EncodeError` at *where*, its ``__cause__`` the library's own exception."""
-    if isinstance(exc, JsonBudgetError):
+    if _ours(exc):
         return _placed(exc, where)
     err = EncodeError(
         f"{type(obj).__name__} raised {type(exc).__name__} while converted", path=_path(where)
     )
     err.__cause__ = exc
     return err
+
+
+#: Where jsonbudget's own code is: a frame whose code is from a file under it is ours.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _ours(exc: BaseException) -> TypeGuard[JsonBudgetError]:
+    """Whether *exc*, just caught, is a `JsonBudgetError` that jsonbudget's own code
+    raised on its own (a source's `DecodeError`, a view's computed field): every frame
+    from where it was caught to where it was raised is ours.
+
+    One that passed through the caller's code (a generator, a Mapping's ``items()``, a
+    query mapping) is the caller's, as any other exception of theirs is, whatever its
+    type: a `LimitError` or `InvalidCursor` from an inner call made there, passed on
+    bare, read as if this call had been refused (a valid cursor reported invalid).
+    Which iterator raised cannot tell the two apart: the library's own views and
+    `values.Converted` read the caller's containers and iterators.
+    """
+    if not isinstance(exc, JsonBudgetError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+            return False
+        tb = tb.tb_next
+    return True
 
 
 def _placed(exc: JsonBudgetError, where: Any) -> JsonBudgetError:

@@ -26,12 +26,12 @@ from typing import Any, NoReturn
 import orjson
 
 from .._limits import MAX_DEPTH, MAX_LIMIT
-from ..errors import EncodeError, JsonBudgetError, SpillError
+from ..errors import EncodeError, SpillError
 from . import bound as _bound
 from . import values as _values
 from .bound import Caps
 from .encoder import BinaryMode, Encoder, MarkerStyle
-from .render import EncodeCall, Stream, _library_error, _placed, _proxy, pointer
+from .render import EncodeCall, Stream, _library_error, _ours, _placed, _proxy, pointer
 from .strings import SURROGATE, cut_string
 
 __all__ = ["ORJSON_DEPTH", "JsonWriter"]
@@ -733,10 +733,10 @@ def _members(view: _values.MapView, path: str) -> tuple[list[Any], list[Any]]:
         for key, value in view.items():
             keys.append(key)
             values.append(value)
-    except JsonBudgetError as exc:
-        err = _placed(exc, path)
-        raise err from err.__cause__
     except Exception as exc:
+        if _ours(exc):
+            err = _placed(exc, path)
+            raise err from err.__cause__
         raise _unread(view, exc, path) from exc
     return keys, values
 
@@ -747,10 +747,10 @@ def _items(view: _values.SeqView, path: str) -> Iterator[Any]:
     for start in range(0, len(view), _BATCH):
         try:
             part = view[start : start + _BATCH]
-        except JsonBudgetError as exc:
-            err = _placed(exc, path)
-            raise err from err.__cause__
         except Exception as exc:
+            if _ours(exc):
+                err = _placed(exc, path)
+                raise err from err.__cause__
             raise _unread(view, exc, path) from exc
         yield from part
 
