@@ -1215,12 +1215,29 @@ def _sdk_provider(error: object) -> str | None:
 
 def _status_of(error: object) -> int | None:
     # httpx's HTTPStatusError keeps the status on its response only.
-    for holder in (error, _attr(error, "response")):
+    response = _attr(error, "response")
+    for holder in (error, response):
         for attribute in ("status_code", "status", "code", "http_status"):
             value = _attr(holder, attribute)
             if type(value) is int and 100 <= value <= 599:
                 return value
+    # botocore's ClientError keeps it in its response dict, as the service's metadata.
+    value = _item(_item(response, "ResponseMetadata"), "HTTPStatusCode")
+    if type(value) is int and 100 <= value <= 599:
+        return value
     return None
+
+
+def _item(mapping: object, key: str) -> object:
+    """*mapping*[*key*] if *mapping* is a mapping that holds it, else None."""
+    if not _is(mapping, Mapping):
+        return None
+    try:
+        return cast(Mapping[str, object], mapping).get(key)
+    except _PROPAGATE:
+        raise
+    except BaseException:  # noqa: BLE001 - a foreign mapping's lookup may raise anything
+        return None
 
 
 _Decision = tuple[str | None, SizeVerdict | None]

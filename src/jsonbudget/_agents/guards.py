@@ -73,6 +73,7 @@ from .reader import (
     long_digit_run,
 )
 from .spill import MAX_LABEL_CHARS, SpillBackend, SpillRef, SpillStore
+from .telemetry import safe_spill, safe_tool
 from .tool_types import ToolDecorator
 
 __all__ = [
@@ -172,13 +173,17 @@ class GateResult(Record):
         return self._data.decode("utf-8")
 
     def summary(self) -> dict[str, Any]:
-        """Sizes, kind, the number of cuts and the reference, never the content: safe for logs."""
+        """Sizes, kind, the number of cuts and the reference, never the content: safe for logs.
+
+        The reference is shown as `summarize` shows it (its ``ref`` only where its label
+        is a short identifier): one rule for both.
+        """
         return {
             "kind": self._kind,
             "size": self._size,
             "bytes": len(self._data),
             "truncations": len(self._truncations),
-            "spill": None if self._spill is None else self._spill.to_json(),
+            "spill": None if self._spill is None else safe_spill(self._spill),
         }
 
 
@@ -245,15 +250,16 @@ class Admitted(Record):
 
     def summary(self) -> dict[str, Any]:
         """Sizes, reason, the number of cuts and the reference, never the content: safe
-        for logs."""
+        for logs. The tool's name and the reference are shown as `summarize` shows them
+        (only a short identifier, and a ref only where the tool's name is one)."""
         return {
-            "tool": self._tool,
+            "tool": safe_tool(self._tool),
             "size": self._size,
             "admitted_bytes": self._admitted_bytes,
             "reason": self._reason,
             "over_budget": self._over_budget,
             "truncations": len(self._truncations),
-            "spill": None if self._spill is None else self._spill.to_json(),
+            "spill": None if self._spill is None else safe_spill(self._spill, self._tool),
         }
 
 

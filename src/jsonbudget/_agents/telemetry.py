@@ -2,8 +2,9 @@
 
 A summary holds counts, sizes, a sha256 and reasons, never content: no item, no string,
 no key, no truncation path (a JSON Pointer names the keys of the data), and no cursor
-token. Every string copied from the summarized object is checked against a strict
-pattern first, so a duck-typed object cannot smuggle content in through a "reason".
+token. Every string copied from the summarized object is copied as a plain `str` and
+checked against a strict pattern, so a duck-typed object cannot smuggle content in
+through a "reason".
 """
 
 from __future__ import annotations
@@ -43,15 +44,66 @@ _MAX_TALLY: Final = 100_000
 Kind = Literal["encoded", "page", "spill", "bytes", "gate", "admitted", "turn"]
 
 
+def _matched(value: object, pattern: re.Pattern[str]) -> str | None:
+    """A plain copy of *value* if it is a string *pattern* matches whole, else None.
+
+    A `str` subclass is copied with ``str.__str__`` first, and the copy is what is checked
+    and kept: the object itself would reach a log through its own ``__repr__``/``__str__``,
+    which can show anything.
+    """
+    if not isinstance(value, str):
+        return None
+    text = str.__str__(value)
+    return text if pattern.fullmatch(text) else None
+
+
 def _word(value: object) -> str | None:
-    """*value* if it is a short lowercase identifier (a reason, a kind), else None."""
-    if isinstance(value, str) and _WORD.fullmatch(value):
-        return value
-    return None
+    """A plain copy of *value* if it is a short lowercase identifier (a reason, a kind),
+    else None."""
+    return _matched(value, _WORD)
 
 
 def _count(value: object) -> int | None:
+    # Exactly an int (so never a subclass whose repr shows something else, nor a bool).
     return value if type(value) is int and value >= 0 else None
+
+
+def safe_tool(tool: object) -> str | None:
+    """*tool* (a tool name, a gate's label) as a summary may show it: only a short
+    identifier is; a name could hold anything ("lookup alice@example.com")."""
+    return _word(tool)
+
+
+#: *tool* of `safe_ref` and `safe_spill` when the spill's tool is not known (a gate's).
+NO_TOOL: Final = object()
+
+
+def safe_ref(ref: object, tool: object = NO_TOOL) -> str | None:
+    """*ref* (a spill's name) as a summary may show it, else None.
+
+    A store names a spill ``<label>.<sha256>.<ext>``, the label sanitized from the tool's
+    name ("lookup Alice.Smith@example.com" makes ``lookup_alice_smith_example_com``): the
+    ref is shown only where that label is a short identifier and, where the *tool* it
+    came from is known, only where `safe_tool` shows that tool.
+    """
+    name = _matched(ref, _SPILL_REF)
+    if name is None or _word(name.partition(".")[0]) is None:
+        return None
+    if tool is not NO_TOOL and safe_tool(tool) is None:
+        return None
+    return name
+
+
+def safe_spill(spill: object, tool: object = NO_TOOL) -> dict[str, Any]:
+    """What a spill reference's ``to_json()`` holds, as a summary may show it: ``ref`` by
+    `safe_ref`, ``size`` only if an int, ``sha256`` and ``media_type`` only if they have
+    their shapes (else None). The path, which names a home directory, never is."""
+    return {
+        "ref": safe_ref(getattr(spill, "ref", None), tool),
+        "size": _count(getattr(spill, "size", None)),
+        "sha256": _matched(getattr(spill, "sha256", None), _SHA256),
+        "media_type": _matched(getattr(spill, "media_type", None), _MEDIA_TYPE),
+    }
 
 
 def _tally(entries: object, attribute: str) -> tuple[int, dict[str, int], int, int]:
@@ -168,31 +220,27 @@ class Summarizer:
             out["incomplete_reason"] = reason
         return out
 
-    def _spill(self, spill: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": "spill", "bytes": _count(getattr(spill, "size", None))}
-        sha = getattr(spill, "sha256", None)
-        out["sha256"] = sha if isinstance(sha, str) and _SHA256.fullmatch(sha) else None
-        # The ref is the store's opaque name (sanitized label plus hash); copied only if
-        # it has exactly that shape. The path, which names a home directory, never is.
-        ref = getattr(spill, "ref", None)
-        if isinstance(ref, str) and _SPILL_REF.fullmatch(ref):
-            out["ref"] = ref
-        media_type = getattr(spill, "media_type", None)
-        if isinstance(media_type, str) and _MEDIA_TYPE.fullmatch(media_type):
-            out["media_type"] = media_type
+    def _spill(self, spill: Any, tool: object = NO_TOOL) -> dict[str, Any]:
+        # The fields the guards' own summary() methods show (`safe_spill`): one rule.
+        fields = safe_spill(spill, tool)
+        out: dict[str, Any] = {"kind": "spill", "bytes": fields["size"]}
+        out["sha256"] = fields["sha256"]
+        for name in ("ref", "media_type"):
+            if fields[name] is not None:
+                out[name] = fields[name]
         return out
 
-    def _gated(self, obj: Any, kind: str) -> dict[str, Any]:
+    def _gated(self, obj: Any, kind: str, tool: object = NO_TOOL) -> dict[str, Any]:
         data = getattr(obj, "data", b"")
         spill = getattr(obj, "spill", None)
-        result_kind = getattr(obj, "kind", None)
+        result_kind = _word(getattr(obj, "kind", None))
         return {
             "kind": kind,
             **_digest(data if isinstance(data, bytes) else b"", self.sha256),
             "result_kind": result_kind if result_kind in ("json", "text") else None,
             "size": _count(getattr(obj, "size", None)),
             "spilled": spill is not None,
-            "spill": None if spill is None else self._spill(spill),
+            "spill": None if spill is None else self._spill(spill, tool),
             **_truncation_fields(getattr(obj, "truncations", ())),
         }
 
@@ -200,15 +248,9 @@ class Summarizer:
         return self._gated(gated, "gate")
 
     def _admitted(self, admitted: Any) -> dict[str, Any]:
-        out = self._gated(admitted, "admitted")
-        # A tool name is copied only if it is an identifier; a label could hold anything.
-        out["tool"] = tool = _word(getattr(admitted, "tool", None))
-        spill = out["spill"]
-        if tool is None and spill is not None:
-            # The spill's name starts with the tool's, lowered and with `_` for the rest
-            # ("lookup customer Alice.Smith@example.com" made lookup_customer_alice_...):
-            # not kept where the name itself is not.
-            spill.pop("ref", None)
+        tool = getattr(admitted, "tool", None)
+        out = self._gated(admitted, "admitted", tool)
+        out["tool"] = safe_tool(tool)
         out["admitted_bytes"] = _count(getattr(admitted, "admitted_bytes", None))
         out["reason"] = _word(getattr(admitted, "reason", None))
         out["over_budget"] = getattr(admitted, "over_budget", None) is True
@@ -286,11 +328,13 @@ class SummaryFilter(logging.Filter):
             safe = tuple(_safe(self.summarizer, a) for a in args)
             if any(map(operator.is_not, safe, args)):
                 record.args = safe
-        elif isinstance(args, Mapping):
-            # One mapping argument is the args themselves (logging's "%(name)s" form).
+        elif args is not None:
+            # One mapping argument is the args themselves (logging's "%(name)s" form); a
+            # record made by hand or by `logging.makeLogRecord` (a queue's or a socket's
+            # receiver) may hold any one object or a list, which `%` formats as one.
             safe_args = _safe(self.summarizer, args)
             if safe_args is not args:
-                record.args = cast(Mapping[str, object], safe_args)
+                record.args = cast(Any, safe_args)
         return True
 
 

@@ -55,6 +55,8 @@ _START_BYTES_PER_TOKEN: Final = 8
 _RATIO_MARGIN: Final = 0.97
 #: Stop refining once the fitting and the failing byte budgets are this close.
 _CLOSE_ENOUGH: Final = 0.02
+#: A count at or past this is written as "over" it in a message.
+_SHOWN_COUNT_MAX: Final = 10**15
 #: The keywords `TokenFitter` passes on to `encode`.
 _ENCODE_OPTIONS: Final = frozenset(EncodeOptions.__annotations__)
 
@@ -301,6 +303,25 @@ def _check_counter(caller: str, counter: object) -> None:
         )
 
 
+def _check_counts(counter: object) -> None:
+    """Refuse a counter without a usable ``count`` method."""
+    if isinstance(counter, str | bytes | bytearray | list | tuple):
+        # Their count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
+        raise LimitError(
+            "counter",
+            counter,
+            "must be a token counter, not an encoding's name: TiktokenCounter('o200k_base')",
+        )
+    if not callable(getattr(counter, "count", None)):
+        raise LimitError("counter", counter, "must have a count(text) method")
+
+
+def _shown_count(count: int) -> str:
+    """A counter's count for a message, bounded: a counter may return any int, and past
+    4,300 digits Python refuses to write one (a `ValueError` of its own)."""
+    return str(count) if count < _SHOWN_COUNT_MAX else f"over {_SHOWN_COUNT_MAX:,}"
+
+
 class TokenFitter:
     """A configured token budget: encode within bytes, count, tighten until it fits."""
 
@@ -317,15 +338,7 @@ class TokenFitter:
         _check_keywords("TokenFitter", encode_options)
         self.max_tokens = check_int("max_tokens", max_tokens, minimum=1)
         _check_counter("TokenFitter", counter)
-        if isinstance(counter, str | bytes | bytearray | list | tuple):
-            # Their count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
-            raise LimitError(
-                "counter",
-                counter,
-                "must be a token counter, not an encoding's name: TiktokenCounter('o200k_base')",
-            )
-        if not callable(getattr(counter, "count", None)):
-            raise LimitError("counter", counter, "must have a count(text) method")
+        _check_counts(counter)
         if limits is not None and not isinstance(limits, Limits):
             raise LimitError("limits", limits, f"must be a Limits, not {type(limits).__name__}")
         cap = encode_options.get("max_bytes")
@@ -373,8 +386,11 @@ class TokenFitter:
 
         Raises `LimitError` when even the smallest valid output counts too many tokens.
         """
-        # `counter` is a plain attribute: one set after construction is checked here.
+        # `counter` and `max_tokens` are plain attributes: ones set after construction are
+        # checked here, before any encode, as the constructor checks them.
+        check_int("max_tokens", self.max_tokens, minimum=1)
         _check_counter("TokenFitter.fit", self.counter)
+        _check_counts(self.counter)
         cap = self._cap()
         start = cap if cap is not None else self.max_tokens * _START_BYTES_PER_TOKEN
         start = min(max(start, MIN_BYTES), MAX_LIMIT)
@@ -387,7 +403,8 @@ class TokenFitter:
             raise LimitError(
                 "max_tokens",
                 self.max_tokens,
-                f"even a {MIN_BYTES}-byte output counts {search.failed_tokens} tokens",
+                f"even a {MIN_BYTES}-byte output counts {_shown_count(search.failed_tokens)} "
+                "tokens",
             )
         out, tokens = search.best
         return TokenFitted(
