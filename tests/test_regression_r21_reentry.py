@@ -5,19 +5,24 @@ The caller's generator, Mapping or query mapping may call jsonbudget itself and 
 of its errors (a `LimitError`, an `InvalidCursor`). Passed on bare, that error read as if
 the outer call had raised it: a page asked for with a valid cursor raised
 `InvalidCursor`. It is the caller's exception like any other: an `EncodeError` at the
-value's path, the original chained as ``__cause__``. Each case runs on the compiled walk
+value's path, the original chained as ``__cause__``. A `DecodeError` or an `EncodeError`
+says itself what failed and passes on as itself (one without a path is placed at the
+value's). Each case runs on the compiled walk
 and on its Python twin (the compiled modules hidden), in a child under limits.
 """
 
 from __future__ import annotations
 
+import copy
+import gzip
 import json
 import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jsonbudget import Encoder, Limits
+from jsonbudget import DecodeError, Encoder, JsonLinesSource, Limits, bounded_dumps
 from tests.limited import bounded_run
 
 #: Prepended to a child's code: the Python twin hides the compiled modules.
@@ -31,6 +36,7 @@ _TWIN = (
 #: The child's helpers: `raised(fn)` is what *fn* raised, as JSON.
 _PRELUDE = """
 import collections.abc as cabc
+import functools
 import json
 import jsonbudget as jb
 
@@ -45,14 +51,25 @@ def raised(fn):
 
 PATHS = ["compiled", "twin"]
 
-#: What the caller's code raises, as the child spells it, and its type's name.
+#: What the caller's code raises, as the child spells it, and its type's name. The
+#: calls through `map` and `partial` put no frame of the caller's between them.
 USER_ERRORS = [
     ("jb.Limits(10)", "LimitError"),
+    ("list(map(jb.Limits, [10]))", "LimitError"),
+    (
+        "functools.partial(jb.paginate, [1], scope=jb.Scope('s'), cursor='stale', "
+        "store=jb.MemoryCursorStore(), limits=jb.Limits(512))()",
+        "InvalidCursor",
+    ),
     ("(_ for _ in ()).throw(jb.InvalidCursor('inner'))", "InvalidCursor"),
     ("(_ for _ in ()).throw(jb.BudgetExhausted(limit=1, used=1))", "BudgetExhausted"),
-    ("(_ for _ in ()).throw(jb.EncodeError('inner', path='/user'))", "EncodeError"),
-    ("(_ for _ in ()).throw(jb.EncodeError('inner', path=None))", "EncodeError"),
-    ("(_ for _ in ()).throw(jb.DecodeError('inner', offset=3))", "DecodeError"),
+]
+
+#: Errors that say what failed themselves: passed on, one without a path placed.
+ITS_OWN = [
+    ("(_ for _ in ()).throw(jb.EncodeError('inner', path='/user'))", "EncodeError", "/user"),
+    ("(_ for _ in ()).throw(jb.EncodeError('inner', path=None))", "EncodeError", "{at}"),
+    ("(_ for _ in ()).throw(jb.DecodeError('inner', offset=3))", "DecodeError", None),
 ]
 
 
@@ -97,6 +114,22 @@ class Lazy(cabc.Mapping):
 print(json.dumps(raised(lambda: jb.bounded_dumps({{"detail": Lazy()}}, max_bytes=100))))
 """
     assert _child(path, code) == [["EncodeError", "/detail", name]]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(("fails", "name", "where"), ITS_OWN)
+def test_an_error_that_says_what_failed_passes_on_as_itself(
+    path: str, fails: str, name: str, where: str | None
+) -> None:
+    code = f"""
+def rows():
+    yield 1
+    {fails}
+
+print(json.dumps(raised(lambda: jb.bounded_dumps({{"rows": rows()}}, max_bytes=100))))
+"""
+    ((kind, at, _),) = _child(path, code)
+    assert (kind, at) == (name, "/rows" if where == "{at}" else where)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -184,8 +217,63 @@ def test_regression_encoder_options_are_fixed(name: str, value: object) -> None:
 
 
 def test_fixed_encoder_options_still_pickle() -> None:
-    # Not a regression: the reduction that replaced slot-by-slot setattr keeps pickling.
+    # Pickle and copy restore slots through setattr, which refuses the options.
     enc = Encoder(max_bytes=100, max_items=3, markers="structured", binary="base64")
-    copy = pickle.loads(pickle.dumps(enc))
-    assert (copy.limits, copy.markers, copy.binary) == (enc.limits, "structured", "base64")
-    assert copy.dumps(list(range(9))) == enc.dumps(list(range(9)))
+    again = pickle.loads(pickle.dumps(enc))
+    assert (again.limits, again.markers, again.binary) == (enc.limits, "structured", "base64")
+    assert again.dumps(list(range(9))) == enc.dumps(list(range(9)))
+
+
+class _Tagged(Encoder):
+    __slots__ = ("tag",)
+
+    def __init__(self, tag: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.tag = tag
+
+
+def test_regression_an_encoder_subclass_keeps_its_type_and_attributes() -> None:
+    # Fixing the options first refused a subclass's own attributes, and pickle and copy
+    # gave back a plain Encoder.
+    enc = _Tagged("t", max_bytes=100, max_items=2)
+    for again in (pickle.loads(pickle.dumps(enc)), copy.copy(enc), copy.deepcopy(enc)):
+        assert type(again) is _Tagged
+        assert again.tag == "t"
+        assert again.dumps([1, 2, 3]) == enc.dumps([1, 2, 3])
+    enc.tag = "u"
+    assert enc.tag == "u"
+    with pytest.raises(AttributeError, match="fixed at construction"):
+        enc.limits = Limits(100)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_regression_an_inner_error_through_map_is_the_callers(path: str) -> None:
+    # Told apart by the traceback's frames, the first fix missed a value that is itself
+    # a `map` or `starmap` over the library: no frame of the caller's lies between.
+    code = """
+import itertools
+stale = functools.partial(jb.paginate, [1], scope=jb.Scope("s"), cursor="stale",
+                          store=jb.MemoryCursorStore(), limits=jb.Limits(512))
+print(json.dumps(raised(lambda: jb.bounded_dumps({"rows": map(jb.Limits, [10])},
+                                                 max_bytes=100))))
+print(json.dumps(raised(lambda: jb.bounded_dumps({"rows": itertools.starmap(stale, [()])},
+                                                 max_bytes=100))))
+"""
+    assert _child(path, code) == [
+        ["EncodeError", "/rows", "LimitError"],
+        ["EncodeError", "/rows", "InvalidCursor"],
+    ]
+
+
+def test_regression_a_file_sources_decode_error_inside_a_value_is_its_own(
+    tmp_path: Path,
+) -> None:
+    # The frame test took contextlib's frame (the source raises through a context
+    # manager) for the caller's, and wrapped the source's DecodeError, its offset lost.
+    data = gzip.compress(b"".join(b'{"i": %d}\n' % i for i in range(2000)))
+    path = tmp_path / "rows.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    source = JsonLinesSource(str(path))
+    with pytest.raises(DecodeError, match="truncated") as caught:
+        bounded_dumps({"rows": (item for item, _ in source.open(None))}, max_bytes=1 << 20)
+    assert caught.value.offset is not None

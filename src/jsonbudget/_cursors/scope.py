@@ -24,7 +24,7 @@ from typing import Any, Final, TypeAlias
 
 import orjson
 
-from .._encode.render import _ours
+from .._encode.render import reports_itself
 from ..errors import EncodeError, LimitError
 
 __all__ = [
@@ -102,7 +102,7 @@ def _canon(value: object, path: _Where, depth: int) -> object:
     try:
         return _canon_value(value, path, depth)
     except Exception as exc:
-        if _ours(exc):
+        if reports_itself(exc):
             raise  # this walk's own refusal, already naming where
         # the caller's object raised (a jsonbudget error of an inner call too): chained,
         # with where it was
@@ -350,7 +350,7 @@ def _canon_top(value: Mapping[Any, Any]) -> dict[str, object]:
     try:
         return _canon_mapping(value, None, 0)
     except Exception as exc:
-        if _ours(exc):
+        if reports_itself(exc):
             raise
         # the caller's mapping raised: chained, with where it was
         raise _raised(value, None, exc) from exc

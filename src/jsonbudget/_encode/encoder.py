@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, TypeVar
+from typing import Any, Final, Literal, TypedDict, TypeVar
 
 from .._configured import Configured, hook_key
 from .._frozen import Record, fast_constructor
@@ -310,15 +310,23 @@ class Encoder:
         _set(self, "_caps", caps)
 
     def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Encoder options are fixed at construction: cannot set {name!r}")
+        if name in _FIXED:
+            raise AttributeError(f"Encoder options are fixed at construction: cannot set {name!r}")
+        object.__setattr__(self, name, value)  # a subclass's own attribute
 
     def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Encoder options are fixed at construction: cannot delete {name!r}")
+        if name in _FIXED:
+            raise AttributeError(
+                f"Encoder options are fixed at construction: cannot delete {name!r}"
+            )
+        object.__delattr__(self, name)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Made anew from its options: the default reduction restores slots by setattr.
-        options = (self.strategy, self.markers, self.default, self.unencodable, self.binary)
-        return _restored, (self.limits, *options)
+    def __setstate__(self, state: tuple[dict[str, Any] | None, dict[str, Any]]) -> None:
+        # Pickle and copy restore the slots (a subclass's too) through setattr, which
+        # refuses the options: restored here as __init__ set them.
+        own, slots = state
+        for name, value in (*(own or {}).items(), *slots.items()):
+            object.__setattr__(self, name, value)
 
     def encode(self, obj: Any, /) -> Encoded:
         """Encode *obj* within the limits; report every cut."""
@@ -428,22 +436,8 @@ class Encoder:
         return call.fit(obj, budget, path)
 
 
-def _restored(  # noqa: PLR0917 - the positional form `Encoder.__reduce__` gives
-    limits: Limits,
-    strategy: Strategy,
-    markers: MarkerStyle,
-    default: Callable[[Any], Any] | None,
-    unencodable: OnUnencodable,
-    binary: BinaryMode,
-) -> Encoder:
-    return Encoder(
-        limits,
-        strategy=strategy,
-        markers=markers,
-        default=default,
-        unencodable=unencodable,
-        binary=binary,
-    )
+#: What `Encoder.__setattr__` refuses: its options and what __init__ made of them.
+_FIXED: Final = frozenset(Encoder.__slots__)
 
 
 def _call_for(enc: Encoder, budget: int) -> EncodeCall:

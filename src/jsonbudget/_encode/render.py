@@ -37,7 +37,6 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import gc
-import os
 import re
 import reprlib
 import threading
@@ -48,7 +47,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
 
 import orjson
 
-from ..errors import EncodeError, JsonBudgetError
+from ..errors import DecodeError, EncodeError, JsonBudgetError
 from . import bound as _bound
 from . import values as _values
 from .bound import BOUNDED_SCALARS as _BOUNDED_SCALARS
@@ -59,7 +58,18 @@ from .strings import SURROGATE, cut_string, prefix, replaced_note
 if TYPE_CHECKING:
     from .encoder import Encoder
 
-__all__ = ["EncodeCall", "Mark", "Out", "RunSizer", "Stream", "Trs", "cut_text", "pointer", "token"]
+__all__ = [
+    "EncodeCall",
+    "Mark",
+    "Out",
+    "RunSizer",
+    "Stream",
+    "Trs",
+    "cut_text",
+    "pointer",
+    "reports_itself",
+    "token",
+]
 
 #: Relative truncation reports: leaves ``(pointer suffix, kind, omitted, unit)`` and
 #: branches ``(pointer suffix, Trs)``; `EncodeCall.reports` joins them into pointers.
@@ -256,7 +266,7 @@ class Stream:
             self.done = True
             return False
         except Exception as exc:
-            if _ours(exc):
+            if reports_itself(exc):
                 raise  # it already says what failed and where (a source's DecodeError)
             raise EncodeError(f"iterator raised {type(exc).__name__}", path=_path(where)) from exc
         return True
@@ -1126,7 +1136,7 @@ class EncodeCall:
                 if n is None and isinstance(v, _values.MapView):
                     n = len(v)  # a view counts its own members
         except Exception as exc:
-            if _ours(exc):
+            if reports_itself(exc):
                 # It already says what failed (a source's DecodeError); one that could not
                 # know where (a computed field) gets the container's path.
                 err = _placed(exc, where)
@@ -2068,7 +2078,7 @@ def _library_error(exc: Exception, obj: Any, where: Any) -> Exception:
     """What to raise for *exc*, raised by a value's library as it wrote or converted *obj*
     (a pydantic serializer or ``exclude_if``, an attrs attribute never set): an
     `EncodeError` at *where*, its ``__cause__`` the library's own exception."""
-    if _ours(exc):
+    if reports_itself(exc):
         return _placed(exc, where)
     err = EncodeError(
         f"{type(obj).__name__} raised {type(exc).__name__} while converted", path=_path(where)
@@ -2077,30 +2087,21 @@ def _library_error(exc: Exception, obj: Any, where: Any) -> Exception:
     return err
 
 
-#: Where jsonbudget's own code is: a frame whose code is from a file under it is ours.
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+def reports_itself(exc: BaseException) -> TypeGuard[JsonBudgetError]:
+    """Whether *exc*, raised while a value was read, is passed on as itself: a
+    `DecodeError` (the bytes read are not valid text or JSON: a source's file, at the
+    offset it names) or an `EncodeError` (a value that cannot be written; `_placed` puts
+    one without a path at the container's).
 
-
-def _ours(exc: BaseException) -> TypeGuard[JsonBudgetError]:
-    """Whether *exc*, just caught, is a `JsonBudgetError` that jsonbudget's own code
-    raised on its own (a source's `DecodeError`, a view's computed field): every frame
-    from where it was caught to where it was raised is ours.
-
-    One that passed through the caller's code (a generator, a Mapping's ``items()``, a
-    query mapping) is the caller's, as any other exception of theirs is, whatever its
-    type: a `LimitError` or `InvalidCursor` from an inner call made there, passed on
-    bare, read as if this call had been refused (a valid cursor reported invalid).
-    Which iterator raised cannot tell the two apart: the library's own views and
-    `values.Converted` read the caller's containers and iterators.
+    Reading a value raises no other jsonbudget error: a `LimitError` or a `CursorError`
+    met there came from a call the caller's code made (a generator, a Mapping's
+    ``items()``, a query mapping), and is theirs, wrapped as any other exception of
+    theirs. Passed on bare, an inner call's `InvalidCursor` read as this call's cursor
+    refused. (Telling the two apart by the traceback's frames was tried: its file names
+    depend on how the package was imported, and ``map`` or ``functools.partial`` add no
+    frame of the caller's.)
     """
-    if not isinstance(exc, JsonBudgetError):
-        return False
-    tb = exc.__traceback__
-    while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
-            return False
-        tb = tb.tb_next
-    return True
+    return isinstance(exc, DecodeError | EncodeError)
 
 
 def _placed(exc: JsonBudgetError, where: Any) -> JsonBudgetError:

@@ -31,7 +31,7 @@ from . import bound as _bound
 from . import values as _values
 from .bound import Caps
 from .encoder import BinaryMode, Encoder, MarkerStyle
-from .render import EncodeCall, Stream, _library_error, _ours, _placed, _proxy, pointer
+from .render import EncodeCall, Stream, _library_error, _placed, _proxy, pointer, reports_itself
 from .strings import SURROGATE, cut_string
 
 __all__ = ["ORJSON_DEPTH", "JsonWriter"]
@@ -734,7 +734,7 @@ def _members(view: _values.MapView, path: str) -> tuple[list[Any], list[Any]]:
             keys.append(key)
             values.append(value)
     except Exception as exc:
-        if _ours(exc):
+        if reports_itself(exc):
             err = _placed(exc, path)
             raise err from err.__cause__
         raise _unread(view, exc, path) from exc
@@ -748,7 +748,7 @@ def _items(view: _values.SeqView, path: str) -> Iterator[Any]:
         try:
             part = view[start : start + _BATCH]
         except Exception as exc:
-            if _ours(exc):
+            if reports_itself(exc):
                 err = _placed(exc, path)
                 raise err from err.__cause__
             raise _unread(view, exc, path) from exc
