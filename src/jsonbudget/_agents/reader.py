@@ -21,10 +21,12 @@ import os
 import re
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain, islice
+from types import TracebackType
 from typing import IO, Any, Final, Literal, NamedTuple
 
 import ijson
@@ -104,9 +106,21 @@ class ResultReader:
     continuation cursors (a `MemoryCursorStore` by default; a shared store such as
     `RedisCursorStore` for several workers). Each page is at most ``max_bytes``, which
     is at least `LEAST_READ_BYTES` (else `LimitError`).
+
+    The reads it keeps open for a next page close with `close`, at the end of a ``with``
+    block, or when the reader is dropped (with its last reference).
     """
 
-    __slots__ = ("_cursors", "_kept", "_limits", "_lock", "_repeats", "_spill", "_surrogates")
+    __slots__ = (
+        "__weakref__",
+        "_cursors",
+        "_kept",
+        "_limits",
+        "_lock",
+        "_repeats",
+        "_spill",
+        "_surrogates",
+    )
 
     def __init__(
         self,
@@ -136,14 +150,22 @@ class ResultReader:
         # fingerprints of the keys it repeats (see `_Repeats`).
         self._repeats: dict[tuple[str, bytes], frozenset[_Print]] = {}
         self._lock = threading.Lock()
+        # A reader dropped unclosed closes its kept files then, not when the cycle
+        # collector or the interpreter's exit finds them open (a `ResourceWarning` each).
+        # Nothing it keeps refers back to it, so that is with its last reference.
+        weakref.finalize(self, _close_kept, self._kept, self._lock)
 
     def close(self) -> None:
         """Close the reads kept open for a next page (a later page parses from the start)."""
-        with self._lock:
-            kept = list(self._kept.values())
-            self._kept.clear()
-        for read in kept:
-            read.close()
+        _close_kept(self._kept, self._lock)
+
+    def __enter__(self) -> ResultReader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
     @property
     def max_bytes(self) -> int:
@@ -304,8 +326,7 @@ class ResultReader:
         return steps if changed else None
 
     def _open(self, name: str) -> IO[bytes]:
-        with _from_store():
-            return self._spill.open(name)
+        return _open_spilled(self._spill, name)
 
     def _backends(self, name: str) -> tuple[Any, ...]:
         """The parsers to try on *name*, in order. yajl writes a lone high surrogate
@@ -348,7 +369,11 @@ class ResultReader:
                     file = owned.enter_context(self._open(call.name))
                     events = _parse(file, backend)
                     event, value, steps = _locate(events, again.steps, call.pointer, None)
-                rest = _Rest(self._open, call.name, backend, self._limits.max_bytes)
+                # Opens by the store, not by a method of this reader: a kept read that
+                # referred back to it would keep it (and its open files) for the cycle
+                # collector once dropped.
+                opener = functools.partial(_open_spilled, self._spill)
+                rest = _Rest(opener, call.name, backend, self._limits.max_bytes)
                 # The items already read are skipped by their events, never built.
                 if event == "start_array":
                     kind = "array"
@@ -518,6 +543,20 @@ def _from_store() -> Iterator[None]:
             "the spilled result cannot be read (expired, evicted, never stored, "
             "or the store failed)"
         ) from exc
+
+
+def _open_spilled(spill: SpillBackend, name: str) -> IO[bytes]:
+    with _from_store():
+        return spill.open(name)
+
+
+def _close_kept(kept: OrderedDict[tuple[str, str, int], _Kept], lock: threading.Lock) -> None:
+    """Close the reads *kept* (a reader's, under its *lock*)."""
+    with lock:
+        reads = list(kept.values())
+        kept.clear()
+    for read in reads:
+        read.close()
 
 
 class _Kept:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,38 +102,47 @@ def make_demo_database(
             " subject TEXT NOT NULL, status TEXT NOT NULL, priority TEXT NOT NULL,"
             " created_at TEXT NOT NULL, notes TEXT NOT NULL, attachment TEXT)"
         )
-        batch: list[tuple[Any, ...]] = []
-        for i in range(1, rows + 1):
-            target = rng.randint(200, 4000)
-            parts: list[str] = []
-            length = 0
-            while length < target:
-                phrase = rng.choice(_PHRASES)
-                parts.append(phrase)
-                length += len(phrase) + 1
-            notes = " ".join(parts)[:target]
-            attachment = None
-            if i == huge_id:
-                chunk = "".join(rng.choice(_B64) for _ in range(4096))
-                attachment = (chunk * (huge_bytes // len(chunk) + 1))[:huge_bytes]
-            batch.append(
-                (
-                    i,
-                    f"customer-{rng.randint(1000, 9999)}",
-                    rng.choice(_SUBJECTS),
-                    rng.choice(_STATUSES),
-                    rng.choice(_PRIORITIES),
-                    f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
-                    f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z",
-                    notes,
-                    attachment,
-                )
-            )
-        conn.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch)
+        # From a generator, which executemany steps row by row: the table is written
+        # in memory independent of *rows* (a list of every row took about 11 KB a row,
+        # some 11 GB at the most the demo takes).
+        conn.executemany(
+            "INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            _demo_rows(rng, rows, huge_id, huge_bytes),
+        )
         conn.commit()
     finally:
         conn.close()
     return huge_id
+
+
+def _demo_rows(
+    rng: random.Random, rows: int, huge_id: int, huge_bytes: int
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of `make_demo_database`, one at a time, in order (*rng* draws them)."""
+    for i in range(1, rows + 1):
+        target = rng.randint(200, 4000)
+        parts: list[str] = []
+        length = 0
+        while length < target:
+            phrase = rng.choice(_PHRASES)
+            parts.append(phrase)
+            length += len(phrase) + 1
+        notes = " ".join(parts)[:target]
+        attachment = None
+        if i == huge_id:
+            chunk = "".join(rng.choice(_B64) for _ in range(4096))
+            attachment = (chunk * (huge_bytes // len(chunk) + 1))[:huge_bytes]
+        yield (
+            i,
+            f"customer-{rng.randint(1000, 9999)}",
+            rng.choice(_SUBJECTS),
+            rng.choice(_STATUSES),
+            rng.choice(_PRIORITIES),
+            f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
+            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z",
+            notes,
+            attachment,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,7 +248,9 @@ def as_keyring(keys: Keyring | bytes | None) -> Keyring | None:
 class KeyedStore:
     """What every store shares: its `Keyring`, behind the ``keyring`` property."""
 
-    __slots__ = ("_keyring",)
+    # Weakly referenceable: the one-call `paginate` caches its pager per store without
+    # keeping the store alive.
+    __slots__ = ("__weakref__", "_keyring")
 
     _keyring: Keyring
 

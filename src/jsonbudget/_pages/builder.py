@@ -17,6 +17,7 @@ import os
 import secrets
 import sys
 import threading
+import types
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterable, Callable, Hashable, Iterable, Mapping
@@ -25,7 +26,7 @@ from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
 import orjson
 
-from .._configured import Configured, hook_key
+from .._configured import Configured, held_key
 from .._cursors.scope import Scope
 from .._cursors.store import (
     TOKEN_CHARS,
@@ -1526,10 +1527,48 @@ async def apaginate(
     return await pager.apaginate(source, scope=scope, cursor=cursor)
 
 
-#: The one-call verbs' pagers, by their options; stores by identity (the cached pager holds
-#: them, so an id is not reused while its entry lives). What pages pulled from iterators
-#: is kept for the process (`_Pulled`), not by a pager, so no option set owns it.
+#: The one-call verbs' pagers, by their options; the caller's objects (the store, the spill
+#: store, the hooks) by identity, held weakly: an entry goes with any of them, so an id is
+#: not reused while its entry lives. What pages pulled from iterators is kept for the
+#: process (`_Pulled`), not by a pager, so no option set owns it.
 _configured: Configured[Paginator] = Configured()
+
+
+class _HeldPager(Paginator):
+    """A cached one-call pager: its store is held weakly, as the cache holds nothing of the
+    caller's (a store dropped by a server that makes one per request closes with its last
+    reference, not with the cache's). A call holds its store, so it is there while used."""
+
+    __slots__ = ("_store",)
+
+    @property
+    def store(self) -> CursorStore:
+        store = self._store()
+        if store is None:  # `_configured` drops a pager with its store: no call can get here
+            raise ReferenceError("the cursor store of a cached pager is gone")
+        return store
+
+    @store.setter
+    def store(self, store: CursorStore) -> None:
+        self._store = weakref.ref(store)
+
+
+def _weak_hook(hook: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """*hook*, called through a weak reference (see `_HeldPager`). A bound method is made
+    anew at each attribute access: its object and function are referenced instead."""
+    if hook is None:
+        return None
+    if type(hook) is not types.MethodType:
+        return weakref.proxy(hook)
+    method = weakref.WeakMethod(hook)
+
+    def call(*args: Any) -> Any:
+        bound = method()
+        if bound is None:  # as for the store: a call holds its hooks
+            raise ReferenceError("a hook of a cached pager is gone")
+        return bound(*args)
+
+    return call
 
 
 def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
@@ -1564,19 +1603,44 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
             spill_ref=spill_ref,
         )
 
-    if type(limits) is not Limits:
-        return make()  # refused there, or a subclass whose equality is its own
+    def make_held() -> Paginator:
+        return _HeldPager(
+            limits,
+            store=store,
+            oversized=oversized,
+            spill_store=None if spill_store is None else weakref.proxy(spill_store),
+            keys=keys,
+            strategy=strategy,
+            markers=markers,
+            default=_weak_hook(default),
+            binary=binary,
+            spill_ref=_weak_hook(spill_ref),
+        )
+
+    if (
+        type(limits) is not Limits
+        or (default is not None and not callable(default))
+        or (spill_ref is not None and not callable(spill_ref))
+        or (spill_store is not None and not callable(getattr(spill_store, "put", None)))
+    ):
+        # Refused there, naming the caller's object (not a weak proxy to it), or a
+        # subclass whose equality is its own.
+        return make()
     named = _key_pairs(keys)
     key = (
         limits,
         id(store),
         oversized,
-        id(spill_store),
+        held_key(spill_store),
         named,
         strategy,
         markers,
-        hook_key(default),
+        held_key(default),
         binary,
-        hook_key(spill_ref),
+        held_key(spill_ref),
     )
-    return _configured.get(key, make)
+    held = (store, spill_store, default, spill_ref)
+    pager = _configured.get_held(key, make_held, held)
+    # None: an object that cannot be weakly referenced (a `SpillStore`, a store with
+    # ``__slots__`` and no ``__weakref__``), which is then configured per call.
+    return make() if pager is None else pager
