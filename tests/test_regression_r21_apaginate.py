@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from jsonbudget import Limits, MemoryCursorStore, Paginator, Scope, SQLiteCursorStore
+from jsonbudget import Limits, MemoryCursorStore, Paginator, Scope, SQLiteCursorStore, SQLiteSource
 from jsonbudget._cursors.store import CursorState
 from jsonbudget.mcp import McpPager
 
@@ -276,3 +276,42 @@ async def test_regression_apaginate_cancelled_while_spilling_serves_and_loses_no
     assert all(row["vals"] == list(range(400)) for row in spilled)
     assert list(vals) == [0, 2, 3, 5, 6, 8]
     assert all(v == list(range(5)) for v in vals.values()), vals
+
+
+def _pages_of(tmp_path: Path, run: Any) -> int:
+    """How many rows one follow of a SQLite connection's table gave, through a
+    SQLiteCursorStore, the connection made on the thread that *run* runs the loop on."""
+    store = SQLiteCursorStore(str(tmp_path / "cursors.db"))
+
+    async def follow() -> int:
+        conn = sqlite3.connect(":memory:")  # refuses other threads, as is the default
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, "x" * 50) for i in range(40)])
+        source = SQLiteSource(conn, table="t")
+        pager = Paginator(Limits(1024), store=store)
+        page = await pager.apaginate(source, scope=ALICE)
+        seen = len(page.items)
+        while page.next_cursor is not None:
+            page = await pager.apaginate(source, scope=ALICE, cursor=page.next_cursor)
+            seen += len(page.items)
+        conn.close()
+        return seen
+
+    try:
+        return int(run(follow))
+    finally:
+        store.close()
+
+
+def test_regression_apaginate_reads_a_sync_source_on_the_loops_thread(tmp_path: Path) -> None:
+    # Paged whole in a worker thread, a sqlite3 connection made on the loop's thread
+    # raised ProgrammingError ("objects created in a thread can only be used in that
+    # same thread"): only the store's calls go to a thread.
+    assert _pages_of(tmp_path, lambda follow: asyncio.run(follow())) == 40
+
+
+def test_regression_apaginate_runs_under_trio(tmp_path: Path) -> None:
+    # asyncio.to_thread raised "no running event loop" under trio: there, everything
+    # runs on the loop, as it did.
+    import trio
+    assert _pages_of(tmp_path, trio.run) == 40

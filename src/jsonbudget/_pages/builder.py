@@ -1363,21 +1363,21 @@ class Paginator:
     ) -> Page:
         """The async twin of `paginate`, for async sources (sync ones work too).
 
-        What may wait on I/O runs in a worker thread, so the event loop goes on: the
-        store's calls (resume or start, mint) unless `_store_blocks` says it never waits,
-        the first item of each page with ``oversized="spill"`` (the one item that can be
-        spilled), and a sync source other than a list or tuple in memory (paged there
-        whole). Cancelled, a thread goes on to its end (it cannot be stopped): a page
-        resolved or minted there is counted or minted and not served, and its pulls are
-        kept, so the same cursor asked again gives the same page.
+        Under asyncio, what may wait on I/O of ours runs in a worker thread, so the event
+        loop goes on: the store's calls (resume or start, mint) unless `_store_blocks`
+        says it never waits, and, for an async source with ``oversized="spill"``, the
+        first item of each page (the one item that can be spilled). The source itself is
+        read where the caller runs it: a sync one on the loop's thread, as `paginate`
+        reads it (a connection made there may refuse other threads), so a sync source
+        that blocks is the caller's to move (``asyncio.to_thread(pager.paginate, ...)``).
+        Under another event loop (trio), everything runs on the loop, as `paginate`.
+        Cancelled, a thread goes on to its end (it cannot be stopped): a page resolved or
+        minted there is counted or minted and not served, and its pulls are kept, so the
+        same cursor asked again gives the same page.
         """
         src = as_source(source)
-        blocks = _store_blocks(self.store)
-        spills = self._template.oversized == "spill"
-        if isinstance(src, Source):
-            if blocks or spills or not _in_memory(src):
-                return await asyncio.to_thread(self.paginate, src, scope=scope, cursor=cursor)
-            return self.paginate(src, scope=scope, cursor=cursor)
+        threads = _in_asyncio()
+        blocks = threads and _store_blocks(self.store)
         if blocks:
             state, position, builder = await asyncio.to_thread(self._open, src, scope, cursor)
         else:
@@ -1385,22 +1385,26 @@ class Paginator:
         more = False
         adding: _Adding | None = None
         try:
-            items = src.aopen(position, limit_hint=self.limits.max_items)
-            try:
-                async for item, pos in items:
-                    if spills and not builder._count:
-                        adding = _Adding(builder)
-                        added = await asyncio.to_thread(adding.add, item)
-                    else:
-                        added = builder.add(item)
-                    if not added:
-                        more = True
-                        break
-                    position = pos
-            finally:
-                aclose = getattr(items, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+            if isinstance(src, Source):
+                more, position = self._fill(src, builder, position)
+            else:
+                spills = threads and self._template.oversized == "spill"
+                items = src.aopen(position, limit_hint=self.limits.max_items)
+                try:
+                    async for item, pos in items:
+                        if spills and not builder._count:
+                            adding = _Adding(builder)
+                            added = await asyncio.to_thread(adding.add, item)
+                        else:
+                            added = builder.add(item)
+                        if not added:
+                            more = True
+                            break
+                        position = pos
+                finally:
+                    aclose = getattr(items, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
         except BaseException:
             # A page that raised may be asked for again; one whose thread still adds to
             # it is kept by that thread once done (keeping it now would park the streams
@@ -1413,17 +1417,22 @@ class Paginator:
         return self._finish(builder, state, more, position)
 
 
+def _in_asyncio() -> bool:
+    """Whether this coroutine runs under asyncio, whose worker threads `apaginate` uses
+    (trio, through anyio or not, has no asyncio loop: `asyncio.to_thread` fails there)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _store_blocks(store: CursorStore) -> bool:
     """Whether *store*'s calls may wait on I/O (a database file another process locks,
     a network round trip), so that `Paginator.apaginate` makes them in a worker thread.
     The in-process store never does (a dict under a lock held for a lookup) and stays
     on the loop; a subclass of it may do anything."""
     return type(store) is not MemoryCursorStore
-
-
-def _in_memory(src: Source[Any]) -> bool:
-    """Whether *src* is a list or tuple in memory, which paging reads without I/O."""
-    return isinstance(src, SequenceSource) and isinstance(src.sequence, list | tuple)
 
 
 class _Adding:
