@@ -228,3 +228,37 @@ def test_regression_demo_database_memory_is_independent_of_rows(tmp_path: Path) 
         assert conn.execute("SELECT count(*), max(id) FROM tickets").fetchone() == (20_000, 20_000)
     finally:
         conn.close()
+
+
+def test_regression_one_call_paginate_cache_clear_raced_other_threads() -> None:
+    # The cache cleared its entries and their watches in two steps: an entry another
+    # thread added between them lost its watches, outlived its store, and was served to
+    # a new store given the dead one's id ("the cursor store of a cached pager is gone").
+    # Threads that make a store per call fill and clear the 64 entries over and over.
+    code = """
+        import collections, sys, threading
+        from jsonbudget import Limits, MemoryCursorStore, Scope, paginate
+        sys.setswitchinterval(1e-6)
+        items = ["%040d" % i for i in range(50)]
+        errors = collections.Counter()
+        def work(k):
+            keep = collections.deque(maxlen=15)
+            for _ in range(3000):
+                store = MemoryCursorStore()
+                keep.append(store)
+                try:
+                    page = paginate(items, scope=Scope("p", {"q": k}), store=store,
+                                    limits=Limits(600))
+                    assert page.items[0] == items[0] and not page.complete
+                except Exception as exc:
+                    errors[type(exc).__name__] += 1
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(dict(errors))
+    """
+    done = run_limited(code, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "{}"

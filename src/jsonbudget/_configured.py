@@ -4,7 +4,7 @@
 them and building an `Encoder` or a `Paginator` each time cost more than a small
 result's encoding. Each verb keeps what it built in a `Configured`, keyed by its options.
 The cache holds at most 64 entries and is cleared whole when full: a program uses a few
-option sets, and a clear is one atomic step, so threads may share it.
+option sets. Threads share it: a read is one dict lookup, and writes take its lock.
 
 What it holds is configuration only: it never keeps a caller's object alive. A server
 that makes a store (or a hook) per request and drops it would otherwise keep up to 64 of
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Callable, Hashable
@@ -35,10 +36,15 @@ CACHE_SIZE = 64
 class Configured(Generic[T]):
     """Objects built from options, made once per distinct options (a bounded dict)."""
 
-    __slots__ = ("by_options", "watches")
+    __slots__ = ("by_options", "lock", "watches")
 
     def __init__(self) -> None:
         self.by_options: dict[Hashable, T] = {}
+        # Writes take it: an entry and its watches change together. A clear between
+        # another thread's entry and its watches lost the watches, and the entry then
+        # outlived its store, served to a new store given the dead one's id. Reentrant:
+        # a weak reference may call back in the thread that holds it.
+        self.lock = threading.RLock()
         # The weak references that drop an entry of `get_held` when an object of its key
         # goes (a weak reference freed first never calls back): cleared with the entries.
         self.watches: dict[Hashable, tuple[weakref.ref[Any], ...]] = {}
@@ -71,18 +77,20 @@ class Configured(Generic[T]):
         return found
 
     def _put(self, key: Hashable, found: T, watches: tuple[weakref.ref[Any], ...]) -> None:
-        cache = self.by_options
-        if len(cache) >= CACHE_SIZE:
-            cache.clear()
-            self.watches.clear()
-        cache[key] = found
-        if watches:
-            self.watches[key] = watches
+        with self.lock:
+            cache = self.by_options
+            if len(cache) >= CACHE_SIZE:
+                cache.clear()
+                self.watches.clear()
+            cache[key] = found
+            if watches:
+                self.watches[key] = watches
 
     def _drop(self, key: Hashable, _gone: object) -> None:
         """An object of *key* went: its entry goes (called back, in any thread)."""
-        self.by_options.pop(key, None)
-        self.watches.pop(key, None)
+        with self.lock:
+            self.by_options.pop(key, None)
+            self.watches.pop(key, None)
 
 
 def _watch(obj: Any, drop: Callable[[Any], None]) -> weakref.ref[Any]:
