@@ -32,7 +32,7 @@ import orjson
 from ._agents.guards import is_async_callable
 from ._agents.reader import LEAST_READ_BYTES, ResultReader
 from ._cursors.scope import Scope, as_sent
-from ._encode.encoder import Encoder, MarkerStyle, Strategy
+from ._encode.encoder import Encoder, MarkerStyle, Strategy, encode_replaying
 from ._extras import missing_extra
 from ._limits import MIN_BYTES, Limits
 from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator, SpillTarget
@@ -595,7 +595,12 @@ class McpResultFitter:
         return self._fixed_of(mode, meta, notes) + math.ceil(MIN_BYTES * _worst(value, mode))
 
     def fit(
-        self, value: Any, *, meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
+        self,
+        value: Any,
+        *,
+        meta: dict[str, Any] | None = None,
+        notes: Sequence[str] = (),
+        streams: dict[int, Any] | None = None,
     ) -> CallToolResult:
         """*value* bounded so that the whole response carrying it is at most ``max_bytes``.
 
@@ -604,7 +609,9 @@ class McpResultFitter:
         object, so a value that is not one is wrapped as ``{"result": value}``, as the
         SDK wraps such outputs. *meta* is sent as the result's ``_meta`` and each of
         *notes* as a text block after the value's, whole: they are counted, and if they
-        leave too little room for the value, `LimitError` is raised.
+        leave too little room for the value, `LimitError` is raised. *streams* holds what
+        was already pulled from the iterators in *value* (see `encode_replaying`), when
+        it was encoded before.
         """
         mode: ContentMode = "text" if isinstance(value, str) else self._content
         plain = meta is None and not notes
@@ -618,9 +625,12 @@ class McpResultFitter:
                              f"value, under the least {math.ceil(MIN_BYTES * worst)}")  # fmt: skip
         first_growth = 1.0 if isinstance(value, str) else _FIRST_GROWTH[mode]
         budget = min(room, max(safe, int(room / first_growth)))
+        # Each round encodes the value again: an iterator in it gives each round the items
+        # the last one pulled, not the ones after them.
+        streams = {} if streams is None else streams
         for tried in range(_ROUNDS):
-            data = Encoder(self._limits.replace(max_bytes=budget),
-                           **self._options).dumps(value)  # fmt: skip
+            encoder = Encoder(self._limits.replace(max_bytes=budget), **self._options)
+            data = encode_replaying(encoder, value, streams).data
             result = _value_result(data, value, mode, notes)
             result.meta = meta
             size = _line_bytes(result, self._stamp)
@@ -737,17 +747,23 @@ RESERVE_NOTES: Final = (omitted_note(_WORST_COUNT),)
 
 
 def refit_result(
-    fitter: McpResultFitter, result: Any, value: Any, *, notes: Sequence[str], need: int
+    fitter: McpResultFitter,
+    result: Any,
+    value: Any,
+    *,
+    notes: Sequence[str],
+    need: int,
+    streams: dict[int, Any] | None = None,
 ) -> CallToolResult:
     """*result* (over the budget) as *value* fitted by *fitter* with *notes* after it,
     ``isError`` kept: its ``_meta`` whole when that leaves *value* at least *need* bytes,
-    else `omitted_meta` of it."""
+    else `omitted_meta` of it. *streams* as `McpResultFitter.fit` takes them."""
     meta = result.meta
     if meta and fitter._room(value, meta=meta, notes=notes) < need:
         # The tool's _meta leaves no room for the value (or for a preview, which must
         # arrive whole with its reference): it is dropped, and said so.
         meta = omitted_meta(meta)
-    fitted = fitter.fit(value, meta=meta, notes=notes)
+    fitted = fitter.fit(value, meta=meta, notes=notes, streams=streams)
     fitted.is_error = result.is_error
     return fitted
 
@@ -795,45 +811,157 @@ def tool_result_fitting(
         fitter = _for_identity_now(_DEFAULT_INFO, own, larger, make)
         if not is_result:
             return fitter.fit(value)
-        result = as_call_result(value)
-        if _line_bytes(result, fitter._stamp) <= fitter.max_bytes:
+        # Its iterators are read once: the refit goes on from what was pulled to size it.
+        streams: dict[int, Any] = {}
+        result, left_out, may_fit, cut = as_call_result(value, fitter, streams)
+        if may_fit and _line_bytes(result, fitter._stamp) <= fitter.max_bytes:
             return result
-        kept, left_out = value_of(result)
+        kept, others = value_of(result)
+        if cut is not _END and len(result.content) == 1:
+            # Its one text, the JSON of an item cut to the budget, is the value: the
+            # item itself is cut again, never that text parsed (whose marker would be an
+            # item to it, and its count a count of what the first cut kept).
+            kept = cut
+        left_out += others
         notes = [omitted_note(left_out)] if left_out else []
-        return refit_result(fitter, result, kept, notes=notes, need=MIN_BYTES)
+        fitted = refit_result(fitter, result, kept, notes=notes, need=MIN_BYTES, streams=streams)
+        first = fitted.content[0] if fitted.content else None
+        if isinstance(kept, str) and cut is not _END and isinstance(first, TextContent):
+            # The text ends with an item already cut, so a count of the chars after the
+            # text's cut counts that cut, not what the item held (an endless iterator's
+            # "more"): it is left unsaid.
+            first.text = _COUNTED_CUT.sub("…[truncated]", first.text)
+        return fitted
 
     return fit
 
 
-def as_call_result(value: Any) -> CallToolResult:
-    """An MCP result value as the ``CallToolResult`` a server sends for it: itself,
-    FastMCP's ``ToolResult`` with its fields, or content blocks, the SDKs' ``Image``,
-    ``Audio`` (and FastMCP's ``File``) helpers and lists of them (flattened as the SDK
-    flattens them: a str item is a text block, another value its JSON text)."""
-    if isinstance(value, CallToolResult):
-        return value
+def as_call_result(
+    value: Any, fitter: McpResultFitter, streams: dict[int, Any]
+) -> tuple[CallToolResult, int, bool, Any]:
+    """An MCP result value as the ``CallToolResult`` a server sends for it, what the
+    tool's own data in it takes bounded by *fitter*'s budget; how many blocks it left
+    out; whether the result may fit that budget whole; and the list item cut to the
+    budget that its last text block holds (`_END` if none).
+
+    The result is the value itself, FastMCP's ``ToolResult`` with its fields, or content
+    blocks, the SDKs' ``Image``, ``Audio`` (and FastMCP's ``File``) helpers and lists of
+    them (flattened as the SDK flattens them: a str item is a text block, another value
+    its JSON text). The SDK dumps that data whole, an endless iterator or 300,000 rows
+    included, so it is written here with the bounded encoder instead (its iterators read
+    through *streams*): structured content, ``_meta`` and a list's items that are no
+    block. Structured content or ``_meta`` that fits the budget is sent as its encoding
+    parsed back (the JSON the message is measured with); structured content that does not
+    is kept for the refit to cut, and ``_meta`` that does not is `omitted_meta`. Blocks
+    are sized by the lengths of their strings, never written, before the message is.
+    """
+    budget = fitter.max_bytes
+    # Only the message's budget: other limits cut the value in the refit, not a result
+    # that fits as it is.
+    encoder = Encoder(Limits(budget), **fitter._options)
     tool_result = getattr(sys.modules.get("fastmcp.tools.base"), "ToolResult", None)
-    if tool_result is not None and isinstance(value, tool_result):
-        return CallToolResult(content=value.content, structured_content=value.structured_content,
-                              _meta=value.meta, is_error=value.is_error)  # fmt: skip
-    return CallToolResult(content=_blocks_of(value))
+    if isinstance(value, CallToolResult):
+        result = value
+    elif tool_result is not None and isinstance(value, tool_result):
+        result = CallToolResult(content=value.content, structured_content=value.structured_content,
+                                _meta=value.meta, is_error=value.is_error)  # fmt: skip
+    else:
+        blocks, left_out, cut = _blocks_within(value, encoder, streams)
+        may_fit = not left_out and cut is _END and _least_size(blocks, budget) <= budget
+        return CallToolResult(content=blocks), left_out, may_fit, cut
+    may_fit = _least_size(result.content, budget) <= budget
+    update: dict[str, Any] = {}
+    if result.structured_content is not None:
+        encoded = encode_replaying(encoder, result.structured_content, streams)
+        structured = _wire_copy(encoded.data)[1] if encoded.complete else None
+        if isinstance(structured, dict):
+            update["structured_content"] = structured
+        else:
+            may_fit = False
+    if result.meta:
+        encoded = encode_replaying(encoder, result.meta, streams)
+        meta = load_json(encoded.data) if encoded.complete else None
+        if not isinstance(meta, dict):
+            meta = omitted_meta(result.meta)
+            may_fit = False
+        update["meta"] = meta
+    return (result.model_copy(update=update) if update else result), 0, may_fit, _END
 
 
-def _blocks_of(value: Any) -> list[ContentBlock]:
-    if isinstance(value, list | tuple):
-        return [block for item in value for block in _blocks_of(item)]
-    if isinstance(value, _BLOCK_TYPES):
-        return [value]
+def _blocks_within(
+    value: Any, encoder: Encoder, streams: dict[int, Any]
+) -> tuple[list[ContentBlock], int, Any]:
+    """*value* as content blocks, up to the one whose strings take them past *encoder*'s
+    budget; how many blocks the items after it make, counted, not converted: a message
+    that holds the blocks before them is over the budget already; and the item cut to
+    the budget that the last block holds (`_END` if none).
+
+    An item that is no block and no str is its JSON text as *encoder* writes it, within
+    the budget and marked where cut or unencodable (bytes that are not UTF-8 among them),
+    where the SDK writes the whole of it with pydantic.
+    """
+    budget = encoder.limits.max_bytes
+    blocks: list[ContentBlock] = []
+    size = left_out = 0
+    cut: Any = _END
+    # A stack, not recursion: a list nested a million levels deep is flattened too.
+    stack: list[Iterator[Any]] = [iter((value,))]
+    while stack:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+        elif isinstance(item, list | tuple):
+            stack.append(iter(item))
+        elif size > budget or cut is not _END:
+            left_out += 1
+        else:
+            block, was_cut = _block_of(item, encoder, streams)
+            size += _least_size((block,), budget)
+            blocks.append(block)
+            if was_cut:
+                cut = item
+    return blocks, left_out, cut
+
+
+def _block_of(item: Any, encoder: Encoder, streams: dict[int, Any]) -> tuple[ContentBlock, bool]:
+    """*item* as one content block, and whether it is an item cut to *encoder*'s budget."""
+    if isinstance(item, _BLOCK_TYPES):
+        return cast(ContentBlock, item), False
     for method in ("to_image_content", "to_audio_content", "to_resource_content"):
-        convert = getattr(value, method, None)
+        convert = getattr(item, method, None)
         if convert is not None:
-            block: ContentBlock = convert()
-            return [block]
-    text = value if isinstance(value, str) else to_json(value, fallback=str, indent=2).decode()
-    return [TextContent(type="text", text=text)]
+            return cast(ContentBlock, convert()), False
+    if isinstance(item, str):
+        return TextContent(type="text", text=item), False
+    encoded = encode_replaying(encoder, item, streams)
+    cut = any(t.kind != "unencodable" for t in encoded.truncations)
+    return TextContent(type="text", text=encoded.data.decode()), cut
+
+
+def _least_size(blocks: Sequence[Any], most: int) -> int:
+    """At most the bytes *blocks* take in a message, read off the lengths of the strings
+    they carry (a character takes a byte at least), without writing them; summed only
+    until past *most*."""
+    size = 0
+    for block in blocks:
+        resource = getattr(block, "resource", None)
+        for field in (
+            getattr(block, "text", None),
+            getattr(block, "data", None),
+            getattr(resource, "text", None),
+            getattr(resource, "blob", None),
+        ):
+            if isinstance(field, str):
+                size += len(field)
+        if size > most:
+            break
+    return size
 
 
 _BLOCK_TYPES: Final = typing.get_args(ContentBlock)
+_END: Final = object()
+# The count a text cut says at its end (text markers), dropped where it is not known.
+_COUNTED_CUT: Final = re.compile(r"…\[truncated: \d+ more chars\]\Z")
 
 
 def _reader_ref(reader: ResultReader, spilled: Any, scope: Scope) -> str:
