@@ -146,7 +146,6 @@ class RedisCursorStore(KeyedStore):
 
     __slots__ = (
         "_client",
-        "_key_lock",
         "_key_name",
         "_last_refresh",
         "_mint",
@@ -191,11 +190,14 @@ class RedisCursorStore(KeyedStore):
         self._resume: Script = client.register_script(_RESUME)
         self._mint: Script = client.register_script(_MINT)
         self._key_name = f"{prefix}mac-key"
-        self._key_lock = threading.Lock()
+        # Held across a round trip to Redis (`_adopt_shared_key`), so the likeliest of the
+        # stores' locks to be held by another thread at a fork (`KeyedStore._after_fork`).
+        self._lock = threading.Lock()
         self._last_refresh = 0.0
         keyring = as_keyring(keys)
         self._shared_key = keyring is None
         self._keyring = keyring or Keyring(self._sync_key(None))
+        self._track()
 
     def _op_key(self, op_id: bytes) -> str:
         return f"{self.prefix}{{op:{op_id.hex()}}}"
@@ -217,7 +219,7 @@ class RedisCursorStore(KeyedStore):
             raise LimitError("mac-key", "<stored in redis>", "is not a jsonbudget key") from None
 
     def _adopt_shared_key(self) -> None:
-        with self._key_lock:
+        with self._lock:
             self._keyring = self._keyring.adopt(self._sync_key(self._keyring.current))
 
     def _set_keyring(self, keyring: Keyring) -> None:

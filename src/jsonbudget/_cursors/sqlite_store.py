@@ -94,7 +94,15 @@ class SQLiteCursorStore(KeyedStore):
     whatever the umask, and one it owns is made private as it opens (`_private`).
     """
 
-    __slots__ = ("_conn", "_last_sweep", "_lock", "_max_per_principal", "path", "ttl")
+    __slots__ = (
+        "_busy_timeout",
+        "_conn",
+        "_last_sweep",
+        "_max_per_principal",
+        "_pid",
+        "path",
+        "ttl",
+    )
 
     def __init__(
         self,
@@ -107,46 +115,77 @@ class SQLiteCursorStore(KeyedStore):
     ) -> None:
         self.ttl = check_ttl(ttl)
         self._max_per_principal = check_int("max_per_principal", max_per_principal, minimum=1)
-        busy_timeout = _check_busy_timeout(busy_timeout)
+        self._busy_timeout = busy_timeout = _check_busy_timeout(busy_timeout)
         keyring = as_keyring(keys)
         self.path = os.fspath(path)
         _create_private(self.path)
-        # autocommit mode: transactions are explicit, so BEGIN IMMEDIATE is ours to issue
-        self._conn = sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
-        # The file may have been changed by hand or by another tool: a text that is not
-        # UTF-8 comes back with its bytes escaped, for the checks of what is read
-        # (`_checked`) to refuse, not as an error about the column's text.
-        self._conn.text_factory = _text
+        conn = _connect(self.path, busy_timeout)
         self._lock = threading.Lock()
         self._last_sweep = 0.0
         with contextlib.ExitStack() as on_error:
-            on_error.callback(self._conn.close)  # a failed setup leaves no open connection
+            on_error.callback(conn.close)  # a failed setup leaves no open connection
             _private(self.path)
-            _wal(self._conn, busy_timeout)
-            # NORMAL in WAL survives process crashes; only an OS crash may drop the last pages
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            with self._transaction(), self._conn:
+            _setup(conn, busy_timeout)
+            with _Immediate(conn), conn:
                 for stmt in _SCHEMA:
-                    self._conn.execute(stmt)
-                self._conn.execute(
+                    conn.execute(stmt)
+                conn.execute(
                     "INSERT OR IGNORE INTO jsonbudget_meta (name, value) VALUES (?, ?)",
                     (_KEY_NAME, secrets.token_bytes(MIN_SECRET_BYTES)),
                 )
-                row = self._conn.execute(
+                row = conn.execute(
                     "SELECT value FROM jsonbudget_meta WHERE name = ?", (_KEY_NAME,)
                 ).fetchone()
             on_error.pop_all()
+        # The connection of the process `_pid`; 0 in a forked child until it opens its own.
+        self._conn, self._pid = conn, os.getpid()
         self._keyring = keyring or Keyring(derived_key(_stored_key(row[0])))
+        self._track()
 
     def _transaction(self) -> _Immediate:
-        return _Immediate(self._conn)
+        """``BEGIN IMMEDIATE`` on this process's connection; called with the lock held."""
+        return _Immediate(self._connection())
+
+    def _connection(self) -> sqlite3.Connection:
+        """This process's connection, opened on first use in a forked child; called with
+        the lock held."""
+        if self._pid != os.getpid():
+            conn = _connect(self.path, self._busy_timeout)
+            with contextlib.ExitStack() as on_error:
+                on_error.callback(conn.close)
+                _setup(conn, self._busy_timeout)
+                on_error.pop_all()
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def _after_fork(self) -> None:
+        # Never used here: SQLite forbids using a connection across fork. One `_pid` 0
+        # was the parent's own inherited one, already dealt with at the parent's fork.
+        inherited, opened = self._conn, self._pid != 0
+        self._pid = 0
+        if opened and self._lock.locked():
+            # Another thread of the parent was running a statement on it at the fork:
+            # closing it here, or letting it be deallocated (which closes it), would roll
+            # that back in the -wal and -shm files the parent still writes through. So it
+            # is kept, unused, for this process's life.
+            _INHERITED.append(inherited)
+        elif opened:
+            # Idle, yet closed at once: SQLite keeps one record per file and process of
+            # the locks held on it, and this copy claims locks the child does not hold.
+            # While it is open, every connection the child opens on the file shares it
+            # and takes no lock of its own; the parent, closing what it then takes for the
+            # last connection, would delete the -wal and -shm files this process writes
+            # to. An idle connection closes without writing while another process holds
+            # the file open (the parent does, or it deleted them already).
+            inherited.close()
+        super()._after_fork()
 
     def close(self) -> None:
-        """Close the connection; the data stays in the file."""
+        """Close the connection; the data stays in the file. In a forked child, only the
+        child's own connection, if it opened one."""
         with self._lock:
-            self._conn.close()
+            if self._pid == os.getpid():
+                self._conn.close()
 
     def __enter__(self) -> SQLiteCursorStore:
         return self
@@ -161,8 +200,7 @@ class SQLiteCursorStore(KeyedStore):
         max_pages = check_max_pages(max_pages)
         op_id = new_operation_id()
         pfp = scope.principal_fingerprint
-        with self._lock, self._transaction(), self._conn:
-            conn = self._conn
+        with self._lock, self._transaction() as conn, conn:
             now = time.time()
             if now - self._last_sweep >= _SWEEP_EVERY:
                 self._last_sweep = now
@@ -194,8 +232,7 @@ class SQLiteCursorStore(KeyedStore):
     def resume(self, token: str, scope: Scope) -> CursorState:
         parsed = authenticate(token, self._keyring)
         scope = check_scope_arg(scope)
-        with self._lock, self._transaction(), self._conn:
-            conn = self._conn
+        with self._lock, self._transaction() as conn, conn:
             row = conn.execute(_RESUME_SQL, (parsed.tid, parsed.op_id)).fetchone()
             if row is None:
                 raise expired()
@@ -222,15 +259,16 @@ class SQLiteCursorStore(KeyedStore):
         pos_hash = hashlib.sha256(data).digest()[:16]
         tid = new_token_id()
         with self._lock:
+            conn = self._connection()
             # in no transaction an interrupt left open, which would keep the row uncommitted
-            _rollback(self._conn)
+            _rollback(conn)
             # one statement, atomic on its own; an existing token for this position wins
-            self._conn.execute(
+            conn.execute(
                 """INSERT OR IGNORE INTO jsonbudget_tokens
                    SELECT op_id, ?, ?, ?, expires_at FROM jsonbudget_ops WHERE op_id = ?""",
                 (tid, pos_hash, data, op_id),
             )
-            row = self._conn.execute(
+            row = conn.execute(
                 "SELECT tid FROM jsonbudget_tokens WHERE op_id = ? AND pos_hash = ?",
                 (op_id, pos_hash),
             ).fetchone()
@@ -350,7 +388,7 @@ def _seconds(value: object) -> float:
 
 
 class _Immediate:
-    """``BEGIN IMMEDIATE``, entered as ``with _Immediate(conn), conn:``: the connection's
+    """``BEGIN IMMEDIATE``, entered as ``with _Immediate(conn) as conn, conn:``: the connection's
     own exit (C code, which no interrupt can stop half way) then commits, or rolls back
     when the block raises or the commit fails.
 
@@ -363,7 +401,7 @@ class _Immediate:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> sqlite3.Connection:
         # A transaction still open here was left by a failure of the rollbacks below
         # (an interrupt inside one): the store's lock is held, so it is no other caller's.
         _rollback(self._conn)
@@ -376,12 +414,35 @@ class _Immediate:
             # no __exit__ for an __enter__ that raised.
             _rollback(self._conn)
             raise
+        return self._conn
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         # The connection's exit ran first; a rollback of its that failed left this open.
         _rollback(self._conn)
+
+
+#: Connections inherited through fork that a child must neither use nor close (`_after_fork`).
+_INHERITED: list[sqlite3.Connection] = []
+
+
+def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
+    # autocommit mode: transactions are explicit, so BEGIN IMMEDIATE is ours to issue
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    # The file may have been changed by hand or by another tool: a text that is not
+    # UTF-8 comes back with its bytes escaped, for the checks of what is read
+    # (`_checked`) to refuse, not as an error about the column's text.
+    conn.text_factory = _text
+    return conn
+
+
+def _setup(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    _wal(conn, busy_timeout)
+    # NORMAL in WAL survives process crashes; only an OS crash may drop the last pages
+    conn.execute("PRAGMA synchronous=NORMAL")
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

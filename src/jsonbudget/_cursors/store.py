@@ -22,6 +22,7 @@ import re
 import secrets
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -246,13 +247,28 @@ def as_keyring(keys: Keyring | bytes | None) -> Keyring | None:
 
 
 class KeyedStore:
-    """What every store shares: its `Keyring`, behind the ``keyring`` property."""
+    """What every store shares: its `Keyring`, behind the ``keyring`` property, and its
+    lock, made anew in a forked child (`_after_fork`)."""
 
     # Weakly referenceable: the one-call `paginate` caches its pager per store without
-    # keeping the store alive.
-    __slots__ = ("__weakref__", "_keyring")
+    # keeping the store alive (and `_STORES` tracks it for forks the same way).
+    __slots__ = ("__weakref__", "_keyring", "_lock")
 
     _keyring: Keyring
+    _lock: threading.Lock
+
+    def _track(self) -> None:
+        """Have `_after_fork` run in every child forked from now on; called once the
+        store is set up."""
+        _STORES.add(self)
+
+    def _after_fork(self) -> None:
+        """Run in a forked child, alone in it: another thread of the parent may have held
+        the lock at the fork, and would never release it here."""
+        self._lock = threading.Lock()
+
+    def _after_fork_in_parent(self) -> None:
+        """Run in the parent once a child is forked (`MemoryCursorStore`)."""
 
     @property
     def keyring(self) -> Keyring:
@@ -268,6 +284,23 @@ class KeyedStore:
     def _set_keyring(self, keyring: Keyring) -> None:
         """Take an assigned keyring; a store that also changes its own state overrides it."""
         self._keyring = keyring
+
+
+_STORES: weakref.WeakSet[KeyedStore] = weakref.WeakSet()
+
+
+def _stores_in_child() -> None:
+    for store in list(_STORES):
+        store._after_fork()
+
+
+def _stores_in_parent() -> None:
+    for store in list(_STORES):
+        store._after_fork_in_parent()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_stores_in_child, after_in_parent=_stores_in_parent)
 
 
 def derived_key(secret: bytes) -> CursorKey:
@@ -501,6 +534,7 @@ class _Op:
         "pfp",
         "positions",
         "qfp",
+        "shared",
         "started",
         "tids",
     )
@@ -529,6 +563,9 @@ class _Op:
         # minted, and named as such, without keeping any record of it.
         self.mask = int.from_bytes(os.urandom(_TID_BYTES), "big")
         self.minted = 0
+        # Copied by a fork (`MemoryCursorStore._after_fork`): every token it did not issue
+        # here may have been issued by the other process, so is answered as expired.
+        self.shared = False
 
 
 class MemoryCursorStore(KeyedStore):
@@ -538,12 +575,11 @@ class MemoryCursorStore(KeyedStore):
     starting one more evicts the oldest (its cursors then raise `ExpiredCursor`). Each
     keeps the `MAX_POSITIONS_PER_OPERATION` positions last minted or resumed; an older
     cursor of it raises `ExpiredCursor`. Expired operations are swept as new ones start.
-    Not shared between processes.
+    Not shared between processes: a forked child works on its own copy.
     """
 
     __slots__ = (
         "_by_principal",
-        "_lock",
         "_max_per_principal",
         "_max_total",
         "_ops",
@@ -568,6 +604,23 @@ class MemoryCursorStore(KeyedStore):
         # (one ttl per store).
         self._ops: dict[str, _Op] = {}
         self._by_principal: dict[str, dict[str, None]] = {}
+        self._track()
+
+    def _after_fork(self) -> None:
+        super()._after_fork()
+        for op in self._ops.values():
+            # The parent and every sibling hold a copy of this operation and mint on from
+            # the same count: a mask of this process's own keeps its token ids apart from
+            # theirs, where the same token would resume at each process's own position.
+            op.mask = int.from_bytes(os.urandom(_TID_BYTES), "big")
+            op.shared = True
+
+    def _after_fork_in_parent(self) -> None:
+        # Not under the lock: the forking thread would wait there for any other thread
+        # that holds it. list() takes the values in one step (C code, under the GIL); an
+        # operation started since is not in the child.
+        for op in list(self._ops.values()):
+            op.shared = True
 
     def __len__(self) -> int:
         """Live (not yet swept) operations."""
@@ -620,8 +673,9 @@ class MemoryCursorStore(KeyedStore):
             try:
                 data = op.positions[tid]
             except KeyError:
-                if (int.from_bytes(tid, "big") ^ op.mask) < op.minted:
-                    raise expired() from None  # minted, and pushed out by newer ones
+                if op.shared or (int.from_bytes(tid, "big") ^ op.mask) < op.minted:
+                    # minted, and pushed out by newer ones (or minted by another process)
+                    raise expired() from None
                 raise unknown() from None
             if now >= op.expires:
                 raise expired()
