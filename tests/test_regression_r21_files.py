@@ -257,18 +257,20 @@ def test_regression_open_changed_before_items_is_read_again(
 
 
 @pytest.mark.parametrize("kind", ["lines", "array", "gzip"])
-def test_regression_first_page_always_changing_gives_up_after_three_opens(kind: str) -> None:
+def test_regression_first_page_always_changing_gives_up_after_three_opens(
+    kind: str, tmp_path: Path
+) -> None:
     """A file that changes at every read: the first page is read from 3 fresh opens, then
     an `OSError` (EAGAIN) says so and names the file. In a child, bounded: a retry that
     never gave up would hang."""
     out = bounded_run(
         f"""
-        import errno, os, tempfile
+        import errno, os
         from pathlib import Path
         from jsonbudget import Limits, MemoryCursorStore, Scope, paginate
         from tests.test_regression_r21_files import content, hooked_fstat, source
 
-        path = Path(tempfile.mkdtemp()) / "during.{kind}"
+        path = Path({str(tmp_path)!r}) / "during.{kind}"
         path.write_bytes(content("{kind}", "A"))
         opens = []
         os.fstat = hooked_fstat(path, lambda calls: opens.append(calls) is None)
