@@ -314,4 +314,5 @@ def test_regression_apaginate_runs_under_trio(tmp_path: Path) -> None:
     # asyncio.to_thread raised "no running event loop" under trio: there, everything
     # runs on the loop, as it did.
     import trio
+
     assert _pages_of(tmp_path, trio.run) == 40
