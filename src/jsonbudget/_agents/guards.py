@@ -62,6 +62,7 @@ from .._encode.strings import SURROGATE, replaced_note
 from .._encode.whole import JsonWriter
 from .._frozen import Record, fast_constructor
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
+from .._loops import off_loop, running_loop
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from .._sources.jsonread import load_json
 from ..errors import DecodeError, EncodeError, LimitError, SpillError
@@ -473,7 +474,7 @@ class ResultGate:
         """`gate` in a worker thread, so spilling to disk does not block the event loop."""
         if isinstance(result, LoopItems):
             return await result.drive(functools.partial(self.gate, result, label=label))
-        return await asyncio.to_thread(self.gate, result, label=label)
+        return await off_loop(functools.partial(self.gate, result, label=label))
 
     # -- internals shared with TurnBudget ------------------------------------------------
 
@@ -868,7 +869,7 @@ class TurnBudget:
         turn = self._turn
         if isinstance(result, LoopItems):
             return await result.drive(functools.partial(self._admit_to, turn, result, tool))
-        return await asyncio.to_thread(self._admit_to, turn, result, tool)
+        return await off_loop(functools.partial(self._admit_to, turn, result, tool))
 
     def _release(self, reserved: int, turn: _Turn) -> None:
         with self._lock:
@@ -962,6 +963,10 @@ class LoopItems(Iterator[Any]):
     async def drive(self, admit: Callable[[], _T]) -> _T:
         """*admit* (which reads this result) in a thread of its own, each item it asks for
         awaited here; see the class. (Not named ``read``: a result with one is a file.)"""
+        if running_loop() != "asyncio":
+            # The frameworks whose outputs these are run on asyncio; elsewhere the items
+            # could not be awaited on the loop.
+            raise RuntimeError("the items of an async iterator are read under asyncio only")
         loop = asyncio.get_running_loop()
         woken = asyncio.Event()
         ended: list[tuple[Any, BaseException | None]] = []

@@ -53,6 +53,7 @@ from .._encode.values import Converted
 from .._encode.whole import JsonWriter
 from .._frozen import fast_constructor
 from .._limits import MAX_LIMIT, Limits
+from .._loops import running_loop
 from .._sources.base import (
     AsyncSource,
     Clipped,
@@ -1376,7 +1377,7 @@ class Paginator:
         same cursor asked again gives the same page.
         """
         src = as_source(source)
-        threads = _in_asyncio()
+        threads = running_loop() == "asyncio"
         blocks = threads and _store_blocks(self.store)
         if blocks:
             state, position, builder = await asyncio.to_thread(self._open, src, scope, cursor)
@@ -1415,16 +1416,6 @@ class Paginator:
         if more and blocks:  # a cursor to mint: `_finish` keeps the pulls first
             return await asyncio.to_thread(self._finish, builder, state, more, position)
         return self._finish(builder, state, more, position)
-
-
-def _in_asyncio() -> bool:
-    """Whether this coroutine runs under asyncio, whose worker threads `apaginate` uses
-    (trio, through anyio or not, has no asyncio loop: `asyncio.to_thread` fails there)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _store_blocks(store: CursorStore) -> bool:
