@@ -100,6 +100,7 @@ def test_page_summary_counts_and_hides_content() -> None:
         "oversized": 1,
         "oversized_outcomes": {"truncated": 1},
         "oversized_encoded_bytes": 1_048_576,
+        "oversized_unmeasured": 0,
         "incomplete_reason": "page_full",
     }
     _assert_clean(summary)

@@ -419,6 +419,11 @@ class ResultGate:
         if preview_bytes is None:
             preview_bytes = max(min(DEFAULT_PREVIEW_BYTES, self._max_bytes), smallest)
         check_int("preview_bytes", preview_bytes, minimum=smallest)
+        if preview_bytes > self._max_bytes >= smallest:
+            # max_bytes holds some preview: the one asked for is what is too large.
+            raise LimitError(
+                "preview_bytes", preview_bytes, _preview_over("max_bytes", self._max_bytes)
+            )
         if preview_bytes > self._max_bytes:
             raise LimitError(
                 "max_bytes",
@@ -643,6 +648,11 @@ class ResultGate:
         return shown + sep + _text_footer(named, len(shown), self._read_hint)
 
 
+def _preview_over(name: str, limit: int) -> str:
+    """Why a ``preview_bytes`` over the limit *name* (*limit*) is refused."""
+    return f"must be at most {name} ({limit}): a preview stands in for the result"
+
+
 def _check_label(name: str, value: object) -> None:
     """Refuse a label that is not a str (a subclass is one), before any of the result is
     read: a stream's chunks taken before the spill refused it would be lost."""
@@ -664,6 +674,8 @@ def gate_result(
     kind: ResultKind = "auto",
     read_hint: str | None = None,
     default: Callable[[Any], Any] | None = None,
+    reader: ResultReader | None = None,
+    principal: str | Callable[[], str] = "anonymous",
 ) -> GateResult:
     """One-call `ResultGate`: pass *result* through or spill it; see `ResultGate`."""
     if (
@@ -676,6 +688,8 @@ def gate_result(
         and kind == "auto"
         and read_hint is None
         and default is None
+        and reader is None
+        and isinstance(principal, str)
     ):
         # A clean value that fits needs no gate. With these options (the defaults, and a
         # limit that holds the default preview) the gate would accept them all.
@@ -690,6 +704,8 @@ def gate_result(
         kind=kind,
         read_hint=read_hint,
         default=default,
+        reader=reader,
+        principal=principal,
     )
     return gate.gate(result, label=label)
 
@@ -754,10 +770,16 @@ class TurnBudget:
                 principal=principal,
             )
         except LimitError as exc:
-            if exc.name != "max_bytes" or name == "max_bytes":
+            if name == "max_bytes":
                 raise
             # The gate's max_bytes is this turn's max_result_bytes: named as it was given.
-            raise LimitError(name, max_result_bytes, exc.reason) from None
+            if exc.name == "max_bytes":
+                raise LimitError(name, max_result_bytes, exc.reason) from None
+            if exc.reason == _preview_over("max_bytes", max_result_bytes):
+                raise LimitError(
+                    "preview_bytes", preview_bytes, _preview_over(name, max_result_bytes)
+                ) from None
+            raise
         self._bare = self._gate.bare_reference_bytes
         if max_calls is None:
             # As many as the turn holds references for, up to the default.

@@ -106,8 +106,8 @@ def safe_spill(spill: object, tool: object = NO_TOOL) -> dict[str, Any]:
     }
 
 
-def _tally(entries: object, attribute: str) -> tuple[int, dict[str, int], int, int]:
-    """Count entries, their kinds, and the known sum and unknown count of ``omitted``."""
+def _tally(entries: object, attribute: str, amount: str) -> tuple[int, dict[str, int], int, int]:
+    """Count entries, their kinds, and the known sum and unknown count of *amount*."""
     counts: dict[str, int] = {}
     total = known = unknown = 0
     for entry in entries if isinstance(entries, list | tuple) else ():
@@ -123,13 +123,13 @@ def _tally(entries: object, attribute: str) -> tuple[int, dict[str, int], int, i
             or "other"
         )
         counts[kind] = counts.get(kind, 0) + 1
-        omitted = _count(
-            entry.get("omitted") if isinstance(entry, Mapping) else getattr(entry, "omitted", None)
+        size = _count(
+            entry.get(amount) if isinstance(entry, Mapping) else getattr(entry, amount, None)
         )
-        if omitted is None:
+        if size is None:
             unknown += 1
         else:
-            known += omitted
+            known += size
     return total, dict(sorted(counts.items())), known, unknown
 
 
@@ -141,7 +141,7 @@ def _digest(data: bytes, enabled: bool) -> dict[str, Any]:
 
 
 def _truncation_fields(truncations: object) -> dict[str, Any]:
-    total, kinds, known, unknown = _tally(truncations, "kind")
+    total, kinds, known, unknown = _tally(truncations, "kind", "omitted")
     return {
         "truncations": total,
         "truncation_kinds": kinds,
@@ -194,15 +194,11 @@ class Summarizer:
         if isinstance(data, str):
             data = data.encode("utf-8")
         items = getattr(page, "items", ())
-        oversized_total, outcomes, _, _ = _tally(getattr(page, "oversized", ()), "outcome")
-        oversized_bytes = 0
-        for entry in list(getattr(page, "oversized", ()) or ())[:_MAX_TALLY]:
-            size = _count(
-                entry.get("encoded_bytes")
-                if isinstance(entry, Mapping)
-                else getattr(entry, "encoded_bytes", None)
-            )
-            oversized_bytes += size or 0
+        # An item's size is known only where it was measured (a spilled one): the others
+        # are counted apart, as cuts of an unknown amount are, never summed as 0.
+        oversized_total, outcomes, oversized_bytes, unmeasured = _tally(
+            getattr(page, "oversized", ()), "outcome", "encoded_bytes"
+        )
         out: dict[str, Any] = {
             "kind": "page",
             **_digest(data if isinstance(data, bytes) else b"", self.sha256),
@@ -214,6 +210,7 @@ class Summarizer:
             "oversized": oversized_total,
             "oversized_outcomes": outcomes,
             "oversized_encoded_bytes": oversized_bytes,
+            "oversized_unmeasured": unmeasured,
         }
         reason = _word(getattr(page, "incomplete_reason", None))
         if reason is not None:

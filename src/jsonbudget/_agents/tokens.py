@@ -87,8 +87,12 @@ class EstimatedTokenCounter:
         self.bytes_per_token = float(bytes_per_token)
 
     def count(self, text: str) -> int:
-        """Estimated tokens of *text* (0 for the empty string)."""
-        return math.ceil(len(text.encode("utf-8")) / self.bytes_per_token)
+        """Estimated tokens of *text* (0 for the empty string).
+
+        A lone surrogate, which has no UTF-8 form, counts as 3 bytes: the U+FFFD the
+        encoder writes in its place takes as many.
+        """
+        return math.ceil(len(text.encode("utf-8", "surrogatepass")) / self.bytes_per_token)
 
 
 # tiktoken caches each BPE file under the sha1 of its URL; these are the public ones.
@@ -305,12 +309,20 @@ def _check_counter(caller: str, counter: object) -> None:
 
 def _check_counts(counter: object) -> None:
     """Refuse a counter without a usable ``count`` method."""
-    if isinstance(counter, str | bytes | bytearray | list | tuple):
-        # Their count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
+    if isinstance(counter, str):
+        # Its count(x) counts occurrences of x: every budget would "fit" at 0 tokens.
         raise LimitError(
             "counter",
             counter,
             "must be a token counter, not an encoding's name: TiktokenCounter('o200k_base')",
+        )
+    if isinstance(counter, bytes | bytearray | list | tuple):
+        # The same count(x) as a str's, but the hint to name an encoding would not fit.
+        raise LimitError(
+            "counter",
+            counter,
+            f"must be a token counter, not {type(counter).__name__}: its count(x) counts "
+            "occurrences of x",
         )
     if not callable(getattr(counter, "count", None)):
         raise LimitError("counter", counter, "must have a count(text) method")
@@ -355,6 +367,9 @@ class TokenFitter:
         self.encode_options = encode_options
 
     def _cap(self) -> int | None:
+        # max_bytes= overrides limits.max_bytes, as every keyword cap overrides its field
+        # of limits in encode, whose options these are: the fitter searches below the
+        # budget encode(obj, limits, **encode_options) would use.
         cap = self.encode_options.get("max_bytes")
         if cap is not None:
             return int(cap)
