@@ -179,3 +179,11 @@ def test_fit_tokens_keyword_max_bytes_overrides_limits_as_encode_does() -> None:
     )
     assert fitted.max_bytes == 200
     assert fitted.data == encode(rows, Limits(100), max_bytes=200).data
+
+
+def test_regression_read_result_refuses_a_reader_that_is_not_one() -> None:
+    # It raised AttributeError ('int' object has no attribute 'read').
+    from jsonbudget import read_result
+
+    with pytest.raises(TypeError, match="reader must be a ResultReader, not int"):
+        read_result("x.json", reader=3, principal="a")  # type: ignore[arg-type]

@@ -690,6 +690,8 @@ def read_result(
     principal: str,
 ) -> ReadPage:
     """One call: ``reader.read(ref, pointer, cursor, principal=principal)``."""
+    if not isinstance(reader, ResultReader):
+        raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
     return reader.read(ref, pointer, cursor, principal=principal)
 
 
