@@ -1870,8 +1870,19 @@ class SQLiteSource(_SQLSource):
         return f":{name}" if self._named else "?"
 
     def close(self) -> None:
-        super().close()
-        self._closing = None
+        """Let go of the connection this source opened; a passed connection stays open.
+
+        Waits for a page (or an ``open()`` step) that another thread runs, and closes the
+        connection once nothing reads it: an ``open()`` iterator still open finishes on it
+        (it holds the connection, `_Closing`), as a page of this thread's that called this
+        does. A page after this opens the path again."""
+        # Under the lock: closed in another thread's step, the connection would be freed
+        # under the statement it runs (a crash), or taken from `_own` between the page's
+        # `_connection()` and its use. Never closed here directly: whoever still reads it
+        # holds its `_Closing`, and the last of them closes it.
+        with self._held():
+            self._own, self._closing = None, None
+            self._ahead.clear()
 
     def interrupt(self) -> None:
         """Abort the query this source is running, if any: the page (or ``open()``) in
@@ -1879,9 +1890,13 @@ class SQLiteSource(_SQLSource):
         thread, which is where it is useful: a Python signal handler runs only between
         bytecodes, so Ctrl-C waits for SQLite to finish a long query unless a thread
         watching for the signal (`signal.set_wakeup_fd`) calls this."""
-        conn = self._conn if self._conn is not None else self._own
-        if conn is not None:
-            conn.interrupt()
+        if self._conn is not None:
+            self._conn.interrupt()
+            return
+        # Held while it is interrupted: a close() meanwhile leaves it open (`_Closing`).
+        closing = self._closing
+        if closing is not None:
+            closing.conn.interrupt()
 
     def _plan_for(self, cut: int | None) -> _Plan:
         return self._opened(cut)[1]
@@ -1904,7 +1919,8 @@ class SQLiteSource(_SQLSource):
 
     def _live(self) -> sqlite3.Connection:
         """The connection the last `_connection()` settled on, under the lock held since
-        (`_opened`); opened again where another thread closed the source meanwhile."""
+        (`_opened`); opened again where this thread closed the source meanwhile (another
+        thread's close() waits for the lock)."""
         conn = self._conn if self._conn is not None else self._own
         return conn if conn is not None else self._connection()
 
@@ -2027,6 +2043,9 @@ class SQLiteSource(_SQLSource):
     ) -> tuple[bool, Position | None]:
         with self._held():  # see `_lock`
             conn, plan = self._opened(cut)
+            # Held by the page: a close() of this thread's (from code the page calls)
+            # leaves the connection open under its statement until the page ends.
+            closing = self._closing if conn is self._own else None
             cur = conn.cursor()
             # On its own connection the source reads cells bare, under a length limit at the
             # cut's bound, which costs SQLite a fifth less than the cut select a row; a
@@ -2071,6 +2090,7 @@ class SQLiteSource(_SQLSource):
                 cur.close()
                 if bare:
                     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self._length)
+                del closing
             self._keep(key, position if after is None else after, ahead, token)
             return more, after
 
