@@ -76,6 +76,8 @@ _SCAN_MIN_PUTS = 64
 #: The ledgers of this many directories last used are kept when no store uses them.
 _RECENT_LEDGERS = 16
 _NS = 1_000_000_000
+#: What `os.link` fails with on a file system without hard links, or for a directory.
+_NO_LINK = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK})
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,22 +359,17 @@ class SpillStore:
                 if not picked:
                     return
                 for name, mtime, _ in picked:
-                    path = self._dir / name
-                    try:
-                        st = os.stat(path, follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # removed meanwhile by another process's cleanup
-                    except OSError as exc:
-                        raise SpillError(
-                            f"cannot read {name} in the spill directory: {exc.strerror}"
-                        ) from exc
-                    if not stat.S_ISREG(st.st_mode):
-                        continue  # not a result any more: not ours to remove
+                    st = self._current(name)
+                    if st is None or not stat.S_ISREG(st.st_mode):
+                        continue  # removed meanwhile, or not a result any more: not ours
                     if st.st_mtime_ns > mtime and now - st.st_mtime_ns <= max_age:
                         with ledger.lock:
                             ledger.restore(name, st.st_mtime_ns, st.st_size)
                         continue
-                    _unlink(path)
+                    _, stays = self._remove(name, st)
+                    if stays is not None:
+                        with ledger.lock:
+                            ledger.restore(name, stays.st_mtime_ns, stays.st_size)
         except BaseException:
             # What was picked and not yet removed is no longer counted: a scan recounts.
             with ledger.lock:
@@ -536,32 +533,110 @@ class SpillStore:
         protected = self._protected(keep)
         removed_files = removed_bytes = 0
         kept: list[tuple[int, str, int]] = []
-        for name, is_temp, st in found:
+        for name, is_temp, listed in found:
+            st = listed
             if name in protected:
                 if not is_temp:
                     kept.append((st.st_mtime_ns, name, st.st_size))  # counted, never removed
-            elif now - st.st_mtime_ns > max_age:
-                if _unlink(self._dir / name):
-                    removed_files += 1
-                    removed_bytes += st.st_size
-            elif not is_temp:
+                continue
+            if now - st.st_mtime_ns > max_age:
+                # Listing a big directory takes seconds: the file may have been stored
+                # again since, so it is judged by its status now.
+                current = self._current(name)
+                if current is None or not stat.S_ISREG(current.st_mode):
+                    continue  # removed meanwhile, or not a result any more: not ours
+                if now - current.st_mtime_ns > max_age:
+                    removed, stays = self._remove(name, current)
+                    if removed:
+                        removed_files += 1
+                        removed_bytes += current.st_size
+                    if stays is None:
+                        continue
+                    current = stays
+                st = current
+            if not is_temp:
                 kept.append((st.st_mtime_ns, name, st.st_size))
         total = sum(size for _, _, size in kept)
         kept.sort()
         survivors: list[tuple[int, str, int]] = []
         for entry_ in kept:
-            _, name, size = entry_
+            mtime, name, size = entry_
             if total > self._max_total_bytes and name not in protected:
-                if _unlink(self._dir / name):
-                    removed_files += 1
-                    removed_bytes += size
                 total -= size
+                current = self._current(name)
+                if current is None or not stat.S_ISREG(current.st_mode):
+                    continue  # removed meanwhile, or not a result any more: not ours
+                if current.st_mtime_ns == mtime:
+                    removed, stays = self._remove(name, current)
+                    if removed:
+                        removed_files += 1
+                        removed_bytes += size
+                    if stays is None:
+                        continue
+                    current = stays
+                # Stored again since the listing: as new as any result here, it stays.
+                total += current.st_size
+                survivors.append((current.st_mtime_ns, name, current.st_size))
             else:
                 survivors.append(entry_)
         report = SpillCleanup(
             removed_files, removed_bytes, len(survivors), sum(s for _, _, s in survivors)
         )
         return report, survivors, visited
+
+    def _current(self, name: str) -> os.stat_result | None:
+        """The status of *name* in the directory now (a symlink's own), None if it is gone."""
+        try:
+            return os.stat(self._dir / name, follow_symlinks=False)
+        except FileNotFoundError:
+            return None  # removed meanwhile by another process's cleanup
+        except OSError as exc:  # a directory we may list but not search
+            raise SpillError(f"cannot read {name} in the spill directory: {exc.strerror}") from exc
+
+    def _remove(self, name: str, judged: os.stat_result) -> tuple[bool, os.stat_result | None]:
+        """Remove *name* if it is still the file of status *judged*. Return whether it was
+        removed, and the status of the file that stays under *name* instead, if any.
+
+        An unlink by name after a check would take a copy that another process's put
+        renamed into place in between: the newest copy of a result, just returned to its
+        caller. So the file is first renamed to a name of this call's own, which takes
+        whatever stands there at once, and checked there (same inode, same time): the
+        file judged is removed, any other goes back. The private name is a temporary
+        file's, so a process that dies in between leaves nothing a scan will not remove.
+        """
+        path = self._dir / name
+        aside = self._dir / _temp_name()
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return False, None  # removed meanwhile by another process's cleanup
+        except OSError as exc:  # a read-only directory, say
+            raise SpillError(f"cannot remove {name}: {exc.strerror}") from exc
+        try:
+            try:
+                st = os.stat(aside, follow_symlinks=False)
+            except FileNotFoundError:
+                # Another process's scan took it as an abandoned temporary file, which
+                # it removes only once the file is past that store's max_age.
+                return False, None
+            except OSError as exc:
+                raise SpillError(f"cannot remove {name}: {exc.strerror}") from exc
+            if (st.st_ino, st.st_dev, st.st_mtime_ns) == (
+                judged.st_ino,
+                judged.st_dev,
+                judged.st_mtime_ns,
+            ):
+                return _unlink(aside, name), None
+        except BaseException as exc:
+            # Also on an interrupt: a file taken aside and not removed may be a result
+            # just stored. A failure to put it back is added to *exc*, not raised instead.
+            try:
+                _put_back(aside, path)
+            except SpillError as put_exc:
+                exc.add_note(str(put_exc))
+            raise
+        _put_back(aside, path)
+        return False, st if stat.S_ISREG(st.st_mode) else None
 
     def _path_of(self, ref: object) -> Path:
         if not isinstance(ref, str) or not _REF_RE.fullmatch(ref):
@@ -806,14 +881,39 @@ def _write_all(fd: int, chunk: bytes | bytearray | memoryview) -> None:
         view = view[written:]
 
 
-def _unlink(path: Path) -> bool:
+def _unlink(path: Path, name: str) -> bool:
+    """Remove *path*, the file of the result *name* (taken aside under a private name)."""
     try:
         path.unlink()
     except FileNotFoundError:
         return False  # another process's cleanup got there first
     except OSError as exc:  # a read-only directory, say
-        raise SpillError(f"cannot remove {path.name}: {exc.strerror}") from exc
+        raise SpillError(f"cannot remove {name}: {exc.strerror}") from exc
     return True
+
+
+def _put_back(aside: Path, path: Path) -> None:
+    """Move the file at *aside* back to *path*, unless a put has stored its result there
+    again meanwhile: that copy has the same bytes (the name is their hash) and a newer
+    time, and the one at *aside* goes."""
+    try:
+        # A link, not a rename, which would replace the newer copy by this older one.
+        os.link(aside, path, follow_symlinks=False)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        return  # the directory is gone, or another process's scan took the file as old
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise SpillError(f"cannot put {path.name} back: {exc.strerror}") from exc
+        # No hard links here (or not a file): a rename, which can replace only a newer
+        # copy of the same bytes, and never a file by a directory.
+        try:
+            os.rename(aside, path)
+        except OSError as rename_exc:
+            raise SpillError(f"cannot put {path.name} back: {rename_exc.strerror}") from rename_exc
+        return
+    _unlink(aside, path.name)
 
 
 def _temp_name() -> str:

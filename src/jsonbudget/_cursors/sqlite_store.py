@@ -121,7 +121,8 @@ class SQLiteCursorStore(KeyedStore):
         _create_private(self.path)
         conn = _connect(self.path, busy_timeout)
         self._lock = threading.Lock()
-        self._last_sweep = 0.0
+        # On the monotonic clock: the wall clock set back stopped the sweeps for as long.
+        self._last_sweep = -math.inf
         with contextlib.ExitStack() as on_error:
             on_error.callback(conn.close)  # a failed setup leaves no open connection
             _private(self.path)
@@ -202,8 +203,9 @@ class SQLiteCursorStore(KeyedStore):
         pfp = scope.principal_fingerprint
         with self._lock, self._transaction() as conn, conn:
             now = time.time()
-            if now - self._last_sweep >= _SWEEP_EVERY:
-                self._last_sweep = now
+            tick = time.monotonic()
+            if tick - self._last_sweep >= _SWEEP_EVERY:
+                self._last_sweep = tick
                 conn.execute("DELETE FROM jsonbudget_tokens WHERE expires_at <= ?", (now,))
                 conn.execute("DELETE FROM jsonbudget_ops WHERE expires_at <= ?", (now,))
             (live,) = conn.execute(

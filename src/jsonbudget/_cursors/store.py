@@ -375,6 +375,11 @@ def _check_mac(key: CursorKey | None, body: bytes, mac: bytes) -> None:
         raise InvalidCursor("the cursor is not one this server issued (bad signature)")
 
 
+def token_accepted(parsed: ParsedToken, key: CursorKey | None) -> bool:
+    """Whether *parsed* carries a valid MAC under *key*: `verify_token` as a test."""
+    return key is not None and hmac.compare_digest(key.mac(parsed.body), parsed.mac)
+
+
 def verify_token(parsed: ParsedToken, key: CursorKey | None) -> None:
     """Raise `InvalidCursor` unless *parsed* carries a valid MAC under *key*."""
     _check_mac(key, parsed.body, parsed.mac)
@@ -525,6 +530,7 @@ def check_scope_arg(scope: object) -> Scope:
 
 class _Op:
     __slots__ = (
+        "deadline",
         "expires",
         "mask",
         "max_pages",
@@ -540,14 +546,19 @@ class _Op:
     )
 
     def __init__(
-        self, op_id: bytes, scope: Scope, started: float, expires: float, max_pages: int | None
+        self, op_id: bytes, scope: Scope, started: float, ttl: int, max_pages: int | None
     ) -> None:
         self.op_id = op_id
         self.pfp = scope.principal_fingerprint
         self.qfp = scope.query_fingerprint
         self.pages = 1
+        # What the state reports, in epoch seconds.
         self.started = started
-        self.expires = expires
+        self.expires = started + ttl
+        # When it expires: on the monotonic clock, as nothing outside this process needs
+        # it, so that a wall clock set back (or forward) neither lengthens its life nor
+        # shortens it.
+        self.deadline = time.monotonic() + ttl
         self.max_pages = max_pages
         # token id -> position: an int or None as itself (immutable, nothing to decode),
         # anything else encoded (a caller may mutate the list or dict it passed)
@@ -601,7 +612,7 @@ class MemoryCursorStore(KeyedStore):
         self._lock = threading.Lock()
         # Keyed by the hex operation id a state carries, so that mint finds a state's
         # operation with one lookup. Insertion order is start order is expiry order
-        # (one ttl per store).
+        # (one ttl per store, deadlines on the monotonic clock).
         self._ops: dict[str, _Op] = {}
         self._by_principal: dict[str, dict[str, None]] = {}
         self._track()
@@ -639,12 +650,13 @@ class MemoryCursorStore(KeyedStore):
         now = time.time()
         op_id = new_operation_id()
         hex_id = op_id.hex()
-        op = _Op(op_id, scope, now, now + self.ttl, max_pages)
+        op = _Op(op_id, scope, now, self.ttl, max_pages)
         with self._lock:
             ops = self._ops
+            tick = time.monotonic()
             while ops:
                 oldest = next(iter(ops))
-                if ops[oldest].expires > now:
+                if ops[oldest].deadline > tick:
                     break
                 self._drop(oldest)
             mine = self._by_principal.setdefault(op.pfp, {})
@@ -677,7 +689,7 @@ class MemoryCursorStore(KeyedStore):
                     # minted, and pushed out by newer ones (or minted by another process)
                     raise expired() from None
                 raise unknown() from None
-            if now >= op.expires:
+            if time.monotonic() >= op.deadline:
                 raise expired()
             check_scope(op.pfp, op.qfp, scope)
             if op.max_pages is not None and op.pages >= op.max_pages:
