@@ -3419,4 +3419,8 @@ def test_regression_deep_caller_json_text_that_repeats_a_key_is_not_an_error() -
     1,000 levels (orjson takes 1,024): the value became an EncodeError."""
     raw = b'{"a":' * 1000 + b'{"k":1,"k":2}' + b"}" * 1000
     out = encode([orjson.Fragment(raw)], max_bytes=100_000)
-    assert out.data == b"[" + raw + b"]"
+    if sys.version_info < (3, 12):  # its reader stops short: written as it is
+        assert out.data == b"[" + raw + b"]"
+    else:  # read into its members, as any repeated key is, and cut at max_depth
+        assert b'"k":1,"k":2' not in out.data
+        assert "depth" in {t.kind for t in out.truncations}
