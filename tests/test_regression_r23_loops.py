@@ -7,9 +7,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 
+import pytest
 import trio
 
 from jsonbudget import Admitted, GateResult, ResultGate, SpillStore, TurnBudget
@@ -55,3 +56,58 @@ def test_regression_aadmit_runs_under_trio_and_counts(tmp_path: Path) -> None:
     assert big.spill is not None
     assert [r.tool for r in turn.report().results] == ["small", "result"]
     assert seen
+
+
+def test_regression_agate_and_aadmit_run_under_trio_as_a_guest_of_asyncio(
+    tmp_path: Path,
+) -> None:
+    # A trio task run as a guest of an asyncio loop also sees that loop as running:
+    # asyncio.to_thread was taken there, and trio refused its Future ("unrecognized
+    # yield message") after the spill was written and counted.
+    import asyncio
+
+    turn = TurnBudget(max_bytes=4_000, store=SpillStore(tmp_path / "spill"))
+    got: list[Admitted] = []
+
+    async def trio_main() -> None:
+        got.append(await turn.aadmit(_rows([]), tool="search"))
+
+    async def host() -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[object] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            trio_main,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            done_callback=done.set_result,
+        )
+        outcome = await done
+        outcome.unwrap()  # type: ignore[attr-defined]  # trio's Outcome: raises what it raised
+
+    asyncio.run(host())
+    assert len(got) == 1
+    assert got[0].reason == "result_limit"
+    assert got[0].spill is not None
+    assert [r.tool for r in turn.report().results] == ["search"]
+
+
+def test_regression_an_async_iterable_result_is_refused_not_lost(tmp_path: Path) -> None:
+    # It became one "…[unencodable: async_generator]" marker, every item lost and the
+    # generator never closed; bounded_tool refused the same value.
+    async def rows() -> AsyncGenerator[dict[str, int], None]:
+        for i in range(3):
+            yield {"i": i}
+
+    gate = ResultGate(max_bytes=1_000, store=SpillStore(tmp_path / "spill"))
+    turn = TurnBudget(max_bytes=4_000, store=SpillStore(tmp_path / "spill"))
+
+    async def main() -> None:
+        for call in (gate.agate, turn.aadmit):
+            agen = rows()
+            with pytest.raises(TypeError, match="async iterable"):
+                await call(agen)
+            await agen.aclose()
+
+    trio.run(main)
+    with pytest.raises(TypeError, match="async iterable"):
+        gate.gate(rows())
+    assert turn.report().results == ()  # the refused call counts nothing

@@ -21,21 +21,24 @@ _T = TypeVar("_T")
 
 
 def running_loop() -> Literal["asyncio", "trio"] | None:
-    """The event loop this coroutine runs under: asyncio's, trio's, or None for another."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        return "asyncio"
+    """The event loop this coroutine runs under: asyncio's, trio's, or None for another.
+
+    trio first: run as a guest of an asyncio loop (`trio.lowlevel.start_guest_run`), a
+    trio task also sees that host loop as running, but only trio's awaitables work there.
+    """
     trio = sys.modules.get("trio")  # never imported here: a trio loop has imported it
     if trio is not None:
         try:
             trio.lowlevel.current_trio_token()
         except RuntimeError:
-            return None
-        return "trio"
-    return None
+            pass  # not in a trio run
+        else:
+            return "trio"
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return "asyncio"
 
 
 async def off_loop(call: Callable[[], _T]) -> _T:

@@ -512,6 +512,13 @@ class ResultGate:
             return _Measured(kind, chunks=_str_chunks(result))
         if hasattr(result, "read") or _is_iterator(result):
             return self._measure_stream(_stream_chunks(result), limit)
+        if isinstance(result, AsyncIterable) and not isinstance(result, Iterable):
+            # Its items can only be awaited: encoded, it would be one unencodable marker
+            # and every item lost (as bounded_tool refuses it).
+            raise TypeError(
+                f"a result cannot be an async iterable ({type(result).__name__}): its items "
+                "are awaited, not read; collect them into a list, or return a sync iterator"
+            )
         # Any other value is JSON; the compiled walk costs at most the limit.
         fast = clean_dumps(result, limit, 0, _GATE_CAPS, None, True)
         if type(fast) is bytes:
