@@ -630,6 +630,7 @@ class EncodeCall:
     __slots__ = (
         "active",
         "caps",
+        "changed",
         "converted",
         "cycles",
         "default",
@@ -689,6 +690,8 @@ class EncodeCall:
         # No text longer than the budget shows whole: a str subclass is copied no further.
         self.most = enc.limits.max_bytes
         self.over = 2.0  # how far the last bulk run passed its room (see `RunSizer`)
+        # A view whose source changed while read: it cannot be rendered whole.
+        self.changed: _values.SeqView | None = None
 
     # -- entry points ----------------------------------------------------------------
 
@@ -1111,15 +1114,18 @@ class EncodeCall:
                 if t is dict:
                     fresh = 0
             elif _counted(v):
-                # A SeqView refuses a lying len, a tuple does not change. Read on from
-                # where the last read stopped: a cut list reads a few items first and
-                # more as they fit.
+                # A tuple does not change; a SeqView whose source changed ends at its
+                # snapshot, short of the count it measured (noted in `changed`). Read on
+                # from where the last read stopped: a cut list reads a few items first
+                # and more as they fit.
                 if snap is None:
                     members = list(v[:limit])
                 else:
                     members = snap.members
                     members += v[len(members) : limit]
                 n = len(v)
+                if len(members) < min(limit, n):
+                    self.changed = v
             elif t is Stream:
                 v.pull(limit, room or 2 * limit, self.caps, where)
                 members = v.items[:limit]
@@ -1367,13 +1373,19 @@ class EncodeCall:
                 if out is not None:
                     return len(out[0])
             return marker
+        # A marker that replaces a value is sized as its kind alone: where its details
+        # do not fit, `_marker` writes that, and a member sized with the details was
+        # dropped from an object whose room held it.
         if v is None or isinstance(v, _SCALARS):
             out = self._scalar(v, _BIG, where)
-            return len(out[0]) if out is not None else 0
+            if out is None:
+                return 0
+            # a marker's reports: NaN, an int beyond 64 bits
+            return len(mk.value("unencodable", "")) if out[1] else len(out[0])
         if type(v) is Mark:
-            return len(mk.value(v.kind, v.what))
+            return len(mk.value(v.kind, ""))
         if type(v) is _values.Raw:
-            return min(len(v.data), len(mk.value("unencodable", v.what)))
+            return min(len(v.data), len(mk.value("unencodable", "")))
         if type(v) is _values.Clip:
             head, tail = mk.string(v.total, v.unit)  # what `_cut_clip` keeps at least
             return len(head) + len(tail)
@@ -1381,9 +1393,9 @@ class EncodeCall:
             head, tail = mk.string(v.chars)
             return min(v.chars + 2, len(head) + len(tail))
         if id(v) in self.active:
-            return len(mk.value("unencodable", "cycle"))
+            return len(mk.value("unencodable", ""))
         if depth >= self.max_depth:
-            return len(mk.value("depth", _describe(v)))
+            return len(mk.value("depth", ""))
         ent = self._entry(obj, v, depth)
         if isinstance(v, Mapping):
             # Read as far as `_cut_map` reads for a room this small, so that both choose
@@ -1732,7 +1744,10 @@ class EncodeCall:
             if out[1]:
                 trs.append(_under(token(tok), out[1]))
             shown += 1
-            if cut:
+            if cut and out[1] is not _UNENCODABLE_TRS and out[1] is not _DEPTH_TRS:
+                # A cut value took the room it was given: the budget is spent. A value
+                # replaced by its marker (`_marker`) shows no less for having its
+                # details left out, and the room it left goes on to the next members.
                 break
         if not (everything and shown == total):
             omitted = None if n is None else n - shown

@@ -361,14 +361,27 @@ class _DictView(MapView):
         return found
 
 
+#: The items a view reads first for the size walk; each run after it is four times longer.
+_FIRST_RUN: Final = 64
+#: Sources whose items are the objects they store: an earlier run's are checked by identity.
+_STORED: Final = frozenset({list, collections.deque})
+
+
 class SeqView(Sequence[Any]):
     """A sequence the renderer can index and slice, items converted as they are reached.
 
     Over a NumPy array, a deque, a set, a namedtuple, a list inside a model. A set (or
     anything without indexing) is pulled in order and only as far as it is read.
+
+    What it reads of its source it keeps: read once, a run at a time as the renderer asks
+    for more, each run a snapshot of its items. A source that no longer holds the count
+    the view measured (a hook, a finalizer or another thread emptied, popped from or added
+    to it), or holds other objects where an earlier run read them, is read no further:
+    the view then ends where its snapshot ends, its count still the one measured, so a cut
+    counts what the source held when it was read (as for a list, `EncodeCall._read`).
     """
 
-    __slots__ = ("_conv", "_it", "_n", "_native", "_plain", "_pulled", "_src")
+    __slots__ = ("_conv", "_ended", "_it", "_n", "_native", "_plain", "_pulled", "_src")
 
     def __init__(
         self,
@@ -385,33 +398,48 @@ class SeqView(Sequence[Any]):
         self._plain = plain  # the types *conv* returns unchanged
         self._native = native
         self._it: Iterator[Any] | None = None if indexable else iter(seq)
-        self._pulled: list[Any] = []
+        self._pulled: list[Any] = []  # the snapshot: the items read so far, in order
+        self._ended = False  # the source changed: nothing past the snapshot is read
 
     def __len__(self) -> int:
         return self._n
 
     def _raw(self, start: int, stop: int) -> Any:
-        """Items *start* to *stop* of the source; `EncodeError` if it has fewer than it said."""
+        """Items *start* to *stop* of the snapshot, read on as far as *stop*; fewer where
+        the source changed before they were read."""
+        pulled = self._pulled
+        if stop > len(pulled) and not self._ended:
+            self._read_on(stop)
+        return pulled[start:stop]
+
+    def _read_on(self, stop: int) -> None:
+        """The snapshot read on to item *stop*, in one run, taken only if the source still
+        is what the view measured and read: else the view ends (see the class)."""
         src = self._src
+        pulled = self._pulled
+        done = len(pulled)
         try:
             it = self._it
             if it is None:
-                if isinstance(src, list | tuple | range) or type(self) is _ArrayView:
-                    part = src[start:stop]
+                if isinstance(src, list | tuple | range):
+                    part = src[done:stop]
                 else:  # a deque, a Sequence of the caller's: indexing is all it promises
-                    part = [src[i] for i in range(start, stop)]
-                if len(part) == stop - start:
-                    return part
+                    part = [src[i] for i in range(done, stop)]
             else:
-                pulled = self._pulled
-                pulled.extend(islice(it, max(stop - len(pulled), 0)))
-                if len(pulled) >= stop:
-                    return pulled[start:stop]
-        except (IndexError, RuntimeError) as exc:  # a lying __len__, a set changed meanwhile
-            raise self._changed() from exc
-        raise self._changed()
+                part = list(islice(it, stop - done))
+            # No Python code runs between the run and these checks (a compiled len; a
+            # list's, a deque's items compared by identity), so the run is of one state.
+            same = len(part) == stop - done and len(src) == self._n
+            if same and done and type(src) in _STORED:
+                same = all(map(operator.is_, pulled, islice(src, done)))
+        except (IndexError, RuntimeError):  # it shrank mid-run; a set changed meanwhile
+            same = False
+        if same:
+            pulled += part
+        else:
+            self._ended = True
 
-    def _changed(self) -> EncodeError:
+    def changed(self) -> EncodeError:
         # Refused, never written as a lie: the length was promised in the output already.
         name = type(self._src).__name__
         return EncodeError(f"{name} said it held {self._n} items, then changed", path=None)
@@ -423,7 +451,10 @@ class SeqView(Sequence[Any]):
         if not -self._n <= index < self._n:
             raise IndexError(index)
         index %= self._n
-        return self._conv(self._raw(index, index + 1)[0])
+        part = self._raw(index, index + 1)
+        if not part:
+            raise IndexError(index)  # past where the view ended: its source changed
+        return self._conv(part[0])
 
     def _slice(self, part: Any) -> list[Any]:
         conv = self._conv
@@ -439,10 +470,24 @@ class SeqView(Sequence[Any]):
         return [conv(v) for v in part]
 
     def raw_iter(self) -> Iterable[Any]:
-        """Items before conversion, for the size walk."""
-        if self._it is None or not self._pulled:
-            return self._src  # type: ignore[no-any-return]
-        return self._raw(0, self._n)  # type: ignore[no-any-return]
+        """Items before conversion, for the size walk: from the snapshot, read on in
+        growing runs as the walk goes (it stops at its cap), never from the live source
+        (a deque or a set changed mid-walk raises). A list or a tuple is walked itself:
+        its iteration never raises, and the walk only bounds what the renderer writes."""
+        src = self._src
+        if type(src) is list or type(src) is tuple:
+            return src
+        return self._runs()
+
+    def _runs(self) -> Iterator[Any]:
+        at, run = 0, _FIRST_RUN
+        while at < self._n:
+            part = self._raw(at, min(at + run, self._n))
+            yield from part
+            if len(part) < run and at + len(part) < self._n:
+                return  # the view ended: its source changed
+            at += len(part)
+            run *= 4
 
     def __repr__(self) -> str:
         return f"<items of {type(self._src).__name__}>"
@@ -452,6 +497,16 @@ class _ArrayView(SeqView):
     """One level of a NumPy array: sub-arrays are views, scalars written as orjson does."""
 
     __slots__ = ()
+
+    def _raw(self, start: int, stop: int) -> Any:
+        # An array's shape cannot change while something refers to it: read as asked.
+        part = self._src[start:stop]
+        if len(part) != stop - start:  # only `resize(refcheck=False)` gets here
+            raise self.changed()
+        return part
+
+    def raw_iter(self) -> Iterable[Any]:
+        return self._src  # type: ignore[no-any-return]
 
     def _slice(self, part: Any) -> list[Any]:
         if part.ndim == 1 and part.dtype.kind in "iub":
@@ -465,6 +520,15 @@ class _MaskedView(SeqView):
     a masked array again): a masked element is null."""
 
     __slots__ = ()
+
+    def _raw(self, start: int, stop: int) -> Any:
+        try:  # fixed in shape, as an array is (`_ArrayView`)
+            return [self._src[i] for i in range(start, stop)]
+        except IndexError as exc:
+            raise self.changed() from exc
+
+    def raw_iter(self) -> Iterable[Any]:
+        return self._src  # type: ignore[no-any-return]
 
 
 #: What the renderer walks as it is (besides the JSON types).
@@ -1637,9 +1701,19 @@ class _Spec:
     without validation is written as that type, as pydantic's serializer for it
     writes it (an int, a bool, a Decimal or an IntEnum under float as a float, ``3.0``;
     a bool or an IntEnum under int as an int, ``1``). *kinds* holds the types of
-    `_KIND_TYPES` declared here (``datetime``, ``date | None``, ``datetime | str``)."""
+    `_KIND_TYPES` declared here (``datetime``, ``date | None``, ``datetime | str``).
 
-    __slots__ = ("items", "kinds", "leaf", "models")
+    pydantic's serializer for a container takes only its own runtime type (*holds*: a
+    list for ``list[X]``, a set for ``set[X]``, a dict for ``dict[K, X]``): handed
+    another (a tuple assigned without validation), it infers that value and all it holds
+    from their runtime types (with a warning), so *items* applies to a container of a
+    type in *holds* only; *alts* are a union's other container choices, each taking its
+    own type. *alone*: *models* holds the one class declared here, outside any union,
+    whose serializer writes any object that has a ``__dict__`` (a model class) or
+    ``__dataclass_fields__`` (a dataclass) as that class, reading its fields off it
+    (``{}`` for an Enum member under a model type)."""
+
+    __slots__ = ("alone", "alts", "holds", "items", "kinds", "leaf", "models")
 
     def __init__(
         self,
@@ -1647,11 +1721,25 @@ class _Spec:
         items: _Spec | None,
         leaf: str | None = None,
         kinds: tuple[type, ...] = (),
+        *,
+        holds: tuple[type, ...] = (),
+        alts: tuple[_Spec, ...] = (),
+        alone: bool = False,
     ) -> None:
         self.models = models
         self.items = items
         self.leaf = leaf
         self.kinds = kinds
+        self.holds = holds
+        self.alts = alts
+        self.alone = alone
+
+    def taking(self, v: Any) -> _Spec | None:
+        """This spec, or the union choice, whose container serializer takes *v*; None
+        where none does (pydantic then infers *v* and everything in it)."""
+        if isinstance(v, self.holds):
+            return self
+        return next((alt for alt in self.alts if isinstance(v, alt.holds)), None)
 
 
 def _as_leaf(v: Any, leaf: str) -> Any:
@@ -1670,30 +1758,31 @@ def _as_leaf(v: Any, leaf: str) -> Any:
 _LEAVES: Final = {float: "float", int: "int"}
 
 
-_SEQUENCES: Final = frozenset(
-    {
-        list,
-        tuple,
-        set,
-        frozenset,
-        collections.deque,
-        collections.abc.Sequence,
-        collections.abc.MutableSequence,
-        collections.abc.Set,
-        collections.abc.Iterable,  # pydantic keeps these as one-shot iterators
-        collections.abc.Iterator,
-        collections.abc.Generator,
-    }
-)
-_MAPPINGS: Final = frozenset(
-    {
-        dict,
-        collections.abc.Mapping,
-        collections.abc.MutableMapping,
-        collections.OrderedDict,
-        collections.defaultdict,
-    }
-)
+#: A container type an annotation may name, and the runtime types pydantic's serializer
+#: for it takes (see `_Spec`): the core schema's own ("list", "frozenset", "dict",
+#: "generator": an iterator) where it has one. A deque, a Sequence, an OrderedDict and a
+#: defaultdict are written by a serializer function (the walk leaves the field to
+#: pydantic whole). ``Iterator[X]`` is not here: pydantic takes it only as an arbitrary
+#: class, whose values it infers.
+_SEQUENCES: Final[dict[Any, tuple[type, ...]]] = {
+    list: (list,),
+    tuple: (tuple,),
+    set: (set,),
+    frozenset: (frozenset,),
+    collections.deque: (collections.deque,),
+    collections.abc.Sequence: (collections.abc.Sequence,),
+    collections.abc.MutableSequence: (list,),
+    collections.abc.Set: (frozenset,),
+    collections.abc.Iterable: (collections.abc.Iterator,),  # kept as one-shot iterators
+    collections.abc.Generator: (collections.abc.Iterator,),
+}
+_MAPPINGS: Final[dict[Any, tuple[type, ...]]] = {
+    dict: (dict,),
+    collections.abc.Mapping: (dict,),
+    collections.abc.MutableMapping: (dict,),
+    collections.OrderedDict: (collections.OrderedDict,),
+    collections.defaultdict: (collections.defaultdict,),
+}
 
 
 def _declared(ann: Any, depth: int = 0) -> _Spec | None:
@@ -1724,19 +1813,27 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
         parts = [p for p in declared if p is not None]
         if not parts:
             return None
-        items = next((p.items for p in parts if p.items is not None), None)
         # pydantic writes a value by the first choice that takes it as it is: one
-        # that takes anything (Any, object) hides the kinds after it.
+        # that takes anything (Any, object) hides the kinds after it; a container goes
+        # to the first container choice of its type.
         kinds: list[type] = []
         for a, p in zip(args, declared, strict=True):
             if a is Any or a is object:
                 break
             kinds += p.kinds if p is not None else ()
-        return _Spec(tuple(m for p in parts for m in p.models), items, kinds=tuple(kinds))
+        boxes = [p for p in parts if p.items is not None]
+        first = boxes[0] if boxes else None
+        return _Spec(
+            tuple(m for p in parts for m in p.models),
+            None if first is None else first.items,
+            kinds=tuple(kinds),
+            holds=() if first is None else first.holds,
+            alts=tuple(boxes[1:]),
+        )
     if isinstance(ann, type) and (
         issubclass(ann, sys.modules["pydantic"].BaseModel) or dataclasses.is_dataclass(ann)
     ):
-        return _Spec((ann,), None)
+        return _Spec((ann,), None, alone=True)
     if origin is None or not args:
         return None
     if origin in _SEQUENCES:
@@ -1748,13 +1845,24 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
         # A number type applies to every item only where every item declares it (a
         # tuple[int, str] declares two).
         declared_args = {a for a in args if a is not ...}
-        leaf = parts[0].leaf if len(declared_args) == 1 else None
+        one = len(declared_args) == 1
+        leaf = parts[0].leaf if one else None
         models = tuple(m for p in parts for m in p.models)
         kinds = [k for p in parts for k in p.kinds]
-        return _Spec((), _Spec(models, parts[0].items, leaf, tuple(dict.fromkeys(kinds))))
+        first = parts[0]
+        items = _Spec(
+            models,
+            first.items,
+            leaf,
+            tuple(dict.fromkeys(kinds)),
+            holds=first.holds,
+            alts=first.alts,
+            alone=one and first.alone,
+        )
+        return _Spec((), items, holds=_SEQUENCES[origin])
     if origin in _MAPPINGS and len(args) == 2:
         inner = _declared(args[1], depth + 1)
-        return None if inner is None else _Spec((), inner)
+        return None if inner is None else _Spec((), inner, holds=_MAPPINGS[origin])
     return None
 
 
@@ -1816,7 +1924,7 @@ class _PydConv(_Conv):
     *writers* for what it is declared (`_Writers.of`), as pydantic does.
     """
 
-    __slots__ = ("_items", "spec", "to_json", "writers")
+    __slots__ = ("_inferred", "_items", "spec", "to_json", "writers")
 
     def __init__(self, writers: _Writers, opts: Options, spec: _Spec | None = None) -> None:
         super().__init__(opts)
@@ -1824,6 +1932,7 @@ class _PydConv(_Conv):
         self.to_json = writers.inferred  # a value's JSON when nothing declares its type
         self.spec = spec
         self._items: _PydConv | None = None
+        self._inferred: _PydConv | None = None
 
     def typed(self, spec: _Spec | None) -> _PydConv:
         """A converter for values declared as *spec*."""
@@ -1836,6 +1945,10 @@ class _PydConv(_Conv):
         t: Any = type(v)
         if t in _PLAIN:
             return _leaf(v, self.opts, self.to_json) if t is int and _wide(v) else v
+        if spec is not None and spec.alone and not isinstance(v, spec.models[0]):
+            out = self._as_declared(v, spec.models[0])
+            if out is not UNKNOWN:
+                return out
         if isinstance(v, sys.modules["pydantic"].BaseModel) or (
             dataclasses.is_dataclass(v) and not isinstance(v, type)
         ):
@@ -1860,6 +1973,12 @@ class _PydConv(_Conv):
             return self._dataclass(v, t)
         if isinstance(v, float):
             return float(v)  # np.float64 too: a NaN gets the encoder's marker
+        if spec is not None and spec.items is not None and _collection(v):
+            taken = spec.taking(v)
+            if taken is None:
+                return self.inferred().conv(v)
+            if taken is not spec:
+                return self.typed(taken).conv(v)
         if isinstance(v, Iterator):
             # Read once (an Iterable field's ValidatorIterator, a generator under Any):
             # written by pydantic, its items would be gone wherever that output does not
@@ -1880,6 +1999,26 @@ class _PydConv(_Conv):
             items = self._items = self if spec is None else self.typed(spec.items)
         return items
 
+    def inferred(self) -> _PydConv:
+        """The converter for a value pydantic infers here, and everything in it."""
+        out = self._inferred
+        if out is None:
+            out = self._inferred = self.typed(None)
+        return out
+
+    def _as_declared(self, v: Any, t: Any) -> Any:
+        """*v*, not an instance of *t*, as pydantic's serializer for declared class *t*
+        writes it where that takes it (reading *t*'s fields off it); else `UNKNOWN`."""
+        if "__pydantic_fields__" in t.__dict__:
+            model = "__dataclass_fields__" not in t.__dict__
+            if not hasattr(v, "__dict__" if model else "__dataclass_fields__"):
+                return UNKNOWN  # inferred from what it is
+            # Not its class: only pydantic knows which of its attributes it reads.
+            return _model_plan(t).jsonable(v, outer=self.writers.outer)
+        if dataclasses.is_dataclass(t) and hasattr(v, "__dataclass_fields__"):
+            return self._dataclass(v, t)  # *t*'s fields, read off *v* by name
+        return UNKNOWN
+
     def _dataclass(self, v: Any, t: Any) -> MapView:
         """A standard dataclass inside a model: every field of *t*, as pydantic writes
         it (``_private`` ones and ``init=False`` ones too, unlike orjson)."""
@@ -1895,6 +2034,13 @@ class _PydConv(_Conv):
 
     def key(self, k: Any) -> Any:
         return k if type(k) is str else _key_text(self.to_json, k)
+
+
+def _collection(v: Any) -> bool:
+    """Whether *v* is a container the walk reads item by item (text and binary are not)."""
+    return isinstance(v, Iterator | Mapping | Sequence | collections.abc.Set) and not isinstance(
+        v, str | bytes | bytearray | memoryview
+    )
 
 
 def _wide(n: int) -> bool:

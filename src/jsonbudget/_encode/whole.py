@@ -468,6 +468,11 @@ class JsonWriter:
             out = call.render_whole(obj, cap, "")
         except EncodeError as exc:
             raise _rebased(exc, path, first) from exc.__cause__
+        if out is None and call.changed is not None:
+            # Not too big: changed while read (a hook emptied a deque), so no whole
+            # rendering of it exists; refused as such, not as past the store's limit.
+            err = _placed(call.changed.changed(), path)
+            raise err from None
         return None if out is None else out[0]
 
     def _replay(self, it: Iterator[Any], path: str) -> Iterator[Any]:
@@ -744,7 +749,8 @@ def _members(view: _values.MapView, path: str) -> tuple[list[Any], list[Any]]:
 def _items(view: _values.SeqView, path: str) -> Iterator[Any]:
     """*view*'s items, converted a slice at a time as the encoder reads them
     (`EncodeCall._read`), an error raised as it raises it, at *path*."""
-    for start in range(0, len(view), _BATCH):
+    n = len(view)
+    for start in range(0, n, _BATCH):
         try:
             part = view[start : start + _BATCH]
         except Exception as exc:
@@ -752,6 +758,11 @@ def _items(view: _values.SeqView, path: str) -> Iterator[Any]:
                 err = _placed(exc, path)
                 raise err from err.__cause__
             raise _unread(view, exc, path) from exc
+        if len(part) < min(_BATCH, n - start):
+            # Its source changed between batches and the view ended there: a whole
+            # rendering holds every item counted or is refused, never written short.
+            err = _placed(view.changed(), path)
+            raise err from None
         yield from part
 
 
