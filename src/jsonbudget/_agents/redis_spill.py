@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .._cursors.redis_store import not_a_client
 from .._extras import require_extra
 from .._limits import check_int
 from ..errors import LimitError, SpillError
@@ -77,10 +78,7 @@ class RedisSpillStore:
         elif isinstance(url_or_client, redis.Redis):
             self._client = url_or_client
         else:
-            raise TypeError(
-                "url_or_client must be a redis URL or a redis.Redis client, not "
-                f"{type(url_or_client).__name__}"
-            )
+            raise not_a_client(url_or_client, "redis.Redis")
         if self._client.connection_pool.connection_kwargs.get("decode_responses"):
             raise TypeError("the redis client must return bytes (decode_responses=False)")
 

@@ -117,6 +117,27 @@ def _not_ours() -> InvalidCursor:
     return InvalidCursor("the store holds a key for this cursor that it could not have written")
 
 
+def not_a_client(value: object, wanted: str) -> TypeError:
+    """The `TypeError` for *value* given a Redis store as ``url_or_client``: neither a URL
+    nor one of the sync clients *wanted* names ("redis.Redis"...). One wording for both
+    stores (`RedisCursorStore`, `RedisSpillStore`).
+
+    redis-py's asyncio client is named ``Redis`` too: "a redis.Redis client, not Redis"
+    did not say what was wrong. It is named as the asyncio client it is.
+    """
+    import redis.asyncio  # noqa: PLC0415 - an optional dependency, imported on use
+
+    kind = type(value)
+    shown = kind.__name__
+    for asyncio_client in (redis.asyncio.Redis, redis.asyncio.RedisCluster):
+        if isinstance(value, asyncio_client):
+            public = f"redis.asyncio.{asyncio_client.__name__}"
+            which = public if kind is asyncio_client else f"{shown}, a {public}"
+            shown = f"the asyncio client {which} (the store calls Redis synchronously)"
+            break
+    return TypeError(f"url_or_client must be a redis URL or a sync {wanted} client, not {shown}")
+
+
 def _check_decoding(client: Any) -> None:
     """Refuse a client that decodes replies with a codec other than UTF-8.
 
@@ -180,10 +201,7 @@ class RedisCursorStore(KeyedStore):
         elif isinstance(url_or_client, redis.Redis | redis.RedisCluster):
             self._client = url_or_client
         else:
-            raise TypeError(
-                "url_or_client must be a redis URL or a redis.Redis client, not "
-                f"{type(url_or_client).__name__}"
-            )
+            raise not_a_client(url_or_client, "redis.Redis or redis.RedisCluster")
         client = self._client
         _check_decoding(client)
         # register_script hashes once; each call is one EVALSHA (plus a reload after a restart)

@@ -27,7 +27,7 @@ from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT
 from ..errors import EncodeError
-from ._results import tool_result
+from ._results import DEFAULT_MAX_REPORTS, OnReport, check_reports, end_turn, tool_result
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
@@ -62,12 +62,24 @@ class TurnBudgetCallback(BaseCallbackHandler):
     (the topmost run the handler saw), begun from *turn*, so that concurrent runs neither
     reset nor fill each other's turns; the run's last turn ends with it. A model or a tool
     called on its own, outside any such run, shares *turn* itself.
+
+    The report of each turn that ended with results is kept in ``reports``: the
+    *max_reports* newest (default 100), the older dropped. Each is also handed to
+    *on_report*, if given, as its turn ends.
     """
 
-    def __init__(self, turn: TurnBudget) -> None:
+    def __init__(
+        self,
+        turn: TurnBudget,
+        *,
+        max_reports: int = DEFAULT_MAX_REPORTS,
+        on_report: OnReport | None = None,
+    ) -> None:
         if not isinstance(turn, TurnBudget):
             raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
         self.turn = turn
+        self.max_reports = check_reports(max_reports, on_report)
+        self.on_report = on_report
         self.reports: list[TurnReport] = []
         # Every live run this handler has seen: run id -> (parent run id, is a tool run).
         self._runs: dict[UUID, tuple[UUID | None, bool]] = {}
@@ -87,9 +99,7 @@ class TurnBudgetCallback(BaseCallbackHandler):
             self._end_turn(turn)
 
     def _end_turn(self, turn: TurnBudget) -> None:
-        ended = turn.reset()
-        if ended.results:
-            self.reports.append(ended)
+        end_turn(turn, self.reports, self.max_reports, self.on_report)
 
     def _turn_in(self, parent_run_id: UUID | None) -> TurnBudget:
         """The turn of a model or tool run under *parent_run_id*: the run's own, where the

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
-from ._results import atool_result
+from ._results import DEFAULT_MAX_REPORTS, OnReport, atool_result, check_reports, end_turn
 
 try:
     import pydantic
@@ -59,13 +59,22 @@ class TurnBudgetHooks(RunHooks[Any]):
     *turn* (its limits, gate and store), which the run's budgeted tools admit to, so that
     concurrent runs sharing the tools neither reset nor fill each other's turns. The
     report of each turn that ended (one with results; the run's last ends with its final
-    output) is kept in ``reports``.
+    output) is kept in ``reports``: the *max_reports* newest (default 100), the older
+    dropped. Each is also handed to *on_report*, if given, as its turn ends.
     """
 
-    def __init__(self, turn: TurnBudget) -> None:
+    def __init__(
+        self,
+        turn: TurnBudget,
+        *,
+        max_reports: int = DEFAULT_MAX_REPORTS,
+        on_report: OnReport | None = None,
+    ) -> None:
         if not isinstance(turn, TurnBudget):
             raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
         self.turn = turn
+        self.max_reports = check_reports(max_reports, on_report)
+        self.on_report = on_report
         self.reports: list[TurnReport] = []
 
     async def on_llm_start(
@@ -78,9 +87,7 @@ class TurnBudgetHooks(RunHooks[Any]):
         self._end_turn(_run_turn(self.turn, context))
 
     def _end_turn(self, turn: TurnBudget) -> None:
-        ended = turn.reset()
-        if ended.results:
-            self.reports.append(ended)
+        end_turn(turn, self.reports, self.max_reports, self.on_report)
 
 
 # (id of a TurnBudget, id of a run's Usage) -> that run's turn. The SDK gives every tool

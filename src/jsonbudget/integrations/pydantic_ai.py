@@ -18,7 +18,7 @@ import orjson
 from .._agents.guards import Admitted, TurnBudget, TurnReport
 from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
-from ._results import atool_result
+from ._results import DEFAULT_MAX_REPORTS, OnReport, atool_result, check_reports, end_turn
 
 try:
     from pydantic_ai import BinaryContent, ModelRetry, RunContext, ToolFailed, ToolReturn
@@ -78,15 +78,19 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     store), so that concurrent runs of one agent neither reset nor fill each other's;
     *turn* itself admits nothing of a run. The report of each turn that ended with
     results (the run's last ends with the run) is kept in ``reports``, which every run
-    shares.
+    shares: the *max_reports* newest (default 100), the older dropped. Each is also
+    handed to *on_report*, if given, as its turn ends.
     """
 
     turn: TurnBudget
     reports: list[TurnReport] = field(default_factory=list)
+    max_reports: int = field(default=DEFAULT_MAX_REPORTS, kw_only=True)
+    on_report: OnReport | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.turn, TurnBudget):
             raise TypeError(f"turn must be a TurnBudget, not {type(self.turn).__name__}")
+        check_reports(self.max_reports, self.on_report)
 
     async def for_run(self, ctx: RunContext[Any]) -> TurnBudgetCapability:
         # One TurnBudget shared by concurrent runs: a second run's model request reset the
@@ -106,17 +110,16 @@ class TurnBudgetCapability(AbstractCapability[Any]):
             return await handler()
         finally:
             # The run's last turn ends with it, though no model request follows.
-            ended = self.turn.reset()
-            if ended.results:
-                self.reports.append(ended)
+            self._end_turn()
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        ended = self.turn.reset()
-        if ended.results:
-            self.reports.append(ended)
+        self._end_turn()
         return request_context
+
+    def _end_turn(self) -> None:
+        end_turn(self.turn, self.reports, self.max_reports, self.on_report)
 
     async def after_tool_execute(
         self,
