@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +137,40 @@ def test_regression_close_from_inside_a_page(tmp_path: Path) -> None:
         assert more
         assert source._own is not None
         source.close()
+
+
+def test_regression_interrupt_reaches_an_iterator_kept_after_close(tmp_path: Path) -> None:
+    """interrupt() reached only the connection the source held: an open() iterator that
+    kept reading its own after close() ran its query to the end (22 s in the report)."""
+    path = tmp_path / "slow.sqlite3"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("create table t (id integer primary key)")
+        db.executemany("insert into t values (?)", [(i,) for i in range(1, 7)])
+        db.commit()
+    # Each step reads one row ahead: the fifth meets row 6, whose condition counts up to
+    # 50 million first, a long step; the four before it are quick.
+    slow = (
+        "SELECT id FROM t WHERE id <= 5 OR (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL"
+        " SELECT x + 1 FROM c WHERE x < 50000000) SELECT max(x) FROM c) > 0"
+    )
+    source = SQLiteSource(str(path), query=slow, order_by=("id",), unique=True, batch_size=1)
+    it = source.open(None)
+    assert [next(it)[0]["id"] for _ in range(4)] == [1, 2, 3, 4]
+    source.close()
+    got: list[object] = []
+    step = threading.Thread(target=lambda: got.append(_step(it)), daemon=True)
+    step.start()
+    while step.is_alive() and not got:
+        source.interrupt()  # until the step's statement runs and is stopped
+        step.join(0.05)
+    step.join(120)
+    assert got
+    assert isinstance(got[0], sqlite3.OperationalError), got
+    assert "interrupted" in str(got[0])
+
+
+def _step(it: Iterator[Any]) -> object:
+    try:
+        return next(it)
+    except sqlite3.OperationalError as exc:
+        return exc

@@ -27,6 +27,7 @@ import re
 import secrets
 import sqlite3
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -1784,7 +1785,7 @@ class _Closing:
     `sqlite3.Connection` is in a reference cycle with its own statement cache, so
     dropping it leaves the database file open until the cycle collector runs."""
 
-    __slots__ = ("conn", "pid")
+    __slots__ = ("__weakref__", "conn", "pid")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn, self.pid = conn, os.getpid()
@@ -1812,6 +1813,7 @@ class SQLiteSource(_SQLSource):
         "_own",
         "_path",
         "_pid",
+        "_readers",
         "_rowid",
     )
     _kind = "sqlite"
@@ -1841,6 +1843,10 @@ class SQLiteSource(_SQLSource):
         )
         self._own: sqlite3.Connection | None = None
         self._closing: _Closing | None = None  # closes `_own` when it is dropped
+        # Every connection this source opened that something may still read (an open()
+        # iterator keeps its own after close()): what `interrupt` reaches. A tuple,
+        # replaced whole, so that another thread's interrupt reads it without a lock.
+        self._readers: tuple[weakref.ref[_Closing], ...] = ()
         self._length = 0  # the own connection's length limit as opened
         # The device and inode of the file the own connection opened (`_connection`).
         self._file: tuple[int, int] | None = None
@@ -1893,10 +1899,12 @@ class SQLiteSource(_SQLSource):
         if self._conn is not None:
             self._conn.interrupt()
             return
-        # Held while it is interrupted: a close() meanwhile leaves it open (`_Closing`).
-        closing = self._closing
-        if closing is not None:
-            closing.conn.interrupt()
+        # Each connection still read, the one an open() iterator kept after close()
+        # included, held while it is interrupted (a close() meanwhile leaves it open).
+        for ref in self._readers:
+            closing = ref()
+            if closing is not None:
+                closing.conn.interrupt()
 
     def _plan_for(self, cut: int | None) -> _Plan:
         return self._opened(cut)[1]
@@ -1990,6 +1998,7 @@ class SQLiteSource(_SQLSource):
             self._plans.clear()
         self._own, self._pid = own, os.getpid()
         self._closing = _Closing(own)
+        self._readers = (*(r for r in self._readers if r() is not None), weakref.ref(self._closing))
         self._file = before if before == after else None
         self._ahead.clear()  # their tokens are another connection's counters
 
