@@ -40,6 +40,7 @@ from .mcp import (
     ContentMode,
     McpPageEnvelope,
     McpResultFitter,
+    identity_key,
     largest_identity,
     message_bytes,
     omitted_note,
@@ -101,9 +102,10 @@ class BoundedResults(Middleware):
         # Checked here against the identity given (or the default one every fitter
         # assumes): a budget too small for it never reaches a call.
         self._plan = self._plan_for(_identity(server))
-        # The plan for each server actually met, by its id, or the least budget its
-        # identity needs when it leaves too little.
-        self._plans: dict[int, _Plan | int] = {}
+        # The plan for each identity actually met, by its stamp (`identity_key`), or the
+        # least budget it needs when it leaves too little. Not by the server's id: a
+        # dropped server's id is reused by the next, whose stamp may be longer.
+        self._plans: dict[str, _Plan | int] = {}
         if tools is not None and (
             isinstance(tools, str) or not all(isinstance(t, str) for t in tools)
         ):
@@ -277,7 +279,8 @@ class BoundedResults(Middleware):
         """
         if server is None:
             return self._plan
-        plan = self._plans.get(id(server))
+        key = identity_key(server)
+        plan = self._plans.get(key)
         if plan is None:
             try:
                 plan = self._plan_for(server)
@@ -286,7 +289,7 @@ class BoundedResults(Middleware):
             # One server, or a few: each app that mounts the one it is on answers with
             # its own stamp.
             plans = self._plans if len(self._plans) < 8 else {}
-            self._plans = {**plans, id(server): plan}
+            self._plans = {**plans, key: plan}
         if isinstance(plan, int):
             raise self._unfit(plan, server)
         return plan

@@ -303,13 +303,19 @@ def _for_identity_now(own: Any, built: _T, larger: dict[str, _T], make: Callable
     identity = largest_identity([own, *apps]) if apps else own
     if identity is own:
         return built
-    key = json.dumps(_stamp_of(identity), sort_keys=True)
+    key = identity_key(identity)
     found = larger.get(key)
     if found is None:
         if len(larger) > 8:  # one per app that serves it: a few
             larger.clear()
         found = larger[key] = make(identity)
     return found
+
+
+def identity_key(server: Any) -> str:
+    """The serverInfo stamp of *server* as a key: what is made for one identity serves
+    every server that stamps the same, and never one that stamps another."""
+    return json.dumps(_stamp_of(server), sort_keys=True)
 
 
 def largest_identity(servers: Sequence[Any]) -> Any:
@@ -572,7 +578,7 @@ class McpResultFitter:
         # The message without the value. A value that is not an object goes wrapped as
         # {"result": ...}: its fixed part is the larger, so it is the one counted. "[]"
         # stands for the value: 2 bytes in each copy the mode carries.
-        empty = _value_result(b"[]", [], mode, notes)
+        empty = _value_result(b"[]", mode, notes)
         empty.meta = meta
         return _line_bytes(empty, self._stamp) - (4 if mode == "both" else 2)
 
@@ -581,18 +587,24 @@ class McpResultFitter:
     ) -> int:
         """The most bytes *value*'s encoding can take and always fit beside *meta* and
         *notes*, whatever it holds (what the message leaves over the worst growth)."""
-        mode: ContentMode = "text" if isinstance(value, str) else self._content
-        return int(
-            (self._limits.max_bytes - self._fixed_of(mode, meta, notes)) // _worst(value, mode)
-        )
+        mode = self._mode_of(value)
+        return int((self._limits.max_bytes - self._fixed_of(mode, meta, notes)) // _worst(mode))
 
     def _least_bytes(
         self, value: Any, *, meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
     ) -> int:
         """The smallest ``max_bytes`` at which a value of *value*'s kind and of the least
         size fits beside *meta* and *notes*."""
-        mode: ContentMode = "text" if isinstance(value, str) else self._content
-        return self._fixed_of(mode, meta, notes) + math.ceil(MIN_BYTES * _worst(value, mode))
+        mode = self._mode_of(value)
+        return self._fixed_of(mode, meta, notes) + math.ceil(MIN_BYTES * _worst(mode))
+
+    def _as_text(self, value: Any) -> bool:
+        # A str is cut in place with a text marker inside it; a structured marker is an
+        # object, which no text can hold, so with those a str is JSON as any value is.
+        return isinstance(value, str) and self._options["markers"] == "text"
+
+    def _mode_of(self, value: Any) -> ContentMode:
+        return "text" if self._as_text(value) else self._content
 
     def fit(
         self,
@@ -604,34 +616,40 @@ class McpResultFitter:
     ) -> CallToolResult:
         """*value* bounded so that the whole response carrying it is at most ``max_bytes``.
 
-        A ``str`` is text: it is cut (and marked) as text and sent as text content only.
-        Anything else is JSON: sent as *content* says; structured content must be an
-        object, so a value that is not one is wrapped as ``{"result": value}``, as the
-        SDK wraps such outputs. *meta* is sent as the result's ``_meta`` and each of
-        *notes* as a text block after the value's, whole: they are counted, and if they
-        leave too little room for the value, `LimitError` is raised. *streams* holds what
-        was already pulled from the iterators in *value* (see `encode_replaying`), when
-        it was encoded before.
+        A ``str`` is text: it is cut (and marked) as text and sent as text content only;
+        with structured markers (an object, which no text holds) it is JSON. Anything
+        else is JSON: sent as *content* says; structured content must be an object, so a
+        value the encoder does not write as one (or a marker at its top stands for) is
+        wrapped as ``{"result": value}``, as the SDK wraps such outputs. *meta* is sent
+        as the result's ``_meta`` and each of *notes* as a text block after the value's,
+        whole: they are counted, and if they leave too little room for the value,
+        `LimitError` is raised. *streams* holds what was already pulled from the
+        iterators in *value* (see `encode_replaying`), when it was encoded before.
         """
-        mode: ContentMode = "text" if isinstance(value, str) else self._content
+        text = self._as_text(value)
+        mode: ContentMode = "text" if text else self._content
         plain = meta is None and not notes
         fixed = self._fixed[mode] if plain else self._fixed_of(mode, meta, notes)
         room = self._limits.max_bytes - fixed
-        worst = _worst(value, mode)
+        worst = _worst(mode)
         safe = int(room // worst)
         if safe < MIN_BYTES:
             raise LimitError("meta", f"{fixed - self._fixed[mode]} bytes",
                              f"leaves {room} bytes of max_bytes={self.max_bytes} for the "
                              f"value, under the least {math.ceil(MIN_BYTES * worst)}")  # fmt: skip
-        first_growth = 1.0 if isinstance(value, str) else _FIRST_GROWTH[mode]
+        first_growth = 1.0 if text else _FIRST_GROWTH[mode]
         budget = min(room, max(safe, int(room / first_growth)))
         # Each round encodes the value again: an iterator in it gives each round the items
         # the last one pulled, not the ones after them.
         streams = {} if streams is None else streams
         for tried in range(_ROUNDS):
             encoder = Encoder(self._limits.replace(max_bytes=budget), **self._options)
-            data = encode_replaying(encoder, value, streams).data
-            result = _value_result(data, value, mode, notes)
+            encoded = encode_replaying(encoder, value, streams)
+            data = encoded.data
+            # A marker at the top stands for the whole value (a cut string, an unencodable
+            # one): in the structured style it is an object, which the value was not.
+            marked = any(t.path == "" for t in encoded.truncations)
+            result = _value_result(data, mode, notes, text=text, marked=marked)
             result.meta = meta
             size = _line_bytes(result, self._stamp)
             if size <= self._limits.max_bytes:
@@ -646,28 +664,33 @@ class McpResultFitter:
         )
 
 
-def _worst(value: Any, mode: ContentMode) -> Fraction:
-    # A str goes as text only, cut on its escaped bytes: it grows only where the SDK's
-    # 2026-07-28 HTTP path escapes a non-ASCII character (`_WORST_GROWTH`): 3 a byte.
-    return _STR_GROWTH if isinstance(value, str) else _WORST_GROWTH[mode]
-
-
-_STR_GROWTH: Final = Fraction(3)
+def _worst(mode: ContentMode) -> Fraction:
+    # A str sent as text only is cut on its escaped bytes: it grows only where the SDK's
+    # 2026-07-28 HTTP path escapes a non-ASCII character, 3 a byte, as JSON text does.
+    return _WORST_GROWTH[mode]
 
 
 def _value_result(
-    data: bytes, value: Any, mode: ContentMode, notes: Sequence[str] = ()
+    data: bytes,
+    mode: ContentMode,
+    notes: Sequence[str] = (),
+    *,
+    text: bool = False,
+    marked: bool = False,
 ) -> CallToolResult:
+    """The result that carries *data*, the encoding of a value: as *text* only (a str cut
+    with text markers), else as *mode* says, wrapped as ``{"result": ...}`` unless it is
+    an object that no marker at the top (*marked*) stands in for."""
     after = [TextContent(type="text", text=note) for note in notes]
-    if isinstance(value, str):
-        text: str = orjson.loads(data)  # the cut string with its marker, unescaped
-        return CallToolResult(content=[TextContent(type="text", text=text), *after])
+    if text:
+        cut: str = orjson.loads(data)  # the cut string with its marker, unescaped
+        return CallToolResult(content=[TextContent(type="text", text=cut), *after])
     if mode == "text":
         return CallToolResult(content=[TextContent(type="text", text=data.decode("utf-8")), *after])
     data, parsed = _wire_copy(data)
-    structured = parsed if isinstance(parsed, dict) else {"result": parsed}
-    text = RESULT_SUMMARY_TEXT if mode == "structured" else data.decode("utf-8")
-    return CallToolResult(content=[TextContent(type="text", text=text), *after],
+    structured = parsed if isinstance(parsed, dict) and not marked else {"result": parsed}
+    shown = RESULT_SUMMARY_TEXT if mode == "structured" else data.decode("utf-8")
+    return CallToolResult(content=[TextContent(type="text", text=shown), *after],
                           structured_content=structured)  # fmt: skip
 
 
