@@ -418,12 +418,23 @@ class SeqView(Sequence[Any]):
         src = self._src
         pulled = self._pulled
         done = len(pulled)
+        # A run reads at least as many items as all runs before it: whatever the
+        # callers' slices (a spill's fixed batches), a view of n items is read in
+        # O(log n) runs, and the checks below of what earlier runs read cost O(n) in
+        # all. It reads at most twice what was asked for.
+        stop = min(max(stop, 2 * done), self._n)
+        earlier: list[Any] | None = None  # a deque's items the run read again
         try:
             it = self._it
             if it is None:
                 if isinstance(src, list | tuple | range):
                     part = src[done:stop]
-                else:  # a deque, a Sequence of the caller's: indexing is all it promises
+                elif isinstance(src, collections.deque):
+                    # Indexing a deque costs the distance from an end: read from its
+                    # start instead, which the identity check below walks anyway.
+                    part = list(islice(src, stop))
+                    earlier, part = part[:done], part[done:]
+                else:  # a Sequence of the caller's: indexing is all it promises
                     part = [src[i] for i in range(done, stop)]
             else:
                 part = list(islice(it, stop - done))
@@ -431,7 +442,7 @@ class SeqView(Sequence[Any]):
             # list's, a deque's items compared by identity), so the run is of one state.
             same = len(part) == stop - done and len(src) == self._n
             if same and done and type(src) in _STORED:
-                same = all(map(operator.is_, pulled, islice(src, done)))
+                same = all(map(operator.is_, pulled, earlier or islice(src, done)))
         except (IndexError, RuntimeError):  # it shrank mid-run; a set changed meanwhile
             same = False
         if same:
@@ -1608,15 +1619,22 @@ def _how_written(
     seen: set[str] = set()
 
     def plain(node: Any, spec: _Spec | None, depth: int) -> bool:
-        if type(node) is not dict or depth > 64 or "serialization" in node:
+        if type(node) is not dict or depth > 64:
             return False
+        items = spec.items if spec is not None else None
+        if "serialization" in node:
+            # pydantic's own serializer of a deque or a Sequence writes each item by the
+            # item schema, as a list's does: walked like one (`_VIA_LIST`).
+            ser = node["serialization"]
+            if type(ser) is not dict or not _via_list(ser.get("function")):
+                return False
+            return plain(ser.get("schema", {"type": "any"}), items, depth + 1)
         kind = node.get("type")
         if kind in _PLAIN_LEAVES:
             return True
         if kind in _KIND_TYPES:
             t = _KIND_TYPES[kind]
             return t not in split or (spec is not None and t in spec.kinds)
-        items = spec.items if spec is not None else None
         if kind == "definition-ref":
             ref = str(node.get("schema_ref"))
             if ref in seen:
@@ -1670,6 +1688,12 @@ def _how_written(
         return False  # typed-dict, function-plain, chain, anything new
 
     return "lazy" if plain(schema, spec, 0) else "pydantic"
+
+
+def _via_list(f: Any) -> bool:
+    """Whether *f* is pydantic's serializer function of a deque or a Sequence field."""
+    ours = sys.modules.get("pydantic._internal._serializers")
+    return f is not None and f is getattr(ours, "serialize_sequence_via_list", None)
 
 
 def _leaf_type(node: Any) -> type | None:
@@ -1737,9 +1761,15 @@ class _Spec:
     def taking(self, v: Any) -> _Spec | None:
         """This spec, or the union choice, whose container serializer takes *v*; None
         where none does (pydantic then infers *v* and everything in it)."""
-        if isinstance(v, self.holds):
+        if self.takes(v):
             return self
-        return next((alt for alt in self.alts if isinstance(v, alt.holds)), None)
+        return next((alt for alt in self.alts if alt.takes(v)), None)
+
+    def takes(self, v: Any) -> bool:
+        holds = self.holds
+        if holds is _VIA_LIST:
+            return type(v) in holds  # `SEQUENCE_ORIGIN_MAP.get(type(v))`: no subclass
+        return isinstance(v, holds)
 
 
 def _as_leaf(v: Any, leaf: str) -> Any:
@@ -1760,17 +1790,20 @@ _LEAVES: Final = {float: "float", int: "int"}
 
 #: A container type an annotation may name, and the runtime types pydantic's serializer
 #: for it takes (see `_Spec`): the core schema's own ("list", "frozenset", "dict",
-#: "generator": an iterator) where it has one. A deque, a Sequence, an OrderedDict and a
-#: defaultdict are written by a serializer function (the walk leaves the field to
-#: pydantic whole). ``Iterator[X]`` is not here: pydantic takes it only as an arbitrary
-#: class, whose values it infers.
+#: "generator": an iterator) where it has one. A deque and a Sequence are written by
+#: pydantic's ``serialize_sequence_via_list``, which takes these exact types (`_VIA_LIST`)
+#: and hands anything else back to be inferred. An OrderedDict and a defaultdict are
+#: written by a serializer function (the walk leaves the field to pydantic whole).
+#: ``Iterator[X]`` is not here: pydantic takes it only as an arbitrary class, whose values
+#: it infers.
+_VIA_LIST: Final = (collections.deque, list, tuple, set, frozenset)
 _SEQUENCES: Final[dict[Any, tuple[type, ...]]] = {
     list: (list,),
     tuple: (tuple,),
     set: (set,),
     frozenset: (frozenset,),
-    collections.deque: (collections.deque,),
-    collections.abc.Sequence: (collections.abc.Sequence,),
+    collections.deque: _VIA_LIST,
+    collections.abc.Sequence: _VIA_LIST,
     collections.abc.MutableSequence: (list,),
     collections.abc.Set: (frozenset,),
     collections.abc.Iterable: (collections.abc.Iterator,),  # kept as one-shot iterators
