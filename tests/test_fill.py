@@ -11,8 +11,6 @@ import copy
 import dataclasses
 import json
 import pickle
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,27 +21,10 @@ from jsonbudget import Encoded, Encoder
 from jsonbudget._encode import bound as _bound
 
 from . import workcount
+from .cuts import both, renderer_only
 from .strategies import clean_values
 
 pytestmark = pytest.mark.skipif(_bound.fill is None, reason="the extension is not built")
-
-
-@contextmanager
-def renderer_only() -> Iterator[None]:
-    saved = _bound.fill
-    _bound.fill = None
-    try:
-        yield
-    finally:
-        _bound.fill = saved
-
-
-def both(obj: Any, budget: int, **options: Any) -> tuple[Encoded, Encoded]:
-    enc = Encoder(max_bytes=budget, **options)
-    compiled = enc.encode(obj)
-    with renderer_only():
-        rendered = enc.encode(obj)
-    return compiled, rendered
 
 
 def taken(obj: Any, budget: int, **options: Any) -> bool:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import math
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -21,34 +19,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import Encoded, Encoder, encode
-from jsonbudget._encode import bound as _bound
+from jsonbudget import encode
 from jsonbudget._encode.markers import Markers, MarkerStyle
 
+from .cuts import both
 from .limited import bounded_run
 
 MARK = "…["
 #: A class whose name makes its unencodable marker long.
 Long = type("X" * 80, (), {})
-
-
-@contextmanager
-def renderer_only() -> Iterator[None]:
-    saved = _bound.fill
-    _bound.fill = None
-    try:
-        yield
-    finally:
-        _bound.fill = saved
-
-
-def both(obj: Any, budget: int, **options: Any) -> tuple[Encoded, Encoded]:
-    """*obj* cut by the compiled balanced cut where it takes it, and by the renderer."""
-    enc = Encoder(max_bytes=budget, **options)
-    compiled = enc.encode(obj)
-    with renderer_only():
-        rendered = enc.encode(obj)
-    return compiled, rendered
 
 
 @pytest.mark.parametrize(

@@ -1220,7 +1220,9 @@ f_least(Fill *f, PyObject *v, int depth, int *whole)
     *whole = 1;
     if (t == &PyUnicode_Type) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(v);
-        Py_ssize_t marker = 1 + f_string_tail(n, NULL);
+        /* The countless marker, shorter than any counted one: where the count does
+           not fit, the cut writes it (as the renderer's `least` sizes it). */
+        Py_ssize_t marker = 1 + f_string_tail(-1, NULL);
         if (n + 2 <= marker) {
             Py_ssize_t s = f_size(f, v, marker, depth);
             if (s != F_NONE) {
@@ -1252,7 +1254,7 @@ f_least(Fill *f, PyObject *v, int depth, int *whole)
         if (mkey < 0) {
             return mkey;
         }
-        cut = 2 + f_keys_marker(n, mkey, NULL);
+        cut = 2 + f_keys_marker(-1, mkey, NULL); /* "more": as the string's, above */
     }
     else {
         Py_ssize_t n = Py_SIZE(v);
@@ -1262,7 +1264,7 @@ f_least(Fill *f, PyObject *v, int depth, int *whole)
         if (n == 0) {
             return 2;
         }
-        cut = 2 + f_items_marker(n, NULL);
+        cut = 2 + f_items_marker(-1, NULL);
     }
     Py_ssize_t s = f_size(f, v, cut, depth);
     *whole = s != F_NONE;
@@ -1700,6 +1702,47 @@ f_short_keys(PyObject **pairs, Py_ssize_t got)
     return set;
 }
 
+/* _rest_fits(): 1 if members *start* on of the snapshot, each with its key whole and
+   its value at its least, and the marker of the keys past the snapshot fit *space*
+   bytes, else 0 (F_ABORT, F_ERROR). Each least measured goes into *least* and *sizes*
+   (as f_cut_map keeps them), and *ahead* past it. */
+static Py_ssize_t
+f_rest_fits(Fill *f, PyObject **pairs, Py_ssize_t start, Py_ssize_t got, Py_ssize_t n,
+            Py_ssize_t mkey, Py_ssize_t space, Py_ssize_t *least, Py_ssize_t *sizes,
+            Py_ssize_t *ahead, int depth)
+{
+    Py_ssize_t need = n == got ? 0 : f_keys_marker(n - got, mkey, NULL) + 1;
+    for (Py_ssize_t i = start; i < got; i++) {
+        PyObject *k = pairs[2 * i];
+        if (need + PyUnicode_GET_LENGTH(k) + 3 > space) {
+            return 0;
+        }
+        Py_ssize_t ks = f_str_size(k, F_BIG);
+        if (ks == F_ABORT) {
+            return 0; /* a lone surrogate: the key is rewritten */
+        }
+        if (ks < 0) {
+            return ks;
+        }
+        need += (i > start ? 1 : 0) + ks + 1;
+        if (i >= *ahead) {
+            int whole;
+            Py_ssize_t m = f_least(f, pairs[2 * i + 1], depth + 1, &whole);
+            if (m < 0) {
+                return m;
+            }
+            least[i] = m;
+            sizes[i] = whole ? m : F_BIG;
+            *ahead = i + 1;
+        }
+        need += least[i];
+        if (need > space) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* _cut_map() (balanced) with _share(). */
 static Py_ssize_t
 f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
@@ -1749,15 +1792,25 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
         result = mkey;
         goto done;
     }
-    Py_ssize_t j = 0;
+    Py_ssize_t j = 0, ahead = 0; /* ahead: members whose least f_rest_fits measured */
+    int settled = 0;
     used[0] = 0;
     for (Py_ssize_t i = 0; i < got; i++) {
         PyObject *k = pairs[2 * i];
         Py_ssize_t sep = i ? 1 : 0;
         Py_ssize_t room = avail - used[j] - sep - 1;
         Py_ssize_t nk = PyUnicode_GET_LENGTH(k);
-        if (i + 1 < n && nk + 3 > room - 40) {
-            room -= f_keys_marker(n - i - 1, mkey, NULL) + 1;
+        if (!settled && i + 1 < n && nk + 3 > room - 40) {
+            Py_ssize_t fits =
+                f_rest_fits(f, pairs, i, got, n, mkey, room + 1, least, sizes, &ahead, depth);
+            if (fits < 0) {
+                result = fits;
+                goto done;
+            }
+            settled = (int)fits;
+            if (!settled) {
+                room -= f_keys_marker(n - i - 1, mkey, NULL) + 1;
+            }
         }
         int cut = nk + 3 > room;
         if (!cut) {
@@ -1791,7 +1844,14 @@ f_cut_map(Fill *f, PyObject *v, Py_ssize_t allot, int depth)
             kb[i] = ks;
         }
         int whole;
-        Py_ssize_t m = f_least(f, pairs[2 * i + 1], depth + 1, &whole);
+        Py_ssize_t m;
+        if (ktext[i] == NULL && i < ahead) {
+            m = least[i];
+            whole = sizes[i] != F_BIG;
+        }
+        else {
+            m = f_least(f, pairs[2 * i + 1], depth + 1, &whole);
+        }
         if (m < 0) {
             result = m;
             goto done;
@@ -2122,7 +2182,10 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else if (r == F_NONE) {
         r = f_cut(&f, obj, budget, 0);
     }
-    if (r >= 0 && _PyBytes_Resize(&f.out, f.len) == 0) {
+    if (r >= 0 && _PyBytes_Resize(&f.out, f.len) < 0) {
+        r = F_ERROR; /* it freed f.out and set MemoryError: no answer without it */
+    }
+    if (r >= 0) {
         PyObject *tup = f_take_reports(&f);
         out = tup != NULL ? PyTuple_Pack(2, f.out, tup) : NULL;
         Py_XDECREF(tup);
@@ -2135,8 +2198,10 @@ fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyMem_Free(f.path);
     if (out != NULL && args[3] != Py_None) {
         PyObject *cell = args[3];
-        PyObject *before = PyList_GET_ITEM(cell, 0);
-        PyObject *sum = PyLong_FromSsize_t(PyLong_AsSsize_t(before) + f.work);
+        Py_ssize_t before = PyLong_AsSsize_t(PyList_GET_ITEM(cell, 0));
+        /* an item that is no int raised: no result may go back with it set */
+        PyObject *sum = before == -1 && PyErr_Occurred() ? NULL
+                                                         : PyLong_FromSsize_t(before + f.work);
         if (sum == NULL || PyList_SetItem(cell, 0, sum) < 0) {
             Py_CLEAR(out);
         }

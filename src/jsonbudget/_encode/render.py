@@ -817,6 +817,8 @@ class EncodeCall:
             # Where orjson would raise: a subclass as its base, a Mapping or Sequence walked.
             try:
                 native = _values.fallback(obj)
+            except (MemoryError, RecursionError):
+                raise  # the interpreter's, not the value's: `fit` places a RecursionError
             except Exception as exc:  # a subclass's own code, as it was read
                 raise EncodeError(
                     f"{t.__name__} raised {type(exc).__name__} while read", path=_path(where)
@@ -1141,6 +1143,11 @@ class EncodeCall:
                 n = len(members) if len(members) < limit else None
                 if n is None and isinstance(v, _values.MapView):
                     n = len(v)  # a view counts its own members
+        except (MemoryError, RecursionError):
+            # The interpreter's, not the container's (a plain dict's read allocates):
+            # blamed on the value it would send the caller looking for a fault in data.
+            # `fit` turns a RecursionError into the stack's own error.
+            raise
         except Exception as exc:
             if reports_itself(exc):
                 # It already says what failed (a source's DecodeError); one that could not
@@ -1365,9 +1372,12 @@ class EncodeCall:
         """
         v = self.dispatch(obj, where)
         mk = self.mk
+        # A cut marker is sized at the shorter of its counted and countless forms: where
+        # the count does not fit, the cut writes "…[truncated]" (or "more"), the report
+        # keeping the count, and a member sized with the count was dropped from an
+        # object whose room held it.
         if isinstance(v, str):
-            head, tail = mk.string(len(v))
-            marker = len(head) + len(tail)
+            marker = _least_string(mk, len(v), "chars")
             if len(v) + 2 <= marker:
                 out = self.whole(v, marker, where, depth)
                 if out is not None:
@@ -1387,11 +1397,9 @@ class EncodeCall:
         if type(v) is _values.Raw:
             return min(len(v.data), len(mk.value("unencodable", "")))
         if type(v) is _values.Clip:
-            head, tail = mk.string(v.total, v.unit)  # what `_cut_clip` keeps at least
-            return len(head) + len(tail)
+            return _least_string(mk, v.total, v.unit)  # what `_cut_clip` keeps at least
         if type(v) is _values.Blob:  # as its base64 string's (above)
-            head, tail = mk.string(v.chars)
-            return min(v.chars + 2, len(head) + len(tail))
+            return min(v.chars + 2, _least_string(mk, v.chars, "chars"))
         if id(v) in self.active:
             return len(mk.value("unencodable", ""))
         if depth >= self.max_depth:
@@ -1405,12 +1413,12 @@ class EncodeCall:
             if not snap.members:
                 return 2
             key = mk.key(self._short_keys(snap.members[:limit]))
-            cut = 2 + len(mk.keys(snap.n, key))
+            cut = 2 + min(len(mk.keys(snap.n, key)), len(mk.keys(None, key)))
         else:
             snap = self._snap(ent, 2, where)
             if not snap.members:
                 return 2
-            cut = 2 + len(mk.items(snap.n))
+            cut = 2 + min(len(mk.items(snap.n)), len(mk.items(None)))
         # A short container may be smaller whole (`[null]`) than cut to its marker.
         cycles = self.cycles
         out = self.whole(obj, cut, where, depth)
@@ -1559,12 +1567,15 @@ class EncodeCall:
         mkey = mk.key(taken)
         chosen: list[tuple[bytes, str, Trs, Any, int]] = []
         used: list[int] = [0]  # bytes of the first j members at their least, commas included
+        leasts: dict[int, int] = {}  # members' least, measured ahead by `_rest_fits`
+        settled = False  # every member left fits whole-keyed at its least
         for i in range(total):
             k, v = pairs[i]
             sep = 1 if i else 0
             room = avail - used[-1] - sep - 1
             if (
-                _is_str(k)
+                not settled
+                and _is_str(k)
                 and i + 1 < (n or total + 1)
                 and (
                     len(k) + 3 > room - 40
@@ -1572,14 +1583,22 @@ class EncodeCall:
                     or (3 * len(k) + 3 > room - 40 and SURROGATE.search(k) is not None)
                 )
             ):
-                # A key about to be cut leaves room for the member that says how many
-                # keys were left out, or it would take the room and be dropped itself.
-                room -= len(mk.keys(None if n is None else n - i - 1, mkey)) + 1
+                settled = self._rest_fits(
+                    pairs, i, room + 1, total=total, n=n, mkey=mkey, leasts=leasts,
+                    where=where, depth=depth,
+                )  # fmt: skip
+                if not settled:
+                    # A key about to be cut leaves room for the member that says how
+                    # many keys were left out, or it would take the room and be dropped
+                    # itself; not where every member left fits at its least, key whole.
+                    room -= len(mk.keys(None if n is None else n - i - 1, mkey)) + 1
             key = self._key(k, room, pairs, taken, where, whole=False)
             if key is None:
                 break
             kb, tok, ktr = key
-            m = self.least(v, (where, tok), depth + 1)
+            m = leasts.get(i) if not ktr else None
+            if m is None:
+                m = self.least(v, (where, tok), depth + 1)
             if ktr and len(kb) + m > room + 1:
                 # A rewritten key kept one byte for its value, which needs more: the
                 # key is cut further rather than the member dropped.
@@ -1631,6 +1650,43 @@ class EncodeCall:
         parts.append(b"}")
         out = b"".join(parts)
         return (out, tuple(trs)) if len(out) <= allot else None
+
+    def _rest_fits(
+        self,
+        pairs: list[Any],
+        start: int,
+        space: int,
+        *,
+        total: int,
+        n: int | None,
+        mkey: str,
+        leasts: dict[int, int],
+        where: Any,
+        depth: int,
+    ) -> bool:
+        """Whether members *start* on, each with its key whole and its value at its
+        least, and the marker of any left out past them fit *space* bytes: then no key
+        need be cut or dropped, nor room kept for the marker. Each least measured is put
+        in *leasts*; a key that is not a plain str (it is rewritten) answers False."""
+        need = 0
+        if n is None or n != total:
+            need = len(self.mk.keys(None if n is None else n - total, mkey)) + 1
+        for i in range(start, total):
+            k, v = pairs[i]
+            if type(k) is not str or need + len(k) + 3 > space:
+                return False
+            try:
+                kb = _dumps(k)
+            except _JSONError:  # lone surrogates: the key is rewritten
+                return False
+            need += (1 if i > start else 0) + len(kb) + 1
+            m = leasts.get(i)
+            if m is None:
+                m = leasts[i] = self.least(v, (where, k), depth + 1)
+            need += m
+            if need > space:
+                return False
+        return True
 
     def _share(
         self, kept: list[tuple[bytes, str, Trs, Any, int]], space: int, where: Any, depth: int
@@ -2036,6 +2092,12 @@ class EncodeCall:
 
 #: Python frames the renderer takes per level of the value it renders, about.
 FRAMES_PER_LEVEL = 3
+
+
+def _least_string(mk: Markers, omitted: int, unit: str) -> int:
+    """Bytes of a cut string's marker alone, in its shorter form: `cut_text` and `_clip`
+    fall back to "…[truncated]" where the count does not fit."""
+    return min(sum(map(len, mk.string(omitted, unit))), sum(map(len, mk.string(None, unit))))
 
 
 def cut_text(s: str, allot: int, mk: Markers) -> Out | None:
