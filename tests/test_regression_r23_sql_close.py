@@ -25,18 +25,18 @@ def _database(path: Path, n: int = ROWS) -> Path:
     return path
 
 
-def test_regression_close_from_another_thread_while_paging() -> None:
+def test_regression_close_from_another_thread_while_paging(tmp_path: Path) -> None:
     """Found by a tester: a close() in another thread closed the connection under the
     statement a page (or an open() step) was running: SIGSEGV, or ProgrammingError,
     InterfaceError or an AssertionError from `_connection` in the paging thread. Each
     round pages chains and steps open() iterators while a thread closes the source."""
-    code = """
-        import os, sqlite3, sys, tempfile, threading, time
+    code = f"""
+        import sqlite3, sys, threading, time
         from jsonbudget import Limits, Paginator, Scope, SQLiteSource
 
         sys.setswitchinterval(1e-6)
         N = 2000
-        path = os.path.join(tempfile.mkdtemp(), "db.sqlite3")
+        path = {str(tmp_path / "db.sqlite3")!r}
         with sqlite3.connect(path) as db:
             db.execute("create table t (id integer primary key, body text)")
             db.executemany(
@@ -64,7 +64,7 @@ def test_regression_close_from_another_thread_while_paging() -> None:
             for t in threads:
                 t.start()
             for chain in range(15):
-                scope = Scope("alice", {"chain": chain})
+                scope = Scope("alice", {{"chain": chain}})
                 page = pager.paginate(src, scope=scope)
                 got = [row["id"] for row in page.items]
                 while page.next_cursor:
@@ -174,3 +174,47 @@ def _step(it: Iterator[Any]) -> object:
         return next(it)
     except sqlite3.OperationalError as exc:
         return exc
+
+
+def test_regression_interrupt_meets_a_connection_closed_by_its_last_reader(
+    tmp_path: Path,
+) -> None:
+    """Found by a sweep: a connection's `_Closing.__del__` closes it before the weak
+    reference `interrupt` follows is cleared, so a watchdog's interrupt() raised
+    ProgrammingError ("Cannot operate on a closed database") within seconds."""
+    code = f"""
+        import sqlite3, sys, threading, time
+        from jsonbudget import SQLiteSource
+
+        sys.setswitchinterval(1e-6)
+        path = {str(tmp_path / "db.sqlite3")!r}
+        with sqlite3.connect(path) as db:
+            db.execute("create table t (id integer primary key)")
+            db.executemany("insert into t values (?)", [(i,) for i in range(100)])
+        db.close()
+        src = SQLiteSource(path, table="t", order_by=("id",))
+        stop = False
+
+        def churn():
+            while not stop:
+                try:
+                    it = src.open(None)
+                    next(it)
+                except sqlite3.OperationalError:
+                    continue  # interrupted: what interrupt() is for
+                src.close()
+                del it  # its last reader gone, the connection closes
+
+        t = threading.Thread(target=churn)
+        t.start()
+        calls, deadline = 0, time.monotonic() + 5
+        try:
+            while time.monotonic() < deadline:
+                src.interrupt()
+                calls += 1
+        finally:
+            stop = True
+            t.join()
+        print(calls > 0)
+    """
+    assert bounded_run(code, timeout=120).strip() == "True"

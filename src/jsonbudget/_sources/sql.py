@@ -1903,8 +1903,14 @@ class SQLiteSource(_SQLSource):
         # included, held while it is interrupted (a close() meanwhile leaves it open).
         for ref in self._readers:
             closing = ref()
-            if closing is not None:
+            if closing is None:
+                continue
+            try:
                 closing.conn.interrupt()
+            except sqlite3.ProgrammingError:
+                # Closed by its `_Closing.__del__`, which runs before the weak reference
+                # is cleared: no statement runs on it, nothing to interrupt.
+                continue
 
     def _plan_for(self, cut: int | None) -> _Plan:
         return self._opened(cut)[1]
