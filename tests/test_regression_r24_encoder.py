@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -23,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import Encoded, Encoder, Truncation
+from jsonbudget import Encoded, EncodeError, Encoder, Truncation, encode
 
 from .cuts import renderer_only
 from .limited import bounded_run
@@ -260,3 +261,24 @@ def test_regression_a_plain_dict_read_under_memory_pressure_raises_memory_error(
     outcomes = bounded_run(code, timeout=240).split()
     assert "MemoryError" in outcomes
     assert set(outcomes) <= {"MemoryError", "ok", "crashed"}, sorted(set(outcomes))
+
+
+class _RaisesRecursion(Mapping[str, int]):
+    """A mapping whose own read raises RecursionError (its bug, not the stack's)."""
+
+    def __getitem__(self, key: str) -> int:
+        raise RecursionError("its own bug")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["a"])
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_regression_a_containers_own_recursion_error_names_its_path() -> None:
+    # Let through as the interpreter's, it became "the Python stack ran out" at "".
+    with pytest.raises(EncodeError, match="raised RecursionError while read") as info:
+        encode({"x": _RaisesRecursion()}, max_bytes=1000)
+    assert info.value.path == "/x"
+    assert isinstance(info.value.__cause__, RecursionError)

@@ -817,8 +817,8 @@ class EncodeCall:
             # Where orjson would raise: a subclass as its base, a Mapping or Sequence walked.
             try:
                 native = _values.fallback(obj)
-            except (MemoryError, RecursionError):
-                raise  # the interpreter's, not the value's: `fit` places a RecursionError
+            except MemoryError:
+                raise  # the interpreter's, not the value's
             except Exception as exc:  # a subclass's own code, as it was read
                 raise EncodeError(
                     f"{t.__name__} raised {type(exc).__name__} while read", path=_path(where)
@@ -1143,10 +1143,10 @@ class EncodeCall:
                 n = len(members) if len(members) < limit else None
                 if n is None and isinstance(v, _values.MapView):
                     n = len(v)  # a view counts its own members
-        except (MemoryError, RecursionError):
+        except MemoryError:
             # The interpreter's, not the container's (a plain dict's read allocates):
             # blamed on the value it would send the caller looking for a fault in data.
-            # `fit` turns a RecursionError into the stack's own error.
+            # (A RecursionError is the container's own: reading one does not recurse.)
             raise
         except Exception as exc:
             if reports_itself(exc):
