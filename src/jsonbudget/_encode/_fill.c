@@ -1220,9 +1220,7 @@ f_least(Fill *f, PyObject *v, int depth, int *whole)
     *whole = 1;
     if (t == &PyUnicode_Type) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(v);
-        /* The countless marker, shorter than any counted one: where the count does
-           not fit, the cut writes it (as the renderer's `least` sizes it). */
-        Py_ssize_t marker = 1 + f_string_tail(-1, NULL);
+        Py_ssize_t marker = 1 + f_string_tail(n, NULL);
         if (n + 2 <= marker) {
             Py_ssize_t s = f_size(f, v, marker, depth);
             if (s != F_NONE) {
@@ -1254,7 +1252,7 @@ f_least(Fill *f, PyObject *v, int depth, int *whole)
         if (mkey < 0) {
             return mkey;
         }
-        cut = 2 + f_keys_marker(-1, mkey, NULL); /* "more": as the string's, above */
+        cut = 2 + f_keys_marker(n, mkey, NULL);
     }
     else {
         Py_ssize_t n = Py_SIZE(v);
@@ -1264,7 +1262,7 @@ f_least(Fill *f, PyObject *v, int depth, int *whole)
         if (n == 0) {
             return 2;
         }
-        cut = 2 + f_items_marker(-1, NULL);
+        cut = 2 + f_items_marker(n, NULL);
     }
     Py_ssize_t s = f_size(f, v, cut, depth);
     *whole = s != F_NONE;

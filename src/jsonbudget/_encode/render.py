@@ -1372,12 +1372,9 @@ class EncodeCall:
         """
         v = self.dispatch(obj, where)
         mk = self.mk
-        # A cut marker is sized at the shorter of its counted and countless forms: where
-        # the count does not fit, the cut writes "…[truncated]" (or "more"), the report
-        # keeping the count, and a member sized with the count was dropped from an
-        # object whose room held it.
         if isinstance(v, str):
-            marker = _least_string(mk, len(v), "chars")
+            head, tail = mk.string(len(v))
+            marker = len(head) + len(tail)
             if len(v) + 2 <= marker:
                 out = self.whole(v, marker, where, depth)
                 if out is not None:
@@ -1397,9 +1394,11 @@ class EncodeCall:
         if type(v) is _values.Raw:
             return min(len(v.data), len(mk.value("unencodable", "")))
         if type(v) is _values.Clip:
-            return _least_string(mk, v.total, v.unit)  # what `_cut_clip` keeps at least
+            head, tail = mk.string(v.total, v.unit)  # what `_cut_clip` keeps at least
+            return len(head) + len(tail)
         if type(v) is _values.Blob:  # as its base64 string's (above)
-            return min(v.chars + 2, _least_string(mk, v.chars, "chars"))
+            head, tail = mk.string(v.chars)
+            return min(v.chars + 2, len(head) + len(tail))
         if id(v) in self.active:
             return len(mk.value("unencodable", ""))
         if depth >= self.max_depth:
@@ -1413,12 +1412,12 @@ class EncodeCall:
             if not snap.members:
                 return 2
             key = mk.key(self._short_keys(snap.members[:limit]))
-            cut = 2 + min(len(mk.keys(snap.n, key)), len(mk.keys(None, key)))
+            cut = 2 + len(mk.keys(snap.n, key))
         else:
             snap = self._snap(ent, 2, where)
             if not snap.members:
                 return 2
-            cut = 2 + min(len(mk.items(snap.n)), len(mk.items(None)))
+            cut = 2 + len(mk.items(snap.n))
         # A short container may be smaller whole (`[null]`) than cut to its marker.
         cycles = self.cycles
         out = self.whole(obj, cut, where, depth)
@@ -2092,12 +2091,6 @@ class EncodeCall:
 
 #: Python frames the renderer takes per level of the value it renders, about.
 FRAMES_PER_LEVEL = 3
-
-
-def _least_string(mk: Markers, omitted: int, unit: str) -> int:
-    """Bytes of a cut string's marker alone, in its shorter form: `cut_text` and `_clip`
-    fall back to "…[truncated]" where the count does not fit."""
-    return min(sum(map(len, mk.string(omitted, unit))), sum(map(len, mk.string(None, unit))))
 
 
 def cut_text(s: str, allot: int, mk: Markers) -> Out | None:

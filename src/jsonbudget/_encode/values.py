@@ -1653,7 +1653,7 @@ def _how_written(
             )
         if kind in ("nullable", "default") or kind in _VALIDATORS:
             return plain(node.get("schema"), spec, depth + 1)
-        if kind in ("list", "set", "frozenset", "generator"):
+        if kind in ("list", "set", "frozenset", "generator", "deque"):  # deque: pydantic 2.14+
             return "items_schema" not in node or plain(node["items_schema"], items, depth + 1)
         if kind == "tuple":
             positions = node.get("items_schema", ())
@@ -1688,6 +1688,18 @@ def _how_written(
         return False  # typed-dict, function-plain, chain, anything new
 
     return "lazy" if plain(schema, spec, 0) else "pydantic"
+
+
+@lru_cache(maxsize=1)
+def _deque_schema() -> bool:
+    """Whether pydantic gives ``deque[X]`` a core schema of its own (2.14 on), whose
+    serializer takes a deque only, where ``serialize_sequence_via_list`` (before) took a
+    list, a tuple or a set too."""
+    version = str(getattr(sys.modules.get("pydantic"), "VERSION", "0.0")).split(".")
+    try:
+        return (int(version[0]), int(version[1])) >= (2, 14)
+    except (IndexError, ValueError):  # not a release's version: the newer schema
+        return True
 
 
 def _via_list(f: Any) -> bool:
@@ -1892,7 +1904,10 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
             alts=first.alts,
             alone=one and first.alone,
         )
-        return _Spec((), items, holds=_SEQUENCES[origin])
+        holds = _SEQUENCES[origin]
+        if origin is collections.deque and _deque_schema():
+            holds = (collections.deque,)  # its own serializer takes only a deque
+        return _Spec((), items, holds=holds)
     if origin in _MAPPINGS and len(args) == 2:
         inner = _declared(args[1], depth + 1)
         return None if inner is None else _Spec((), inner, holds=_MAPPINGS[origin])
