@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import Encoded, EncodeError, Encoder, Truncation, encode
+from jsonbudget import Encoded, EncodeError, Encoder, encode
 
 from .cuts import renderer_only
 from .limited import bounded_run
