@@ -18,7 +18,7 @@ def run() -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "rich":
             raise
-        from .._extras import missing_extra  # noqa: PLC0415
+        from .._extras import missing_extra  # noqa: PLC0415 - only on the error path
 
         print(
             f"jsonbudget: error: {missing_extra('cli', 'rich', 'the command line')}",

@@ -1319,7 +1319,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         oversized=args.oversized,
     )
     if args.chart is not None:
-        import importlib.util  # noqa: PLC0415
+        import importlib.util  # noqa: PLC0415 - only a chart needs it
 
         if importlib.util.find_spec("matplotlib") is None:
             raise missing_extra("cli", "matplotlib", "--chart")

@@ -460,8 +460,8 @@ def write_chart(report: TuneReport, path: str | os.PathLike[str]) -> None:
     is missing. Uses matplotlib's object API (no pyplot global state).
     """
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
-        from matplotlib.figure import Figure  # noqa: PLC0415
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - optional extra
+        from matplotlib.figure import Figure  # noqa: PLC0415 - optional extra
     except ImportError as exc:
         raise missing_extra("cli", "matplotlib", "the chart") from exc
     fig = Figure(figsize=(9, 5), dpi=100)

@@ -187,7 +187,7 @@ class RedisCursorStore(KeyedStore):
         prefix: str = DEFAULT_PREFIX,
     ) -> None:
         require_extra("redis", "redis", "RedisCursorStore")
-        import redis  # noqa: PLC0415  (optional dependency, imported on use)
+        import redis  # noqa: PLC0415 - optional dependency, imported on use
 
         self.ttl = check_ttl(ttl)
         if not isinstance(prefix, str):

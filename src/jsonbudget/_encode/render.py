@@ -2102,13 +2102,13 @@ def cut_text(s: str, allot: int, mk: Markers) -> Out | None:
     head, tail = mk.string(n)  # the longest count: the real one has no more digits
     room = allot - len(head) - len(tail)
     if room >= 0:
-        mark: Callable[[int], tuple[bytes, bytes]] = lambda kept: mk.string(n - kept)  # noqa: E731
+        mark: Callable[[int], tuple[bytes, bytes]] = lambda kept: mk.string(n - kept)  # noqa: E731 - one of two
     else:
         head, tail = mk.string(None)  # the count does not fit: "…[truncated]"
         room = allot - len(head) - len(tail)
         if room < 0:
             return None
-        mark = lambda kept: (head, tail)  # noqa: E731
+        mark = lambda kept: (head, tail)  # noqa: E731 - the other, same typed name
     data, kept, replaced = cut_string(s, room, mark, len(head), len(tail))
     if kept == n and n:
         # All of it fit in the room, so only its "replaced" note did not: a cut that

@@ -2233,7 +2233,7 @@ def _attrs(obj: Any, opts: Options) -> Any:
     members = [(a.name, getattr(obj, a.name)) for a in type(obj).__attrs_attrs__]
     # `attrs.asdict`, then orjson: nested instances go through `_as_fragment`, and a set
     # is written in its own order (asdict copies it into a new set, of another order).
-    native = lambda: _dumps_detached(dict(members))  # noqa: E731
+    native = lambda: _dumps_detached(dict(members))  # noqa: E731 - a closure, run if asked
     return MapView(members, _AttrsConv(opts).conv, src=obj, native=native)
 
 
