@@ -233,15 +233,8 @@ def _default_principal() -> str:
 # -- argument parsing -------------------------------------------------------------------
 
 
-def _add_limits(p: argparse.ArgumentParser, *, default_bytes: int) -> None:
-    g = p.add_argument_group("limits")
-    g.add_argument(
-        "--max-bytes",
-        type=parse_size,
-        default=default_bytes,
-        metavar="SIZE",
-        help=f"budget for the whole output, in bytes (default {default_bytes})",
-    )
+def _add_shape(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The options that shape a value, shared by the encoding commands and ``tune``."""
     g.add_argument(
         "--max-items",
         type=_count,
@@ -252,6 +245,30 @@ def _add_limits(p: argparse.ArgumentParser, *, default_bytes: int) -> None:
     g.add_argument(
         "--max-field-bytes", type=parse_size, metavar="SIZE", help="encoded bytes per string"
     )
+
+
+def _limits(args: argparse.Namespace, **more: int | None) -> Limits:
+    """The `Limits` of the options `_add_limits` added, and *more*."""
+    return Limits(
+        args.max_bytes,
+        max_items=args.max_items,
+        max_keys=args.max_keys,
+        max_field_bytes=args.max_field_bytes,
+        max_depth=args.max_depth,
+        **more,
+    )
+
+
+def _add_limits(p: argparse.ArgumentParser, *, default_bytes: int) -> None:
+    g = p.add_argument_group("limits")
+    g.add_argument(
+        "--max-bytes",
+        type=parse_size,
+        default=default_bytes,
+        metavar="SIZE",
+        help=f"budget for the whole output, in bytes (default {default_bytes})",
+    )
+    _add_shape(g)
     g.add_argument(
         "--max-depth",
         type=_count,
@@ -436,16 +453,7 @@ def _parser() -> _Parser:
         metavar="SHARE",
         help=f"most items that may be truncated or oversized (default {DEFAULT_GOAL})",
     )
-    t.add_argument(
-        "--max-items",
-        type=_count,
-        metavar="N",
-        help="items per page and per list, not object members",
-    )
-    t.add_argument("--max-keys", type=_count, metavar="N", help="members per object")
-    t.add_argument(
-        "--max-field-bytes", type=parse_size, metavar="SIZE", help="encoded bytes per string"
-    )
+    _add_shape(t)
     t.add_argument(
         "--oversized",
         choices=("truncate", "placeholder"),
@@ -964,13 +972,7 @@ def _whole_line(line: bytes, most: int) -> Any:
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
-    limits = Limits(
-        args.max_bytes,
-        max_items=args.max_items,
-        max_keys=args.max_keys,
-        max_field_bytes=args.max_field_bytes,
-        max_depth=args.max_depth,
-    )
+    limits = _limits(args)
     encoder = Encoder(limits, strategy=args.strategy, markers=args.markers, binary=args.binary)
     if args.json and not args.report:
         raise _Usage("--json is the form of --report: give both")
@@ -1215,14 +1217,7 @@ def _interruptible(source: Source[Any]) -> Iterator[None]:
 
 
 def _cmd_page(args: argparse.Namespace) -> int:
-    limits = Limits(
-        args.max_bytes,
-        max_items=args.max_items,
-        max_keys=args.max_keys,
-        max_field_bytes=args.max_field_bytes,
-        max_depth=args.max_depth,
-        max_pages=args.max_pages,
-    )
+    limits = _limits(args, max_pages=args.max_pages)
     options: dict[str, Any] = {
         "oversized": args.oversized,
         "keys": MCP_KEYS if args.mcp_keys else None,
