@@ -42,9 +42,11 @@ from .mcp import (
     McpResultFitter,
     identity_key,
     largest_identity,
+    least_result_bytes,
     message_bytes,
     omitted_note,
     refit_result,
+    result_room,
     serving_apps,
     value_of,
 )
@@ -125,7 +127,9 @@ class BoundedResults(Middleware):
         gates: dict[bool, ResultGate] = {}
         if reader is not None:
             for text in (False, True):
-                room = fitter._room("" if text else [], meta=RESERVE_META, notes=RESERVE_NOTES)
+                room = result_room(
+                    fitter, "" if text else [], meta=RESERVE_META, notes=RESERVE_NOTES
+                )
                 preview = _text_preview(room) if text else room
                 try:
                     gates[text] = ResultGate(max_bytes=preview, preview_bytes=preview,
@@ -143,9 +147,9 @@ class BoundedResults(Middleware):
         content: ContentMode = self._options["content"]
         # Asked of a fitter with room to spare, so the message names the one minimum
         # (the fitter's own, for a bare result, is smaller).
-        roomy = McpResultFitter(**{**self._options, "max_bytes": _ROOMY}, server=server)
-        probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
-        least = max(roomy._least_bytes(p, meta=RESERVE_META, notes=RESERVE_NOTES) for p in probes)
+        least = least_result_bytes(
+            McpResultFitter(**{**self._options, "max_bytes": _ROOMY}, server=server)
+        )
         if reader is None:
             return least
 
@@ -233,7 +237,8 @@ class BoundedResults(Middleware):
                 or _joined(result)
                 or (
                     _own_meta(result.meta)
-                    and fitter._room(value, meta=result.meta, notes=notes) < _need(gates, value)
+                    and result_room(fitter, value, meta=result.meta, notes=notes)
+                    < _need(gates, value)
                 )
             ):
                 # The value does not carry all the client would miss (blocks it leaves
@@ -408,8 +413,8 @@ def _least_with_reader(content: ContentMode, takes: Callable[[int], bool], serve
     def fits(max_bytes: int) -> bool:
         fitter = McpResultFitter(max_bytes=max_bytes, content=content, default=None,
                                  server=server)  # fmt: skip
-        text = _text_preview(fitter._room("", meta=RESERVE_META, notes=RESERVE_NOTES))
-        return takes(min(fitter._room([], meta=RESERVE_META, notes=RESERVE_NOTES), text))
+        text = _text_preview(result_room(fitter, "", meta=RESERVE_META, notes=RESERVE_NOTES))
+        return takes(min(result_room(fitter, [], meta=RESERVE_META, notes=RESERVE_NOTES), text))
 
     lo, hi = 1, _ROOMY
     while lo < hi:

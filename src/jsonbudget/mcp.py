@@ -582,22 +582,6 @@ class McpResultFitter:
         empty.meta = meta
         return _line_bytes(empty, self._stamp) - (4 if mode == "both" else 2)
 
-    def _room(
-        self, value: Any, *, meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
-    ) -> int:
-        """The most bytes *value*'s encoding can take and always fit beside *meta* and
-        *notes*, whatever it holds (what the message leaves over the worst growth)."""
-        mode = self._mode_of(value)
-        return int((self._limits.max_bytes - self._fixed_of(mode, meta, notes)) // _worst(mode))
-
-    def _least_bytes(
-        self, value: Any, *, meta: dict[str, Any] | None = None, notes: Sequence[str] = ()
-    ) -> int:
-        """The smallest ``max_bytes`` at which a value of *value*'s kind and of the least
-        size fits beside *meta* and *notes*."""
-        mode = self._mode_of(value)
-        return self._fixed_of(mode, meta, notes) + math.ceil(MIN_BYTES * _worst(mode))
-
     def _as_text(self, value: Any) -> bool:
         # A str is cut in place with a text marker inside it; a structured marker is an
         # object, which no text can hold, so with those a str is JSON as any value is.
@@ -662,6 +646,35 @@ class McpResultFitter:
         raise EncodeError(  # pragma: no cover - the safe budget fits by construction
             f"the MCP message is {size} bytes, over max_bytes={self._limits.max_bytes}", path=None
         )
+
+
+def result_room(
+    fitter: McpResultFitter,
+    value: Any,
+    *,
+    meta: dict[str, Any] | None = None,
+    notes: Sequence[str] = (),
+) -> int:
+    """The most bytes *value*'s encoding can take and always fit beside *meta* and
+    *notes* in *fitter*'s results, whatever it holds (what the message leaves over the
+    worst growth)."""
+    mode = fitter._mode_of(value)
+    return int((fitter._limits.max_bytes - fitter._fixed_of(mode, meta, notes)) // _worst(mode))
+
+
+def least_result_bytes(fitter: McpResultFitter) -> int:
+    """The smallest ``max_bytes`` at which a value of the least size, JSON or text, fits
+    in *fitter*'s results beside `RESERVE_META` and `RESERVE_NOTES`.
+
+    Ask a fitter with room to spare, so that every caller names the one minimum.
+    """
+    least = 0
+    probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
+    for probe in probes:
+        mode = fitter._mode_of(probe)
+        fixed = fitter._fixed_of(mode, RESERVE_META, RESERVE_NOTES)
+        least = max(least, fixed + math.ceil(MIN_BYTES * _worst(mode)))
+    return least
 
 
 def _worst(mode: ContentMode) -> Fraction:
@@ -782,7 +795,7 @@ def refit_result(
     ``isError`` kept: its ``_meta`` whole when that leaves *value* at least *need* bytes,
     else `omitted_meta` of it. *streams* as `McpResultFitter.fit` takes them."""
     meta = result.meta
-    if meta and fitter._room(value, meta=meta, notes=notes) < need:
+    if meta and result_room(fitter, value, meta=meta, notes=notes) < need:
         # The tool's _meta leaves no room for the value (or for a preview, which must
         # arrive whole with its reference): it is dropped, and said so.
         meta = omitted_meta(meta)
@@ -815,10 +828,7 @@ def tool_result_fitting(
             return McpResultFitter(limits=limits.replace(max_bytes=max_bytes), strategy=strategy,
                                    markers=markers, default=default, server=server)  # fmt: skip
 
-        # Asked of a fitter with room to spare, so the message names the one minimum.
-        roomy = fitter(max(limits.max_bytes, 1 << 20))
-        probes: tuple[Any, ...] = ([], "")  # a JSON value and a text
-        least = max(roomy._least_bytes(p, meta=RESERVE_META, notes=RESERVE_NOTES) for p in probes)
+        least = least_result_bytes(fitter(max(limits.max_bytes, 1 << 20)))
         if limits.max_bytes < least:
             raise LimitError("max_bytes", limits.max_bytes,
                              f"must be at least {least} for a tool that returns an MCP result: "
