@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import io
 import os
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -26,9 +25,11 @@ from ..errors import LimitError, SpillError
 from .spill import (
     DEFAULT_MAX_AGE,
     DEFAULT_READ_BYTES,
+    REF_RE,
     SpillRef,
-    _chunks,
-    _extension,
+    extension_of,
+    put_chunks,
+    ref_parts,
     sanitize_label,
 )
 
@@ -38,8 +39,6 @@ __all__ = ["DEFAULT_REDIS_MAX_FILE_BYTES", "RedisSpillStore"]
 DEFAULT_REDIS_MAX_FILE_BYTES = 256 * 1024**2
 _REDIS_STRING_MAX = 512 * 1024**2
 _BLOCK = 1024 * 1024
-_REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(json|txt|bin)")
-_EXTENSIONS = {"json": "application/json", "txt": "text/plain", "bin": "application/octet-stream"}
 
 
 class RedisSpillStore:
@@ -99,7 +98,7 @@ class RedisSpillStore:
         goes wrong, the temporary key is deleted and nothing is kept.
         """
         clean = sanitize_label(label)
-        ext = _extension(media_type)
+        ext = extension_of(media_type)
         tmp = f"{self._prefix}.tmp-{os.urandom(12).hex()}"
         client = self._client
         hasher = hashlib.sha256()
@@ -107,7 +106,7 @@ class RedisSpillStore:
         try:
             with self._failures("writing a spilled result"):
                 client.set(tmp, b"", ex=self._max_age)  # expires even if this process dies
-                for chunk in _chunks(data, self._max_file_bytes):
+                for chunk in put_chunks(data, self._max_file_bytes):
                     hasher.update(chunk)
                     # A value past the server's proto-max-bulk-len in one APPEND makes it
                     # drop the connection (a broken pipe); in blocks it answers clearly
@@ -144,8 +143,7 @@ class RedisSpillStore:
     def get(self, ref: str) -> SpillRef:
         """The reference of a stored result (size from Redis, hash from its name)."""
         size = self._size(self._key(ref))
-        label, digest, ext = ref.split(".")
-        return SpillRef(ref, size, digest, _EXTENSIONS[ext], label, Path(self._key(ref)))
+        return SpillRef(ref, size, *ref_parts(ref), Path(self._key(ref)))
 
     def read(self, ref: str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
         """At most *limit* bytes of *ref* from byte *offset*; ``b""`` at or past the end."""
@@ -187,7 +185,7 @@ class RedisSpillStore:
         return int(size)
 
     def _key(self, ref: object) -> str:
-        if not isinstance(ref, str) or not _REF_RE.fullmatch(ref):
+        if not isinstance(ref, str) or not REF_RE.fullmatch(ref):
             raise SpillError(f"not a spill reference: {repr(ref)[:80]}")
         return self._prefix + ref
 

@@ -32,11 +32,15 @@ __all__ = [
     "DEFAULT_MAX_TOTAL_BYTES",
     "DEFAULT_READ_BYTES",
     "MAX_LABEL_CHARS",
+    "REF_RE",
     "SpillBackend",
     "SpillCleanup",
     "SpillRef",
     "SpillStore",
     "default_spill_dir",
+    "extension_of",
+    "put_chunks",
+    "ref_parts",
     "sanitize_label",
 ]
 
@@ -65,7 +69,8 @@ _DIR_FLAGS = (
     | getattr(os, "O_CLOEXEC", 0)
 )
 _EXTENSIONS = {"json": "application/json", "txt": "text/plain", "bin": "application/octet-stream"}
-_REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(json|txt|bin)")
+#: A stored result's name, in every store of ours: ``label.sha256.ext``.
+REF_RE = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(?:json|txt|bin)")
 _LABEL_DROP = re.compile(r"[^a-z0-9_-]+")
 _MEDIA_TYPE_RE = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,63}"
@@ -171,6 +176,12 @@ def _temp_fallback_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"jsonbudget-spill-{uid}"
 
 
+def ref_parts(ref: str) -> tuple[str, str, str]:
+    """The SHA-256, media type and label of a name `REF_RE` matched, in `SpillRef`'s order."""
+    label, digest, ext = ref.split(".")
+    return digest, _EXTENSIONS[ext], label
+
+
 class SpillStore:
     """A private directory of whole results, written atomically and kept for a while.
 
@@ -243,7 +254,7 @@ class SpillStore:
         data grows past ``max_file_bytes`` (`SpillError`), nothing is left behind.
         """
         clean_label = sanitize_label(label)
-        ext = _extension(media_type)
+        ext = extension_of(media_type)
         thread = threading.current_thread()
         # a str: `finally` discards it calling no Python code an interrupt could stop
         tmp_name = _temp_name()
@@ -415,7 +426,7 @@ class SpillStore:
         hasher = hashlib.sha256()
         size = 0
         try:
-            for chunk in _chunks(data, self._max_file_bytes):
+            for chunk in put_chunks(data, self._max_file_bytes):
                 size += len(chunk)
                 hasher.update(chunk)
                 _write_all(fd, chunk)
@@ -443,8 +454,7 @@ class SpillStore:
             size = os.fstat(fd).st_size
         finally:
             os.close(fd)
-        label, digest, ext = ref.split(".")
-        return SpillRef(ref, size, digest, _EXTENSIONS[ext], label, path)
+        return SpillRef(ref, size, *ref_parts(ref), path)
 
     def read(self, ref: str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
         """Return at most *limit* bytes of the result *ref*, starting at byte *offset*.
@@ -517,7 +527,7 @@ class SpillStore:
                 visited += 1
                 name = entry.name
                 is_temp = name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX)
-                if not (is_temp or _REF_RE.fullmatch(name)):
+                if not (is_temp or REF_RE.fullmatch(name)):
                     continue  # not ours: never touch it
                 try:
                     st = entry.stat(follow_symlinks=False)
@@ -639,7 +649,7 @@ class SpillStore:
         return False, st if stat.S_ISREG(st.st_mode) else None
 
     def _path_of(self, ref: object) -> Path:
-        if not isinstance(ref, str) or not _REF_RE.fullmatch(ref):
+        if not isinstance(ref, str) or not REF_RE.fullmatch(ref):
             shown = repr(ref)[:80]
             raise SpillError(f"not a spill reference: {shown}")
         return self._dir / ref
@@ -821,7 +831,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_LEDGERS.reset_in_child)
 
 
-def _extension(media_type: object) -> str:
+def extension_of(media_type: object) -> str:
+    """The extension a stored result of *media_type* is named with; `LimitError` if
+    *media_type* is not a type/subtype string."""
     if not isinstance(media_type, str) or not _MEDIA_TYPE_RE.fullmatch(media_type):
         raise LimitError("media_type", str(media_type)[:80], "must be a type/subtype string")
     lowered = media_type.lower()
@@ -832,7 +844,7 @@ def _extension(media_type: object) -> str:
     return "bin"
 
 
-def _chunks(
+def put_chunks(
     data: bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview] | BinaryIO,
     max_file_bytes: int,
 ) -> Iterator[Any]:

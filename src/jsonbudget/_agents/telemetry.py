@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, Final, Literal, cast
 
 from ..errors import EncodeError, LimitError
+from .spill import REF_RE
 
 __all__ = [
     "SUMMARY_KEY",
@@ -36,7 +37,6 @@ SUMMARY_KEY: Final = "jsonbudget"
 
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_SPILL_REF = re.compile(r"[a-z0-9_-]{1,64}\.[0-9a-f]{64}\.(?:json|txt|bin)")
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9.+-]{0,63}/[a-z0-9][a-z0-9.+-]{0,63}")
 #: At most this many truncations and oversized entries are tallied; the rest are counted.
 _MAX_TALLY: Final = 100_000
@@ -86,7 +86,7 @@ def safe_ref(ref: object, tool: object = NO_TOOL) -> str | None:
     ref is shown only where that label is a short identifier and, where the *tool* it
     came from is known, only where `safe_tool` shows that tool.
     """
-    name = _matched(ref, _SPILL_REF)
+    name = _matched(ref, REF_RE)
     if name is None or _word(name.partition(".")[0]) is None:
         return None
     if tool is not NO_TOOL and safe_tool(tool) is None:
