@@ -18,8 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .._cursors.redis_store import not_a_client
-from .._extras import require_extra
+from .._extras import not_a_client, require_extra
 from .._limits import check_int
 from ..errors import LimitError, SpillError
 from .spill import (

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from .._extras import require_extra
+from .._extras import not_a_client, require_extra
 from ..errors import BudgetExhausted, CursorScopeError, InvalidCursor, LimitError
 from .scope import Scope
 from .store import (
@@ -115,27 +115,6 @@ def _text(value: bytes | str) -> str:
 
 def _not_ours() -> InvalidCursor:
     return InvalidCursor("the store holds a key for this cursor that it could not have written")
-
-
-def not_a_client(value: object, wanted: str) -> TypeError:
-    """The `TypeError` for *value* given a Redis store as ``url_or_client``: neither a URL
-    nor one of the sync clients *wanted* names ("redis.Redis"...). One wording for both
-    stores (`RedisCursorStore`, `RedisSpillStore`).
-
-    redis-py's asyncio client is named ``Redis`` too: "a redis.Redis client, not Redis"
-    did not say what was wrong. It is named as the asyncio client it is.
-    """
-    import redis.asyncio  # noqa: PLC0415 - an optional dependency, imported on use
-
-    kind = type(value)
-    shown = kind.__name__
-    for asyncio_client in (redis.asyncio.Redis, redis.asyncio.RedisCluster):
-        if isinstance(value, asyncio_client):
-            public = f"redis.asyncio.{asyncio_client.__name__}"
-            which = public if kind is asyncio_client else f"{shown}, a {public}"
-            shown = f"the asyncio client {which} (the store calls Redis synchronously)"
-            break
-    return TypeError(f"url_or_client must be a redis URL or a sync {wanted} client, not {shown}")
 
 
 def _check_decoding(client: Any) -> None:
