@@ -387,7 +387,7 @@ class Encoder:
         in `fit`. Costs about *budget*, however large *obj* is.
         """
         _check_budget(budget)
-        _check_path(path)
+        _check_pointer(path)
         call = _call_for(self, budget)
         out = call.render_whole(obj, budget, path)
         return None if out is None else _encoded(out, path)
@@ -417,7 +417,7 @@ class Encoder:
         (`LimitError` otherwise): a caller fitting parts of a page vouches for it.
         """
         _check_budget(budget)
-        _check_path(path)
+        _check_pointer(path)
         data = _bound.clean_dumps(obj, budget, 0, self._caps)
         if isinstance(data, bytes):
             return _complete(data)
@@ -526,7 +526,7 @@ def _check_budget(budget: object) -> None:
         raise LimitError("budget", budget, f"must be an int of at most {MAX_LIMIT}")
 
 
-def _check_path(path: object) -> None:
+def _check_pointer(path: object) -> None:
     """Refuse a *path* that `whole` and `fit` could not prefix a report's pointer with:
     checked before any work, as the reports are joined only when first read."""
     if type(path) is not str or path[:1] not in ("", "/"):

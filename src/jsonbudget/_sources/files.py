@@ -830,7 +830,13 @@ def _split_prefix(prefix: object) -> tuple[str, ...]:
     return tuple(parts[:-1])
 
 
-def _check_path(path: object) -> str:
+def _gzip_option(gzip: object) -> bool | None:
+    if gzip is not None and not isinstance(gzip, bool):
+        raise TypeError(f"gzip must be True, False or None, not {type(gzip).__name__}")
+    return gzip
+
+
+def _check_file_path(path: object) -> str:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
     return os.path.abspath(os.fspath(path))
@@ -1157,12 +1163,10 @@ class JsonArrayFileSource(Source[Any]):
         read_size: int = DEFAULT_READ_SIZE,
         max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     ) -> None:
-        self._path = _check_path(path)
+        self._path = _check_file_path(path)
         self._keys = _split_prefix(prefix)
         self._prefix = prefix
-        if gzip is not None and not isinstance(gzip, bool):
-            raise TypeError(f"gzip must be True, False or None, not {type(gzip).__name__}")
-        self._gzip = gzip
+        self._gzip = _gzip_option(gzip)
         self._read_size = check_int("read_size", read_size, minimum=1, maximum=MAX_READ_SIZE)
         self._max_item = check_int("max_item_bytes", max_item_bytes, minimum=1)
 
@@ -1268,10 +1272,8 @@ class JsonLinesSource(Source[Any]):
         gzip: bool | None = None,
         max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     ) -> None:
-        self._path = _check_path(path)
-        if gzip is not None and not isinstance(gzip, bool):
-            raise TypeError(f"gzip must be True, False or None, not {type(gzip).__name__}")
-        self._gzip = gzip
+        self._path = _check_file_path(path)
+        self._gzip = _gzip_option(gzip)
         self._max_item = check_int("max_item_bytes", max_item_bytes, minimum=1)
 
     def open(
