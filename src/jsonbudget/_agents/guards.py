@@ -30,12 +30,15 @@ import sys
 import threading
 import types as types_
 import typing
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import (
     Any,
     Final,
     Literal,
+    NoReturn,
+    SupportsIndex,
     TypeAlias,
     TypeVar,
     cast,
@@ -82,6 +85,7 @@ __all__ = [
     "DEFAULT_PREVIEW_BYTES",
     "DEFAULT_READ_HINT",
     "READ_RESULT_HINT",
+    "STORE_READ_HINT",
     "Admitted",
     "GateResult",
     "ResultGate",
@@ -102,6 +106,9 @@ DEFAULT_PREVIEW_BYTES = 4096
 DEFAULT_READ_HINT = "read more with SpillStore.read(ref, offset, limit)"
 #: The hint when the gate has a `ResultReader`: the reference is one for `read_result`.
 READ_RESULT_HINT = "read more with read_result(ref, pointer, cursor)"
+#: The hint for a store that is not a `SpillStore`: the built-in one's class is not what
+#: reads it back. No longer than the default: the smallest preview stays 425 bytes.
+STORE_READ_HINT = "read more from the store: read(ref, offset, limit)"
 #: `TurnBudget` keeps room for this many bare references per turn by default (fewer when
 #: its limit holds fewer).
 DEFAULT_MAX_CALLS = 8
@@ -113,6 +120,8 @@ _JSON_PREFIX_MAX = 4 * 1024 * 1024
 _JSON_WS = b" \t\r\n"
 _MEDIA = {"json": "application/json", "text": "text/plain"}
 _TEXT_PREVIEW_MIN = 16
+# The largest size a spill store's reference may state: what JSON writers take as an int.
+_MAX_SPILL_SIZE = 2**63 - 1
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
 _IJSON_PY = ijson.get_backend("python")
 # The compiled walk's caps for a gate's pass-through check: its encoder's (a byte budget
@@ -386,7 +395,12 @@ class ResultGate:
                 raise LimitError("store", store, "must be the reader's spill store")
             store = reader.spill  # the reader reads what this gate spills
         if read_hint is None:
-            read_hint = DEFAULT_READ_HINT if reader is None else READ_RESULT_HINT
+            if reader is not None:
+                read_hint = READ_RESULT_HINT
+            elif store is None or isinstance(store, SpillStore):
+                read_hint = DEFAULT_READ_HINT
+            else:
+                read_hint = STORE_READ_HINT
         if kind not in ("auto", "json", "text"):
             raise LimitError("kind", kind, "must be 'auto', 'json' or 'text'")
         if not isinstance(read_hint, str) or len(read_hint) > _MAX_HINT_CHARS:
@@ -562,9 +576,25 @@ class ResultGate:
         """Write the whole result to the store and build a preview of at most *budget* bytes.
 
         When *budget* cannot hold a preview, the reference alone is returned, and when it
-        cannot hold that, the bare reference (at most `bare_reference_bytes`; it may
-        exceed *budget*, which `TurnBudget` reports).
+        cannot hold that, the bare reference (at most `bare_reference_bytes` for the
+        built-in stores' names; it may exceed *budget*, which `TurnBudget` reports). A
+        bare reference longer than ``max_bytes`` (a store's own, longer names) raises
+        `LimitError`: no answer of a gate passes its limit.
         """
+        gated = self._spilled(measured, label=label, budget=budget)
+        if len(gated.data) > self._max_bytes:
+            shown = gated.shown_ref or ""
+            raise LimitError(
+                "store",
+                self.store,
+                f"its reference to the spilled result ({len(shown)} characters as shown: "
+                f"{shown[:40]!r}{'…' if len(shown) > 40 else ''}) makes a bare reference of "
+                f"{len(gated.data)} bytes, and a result may take {self._max_bytes}; the "
+                "result is stored under it",
+            )
+        return gated
+
+    def _spilled(self, measured: _Measured, *, label: str, budget: int) -> GateResult:
         store = self.store
         if measured.obj is not _NO_OBJECT:
             # The preview is rendered before the spill and by the same call as the size
@@ -575,17 +605,23 @@ class ResultGate:
             out = None
             if value_budget >= MIN_BYTES:
                 out = call.fit(measured.obj, value_budget, "")
-            writer = JsonWriter(self._default, call.streams, store.max_file_bytes)
-            ref = store.put(writer.chunks(measured.obj), label=label, media_type=_MEDIA["json"])
+            writer = JsonWriter(self._default, call.streams, _file_limit(store))
+            ref = _stored(store, store.put(writer.chunks(measured.obj), label=label,
+                                           media_type=_MEDIA["json"]))  # fmt: skip
             # The encoder writes each key of an object once: no pointer into this result
             # needs to read an object to its end for a later member with its key.
             named = self._named(ref, unique_keys=True)
             if out is None:
                 return GateResult(self._reference_only(named, budget), "json", ref.size, ref,
                                   named.ref)  # fmt: skip
+            data = _json_preview(out[0], named, self._read_hint)
+            if len(data) > budget:
+                # The preview was fitted beside the longest name the built-in stores make;
+                # this store's (or the reader's) is longer. Fitted again from the file,
+                # not the value: its iterators were read into the file.
+                return self._file_preview(ref, named, budget)
             cuts: list[Truncation] = []
             call.reports(out[1], _PREVIEW, cuts, _truncation)
-            data = _json_preview(out[0], named, self._read_hint)
             return GateResult(data, "json", ref.size, ref, named.ref, tuple(cuts))
         chunks: Iterable[bytes | bytearray | memoryview] = (
             measured.chunks if measured.chunks is not None else (measured.data or b"",)
@@ -598,12 +634,18 @@ class ResultGate:
             head, whole, chunks = _head_of(chunks, _SNIFF_BYTES)
             if _parse_json_prefix(head, whole) is None:
                 kind = "text"
-        ref = store.put(chunks, label=label, media_type=_MEDIA[kind])
+        ref = _stored(store, store.put(chunks, label=label, media_type=_MEDIA[kind]))
         named = self._named(ref)
         if kind == "json":
-            preview = self._json_preview(ref, named, budget)
-            if preview is not None:
-                return GateResult(preview[0], "json", ref.size, ref, named.ref, preview[1])
+            return self._file_preview(ref, named, budget)
+        text = self._text_preview(ref, named, budget)
+        return GateResult(text, "text", ref.size, ref, named.ref)
+
+    def _file_preview(self, ref: SpillRef, named: SpillRef, budget: int) -> GateResult:
+        """The preview of a file spilled as JSON: a JSON one, or text if it is none."""
+        preview = self._json_preview(ref, named, budget)
+        if preview is not None:
+            return GateResult(preview[0], "json", ref.size, ref, named.ref, preview[1])
         text = self._text_preview(ref, named, budget)
         return GateResult(text, "text", ref.size, ref, named.ref)
 
@@ -628,7 +670,7 @@ class ResultGate:
         if value_budget < MIN_BYTES:
             return self._reference_only(named, budget), ()
         span = min(_JSON_PREFIX_MAX, max(_JSON_PREFIX_MIN, 8 * value_budget))
-        parsed = _parse_json_prefix(self.store.read(ref.ref, 0, span), ref.size <= span)
+        parsed = _parse_json_prefix(_read(self.store, ref.ref, span), ref.size <= span)
         if parsed is None:
             return None  # not JSON after all: a text preview says what it is
         value, open_paths = parsed
@@ -641,7 +683,7 @@ class ResultGate:
         if text_budget < _TEXT_PREVIEW_MIN:
             footer = _text_footer(named, 0, self._read_hint)
             return footer if len(footer) <= budget else _bare_text(named)
-        raw = self.store.read(ref.ref, 0, text_budget + 1)
+        raw = _read(self.store, ref.ref, text_budget + 1)
         try:
             text = read_bounded_text(raw, text_budget).text
         except DecodeError as exc:
@@ -741,7 +783,8 @@ class TurnBudget:
     preview cut to what is left.
     """
 
-    __slots__ = ("_bare", "_gate", "_lock", "_max_bytes", "_max_calls", "_turn")
+    __slots__ = ("_bare", "_gate", "_lock", "_max_bytes", "_max_calls", "_running", "_runs",
+                 "_turn")  # fmt: skip
 
     def __init__(
         self,
@@ -799,8 +842,40 @@ class TurnBudget:
                 f"the turn must hold a bare reference ({self._bare} bytes) for each call: at "
                 f"most {max_bytes // self._bare} calls fit max_bytes={max_bytes}",
             )
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """Give this budget state of its own: a turn with nothing admitted, no runs."""
         self._lock = threading.Lock()
         self._turn = _Turn()
+        # id of a run's key object -> that run's turn (see `run_turn`).
+        self._runs: dict[int, TurnBudget] = {}
+        # The adapters' tool calls on this turn now running (see `running_call`).
+        self._running = 0
+
+    def __copy__(self) -> TurnBudget:
+        # A copy shared the turn (and its lock): a template's copies, one per
+        # conversation, spilled each other's results as over the turn's limit. A copy is
+        # a budget of its own: the same limits, gate and store, nothing admitted yet.
+        run = object.__new__(type(self))
+        run._bare = self._bare
+        run._gate = self._gate
+        run._max_bytes = self._max_bytes
+        run._max_calls = self._max_calls
+        run._fresh()
+        return run
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TurnBudget:
+        # The gate and its store are configuration and a place to write to, not state of
+        # the turn: shared, as `copy.copy` shares them (a store holds locks and files).
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError(
+            "a TurnBudget cannot be pickled: its turn and its spill store belong to this "
+            "process; make one TurnBudget in each process (copy.copy gives one with the "
+            "same limits and store and a turn of its own)"
+        )
 
     @property
     def gate(self) -> ResultGate:
@@ -921,14 +996,50 @@ class TurnBudget:
             self._turn = _Turn()
             return TurnReport(self._max_bytes, turn.used, tuple(turn.results))
 
-    def _for_run(self) -> TurnBudget:
+    def for_run(self) -> TurnBudget:
         """This budget with a turn of its own: the same limits, gate and store, nothing
         admitted yet. An adapter keeps one for each agent run, so that concurrent runs of
         one agent neither reset nor fill each other's turns."""
-        run = copy.copy(self)
-        run._lock = threading.Lock()
-        run._turn = _Turn()
-        return run
+        return copy.copy(self)
+
+    def run_turn(self, key: object, *, start: bool = False) -> TurnBudget:
+        """The turn of the run *key* stands for: its own once a call with *start* made it
+        (`for_run`), kept while *key* lives; until then this budget itself.
+
+        *key* is an object the run holds for its whole life and that takes a weak
+        reference (the OpenAI Agents SDK's per-run ``Usage``).
+        """
+        index = id(key)
+        with self._lock:
+            found = self._runs.get(index)
+            if found is not None or not start:
+                return self if found is None else found
+            found = self.for_run()
+            # An id is reused once its object is gone: the entry goes with the object.
+            # Removed without the lock: a collection may run the finalizer in a thread
+            # that holds it.
+            weakref.finalize(key, self._runs.pop, index, None)
+            self._runs[index] = found
+        return found
+
+    @contextlib.contextmanager
+    def running_call(self) -> Iterator[None]:
+        """Counts a tool call on this turn as running while the block runs (see
+        `calls_running`)."""
+        with self._lock:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    @property
+    def calls_running(self) -> int:
+        """How many adapter tool calls on this turn are running: a model they call is
+        part of this turn, and starts no new one."""
+        with self._lock:
+            return self._running
 
     new_turn = reset
 
@@ -1652,6 +1763,60 @@ def _spilled_info(ref: SpillRef, hint: str) -> dict[str, Any]:
 def _json_preview(value: bytes, ref: SpillRef, hint: str) -> bytes:
     # orjson.Fragment embeds the encoder's bytes as they are: nothing is re-encoded.
     return orjson.dumps({"preview": orjson.Fragment(value), "spilled": _spilled_info(ref, hint)})
+
+
+def _stored(store: SpillBackend, ref: object) -> SpillRef:
+    """*ref*, what *store*'s ``put`` returned, checked before any of it is written into
+    an answer: a user's store may return anything."""
+    name = type(store).__name__
+    if not isinstance(ref, SpillRef):
+        raise TypeError(f"{name}.put must return a SpillRef, not {type(ref).__name__}")
+    for field in ("ref", "sha256", "media_type", "label"):
+        value = getattr(ref, field)
+        if not isinstance(value, str):
+            raise TypeError(
+                f"{name}.put returned a SpillRef whose {field} is a {type(value).__name__}, "
+                "not a str"
+            )
+        lone = _lone_surrogate(value)
+        if lone is not None:
+            # Every answer that names the spill is UTF-8, which cannot hold one.
+            raise ValueError(
+                f"{name}.put returned a SpillRef whose {field} holds a lone surrogate at "
+                f"character {lone}"
+            )
+    if not ref.ref:
+        raise ValueError(f"{name}.put returned a SpillRef with an empty ref")
+    size = ref.size
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise TypeError(
+            f"{name}.put returned a SpillRef whose size is a {type(size).__name__}, not an int"
+        )
+    if not 0 <= size <= _MAX_SPILL_SIZE:
+        # Not the size itself: an int of more than 4,300 digits has no str.
+        wrong = "negative" if size < 0 else f"over {_MAX_SPILL_SIZE}"
+        raise ValueError(f"{name}.put returned a SpillRef whose size is {wrong}")
+    return ref
+
+
+def _file_limit(store: SpillBackend) -> int:
+    """*store*'s ``max_file_bytes``, checked before the writer compares sizes with it."""
+    limit = store.max_file_bytes
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise TypeError(
+            f"{type(store).__name__}.max_file_bytes must be an int, not {type(limit).__name__}"
+        )
+    if limit < 1:
+        raise ValueError(f"{type(store).__name__}.max_file_bytes must be at least 1")
+    return limit
+
+
+def _read(store: SpillBackend, ref: str, limit: int) -> bytes:
+    """The first *limit* bytes of the spilled result *ref*, as *store* reads them."""
+    data = store.read(ref, 0, limit)
+    if not isinstance(data, bytes):
+        raise TypeError(f"{type(store).__name__}.read must return bytes, not {type(data).__name__}")
+    return data
 
 
 def _bare_json(ref: SpillRef) -> bytes:

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import math
+import operator
 import os
 import tempfile
 from collections.abc import Mapping
@@ -307,6 +308,18 @@ def _check_counter(caller: str, counter: object) -> None:
         )
 
 
+def _integral_count(tokens: object) -> int:
+    """A counter's count that is not an ``int`` as one: any integer (an int subclass,
+    NumPy's ``int64``: what has ``__index__``) counts; a bool, a float or None is no count."""
+    wrong = f"must be an integer, not {type(tokens).__name__}"
+    if isinstance(tokens, bool):  # an int subclass, but True as a count is a mistake
+        raise LimitError("token count", tokens, wrong)
+    try:
+        return operator.index(tokens)  # type: ignore[arg-type]
+    except TypeError:
+        raise LimitError("token count", tokens, wrong) from None
+
+
 def _check_counts(counter: object) -> None:
     """Refuse a counter without a usable ``count`` method."""
     if isinstance(counter, str):
@@ -382,7 +395,9 @@ class TokenFitter:
         # each round pulls is given again to the next (`encode_replaying`).
         out = encode_replaying(Encoder(self.limits, **options), obj, search.streams)
         tokens = self.counter.count(out.data.decode("utf-8"))
-        if type(tokens) is not int or tokens < 0:
+        if type(tokens) is not int:
+            tokens = _integral_count(tokens)
+        if tokens < 0:
             check_int("token count", tokens, minimum=0)  # raises: what is wrong with it
         # Any count past max_tokens, however large, is text that does not fit.
         if tokens <= self.max_tokens:

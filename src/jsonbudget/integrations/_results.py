@@ -17,6 +17,7 @@ __all__ = [
     "OnReport",
     "atool_result",
     "check_reports",
+    "check_turn",
     "end_turn",
     "tool_result",
 ]
@@ -72,6 +73,13 @@ def check_reports(max_reports: object, on_report: object) -> int:
     if on_report is not None and not callable(on_report):
         raise TypeError(f"on_report must be callable or None, not {type(on_report).__name__}")
     return check_int("max_reports", max_reports, minimum=0)
+
+
+def check_turn(turn: object) -> TurnBudget:
+    """*turn*, which an adapter's ``turn`` must be: a `TurnBudget` (else `TypeError`)."""
+    if not isinstance(turn, TurnBudget):
+        raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
+    return turn
 
 
 def end_turn(

@@ -16,8 +16,6 @@ import enum
 import json
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, overload
 from uuid import UUID
 
@@ -27,7 +25,14 @@ from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT
 from ..errors import EncodeError
-from ._results import DEFAULT_MAX_REPORTS, OnReport, check_reports, end_turn, tool_result
+from ._results import (
+    DEFAULT_MAX_REPORTS,
+    OnReport,
+    check_reports,
+    check_turn,
+    end_turn,
+    tool_result,
+)
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
@@ -75,9 +80,7 @@ class TurnBudgetCallback(BaseCallbackHandler):
         max_reports: int = DEFAULT_MAX_REPORTS,
         on_report: OnReport | None = None,
     ) -> None:
-        if not isinstance(turn, TurnBudget):
-            raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
-        self.turn = turn
+        self.turn = check_turn(turn)
         self.max_reports = check_reports(max_reports, on_report)
         self.on_report = on_report
         self.reports: list[TurnReport] = []
@@ -114,7 +117,7 @@ class TurnBudgetCallback(BaseCallbackHandler):
         with self._lock:
             turn = self._turns.get(root)
             if turn is None:
-                turn = self._turns[root] = self.turn._for_run()
+                turn = self._turns[root] = self.turn.for_run()
         return turn
 
     def _inside_tool(self, parent_run_id: UUID | None) -> bool:
@@ -138,7 +141,7 @@ class TurnBudgetCallback(BaseCallbackHandler):
         if self._inside_tool(parent_run_id):
             return
         turn = self._turn_in(parent_run_id)
-        if not _tool_running(turn):
+        if not turn.calls_running:
             self._end_turn(turn)
 
     # The other runs are recorded only to tell whether a model runs inside a tool.
@@ -235,8 +238,7 @@ def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool:
     the blocks. Each ``ToolMessage`` in a returned list of them is admitted as a returned
     ``ToolMessage`` is; a returned ``Command`` (LangGraph) passes unchanged.
     """
-    if not isinstance(turn, TurnBudget):
-        raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
+    check_turn(turn)
     fields: dict[str, Any] = {
         "wrapped": tool,
         "turn": turn,
@@ -275,13 +277,13 @@ class _BudgetedTool(BaseTool):
 
     def run(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         turn = self._run_turn(args, kwargs)
-        with _running(turn):
+        with turn.running_call():
             output = self.wrapped.run(tool_input, *args, **kwargs)
         return _Admit(turn, self.name).output(output)
 
     async def arun(self, tool_input: str | dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         turn = self._run_turn(args, kwargs)
-        with _running(turn):
+        with turn.running_call():
             output = await self.wrapped.arun(tool_input, *args, **kwargs)
         # A spill writes a file: off the event loop, as `TurnBudget.aadmit` does.
         return await asyncio.to_thread(_Admit(turn, self.name).output, output)
@@ -372,31 +374,6 @@ class _Admit:
         # A block counted as the encoder wrote it (its depth cut) is not what the block
         # would put in the context: the model gets the text that was counted instead.
         return [{"type": "text", "text": admitted.text}, *media]
-
-
-# id of a TurnBudget -> its budget_tool calls now running (TurnBudget takes no weakref;
-# an entry lives only while a call holds the turn).
-_calls_running: dict[int, int] = {}
-_calls_lock = threading.Lock()
-
-
-@contextmanager
-def _running(turn: TurnBudget) -> Iterator[None]:
-    key = id(turn)
-    with _calls_lock:
-        _calls_running[key] = _calls_running.get(key, 0) + 1
-    try:
-        yield
-    finally:
-        with _calls_lock:
-            left = _calls_running.pop(key) - 1
-            if left:
-                _calls_running[key] = left
-
-
-def _tool_running(turn: TurnBudget) -> bool:
-    with _calls_lock:
-        return id(turn) in _calls_running
 
 
 def _is_media(block: Any) -> bool:

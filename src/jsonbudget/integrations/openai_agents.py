@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import copy
 import inspect
-import threading
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .._agents.guards import TurnBudget, TurnReport
 from .._extras import missing_extra
-from ._results import DEFAULT_MAX_REPORTS, OnReport, atool_result, check_reports, end_turn
+from ._results import (
+    DEFAULT_MAX_REPORTS,
+    OnReport,
+    atool_result,
+    check_reports,
+    check_turn,
+    end_turn,
+)
 
 try:
     import pydantic
@@ -70,9 +75,7 @@ class TurnBudgetHooks(RunHooks[Any]):
         max_reports: int = DEFAULT_MAX_REPORTS,
         on_report: OnReport | None = None,
     ) -> None:
-        if not isinstance(turn, TurnBudget):
-            raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
-        self.turn = turn
+        self.turn = check_turn(turn)
         self.max_reports = check_reports(max_reports, on_report)
         self.on_report = on_report
         self.reports: list[TurnReport] = []
@@ -90,33 +93,17 @@ class TurnBudgetHooks(RunHooks[Any]):
         end_turn(turn, self.reports, self.max_reports, self.on_report)
 
 
-# (id of a TurnBudget, id of a run's Usage) -> that run's turn. The SDK gives every tool
-# context of a run the run's own Usage object (ToolContext.from_agent_context), and a
-# new one to each run: it is what the hooks and the tools both see of the run. An entry
-# lives as long as its Usage.
-_run_turns: dict[tuple[int, int], TurnBudget] = {}
-_run_turns_lock = threading.Lock()
-
-
 def _run_turn(
     turn: TurnBudget, context: RunContextWrapper[Any], *, start: bool = False
 ) -> TurnBudget:
     """The turn of the run *context* belongs to: one of its own once *start* (the hooks)
-    made it; else *turn*, shared, for a run without the hooks."""
-    usage = context.usage
-    key = (id(turn), id(usage))
-    with _run_turns_lock:
-        found = _run_turns.get(key)
-        if found is not None or not start:
-            return turn if found is None else found
-        found = _run_turns[key] = turn._for_run()
-    weakref.finalize(usage, _forget_run, key)
-    return found
+    made it; else *turn*, shared, for a run without the hooks.
 
-
-def _forget_run(key: tuple[int, int]) -> None:
-    with _run_turns_lock:
-        _run_turns.pop(key, None)
+    The SDK gives every tool context of a run the run's own Usage object
+    (ToolContext.from_agent_context), and a new one to each run: it is what the hooks and
+    the tools both see of the run, and *turn* keeps the run's turn as long as it lives.
+    """
+    return turn.run_turn(context.usage, start=start)
 
 
 def budget_tools(tools: Sequence[Tool], turn: TurnBudget) -> list[Tool]:
@@ -129,8 +116,7 @@ def budget_tools(tools: Sequence[Tool], turn: TurnBudget) -> list[Tool]:
     against the turn. A budgeted tool is a copy (no constructor called) whose invoker
     runs the tool's own: approval, validation and failure handling are the SDK's.
     """
-    if not isinstance(turn, TurnBudget):
-        raise TypeError(f"turn must be a TurnBudget, not {type(turn).__name__}")
+    check_turn(turn)
     return [_budgeted(tool, turn) if isinstance(tool, FunctionTool) else tool for tool in tools]
 
 

@@ -18,7 +18,14 @@ import orjson
 from .._agents.guards import Admitted, TurnBudget, TurnReport
 from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
-from ._results import DEFAULT_MAX_REPORTS, OnReport, atool_result, check_reports, end_turn
+from ._results import (
+    DEFAULT_MAX_REPORTS,
+    OnReport,
+    atool_result,
+    check_reports,
+    check_turn,
+    end_turn,
+)
 
 try:
     from pydantic_ai import BinaryContent, ModelRetry, RunContext, ToolFailed, ToolReturn
@@ -88,15 +95,14 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     on_report: OnReport | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.turn, TurnBudget):
-            raise TypeError(f"turn must be a TurnBudget, not {type(self.turn).__name__}")
+        check_turn(self.turn)
         check_reports(self.max_reports, self.on_report)
 
     async def for_run(self, ctx: RunContext[Any]) -> TurnBudgetCapability:
         # One TurnBudget shared by concurrent runs: a second run's model request reset the
         # turn while the first run's calls still ran, and its model got 18,222 bytes of a
         # 10,000-byte turn, split across two reports, neither over budget.
-        return dataclasses.replace(self, turn=self.turn._for_run())
+        return dataclasses.replace(self, turn=self.turn.for_run())
 
     async def wrap_run(
         self,
