@@ -8,6 +8,7 @@ the `redis_server` fixture; nothing is faked.
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import functools
 import multiprocessing
@@ -1226,3 +1227,14 @@ def test_a_memory_cursor_in_use_is_kept_while_its_operation_mints_others() -> No
     for i in range(3 * MAX_POSITIONS_PER_OPERATION):
         assert store.resume(anchor, scope()).position == {"ref": "r"}
         store.mint(state, i)
+
+
+@pytest.mark.parametrize("how", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_regression_a_copied_store_is_refused_not_an_alias(backend: Backend, how: Any) -> None:
+    # copy.copy gave an alias sharing the lock, the operations and the connection:
+    # closing the copy closed the original, whose next call raised sqlite3's own error.
+    store = backend.make()
+    with pytest.raises(TypeError, match=r"cannot (be copied|pickle)"):
+        how(store)
+    token = first_token(store)
+    assert store.resume(token, scope()).pages_served == 2

@@ -26,7 +26,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple, Protocol, cast, runtime_checkable
+from typing import Any, Final, NamedTuple, NoReturn, Protocol, cast, runtime_checkable
 
 import orjson
 
@@ -261,6 +261,18 @@ class KeyedStore:
         """Have `_after_fork` run in every child forked from now on; called once the
         store is set up."""
         _STORES.add(self)
+
+    def __copy__(self) -> NoReturn:
+        # A shallow copy was an alias that shared the lock, the operations and the
+        # connection (closing the copy closed the original); one that copied them would
+        # be a second store on the same file or server, which the constructor makes.
+        raise TypeError(
+            f"a {type(self).__name__} cannot be copied: make another store object on the "
+            "same path or URL, or share this one"
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
+        self.__copy__()
 
     def _after_fork(self) -> None:
         """Run in a forked child, alone in it: another thread of the parent may have held
