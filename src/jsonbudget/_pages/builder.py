@@ -33,6 +33,7 @@ from .._cursors.store import (
     CursorState,
     CursorStore,
     MemoryCursorStore,
+    check_scope,
     has_non_finite,
 )
 from .._encode import bound as _bound
@@ -309,6 +310,31 @@ class PageBuilder:
         new = _options_copy(*_options_of(self))
         new._streams = {} if streams is None else streams
         new._start()
+        return new
+
+    def __copy__(self) -> PageBuilder:
+        """A builder with this one's options and its page so far, as its own.
+
+        The default copy shared the page's buffer and lists while each copy kept its own
+        counts: copies of one blank builder wrote into one envelope (invalid JSON holding
+        each other's items, reports past ``max_bytes``). The options are shared, read
+        only, as between the pages of a `Paginator`.
+        """
+        cls = type(self)
+        new = cls.__new__(cls)
+        # Every slot, a subclass's too, and a subclass's ``__dict__`` where it has one.
+        own, slots = cast("tuple[dict[str, Any] | None, dict[str, Any]]", self.__getstate__())
+        for name, value in slots.items():
+            setattr(new, name, value)
+        if own:
+            new.__dict__.update(own)
+        new._buf = bytearray(self._buf)
+        new._items = self._items.copy()
+        new._truncations = self._truncations.copy()
+        new._oversized = self._oversized.copy()
+        # A `_PageStreams` stays one: built from a mapping, it publishes nothing again.
+        new._streams = type(self._streams)(self._streams)
+        new._call = EncodeCall(self._encoder, new._streams)
         return new
 
     @property
@@ -592,10 +618,14 @@ class PageBuilder:
             else:  # one that does (a `SpillBackend`) takes the chunks as they are made
                 ref = store.put(chunks, label=self._spill_label)  # type: ignore[arg-type]
             size = writer.written
-            shown = ref.ref if self._spill_ref is None else _shown_ref(self._spill_ref(ref))
+            too_long = None
+            if self._spill_ref is not None:
+                shown = _shown_ref(self._spill_ref(ref))
+            else:
+                shown, too_long = _store_ref(store, ref, self.limits.max_bytes)
             info = OversizedItem(index, size, "spilled", shown)
             marker = self._spill_marker(shown, size)
-            self._place(item, marker, path, info, self._source_cuts(item, path))
+            self._place(item, marker, path, info, self._source_cuts(item, path), too_long=too_long)
             return
         if policy == "truncate":
             info = OversizedItem(index, None, "truncated")
@@ -688,12 +718,18 @@ class PageBuilder:
         path: str,
         info: OversizedItem,
         cuts: Iterable[Truncation] = (),
+        *,
+        too_long: LimitError | None = None,
     ) -> None:
+        """Put *marker* in place of *item*; *too_long*, the error for a spill store's own
+        reference longer than every page has room for, is raised where it does not fit."""
         cut = [Truncation(path, "item", None, "bytes"), *cuts]
         grow = self._report_growth(cut, info)
         if len(marker) + grow > self._room():
             # The builder's own minimum (checked in __init__) leaves room for this marker on
             # an empty page; a longer spill reference than the longest one could get here.
+            if too_long is not None:
+                raise too_long
             raise _oversized_error(path, info.index, info.encoded_bytes, self.limits.max_bytes)
         self._accept(item, marker, cut, info, grow)
 
@@ -728,6 +764,36 @@ def _shown_ref(made: object) -> str:
             f"{_LONGEST_SPILL_REF}",
         )
     return made
+
+
+def _store_ref(store: SpillTarget, spilled: object, page: int) -> tuple[str, LimitError | None]:
+    """The spill store's own reference in *spilled* (what its ``put`` returned), and the
+    error for it if it is longer than the room every page reserves: raised where a page of
+    *page* bytes has no room for it (a larger page shows it), rather than the
+    `OversizedItemError` that would blame the item, already stored."""
+    named = store.__class__.__name__  # through a cached pager's weak proxy too
+    ref = getattr(spilled, "ref", None)
+    if not isinstance(ref, str):
+        raise TypeError(
+            f"the spill store {named}.put() must return a SpillRef, whose ref is a str, not "
+            f"{type(spilled).__name__}"
+            + ("" if ref is None else f" with a ref of type {type(ref).__name__}")
+        )
+    try:
+        size = len(_dumps(ref)) - 2  # as the marker and the report write it
+    except orjson.JSONEncodeError:  # a lone surrogate: no JSON text holds it
+        raise LimitError(
+            "spill_store", ref[:40], f"{named}.put() returned a reference with a lone surrogate"
+        ) from None
+    if size <= _LONGEST_SPILL_REF:
+        return ref, None
+    return ref, LimitError(
+        "spill_store",
+        ref[:40] + "…",
+        f"{named}.put() returned a reference of {size} bytes as JSON, which a page of {page} "
+        f"bytes has no room for; every page has room for 1 to {_LONGEST_SPILL_REF} (a "
+        "spill_ref can name spilled items in fewer)",
+    )
 
 
 def _spilled(ref: str, size: int) -> str:
@@ -1269,12 +1335,24 @@ class Paginator:
         if spill_ref is not None:
             # The caller's scope, not the bound one: a reference is minted for its principal.
             builder._spill_ref = lambda ref: spill_ref(ref, scope)
+        store = self.store
         if cursor is None:
-            return self.store.start(bound, max_pages=self.limits.max_pages), None, builder
-        state = self.store.resume(cursor, bound)
+            state = store.start(bound, max_pages=self.limits.max_pages)
+            return _store_state(store, "start", state), None, builder
+        state = _store_state(store, "resume", store.resume(cursor, bound))
+        # The store checked the scope; checked again here, so that a store of the
+        # caller's that skips it does not hand one principal's page to another.
+        _check_scope(store, state, bound)
         position = state.position
         if type(position) is dict and _AHEAD_KEY in position:
             position = _PULLED.resume(position[_AHEAD_KEY])
+        if position is None:
+            # No cursor is minted at None (`_check_progress`): the page would start the
+            # operation again from the first item (guarantee 9).
+            raise ValueError(
+                f"the cursor store {type(store).__name__}.resume() returned position None "
+                "for a cursor: the page would start again from the first item"
+            )
         return state, position, builder
 
     def _bind(self, scope: Scope, source: Source[Any] | AsyncSource[Any]) -> Scope:
@@ -1312,7 +1390,15 @@ class Paginator:
                 complete=False, incomplete_reason="budget_exhausted", position=position
             )
         ahead = page_id if builder._pulled_ahead else None
-        token = self.store.mint(state, _stored_position(position, ahead))
+        store = self.store
+        token = store.mint(state, _stored_position(position, ahead))
+        if type(token) is not str:
+            # None (a forgotten ``return``) would be taken for "no cursor": a page that
+            # says more follows, with no way to reach it.
+            raise TypeError(
+                f"the cursor store {type(store).__name__}.mint() must return a str token, "
+                f"not {type(token).__name__}"
+            )
         return builder.finish(complete=False, next_cursor=token, position=position)
 
     def paginate(self, source: SourceLike, *, scope: Scope, cursor: str | None = None) -> Page:
@@ -1320,10 +1406,12 @@ class Paginator:
         src = as_source(source)
         if not hasattr(src, "open"):  # cheaper than the structural isinstance
             raise TypeError("an async source needs apaginate, the async twin of paginate")
-        state, position, builder = self._open(src, scope, cursor)
+        state, opened, builder = self._open(src, scope, cursor)
         try:
             # checked above: a sync source (the structural check costs more than hasattr)
-            more, position = self._fill(cast("Source[Any]", src), builder, position)
+            more, position = self._fill(cast("Source[Any]", src), builder, opened)
+            if more:
+                _check_progress(src, builder, opened, position)
         except BaseException:
             if builder._streams:  # a page that raised may be asked for again
                 _PULLED.keep(builder._streams)
@@ -1340,15 +1428,32 @@ class Paginator:
             # position of a sequence is the offset of the next item.
             return builder.fill_from(seq, offset_position(position, "sequence"))
         fill = getattr(src, "fill", None)
-        if fill is not None:
+        if callable(fill):  # an attribute of another meaning is no batch path
             # Sources that page in batches (files, SQL) hand runs to the bulk path and cut
             # long cells where they read them, to what one page could show.
-            more, position = fill(builder, position, limit_hint=self.limits.max_items)
-            return more, position
+            filled = fill(builder, position, limit_hint=self.limits.max_items)
+            if type(filled) is not tuple or len(filled) != 2:
+                raise TypeError(
+                    f"{type(src).__name__}.fill() must return a (more, position) tuple, "
+                    f"got {_kind_of(filled)}"
+                )
+            if type(filled[0]) is not bool:  # its truthiness would decide `complete`
+                raise TypeError(
+                    f"{type(src).__name__}.fill() must return more as a bool, "
+                    f"not {type(filled[0]).__name__}"
+                )
+            return filled
         more = False
         items = src.open(position, limit_hint=self.limits.max_items)
+        if not hasattr(items, "__iter__"):
+            raise _not_iterator(src, "open", items)
         try:
-            for item, pos in items:
+            for pair in items:
+                # A bare item would be unpacked as a pair where it has two members (a
+                # two-key dict gave its keys as the items, and said complete).
+                if type(pair) is not tuple or len(pair) != 2:
+                    raise TypeError(_pair_error(src, "open", pair))
+                item, pos = pair
                 if not builder.add(item):
                     more = True
                     break
@@ -1380,10 +1485,11 @@ class Paginator:
         threads = running_loop() == "asyncio"
         blocks = threads and _store_blocks(self.store)
         if blocks:
-            state, position, builder = await asyncio.to_thread(self._open, src, scope, cursor)
+            state, opened, builder = await asyncio.to_thread(self._open, src, scope, cursor)
         else:
-            state, position, builder = self._open(src, scope, cursor)
+            state, opened, builder = self._open(src, scope, cursor)
         more = False
+        position = opened
         adding: _Adding | None = None
         try:
             if isinstance(src, Source):
@@ -1391,8 +1497,13 @@ class Paginator:
             else:
                 spills = threads and self._template.oversized == "spill"
                 items = src.aopen(position, limit_hint=self.limits.max_items)
+                if not hasattr(items, "__aiter__"):
+                    raise _not_iterator(src, "aopen", items)
                 try:
-                    async for item, pos in items:
+                    async for pair in items:
+                        if type(pair) is not tuple or len(pair) != 2:  # as in `_fill`
+                            raise TypeError(_pair_error(src, "aopen", pair))
+                        item, pos = pair
                         if spills and not builder._count:
                             adding = _Adding(builder)
                             added = await asyncio.to_thread(adding.add, item)
@@ -1406,6 +1517,8 @@ class Paginator:
                     aclose = getattr(items, "aclose", None)
                     if aclose is not None:
                         await aclose()
+            if more:
+                _check_progress(src, builder, opened, position)
         except BaseException:
             # A page that raised may be asked for again; one whose thread still adds to
             # it is kept by that thread once done (keeping it now would park the streams
@@ -1424,6 +1537,97 @@ def _store_blocks(store: CursorStore) -> bool:
     The in-process store never does (a dict under a lock held for a lookup) and stays
     on the loop; a subclass of it may do anything."""
     return type(store) is not MemoryCursorStore
+
+
+def _store_state(store: CursorStore, call: str, state: object) -> CursorState:
+    """*state* as *store*'s *call* returned it, refused unless it is a `CursorState` whose
+    page counts the pager can compare: a forgotten ``return`` gave an AttributeError from
+    inside the pager, and from ``start`` only after the source was read."""
+    if not isinstance(state, CursorState):
+        raise TypeError(
+            f"the cursor store {type(store).__name__}.{call}() must return a CursorState, "
+            f"not {type(state).__name__}"
+        )
+    most = state.max_pages
+    if type(state.pages_served) is not int or (most is not None and type(most) is not int):
+        raise TypeError(
+            f"the cursor store {type(store).__name__}.{call}() returned a CursorState whose "
+            f"pages_served ({type(state.pages_served).__name__}) or max_pages "
+            f"({type(most).__name__}) is not an int"
+        )
+    return state
+
+
+def _check_scope(store: CursorStore, state: CursorState, bound: Scope) -> None:
+    """`CursorScopeError`, as the stores raise it, where a resumed *state* was minted for
+    another scope than *bound*."""
+    prints = (state.principal_fingerprint, state.query_fingerprint)
+    if not all(type(fp) is str and fp.isascii() for fp in prints):
+        # `hmac.compare_digest` takes ASCII text only; a store's fingerprints are hex.
+        raise TypeError(
+            f"the cursor store {type(store).__name__}.resume() returned a CursorState whose "
+            "fingerprints are not the scope's (ASCII strings)"
+        )
+    check_scope(*prints, bound)
+
+
+def _check_progress(
+    src: Source[Any] | AsyncSource[Any], builder: PageBuilder, opened: Position, ended: Position
+) -> None:
+    """`ValueError` where a page that says more follows did not move past where it was
+    opened: its cursor would serve the same page again (or, at None, the first page), and
+    paging would never end (guarantee 8)."""
+    if builder._count and ended is not None and not _same_position(ended, opened):
+        return
+    if not builder._count:
+        why = "put no item on the page"
+    elif ended is None:
+        why = "ended the page at position None (where paging starts)"
+    else:
+        why = "ended the page at the position it was opened at"
+    raise ValueError(
+        f"source {type(src).__name__} {why}, and said more items follow: its cursor would "
+        "serve that page again for good; the position yielded with an item must be the "
+        "one after it"
+    )
+
+
+def _same_position(a: Position, b: Position) -> bool:
+    """Whether two positions are one: by their JSON text, as the store keeps them (``1``,
+    ``1.0`` and ``True`` are three). One that is not JSON is the store's to refuse."""
+    if type(a) is int and type(b) is int:  # offsets: the common case
+        return a == b
+    text = _json_text(a)
+    return text is not None and text == _json_text(b)
+
+
+def _kind_of(value: object) -> str:
+    """What *value* is, for a message: a tuple's length too."""
+    if type(value) is tuple:
+        return f"a tuple of {len(value)}"
+    return type(value).__name__
+
+
+def _pair_error(src: object, call: str, pair: object) -> str:
+    return f"{type(src).__name__}.{call}() must yield (item, position) tuples, got {_kind_of(pair)}"
+
+
+def _not_iterator(src: object, call: str, items: object) -> TypeError:
+    """The error for *src*'s *call* returning *items*, which cannot be iterated as it
+    should (a forgotten ``return``, ``async def`` on a sync source or the reverse)."""
+    wanted = "an iterator" if call == "open" else "an async iterator"
+    hint = ""
+    if isinstance(items, types.CoroutineType):
+        items.close()  # never awaited, on purpose: closed, Python does not warn about it
+        hint = "; an async def method is a coroutine"
+    if call == "open" and (hint or hasattr(items, "__aiter__")):
+        hint += "; an async source defines aopen() and is paged with apaginate"
+    elif call == "aopen" and hasattr(items, "__iter__"):
+        hint += "; a sync source defines open()"
+    return TypeError(
+        f"{type(src).__name__}.{call}() must return {wanted} of (item, position) tuples, "
+        f"not {type(items).__name__}{hint}"
+    )
 
 
 class _Adding:

@@ -302,16 +302,19 @@ class IterableSource(Source[T]):
     O(position). The iterable must yield the same items in the same order each time.
     """
 
-    __slots__ = ("_factory", "_order")
+    __slots__ = ("_factory", "_iterable", "_order")
 
     def __init__(self, iterable_or_factory: Iterable[T] | Callable[[], Iterable[T]]) -> None:
         self._order: str | None = None
+        # One of the two, the other None. The re-iterable is kept itself, not in a
+        # closure, so that a source over one pickles when it does.
+        self._iterable: Iterable[T] | None = None
+        self._factory: Callable[[], Iterable[T]] | None = None
         if isinstance(iterable_or_factory, Iterable):
             if _is_one_shot(iterable_or_factory):
                 raise TypeError(_ONE_SHOT)
-            reiterable = iterable_or_factory
-            self._factory: Callable[[], Iterable[T]] = lambda: reiterable
-            if isinstance(reiterable, set | frozenset):
+            self._iterable = iterable_or_factory
+            if isinstance(iterable_or_factory, set | frozenset):
                 self._order = _HASH_ORDER
         elif callable(iterable_or_factory):
             self._factory = iterable_or_factory
@@ -331,7 +334,8 @@ class IterableSource(Source[T]):
     def _iter(
         self, start: int, limit_hint: int | None
     ) -> Generator[tuple[T, Position], None, None]:
-        it = iter(self._factory())
+        factory = self._factory
+        it = iter(self._iterable if factory is None else factory())  # type: ignore[arg-type]
         try:
             stop = None if limit_hint is None else start + limit_hint + 1
             # islice never asks the iterable for more than `stop` items.
@@ -363,16 +367,18 @@ class AsyncIterableSource(AsyncSource[T]):
     Resuming re-iterates and skips, so it costs O(position), like `IterableSource`.
     """
 
-    __slots__ = ("_factory",)
+    __slots__ = ("_factory", "_iterable")
 
     def __init__(
         self, iterable_or_factory: AsyncIterable[T] | Callable[[], AsyncIterable[T]]
     ) -> None:
+        # As in `IterableSource`: the re-iterable itself, so that the source pickles.
+        self._iterable: AsyncIterable[T] | None = None
+        self._factory: Callable[[], AsyncIterable[T]] | None = None
         if isinstance(iterable_or_factory, AsyncIterable):
             if _is_one_shot(iterable_or_factory):
                 raise TypeError(_ONE_SHOT)
-            reiterable = iterable_or_factory
-            self._factory: Callable[[], AsyncIterable[T]] = lambda: reiterable
+            self._iterable = iterable_or_factory
         elif callable(iterable_or_factory):
             self._factory = iterable_or_factory
         else:
@@ -391,7 +397,8 @@ class AsyncIterableSource(AsyncSource[T]):
     async def _aiter(
         self, start: int, limit_hint: int | None
     ) -> AsyncGenerator[tuple[T, Position], None]:
-        it = aiter(self._factory())
+        factory = self._factory
+        it = aiter(self._iterable if factory is None else factory())  # type: ignore[arg-type]
         stop = None if limit_hint is None else start + limit_hint + 1
         i = 0
         try:

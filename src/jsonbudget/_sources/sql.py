@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 
@@ -247,6 +247,60 @@ def _split(position: Position | None) -> tuple[list[JSONValue] | None, int]:
     raise InvalidCursor("the position is not a valid keyset position")
 
 
+def _keys_of(plan: _Plan, position: Position) -> list[JSONValue]:
+    """The keys of keyset *position* under *plan*: without the digest of the row a
+    position after a rowid also holds (`_SQLSource._position_of`), which only
+    `SQLiteSource._check_row` reads (the positions a page reads on after are its own)."""
+    if not isinstance(position, list):
+        raise InvalidCursor("the position is not a valid keyset position")
+    n = len(plan.keys)
+    if plan.hidden and len(position) == n + 1 and type(position[n]) is str:
+        return position[:n]
+    if len(position) != n:
+        raise InvalidCursor("the position is not a valid keyset position")
+    return position
+
+
+def _row_print(values: Iterable[object], utf8: bool) -> str:
+    """A short digest of a row's *values* as a page read them, each cell as the least cut
+    (`MIN_CELL_BYTES`) reads it, so that pages cut at any bound, or whole, agree: a cell
+    past it as its kind, full size and first bytes. *utf8*: the database's encoding is
+    UTF-8 (sizes of text in bytes); else UTF-16 (in characters up to a NUL, as SQLite's
+    ``length()`` counts them)."""
+    n = MIN_CELL_BYTES
+    parts: list[object] = []
+    for value in values:
+        if value is None or type(value) in (int, float):
+            parts.append(value)
+            continue
+        if isinstance(value, Clipped):
+            head, length = value.head, value.length
+        elif type(value) is bytes:
+            head, length = value, len(value)
+        elif type(value) is str:
+            head = value
+            # SQLite's length() of a UTF-16 text stops at a NUL, so its cut does too.
+            length = len(value.encode("utf-8", "surrogatepass")) if utf8 else value.find("\0")
+            if length < 0:
+                length = len(value)
+        else:
+            # A value a converter of the connection's made (detect_types): its repr where
+            # its type has one (object's holds the address, another at each read).
+            own = type(value).__repr__ is not object.__repr__
+            parts.append(("o", repr(value) if own else type(value).__qualname__))
+            continue
+        if not isinstance(value, Clipped) and length <= n:
+            parts.append(value)  # whole at every cut
+        elif isinstance(head, bytes):
+            parts.append(("B", length, head[:n]))
+        elif utf8:
+            parts.append(("T", length, _utf8_prefix(head.encode("utf-8", "surrogatepass")[:n])))
+        else:
+            parts.append(("T", length, head[:n]))
+    data = repr(parts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
 class _TableKeys(NamedTuple):
     """What a table's catalog says makes an order total (read once, by `_table_keys`)."""
 
@@ -391,7 +445,8 @@ class _Plan:
     ``keys`` is the order made total: (column, descending, known NOT NULL). ``select`` is
     the select list of the wrapped query: the result's columns (long text and binary
     cells cut), then the hidden key column if any, then one length per cut column whose
-    cut value does not carry its own (``long_at``: see `_untag`). ``bare`` is the same
+    cut value does not carry its own (``long_at``: see `_untag`), then the exact text of
+    each key the driver may read as inexact text (``key_text``). ``bare`` is the same
     list without the cuts, where its rows have the same shape (every cut value carries
     its length), else "": rows read with it under a length limit of ``longest`` are
     the rows ``select`` reads (see `SQLiteSource._fill`).
@@ -408,6 +463,7 @@ class _Plan:
         "heads",
         "hidden",
         "key_index",
+        "key_text",
         "keys",
         "long_at",
         "longest",
@@ -430,6 +486,7 @@ class _Plan:
         units: list[Literal["chars", "bytes"] | None],
         hidden: str,
         text_keys: frozenset[str] = frozenset(),
+        key_text_at: Mapping[str, int] | None = None,
         distinct_at: list[tuple[int, list[int]]] | None = None,
         long_at: tuple[int, ...] = (),
         longest: int = 0,
@@ -445,6 +502,12 @@ class _Plan:
         self.hidden = hidden  # the appended rowid's result name, or ""
         names = [*columns, hidden] if hidden else columns
         self.key_index = [names.index(name) for name, _, _ in keys]
+        # (k, j): the k-th key, where the driver read it as text, is the text at row
+        # index j instead (`_SQLSource._row_keys`).
+        key_text_at = key_text_at or {}
+        self.key_text = [
+            (k, key_text_at[name]) for k, (name, _, _) in enumerate(keys) if name in key_text_at
+        ]
         # Row indexes of keys kept as their text, which the database casts back exactly.
         self.text_keys = frozenset(names.index(name) for name in text_keys)
         self.distinct_at = distinct_at or []
@@ -685,6 +748,8 @@ class _SQLSource(Source[Row]):
         cuts: list[_Cut],
         text_keys: frozenset[str] = frozenset(),
         longest: int = 0,
+        *,
+        key_text: Mapping[str, str] | None = None,
     ) -> _Plan:
         """Make the order total and write the select list.
 
@@ -694,6 +759,9 @@ class _SQLSource(Source[Row]):
         longer than *longest*), of its head when that is not the cut value itself, and
         the length's unit.
         *text_keys* are the columns whose float keys a position keeps as text.
+        *key_text* is, per column whose value the driver may read as text that is no
+        exact key, the SQL of the exact text a position keeps of it then, where it is a
+        key, selected after the rest (`_row_keys`).
         """
         if len(set(columns)) != len(columns):
             dupes = sorted({c for c in columns if columns.count(c) > 1})
@@ -784,6 +852,9 @@ class _SQLSource(Source[Row]):
             bare.append(select[-1])
         first_head = len(columns) + (1 if hidden else 0) + len(lengths)
         heads = [None if h is None else first_head + h for h in head_at]
+        exact = [name for name, _, _ in keys if name in (key_text or {})]
+        first_exact = first_head + len(head_sql)
+        exact_sql = [(key_text or {})[name] for name in exact]
         distinct_at: list[tuple[int, list[int]]] = []
         if table_keys is not None:
             at = {name: i for i, (name, _, _) in enumerate(keys)}
@@ -796,14 +867,15 @@ class _SQLSource(Source[Row]):
         return _Plan(
             columns,
             keys,
-            select=", ".join(select + lengths + head_sql),
+            select=", ".join(select + lengths + head_sql + exact_sql),
             # Without a column of lengths the uncut rows are the cut ones' shape.
-            bare=", ".join(bare) if long_at and not lengths else "",
+            bare=", ".join(bare + exact_sql) if long_at and not lengths else "",
             cut_index=cut_index,
             heads=heads,
             units=units,
             hidden=hidden,
             text_keys=text_keys,
+            key_text_at={name: first_exact + j for j, name in enumerate(exact)},
             distinct_at=distinct_at,
             long_at=tuple(long_at),
             longest=longest,
@@ -990,7 +1062,7 @@ class _SQLSource(Source[Row]):
                 # The next page starts after the last row: a row tied with it would be
                 # skipped (the unread one too), as at any page end (`_check_page_end`).
                 last_row = last[0][last[1] - 1]
-                here = [self._key(last_row[i], i, plan) for i in plan.key_index]
+                here = self._row_keys(plan, last_row)
                 (ties,) = chunks.run([self._ties_sql(plan, here)])
                 if len(ties) > 1:
                     raise self._tie(here)
@@ -1007,17 +1079,17 @@ class _SQLSource(Source[Row]):
         the database compares, would never be asked for. One query where the row read
         ahead is the last one fetched (the common case), else two in one round trip.
         """
-        ahead = [self._key(rows[n][i], i, plan) for i in plan.key_index]
+        ahead = self._row_keys(plan, rows[n])
         checks: list[tuple[str, Params]] = []
         here = None
         if last[1]:
             last_row = last[0][last[1] - 1]
-            here = [self._key(last_row[i], i, plan) for i in plan.key_index]
+            here = self._row_keys(plan, last_row)
             if here == ahead:
                 raise self._tie(here)
         tail = None
         if chunks.unchecked:
-            tail = [self._key(rows[-1][i], i, plan) for i in plan.key_index]
+            tail = self._row_keys(plan, rows[-1])
         # The rows the database holds equal to the one read ahead include the page's last
         # row if the two tie: where the row read ahead is also the last one fetched, the
         # check of its ties covers the page's end too.
@@ -1061,11 +1133,25 @@ class _SQLSource(Source[Row]):
         # skipped by offset from it (from *start* when the batch has none).
         last: list[JSONValue] = []
         for back, row in enumerate(reversed(rows)):
-            pos = [self._key(row[i], i, plan) for i in plan.key_index]
+            pos = self._position_of(plan, row)
             if _short(pos):
                 return pos if back == 0 else _skip_from(pos, back, last)
             last = last or pos
         return _skip_from(start, served, last)
+
+    def _position_of(self, plan: _Plan, row: Any, item: Row | None = None) -> list[JSONValue]:
+        """The position after the fetched *row* (*item*: its dict, where made): its keys,
+        and where the last of them is a rowid, which a table without a declared key
+        may renumber (VACUUM), a digest of the row it names, which the next page checks
+        (`SQLiteSource._check_row`)."""
+        pos = self._row_keys(plan, row)
+        if plan.hidden:
+            pos.append(self._row_print(item if item is not None else self._dicts(plan, [row])[0]))
+        return pos
+
+    def _row_print(self, item: Row) -> str:
+        """A digest of a served row's values (`_position_of`)."""
+        raise NotImplementedError
 
     def _dicts(self, plan: _Plan, rows: list[Any]) -> list[Row]:
         """A batch of fetched rows as dicts, cut cells as `Clipped` values."""
@@ -1201,11 +1287,9 @@ class _SQLSource(Source[Row]):
 
     def _same(self, plan: _Plan, key: Position, bind: Callable[[object], str]) -> str:
         """SQL for "the row is keyed *key*", as the database compares (NULL equal to NULL)."""
-        if not isinstance(key, list) or len(key) != len(plan.keys):
-            raise InvalidCursor("the position is not a valid keyset position")
         return " AND ".join(
             self._null_safe_eq(self._col(name), bind(_key_value(v)))
-            for (name, _, _), v in zip(plan.keys, key, strict=True)
+            for (name, _, _), v in zip(plan.keys, _keys_of(plan, key), strict=True)
         )
 
     def _together(
@@ -1241,9 +1325,7 @@ class _SQLSource(Source[Row]):
 
     def _predicate(self, plan: _Plan, position: Position, bind: Callable[[object], str]) -> str:
         """Rows strictly after *position* in the order, NULLs where the database puts them."""
-        if not isinstance(position, list) or len(position) != len(plan.keys):
-            raise InvalidCursor("the position is not a valid keyset position")
-        values = [_key_value(v) for v in position]
+        values = [_key_value(v) for v in _keys_of(plan, position)]
         keys = plan.keys
         for k, indexes in plan.distinct_at:
             if all(values[i] is not None for i in indexes):
@@ -1289,7 +1371,6 @@ class _SQLSource(Source[Row]):
         self, plan: _Plan, cursor: Any, limit_hint: int | None
     ) -> Iterator[tuple[Row, Position]]:
         """Turn fetched rows into ``(dict, position)``; *cursor* already executed."""
-        key_index = plan.key_index
         keyset = self._mode == "keyset"
         check_ties = keyset and self._unique
         cap = _fetch_cap(plan)
@@ -1305,10 +1386,11 @@ class _SQLSource(Source[Row]):
                 rows = list(rows)
             for row, item in zip(rows, self._dicts(plan, rows), strict=True):
                 if keyset:
-                    pos: Position = [self._key(row[i], i, plan) for i in key_index]
-                    if check_ties and pos == previous:
-                        raise self._tie(pos)
-                    previous = pos
+                    keys = self._row_keys(plan, row)
+                    if check_ties and keys == previous:
+                        raise self._tie(keys)
+                    previous = keys
+                    pos: Position = [*keys, self._row_print(item)] if plan.hidden else keys
                 else:
                     index += 1
                     pos = index
@@ -1319,6 +1401,16 @@ class _SQLSource(Source[Row]):
                 return
             if limit_hint is None:
                 batch = min(self._batch, batch * 2, cap)
+
+    def _row_keys(self, plan: _Plan, row: Any) -> list[JSONValue]:
+        """The keys of the fetched *row*, each as a position holds it (`_key`); one the
+        driver read as text is the exact text selected for it, where the plan has one
+        (`_resolve`)."""
+        keys = [self._key(row[i], i, plan) for i in plan.key_index]
+        for k, j in plan.key_text:
+            if type(keys[k]) is str:
+                keys[k] = row[j]
+        return keys
 
     @staticmethod
     def _key(value: object, i: int, plan: _Plan) -> JSONValue:
@@ -1608,7 +1700,7 @@ class _Chunks:
             return self._position
         source, plan = self._source, self.plan
         if source._mode == "keyset":
-            return [source._key(rows[-1][i], i, plan) for i in plan.key_index]
+            return source._row_keys(plan, rows[-1])
         return cast(int, self._position) + len(rows)
 
 
@@ -1815,6 +1907,7 @@ class SQLiteSource(_SQLSource):
         "_pid",
         "_readers",
         "_rowid",
+        "_utf8",
     )
     _kind = "sqlite"
 
@@ -1860,6 +1953,7 @@ class SQLiteSource(_SQLSource):
         self._blobs: tuple[str, str, str, str] | None = None
         self._pid = 0
         self._rowid = "rowid"  # the rowid's name where no column takes it (`_table_keys`)
+        self._utf8 = True  # the database's text encoding is UTF-8, not UTF-16 (`_make_plan`)
         if isinstance(connection_or_path, sqlite3.Connection):
             self._conn: sqlite3.Connection | None = connection_or_path
             self._path: str | None = None
@@ -1937,6 +2031,57 @@ class SQLiteSource(_SQLSource):
         thread's close() waits for the lock)."""
         conn = self._conn if self._conn is not None else self._own
         return conn if conn is not None else self._connection()
+
+    def _resume(self, position: Position | None) -> Position | None:
+        if self._mode == "keyset" and isinstance(position, list):
+            self._check_row(position)
+        return super()._resume(position)
+
+    def _check_row(self, position: list[JSONValue]) -> None:
+        """Refuse *position* where its last key is the rowid of a table without a declared
+        key and the row at that rowid is not the row it ended on (`_position_of`).
+
+        Such a rowid is not the row's for good: SQLite's ``VACUUM`` may renumber the rows
+        of a table without an ``INTEGER PRIMARY KEY``, and rows read after the old
+        number were skipped or served twice, silently. One lookup by rowid, of the cells
+        cut short; none where the key is a declared one."""
+        with self._held():
+            conn, plan = self._opened(MIN_CELL_BYTES)
+            if not plan.hidden:
+                return
+            n = len(plan.keys)
+            if len(position) == n:
+                raise InvalidCursor(
+                    "the position does not say which row it ended on (written before "
+                    "positions after a rowid did): start the listing again"
+                )
+            rowid = position[n - 1] if len(position) == n + 1 else None
+            if type(rowid) is not int or type(position[n]) is not str:
+                raise InvalidCursor("the position is not a valid keyset position")
+            names: list[str] = []
+            values: list[object] = []
+            mark = self._binder(names, values)(rowid)
+            sql = (
+                f"{_head(plan.select)}\n{self._inner_sql(plan)}\n) AS _jb_q"
+                f" WHERE {self._col(plan.hidden)} = {mark}"
+            )
+            cur = conn.cursor()
+            try:
+                cur.row_factory = None  # tuples, whatever the connection's factory
+                row = cur.execute(sql, self._merged(names, values)).fetchone()
+            except sqlite3.OperationalError as exc:
+                if _not_utf8(exc) is None:
+                    raise
+                # The page decoded the text of the row it ended on: this is another.
+                raise _moved(rowid) from exc
+            finally:
+                cur.close()
+            if row is not None and self._row_print(self._dicts(plan, [row])[0]) == position[n]:
+                return
+        raise _moved(rowid)
+
+    def _row_print(self, item: Row) -> str:
+        return _row_print(item.values(), self._utf8)
 
     def _inner_sql(self, plan: _Plan) -> str:
         if plan.hidden:
@@ -2441,6 +2586,7 @@ class SQLiteSource(_SQLSource):
                 if conn is not self._own:
                     self._check_names(cur, columns)
                 utf8 = cur.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
+                self._utf8 = utf8
             finally:
                 cur.close()
             table_keys = None
@@ -2646,6 +2792,18 @@ class SQLiteSource(_SQLSource):
         return out
 
 
+def _moved(rowid: int) -> InvalidCursor:
+    """The error for a position whose rowid no longer names its row (`_check_row`)."""
+    return InvalidCursor(
+        f"the row the position ended on is no longer at its rowid ({rowid}): it was "
+        "deleted or changed, or the table's rowids were renumbered (VACUUM may renumber "
+        "the rows of a table without an INTEGER PRIMARY KEY), and rows after it would be "
+        "skipped or served twice; start the listing again, and declare an INTEGER "
+        "PRIMARY KEY (or order by a NOT NULL unique key) for cursors that outlive such "
+        "changes"
+    )
+
+
 def _uri_path(path: str) -> str:
     """*path* as the part of a ``file:`` URI after the scheme, naming the same file.
 
@@ -2712,6 +2870,9 @@ def _float_digits(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row is not None else 1
 
 
+#: date, timestamp and timestamptz: their text follows the session's DateStyle and
+#: TimeZone (time and timetz are written alike in every style, with a numeric offset).
+_PG_DATETIME: Final = frozenset({1082, 1114, 1184})
 #: psycopg reads an interval as a timedelta, its months as 30 days and its years as 365,
 #: while PostgreSQL compares a month as 30 days and a year as 360: a position written
 #: from the timedelta does not compare as the row it came from.
@@ -3403,11 +3564,24 @@ class PostgresSource(_SQLSource):
         float4 = frozenset(
             name for name, oid in zip(columns, oids, strict=True) if oid == _PG_FLOAT4
         )
-        plan = self._resolve(columns, table_keys, cuts, float4)
+        # A date or a time stamp psycopg cannot parse arrives as the session's text
+        # (`_infinite`), in its DateStyle and TimeZone, no exact form of it: SQL,
+        # Postgres and German name the zone by an abbreviation that reads back as
+        # another zone (IST as Israel's, CST as US Central) or not at all (LMT), and a
+        # day-month order reads another day where a session differs. Its position keeps
+        # the JSON text instead (ISO 8601, a numeric offset, whatever the session says),
+        # which every session casts back to the same value.
+        key_text = {
+            name: f"to_json({self._col(name)}) #>> '{{}}'"
+            for name, oid in zip(columns, oids, strict=True)
+            if oid in _PG_DATETIME and self._mode == "keyset"
+        }
+        plan = self._resolve(columns, table_keys, cuts, float4, key_text=key_text)
         type_of = dict(zip(columns, oids, strict=True))
         self._key_oids |= {type_of[name] for name, _, _ in plan.keys}
         entries = len(columns) + bool(plan.hidden) + len(plan.cut_index)
         entries += sum(h is not None for h in plan.heads)
+        entries += sum(name in key_text for name, _, _ in plan.keys)
         if entries > _PG_MAX_TARGETS:
             what = "table" if self._table is not None else "query"
             raise LimitError(
