@@ -47,7 +47,9 @@ from ..errors import EncodeError
 from . import bound as _bound
 
 __all__ = [
+    "COUNTED_VIEWS",
     "UNKNOWN",
+    "VIEWS",
     "WALKABLE",
     "Binary",
     "Blob",
@@ -544,9 +546,14 @@ class _MaskedView(SeqView):
 
 #: What the renderer walks as it is (besides the JSON types).
 WALKABLE: Final = (MapView, SeqView, Raw, Clip, Blob)
-_VIEWS = frozenset({MapView, _DictView, SeqView, _ArrayView, _MaskedView})
+#: What `adapt` makes of a dataclass, a model, a Struct, an attrs instance or a NumPy
+#: array: views the encoder renders as it renders dicts and lists.
+VIEWS: Final = frozenset({MapView, _DictView, SeqView, _ArrayView, _MaskedView})
+#: The views whose len() costs no code of the caller's: each counts its own members, but
+#: a dict's view asks its dict, which may be any Mapping.
+COUNTED_VIEWS: Final = VIEWS - {_DictView}
 #: What `adapt` returns that the renderer walks as it is.
-_ADAPTED: Final = _VIEWS | _JSON | {Raw, Clip, Blob, Unencodable}
+_ADAPTED: Final = VIEWS | _JSON | {Raw, Clip, Blob, Unencodable}
 
 
 # -- selection -----------------------------------------------------------------------
@@ -1012,7 +1019,7 @@ def _pydantic(obj: Any, opts: Options, t: Any = None, outer: _SerKey | None = No
                 # back as it is, the renderer would take it for a container.
                 return Again(root)
             root = again
-        if type(root) in _VIEWS:
+        if type(root) in VIEWS:
             root._native = native
         return root
     members: list[tuple[Any, Any]] = []
@@ -2306,7 +2313,7 @@ def whole(
     the size is walked first, and stops once it passes *cap*.
     """
     t = type(obj)
-    if t in _VIEWS:
+    if t in VIEWS:
         native = obj._native
         if native is None:
             return None
@@ -2373,7 +2380,7 @@ def written_alike(v: Any) -> bool:
     make), a msgspec Struct, an attrs instance, and a view that carries its library's
     writer (a model declared as a base class or under another model's settings)."""
     t: Any = type(v)
-    if t in _VIEWS:
+    if t in VIEWS:
         return v._native is not None
     mods = sys.modules
     if "pydantic" in mods and issubclass(t, mods["pydantic"].BaseModel):
@@ -2627,7 +2634,7 @@ def _as_fragment(v: Any) -> Any:
     t = type(view)
     if t is Raw:
         return orjson.Fragment(view.data)
-    native = view._native if t in _VIEWS else None
+    native = view._native if t in VIEWS else None
     if native is None:
         if t in _JSON:
             return view  # a dataclass's members, a model serializer's JSON
@@ -2734,7 +2741,7 @@ class _Walk:
             if t is dict:
                 return self._members(v.items(), len(v), cap, depth, inside=inside)
             return self._items(v, len(v), cap, depth, inside=inside)
-        if t in _VIEWS:
+        if t in VIEWS:
             view = v
             if "msgspec" in sys.modules and isinstance(v._src, sys.modules["msgspec"].Struct):
                 inside = STRUCT
@@ -2786,7 +2793,7 @@ class _Walk:
                 return -1  # a NumPy NaN, say: the marker, never the library's null
             if "msgspec" in sys.modules and isinstance(v, sys.modules["msgspec"].Struct):
                 inside = STRUCT
-            elif tv in _VIEWS and _pydantic_model(v):
+            elif tv in VIEWS and _pydantic_model(v):
                 inside = PYDANTIC
             if view is UNKNOWN:
                 if not inside or max_field < _BIG:
@@ -2815,7 +2822,7 @@ class _Walk:
             self.natives = True  # orjson writes a dataclass; `_as_fragment` the rest
             if tv is Raw:
                 return len(view.data)
-            if tv not in _VIEWS:
+            if tv not in VIEWS:
                 return self.size(view, cap, depth, inside=inside)
         if depth >= max_depth or len(view) > (max_keys if isinstance(view, MapView) else max_items):
             return -1

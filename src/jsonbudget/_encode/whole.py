@@ -52,12 +52,9 @@ _STREAM_DEPTH = 32
 #: member whose bound reaches it alone is written alone. The bound costs a len() a
 #: member: a string's characters, a container's members (each at least one byte).
 _RUN_BYTES = 64 * 1024
-#: What the encoder makes of a dataclass, a model, a Struct, an attrs instance or a
-#: NumPy array (`values.adapt`): views it renders as it renders dicts and lists.
-_VIEWS = _values._VIEWS
-#: Members whose len() bounds their bytes from below, and costs no code of the caller's
-#: (a view counts its own members; a dict's view asks its dict, which may be a Mapping).
-_SIZED = frozenset((str, list, tuple, dict, *(_VIEWS - {_values._DictView})))
+_VIEWS = _values.VIEWS
+#: Members whose len() bounds their bytes from below, and costs no code of the caller's.
+_SIZED = frozenset((str, list, tuple, dict, *_values.COUNTED_VIEWS))
 #: Members never written member by member (`_streamed` need not be asked).
 _FLAT = frozenset((str, int, float, bool, type(None)))
 #: The most one call is let make (1 MiB) before what it makes is dropped and the value
