@@ -14,6 +14,7 @@ __all__ = [
     "STRUCTURED_MIN_FIELD_BYTES",
     "Limits",
     "check_int",
+    "check_mode",
 ]
 
 #: Anything above 2**40 (1 TiB, a trillion items) is a mistake, not a budget.
@@ -32,6 +33,13 @@ DEFAULT_MAX_DEPTH = 64
 #: The encoder recurses a few frames per level; deeper limits would meet Python's
 #: default recursion limit of 1000 (orjson itself stops at 254).
 MAX_DEPTH = 128
+
+
+def check_mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    """`LimitError` unless *value* is one of *allowed*, the values of a mode option."""
+    if value not in allowed:
+        *most, last = (repr(mode) for mode in allowed)
+        raise LimitError(name, value, f"must be {', '.join(most)} or {last}" if most else last)
 
 
 def check_int(name: str, value: object, *, minimum: int, maximum: int = MAX_LIMIT) -> int:

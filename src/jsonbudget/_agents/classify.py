@@ -18,7 +18,7 @@ from typing import Final, Literal, TypeVar, cast
 
 import orjson
 
-from .._limits import check_int
+from .._limits import check_int, check_mode
 from ..errors import LimitError
 
 __all__ = [
@@ -1516,8 +1516,7 @@ class OutputCapRetry:
     ) -> None:
         self.attempts = check_int("attempts", attempts, minimum=1, maximum=_MAX_ATTEMPTS)
         self.floor = check_int("floor", floor, minimum=1)
-        if on_ambiguous not in ("raise", "shrink_cap"):
-            raise LimitError("on_ambiguous", on_ambiguous, "must be 'raise' or 'shrink_cap'")
+        check_mode("on_ambiguous", on_ambiguous, ("raise", "shrink_cap"))
         self.on_ambiguous: Literal["raise", "shrink_cap"] = on_ambiguous
 
     def _step(

@@ -64,7 +64,7 @@ from .._encode.markers import Markers
 from .._encode.strings import SURROGATE, replaced_note
 from .._encode.whole import JsonWriter
 from .._frozen import Record, fast_constructor
-from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int
+from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, MIN_BYTES, Limits, check_int, check_mode
 from .._loops import off_loop, running_loop
 from .._reader import MAX_EMPTY_CHUNKS, read_bounded_text
 from .._sources.jsonread import load_json
@@ -401,8 +401,7 @@ class ResultGate:
                 read_hint = DEFAULT_READ_HINT
             else:
                 read_hint = STORE_READ_HINT
-        if kind not in ("auto", "json", "text"):
-            raise LimitError("kind", kind, "must be 'auto', 'json' or 'text'")
+        check_mode("kind", kind, ("auto", "json", "text"))
         if not isinstance(read_hint, str) or len(read_hint) > _MAX_HINT_CHARS:
             raise LimitError("read_hint", str(read_hint)[:40], "must be a str of at most 200 chars")
         lone = _lone_surrogate(read_hint)
@@ -1288,12 +1287,9 @@ def bounded_tool(
         raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
     elif any(v is not None for v in (max_bytes, max_items, max_keys, max_field_bytes, max_depth)):
         raise LimitError("limits", limits, "give limits or max_bytes and its options, not both")
-    if output not in _RETURNS:
-        raise LimitError("output", output, "must be 'str', 'json' or 'bytes'")
-    if strategy not in ("balanced", "prefix"):
-        raise LimitError("strategy", strategy, "must be 'balanced' or 'prefix'")
-    if markers not in ("text", "structured"):
-        raise LimitError("markers", markers, "must be 'text' or 'structured'")
+    check_mode("output", output, tuple(_RETURNS))
+    check_mode("strategy", strategy, ("balanced", "prefix"))
+    check_mode("markers", markers, ("text", "structured"))
     if default is not None and not callable(default):
         raise TypeError(f"default must be callable, not {type(default).__name__}")
     if on_truncation is not None and not callable(on_truncation):

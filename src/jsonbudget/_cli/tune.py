@@ -19,7 +19,15 @@ import orjson
 
 from .._encode.encoder import BinaryMode, Encoder, MarkerStyle, Strategy
 from .._extras import missing_extra
-from .._limits import MAX_DEPTH, MAX_LIMIT, MIN_BYTES, MIN_FIELD_BYTES, Limits, check_int
+from .._limits import (
+    MAX_DEPTH,
+    MAX_LIMIT,
+    MIN_BYTES,
+    MIN_FIELD_BYTES,
+    Limits,
+    check_int,
+    check_mode,
+)
 from .._pages.builder import OversizedPolicy, PageBuilder
 from .._sources.base import Clipped
 from ..errors import LimitError
@@ -268,8 +276,7 @@ class Tuner:
             or not 0 <= goal_truncated <= 1
         ):
             raise LimitError("goal_truncated", goal_truncated, "must be a number in [0, 1]")
-        if oversized not in ("truncate", "placeholder"):
-            raise LimitError("oversized", oversized, "must be 'truncate' or 'placeholder'")
+        check_mode("oversized", oversized, ("truncate", "placeholder"))
         self.budgets: tuple[int, ...] = tuple(checked)
         # Adding 0.0 makes -0.0 plain 0.0: the report showed "at most -0.0% cut".
         self.goal_truncated = float(goal_truncated) + 0.0

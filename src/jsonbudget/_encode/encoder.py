@@ -27,6 +27,7 @@ from .._limits import (
     MIN_BYTES,
     STRUCTURED_MIN_FIELD_BYTES,
     Limits,
+    check_mode,
 )
 from ..errors import LimitError
 from . import bound as _bound
@@ -201,11 +202,6 @@ def _native_fit(obj: Any, max_bytes: int, walked: bytes | int) -> bytes | int:
     return walked
 
 
-def _mode(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise LimitError(name, value, "must be " + " or ".join(repr(a) for a in allowed))
-
-
 class EncodeOptions(TypedDict, total=False):
     """The keyword options of `encode` and `bounded_dumps`, for functions that forward them."""
 
@@ -275,10 +271,10 @@ class Encoder:
         unencodable: OnUnencodable = "marker",
         binary: BinaryMode = "marker",
     ) -> None:
-        _mode("strategy", strategy, _STRATEGIES)
-        _mode("markers", markers, _MARKERS)
-        _mode("unencodable", unencodable, _UNENCODABLE)
-        _mode("binary", binary, _BINARY)
+        check_mode("strategy", strategy, _STRATEGIES)
+        check_mode("markers", markers, _MARKERS)
+        check_mode("unencodable", unencodable, _UNENCODABLE)
+        check_mode("binary", binary, _BINARY)
         if default is not None and not callable(default):
             raise LimitError("default", default, "must be callable or None")
         lim = _resolve_limits(limits, max_bytes, max_items, max_keys, max_field_bytes, max_depth)

@@ -53,7 +53,7 @@ from .._encode.markers import Markers
 from .._encode.values import Converted
 from .._encode.whole import JsonWriter
 from .._frozen import fast_constructor
-from .._limits import MAX_LIMIT, Limits
+from .._limits import MAX_LIMIT, Limits, check_mode
 from .._loops import running_loop
 from .._sources.base import (
     AsyncSource,
@@ -248,10 +248,7 @@ class PageBuilder:
     ) -> None:
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
-        if oversized not in ("truncate", "placeholder", "spill", "error"):
-            raise LimitError(
-                "oversized", oversized, "must be 'truncate', 'placeholder', 'spill' or 'error'"
-            )
+        check_mode("oversized", oversized, ("truncate", "placeholder", "spill", "error"))
         if oversized == "spill" and spill_store is None:
             raise LimitError("spill_store", spill_store, "oversized='spill' needs a spill store")
         if spill_store is not None and not callable(getattr(spill_store, "put", None)):

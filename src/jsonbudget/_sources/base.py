@@ -35,7 +35,7 @@ from typing import (
     runtime_checkable,
 )
 
-from .._limits import check_int
+from .._limits import check_int, check_mode
 from ..errors import InvalidCursor, LimitError
 
 __all__ = [
@@ -103,8 +103,8 @@ class Clipped:
         # (a negative one, an unknown unit) would be passed on as one (guarantee 4).
         if not isinstance(self.head, (str, bytes)):
             raise LimitError("Clipped.head", self.head, "must be str or bytes")
-        if self.unit not in ("chars", "bytes"):  # a tuple: an unhashable unit is refused too
-            raise LimitError("Clipped.unit", self.unit, "must be 'chars' or 'bytes'")
+        # A tuple: an unhashable unit is refused too.
+        check_mode("Clipped.unit", self.unit, ("chars", "bytes"))
         check_int("Clipped.length", self.length, minimum=0, maximum=2**63 - 1)
         if self.omitted < 0:
             raise LimitError("Clipped.length", self.length, f"is less than the head's {self.unit}")

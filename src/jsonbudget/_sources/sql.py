@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 import orjson
 
 from .._extras import missing_extra
-from .._limits import check_int
+from .._limits import check_int, check_mode
 from ..errors import DecodeError, EncodeError, InvalidCursor, LimitError
 from .base import (
     MAX_OFFSET,
@@ -660,8 +660,7 @@ class _SQLSource(Source[Row]):
             self._table = parts
         self._query = query
         mode = cast("Literal['keyset', 'offset']", _text(mode))
-        if mode not in ("keyset", "offset"):
-            raise LimitError("mode", mode, "must be 'keyset' or 'offset'")
+        check_mode("mode", mode, ("keyset", "offset"))
         self._mode = mode
         # None: `id` where the result has that column, else the table's own key.
         self._default_order = order_by is None
