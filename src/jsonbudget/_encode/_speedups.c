@@ -16,7 +16,8 @@
  *        max_field or holds a lone surrogate, a cycle, a type other than the exact JSON ones, a subclass
  *        of one in the tuple *scalars* or, when *scalars* is given, a dataclass
  *        instance orjson writes from its __dict__, read by a lookup that runs no Python
- *        code (see plain_dict()), with no empty member name);
+ *        code (see plain_dict()) of a class whose dicts hold str keys alone (see
+ *        str_keyed()), with no empty member name);
  *   n    otherwise, a lower bound of len(orjson.dumps(obj)); once n > cap the walk
  *        stops, so n may be below the true bound but is still above cap.
  * With a list as the optional last argument *spine*, a walk that stops at the cap
@@ -328,6 +329,59 @@ plain_dict(PyTypeObject *t)
     return 1;
 }
 
+/* Whether dict *d* holds exact str keys only, found without running any code. */
+static int
+str_keys_only(PyObject *d)
+{
+#if DIRECT_DICT
+    /* A table of exact str keys stays one until another key goes in: one check. */
+    if (DK_IS_UNICODE(((PyDictObject *)d)->ma_keys)) {
+        return 1;
+    }
+#endif
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_CheckExact(k)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether a name can be looked up in class *t* (its own dict or those of its MRO, as
+   _PyType_Lookup does) without running Python code: when every one of those dicts holds
+   exact str keys only. A namespace may hold any key (type("A", (), {K(): 1}) keeps K()
+   in A.__dict__), and a lookup that meets a key with the name's hash runs that key's
+   __eq__, in the middle of a walk holding pointers into the containers around the
+   instance (one it clears is then read freed: a segfault). So the walk reads nothing of
+   a class before this holds, and takes any other class as unclean: the renderer then
+   reads it with references held. Once a class, as the walk caches what it learns of one. */
+static int
+str_keyed(PyTypeObject *t)
+{
+    PyObject *mro = t->tp_mro;
+    if (t->tp_dict == NULL || !PyDict_Check(t->tp_dict) || !str_keys_only(t->tp_dict) ||
+        mro == NULL || !PyTuple_Check(mro)) {
+        return 0;
+    }
+    /* t itself too: a metaclass's mro() may leave it out. */
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *b = PyTuple_GET_ITEM(mro, i);
+        if (!PyType_Check(b)) {
+            return 0;
+        }
+        PyObject *d = ((PyTypeObject *)b)->tp_dict;
+        if (d == NULL && !(((PyTypeObject *)b)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+            continue; /* from 3.12 a static built-in type's dict is kept per interpreter */
+        }
+        if (d == NULL || !PyDict_Check(d) || !str_keys_only(d)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Takes what plain_dict() compares with: 0, or -1 with an exception set. */
 static int
 init_plain_dict(void)
@@ -407,7 +461,9 @@ walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
     PyTypeObject *t = Py_TYPE(obj);
     if (t != w->dc_type) {
         PyObject *own = t->tp_dict;
-        if (own == NULL || PyDict_GetItemWithError(own, str_dataclass_fields) == NULL ||
+        /* str_keyed() first: each lookup below could run a key's __eq__ otherwise. */
+        if (own == NULL || !str_keyed(t) ||
+            PyDict_GetItemWithError(own, str_dataclass_fields) == NULL ||
             PyDict_GetItemWithError(own, str_slots) != NULL ||
             PyDict_GetItemWithError(own, str_pydantic_fields) != NULL ||
             _PyType_Lookup(t, str_attrs) != NULL || !plain_dict(t)) {
@@ -516,8 +572,9 @@ walk_native(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         /* pydantic reads a model's members by getattr(model, "__dict__") (msgspec reads
            a Struct's slots directly): only a class whose read runs no Python code and
            gives the dict walked here, so that what was walked is what pydantic writes
-           (a __dict__ property could hold a NaN it writes as null). */
-        if (!PyTuple_CheckExact(plan) && !plain_dict(t)) {
+           (a __dict__ property could hold a NaN it writes as null). str_keyed() first:
+           plain_dict()'s lookups could run a key's __eq__ otherwise. */
+        if (!PyTuple_CheckExact(plan) && (!str_keyed(t) || !plain_dict(t))) {
             return UNCLEAN;
         }
         if (learn_plan(w, t, plan) < 0) {

@@ -270,6 +270,10 @@ def _native_dataclass(t: type) -> bool:
     (orjson then reads the fields one by one, running descriptors), and not a pydantic
     dataclass or an attrs class, which the renderer writes their own way.
     """
+    # Only a class whose namespaces hold str keys alone (the compiled walk's str_keyed):
+    # a name looked up in one holding another key may run that key's __eq__.
+    if not _str_keyed(t):
+        return False
     own = _namespace(t)
     return (
         "__dataclass_fields__" in own
@@ -293,6 +297,12 @@ _OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
 #: getter, which the compiled walk compares, is out of Python's reach).
 _DEFAULT_DICT_DOC = _namespace(type("_Plain", (), {}))["__dict__"].__doc__
 _GetSet = type(_namespace(type("_Plain", (), {}))["__dict__"])
+
+
+def _str_keyed(t: type) -> bool:
+    """Whether *t*'s own namespace and those of its MRO hold exact str keys only (so a
+    name is looked up in them without running a key's ``__eq__``); reads, runs nothing."""
+    return all(type(k) is str for c in (t, *_mro(t)) for k in _namespace(c))
 
 
 def _lookup(t: type, name: str) -> Any:

@@ -139,7 +139,10 @@ rows_to_dicts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     Py_ssize_t i = start;
-    /* Nothing below runs Python code (str keys hash in C), so *rows* cannot change. */
+    /* Each row is held while it is read: making its dict allocates a tracked object,
+       which may start a collection whose finalizers and gc callbacks run Python code
+       that can take the row out of *rows* (and free it and its cells). *rows* is read
+       again each time round, as it may have changed. */
     for (; i < PyList_GET_SIZE(rows); i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) < flags_at + n_flags) {
@@ -159,16 +162,20 @@ rows_to_dicts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (flagged) {
             break;
         }
+        Py_INCREF(row);
         PyObject *d = _PyDict_NewPresized(width);
         if (d == NULL) {
+            Py_DECREF(row);
             goto fail;
         }
         for (Py_ssize_t j = 0; j < width; j++) {
             if (PyDict_SetItem(d, PyTuple_GET_ITEM(columns, j), PyTuple_GET_ITEM(row, j)) < 0) {
+                Py_DECREF(row);
                 Py_DECREF(d);
                 goto fail;
             }
         }
+        Py_DECREF(row);
         int appended = PyList_Append(out, d);
         Py_DECREF(d);
         if (appended < 0) {
