@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from jsonbudget import (
+    Clipped,
     InvalidCursor,
     Limits,
     MemoryCursorStore,
@@ -155,6 +156,186 @@ def test_sqlite_rowid_positions_hold_across_cuts_and_other_changes(tmp_path: Pat
                 paginate(
                     source, scope=scope, cursor=page.next_cursor, store=store, limits=Limits(900)
                 )
+
+
+# --- SQLite: a declared key that allows NULL; cut text that is not UTF-8; the check's cost --
+
+
+NULLABLE_KEYS = [
+    "CREATE TABLE t (id INT PRIMARY KEY, s TEXT)",
+    "CREATE TABLE t (id TEXT PRIMARY KEY, s TEXT)",
+    "CREATE TABLE t (id INT, s TEXT, UNIQUE (id))",
+]
+
+
+def _keyed(path: Path, ddl: str, ids: Sequence[Any]) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(ddl)
+    conn.executemany("INSERT INTO t VALUES (?, 's')", [(i,) for i in ids])
+    return conn
+
+
+@pytest.mark.parametrize("ddl", NULLABLE_KEYS)
+def test_regression_sqlite_nullable_declared_key_survives_updates_of_other_columns(
+    tmp_path: Path, ddl: str
+) -> None:
+    """Found by a sweep: a declared key SQLite lets hold NULL gets the rowid appended, and
+    every position after it carried a digest of the whole row: a non-key column of the
+    page's last row updated (or a VACUUM) refused the next page, which the key alone
+    places. Only a position whose key is NULL, which the rowid orders, is checked."""
+    ids = [f"k{i:02d}" if "TEXT" in ddl else i for i in range(20)]
+    with contextlib.closing(_keyed(tmp_path / "k.db", ddl, ids)) as conn:
+        conn.execute("INSERT INTO t VALUES (NULL, 'a'), (NULL, 'b'), (NULL, 'c')")
+
+        def churn() -> None:
+            conn.execute("UPDATE t SET s = s || '!' WHERE id IS NOT NULL")
+            conn.execute("VACUUM")
+
+        with SQLiteSource(conn, table="t", order_by=["-id"]) as source:
+            rows = _pages(source, Limits(4096, max_items=5), between=churn)
+            assert [r["id"] for r in rows] == [*reversed(ids), None, None, None]
+            # A key with no NULL: the position is the key and the rowid, no digest.
+            ((_, position),) = list(source.open(None, limit_hint=0))[:1]
+            assert position == [ids[-1], 20]
+            # After a NULL key the rowid decides: its row is still checked.
+            ((_, after_null),) = list(source.open([ids[0], 1], limit_hint=0))[:1]
+            assert isinstance(after_null, list)
+            assert after_null[0] is None
+            assert len(after_null) == 3
+            conn.execute("UPDATE t SET s = 'changed' WHERE rowid = ?", (after_null[1],))
+            with pytest.raises(InvalidCursor, match="deleted or changed"):
+                source.fill(_Builder(), after_null)
+
+
+@pytest.mark.parametrize("ddl", NULLABLE_KEYS)
+def test_regression_sqlite_nullable_key_positions_from_before_the_digest_resume(
+    tmp_path: Path, ddl: str
+) -> None:
+    """Cursors minted before positions after a rowid held a digest (``[key, rowid]``)
+    were all refused for these tables; so are only those after a NULL key, which the
+    rowid orders. A position written with a digest after a key with no NULL resumes too."""
+    ids = [f"k{i:02d}" if "TEXT" in ddl else i for i in range(10)]
+    with contextlib.closing(_keyed(tmp_path / "k.db", ddl, ids)) as conn:
+        conn.execute("INSERT INTO t VALUES (NULL, 'a'), (NULL, 'b')")
+        with SQLiteSource(conn, table="t", order_by=["id"]) as source:
+            old_positions: list[Any] = [[ids[3], 4], [ids[3], 4, "0123456789abcdef"]]
+            for old in old_positions:
+                assert [r["id"] for r, _ in source.open(old)] == ids[4:]
+                builder = _Builder()
+                source.fill(builder, old)
+                assert [r["id"] for r in builder.rows] == ids[4:]
+            with pytest.raises(InvalidCursor, match="which row"):
+                source.fill(_Builder(), [None, 11])
+
+
+@pytest.mark.parametrize(
+    ("ddl", "given", "max_cell_bytes"),
+    [
+        # The rowid orders: the check reads the page's last row again.
+        ("CREATE TABLE t (id INT, s TEXT)", "connection", None),
+        ("CREATE TABLE t (id INT, s TEXT)", "connection", 64),
+        ("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT)", "connection", 64),
+        # Its own connection reads cut cells by blob I/O (uncut, the text raises).
+        ("CREATE TABLE t (id INT, s TEXT)", "path", 64),
+    ],
+)
+def test_regression_sqlite_cut_text_that_is_not_utf8_is_a_valid_clipped(
+    tmp_path: Path, ddl: str, given: str, max_cell_bytes: int | None
+) -> None:
+    """Found by a sweep: a text of 80 bytes that are not UTF-8, cut at 64 bytes, read its
+    head as 64 U+FFFD, 192 bytes, longer than its length: ``Clipped`` refused it and
+    the page raised LimitError, at any budget, with the docs' own ``text_factory`` (the
+    rowid check re-read the row cut at 64 on every resumed page). A cut head now holds
+    no more bytes than were read."""
+    path = tmp_path / "bad.db"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(ddl)
+        for i in range(6):
+            conn.execute("INSERT INTO t VALUES (?, CAST(? AS TEXT))", (i, b"\xff" * 80))
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")
+        source = SQLiteSource(
+            conn if given == "connection" else path,
+            table="t",
+            order_by=["id"],
+            max_cell_bytes=max_cell_bytes,
+        )
+        with source:
+            rows = _pages(source, Limits(20000, max_items=2))
+        assert [r["id"] for r in rows] == list(range(6))
+        for row in rows:
+            value = row["s"]
+            if max_cell_bytes is None and given == "connection":
+                assert value == "\ufffd" * 80  # whole, as the factory decodes it
+                continue
+            assert isinstance(value, Clipped)
+            assert (value.length, value.unit) == (80, "bytes")
+            assert value.head == "\ufffd" * 21  # 63 bytes of the 64 read
+            assert value.omitted == 17
+
+
+def test_regression_sqlite_utf16_cut_head_a_text_factory_lengthens_is_valid(
+    tmp_path: Path,
+) -> None:
+    """In a UTF-16 database the cut counts characters; a connection's text_factory that
+    makes more characters of the head's bytes (latin-1 of "é") gave a head longer than
+    the length SQLite counted, a ``Clipped`` refused: the page raised LimitError."""
+    path = tmp_path / "u16.db"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA encoding = 'UTF-16le'")
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT)")
+        conn.execute("INSERT INTO t VALUES (1, ?)", ("é" * 100,))
+        conn.text_factory = lambda b: b.decode("latin-1")
+        with SQLiteSource(conn, table="t", max_cell_bytes=64) as source:
+            (row,) = _pages(source, Limits(4096))
+        value = row["s"]
+        assert isinstance(value, Clipped)
+        assert (len(value.head), value.length, value.unit) == (64, 100, "chars")
+
+
+def _statements(
+    path: Path, ddl: str, limits: Limits, pages: int = 4
+) -> tuple[list[int], list[str]]:
+    """Statements per page where each page gets a new source (`paginated_tool`'s way), and
+    the last page's statements."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    with contextlib.closing(conn):
+        conn.execute(ddl)
+        conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, "s" * (i % 50)) for i in range(400)])
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        store, scope = MemoryCursorStore(), Scope("alice", {"t": "cost"})
+        counts: list[int] = []
+        cursor = None
+        for _ in range(pages):
+            seen.clear()
+            with SQLiteSource(conn, table="t", order_by=["id"]) as source:
+                page = paginate(source, scope=scope, cursor=cursor, store=store, limits=limits)
+            counts.append(len(seen))
+            cursor = page.next_cursor
+        return counts, list(seen)
+
+
+@pytest.mark.parametrize(
+    ("ddl", "lookups"),
+    [
+        ("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT)", 0),
+        ("CREATE TABLE t (id INT PRIMARY KEY, s TEXT)", 0),  # the key has no NULL here
+        ("CREATE TABLE t (id INT, s TEXT)", 1),
+    ],
+)
+def test_regression_sqlite_rowid_check_reads_the_schema_once_a_page(
+    tmp_path: Path, ddl: str, lookups: int
+) -> None:
+    """Found by a sweep (statements counted with set_trace_callback): the check built a
+    second plan, cut at 64 bytes, on the first resumed page of each source, repeating
+    9 statements that read the schema: 17 became 26 statements a page for an INTEGER
+    PRIMARY KEY table that needs no check, 18 became 29 for ``INT PRIMARY KEY``. The
+    check reads with the page's own plan: its one lookup by rowid where it is needed,
+    nothing else."""
+    counts, last = _statements(tmp_path / "c.db", ddl, Limits(2000))
+    assert counts[1:] == [counts[0] + lookups] * (len(counts) - 1)
+    assert sum('_jb_rowid" =' in s for s in last) == lookups
+    assert sum(s.startswith("PRAGMA table_xinfo") for s in last) == 1
 
 
 # --- PostgreSQL: date and time stamp keys in a non-ISO DateStyle --------------------------

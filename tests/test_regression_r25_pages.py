@@ -17,7 +17,7 @@ import pickle
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pytest
@@ -417,6 +417,60 @@ async def test_regression_a_source_yielding_bare_items_is_refused(
         _walk(Bare(rows))
     with pytest.raises(TypeError, match=rf"AsyncBare\.aopen\(\) must yield .* tuples, {got}"):
         await _awalk(AsyncBare(rows))
+
+
+class Pair(NamedTuple):
+    item: Any
+    position: Any
+
+
+class Pair3(NamedTuple):
+    item: Any
+    position: Any
+    extra: Any
+
+
+class Paired(Bare):
+    """Yields its rows as *pair* makes them of (row, position)."""
+
+    def __init__(self, rows: list[Any], pair: Any) -> None:
+        super().__init__([pair((row, i + 1)) for i, row in enumerate(rows)])
+
+    def open(self, position: Any, *, limit_hint: int | None = None) -> Iterator[Any]:
+        yield from self.rows[position or 0 :]
+
+
+class AsyncPaired:
+    """`Paired` as an async source."""
+
+    def __init__(self, rows: list[Any], pair: Any) -> None:
+        self.rows = [pair((row, i + 1)) for i, row in enumerate(rows)]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "async-paired"}
+
+    async def _items(self, position: Any) -> AsyncIterator[Any]:
+        for pair in self.rows[position or 0 :]:
+            yield pair
+
+    def aopen(self, position: Any, *, limit_hint: int | None = None) -> AsyncIterator[Any]:
+        return self._items(position)
+
+
+async def test_regression_a_source_yielding_named_tuple_pairs_pages() -> None:
+    """Found by a sweep: the check for bare items refused a named tuple (any tuple
+    subclass) as the (item, position) pair, which pages before it took and which unpacks
+    exactly as a tuple does. Lists and tuple subclasses of another length are refused."""
+    assert _walk(Paired(ROWS, lambda p: Pair(*p))) == ROWS
+    assert await _awalk(AsyncPaired(ROWS, lambda p: Pair(*p))) == ROWS
+    for pair, got in (
+        (list, "got list"),
+        (lambda p: Pair3(p[0], p[1], 0), "got Pair3, a tuple of 3"),
+    ):
+        with pytest.raises(TypeError, match=rf"Paired\.open\(\) must yield .* tuples, {got}"):
+            _walk(Paired(ROWS, pair))
+        with pytest.raises(TypeError, match=rf"Paired\.aopen\(\) must yield .* tuples, {got}"):
+            await _awalk(AsyncPaired(ROWS, pair))
 
 
 class OpensNone:

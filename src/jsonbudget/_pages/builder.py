@@ -1447,8 +1447,9 @@ class Paginator:
         try:
             for pair in items:
                 # A bare item would be unpacked as a pair where it has two members (a
-                # two-key dict gave its keys as the items, and said complete).
-                if type(pair) is not tuple or len(pair) != 2:
+                # two-key dict gave its keys as the items, and said complete). A tuple
+                # subclass (a named tuple) unpacks as the tuple it is: accepted.
+                if not isinstance(pair, tuple) or len(pair) != 2:
                     raise TypeError(_pair_error(src, "open", pair))
                 item, pos = pair
                 if not builder.add(item):
@@ -1498,7 +1499,7 @@ class Paginator:
                     raise _not_iterator(src, "aopen", items)
                 try:
                     async for pair in items:
-                        if type(pair) is not tuple or len(pair) != 2:  # as in `_fill`
+                        if not isinstance(pair, tuple) or len(pair) != 2:  # as in `_fill`
                             raise TypeError(_pair_error(src, "aopen", pair))
                         item, pos = pair
                         if spills and not builder._count:
@@ -1606,7 +1607,11 @@ def _kind_of(value: object) -> str:
 
 
 def _pair_error(src: object, call: str, pair: object) -> str:
-    return f"{type(src).__name__}.{call}() must yield (item, position) tuples, got {_kind_of(pair)}"
+    # A tuple subclass is refused by its length only: say so, as for a tuple.
+    kind = _kind_of(pair)
+    if isinstance(pair, tuple) and type(pair) is not tuple:
+        kind = f"{type(pair).__name__}, a tuple of {len(pair)}"
+    return f"{type(src).__name__}.{call}() must yield (item, position) tuples, got {kind}"
 
 
 def _not_iterator(src: object, call: str, items: object) -> TypeError:

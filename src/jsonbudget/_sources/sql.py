@@ -250,7 +250,10 @@ def _split(position: Position | None) -> tuple[list[JSONValue] | None, int]:
 def _keys_of(plan: _Plan, position: Position) -> list[JSONValue]:
     """The keys of keyset *position* under *plan*: without the digest of the row a
     position after a rowid also holds (`_SQLSource._position_of`), which only
-    `SQLiteSource._check_row` reads (the positions a page reads on after are its own)."""
+    `SQLiteSource._check_row` reads (the positions a page reads on after are its own).
+    A position whose rowid does not decide (`_rowid_decides`) may hold one or not: those
+    written before positions held none, and those written while every position after a
+    rowid held one, are both its keys."""
     if not isinstance(position, list):
         raise InvalidCursor("the position is not a valid keyset position")
     n = len(plan.keys)
@@ -259,6 +262,16 @@ def _keys_of(plan: _Plan, position: Position) -> list[JSONValue]:
     if len(position) != n:
         raise InvalidCursor("the position is not a valid keyset position")
     return position
+
+
+def _rowid_decides(plan: _Plan, keys: list[JSONValue]) -> bool:
+    """Whether the rowid *plan* appended decides where rows after the position keyed
+    *keys* start: not where a declared key that allows NULL (`_TableKeys.unique_non_null`)
+    holds none in *keys*, as `_SQLSource._predicate` reads it: that key alone names the
+    row, and a renumbered rowid moves no row before or after it."""
+    if not plan.hidden:
+        return False
+    return not any(all(keys[i] is not None for i in indexes) for _, indexes in plan.distinct_at)
 
 
 def _row_print(values: Iterable[object], utf8: bool) -> str:
@@ -416,18 +429,32 @@ def _untag(value: bytes) -> Clipped:
     is always longer than the bound, and an uncut one never is).
 
     A text's bytes end where the bound fell, maybe inside a character: that character
-    is left out (counted in the size); bytes that are not UTF-8 read as U+FFFD.
+    is left out (counted in the size); bytes that are not UTF-8 read as U+FFFD
+    (`_text_head`).
     """
     head = value[1 + _TAG_DIGITS :]
     size = int(value[1 : 1 + _TAG_DIGITS])
     if value[:1] == b"T":
-        return Clipped(_utf8_prefix(head), size, "bytes")
+        return Clipped(_text_head(head), size, "bytes")
     return Clipped(head, size, "bytes")
 
 
 def _utf8_prefix(data: bytes) -> str:
     # The incremental decoder keeps back an incomplete character at the end.
     return codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=False)
+
+
+def _text_head(data: bytes) -> str:
+    """The head of a text cut to its first bytes *data*: `_utf8_prefix`, no longer in
+    UTF-8 than *data*. A byte that is not UTF-8 reads as U+FFFD, three bytes: 64 such
+    bytes made a 192-byte head, longer than the value's size (an 80-byte text:
+    ``Clipped`` refused it, and the page raised) and than the bound the row was read
+    under; the characters past *data*'s size are left out, counted in the size."""
+    head = _utf8_prefix(data)
+    encoded = head.encode("utf-8")  # replace makes no surrogate
+    if len(encoded) > len(data):
+        head = _utf8_prefix(encoded[: len(data)])
+    return head
 
 
 rows_to_dicts: Callable[..., tuple[list[dict[str, Any]], int]]
@@ -1140,11 +1167,11 @@ class _SQLSource(Source[Row]):
 
     def _position_of(self, plan: _Plan, row: Any, item: Row | None = None) -> list[JSONValue]:
         """The position after the fetched *row* (*item*: its dict, where made): its keys,
-        and where the last of them is a rowid, which a table without a declared key
-        may renumber (VACUUM), a digest of the row it names, which the next page checks
-        (`SQLiteSource._check_row`)."""
+        and where the last of them is a rowid that decides (`_rowid_decides`), which
+        SQLite may renumber (VACUUM), a digest of the row it names, which the next page
+        checks (`SQLiteSource._check_row`)."""
         pos = self._row_keys(plan, row)
-        if plan.hidden:
+        if _rowid_decides(plan, pos):
             pos.append(self._row_print(item if item is not None else self._dicts(plan, [row])[0]))
         return pos
 
@@ -1177,6 +1204,12 @@ class _SQLSource(Source[Row]):
                 at = plan.heads[j]
                 head = _plain(row[i] if at is None else row[at])
                 unit = plan.units[j] or ("chars" if isinstance(head, str) else "bytes")
+                if unit == "chars" and isinstance(head, str) and len(head) > plan.longest > 0:
+                    # SQLite's substr() of a UTF-16 text, decoded by a connection's
+                    # text_factory that makes more characters of its bytes (latin-1 of
+                    # "é"): its first characters, as many as the cut, never more than
+                    # the length SQLite counted (a Clipped longer than its length).
+                    head = head[: plan.longest]
                 clipped = Clipped(head, length, unit)
                 # A multibyte text over the byte bound may still be whole.
                 if clipped.omitted > 0:
@@ -1389,7 +1422,9 @@ class _SQLSource(Source[Row]):
                     if check_ties and keys == previous:
                         raise self._tie(keys)
                     previous = keys
-                    pos: Position = [*keys, self._row_print(item)] if plan.hidden else keys
+                    pos: Position = (
+                        [*keys, self._row_print(item)] if _rowid_decides(plan, keys) else keys
+                    )
                 else:
                     index += 1
                     pos = index
@@ -2031,53 +2066,65 @@ class SQLiteSource(_SQLSource):
         conn = self._conn if self._conn is not None else self._own
         return conn if conn is not None else self._connection()
 
-    def _resume(self, position: Position | None) -> Position | None:
-        if self._mode == "keyset" and isinstance(position, list):
-            self._check_row(position)
-        return super()._resume(position)
+    def open(
+        self, position: Position | None, *, limit_hint: int | None = None
+    ) -> Generator[tuple[Row, Position], None, None]:
+        if self._mode == "keyset" and type(position) is list:
+            with self._held():
+                # The plan `_SQLSource.open` reads with (made here, or taken from the
+                # source's plans): the check adds its lookup, not a plan.
+                conn, plan = self._opened(self._max_cell)
+                self._check_row(conn, plan, position)
+        return super().open(position, limit_hint=limit_hint)
 
-    def _check_row(self, position: list[JSONValue]) -> None:
-        """Refuse *position* where its last key is the rowid of a table without a declared
-        key and the row at that rowid is not the row it ended on (`_position_of`).
+    def _check_row(self, conn: sqlite3.Connection, plan: _Plan, position: Position) -> None:
+        """Refuse the cursor's *position* where its last key is a rowid that decides
+        (`_rowid_decides`) and the row at that rowid is not the row it ended on
+        (`_position_of`). Run with the page's own connection and *plan*, under the lock
+        it holds.
 
         Such a rowid is not the row's for good: SQLite's ``VACUUM`` may renumber the rows
         of a table without an ``INTEGER PRIMARY KEY``, and rows read after the old
         number were skipped or served twice, silently. One lookup by rowid, of the cells
-        cut short; none where the key is a declared one."""
-        with self._held():
-            conn, plan = self._opened(MIN_CELL_BYTES)
-            if not plan.hidden:
-                return
-            n = len(plan.keys)
-            if len(position) == n:
-                raise InvalidCursor(
-                    "the position does not say which row it ended on (written before "
-                    "positions after a rowid did): start the listing again"
-                )
-            rowid = position[n - 1] if len(position) == n + 1 else None
-            if type(rowid) is not int or type(position[n]) is not str:
-                raise InvalidCursor("the position is not a valid keyset position")
-            names: list[str] = []
-            values: list[object] = []
-            mark = self._binder(names, values)(rowid)
-            sql = (
-                f"{_head(plan.select)}\n{self._inner_sql(plan)}\n) AS _jb_q"
-                f" WHERE {self._col(plan.hidden)} = {mark}"
+        as the page cuts them (the digest reads each as the least cut does); none where
+        the rowid does not decide: a table with an ``INTEGER PRIMARY KEY`` (no rowid
+        appended), or a position whose declared key holds no NULL (that key names the
+        row). A position `_resume` found again (`_Resumed`) is not a cursor's: it was
+        just read."""
+        if type(position) is not list or not plan.hidden:
+            return
+        keys = _keys_of(plan, position)
+        if not _rowid_decides(plan, keys):
+            return
+        n = len(plan.keys)
+        if len(position) == n:
+            raise InvalidCursor(
+                "the position does not say which row it ended on (written before "
+                "positions after a rowid did): start the listing again"
             )
-            cur = conn.cursor()
-            try:
-                cur.row_factory = None  # tuples, whatever the connection's factory
-                row = cur.execute(sql, self._merged(names, values)).fetchone()
-            except sqlite3.OperationalError as exc:
-                if _not_utf8(exc) is None:
-                    raise
-                # The page decoded the text of the row it ended on: this is another.
-                raise _moved(rowid) from exc
-            finally:
-                cur.close()
-            if row is not None and self._row_print(self._dicts(plan, [row])[0]) == position[n]:
-                return
-        raise _moved(rowid)
+        rowid = keys[n - 1]
+        if type(rowid) is not int:
+            raise InvalidCursor("the position is not a valid keyset position")
+        names: list[str] = []
+        values: list[object] = []
+        mark = self._binder(names, values)(rowid)
+        sql = (
+            f"{_head(plan.select)}\n{self._inner_sql(plan)}\n) AS _jb_q"
+            f" WHERE {self._col(plan.hidden)} = {mark}"
+        )
+        cur = conn.cursor()
+        try:
+            cur.row_factory = None  # tuples, whatever the connection's factory
+            row = cur.execute(sql, self._merged(names, values)).fetchone()
+        except sqlite3.OperationalError as exc:
+            if _not_utf8(exc) is None:
+                raise
+            # The page decoded the text of the row it ended on: this is another.
+            raise _moved(rowid) from exc
+        finally:
+            cur.close()
+        if row is None or self._row_print(self._dicts(plan, [row])[0]) != position[n]:
+            raise _moved(rowid)
 
     def _row_print(self, item: Row) -> str:
         return _row_print(item.values(), self._utf8)
@@ -2202,6 +2249,8 @@ class SQLiteSource(_SQLSource):
     ) -> tuple[bool, Position | None]:
         with self._held():  # see `_lock`
             conn, plan = self._opened(cut)
+            if self._mode == "keyset":
+                self._check_row(conn, plan, position)
             # Held by the page: a close() of this thread's (from code the page calls)
             # leaves the connection open under its statement until the page ends.
             closing = self._closing if conn is self._own else None
@@ -2524,7 +2573,7 @@ class SQLiteSource(_SQLSource):
                 with blob:
                     size, head = len(blob), blob.read(plan.longest)
                 text = kind[0] == "text"
-                cells.append(Clipped(_utf8_prefix(head) if text else head, size, "bytes"))
+                cells.append(Clipped(_text_head(head) if text else head, size, "bytes"))
         return tuple(cells)
 
     @staticmethod
