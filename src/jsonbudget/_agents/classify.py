@@ -74,7 +74,8 @@ class PromptTooLong:
 
 @dataclass(frozen=True, slots=True)
 class AmbiguousSizeError:
-    """A size error whose message does not say which size is wrong.
+    """A size error whose message does not say which size is wrong: a verdict the
+    classifier returns, not an exception (it names the provider's error it describes).
 
     ``wording`` is what the message names (``"prompt"`` for a prompt count below its
     limit, or input wording beside a named output cap; ``"either"`` for "messages or
