@@ -915,7 +915,7 @@ def test_property_load_json_reads_what_json_loads_reads(value: Any, big: int, in
     text = json.dumps(doc, ensure_ascii=False, indent=2 if indent else None)
     expected = json.loads(text)
     assert load_json(text.encode()) == expected  # orjson or the exact parser
-    assert load_json(text) == expected  # always the exact parser
+    assert load_json(text) == expected  # a str: read as its UTF-8 is
     assert scan_json(" " + text + " 7", 1) == (expected, len(text) + 1)
 
 

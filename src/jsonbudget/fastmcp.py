@@ -23,6 +23,7 @@ from ._sources.jsonread import load_json
 from .errors import LimitError
 
 try:
+    import anyio.to_thread
     from fastmcp import FastMCP
     from fastmcp.exceptions import FastMCPError, ToolError
     from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -44,6 +45,7 @@ from .mcp import (
     largest_identity,
     least_result_bytes,
     message_bytes,
+    message_over,
     omitted_note,
     refit_result,
     result_room,
@@ -216,12 +218,19 @@ class BoundedResults(Middleware):
         server = _server_of(context)
         wire = CallToolResult(content=result.content, structured_content=result.structured_content,
                               _meta=result.meta, is_error=result.is_error)  # fmt: skip
-        size = message_bytes(wire, server=server)
-        if size <= self.max_bytes:
+        if not message_over(wire, self.max_bytes, server=server):
             return result
-        value, left_out = value_of(result)
+        if _text_chars(result) < _OFF_LOOP_CHARS:
+            value, left_out = value_of(result)
+        else:
+            # Reading the value parses the text (FastMCP's JSON copy is as long as the
+            # result) and compares it: in a worker thread, the event loop runs between
+            # those steps, and every few ms while the exact parser reads a text orjson
+            # cannot (an integer beyond 64 bits), instead of waiting for all of it.
+            value, left_out = await anyio.to_thread.run_sync(value_of, result)
         if _is_page(value):
             # Cut, the page's items would end before the row its nextCursor resumes at.
+            size = message_bytes(wire, server=server)  # said exactly: a refusal is rare
             raise ToolError(
                 f"the page of {name!r} is {size} bytes, over this server's max_bytes="
                 f"{self.max_bytes}; cutting its items would lose the rows its "
@@ -257,7 +266,7 @@ class BoundedResults(Middleware):
         """The text of the isError result FastMCP makes of *message*, bounded; None if it
         fits. With a reader the message is spilled whole and the text is its preview."""
         wire = CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-        if message_bytes(wire, server=server) <= self.max_bytes:
+        if not message_over(wire, self.max_bytes, server=server):
             return None
         gates = self._plan_at(server).gates
         if gates:
@@ -268,7 +277,7 @@ class BoundedResults(Middleware):
     def _cut_error(self, message: str, server: Any) -> str | None:
         """*message* cut so the isError result FastMCP makes of it fits; None if it fits."""
         wire = CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-        if message_bytes(wire, server=server) <= self.max_bytes:
+        if not message_over(wire, self.max_bytes, server=server):
             return None
         block = self._plan_at(server).fitter.fit(message).content[0]
         assert isinstance(block, TextContent)  # a str value is one text block
@@ -293,7 +302,7 @@ class BoundedResults(Middleware):
                 plan = self._least_for(server, reader=self._reader)
             # One server, or a few: each app that mounts the one it is on answers with
             # its own stamp.
-            plans = self._plans if len(self._plans) < 8 else {}
+            plans = self._plans if len(self._plans) < _MOST_PLANS else {}
             self._plans = {**plans, key: plan}
         if isinstance(plan, int):
             raise self._unfit(plan, server)
@@ -377,6 +386,17 @@ def _need(gates: dict[bool, ResultGate], value: Any) -> int:
     return gates[text].preview_bytes * (6 if text else 1)
 
 
+#: The length of a result's text, in characters, from which `value_of` runs off the
+#: event loop: reading such a text takes milliseconds (some 20 ms a MB), a thread hop
+#: a tenth of one.
+_OFF_LOOP_CHARS: Final = 1 << 18
+
+
+def _text_chars(result: ToolResult) -> int:
+    """The characters of *result*'s text blocks: what `value_of` parses."""
+    return sum(len(block.text) for block in result.content if isinstance(block, TextContent))
+
+
 def _joined(result: ToolResult) -> bool:
     """Whether `value_of` joins *result*'s text blocks into one string (no structured
     content, more than one text block): spilled so, the blocks could not be read back."""
@@ -403,6 +423,8 @@ def _text_preview(room: int) -> int:
 
 #: A budget every mode holds: for asking a fitter what the least budget is.
 _ROOMY: Final = 1 << 20
+#: A middleware keeps the plans of this many server identities before it starts again.
+_MOST_PLANS: Final = 8
 
 
 def _least_with_reader(content: ContentMode, takes: Callable[[int], bool], server: Any) -> int:

@@ -13,13 +13,16 @@ This module needs the ``mcp`` extra (the MCP SDK 2.x); ``import jsonbudget`` nev
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import copy
 import functools
 import importlib
 import inspect
 import json
 import math
 import re
+import secrets
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
@@ -32,11 +35,21 @@ import orjson
 from ._agents.guards import is_async_callable
 from ._agents.reader import LEAST_READ_BYTES, ResultReader
 from ._cursors.scope import Scope, as_sent
+from ._cursors.store import TOKEN_CHARS, CursorState, CursorStore
 from ._encode.encoder import Encoder, MarkerStyle, Strategy, encode_replaying
 from ._extras import missing_extra
 from ._limits import MIN_BYTES, Limits
-from ._pages.builder import MCP_KEYS, OversizedPolicy, Page, Paginator, SpillTarget
-from ._sources.base import Source, SourceLike, as_source
+from ._loops import running_loop
+from ._pages.builder import (
+    MCP_KEYS,
+    OversizedPolicy,
+    Page,
+    Paginator,
+    SpillTarget,
+    StoreFront,
+    store_blocks,
+)
+from ._sources.base import JSONValue, Source, SourceLike, as_source
 from ._sources.jsonread import load_json
 from .errors import CursorError, DecodeError, EncodeError, JsonBudgetError, LimitError
 
@@ -120,6 +133,8 @@ _WORST_GROWTH = {"both": Fraction(6), "text": Fraction(3), "structured": Fractio
 # The first try's guess for ordinary data (keys' quotes escaped once more in the text).
 _FIRST_GROWTH = {"both": 2.3, "text": 1.3, "structured": 1.0}
 _ROUNDS = 3
+# Per-identity and per-budget caches keep this many before they start again.
+_MOST_KEPT = 8
 # What a server without a known identity is assumed to stamp on a 2026-era result:
 # a name and a version of up to 128 bytes together as JSON writes them, escapes
 # included (see `_stamp_of`).
@@ -249,8 +264,14 @@ def _stamp_of(server: Any) -> dict[str, Any]:
 
 
 def _line_bytes(
-    result: CallToolResult, stamp: dict[str, Any] | None, request_id: int | str = _WORST_ID
+    result: CallToolResult,
+    stamp: dict[str, Any] | None,
+    request_id: int | str = _WORST_ID,
+    *,
+    most: int | None = None,
 ) -> int:
+    """`message_bytes` for a stamp already made; given *most*, a count over *most* may be
+    returned as soon as one copy of the line is over it (the other is not written)."""
     dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     # What the SDK's runner adds on a 2026-07-28 connection (mcp.server.runner._serialize):
     # the required resultType, and the serverInfo stamp unless the handler set one.
@@ -259,13 +280,33 @@ def _line_bytes(
     if stamp is not None and (meta is None or meta.get(SERVER_INFO_META_KEY) is None):
         dumped["_meta"] = {**(meta or {}), SERVER_INFO_META_KEY: stamp}
     response = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
-    line = response.model_dump_json(by_alias=True, exclude_unset=True)
+    line = len(response.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8"))
+    if most is not None and line + FRAMING_BYTES > most:
+        return line + FRAMING_BYTES
     # The 2026-07-28 Streamable HTTP path writes the message with the standard library's
     # json.dumps, which escapes every non-ASCII character ("é", 2 bytes, as \u00e9, 6):
-    # the larger of the two is what a client may receive.
-    body = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    # the larger of the two is what a client may receive. The response as JSON-mode
+    # values is `dumped` beside its jsonrpc and id (JSONRPCResponse's model_dump gives
+    # the same): dumped again, the whole result would be walked once more.
+    body = {"jsonrpc": "2.0", "id": request_id, "result": dumped}
     escaped = json.dumps(body, separators=(",", ":"))
-    return max(len(line.encode("utf-8")), len(escaped)) + FRAMING_BYTES
+    return max(line, len(escaped)) + FRAMING_BYTES
+
+
+def message_over(result: CallToolResult, most: int, *, server: Any = None) -> bool:
+    """Whether `message_bytes` of *result* (with *server*'s stamp) is over *most*.
+
+    Each character of a text block takes at least a byte on the wire, so texts longer
+    than *most* settle it without a serialization (FastMCP's copy of a large structured
+    result is one); else one copy of the line over *most* does, and the second is
+    written only for a line within *most*: the work beyond the first copy grows with the
+    budget, not the result.
+    """
+    texts = sum(len(block.text) for block in result.content if isinstance(block, TextContent))
+    if texts + FRAMING_BYTES > most:
+        return True
+    stamp = None if server is None else _stamp_of(server)
+    return _line_bytes(result, stamp, most=most) > most
 
 
 def serving_apps(start: Any = None) -> list[Any]:
@@ -306,7 +347,7 @@ def _for_identity_now(own: Any, built: _T, larger: dict[str, _T], make: Callable
     key = identity_key(identity)
     found = larger.get(key)
     if found is None:
-        if len(larger) > 8:  # one per app that serves it: a few
+        if len(larger) > _MOST_KEPT:  # one per app that serves it: a few
             larger.clear()
         found = larger[key] = make(identity)
     return found
@@ -375,6 +416,82 @@ def _limits_of(limits: Limits | None, max_bytes: int | None) -> Limits:
     if max_bytes is not None:
         raise LimitError("limits", limits, "give limits or max_bytes, not both")
     return limits
+
+
+class _OneCall(StoreFront):
+    """The cursor store as the rounds of one `McpPager` call see it.
+
+    A round whose message is over the budget is built again, smaller, and never served:
+    a store call per round started an operation per round (counted against the store's
+    caps, which then evicted live ones) or counted a continuation twice, and minted a
+    cursor per round (pushing real ones out of the operation's last 256). So only the
+    first start or resume reaches *store*, later rounds get its state again, and mint
+    records its arguments and answers `placeholder`; `McpPager` mints once, for the round
+    it serves.
+    """
+
+    __slots__ = ("minted", "placeholder", "state")
+
+    def __init__(self, store: CursorStore) -> None:
+        super().__init__(store)
+        self.state: CursorState | None = None
+        self.minted: tuple[CursorState, JSONValue] | None = None
+        # As long as a cursor may be, so that no real token makes the message longer, and
+        # random, so that the page holds it where its cursor is and nowhere else.
+        self.placeholder = secrets.token_urlsafe(TOKEN_CHARS)[:TOKEN_CHARS]
+
+    def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
+        if self.state is None:
+            self.state = self.store.start(scope, max_pages=max_pages)
+        return self.state
+
+    def resume(self, token: str, scope: Scope) -> CursorState:
+        if self.state is None:
+            self.state = self.store.resume(token, scope)
+        return self.state
+
+    def mint(self, state: CursorState, position: JSONValue) -> str:
+        self.minted = (state, position)
+        return self.placeholder
+
+    def mint_once(self) -> object:
+        """The store's token for the last round minted for: the round served."""
+        if self.minted is None:  # pragma: no cover - a page with a cursor minted it
+            raise AssertionError("no cursor was minted for the page")
+        return self.store.mint(*self.minted)
+
+    def served(self, result: CallToolResult, content: ContentMode, token: object) -> CallToolResult:
+        """*result*, measured with the placeholder for its cursor, with the store's *token*
+        in its place: never longer, so the message still fits.
+
+        Swapped in the result, not built again from the page: `page_result` is about a
+        third of the cost of a small page. The cursor is a member of the envelope both
+        copies carry; the placeholder is random, so nothing else in the text matches it.
+        """
+        if type(token) is not str:
+            # Checked as `Paginator` checks a token it mints itself.
+            raise TypeError(
+                f"the cursor store {type(self.store).__name__}.mint() must return a str "
+                f"token, not {type(token).__name__}"
+            )
+        if not token or len(token) > TOKEN_CHARS or len(orjson.dumps(token)) != len(token) + 2:
+            raise ValueError(
+                f"next_cursor must be 1 to {TOKEN_CHARS} ASCII characters that JSON needs "
+                "not escape"
+            )
+        key = MCP_KEYS["next_cursor"]
+        structured = result.structured_content
+        if structured is not None:
+            # The envelope `page_result` parsed for this result alone: ours to change.
+            structured[key] = token
+        text = cast("TextContent", result.content[0]).text
+        if content != "structured":  # else the text is `SUMMARY_TEXT`
+            member = f'{json.dumps(key)}:"'
+            at = text.rindex(member + self.placeholder + '"') + len(member)
+            text = text[:at] + token + text[at + len(self.placeholder) :]
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=structured
+        )
 
 
 class McpPager:
@@ -460,7 +577,7 @@ class McpPager:
     def _paginator(self, budget: int) -> Paginator:
         pager = self._pagers.get(budget)
         if pager is None:
-            if len(self._pagers) > 8:  # budgets vary with the data: keep a few
+            if len(self._pagers) > _MOST_KEPT:  # budgets vary with the data: keep a few
                 self._pagers = {self._base.limits.max_bytes: self._base}
             pager = Paginator(
                 self.limits.replace(max_bytes=budget), store=self._base.store, **self._options
@@ -468,12 +585,12 @@ class McpPager:
             self._pagers[budget] = pager
         return pager
 
-    def _first_budget(self, cursor: str | None) -> int:
-        # A refit reads the page again; a resumed cursor would count it twice against
-        # max_pages, so with a page budget a continuation takes the safe budget at once.
-        if cursor is not None and self.limits.max_pages is not None:
-            return self._safe_budget()
-        return self._base.limits.max_bytes
+    def _round(self, budget: int, once: _OneCall) -> Paginator:
+        """The pager for *budget* on *once*, the call's view of the store: a copy, since the
+        configured one is shared by concurrent calls."""
+        pager = copy.copy(self._paginator(budget))
+        pager.store = once
+        return pager
 
     def _safe_budget(self) -> int:
         return (self.limits.max_bytes - self._fixed) // _WORST_GROWTH[self._content]
@@ -503,15 +620,20 @@ class McpPager:
     ) -> CallToolResult:
         """The page of *source* at *cursor* as a tool result."""
         src = as_source(source)
-        budget = self._first_budget(cursor)
+        once = _OneCall(self.store)
+        budget = self._base.limits.max_bytes
         for tried in range(_ROUNDS):
             try:
-                page = self._paginator(budget).paginate(src, scope=scope, cursor=cursor)
+                page = self._round(budget, once).paginate(src, scope=scope, cursor=cursor)
+                result, budget = self._check(page, budget, tried)
+                if result is None:
+                    continue
+                if page.next_cursor is None:
+                    return result
+                token = once.mint_once()
             except CursorError as exc:
                 raise cursor_error(exc) from exc
-            result, budget = self._check(page, budget, tried)
-            if result is not None:
-                return result
+            return once.served(result, self._content, token)
         raise AssertionError("unreachable: the last round raises or returns")  # pragma: no cover
 
     async def apaginate(
@@ -522,15 +644,24 @@ class McpPager:
         if isinstance(src, Source):
             call = functools.partial(self.paginate, src, scope=scope, cursor=cursor)
             return await anyio.to_thread.run_sync(call)
-        budget = self._first_budget(cursor)
+        once = _OneCall(self.store)
+        budget = self._base.limits.max_bytes
         for tried in range(_ROUNDS):
             try:
-                page = await self._paginator(budget).apaginate(src, scope=scope, cursor=cursor)
+                page = await self._round(budget, once).apaginate(src, scope=scope, cursor=cursor)
+                result, budget = self._check(page, budget, tried)
+                if result is None:
+                    continue
+                if page.next_cursor is None:
+                    return result
+                # Where `Paginator.apaginate` would have minted it.
+                if running_loop() == "asyncio" and store_blocks(self.store):
+                    token = await asyncio.to_thread(once.mint_once)
+                else:
+                    token = once.mint_once()
             except CursorError as exc:
                 raise cursor_error(exc) from exc
-            result, budget = self._check(page, budget, tried)
-            if result is not None:
-                return result
+            return once.served(result, self._content, token)
         raise AssertionError("unreachable: the last round raises or returns")  # pragma: no cover
 
 

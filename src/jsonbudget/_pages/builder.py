@@ -76,8 +76,10 @@ __all__ = [
     "Page",
     "PageBuilder",
     "Paginator",
+    "StoreFront",
     "apaginate",
     "paginate",
+    "store_blocks",
 ]
 
 OversizedPolicy = Literal["truncate", "placeholder", "spill", "error"]
@@ -108,6 +110,8 @@ _REFITS = 6
 _GOOD_FILL = 8
 #: A spill reference: a label of up to 64 characters, a sha256, an extension.
 _LONGEST_SPILL_REF = 64 + 1 + 64 + 5
+#: The characters of a spill reference an error message shows before "…".
+_SHOWN_REF_CHARS = 40
 #: From this many items on, `fill_from` tries a run rather than one item.
 _RUN_MIN = 8
 
@@ -751,12 +755,12 @@ def _shown_ref(made: object) -> str:
         size = len(_dumps(made)) - 2  # as the marker and the report write it
     except orjson.JSONEncodeError:  # a lone surrogate: no JSON text holds it
         raise LimitError(
-            "spill_ref", made[:40], "returned a reference with a lone surrogate"
+            "spill_ref", made[:_SHOWN_REF_CHARS], "returned a reference with a lone surrogate"
         ) from None
     if not made or size > _LONGEST_SPILL_REF:
         raise LimitError(
             "spill_ref",
-            made[:40] + ("…" if len(made) > 40 else ""),
+            made[:_SHOWN_REF_CHARS] + ("…" if len(made) > _SHOWN_REF_CHARS else ""),
             f"returned a reference of {size} bytes as JSON; a page has room for 1 to "
             f"{_LONGEST_SPILL_REF}",
         )
@@ -1197,7 +1201,7 @@ class _Pulled:
     def resume(self, stored: object) -> Position:
         """The source position in a wrapped stored position; `ExpiredCursor` where the
         page it names pulled here and its pulls are no longer kept."""
-        if not (type(stored) is list and len(stored) == 2):
+        if not (type(stored) is list and len(stored) == 2):  # noqa: PLR2004 - [page id, position]
             raise InvalidCursor("the cursor's stored position is not one this library wrote")
         page_id, position = stored
         if page_id is None:  # a source position that only needed the wrapper
@@ -1429,7 +1433,7 @@ class Paginator:
             # Sources that page in batches (files, SQL) hand runs to the bulk path and cut
             # long cells where they read them, to what one page could show.
             filled = fill(builder, position, limit_hint=self.limits.max_items)
-            if type(filled) is not tuple or len(filled) != 2:
+            if type(filled) is not tuple or len(filled) != 2:  # noqa: PLR2004 - (more, position)
                 raise TypeError(
                     f"{type(src).__name__}.fill() must return a (more, position) tuple, "
                     f"got {_kind_of(filled)}"
@@ -1449,7 +1453,7 @@ class Paginator:
                 # A bare item would be unpacked as a pair where it has two members (a
                 # two-key dict gave its keys as the items, and said complete). A tuple
                 # subclass (a named tuple) unpacks as the tuple it is: accepted.
-                if not isinstance(pair, tuple) or len(pair) != 2:
+                if not isinstance(pair, tuple) or len(pair) != 2:  # noqa: PLR2004 - (item, position)
                     raise TypeError(_pair_error(src, "open", pair))
                 item, pos = pair
                 if not builder.add(item):
@@ -1468,7 +1472,7 @@ class Paginator:
         """The async twin of `paginate`, for async sources (sync ones work too).
 
         Under asyncio, what may wait on I/O of ours runs in a worker thread, so the event
-        loop goes on: the store's calls (resume or start, mint) unless `_store_blocks`
+        loop goes on: the store's calls (resume or start, mint) unless `store_blocks`
         says it never waits, and, for an async source with ``oversized="spill"``, the
         first item of each page (the one item that can be spilled). The source itself is
         read where the caller runs it: a sync one on the loop's thread, as `paginate`
@@ -1481,7 +1485,7 @@ class Paginator:
         """
         src = as_source(source)
         threads = running_loop() == "asyncio"
-        blocks = threads and _store_blocks(self.store)
+        blocks = threads and store_blocks(self.store)
         if blocks:
             state, opened, builder = await asyncio.to_thread(self._open, src, scope, cursor)
         else:
@@ -1499,7 +1503,7 @@ class Paginator:
                     raise _not_iterator(src, "aopen", items)
                 try:
                     async for pair in items:
-                        if not isinstance(pair, tuple) or len(pair) != 2:  # as in `_fill`
+                        if not isinstance(pair, tuple) or len(pair) != 2:  # noqa: PLR2004 - as in `_fill`
                             raise TypeError(_pair_error(src, "aopen", pair))
                         item, pos = pair
                         if spills and not builder._count:
@@ -1529,11 +1533,23 @@ class Paginator:
         return self._finish(builder, state, more, position)
 
 
-def _store_blocks(store: CursorStore) -> bool:
+class StoreFront:
+    """A cursor store that passes its calls on to `store` (`McpPager`'s view of a store
+    for one call): it waits where `store` waits (`store_blocks`)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: CursorStore) -> None:
+        self.store = store
+
+
+def store_blocks(store: CursorStore | StoreFront) -> bool:
     """Whether *store*'s calls may wait on I/O (a database file another process locks,
     a network round trip), so that `Paginator.apaginate` makes them in a worker thread.
     The in-process store never does (a dict under a lock held for a lookup) and stays
     on the loop; a subclass of it may do anything."""
+    while isinstance(store, StoreFront):
+        store = store.store
     return type(store) is not MemoryCursorStore
 
 

@@ -1,8 +1,8 @@
 """Reading JSON without recursion, with nesting bounded while it is parsed.
 
-`load_json` parses one document: orjson when the document has fewer brackets than
-``max_depth`` and orjson reads it exactly (no integer beyond 64 bits, see `exact`), else,
-or when orjson refuses it (lone surrogate escapes...), an iterative parser. `scan_json`
+`load_json` parses one document: orjson when it nests no deeper than ``max_depth`` and
+orjson reads it exactly (no integer beyond 64 bits, see `exact`), else, or when orjson
+refuses it (lone surrogate escapes...), an iterative parser. `scan_json`
 is that parser on its own, with the calling convention of the stdlib's scanner (a value
 at an index of a str, and the index where it ends), for sources that need the end.
 
@@ -21,8 +21,10 @@ import re
 import sys
 from collections.abc import Callable
 from decimal import MAX_EMAX, Context, Decimal, InvalidOperation
+from itertools import chain, compress, repeat
 from json import JSONDecodeError
 from json.decoder import scanstring  # type: ignore[attr-defined]  # C, not in typeshed
+from operator import is_
 from typing import Any, Final
 
 import orjson
@@ -41,7 +43,7 @@ _WS_STR: Final = re.compile(r"[ \t\n\r]*")
 #: Digits map to "0", every other byte to " ": a run of 19 zeros is a run of 19 digits,
 #: which `bytes.__contains__` finds at C speed. A number that long is where orjson may
 #: turn an integer into a float (see `exact`). Digits inside strings match too.
-_DIGITS: Final = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_DIGITS: Final = bytes(ord("0") if ord("0") <= c <= ord("9") else ord(" ") for c in range(256))
 _LONG_RUN: Final = b"0" * 19
 
 
@@ -85,19 +87,32 @@ def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MA
     not an int in [0, 2**40].
     """
     check_int("max_depth", max_depth, minimum=0)
+    raw: bytes | None
     if isinstance(data, str):
-        text = data
+        # A str takes orjson's path too, as its UTF-8: the exact parser runs in Python,
+        # tens of times slower (an MCP result's text copy is a str of megabytes). One
+        # holding a lone surrogate has no UTF-8: the exact parser reads it.
+        text: str | None = data
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = None
     else:
+        text = None
         raw = bytes(data) if not isinstance(data, bytes) else data
-        # Fewer brackets than max_depth: nothing in it can nest deeper.
-        if raw.count(b"[") + raw.count(b"{") <= max_depth:
-            try:
-                value = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                pass  # refused: the exact parser below says why, or reads what orjson cannot
-            else:
-                if exact(raw, value):
-                    return value
+    if raw is not None:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # refused: the exact parser below says why, or reads what orjson cannot
+        else:
+            # Fewer brackets than max_depth: nothing in it can nest deeper. Else its
+            # levels are walked: only the exact parser puts markers for what does.
+            few = raw.count(b"[") + raw.count(b"{") <= max_depth
+            if exact(raw, value) and (few or _nests_within(value, max_depth)):
+                return value
+    if text is None:
+        assert raw is not None  # bytes in, so raw is them
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -118,6 +133,28 @@ def load_json(data: bytes | bytearray | memoryview | str, *, max_depth: int = MA
             offset=_byte_offset(text, end),
         )
     return value
+
+
+def _nests_within(value: Any, max_depth: int) -> bool:
+    """Whether *value*, orjson's reading (plain lists, dicts and scalars), holds no
+    container deeper than *max_depth*.
+
+    A level at a time, each listed by C iterators (no Python code runs per value, so a
+    document of megabytes costs milliseconds), up to the first level past *max_depth*.
+    """
+    lists: list[Any] = [value] if type(value) is list else []
+    dicts: list[Any] = [value] if type(value) is dict else []
+    depth = 0
+    while lists or dicts:
+        if depth > max_depth:
+            return False
+        below = [*chain.from_iterable(lists), *chain.from_iterable(map(dict.values, dicts))]
+        kinds = list(map(type, below))
+        present = set(kinds)  # a level of scalars only (the last) is not filtered
+        lists = list(compress(below, map(is_, kinds, repeat(list)))) if list in present else []
+        dicts = list(compress(below, map(is_, kinds, repeat(dict)))) if dict in present else []
+        depth += 1
+    return True
 
 
 def decode_message(exc: JSONDecodeError) -> str:
@@ -222,7 +259,7 @@ def scan_json(text: str, start: int, *, max_depth: int = MAX_DEPTH) -> tuple[Any
                 if skip[-from_skip:].count(_LIST if is_list else _OBJ) != from_skip:
                     raise JSONDecodeError("mismatched closing bracket", text, pos)
                 del skip[-from_skip:]
-                if before >= 2 and len(skip) <= 1:
+                if before >= 2 and len(skip) <= 1:  # noqa: PLR2004 - nested, then outermost
                     skipped += 1  # a child of the outermost skipped container closed
                 if skip:
                     continue
