@@ -11,6 +11,7 @@ import gc
 import hashlib
 import io
 import pickle
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +340,56 @@ def test_regression_token_counter_any_integer_accepted(kind: Any) -> None:
 def test_token_counter_non_integers_still_refused(kind: Any, name: str) -> None:
     with pytest.raises(LimitError, match=f"token count=.* must be an integer, not {name}"):
         fit_tokens(_ROWS, max_tokens=200, counter=_CountAs(kind))
+
+
+def _ends_within(seconds: float, fn: Any) -> bool:
+    """Whether *fn* returns within *seconds* in a thread (a deadlock leaves it blocked)."""
+    done = threading.Event()
+
+    def run() -> None:
+        fn()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done.wait(seconds)
+
+
+def test_regression_a_call_ending_while_the_turn_is_locked_does_not_deadlock(
+    tmp_path: Path,
+) -> None:
+    # An adapter's call dropped unfinished ends (its `finally`) wherever a collection
+    # finds it: inside `admit`, with the turn's lock held on the same thread. The count
+    # was kept under that lock, so that thread waited on itself for good.
+    turn = TurnBudget(max_bytes=4000, store=SpillStore(tmp_path))
+    outer, inner = turn.running_call(), turn.running_call()
+    outer.__enter__()
+    inner.__enter__()
+    assert turn.calls_running == 2
+
+    def ends_under_the_turns_lock() -> None:
+        with turn._lock:
+            outer.__exit__(None, None, None)
+        with turn._counting:  # and under the count's own, as a collection mid-count
+            inner.__exit__(None, None, None)
+
+    assert _ends_within(10, ends_under_the_turns_lock)
+    assert turn.calls_running == 0
+
+
+class _AuditedTurn(TurnBudget):
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.audit: list[str] = ["made"]
+
+
+def test_regression_a_subclass_keeps_its_attributes_in_copies_and_runs(tmp_path: Path) -> None:
+    # `__copy__` set the base class's fields only: a subclass's own attributes were
+    # gone from every copy, and so from each adapter run's turn (AttributeError).
+    turn = _AuditedTurn(max_bytes=4000, store=SpillStore(tmp_path))
+    turn.admit({"a": 1}, tool="t")
+    for made in (copy.copy(turn), copy.deepcopy(turn), turn.for_run()):
+        assert type(made) is _AuditedTurn
+        assert made.audit == ["made"]
+        assert made.report().results == ()  # a turn of its own
+        assert made.gate is turn.gate
+    assert len(turn.report().results) == 1

@@ -120,6 +120,8 @@ _JSON_PREFIX_MAX = 4 * 1024 * 1024
 _JSON_WS = b" \t\r\n"
 _MEDIA = {"json": "application/json", "text": "text/plain"}
 _TEXT_PREVIEW_MIN = 16
+#: The characters of a spill reference an error message shows before "…".
+_SHOWN_REF_CHARS: Final = 40
 # The largest size a spill store's reference may state: what JSON writers take as an int.
 _MAX_SPILL_SIZE = 2**63 - 1
 # yajl (ijson's C backend) refuses integers beyond 64 bits; the Python backend does not.
@@ -587,7 +589,8 @@ class ResultGate:
                 "store",
                 self.store,
                 f"its reference to the spilled result ({len(shown)} characters as shown: "
-                f"{shown[:40]!r}{'…' if len(shown) > 40 else ''}) makes a bare reference of "
+                f"{shown[:_SHOWN_REF_CHARS]!r}{'…' if len(shown) > _SHOWN_REF_CHARS else ''}) "
+                "makes a bare reference of "
                 f"{len(gated.data)} bytes, and a result may take {self._max_bytes}; the "
                 "result is stored under it",
             )
@@ -782,8 +785,8 @@ class TurnBudget:
     preview cut to what is left.
     """
 
-    __slots__ = ("_bare", "_gate", "_lock", "_max_bytes", "_max_calls", "_running", "_runs",
-                 "_turn")  # fmt: skip
+    __slots__ = ("_bare", "_counting", "_gate", "_lock", "_max_bytes", "_max_calls", "_running",
+                 "_runs", "_turn")  # fmt: skip
 
     def __init__(
         self,
@@ -849,18 +852,24 @@ class TurnBudget:
         self._turn = _Turn()
         # id of a run's key object -> that run's turn (see `run_turn`).
         self._runs: dict[int, TurnBudget] = {}
-        # The adapters' tool calls on this turn now running (see `running_call`).
+        # The adapters' tool calls on this turn now running (see `running_call`), under a
+        # lock of their own, reentrant: a call dropped unfinished ends (its `finally`)
+        # wherever a collection finds it, with the turn's lock held in `admit` too.
         self._running = 0
+        self._counting = threading.RLock()
 
     def __copy__(self) -> TurnBudget:
         # A copy shared the turn (and its lock): a template's copies, one per
         # conversation, spilled each other's results as over the turn's limit. A copy is
         # a budget of its own: the same limits, gate and store, nothing admitted yet.
+        # Every attribute, a subclass's too (the adapters copy a budget for each run),
+        # then state of its own.
         run = object.__new__(type(self))
-        run._bare = self._bare
-        run._gate = self._gate
-        run._max_bytes = self._max_bytes
-        run._max_calls = self._max_calls
+        own, slots = cast("tuple[dict[str, Any] | None, dict[str, Any]]", object.__getstate__(self))
+        for name, value in slots.items():
+            object.__setattr__(run, name, value)
+        if own:
+            run.__dict__.update(own)
         run._fresh()
         return run
 
@@ -1025,19 +1034,19 @@ class TurnBudget:
     def running_call(self) -> Iterator[None]:
         """Counts a tool call on this turn as running while the block runs (see
         `calls_running`)."""
-        with self._lock:
+        with self._counting:
             self._running += 1
         try:
             yield
         finally:
-            with self._lock:
+            with self._counting:
                 self._running -= 1
 
     @property
     def calls_running(self) -> int:
         """How many adapter tool calls on this turn are running: a model they call is
         part of this turn, and starts no new one."""
-        with self._lock:
+        with self._counting:
             return self._running
 
     new_turn = reset

@@ -78,6 +78,8 @@ _VERSION: Final = 1
 _OP_BYTES: Final = 16
 _TID_BYTES: Final = 8
 _MAC_BYTES: Final = 16
+#: BLAKE2b's longest key (64 bytes): a longer secret is hashed down to one.
+_MAX_MAC_KEY_BYTES: Final = hashlib.blake2b.MAX_KEY_SIZE
 _BODY_BYTES: Final = 2 + _OP_BYTES + _TID_BYTES
 _MAC_TAG: Final = b"jsonbudget/cur1"  # BLAKE2b personalization: at most 16 bytes
 _TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_-]{56}")
@@ -119,7 +121,11 @@ class CursorKey:
             raise LimitError(
                 "secret", f"<{len(self.secret)} bytes>", f"needs at least {MIN_SECRET_BYTES} bytes"
             )
-        mac_key = self.secret if len(self.secret) <= 64 else hashlib.blake2b(self.secret).digest()
+        mac_key = (
+            self.secret
+            if len(self.secret) <= _MAX_MAC_KEY_BYTES
+            else hashlib.blake2b(self.secret).digest()
+        )
         object.__setattr__(self, "mac_key", mac_key)
         base = hashlib.blake2b(key=mac_key, digest_size=_MAC_BYTES, person=_MAC_TAG)
         object.__setattr__(self, "_mac_base", base)
@@ -267,8 +273,9 @@ class KeyedStore:
         # connection (closing the copy closed the original); one that copied them would
         # be a second store on the same file or server, which the constructor makes.
         raise TypeError(
-            f"a {type(self).__name__} cannot be copied: make another store object on the "
-            "same path or URL, or share this one"
+            f"a {type(self).__name__} cannot be copied: share this one (a store object made "
+            "on the same SQLite path or Redis URL sees the same cursors; a new memory store "
+            "holds none of them)"
         )
 
     def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
