@@ -28,6 +28,9 @@ DEFAULT_CHUNK_BYTES = 64 * 1024
 _GZIP_SOURCE_SLACK = 1024 * 1024
 # gzip magic bytes; zlib's wbits=31 accepts exactly one gzip member.
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+#: UTF-8 lead bytes from these on start a 3-byte and a 4-byte character.
+_LEAD3: Final = 0xE0
+_LEAD4: Final = 0xF0
 #: An iterable that yields this many empty chunks in a row is taken to be stuck: the read
 #: stops there with complete=False, so an endless run of b"" cannot hang it.
 MAX_EMPTY_CHUNKS = 1024
@@ -367,10 +370,10 @@ def _check_pending(decoder: codecs.IncrementalDecoder, encoding: str, end: int) 
     ``F4 90`` as if they might complete; with any continuation byte they cannot.
     """
     pending = decoder.getstate()[0]
-    if len(pending) < 2 or codecs.lookup(encoding).name not in ("utf-8", "utf-8-sig"):
+    if len(pending) < 2 or codecs.lookup(encoding).name not in ("utf-8", "utf-8-sig"):  # noqa: PLR2004 - one byte alone may yet complete
         return
     lead = pending[0]
-    length = 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2
+    length = 4 if lead >= _LEAD4 else 3 if lead >= _LEAD3 else 2
     try:
         (pending + b"\x80" * (length - len(pending))).decode("utf-8")
     except UnicodeDecodeError as exc:

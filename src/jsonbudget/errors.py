@@ -78,6 +78,8 @@ class JsonBudgetError(Exception):
 #: Types whose values always pickle, kept without trying (nearly every value an error
 #: carries: messages, names, pointers, counts).
 _PLAIN: Final = frozenset({type(None), bool, int, float, str, bytes})
+#: The most characters of a value's repr a message shows (`_shown`).
+_SHOWN_VALUE_CHARS: Final = 200
 
 
 def _portable(value: object) -> object:
@@ -122,7 +124,7 @@ def _shown(value: object) -> str:
         text = repr(value)
     except Exception:  # noqa: BLE001 - the error being made is about the value, not its repr
         return f"<{type(value).__name__} object>"
-    return text if len(text) <= 200 else text[:199] + "…"
+    return text if len(text) <= _SHOWN_VALUE_CHARS else text[: _SHOWN_VALUE_CHARS - 1] + "…"
 
 
 class EncodeError(JsonBudgetError, TypeError):

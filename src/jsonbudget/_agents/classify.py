@@ -874,6 +874,11 @@ _CODE_HINTS: Final = frozenset(
 )
 #: Anthropic's error type for a request over its byte limit, which its HTTP 413 carries.
 _REQUEST_TOO_LARGE: Final = "request_too_large"
+#: HTTP status codes run from 100 to 599: an int attribute outside them is something else.
+_HTTP_STATUS_MIN: Final = 100
+_HTTP_STATUS_MAX: Final = 599
+#: HTTP 413 Content Too Large: a request body over the server's byte limit.
+_HTTP_CONTENT_TOO_LARGE: Final = 413
 #: Rules whose `AmbiguousSizeError` is a lower bound on the prompt beside a cap that does
 #: not fit (vLLM's truncated count): the retry helpers shrink the cap, then the prompt.
 _LOWER_BOUND_RULES: Final = frozenset({"vllm_output_and_prompt"})
@@ -1220,11 +1225,11 @@ def _status_of(error: object) -> int | None:
     for holder in (error, response):
         for attribute in ("status_code", "status", "code", "http_status"):
             value = _attr(holder, attribute)
-            if type(value) is int and 100 <= value <= 599:
+            if type(value) is int and _HTTP_STATUS_MIN <= value <= _HTTP_STATUS_MAX:
                 return value
     # botocore's ClientError keeps it in its response dict, as the service's metadata.
     value = _item(_item(response, "ResponseMetadata"), "HTTPStatusCode")
-    if type(value) is int and 100 <= value <= 599:
+    if type(value) is int and _HTTP_STATUS_MIN <= value <= _HTTP_STATUS_MAX:
         return value
     return None
 
@@ -1393,7 +1398,9 @@ def _by_weak_evidence(
             # prompt fixes it, as Bedrock's schema errors on other fields.
             return None, None
         return "error_code", AmbiguousSizeError(provider=named)
-    status_link = next((link for link in links if _status_of(link) == 413), None)
+    status_link = next(
+        (link for link in links if _status_of(link) == _HTTP_CONTENT_TOO_LARGE), None
+    )
     if status_link is None and _REQUEST_TOO_LARGE not in codes:
         return None, None
     if _RATE_LIMIT_CODE in codes or any(_RATE_LIMIT.search(scan.text()) for scan in scans):

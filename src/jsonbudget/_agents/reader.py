@@ -706,8 +706,13 @@ class _NotForYajl(Exception):
     """yajl was about to read what it mishandles: a surrogate escape or a long integer."""
 
 
+_QUOTE: Final = 0x22  # '"'
+_MINUS: Final = 0x2D  # "-"
+_ZERO: Final = 0x30  # "0"
+_NINE: Final = 0x39  # "9"
+_SPACE: Final = 0x20  # " "
 #: Digits map to "0", every other byte to " " (a digit run is a run of zeros).
-_DIGITS: Final = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_DIGITS: Final = bytes(_ZERO if _ZERO <= c <= _NINE else _SPACE for c in range(256))
 
 
 def long_digit_run(data: bytes) -> bool:
@@ -754,7 +759,7 @@ class LongIntsAsExponents:
                 j = _STRING_REST.match(data, i).end()  # type: ignore[union-attr]  # matches ""
                 if j == n:
                     break
-                if data[j] == 0x22:  # the closing quote
+                if data[j] == _QUOTE:  # the closing quote
                     self._in_string, i = False, j + 1
                 else:  # a backslash, the piece's last byte
                     self._escaped, i = True, n
@@ -780,7 +785,7 @@ class LongIntsAsExponents:
                 if k < n and self._starts_integer(data, k):
                     self._run = n - k
                 break
-            if data[j] == 0x22:  # a string the piece does not close
+            if data[j] == _QUOTE:  # a string the piece does not close
                 self._in_string, i = True, j + 1
             elif self._starts_integer(data, j):
                 self._run, i = 0, j
@@ -803,7 +808,7 @@ class LongIntsAsExponents:
         # Digits start an integer part unless a digit, ".", "e", "E" or "+" stands before
         # them, or a "-" after an "e" (an exponent's sign).
         before = (self._after + data[max(0, at - 2) : at])[-2:]
-        if before[1] == 0x2D:  # "-"
+        if before[1] == _MINUS:
             return before[0] not in b"eE"
         return before[1] not in b"0123456789.eE+"
 
@@ -885,7 +890,7 @@ class _OpenString:
             i = _STRING_REST.match(data, i).end()  # type: ignore[union-attr]  # matches ""
             if i == n:
                 return
-            if data[i] == 0x22:
+            if data[i] == _QUOTE:
                 self._start, i = -1, i + 1
             else:  # a backslash, the piece's last byte
                 self._escaped = True
@@ -1044,13 +1049,17 @@ def _text_page(raw: bytes, budget: int, ends: bool) -> tuple[str, int, int]:
     return "".join(pieces), pos, bad_bytes
 
 
+#: The longest UTF-8 character, in bytes.
+_UTF8_MAX_BYTES: Final = 4
+
+
 def _not_utf8(raw: bytes, ends: bool, most: int) -> int:
     """How many bytes at the start of *raw* are not UTF-8, at most *most*."""
     bad = 0
     while bad < min(len(raw), most):
-        window = raw[bad : bad + 4]  # the longest UTF-8 character
+        window = raw[bad : bad + _UTF8_MAX_BYTES]
         try:
-            codecs.utf_8_decode(window, "strict", ends or len(window) == 4)
+            codecs.utf_8_decode(window, "strict", ends or len(window) == _UTF8_MAX_BYTES)
         except UnicodeDecodeError as exc:
             if exc.start:
                 break  # a character starts here

@@ -38,6 +38,8 @@ __all__ = ["DEFAULT_REDIS_MAX_FILE_BYTES", "RedisSpillStore"]
 DEFAULT_REDIS_MAX_FILE_BYTES = 256 * 1024**2
 _REDIS_STRING_MAX = 512 * 1024**2
 _BLOCK = 1024 * 1024
+#: The longest key prefix a store takes.
+_MAX_PREFIX_CHARS = 256
 
 
 class RedisSpillStore:
@@ -68,8 +70,17 @@ class RedisSpillStore:
         self._max_file_bytes = check_int(
             "max_file_bytes", max_file_bytes, minimum=1, maximum=_REDIS_STRING_MAX
         )
-        if not isinstance(prefix, str) or len(prefix) > 256 or "{" in prefix or "}" in prefix:
-            raise LimitError("prefix", str(prefix)[:80], "must be at most 256 chars without { or }")
+        if (
+            not isinstance(prefix, str)
+            or len(prefix) > _MAX_PREFIX_CHARS
+            or "{" in prefix
+            or "}" in prefix
+        ):
+            raise LimitError(
+                "prefix",
+                str(prefix)[:80],
+                f"must be at most {_MAX_PREFIX_CHARS} chars without {{ or }}",
+            )
         self._prefix = prefix
         if isinstance(url_or_client, str):
             self._client: Any = redis.Redis.from_url(url_or_client)

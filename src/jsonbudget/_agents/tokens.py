@@ -47,6 +47,9 @@ __all__ = [
 #: tokenizers. JSON punctuation, digits and non-Latin scripts run denser (2-3), so an
 #: estimate from this figure is an estimate, never a measurement.
 DEFAULT_BYTES_PER_TOKEN: Final = 4.0
+#: The range `EstimatedTokenCounter` takes its bytes per token from.
+_MIN_BYTES_PER_TOKEN: Final = 0.25
+_MAX_BYTES_PER_TOKEN: Final = 64
 #: The most encodes one `fit_tokens` call performs.
 MAX_FIT_ROUNDS: Final = 16
 #: Without a byte cap, the first try allows this many bytes per token of budget: more
@@ -82,9 +85,13 @@ class EstimatedTokenCounter:
         if (
             type(bytes_per_token) not in (int, float)
             or not math.isfinite(bytes_per_token)
-            or not 0.25 <= bytes_per_token <= 64
+            or not _MIN_BYTES_PER_TOKEN <= bytes_per_token <= _MAX_BYTES_PER_TOKEN
         ):
-            raise LimitError("bytes_per_token", bytes_per_token, "must be a number in [0.25, 64]")
+            raise LimitError(
+                "bytes_per_token",
+                bytes_per_token,
+                f"must be a number in [{_MIN_BYTES_PER_TOKEN}, {_MAX_BYTES_PER_TOKEN}]",
+            )
         self.bytes_per_token = float(bytes_per_token)
 
     def count(self, text: str) -> int:

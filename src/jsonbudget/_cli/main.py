@@ -119,6 +119,7 @@ _JSONL_EXT: Final = (".jsonl", ".ndjson")
 _NOTHING: Final = object()
 _NON_WS: Final = re.compile(rb"[^ \t\r\n]")
 _READ: Final = 64 * 1024
+_KIB: Final = 1024
 #: The bytes a value can start with: after a first line, more values make JSON Lines.
 _VALUE_START: Final = b'{["-0123456789tfn'
 # ASCII digits only: `\d` would take any script's digits ("٦٤" read as 64).
@@ -1298,7 +1299,7 @@ def _human(n: int | float | None) -> str:
     n = int(n)
     if n >= 1 << 20 and n % (1 << 20) == 0:
         return f"{n >> 20} MiB"
-    if n >= 1024 and n % 1024 == 0:
+    if n >= _KIB and n % _KIB == 0:
         return f"{n >> 10} KiB"
     return f"{n:,} B"
 

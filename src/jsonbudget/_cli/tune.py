@@ -64,7 +64,7 @@ def percentile(sorted_values: Sequence[int], p: float) -> int | None:
     Nearest rank: the smallest value such that at least *p* percent of the values are
     less than or equal to it; always one of the values, never interpolated.
     """
-    if not 0 < p <= 100:
+    if not 0 < p <= 100:  # noqa: PLR2004 - a percentile is in (0, 100]
         raise ValueError(f"p must be in (0, 100], not {p!r}")
     if not sorted_values:
         return None

@@ -53,6 +53,8 @@ DEFAULT_PREFIX: Final = "jsonbudget:"
 _KEY_REFRESH_EVERY: Final = 1.0
 #: A token id as `_MINT` stores it: 8 bytes in lowercase hex.
 _TID_HEX: Final = re.compile(r"[0-9a-f]{16}")
+#: The longest key prefix a store takes.
+_MAX_PREFIX_CHARS: Final = 256
 
 # Redis TIME keeps every machine on one clock; ms since the epoch fit a Lua double exactly.
 _START: Final = """
@@ -95,6 +97,11 @@ if max and n >= max then return {5, n, max} end
 n = redis.call('HINCRBY', KEYS[1], 'n', 1)
 return {6, n, v[4], v[5], v[6], v[7]}
 """
+#: `_RESUME`'s status codes that `resume` acts on by name.
+_RESUMED_OTHER_PRINCIPAL: Final = 3
+_RESUMED_OTHER_QUERY: Final = 4
+_RESUMED_SERVED: Final = 6
+_RESUMED_NOT_OURS: Final = 7
 
 # Minting the same position twice returns the first token: retries do not grow the hash.
 # An empty reply is a key that is not a hash (changed by hand): no token id is empty.
@@ -171,9 +178,11 @@ class RedisCursorStore(KeyedStore):
         self.ttl = check_ttl(ttl)
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
-        if "{" in prefix or "}" in prefix or len(prefix) > 256:
+        if "{" in prefix or "}" in prefix or len(prefix) > _MAX_PREFIX_CHARS:
             # braces in the prefix would become the hash tag and pin every key to one slot
-            raise LimitError("prefix", prefix, "must be at most 256 chars without { or }")
+            raise LimitError(
+                "prefix", prefix, f"must be at most {_MAX_PREFIX_CHARS} chars without {{ or }}"
+            )
         self.prefix = prefix
         if isinstance(url_or_client, str):
             self._client: Any = redis.Redis.from_url(url_or_client)
@@ -286,9 +295,9 @@ class RedisCursorStore(KeyedStore):
                 "the store holds a position for this cursor that is not JSON"
             ) from None
         status = int(reply[0])
-        if status == 7:
+        if status == _RESUMED_NOT_OURS:
             raise _not_ours()
-        if status == 6:
+        if status == _RESUMED_SERVED:
             _, pages, t0, exp, max_pages, data = reply
             return CursorState(
                 parsed.op_id.hex(),
@@ -304,11 +313,11 @@ class RedisCursorStore(KeyedStore):
             raise expired()
         if status == 1:
             raise unknown()
-        if status == 3:
+        if status == _RESUMED_OTHER_PRINCIPAL:
             raise CursorScopeError(
                 "the cursor was issued to another principal", mismatch="principal"
             )
-        if status == 4:
+        if status == _RESUMED_OTHER_QUERY:
             raise CursorScopeError(
                 "the cursor was issued for other query parameters", mismatch="query"
             )

@@ -491,7 +491,7 @@ def py_front(  # noqa: PLR0917  # positional, as the compiled door it stands in 
 def py_join_reports(trs: Any, base: str, into: list[Any], make: Callable[..., Any]) -> None:
     """`join_reports` in Python."""
     for entry in trs:
-        if len(entry) == 2:
+        if len(entry) == 2:  # noqa: PLR2004 - a (pointer, reports) branch; a report has 4
             py_join_reports(entry[1], base + entry[0], into, make)
         else:
             into.append(make(base + entry[0], entry[1], entry[2], entry[3]))

@@ -107,6 +107,11 @@ _LEAST_ROOM = 80
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = _REPR.maxlong = 40
 _KEY_REPR = 40
+#: An int key of more bits is shown by its bit count: no str() of thousands of digits.
+_KEY_INT_BITS = 128
+#: Below this share of the room left, runs stop (`RunSizer.live`).
+_LEAST_RUN_SHARE = 0.05
+_COMMA = 0x2C  # ","
 #: tzinfo types whose offset orjson reads without running Python code.
 _SAFE_TZ = (type(None), _dt.timezone)
 #: The JSON containers whose library call (`values.whole`) writes the native values they hold.
@@ -164,7 +169,7 @@ class RunSizer:
     @property
     def live(self) -> bool:
         """Whether runs are still worth trying."""
-        return self.share > 0.05
+        return self.share > _LEAST_RUN_SHARE
 
     def size(self, room: int, done: int, done_bytes: int) -> int:
         """Items in the next run, given *done* items took *done_bytes* bytes so far."""
@@ -506,7 +511,7 @@ class _Layout:
             for m in tokens:
                 j = m.end() - 1
                 c = data[j]
-                if c == 44:  # ,
+                if c == _COMMA:
                     if opened:
                         top = opened[-1]
                         top[1].append(j)
@@ -551,7 +556,7 @@ class _Layout:
         for m in _TOKEN.finditer(data, start + 1):
             j = m.end() - 1
             c = data[j]
-            if c == 44:
+            if c == _COMMA:
                 commas.append(j)
                 continue
             if c in b"{[":
@@ -1176,7 +1181,7 @@ class EncodeCall:
         for i, p in enumerate(pairs):
             # A user's items() may yield anything; a tuple subclass is read as a tuple.
             n = tuple.__len__(p) if isinstance(p, tuple) else -1
-            if n != 2:
+            if n != 2:  # noqa: PLR2004 - a (key, value) pair
                 what = f"tuple of {n}" if n >= 0 else type(p).__name__
                 raise EncodeError(
                     f"{type(v).__name__}.items() yielded a {what}, not a (key, value) pair",
@@ -2071,7 +2076,7 @@ class EncodeCall:
         name = kind.__name__[:40]
         if issubclass(kind, int) and not issubclass(kind, bool):
             bits = int.bit_length(k)  # int's own: a subclass's methods may raise
-            if bits > 128:  # no str() of thousands of digits
+            if bits > _KEY_INT_BITS:
                 return f"{name} of {bits} bits"
             return f"{name} {int.__repr__(k)}"
         if issubclass(kind, float):
@@ -2127,7 +2132,7 @@ def _under(suffix: str, trs: Trs) -> Any:
     if len(trs) != 1 or type(trs) is not tuple:
         return suffix, trs
     entry = trs[0]
-    if len(entry) == 2:
+    if len(entry) == 2:  # noqa: PLR2004 - a (pointer, reports) branch; a report has 4
         return suffix + entry[0], entry[1]
     return suffix + entry[0], entry[1], entry[2], entry[3]
 

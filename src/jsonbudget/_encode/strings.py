@@ -33,6 +33,12 @@ def replaced_note(replaced: int) -> bytes:
 _dumps = orjson.dumps
 _JSONError = orjson.JSONEncodeError
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes 10xxxxxx
+_CONTINUATION_TAG = 0x80  # a continuation byte's top two bits, 10xxxxxx
+_ASCII_END = 0x80  # bytes below it are one-byte (ASCII) characters
+_LEAD3 = 0xE0  # lead bytes from 1110xxxx on start a 3-byte character
+_LEAD4 = 0xF0  # lead bytes from 11110xxx on start a 4-byte character
+_BACKSLASH = 0x5C  # "\\"
+_ESCAPE_U = 0x75  # "u", as in \uXXXX
 #: Characters encoded per orjson call: orjson reserves several output bytes per input
 #: character, and its bytes keep that capacity, so slices keep the peak near the output.
 _SLICE_CHARS = 4096
@@ -100,10 +106,10 @@ def _boundary(data: bytes, end: int) -> int:
     """The largest cut ``<= end`` of encoded content that ends between two characters."""
     # Back up to the lead byte of the last character if that character is incomplete.
     i = end - 1
-    while i > 0 and data[i] & 0xC0 == 0x80:
+    while i > 0 and data[i] & 0xC0 == _CONTINUATION_TAG:
         i -= 1
     lead = data[i]
-    width = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    width = 1 if lead < _ASCII_END else 2 if lead < _LEAD3 else 3 if lead < _LEAD4 else 4
     if i + width > end:
         end = i
     # An escape is at most 6 bytes (\u001f): look for its backslash just before the cut.
@@ -111,11 +117,11 @@ def _boundary(data: bytes, end: int) -> int:
     if b < 0:
         return end
     run = 1  # backslashes ending at b; an odd run means b starts an escape
-    while b - run >= 0 and data[b - run] == 0x5C:
+    while b - run >= 0 and data[b - run] == _BACKSLASH:
         run += 1
     if run % 2 == 0:
         return end  # b closes an escaped backslash, which ends before the cut
-    width = 6 if b + 1 < len(data) and data[b + 1] == 0x75 else 2  # \uXXXX or \n
+    width = 6 if b + 1 < len(data) and data[b + 1] == _ESCAPE_U else 2  # \uXXXX or \n
     return b if b + width > end else end
 
 

@@ -84,6 +84,13 @@ _NUMBERLESS: frozenset[type] = frozenset({str, type(None)})
 _JSON: frozenset[type] = frozenset(
     {str, int, float, bool, type(None), dict, list, tuple, *_bound.BOUNDED_SCALARS}
 )
+#: How deep the checks that walk a value (or a pydantic schema) go; past it they give up.
+_CHECK_DEPTH: Final = 64
+#: How deep annotations are followed: a recursive alias goes no deeper.
+_ANNOTATION_DEPTH: Final = 16
+_NS_PER_US: Final = 1000
+#: The widest float dtype whose values a double holds exactly, in bytes.
+_DOUBLE_BYTES: Final = 8
 
 
 class Options:
@@ -623,7 +630,7 @@ def fallback(obj: Any) -> Any:
         if isinstance(base, _dt.datetime):
             # pandas' Timestamp holds nanoseconds past its fields: not to be lost unseen.
             ns = getattr(obj, "nanosecond", 0)
-            if type(ns) is int and 0 < ns < 1000:
+            if type(ns) is int and 0 < ns < _NS_PER_US:
                 return _with_nanoseconds(base, ns, type(obj).__name__)
         return base
     if isinstance(obj, Mapping):
@@ -863,7 +870,7 @@ def _np_scalar(x: Any, opts: Options) -> Any:
     kind = x.dtype.kind
     if kind in "iub":
         return x.item()
-    if kind == "f" and x.dtype.itemsize <= 8 and not _finite(x):
+    if kind == "f" and x.dtype.itemsize <= _DOUBLE_BYTES and not _finite(x):
         # A double holds these exactly. A long double is not one of them: orjson refuses
         # it, so it goes to ``default`` as itself (as a float, a finite 1e400 read inf).
         return Unencodable(repr(float(x)))
@@ -1126,7 +1133,7 @@ def _holds_iterator(v: Any, depth: int = 0) -> bool:
     sets and pydantic models (to a depth of 64)."""
     if isinstance(v, Iterator):
         return True
-    if depth > 64:
+    if depth > _CHECK_DEPTH:
         return False
     if isinstance(v, dict):
         return any(_holds_iterator(x, depth + 1) for x in chain(v, v.values()))
@@ -1346,7 +1353,7 @@ def _keys_may_repeat(obj: Any, include: set[str] | None, depth: int = 0) -> bool
 
 
 def _other_keys(v: Any, depth: int) -> bool:
-    if depth > 64:
+    if depth > _CHECK_DEPTH:
         return False
     if isinstance(v, dict):
         if any(type(k) is not str for k in v):
@@ -1626,7 +1633,7 @@ def _how_written(
     seen: set[str] = set()
 
     def plain(node: Any, spec: _Spec | None, depth: int) -> bool:
-        if type(node) is not dict or depth > 64:
+        if type(node) is not dict or depth > _CHECK_DEPTH:
             return False
         items = spec.items if spec is not None else None
         if "serialization" in node:
@@ -1840,7 +1847,7 @@ _MAPPINGS: Final[dict[Any, tuple[type, ...]]] = {
 def _declared(ann: Any, depth: int = 0) -> _Spec | None:
     """*ann* as a `_Spec`; None where it declares nothing a `_Spec` holds (``str``,
     ``Any``, ``list[str]``: most fields)."""
-    if depth > 16:  # a recursive alias: past this, values are written as they are
+    if depth > _ANNOTATION_DEPTH:  # a recursive alias: past this, values are written as they are
         return None
     supertype = getattr(ann, "__supertype__", None)  # a NewType: what it wraps
     if supertype is not None:
@@ -1859,7 +1866,7 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
         # The first of `_KINDS` it is (a datetime is a date too).
         return _Spec((), None, kinds=(next(k for k in _KINDS if issubclass(ann, k)),))
     if origin is typing.Union or origin is types.UnionType:
-        if len(args) == 2 and type(None) in args:  # Optional[X]: what X declares
+        if len(args) == 2 and type(None) in args:  # noqa: PLR2004 - Optional[X]: what X declares
             return _declared(args[0] if args[1] is type(None) else args[1], depth + 1)
         declared = [_declared(a, depth + 1) for a in args]
         parts = [p for p in declared if p is not None]
@@ -1915,7 +1922,7 @@ def _declared(ann: Any, depth: int = 0) -> _Spec | None:
         if origin is collections.deque and _deque_schema():
             holds = (collections.deque,)  # its own serializer takes only a deque
         return _Spec((), items, holds=holds)
-    if origin in _MAPPINGS and len(args) == 2:
+    if origin in _MAPPINGS and len(args) == 2:  # noqa: PLR2004 - [key type, value type]
         inner = _declared(args[1], depth + 1)
         return None if inner is None else _Spec((), inner, holds=_MAPPINGS[origin])
     return None
@@ -2461,7 +2468,10 @@ def native_whole(
 _FLOAT_DIGITS: Final = 309
 #: Every 13th byte of a run of 309 digits is a digit 23 times in a row.
 _STRIDE: Final = 13
-_DIGIT_MASK: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_ZERO: Final = 0x30  # "0"
+_NINE: Final = 0x39  # "9"
+_SPACE: Final = 0x20  # " "
+_DIGIT_MASK: Final = bytes(_ZERO if _ZERO <= b <= _NINE else _SPACE for b in range(256))
 _SAMPLED_RUN: Final = b"0" * (_FLOAT_DIGITS // _STRIDE)
 _DIGIT_RUN: Final = b"0" * _FLOAT_DIGITS
 
@@ -2991,7 +3001,7 @@ def _holds_unset(vals: tuple[Any, ...]) -> bool:
 def _admits(ann: Any, unset: type, depth: int = 0) -> bool:
     """Whether a field of type *ann* may hold *unset* (`msgspec.UNSET`'s type): it names
     it, or it is a type that takes any value (``Any``, ``object``, a type variable)."""
-    if depth > 16 or ann is unset or ann is Any or ann is object:
+    if depth > _ANNOTATION_DEPTH or ann is unset or ann is Any or ann is object:
         return True
     if isinstance(ann, typing.TypeVar) or getattr(ann, "__name__", None) == "Any":
         return True  # typing_extensions' Any too

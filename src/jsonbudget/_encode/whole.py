@@ -694,6 +694,7 @@ def _bare(kept: int) -> tuple[bytes, bytes]:
 
 #: Classes `_splits` answered for, cleared whole past 1,024 (as `values.NATIVE_KEYS`).
 _SPLITS: dict[type, bool] = {}
+_MAX_SPLITS = 1024
 #: Types the encoder writes before it converts a value (`EncodeCall.dispatch`), or never
 #: converts: none of them is split.
 _NOT_SPLIT = (str, int, float, bytes, bytearray, memoryview, dict, list, tuple, enum.Enum)
@@ -708,7 +709,7 @@ def _splits(kind: type) -> bool:
         return True
     known = _SPLITS.get(kind)
     if known is None:
-        if len(_SPLITS) >= 1024:
+        if len(_SPLITS) >= _MAX_SPLITS:
             _SPLITS.clear()
         known = _SPLITS[kind] = _converted(kind)
     return known

@@ -90,6 +90,8 @@ _WS: Final = re.compile(r"[ \t\n\r]*")
 _BLANK_RUN: Final = re.compile(rb"[ \t\n\r]*")
 #: The bytes a blank line may start with.
 _SPACE: Final = (b" ", b"\t", b"\r", b"\n")
+_NEWLINE: Final = 0x0A  # "\n"
+_COMMA: Final = 0x2C  # ","
 #: Whitespace, the separator after an array item, and the whitespace after it.
 _SEP: Final = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 #: Within this many characters of the window's end a parse error may just mean "read
@@ -735,6 +737,8 @@ _PATTERN_TEXT: Final = (
 )
 _STR_PATTERNS: Final = _Patterns(*_PATTERN_TEXT, str)
 _BYTE_PATTERNS: Final = _Patterns(*_PATTERN_TEXT, bytes)
+#: The group of `_Patterns.outside` an opening bracket matches.
+_OPENING_GROUP: Final = 2
 
 #: `value_end`'s state: a backslash ended the text walked so far (the next character is
 #: escaped), the walk is inside a string, and one open bracket (the depth's unit). State
@@ -801,7 +805,7 @@ def value_end_py(data: str | bytes, start: int, state: int) -> tuple[int, int]:
                 i = m.end()
                 if m.lastindex == 1:
                     string = True
-                elif m.lastindex == 2:
+                elif m.lastindex == _OPENING_GROUP:
                     depth += 1
                 else:
                     depth -= 1
@@ -1415,7 +1419,7 @@ class JsonLinesSource(Source[Any]):
                     else:
                         chunk = held[start:] if start else held
                         start = len(held)
-                    extra, last_byte = 0, chunk[-1] if chunk else 10
+                    extra, last_byte = 0, chunk[-1] if chunk else _NEWLINE
                     if not ends_with_newline and len(chunk) - chunk.rfind(b"\n") - 1 > limit:
                         line_start = base + chunk.rfind(b"\n") + 1
                         extra, last_byte = _skip_line(
@@ -1431,7 +1435,7 @@ class JsonLinesSource(Source[Any]):
                         if max(map(len, pieces), default=0) > limit:
                             too_long = {i: len(p) for i, p in enumerate(pieces) if len(p) > limit}
                             if extra:
-                                too_long[count - 1] += extra - (last_byte == 10)
+                                too_long[count - 1] += extra - (last_byte == _NEWLINE)
                     values = None if too_long else _parse_all(chunk, count)
                     keep: Sequence[int]
                     error: DecodeError | None = None
@@ -1463,7 +1467,7 @@ class JsonLinesSource(Source[Any]):
                         j = keep[n - 1]
                         newline = j < count - 1 or ends_with_newline
                         if newline:
-                            end, char = base + _line_end(chunk, j, count), 10
+                            end, char = base + _line_end(chunk, j, count), _NEWLINE
                         else:  # the last line: its end is the chunk's and any skipped
                             end, char = base + len(chunk) + extra, last_byte
                         last = (index + n, end, char)
@@ -1505,11 +1509,11 @@ def line_items(
         if start == 0 and line.startswith(BOM):
             line = line[len(BOM) :]
             start = len(BOM)
-        extra, last = 0, line[-1] if line else 10
-        if len(line) > limit and last != 10:
+        extra, last = 0, line[-1] if line else _NEWLINE
+        if len(line) > limit and last != _NEWLINE:
             extra, last = _skip_line(readline, last, start, pass_over)
             offset += extra
-        length = len(line) + extra - (last == 10)  # its newline not counted
+        length = len(line) + extra - (last == _NEWLINE)  # its newline not counted
         if length > limit:
             obj: Any = _clip_line(line, length, limit, start)
         elif _blank(line):
@@ -1540,7 +1544,7 @@ def _skip_line(
             return skipped, last
         skipped += len(part)
         last = part[-1]
-        if last == 10:
+        if last == _NEWLINE:
             return skipped, last
 
 
@@ -1723,7 +1727,7 @@ def lines_array_py(chunk: bytes) -> bytes | None:
             depth -= 1
             if depth < 0:
                 return None
-        elif (c == 44 and not depth) or (c == 10 and depth):  # a comma, a line break
+        elif (c == _COMMA and not depth) or (c == _NEWLINE and depth):
             return None
     if depth:
         return None

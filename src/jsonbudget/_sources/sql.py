@@ -675,7 +675,7 @@ class _SQLSource(Source[Row]):
             parts: tuple[Any, ...] = (
                 (_text(table),) if isinstance(table, str) else tuple(map(_text, table or ()))
             )
-            if not parts or len(parts) > 2:
+            if not parts or len(parts) > 2:  # noqa: PLR2004 - a name or (schema, name)
                 raise LimitError("table", table, "must be a name or (schema, name)")
             for p in parts:
                 # Though SQLite takes a table named "", an empty name here is a mistake
@@ -3429,7 +3429,7 @@ class PostgresSource(_SQLSource):
         or is sent with the snapshot, `_snapshot`)."""
         _psycopg()
 
-        if len(queries) < 2 or not psycopg.Pipeline.is_supported():
+        if len(queries) < 2 or not psycopg.Pipeline.is_supported():  # noqa: PLR2004 - one runs alone
             return super()._together(cur, queries, first=first)
         assert first is None
         conn = cur.connection

@@ -257,6 +257,10 @@ def budget_tool(tool: BaseTool, turn: TurnBudget) -> BaseTool:
     return _BudgetedTool(**fields)
 
 
+#: Where ``callbacks`` stands among BaseTool.run's positional arguments after tool_input.
+_CALLBACKS_ARG = 3
+
+
 class _BudgetedTool(BaseTool):
     """Delegates every run to *wrapped* and admits what it returns to *turn*."""
 
@@ -292,7 +296,9 @@ class _BudgetedTool(BaseTool):
         """The turn this call belongs to: its run's (see `TurnBudgetCallback`), found by
         the handler for *turn* among the callbacks it is run with; else *turn*."""
         # run(tool_input, verbose, start_color, color, callbacks, ...), as BaseTool's.
-        callbacks = kwargs.get("callbacks", args[3] if len(args) > 3 else None)
+        callbacks = kwargs.get(
+            "callbacks", args[_CALLBACKS_ARG] if len(args) > _CALLBACKS_ARG else None
+        )
         if isinstance(callbacks, BaseCallbackManager):
             handlers, parent = callbacks.handlers, callbacks.parent_run_id
         else:
