@@ -322,3 +322,17 @@ async def test_a_store_that_fails_to_mint_fails_the_page(
     else:
         with pytest.raises(error):
             pager.paginate(Rows(_rows(300)), scope=scope)
+
+
+class _ForgetfulStart(MemoryCursorStore):
+    def start(self, scope: Scope, *, max_pages: int | None) -> CursorState:
+        super().start(scope, max_pages=max_pages)
+        return None  # type: ignore[return-value]  # the user's mistake under test
+
+
+def test_regression_a_store_breaking_its_protocol_is_named_not_the_pagers_view() -> None:
+    # The rounds page on a view of the store: the pager's protocol errors named the view
+    # (_OneCall) where they had named the user's store.
+    pager = McpPager(max_bytes=4096, store=_ForgetfulStart(), server=SERVER)
+    with pytest.raises(TypeError, match=r"_ForgetfulStart\.start\(\) must return a CursorState"):
+        pager.paginate(_rows(50), scope=Scope("alice", {"q": 1}))

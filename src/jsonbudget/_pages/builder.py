@@ -1351,7 +1351,7 @@ class Paginator:
             # No cursor is minted at None (`_check_progress`): the page would start the
             # operation again from the first item (guarantee 9).
             raise ValueError(
-                f"the cursor store {type(store).__name__}.resume() returned position None "
+                f"the cursor store {_store_name(store)}.resume() returned position None "
                 "for a cursor: the page would start again from the first item"
             )
         return state, position, builder
@@ -1397,7 +1397,7 @@ class Paginator:
             # None (a forgotten ``return``) would be taken for "no cursor": a page that
             # says more follows, with no way to reach it.
             raise TypeError(
-                f"the cursor store {type(store).__name__}.mint() must return a str token, "
+                f"the cursor store {_store_name(store)}.mint() must return a str token, "
                 f"not {type(token).__name__}"
             )
         return builder.finish(complete=False, next_cursor=token, position=position)
@@ -1543,6 +1543,13 @@ class StoreFront:
         self.store = store
 
 
+def _store_name(store: CursorStore | StoreFront) -> str:
+    """The class a message names for *store*: the user's store, not a front of ours."""
+    while isinstance(store, StoreFront):
+        store = store.store
+    return type(store).__name__
+
+
 def store_blocks(store: CursorStore | StoreFront) -> bool:
     """Whether *store*'s calls may wait on I/O (a database file another process locks,
     a network round trip), so that `Paginator.apaginate` makes them in a worker thread.
@@ -1559,13 +1566,13 @@ def _store_state(store: CursorStore, call: str, state: object) -> CursorState:
     inside the pager, and from ``start`` only after the source was read."""
     if not isinstance(state, CursorState):
         raise TypeError(
-            f"the cursor store {type(store).__name__}.{call}() must return a CursorState, "
+            f"the cursor store {_store_name(store)}.{call}() must return a CursorState, "
             f"not {type(state).__name__}"
         )
     most = state.max_pages
     if type(state.pages_served) is not int or (most is not None and type(most) is not int):
         raise TypeError(
-            f"the cursor store {type(store).__name__}.{call}() returned a CursorState whose "
+            f"the cursor store {_store_name(store)}.{call}() returned a CursorState whose "
             f"pages_served ({type(state.pages_served).__name__}) or max_pages "
             f"({type(most).__name__}) is not an int"
         )
@@ -1579,7 +1586,7 @@ def _check_scope(store: CursorStore, state: CursorState, bound: Scope) -> None:
     if not all(type(fp) is str and fp.isascii() for fp in prints):
         # `hmac.compare_digest` takes ASCII text only; a store's fingerprints are hex.
         raise TypeError(
-            f"the cursor store {type(store).__name__}.resume() returned a CursorState whose "
+            f"the cursor store {_store_name(store)}.resume() returned a CursorState whose "
             "fingerprints are not the scope's (ASCII strings)"
         )
     check_scope(*prints, bound)
