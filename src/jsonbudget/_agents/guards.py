@@ -492,7 +492,7 @@ class ResultGate:
 
     async def agate(self, result: Any, *, label: str = "result") -> GateResult:
         """`gate` in a worker thread, so spilling to disk does not block the event loop."""
-        if isinstance(result, LoopItems):
+        if type(result) is LoopItems:  # not isinstance: an ABC, which hashes the class
             return await result.drive(functools.partial(self.gate, result, label=label))
         return await off_loop(functools.partial(self.gate, result, label=label))
 
@@ -527,7 +527,7 @@ class ResultGate:
             return _Measured(kind, chunks=_str_chunks(result))
         if hasattr(result, "read") or _is_iterator(result):
             return self._measure_stream(_stream_chunks(result), limit)
-        if isinstance(result, AsyncIterable) and not isinstance(result, Iterable):
+        if _awaited_only(result):
             # Its items can only be awaited: encoded, it would be one unencodable marker
             # and every item lost (as bounded_tool refuses it).
             raise TypeError(
@@ -714,6 +714,15 @@ def _check_label(name: str, value: object) -> None:
 _FAST_TYPES = frozenset({dict, list, tuple, int, float, bool, type(None)})
 
 
+def _fast_type(value: object) -> bool:
+    """Whether *value*'s type is one of `_FAST_TYPES`: never raising, where a metaclass
+    with ``__eq__`` and no ``__hash__`` makes its class unhashable."""
+    try:
+        return type(value) in _FAST_TYPES
+    except Exception:  # noqa: BLE001 - the metaclass's own error: not one of these
+        return False
+
+
 def gate_result(
     result: Any,
     /,
@@ -730,7 +739,7 @@ def gate_result(
 ) -> GateResult:
     """One-call `ResultGate`: pass *result* through or spill it; see `ResultGate`."""
     if (
-        type(result) in _FAST_TYPES
+        _fast_type(result)
         and type(max_bytes) is int
         and max_bytes >= DEFAULT_PREVIEW_BYTES
         and store is None
@@ -917,7 +926,7 @@ class TurnBudget:
         # while it is read (a cancelled aadmit's thread goes on) starts another turn,
         # whose counts the call must not change.
         turn = self._turn
-        if type(result) in _FAST_TYPES:
+        if _fast_type(result):
             # A clean value that fits the result limit: one compiled walk and one orjson call.
             fast = clean_dumps(result, self._gate._max_bytes, 0, _GATE_CAPS, None, True)
             if type(fast) is bytes:
@@ -979,7 +988,7 @@ class TurnBudget:
         # The call belongs to the turn it is made in, not the one its thread starts in (a
         # busy pool may start it after the next reset).
         turn = self._turn
-        if isinstance(result, LoopItems):
+        if type(result) is LoopItems:  # not isinstance: an ABC, which hashes the class
             return await result.drive(functools.partial(self._admit_to, turn, result, tool))
         return await off_loop(functools.partial(self._admit_to, turn, result, tool))
 
@@ -1324,7 +1333,7 @@ def bounded_tool(
                 "so bounded_tool returns it bounded as a CallToolResult, or return "
                 "jsonbudget.mcp.bounded_result(...) from a tool bounded_tool does not wrap"
             )
-        if isinstance(value, AsyncIterable) and not isinstance(value, Iterable):
+        if _awaited_only(value):
             # Its items can only be awaited: encoded, it would be one unencodable marker
             # and every item lost.
             raise TypeError(
@@ -1377,7 +1386,7 @@ def bounded_tool(
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 value = await fn(*args, **kwargs)
-                if inspect.isawaitable(value):
+                if _awaitable(value):
                     _refuse_awaitable(value, name, _ASYNC_AWAITABLE)
                 return finish(value, name, mcp_fit)
 
@@ -1386,7 +1395,7 @@ def bounded_tool(
 
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 value = fn(*args, **kwargs)
-                if inspect.isawaitable(value):
+                if _awaitable(value):
                     _refuse_awaitable(value, name, _SYNC_AWAITABLE)
                 return finish(value, name, mcp_fit)
 
@@ -1849,8 +1858,29 @@ def _is_utf8(view: memoryview) -> bool:
     return True
 
 
+def _awaitable(value: object) -> bool:
+    """`inspect.isawaitable`, never raising (an ABC check hashes the class)."""
+    try:
+        return inspect.isawaitable(value)
+    except Exception:  # noqa: BLE001 - a class its metaclass makes unhashable
+        return hasattr(type(value), "__await__")
+
+
+def _awaited_only(value: object) -> bool:
+    """Whether *value* is an async iterable and no sync one: its items can only be awaited."""
+    try:
+        return isinstance(value, AsyncIterable) and not isinstance(value, Iterable)
+    except Exception:  # noqa: BLE001 - an ABC caches classes: an unhashable one raises
+        t = type(value)
+        return hasattr(t, "__aiter__") and not hasattr(t, "__iter__")
+
+
 def _is_iterator(value: object) -> bool:
-    return isinstance(value, Iterator)
+    try:
+        return isinstance(value, Iterator)
+    except Exception:  # noqa: BLE001 - an ABC caches classes: an unhashable one raises
+        t = type(value)
+        return hasattr(t, "__next__") and hasattr(t, "__iter__")
 
 
 def _stream_chunks(source: Any) -> Iterator[memoryview]:

@@ -13,10 +13,11 @@
  *        non-str key, a container at max_depth, a list or tuple over max_items, a dict
  *        over max_keys, an aware datetime or time whose tzinfo is not the built-in
  *        timezone (orjson would call its Python code mid-walk), a string that passes
- *        max_field or holds a lone surrogate, a cycle, a type other than the exact JSON ones, a subclass
- *        of one in the tuple *scalars* or, when *scalars* is given, a dataclass
- *        instance orjson writes from its __dict__, read by a lookup that runs no Python
- *        code (see plain_dict()) of a class whose dicts hold str keys alone (see
+ *        max_field or holds a lone surrogate, a cycle, a type other than the exact JSON ones, one
+ *        of the types in the tuple *scalars* exactly (orjson writes a subclass otherwise)
+ *        or, when *scalars* is given, a dataclass instance orjson writes from its
+ *        __dict__ (no Enum, which orjson writes by its value), read by a lookup that runs
+ *        no Python code (see plain_dict()) of a class whose dicts hold str keys alone (see
  *        str_keyed()), with no empty member name);
  *   n    otherwise, a lower bound of len(orjson.dumps(obj)); once n > cap the walk
  *        stops, so n may be below the true bound but is still above cap.
@@ -287,6 +288,12 @@ walk_members(Walk *w, PyObject *obj, int depth, Py_ssize_t cap, int dataclass)
 static PyObject *str_dataclass_fields, *str_slots, *str_pydantic_fields, *str_attrs;
 static PyObject *str_getattribute, *str_dict;
 
+/* enum.Enum, taken when the module is loaded: orjson takes its Enum branch before its
+   dataclass one (see walk_dataclass()). */
+static PyTypeObject *enum_type;
+/* type's own __getattribute__, which a metaclass must keep (see walk_native()). */
+static PyObject *type_getattribute;
+
 /* What plain_dict() compares a class with, taken when the module is loaded: object's own
    __getattribute__, the getter of the __dict__ that type() gives a Python class, and
    the tp_getattro of a Python class that defines __getattr__. */
@@ -454,7 +461,12 @@ walk_instance_dict(Walk *w, PyObject *obj, int depth, Py_ssize_t cap, int datacl
    whose names do not start with _. Only a class decorated itself (orjson looks in the
    type's own dict) and without __slots__ (orjson then reads fields one by one, running
    descriptors); not a pydantic dataclass or an attrs class, which the renderer writes
-   their own way. FAILED with an exception set when the dict cannot be made. */
+   their own way; and no Enum: 3.11 lets @dataclass decorate one, and orjson (whose Enum
+   branch comes first) then writes getattr(member, "value"), Python code run while it
+   holds pointers into the containers around the member, and a value never walked (a
+   NaN in it written as null). The renderer writes any Enum by its value, so every
+   subclass of Enum is unclean here, once a class. FAILED with an exception set when the
+   dict cannot be made. */
 static Py_ssize_t
 walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 {
@@ -466,7 +478,8 @@ walk_dataclass(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
             PyDict_GetItemWithError(own, str_dataclass_fields) == NULL ||
             PyDict_GetItemWithError(own, str_slots) != NULL ||
             PyDict_GetItemWithError(own, str_pydantic_fields) != NULL ||
-            _PyType_Lookup(t, str_attrs) != NULL || !plain_dict(t)) {
+            _PyType_Lookup(t, str_attrs) != NULL || PyType_IsSubtype(t, enum_type) ||
+            !plain_dict(t)) {
             return PyErr_Occurred() ? FAILED : UNCLEAN;
         }
         /* Nothing the walk does runs Python code, so the class stays as checked. */
@@ -546,17 +559,36 @@ walk_slots(Walk *w, PyObject *obj, PyObject *slots, Py_ssize_t keys, int depth, 
     return size;
 }
 
+/* Whether metaclass *m* reads its classes' attributes as type does: its __getattribute__
+   is type's own, and its tp_getattro is type's or the hook of a Python __getattr__
+   (pydantic's own metaclass has one), which runs only when type's lookup fails. Reads
+   the metaclass, runs nothing: its dicts hold str keys alone (str_keyed()) before a
+   name is looked up in them. */
+static int
+type_reads_plain(PyTypeObject *m)
+{
+    if (m == &PyType_Type) {
+        return 1;
+    }
+    return (m->tp_getattro == PyType_Type.tp_getattro || m->tp_getattro == hooked_getattro) &&
+           str_keyed(m) && _PyType_Lookup(m, str_getattribute) == type_getattribute;
+}
+
 /* An instance of a class in w->natives: the members of its __dict__, plus the bytes its
    keys add. A class not there is noted in w->missing (the caller learns it and walks
    again) and is unclean. Only classes whose metaclass hashes and compares as type does:
-   the lookup then runs no Python code. */
+   the lookup then runs no Python code. And only classes whose metaclass reads attributes
+   as type does (see type_reads_plain()): a list of models is written by one call whose
+   serializer is read from the class after this walk, and a metaclass __getattribute__
+   could change the models there (put a NaN in them, written as null). */
 static Py_ssize_t
 walk_native(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
 {
     PyTypeObject *t = Py_TYPE(obj);
     if (t != w->last_type) {
         if (Py_TYPE(t)->tp_hash != PyType_Type.tp_hash ||
-            Py_TYPE(t)->tp_richcompare != PyType_Type.tp_richcompare) {
+            Py_TYPE(t)->tp_richcompare != PyType_Type.tp_richcompare ||
+            !type_reads_plain(Py_TYPE(t))) {
             return UNCLEAN;
         }
         PyObject *plan = PyDict_GetItemWithError(w->natives, (PyObject *)t);
@@ -673,8 +705,10 @@ walk_other(Walk *w, PyObject *obj, int depth, Py_ssize_t cap)
         /* By type alone: isinstance() may look up __class__, which can run Python code,
            and the walk holds pointers into the containers it is in. */
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(w->scalars); i++) {
-            PyObject *cls = PyTuple_GET_ITEM(w->scalars, i);
-            if (PyType_Check(cls) && PyType_IsSubtype(t, (PyTypeObject *)cls)) {
+            /* The exact type only, as orjson: it writes a subclass decorated with
+               @dataclass as a dataclass (read through getattr, maybe Python code, with
+               members never walked), and refuses any other. Neither is this scalar. */
+            if ((PyObject *)t == PyTuple_GET_ITEM(w->scalars, i)) {
                 /* orjson asks an aware value's tzinfo for its offset: a tzinfo written in
                    Python could change the containers orjson is walking, so only the
                    built-in fixed-offset timezone is clean. */
@@ -901,8 +935,10 @@ bound_native(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Walk w;
     Py_ssize_t cap;
     int depth;
+    /* A dict subclass too (values.NATIVE_KEYS answers `in` for an unhashable class):
+       its table is read directly, never through its methods. */
     if (nargs != 5 || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != 5 ||
-        !PyDict_CheckExact(args[4])) {
+        !PyDict_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError,
                         "bound_native() takes obj, cap, depth, a 5-tuple of caps and a dict");
         return NULL;
@@ -1097,7 +1133,15 @@ clean_result(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "types, a constructor and a kind");
         return NULL;
     }
-    int known = PySet_Contains(args[3], (PyObject *)Py_TYPE(args[0]));
+    /* Only a class that hashes and compares as type does is looked up: another one's
+       metaclass may make it unhashable (an __eq__ without __hash__) or run code, and
+       *types* holds no such class. The guard's own path then decides. */
+    PyTypeObject *t = Py_TYPE(args[0]);
+    if (Py_TYPE(t)->tp_hash != PyType_Type.tp_hash ||
+        Py_TYPE(t)->tp_richcompare != PyType_Type.tp_richcompare) {
+        return Py_NewRef(Py_None);
+    }
+    int known = PySet_Contains(args[3], (PyObject *)t);
     if (known <= 0) {
         return known < 0 ? NULL : Py_NewRef(Py_None);
     }
@@ -1673,6 +1717,24 @@ PyInit__speedups(void)
     if (PyDateTimeAPI == NULL) {
         return NULL;
     }
+    PyObject *enum_module = PyImport_ImportModule("enum");
+    if (enum_module == NULL) {
+        return NULL;
+    }
+    enum_type = (PyTypeObject *)PyObject_GetAttrString(enum_module, "Enum");
+    Py_DECREF(enum_module);
+    if (enum_type == NULL) {
+        return NULL;
+    }
+    if (!PyType_Check(enum_type)) {
+        PyErr_SetString(PyExc_ImportError, "_speedups: enum.Enum is not a class");
+        return NULL;
+    }
+    type_getattribute = _PyType_Lookup(&PyType_Type, str_getattribute);
+    if (type_getattribute == NULL) {
+        return NULL;
+    }
+    Py_INCREF(type_getattribute);
     PyObject *orjson = PyImport_ImportModule("orjson");
     if (orjson == NULL) {
         return NULL;

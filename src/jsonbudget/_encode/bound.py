@@ -10,8 +10,9 @@ when the value is not *clean* (it needs markers or cuts: NaN or an infinity, a n
 key, a container at ``max_depth``, a list over ``max_items``, a dict over ``max_keys``, an
 aware datetime or time whose tzinfo is not the built-in `datetime.timezone`, a string
 that passes ``max_field`` or holds a lone surrogate, a cycle, a type other than the
-exact JSON ones, a subclass of one in *scalars*, or, when *scalars* is given, a
-dataclass instance orjson writes from its ``__dict__``, read by a lookup that runs no
+exact JSON ones, one of the types in *scalars* exactly (orjson writes a subclass
+otherwise), or, when *scalars* is given, a dataclass instance orjson writes from its
+``__dict__`` (no Enum, which orjson writes by its value), read by a lookup that runs no
 Python code (`plain_dict`), with no empty member name), else
 a lower bound of ``len(orjson.dumps(obj))``. The walk stops once the bound passes *cap*,
 so it costs at most the budget.
@@ -58,6 +59,7 @@ It has no twin: where it was not built, `fill` is None and the renderer does eve
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 import gc
 import math
 import uuid
@@ -75,11 +77,13 @@ __all__ = [
     "bound",
     "bound_items",
     "bound_native",
+    "class_attr",
     "clean_dumps",
     "clean_result",
     "compact",
     "fill",
     "front",
+    "hashes_as_type",
     "join_reports",
     "paused_dumps",
     "plain_dict",
@@ -220,14 +224,15 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
             caps.spine.append((obj, depth, size + 2))
         return size + 2
     # By type, as the compiled walk does: isinstance() may consult a __class__ property.
-    if caps.scalars is not None and issubclass(t, caps.scalars):
-        # orjson asks an aware value's tzinfo for its offset: Python code mid-walk. Read
-        # through the base type's own field, as the compiled walk does: a subclass's
-        # `tzinfo` property is Python code too.
+    # The exact type only, as orjson: it writes a @dataclass subclass as a dataclass
+    # (through getattr, maybe Python code, with members never walked) and refuses any
+    # other. By identity: `in` would compare with a metaclass's __eq__.
+    if caps.scalars is not None and any(t is s for s in caps.scalars):
+        # orjson asks an aware value's tzinfo for its offset: Python code mid-walk.
         tz = None
-        if issubclass(t, _dt.datetime):
+        if t is _dt.datetime:
             tz = _DATETIME_TZ(obj)
-        elif issubclass(t, _dt.time):
+        elif t is _dt.time:
             tz = _TIME_TZ(obj)
         if tz is None:
             return 10
@@ -268,7 +273,10 @@ def _native_dataclass(t: type) -> bool:
 
     A class decorated itself (orjson looks in the type's own dict) without ``__slots__``
     (orjson then reads the fields one by one, running descriptors), and not a pydantic
-    dataclass or an attrs class, which the renderer writes their own way.
+    dataclass or an attrs class, which the renderer writes their own way. No Enum: 3.11
+    lets @dataclass decorate one, and orjson's Enum branch, which comes first, writes
+    ``member.value`` (Python code mid-write, and a value never walked); the renderer
+    writes any Enum by its value. By the MRO, as the compiled ``PyType_IsSubtype``.
     """
     # Only a class whose namespaces hold str keys alone (the compiled walk's str_keyed):
     # a name looked up in one holding another key may run that key's __eq__.
@@ -280,6 +288,7 @@ def _native_dataclass(t: type) -> bool:
         and "__slots__" not in own
         and "__pydantic_fields__" not in own
         and _lookup(t, "__attrs_attrs__") is _MISSING
+        and not any(c is enum.Enum for c in _mro(t))
     )
 
 
@@ -293,10 +302,33 @@ _dictoffset = type.__dict__["__dictoffset__"].__get__
 _HEAPTYPE = 1 << 9
 _MISSING: Any = object()
 _OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
+_OBJECT_HASH = object.__dict__["__hash__"]
+_OBJECT_EQ = object.__dict__["__eq__"]
 #: The ``__dict__`` descriptor type() makes for a Python class, known by its doc (its
 #: getter, which the compiled walk compares, is out of Python's reach).
 _DEFAULT_DICT_DOC = _namespace(type("_Plain", (), {}))["__dict__"].__doc__
 _GetSet = type(_namespace(type("_Plain", (), {}))["__dict__"])
+
+
+def hashes_as_type(t: object) -> bool:
+    """Whether class *t* hashes and compares as type does (the compiled walk's check of
+    its metaclass's ``tp_hash`` and ``tp_richcompare``): a set or dict of classes can then
+    be asked for it. A metaclass with ``__eq__`` and no ``__hash__`` makes its classes
+    unhashable, and its own ``__hash__`` or ``__eq__`` may raise or run anything; no such
+    class is in the encoder's tables. Reads the metaclass past its own metaclass."""
+    m = type(t)
+    return m is type or (
+        _lookup(m, "__hash__") is _OBJECT_HASH and _lookup(m, "__eq__") is _OBJECT_EQ
+    )
+
+
+def class_attr(t: type, name: str) -> Any:
+    """*name* as class *t* holds it (its own namespace or its MRO's), read past its
+    metaclass, whose ``__getattribute__`` could run anything; AttributeError if none."""
+    found = _lookup(t, name)
+    if found is _MISSING:
+        raise AttributeError(name)
+    return found
 
 
 def _str_keyed(t: type) -> bool:
@@ -440,7 +472,9 @@ def py_clean_result(  # noqa: PLR0917 - the compiled function's signature
     """A guard's pass-through in one call: ``make(data, kind, len(data), None, None)`` where
     ``type(obj)`` is in *types* and ``clean_dumps(obj, cap, 0, caps, None, True)`` gives
     bytes *data*; else None."""
-    if type(obj) not in types:
+    # Only a class that hashes as type does (the compiled function's check): another
+    # metaclass may make it unhashable or run code, and *types* holds no such class.
+    if not hashes_as_type(type(obj)) or type(obj) not in types:
         return None
     data = clean_dumps(obj, cap, 0, caps, None, True)
     return make(data, kind, len(data), None, None) if type(data) is bytes else None

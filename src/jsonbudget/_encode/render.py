@@ -604,7 +604,11 @@ def _describe(obj: Any) -> str:
         return f"object with {len(obj)} keys"  # a view counts its own members
     if isinstance(obj, Mapping):
         return "object"  # a Mapping's own __len__ may lie or raise
-    if isinstance(obj, list | tuple) and t not in _PLAIN and not _values.reads_stored(t):
+    if (
+        isinstance(obj, list | tuple)
+        and not _values.has_class(t, _PLAIN)
+        and not _values.reads_stored(t)
+    ):
         return "list"
     if isinstance(obj, list):
         return f"list of {list.__len__(obj)} items"
@@ -765,8 +769,11 @@ class EncodeCall:
         """
         # Its type's bases, not isinstance: a proxy passes that as what it wraps.
         t = type(obj)
-        if t in _WALKED or (issubclass(t, _WALKED_BASES) and not issubclass(t, str)):
-            return obj
+        try:
+            if t in _WALKED or (issubclass(t, _WALKED_BASES) and not issubclass(t, str)):
+                return obj
+        except Exception:  # noqa: BLE001 - an unhashable class: `_convert` decides
+            pass
         hit = self.converted.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
@@ -776,6 +783,24 @@ class EncodeCall:
 
     def _convert(self, obj: Any, where: Any) -> Any:
         for _ in range(_DEFAULT_CHAIN + 1):  # the last round only checks
+            if not _values.hashable_class(type(obj)):
+                # Its metaclass makes it unhashable or its hash raise: every table of
+                # classes, and every ABC's isinstance() (which caches classes), would
+                # raise that bare. Only the checks that hash nothing, by its bases: as
+                # orjson, a str, int, dict or list subclass as its base, an Enum by its
+                # value, else `default`, else unencodable.
+                t = type(obj)
+                if issubclass(t, str):
+                    return exact_text(obj, self.most)
+                if issubclass(t, int | dict | list):
+                    return obj
+                if issubclass(t, enum.Enum):
+                    obj = obj.value
+                    continue
+                if self.default is not None:
+                    obj = self._default(obj, where)
+                    continue
+                return self._unknown(t.__name__, where)
             if _proxy(obj):
                 # It passes isinstance as what it wraps (wrapt's ObjectProxy, werkzeug's
                 # LocalProxy, a Mock with a spec), but that type's own methods refuse
@@ -786,7 +811,7 @@ class EncodeCall:
                 continue
             if isinstance(obj, str):
                 return exact_text(obj, self.most) if type(obj) is not str else obj
-            if type(obj) in _WALKED or isinstance(obj, _WALKED_BASES):
+            if _values.has_class(type(obj), _WALKED) or isinstance(obj, _WALKED_BASES):
                 return obj
             if isinstance(obj, enum.Enum):
                 obj = obj.value
@@ -963,7 +988,11 @@ class EncodeCall:
         spans, seen = self.spans, self.seen
         for i in range(ent.spread, len(members)):
             k, x = members[i] if pairs else (_ITEM, members[i])
-            if type(x) in _LEAVES:
+            try:
+                leaf = type(x) in _LEAVES
+            except Exception:  # noqa: BLE001 - an unhashable class (`_values.has_class`)
+                leaf = False
+            if leaf:
                 continue  # nothing in it is reached as a container or measured
             key = (id(x), depth)
             reached = seen.get(key)
@@ -1046,7 +1075,7 @@ class EncodeCall:
                     views=walked, longer=True, measured=measured,
                 )  # fmt: skip
             except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
-                if v is not obj or type(v) not in _PLAIN:
+                if v is not obj or not _values.has_class(type(v), _PLAIN):
                     err = _library_error(exc, obj, where)
                     raise err from err.__cause__
                 # A plain container's library call wrote the native values inside it and
@@ -2084,7 +2113,9 @@ class EncodeCall:
         try:
             # reprlib slices built-in containers before it repr()s them; it would also
             # hide a user repr's exception behind an address, so those are called here.
-            text = _REPR.repr(k) if type(k) in _REPRLIB_TYPES else repr(k)[:_KEY_REPR]
+            text = (
+                _REPR.repr(k) if _values.has_class(type(k), _REPRLIB_TYPES) else repr(k)[:_KEY_REPR]
+            )
         except Exception as exc:
             if self.error_on_unencodable:
                 raise EncodeError(

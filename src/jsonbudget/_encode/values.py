@@ -35,7 +35,7 @@ import sys
 import types
 import typing
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence, Sized
 from functools import lru_cache, partial
 from itertools import chain, islice
 from typing import Any, Final, Literal
@@ -2398,12 +2398,47 @@ def written_alike(v: Any) -> bool:
     return "attr" in mods and getattr(t, "__attrs_attrs__", None) is not None
 
 
+class _ByClass(dict[type, Any]):
+    """A dict of classes that answers ``in`` for any class (see `has_class`): the
+    encoder asks ``type(obj) in NATIVE_KEYS`` of values it does not know yet."""
+
+    __slots__ = ()
+
+    def __contains__(self, t: object) -> bool:
+        try:
+            return dict.__contains__(self, t)
+        except Exception:  # noqa: BLE001 - an unhashable class (`has_class`): in no table
+            return False
+
+
 #: Classes the compiled walk enters, with what it needs: for a flat pydantic model the
 #: bytes its keys add (aliases less names; it reads the instance ``__dict__``); for a
 #: msgspec Struct those bytes and its field slots. Those `_flat_plan` finds flat; a cache
 #: of a pure function of the class, cleared whole past 1,024 classes.
-NATIVE_KEYS: dict[type, int | tuple[int, tuple[Any, ...]]] = {}
+NATIVE_KEYS: dict[type, int | tuple[int, tuple[Any, ...]]] = _ByClass()
 _NATIVE_CLASSES = 1024
+
+
+def hashable_class(t: type) -> bool:
+    """Whether class *t* can be hashed (see `has_class`)."""
+    try:
+        hash(t)
+    except Exception:  # noqa: BLE001 - the metaclass's own error
+        return False
+    return True
+
+
+def has_class(t: object, table: Container[Any]) -> bool:
+    """``t in table``, False where *t* cannot be hashed. A metaclass with ``__eq__`` and
+    no ``__hash__`` (a common slip) makes its classes unhashable, and its ``__hash__``
+    may raise: the encoder's tables of classes hold no such class, and its values go
+    the way of any unknown type (``default``, then the unencodable marker or
+    EncodeError), not out as a bare TypeError. Free where the hash works (3.11's
+    exceptions cost nothing until raised)."""
+    try:
+        return t in table
+    except Exception:  # noqa: BLE001 - the metaclass's own error: not in any table
+        return False
 
 
 def native_bound(obj: Any, cap: int, depth: int, caps: _bound.Caps) -> tuple[int, type | None]:
@@ -2508,7 +2543,9 @@ def _run_json(items: list[Any] | tuple[Any, ...], t: Any) -> bytes:
     """A list of one class's instances, as one call of its library writes it."""
     if "msgspec" in sys.modules and issubclass(t, sys.modules["msgspec"].Struct):
         return sys.modules["msgspec"].json.encode(items)  # type: ignore[no-any-return]
-    to_json = t.__pydantic_serializer__.to_json
+    # Read past the metaclass, as the walk read the models: a metaclass __getattribute__
+    # would run here, after the walk found them clean, and could change them.
+    to_json = _bound.class_attr(t, "__pydantic_serializer__").to_json
     return b"[" + b",".join([to_json(m) for m in items]) + b"]"
 
 
@@ -2518,7 +2555,9 @@ def _library_json(v: Any) -> bytes | None:
     if "msgspec" in mods and isinstance(v, mods["msgspec"].Struct):
         return mods["msgspec"].json.encode(v)  # type: ignore[no-any-return]
     if "pydantic" in mods and isinstance(v, mods["pydantic"].BaseModel):
-        return type(v).__pydantic_serializer__.to_json(v)  # type: ignore[no-any-return]
+        # Past the metaclass, as in `_run_json`.
+        serializer = _bound.class_attr(type(v), "__pydantic_serializer__")
+        return serializer.to_json(v)  # type: ignore[no-any-return]
     return None
 
 
