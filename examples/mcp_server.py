@@ -75,7 +75,11 @@ def build_server(db_path: str, store_path: str, *, max_bytes: int = 16384) -> MC
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # Not __doc__, which `python -OO` drops (None).
+    parser = argparse.ArgumentParser(
+        description="An MCP server (official `mcp` SDK 2.x) with one paginated tool over an "
+        "SQLite database."
+    )
     parser.add_argument("--db", help="an SQLite database with a tickets table (default: a sample)")
     parser.add_argument("--store", help="cursor store file (default: next to the database)")
     parser.add_argument("--max-bytes", type=int, default=16384)

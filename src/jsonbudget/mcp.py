@@ -1523,9 +1523,6 @@ def read_result_tool(
         return _for_identity_now(own, pages, larger, reader_for)
 
     def read_result(ref: str, pointer: str = "", cursor: str | None = None) -> CallToolResult:
-        """Read more of a spilled result: the value at the JSON Pointer `pointer` (\"\" for
-        the whole result, \"/rows/3000\", \"/items/2/body\"), one page per call; pass the
-        page's next_cursor back as `cursor` for the next page."""
         with _as_tool_errors():
             page = pages_now().read(ref, pointer, cursor, principal=_principal_of(principal))
         data, structured = _wire_copy(page.data)
@@ -1534,4 +1531,12 @@ def read_result_tool(
             structured_content=structured,
         )
 
+    # The tool's description, which the SDKs take from __doc__: set here, not written as
+    # a docstring, which `python -OO` drops (the tool every spill marker names came with
+    # no word on what `pointer` and `cursor` mean).
+    read_result.__doc__ = (
+        'Read more of a spilled result: the value at the JSON Pointer `pointer` ("" for '
+        'the whole result, "/rows/3000", "/items/2/body"), one page per call; pass the '
+        "page's next_cursor back as `cursor` for the next page."
+    )
     return read_result

@@ -211,11 +211,47 @@ def _size_list(text: str) -> list[int]:
 def default_store_path() -> str:
     """``$XDG_CACHE_HOME/jsonbudget/cursors.sqlite3``, or ``~/.cache/...`` without it
     (or with a relative one, which the XDG Base Directory spec says to ignore: it would
-    put the store under whatever directory the command ran in)."""
+    put the store under whatever directory the command ran in).
+
+    A home that is not an absolute path is ignored for the same reason: with HOME unset
+    and no passwd entry (a container's user) ``~`` stays ``~``, and a relative HOME is
+    relative, so each directory had a store of its own (``./~/.cache/...``), where a
+    cursor made elsewhere was refused. The store is then in a directory of this user
+    under the system's temporary directory (`_temp_store_dir`).
+    """
     base = os.environ.get("XDG_CACHE_HOME") or ""
     if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".cache")
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return os.path.join(_temp_store_dir(), "cursors.sqlite3")
+        base = os.path.join(home, ".cache")
     return os.path.join(base, "jsonbudget", "cursors.sqlite3")
+
+
+def _temp_store_dir() -> str:
+    """The default store's directory without a home: ``<tempdir>/jsonbudget-cursors-<uid>``,
+    as `SpillStore` falls back to ``<tempdir>/jsonbudget-spill-<uid>``."""
+    user = f"-{os.geteuid()}" if hasattr(os, "geteuid") else ""
+    return os.path.join(tempfile.gettempdir(), f"jsonbudget-cursors{user}")
+
+
+def _check_temp_store_dir(directory: str) -> None:
+    """Refuse *directory* (`_temp_store_dir`) unless it is a directory of this user that
+    no one else can write: in a temporary directory shared by all users, another one
+    could have made it first, and would read or plant the store's key."""
+    st = os.lstat(directory)
+    why = None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        why = "is not a directory"
+    elif hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        why = "is owned by another user"
+    elif st.st_mode & 0o022:
+        why = f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    if why is not None:
+        raise OSError(
+            f"the default cursor store's directory {directory} {why} (there is no home "
+            "directory to keep it in): give --store"
+        )
 
 
 def _default_principal() -> str:
@@ -488,14 +524,21 @@ def _write(data: bytes) -> None:
     _write_all(out, data)
 
 
-def _say(text: str) -> None:
+def _say(text: str | bytes) -> None:
     """Write *text* whole to stderr; nothing when stderr is closed (``2>&-``) or takes
     no bytes (a descriptor open read-only, as a shell script that runs us may leave it):
-    a message has nowhere else to go, and the exit code still says how it went."""
+    a message has nowhere else to go, and the exit code still says how it went.
+
+    Bytes (a JSON report) are written as they are: JSON is UTF-8 whatever stderr's
+    encoding, which, under an ASCII locale, turned "é" into ``\\xe9``, no JSON escape.
+    """
     err = sys.stderr
     if err is None:
         return
-    data = text.encode(err.encoding or "utf-8", err.errors or "strict")
+    if isinstance(text, bytes):
+        data = text
+    else:
+        data = _encoded(text, err.encoding or "utf-8", err.errors or "strict")
     try:
         _write_all(err, data)
     except OSError as exc:
@@ -594,12 +637,60 @@ def _one_line(exc: BaseException) -> str:
 
 def _escaped(text: str) -> str:
     """*text* with its control characters (C0, DEL, C1) written ``\\xNN`` and a name's
-    undecodable bytes ``\\udcNN``, as Python writes them in a string."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    undecodable bytes ``\\udcNN``, as Python writes them in a string, except bytes that
+    are UTF-8 text (`_restored`): those are left for `_encoded` to write back."""
+    return _UNSAFE.sub(_made_safe, text)
+
+
+def _made_safe(m: re.Match[str]) -> str:
+    """A match of `_UNSAFE` as `_escaped` writes it."""
+    found = m.group()
+    if found < "\ud800":  # a control character
+        return f"\\x{ord(found):02x}"
+    if _restored(found) is not None:
+        return found
+    return found.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _restored(run: str) -> bytes | None:
+    """The bytes a run of undecodable bytes (*run*, as ``surrogateescape`` holds them)
+    stands for, where they are UTF-8 text without a control character: a file name under
+    a locale that is not UTF-8 (``LC_ALL=C`` without Python's UTF-8 mode), which the
+    terminal most likely shows as text, and which pastes back as the name. Else None:
+    such bytes are written ``\\udcNN``, never as bytes a terminal could act on."""
+    if _UNDECODED.fullmatch(run) is None:
+        return None
+    data = run.encode("utf-8", "surrogateescape")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if _CONTROL.search(text) else data
+
+
+def _encoded(text: str, encoding: str, errors: str) -> bytes:
+    """*text* in *encoding*: what it lacks by *errors* (where that fails, as ``?``), and
+    the undecodable bytes `_escaped` left as the bytes they stand for. Encoded by the
+    stream's own handler, they came out as ``\\udcc3\\udca9`` on stderr (backslashreplace),
+    or as ``?`` where stdout's handler was strict: a name the demo suggests to paste
+    named no file."""
+    parts: list[bytes] = []
+    for i, part in enumerate(_UNDECODED.split(text)):  # odd parts: what the group matched
+        data = _restored(part) if i % 2 else None
+        if data is None:
+            try:
+                data = part.encode(encoding, errors)
+            except UnicodeEncodeError:
+                data = part.encode(encoding, "replace")
+        parts.append(data)
+    return b"".join(parts)
 
 
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: Undecodable bytes of a name, as ``surrogateescape`` holds them (U+DC80 to U+DCFF).
+_UNDECODED: Final = re.compile("([\udc80-\udcff]+)")
+#: What `_escaped` rewrites: a run of undecodable bytes, another lone surrogate, a control.
+_UNSAFE: Final = re.compile("[\udc80-\udcff]+|[\ud800-\udfff]|[\x00-\x1f\x7f-\x9f]")
 
 
 class _StdoutText:
@@ -624,14 +715,11 @@ class _StdoutText:
         # Text for people: a character the terminal's encoding lacks (the tables' "←",
         # rich's "⋯" under a latin-1 or ASCII locale) becomes "?", where "strict" ended
         # the command midway with exit 1.
-        # The stream's own handler first (surrogateescape gives a file name's bytes back),
-        # "replace" where it cannot encode a character (Python's true ASCII locale uses
-        # surrogateescape, which has no answer for "←").
-        try:
-            data = text.encode(self.encoding, getattr(self._stream, "errors", None) or "strict")
-        except UnicodeEncodeError:
-            data = text.encode(self.encoding, "replace")
-        _write_all(self._stream, data)
+        # The stream's own handler first, "replace" where it cannot encode a character
+        # (Python's true ASCII locale uses surrogateescape, which has no answer for "←");
+        # a name's undecodable bytes that `_escaped` left go back as they were.
+        errors = getattr(self._stream, "errors", None) or "strict"
+        _write_all(self._stream, _encoded(text, self.encoding, errors))
         return len(text)
 
     def flush(self) -> None:
@@ -990,7 +1078,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                 "complete": result.complete,
                 "truncations": [t.to_dict() for t in result.truncations],
             }
-            _say(orjson.dumps(report).decode() + "\n")
+            _say(orjson.dumps(report) + b"\n")
         else:
             cuts = len(result.truncations)
             lines = [
@@ -1162,7 +1250,10 @@ def _store(spec: str | None, ttl: int, stack: ExitStack) -> CursorStore:
         raise _Usage(f"--store {path} is not an SQLite database (nor a Redis URL)")
     if spec is None:
         # The default store holds only cursors, but they are still the user's: keep it private.
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        directory = os.path.dirname(path)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if directory == _temp_store_dir():
+            _check_temp_store_dir(directory)
     try:
         store = SQLiteCursorStore(path, ttl=ttl)
     except sqlite3.OperationalError as exc:
