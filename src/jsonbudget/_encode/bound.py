@@ -226,8 +226,9 @@ def _walk(obj: Any, cap: int, depth: int, caps: _Caps, ancestors: list[int]) -> 
     # By type, as the compiled walk does: isinstance() may consult a __class__ property.
     # The exact type only, as orjson: it writes a @dataclass subclass as a dataclass
     # (through getattr, maybe Python code, with members never walked) and refuses any
-    # other. By identity: `in` would compare with a metaclass's __eq__.
-    if caps.scalars is not None and any(t is s for s in caps.scalars):
+    # other. `in` only where the class's metaclass is `type`, which compares by identity:
+    # another's __eq__ would run.
+    if caps.scalars is not None and type(t) is type and t in caps.scalars:
         # orjson asks an aware value's tzinfo for its offset: Python code mid-walk.
         tz = None
         if t is _dt.datetime:
