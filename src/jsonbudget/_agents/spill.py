@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from .._limits import check_int
+from .._paths import cache_home
 from ..errors import LimitError, SpillError
 
 __all__ = [
@@ -162,19 +163,8 @@ def sanitize_label(label: str) -> str:
 def default_spill_dir() -> Path:
     """The default store directory: ``$XDG_CACHE_HOME/jsonbudget/spill`` or ``~/.cache/...``;
     without a home, or with a relative one, ``<tempdir>/jsonbudget-spill-<uid>``."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    # The XDG spec says relative values are to be ignored.
-    if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "jsonbudget" / "spill"
-    try:
-        home = Path.home()
-    except RuntimeError:
-        return _temp_fallback_dir()
-    if not home.is_absolute():
-        # A relative HOME, ignored as a relative XDG_CACHE_HOME is: the store would be
-        # wherever the process ran, and a result spilled before a chdir unreadable after.
-        return _temp_fallback_dir()
-    return home / ".cache" / "jsonbudget" / "spill"
+    base = cache_home()
+    return _temp_fallback_dir() if base is None else base / "jsonbudget" / "spill"
 
 
 def _temp_fallback_dir() -> Path:

@@ -47,6 +47,7 @@ from .._encode.encoder import Encoder
 from .._extras import missing_extra
 from .._limits import DEFAULT_MAX_DEPTH, MAX_LIMIT, Limits, check_int
 from .._pages.builder import MCP_KEYS, PageBuilder, Paginator
+from .._paths import cache_home
 from .._sources.base import Source, described_path
 from .._sources.files import (
     BOM,
@@ -209,22 +210,13 @@ def _size_list(text: str) -> list[int]:
 
 
 def default_store_path() -> str:
-    """``$XDG_CACHE_HOME/jsonbudget/cursors.sqlite3``, or ``~/.cache/...`` without it
-    (or with a relative one, which the XDG Base Directory spec says to ignore: it would
-    put the store under whatever directory the command ran in).
-
-    A home that is not an absolute path is ignored for the same reason: with HOME unset
-    and no passwd entry (a container's user) ``~`` stays ``~``, and a relative HOME is
-    relative, so each directory had a store of its own (``./~/.cache/...``), where a
-    cursor made elsewhere was refused. The store is then in a directory of this user
-    under the system's temporary directory (`_temp_store_dir`).
-    """
-    base = os.environ.get("XDG_CACHE_HOME") or ""
-    if not os.path.isabs(base):
-        home = os.path.expanduser("~")
-        if not os.path.isabs(home):
-            return os.path.join(_temp_store_dir(), "cursors.sqlite3")
-        base = os.path.join(home, ".cache")
+    """``jsonbudget/cursors.sqlite3`` in the user's cache directory (`cache_home`), or
+    without one, in a directory of this user under the temporary directory
+    (`_temp_store_dir`): never one relative to where the command runs, where a cursor
+    made elsewhere was refused."""
+    base = cache_home()
+    if base is None:
+        return os.path.join(_temp_store_dir(), "cursors.sqlite3")
     return os.path.join(base, "jsonbudget", "cursors.sqlite3")
 
 
