@@ -245,6 +245,11 @@ def test_regression_an_unhashable_class_at_the_top_of_a_guard_is_unencodable(
 ) -> None:
     # The guards asked isinstance() of ABCs (Iterator, AsyncIterable, Awaitable, their
     # own LoopItems) and looked the result's type up in a set: each hashes the class.
+    # Loaded, as a server has them: the guards then ask whether a result is an MCP
+    # result, by isinstance() of pydantic's classes, which are ABCs.
+    import fastmcp  # noqa: F401
+    import mcp.types  # noqa: F401
+
     thing = meta("Thing", (), {})()
     store = jsonbudget.SpillStore(tmp_path)
     marker = "…[unencodable: Thing]"

@@ -1686,10 +1686,15 @@ def _is_mcp_result(value: Any) -> bool:
         return False
     if isinstance(value, list | tuple):
         # Content lists are short; a long list of rows is not read to its end here.
-        return any(
-            type(item) not in _NOT_MCP and isinstance(item, types) for item in value[:_MCP_SCAN]
-        )
-    return type(value) not in _NOT_MCP and isinstance(value, types)
+        return any(_one_mcp_result(item, types) for item in value[:_MCP_SCAN])
+    return _one_mcp_result(value, types)
+
+
+def _one_mcp_result(value: Any, types: tuple[type, ...]) -> bool:
+    try:
+        return type(value) not in _NOT_MCP and isinstance(value, types)
+    except Exception:  # noqa: BLE001 - pydantic's classes are ABCs: isinstance() hashes
+        return False  # the class, which a metaclass may make unhashable: no MCP result
 
 
 _MCP_SCAN: Final = 64
