@@ -121,7 +121,6 @@ def test_regression_a_model_whose_base_holds_a_colliding_key() -> None:
     # The walk of pydantic models (bound_native) checked plain_dict() by lookups in the
     # model's MRO, which reach a mixin's colliding key before object's __getattribute__
     # (once the type cache misses: cleared here, as any class creation may evict it).
-    pytest.importorskip("pydantic")
     for name in ("__getattribute__", "__dict__"):
         code = _key(name, "if armed: victim.clear()") + (
             """

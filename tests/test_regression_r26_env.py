@@ -210,7 +210,7 @@ def test_regression_spill_default_directory_was_relative_with_a_relative_home(
 
 LIST_TOOLS = textwrap.dedent(
     """
-    import asyncio, json, sys, tempfile
+    import asyncio, json, sys
     import fastmcp
     from mcp import Client
     from mcp.server.mcpserver import MCPServer
@@ -218,7 +218,7 @@ LIST_TOOLS = textwrap.dedent(
     from jsonbudget.mcp import read_result_tool
 
     assert sys.flags.optimize == 2
-    reader = ResultReader(spill=SpillStore(tempfile.mkdtemp()))
+    reader = ResultReader(spill=SpillStore(sys.argv[1]))  # the test's tmp_path
     server = MCPServer("s")
     server.tool()(read_result_tool(reader=reader))
     app = fastmcp.FastMCP("f")
@@ -237,13 +237,11 @@ LIST_TOOLS = textwrap.dedent(
 )
 
 
-def test_regression_read_result_tool_had_no_description_under_OO() -> None:
+def test_regression_read_result_tool_had_no_description_under_OO(tmp_path: Path) -> None:
     # Its description was the inner function's docstring, which -OO drops: '' under the
     # SDK, None under FastMCP, for the tool every spill marker names.
-    pytest.importorskip("mcp")
-    pytest.importorskip("fastmcp")
     result = subprocess.run(
-        [sys.executable, "-OO", "-c", LIST_TOOLS],
+        [sys.executable, "-OO", "-c", LIST_TOOLS, str(tmp_path)],
         capture_output=True,
         env=ENV,
         timeout=120,
@@ -260,7 +258,6 @@ def test_regression_read_result_tool_had_no_description_under_OO() -> None:
 
 def test_regression_mcp_server_example_crashed_under_OO() -> None:
     # `__doc__.splitlines()` on the module's docstring, None under -OO.
-    pytest.importorskip("mcp")
     result = subprocess.run(
         [sys.executable, "-OO", str(ROOT / "examples" / "mcp_server.py"), "--help"],
         capture_output=True,
