@@ -197,7 +197,7 @@ def _clean_fit(  # noqa: PLR0917 - the hot path of encode and bounded_dumps, pos
 def _native_fit(obj: Any, max_bytes: int, walked: bytes | int) -> bytes | int:
     """*walked*, what the fast path said of *obj*; a flat model or Struct it found
     unclean written whole by its library where that fits."""
-    if walked == _UNCLEAN and type(obj) in _NATIVE_KEYS:
+    if walked == _UNCLEAN and _values.has_class(type(obj), _NATIVE_KEYS):
         return _values.native_whole(obj, max_bytes, 0, _DEFAULT_CAPS) or _UNCLEAN
     return walked
 
@@ -336,7 +336,7 @@ class Encoder:
         data = _bound.clean_dumps(obj, self.limits.max_bytes, 0, self._caps, None, True)
         if isinstance(data, bytes):  # a value that fits whole needs no Encoded
             return data
-        if data == _UNCLEAN and type(obj) in _NATIVE_KEYS:  # a flat model or Struct
+        if data == _UNCLEAN and _values.has_class(type(obj), _NATIVE_KEYS):  # a model, Struct
             native = _values.native_whole(obj, self.limits.max_bytes, 0, self._caps)
             if native is not None:
                 return _compact(native)

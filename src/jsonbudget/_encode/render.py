@@ -891,7 +891,7 @@ class EncodeCall:
             return data, _NONE
         if data == _TOO_BIG:
             return None
-        if t in _values.NATIVE_KEYS:  # a flat model or Struct that fits needs no view
+        if _values.has_class(t, _values.NATIVE_KEYS):  # a flat model or Struct: no view
             native = _values.native_whole(obj, cap, depth, self.caps, longer=True)
             if native is not None:
                 if len(native) <= cap:

@@ -2398,24 +2398,12 @@ def written_alike(v: Any) -> bool:
     return "attr" in mods and getattr(t, "__attrs_attrs__", None) is not None
 
 
-class _ByClass(dict[type, Any]):
-    """A dict of classes that answers ``in`` for any class (see `has_class`): the
-    encoder asks ``type(obj) in NATIVE_KEYS`` of values it does not know yet."""
-
-    __slots__ = ()
-
-    def __contains__(self, t: object) -> bool:
-        try:
-            return dict.__contains__(self, t)
-        except Exception:  # noqa: BLE001 - an unhashable class (`has_class`): in no table
-            return False
-
-
 #: Classes the compiled walk enters, with what it needs: for a flat pydantic model the
 #: bytes its keys add (aliases less names; it reads the instance ``__dict__``); for a
 #: msgspec Struct those bytes and its field slots. Those `_flat_plan` finds flat; a cache
-#: of a pure function of the class, cleared whole past 1,024 classes.
-NATIVE_KEYS: dict[type, int | tuple[int, tuple[Any, ...]]] = _ByClass()
+#: of a pure function of the class, cleared whole past 1,024 classes. Asked through
+#: `has_class`: a class whose metaclass makes it unhashable is in no table.
+NATIVE_KEYS: dict[type, int | tuple[int, tuple[Any, ...]]] = {}
 _NATIVE_CLASSES = 1024
 
 

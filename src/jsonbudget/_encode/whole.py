@@ -309,7 +309,7 @@ class JsonWriter:
             if _proxy(obj):
                 yield from self._whole(obj, depth, path, call)
                 return
-            if kind in _values.NATIVE_KEYS:  # `EncodeCall.whole`: a flat model its library writes
+            if _values.has_class(kind, _values.NATIVE_KEYS):  # `EncodeCall.whole`: a flat model
                 native = _values.native_whole(obj, cap, 0, call.caps, longer=True)
                 if native is not None:
                     yield from self._native(native)
