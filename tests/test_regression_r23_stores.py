@@ -269,13 +269,15 @@ def test_bad_signatures_re_read_the_shared_key_at_most_once_a_second(
 
 
 class _Clock:
-    """The wall clock and the monotonic clock as the test moves them."""
+    """The wall clock and the monotonic clocks as the test moves them."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.wall = time.time()
         self.tick = time.monotonic()
         monkeypatch.setattr(time, "time", lambda: self.wall)
         monkeypatch.setattr(time, "monotonic", lambda: self.tick)
+        # the memory store's deadlines are on CLOCK_BOOTTIME where there is one
+        monkeypatch.setattr(time, "clock_gettime", lambda clock: self.tick)
 
     def elapse(self, seconds: float) -> None:
         self.wall += seconds

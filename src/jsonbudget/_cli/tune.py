@@ -29,8 +29,9 @@ from .._limits import (
     check_mode,
 )
 from .._pages.builder import OversizedPolicy, PageBuilder
+from .._shared import dumps
 from .._sources.base import Clipped
-from ..errors import LimitError
+from ..errors import EncodeError, LimitError
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -213,10 +214,11 @@ def _measure(item: Any, fallback: Encoder, strings: list[int]) -> int:
             stack.extend((child, depth + 1) for child in children)
     if whole:
         try:
-            return len(orjson.dumps(item))
-        except orjson.JSONEncodeError:
-            # Values orjson refuses (huge ints, lone surrogates, other types) are measured
-            # as the encoder would write them, markers included.
+            return len(dumps(item))
+        except (orjson.JSONEncodeError, EncodeError):
+            # Values orjson refuses (huge ints, lone surrogates, other types, a datetime
+            # whose tzinfo fails) are measured as the encoder would write them, markers
+            # included.
             return len(fallback.dumps(item))
     return len(fallback.dumps(item)) + unseen
 

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Final
 
 from .._limits import check_int
+from .._shared import Closing
 from ..errors import BudgetExhausted, InvalidCursor, LimitError
 from .scope import Scope
 from .store import (
@@ -70,6 +71,16 @@ _SCHEMA: Final = (
     """CREATE UNIQUE INDEX IF NOT EXISTS jsonbudget_tokens_position
         ON jsonbudget_tokens (op_id, pos_hash)""",
     "CREATE INDEX IF NOT EXISTS jsonbudget_tokens_expiry ON jsonbudget_tokens (expires_at)",
+    # The order operations were started in, for evicting the oldest: `started_at` is the
+    # wall clock, which set back would make the newest the oldest. A table of its own,
+    # created in a file an older version made, whose processes, still writing it, insert
+    # into `jsonbudget_ops` without naming columns (a new column there would fail them).
+    """CREATE TABLE IF NOT EXISTS jsonbudget_op_order (
+        seq INTEGER PRIMARY KEY,
+        op_id BLOB NOT NULL UNIQUE,
+        expires_at REAL NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS jsonbudget_op_order_expiry ON jsonbudget_op_order (expires_at)",
 )
 _KEY_NAME: Final = "cursor_mac_key"
 #: Expired rows are deleted at most this often (seconds), by whichever process starts.
@@ -96,6 +107,7 @@ class SQLiteCursorStore(KeyedStore):
 
     __slots__ = (
         "_busy_timeout",
+        "_closing",
         "_conn",
         "_last_sweep",
         "_max_per_principal",
@@ -140,6 +152,9 @@ class SQLiteCursorStore(KeyedStore):
             on_error.pop_all()
         # The connection of the process `_pid`; 0 in a forked child until it opens its own.
         self._conn, self._pid = conn, os.getpid()
+        # Closes it when the store is dropped unclosed (a store made per request): the
+        # connection is in a reference cycle and would hold its files until a collection.
+        self._closing = Closing(conn)
         self._keyring = keyring or Keyring(derived_key(_stored_key(row[0])))
         self._track()
 
@@ -157,6 +172,7 @@ class SQLiteCursorStore(KeyedStore):
                 _setup(conn, self._busy_timeout)
                 on_error.pop_all()
             self._conn, self._pid = conn, os.getpid()
+            self._closing = Closing(conn)
         return self._conn
 
     def _after_fork(self) -> None:
@@ -208,24 +224,34 @@ class SQLiteCursorStore(KeyedStore):
                 self._last_sweep = tick
                 conn.execute("DELETE FROM jsonbudget_tokens WHERE expires_at <= ?", (now,))
                 conn.execute("DELETE FROM jsonbudget_ops WHERE expires_at <= ?", (now,))
+                conn.execute("DELETE FROM jsonbudget_op_order WHERE expires_at <= ?", (now,))
             (live,) = conn.execute(
                 "SELECT count(*) FROM jsonbudget_ops WHERE principal_fp = ?", (pfp,)
             ).fetchone()
             excess = live - self._max_per_principal + 1
             if excess > 0:
+                # In the order started (a new rowid is above every live one); one an older
+                # version started has no seq (NULL sorts first) and goes first, by its
+                # `started_at`.
                 doomed = [
                     (r[0],)
                     for r in conn.execute(
-                        """SELECT op_id FROM jsonbudget_ops WHERE principal_fp = ?
-                           ORDER BY started_at LIMIT ?""",
+                        """SELECT o.op_id FROM jsonbudget_ops AS o
+                           LEFT JOIN jsonbudget_op_order AS s ON s.op_id = o.op_id
+                           WHERE o.principal_fp = ? ORDER BY s.seq, o.started_at LIMIT ?""",
                         (pfp, excess),
                     )
                 ]
                 conn.executemany("DELETE FROM jsonbudget_tokens WHERE op_id = ?", doomed)
                 conn.executemany("DELETE FROM jsonbudget_ops WHERE op_id = ?", doomed)
+                conn.executemany("DELETE FROM jsonbudget_op_order WHERE op_id = ?", doomed)
             conn.execute(
                 "INSERT INTO jsonbudget_ops VALUES (?, ?, ?, 1, ?, ?, ?)",
                 (op_id, pfp, scope.query_fingerprint, now, now + self.ttl, max_pages),
+            )
+            conn.execute(
+                "INSERT INTO jsonbudget_op_order (op_id, expires_at) VALUES (?, ?)",
+                (op_id, now + self.ttl),
             )
         return CursorState(
             op_id.hex(), pfp, scope.query_fingerprint, None, 1, now, now + self.ttl, max_pages

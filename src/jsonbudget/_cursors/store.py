@@ -32,6 +32,7 @@ import orjson
 
 from .._frozen import fast_constructor
 from .._limits import check_int
+from .._shared import dumps
 from .._sources.base import JSONValue
 from ..errors import (
     BudgetExhausted,
@@ -475,7 +476,7 @@ def encode_position(position: JSONValue) -> bytes:
     if type(position) is int and _INT_MIN <= position <= _INT_MAX:
         return b"%d" % position  # what orjson writes, without its 4 KiB buffer
     try:
-        data = orjson.dumps(position, option=orjson.OPT_SORT_KEYS)
+        data = dumps(position, orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:
         raise EncodeError(f"cursor position cannot be encoded: {exc}", path=None) from None
     # orjson writes NaN and Infinity as null; only then is a walk needed to tell them apart
@@ -546,6 +547,19 @@ def check_scope_arg(scope: object) -> Scope:
 
 # -- memory --------------------------------------------------------------------------------
 
+# Linux's monotonic clock stands still while the machine is suspended: a cursor on it
+# would outlive its ttl by every suspend, and report an `expires_at` already past.
+_BOOTTIME: Final = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def _uptime() -> float:
+    """Seconds on the clock `MemoryCursorStore` deadlines are on: one that counts time
+    suspended and ignores the wall clock set back or forward (``CLOCK_BOOTTIME``), the
+    monotonic clock where the system has none."""
+    if _BOOTTIME is None:
+        return time.monotonic()
+    return time.clock_gettime(_BOOTTIME)
+
 
 class _Op:
     __slots__ = (
@@ -574,10 +588,10 @@ class _Op:
         # What the state reports, in epoch seconds.
         self.started = started
         self.expires = started + ttl
-        # When it expires: on the monotonic clock, as nothing outside this process needs
+        # When it expires: on this process's `_uptime` clock, as nothing outside it needs
         # it, so that a wall clock set back (or forward) neither lengthens its life nor
         # shortens it.
-        self.deadline = time.monotonic() + ttl
+        self.deadline = _uptime() + ttl
         self.max_pages = max_pages
         # token id -> position: an int or None as itself (immutable, nothing to decode),
         # anything else encoded (a caller may mutate the list or dict it passed)
@@ -631,7 +645,7 @@ class MemoryCursorStore(KeyedStore):
         self._lock = threading.Lock()
         # Keyed by the hex operation id a state carries, so that mint finds a state's
         # operation with one lookup. Insertion order is start order is expiry order
-        # (one ttl per store, deadlines on the monotonic clock).
+        # (one ttl per store, deadlines on one clock, `_uptime`).
         self._ops: dict[str, _Op] = {}
         self._by_principal: dict[str, dict[str, None]] = {}
         self._track()
@@ -672,7 +686,7 @@ class MemoryCursorStore(KeyedStore):
         op = _Op(op_id, scope, now, self.ttl, max_pages)
         with self._lock:
             ops = self._ops
-            tick = time.monotonic()
+            tick = _uptime()
             while ops:
                 oldest = next(iter(ops))
                 if ops[oldest].deadline > tick:
@@ -708,7 +722,7 @@ class MemoryCursorStore(KeyedStore):
                     # minted, and pushed out by newer ones (or minted by another process)
                     raise expired() from None
                 raise unknown() from None
-            if time.monotonic() >= op.deadline:
+            if _uptime() >= op.deadline:
                 raise expired()
             check_scope(op.pfp, op.qfp, scope)
             if op.max_pages is not None and op.pages >= op.max_pages:

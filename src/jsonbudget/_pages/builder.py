@@ -55,6 +55,7 @@ from .._encode.whole import JsonWriter
 from .._frozen import fast_constructor
 from .._limits import MAX_LIMIT, Limits, check_mode
 from .._loops import running_loop
+from .._shared import dumps
 from .._sources.base import (
     AsyncSource,
     Clipped,
@@ -65,7 +66,7 @@ from .._sources.base import (
     as_source,
     offset_position,
 )
-from ..errors import ExpiredCursor, InvalidCursor, LimitError, OversizedItemError
+from ..errors import EncodeError, ExpiredCursor, InvalidCursor, LimitError, OversizedItemError
 
 __all__ = [
     "ENVELOPE_KEYS",
@@ -1702,9 +1703,10 @@ def _json_text(described: object) -> bytes | None:
     hold one is not one text (the scope refuses NaN).
     """
     try:
-        text = orjson.dumps(described, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:
-        return None  # not plain JSON: the scope canonicalizes (or refuses) it
+        text = dumps(described, orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, EncodeError):
+        # not plain JSON, or a tzinfo that raised: the scope canonicalizes (or refuses) it
+        return None
     if b"null" in text and has_non_finite(described, 0):
         return None
     return text

@@ -37,6 +37,7 @@ import orjson
 
 from .._extras import missing_extra
 from .._limits import check_int, check_mode
+from .._shared import Closing, dumps
 from ..errors import DecodeError, EncodeError, InvalidCursor, LimitError
 from .base import (
     MAX_OFFSET,
@@ -201,7 +202,7 @@ def _short(pos: list[JSONValue]) -> bool:
             chars = KEY_POSITION_BYTES  # a tagged or float key: measured exactly below
     # A character encodes to at most six bytes (an escape), a short key far fewer.
     return 6 * chars + 32 * len(pos) <= KEY_POSITION_BYTES or (
-        len(orjson.dumps(pos)) <= KEY_POSITION_BYTES
+        len(dumps(pos)) <= KEY_POSITION_BYTES
     )
 
 
@@ -217,7 +218,7 @@ def _skip_from(start: Position | None, served: int, last: list[JSONValue]) -> Po
 
 def _digest(key: list[JSONValue]) -> str:
     """A short digest of a row's whole key: the order is total, so it names one row."""
-    return hashlib.blake2b(orjson.dumps(key), digest_size=16).hexdigest()
+    return hashlib.blake2b(dumps(key), digest_size=16).hexdigest()
 
 
 class _Resumed(list[JSONValue]):
@@ -1500,8 +1501,8 @@ def _unchanged(kept: Hashable, token: Hashable) -> bool:
 
 def _position_key(position: Position | None) -> bytes:
     try:
-        return orjson.dumps(position)
-    except orjson.JSONEncodeError:
+        return dumps(position)
+    except (orjson.JSONEncodeError, EncodeError):
         raise InvalidCursor("the position is not a JSON value") from None
 
 
@@ -1905,22 +1906,6 @@ def _file_id(path: str | bytes) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-class _Closing:
-    """Closes the SQLite connection a source opened when the last reference to this goes
-    (the source's, and each ``open()`` iterator's reading the connection): a
-    `sqlite3.Connection` is in a reference cycle with its own statement cache, so
-    dropping it leaves the database file open until the cycle collector runs."""
-
-    __slots__ = ("__weakref__", "conn", "pid")
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn, self.pid = conn, os.getpid()
-
-    def __del__(self) -> None:
-        if self.pid == os.getpid():  # a forked child never closes its parent's
-            self.conn.close()
-
-
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -1969,11 +1954,11 @@ class SQLiteSource(_SQLSource):
             max_cell_bytes=max_cell_bytes,
         )
         self._own: sqlite3.Connection | None = None
-        self._closing: _Closing | None = None  # closes `_own` when it is dropped
+        self._closing: Closing[sqlite3.Connection] | None = None  # closes `_own` when it is dropped
         # Every connection this source opened that something may still read (an open()
         # iterator keeps its own after close()): what `interrupt` reaches. A tuple,
         # replaced whole, so that another thread's interrupt reads it without a lock.
-        self._readers: tuple[weakref.ref[_Closing], ...] = ()
+        self._readers: tuple[weakref.ref[Closing[sqlite3.Connection]], ...] = ()
         self._length = 0  # the own connection's length limit as opened
         # The device and inode of the file the own connection opened (`_connection`).
         self._file: tuple[int, int] | None = None
@@ -2008,12 +1993,12 @@ class SQLiteSource(_SQLSource):
 
         Waits for a page (or an ``open()`` step) that another thread runs, and closes the
         connection once nothing reads it: an ``open()`` iterator still open finishes on it
-        (it holds the connection, `_Closing`), as a page of this thread's that called this
+        (it holds the connection, `Closing`), as a page of this thread's that called this
         does. A page after this opens the path again."""
         # Under the lock: closed in another thread's step, the connection would be freed
         # under the statement it runs (a crash), or taken from `_own` between the page's
         # `_connection()` and its use. Never closed here directly: whoever still reads it
-        # holds its `_Closing`, and the last of them closes it.
+        # holds its `Closing`, and the last of them closes it.
         with self._held():
             self._own, self._closing = None, None
             self._ahead.clear()
@@ -2036,7 +2021,7 @@ class SQLiteSource(_SQLSource):
             try:
                 closing.conn.interrupt()
             except sqlite3.ProgrammingError:
-                # Closed by its `_Closing.__del__`, which runs before the weak reference
+                # Closed by its `Closing.__del__`, which runs before the weak reference
                 # is cleared: no statement runs on it, nothing to interrupt.
                 continue
 
@@ -2183,7 +2168,7 @@ class SQLiteSource(_SQLSource):
         # Read-only: paging must never create or change the database. A connection
         # inherited through fork is never used: the child opens its own. An old one is
         # not closed here: an open() iterator may still be reading it (it closes with
-        # the last reference, `_Closing`).
+        # the last reference, `Closing`).
         before = _file_id(path)
         uri = "file:" + _uri_path(path) + "?mode=ro"
         own = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -2194,7 +2179,7 @@ class SQLiteSource(_SQLSource):
             # What was learned of another file (columns, keys, blob I/O) is not this one's.
             self._plans.clear()
         self._own, self._pid = own, os.getpid()
-        self._closing = _Closing(own)
+        self._closing = Closing(own)
         self._readers = (*(r for r in self._readers if r() is not None), weakref.ref(self._closing))
         self._file = before if before == after else None
         self._ahead.clear()  # their tokens are another connection's counters
@@ -3201,7 +3186,7 @@ class PostgresSource(_SQLSource):
     psycopg is imported only when this class is used.
     """
 
-    __slots__ = ("_conn", "_conninfo", "_key_oids", "_own", "_pid", "_pool")
+    __slots__ = ("_closing", "_conn", "_conninfo", "_key_oids", "_own", "_pid", "_pool")
     _kind = "postgres"
 
     def __init__(
@@ -3235,6 +3220,9 @@ class PostgresSource(_SQLSource):
         # The types of the order columns, read with psycopg's own loaders (`_row_cursor`).
         self._key_oids: frozenset[int] = frozenset()
         self._own: psycopg.Connection[Any] | None = None
+        # Closes `_own` when the source is dropped unclosed: psycopg warns of a connection
+        # deleted open, and this source opened it, so no caller could have closed it.
+        self._closing: Closing[psycopg.Connection[Any]] | None = None
         self._pid = 0
         if isinstance(conninfo_or_connection, psycopg.Connection):
             self._conn = conninfo_or_connection
@@ -3286,6 +3274,7 @@ class PostgresSource(_SQLSource):
             # Autocommit: fill()'s bounded queries need no transaction, and open() makes
             # its own for the server-side cursor.
             self._own = own = psycopg.connect(self._conninfo, autocommit=True)
+            self._closing = Closing(own)
             # Floats written exactly, whatever the database or role sets (before
             # PostgreSQL 12 the default rounded them): a float key must come back as it is.
             own.execute("SET extra_float_digits = 3")
