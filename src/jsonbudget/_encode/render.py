@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain, islice
 from operator import is_ as _is
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeGuard
 
 import orjson
 
@@ -86,6 +86,8 @@ _compact = _bound.compact
 _chain = chain.from_iterable
 _JSONError = orjson.JSONEncodeError
 _NONE: Trs = ()
+#: `Stream.pending` holding no item.
+_NO_ITEM: Final = object()
 _BIG = 1 << 62
 _SCALARS = (int, float, *_BOUNDED_SCALARS)  # bool is an int
 #: From this many items on, a run of list items is bounded and encoded at once.
@@ -195,7 +197,7 @@ class Stream:
     keeps it.
     """
 
-    __slots__ = ("done", "failed", "it", "items", "lock", "source")
+    __slots__ = ("done", "failed", "it", "items", "lock", "pending", "source")
 
     def __init__(self, it: Iterator[Any], source: Iterator[Any] | None = None) -> None:
         self.it = it
@@ -209,6 +211,9 @@ class Stream:
         # short under complete (and a spill wrote it short) with no marker. A
         # `BaseException` too (KeyboardInterrupt, a timeout): it finishes a generator alike.
         self.failed: BaseException | None = None
+        # An item pulled that `items` could not take (its append ran out of memory): the
+        # iterator gave it and will not again, so the next read takes it first.
+        self.pending: Any = _NO_ITEM
         # Pages in other threads meet the same stream: one pulls at a time, or a
         # generator raises "already executing" (reentrant: an iterator that pages its
         # own stream gets that error, not a deadlock).
@@ -250,26 +255,43 @@ class Stream:
         try:
             with self.lock:
                 failed = self.failed
-                if isinstance(failed, Exception):
+                if isinstance(failed, Exception) and not isinstance(failed, MemoryError):
                     raise failed
                 if failed is not None:
                     # Raised as it was where it was met (a KeyboardInterrupt stops the
-                    # program); a later read is no interrupt of its own, only a failed item.
+                    # program, a MemoryError says memory ran out); a later read is neither,
+                    # only a failed item.
                     raise EncodeError(
                         f"iterator raised {type(failed).__name__}", path=_path(where)
                     ) from failed
+                pending = self.pending
+                if pending is not _NO_ITEM:
+                    self.items.append(pending)
+                    self.pending = _NO_ITEM
+                    return True
                 if self.done:
                     return False
                 try:
-                    self.items.append(next(self.it))
+                    item = next(self.it)
                 except StopIteration:
                     raise
                 except BaseException as exc:
+                    # Whatever raised it (a MemoryError too): the iterator may have ended
+                    # or dropped an item, and read again it would end early.
                     self.failed = exc
+                    raise
+                try:
+                    self.items.append(item)
+                except MemoryError:
+                    # The library's own list ran out, not the iterator: not failed, and
+                    # the item it gave is held for the next read.
+                    self.pending = item
                     raise
         except StopIteration:
             self.done = True
             return False
+        except MemoryError:
+            raise  # as itself, whatever raised it: an EncodeError would blame the iterator
         except Exception as exc:
             if reports_itself(exc):
                 raise  # it already says what failed and where (a source's DecodeError)
@@ -586,6 +608,8 @@ def _proxy(obj: Any) -> bool:
     """Whether *obj* says it is of a class it is not (its ``__class__`` lies)."""
     try:
         return obj.__class__ is not type(obj)
+    except MemoryError:
+        raise  # the interpreter's: taken for a proxy, a good value was marked unencodable
     except Exception:  # noqa: BLE001 - a __class__ that raises says nothing true either
         return True
 
@@ -772,6 +796,8 @@ class EncodeCall:
         try:
             if t in _WALKED or (issubclass(t, _WALKED_BASES) and not issubclass(t, str)):
                 return obj
+        except MemoryError:
+            raise  # the interpreter's (see `_values.has_class`)
         except Exception:  # noqa: BLE001 - an unhashable class: `_convert` decides
             pass
         hit = self.converted.get(id(obj))
@@ -821,6 +847,8 @@ class EncodeCall:
             # as orjson selects them): as their own library writes them.
             try:
                 native = _values.adapt(obj, self.values)
+            except MemoryError:
+                raise  # as itself, whatever raised it: not bad data (see encoder.md)
             except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
                 err = _library_error(exc, obj, where)
                 raise err from err.__cause__
@@ -862,6 +890,8 @@ class EncodeCall:
         assert self.default is not None
         try:
             return self.default(obj)
+        except MemoryError:
+            raise  # as itself, whatever raised it: the encoder's rule (see encoder.md)
         except Exception as exc:
             # Chained, not swallowed: the caller sees the hook's own error.
             raise EncodeError(
@@ -990,6 +1020,8 @@ class EncodeCall:
             k, x = members[i] if pairs else (_ITEM, members[i])
             try:
                 leaf = type(x) in _LEAVES
+            except MemoryError:
+                raise  # the interpreter's (see `_values.has_class`)
             except Exception:  # noqa: BLE001 - an unhashable class (`_values.has_class`)
                 leaf = False
             if leaf:
@@ -1074,6 +1106,8 @@ class EncodeCall:
                     v, cap, depth, self.caps, self.known,
                     views=walked, longer=True, measured=measured,
                 )  # fmt: skip
+            except MemoryError:
+                raise  # not the value's, nor a reason to render it member by member
             except Exception as exc:  # noqa: BLE001 - re-raised as EncodeError, chained
                 if v is not obj or not _values.has_class(type(v), _PLAIN):
                     err = _library_error(exc, obj, where)
@@ -1869,6 +1903,8 @@ class EncodeCall:
             # (plain orjson.dumps too): ask for the offset here and hand orjson a fixed one.
             try:
                 offset = obj.utcoffset()
+            except MemoryError:
+                raise  # the interpreter's: the datetime is fine
             except Exception as exc:
                 if self.error_on_unencodable:
                     raise EncodeError(
@@ -2116,6 +2152,8 @@ class EncodeCall:
             text = (
                 _REPR.repr(k) if _values.has_class(type(k), _REPRLIB_TYPES) else repr(k)[:_KEY_REPR]
             )
+        except MemoryError:
+            raise  # the interpreter's: the key would lose its description unseen
         except Exception as exc:
             if self.error_on_unencodable:
                 raise EncodeError(

@@ -216,6 +216,8 @@ class _Computed:
             return v
         try:
             v = self._value = getattr(self.obj, self.name)
+        except MemoryError:
+            raise  # as itself, whatever raised it: the encoder's rule (see encoder.md)
         except Exception as exc:  # chained, not swallowed: the caller sees its own error
             raise EncodeError(
                 f"computed field {self.name} raised {type(exc).__name__}", path=None
@@ -672,6 +674,8 @@ def _with_nanoseconds(base: _dt.datetime, ns: int, what: str) -> Any:
     if base.tzinfo is not None:
         try:
             offset = base.utcoffset()
+        except MemoryError:
+            raise  # the interpreter's: the value is fine
         except Exception:  # noqa: BLE001 - a tzinfo's own code: unencodable, as anywhere
             return UNKNOWN
         text += offset_text(_dt.timedelta(0) if offset is None else offset)  # orjson: +00:00
@@ -2411,6 +2415,8 @@ def hashable_class(t: type) -> bool:
     """Whether class *t* can be hashed (see `has_class`)."""
     try:
         hash(t)
+    except MemoryError:
+        raise  # the interpreter's, not the class's (see `has_class`)
     except Exception:  # noqa: BLE001 - the metaclass's own error
         return False
     return True
@@ -2422,9 +2428,15 @@ def has_class(t: object, table: Container[Any]) -> bool:
     may raise: the encoder's tables of classes hold no such class, and its values go
     the way of any unknown type (``default``, then the unencodable marker or
     EncodeError), not out as a bare TypeError. Free where the hash works (3.11's
-    exceptions cost nothing until raised)."""
+    exceptions cost nothing until raised).
+
+    A `MemoryError` passes on: the interpreter ran out, and taken for "unhashable" it
+    turned a good value into a marker. A `RecursionError` is the metaclass's: a class
+    hashes without recursing unless its metaclass's own Python code recurses."""
     try:
         return t in table
+    except MemoryError:
+        raise  # as in `hashable_class`
     except Exception:  # noqa: BLE001 - the metaclass's own error: not in any table
         return False
 

@@ -31,7 +31,16 @@ from . import bound as _bound
 from . import values as _values
 from .bound import Caps
 from .encoder import BinaryMode, Encoder, MarkerStyle
-from .render import EncodeCall, Stream, _library_error, _placed, _proxy, pointer, reports_itself
+from .render import (
+    _NO_ITEM,
+    EncodeCall,
+    Stream,
+    _library_error,
+    _placed,
+    _proxy,
+    pointer,
+    reports_itself,
+)
 from .strings import SURROGATE, cut_string
 
 __all__ = ["ORJSON_DEPTH", "JsonWriter"]
@@ -323,6 +332,8 @@ class JsonWriter:
             # `EncodeCall._whole_container`: the library writes a view that needs no marker.
             try:
                 native = _values.whole(v, cap, 0, call.caps, call.known, longer=True)
+            except MemoryError:
+                raise  # as the encoder raises it: as itself, not the value's
             except Exception as exc:  # noqa: BLE001 - re-raised as the encoder raises it
                 err = _library_error(exc, obj, "")
                 cause = err.__cause__
@@ -489,6 +500,8 @@ class JsonWriter:
             return it
         if stream.failed is not None:
             return stream.replay(path)  # raises where the iterator raised before
+        if stream.pending is not _NO_ITEM:
+            return stream.replay(path)  # the item a read could not keep comes first
         return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
 
     def _array(
@@ -736,6 +749,8 @@ def _members(view: _values.MapView, path: str) -> tuple[list[Any], list[Any]]:
         for key, value in view.items():
             keys.append(key)
             values.append(value)
+    except MemoryError:
+        raise  # as `EncodeCall._read` raises it
     except Exception as exc:
         if reports_itself(exc):
             err = _placed(exc, path)
@@ -751,6 +766,8 @@ def _items(view: _values.SeqView, path: str) -> Iterator[Any]:
     for start in range(0, n, _BATCH):
         try:
             part = view[start : start + _BATCH]
+        except MemoryError:
+            raise  # as `EncodeCall._read` raises it
         except Exception as exc:
             if reports_itself(exc):
                 err = _placed(exc, path)
