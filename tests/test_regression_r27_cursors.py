@@ -271,3 +271,20 @@ def test_regression_dropped_postgres_source_warned_of_its_connection_left_open(
             case()
             gc.collect()
         assert [str(w.message) for w in seen if w.category is ResourceWarning] == [], case
+
+
+# -- a MemoryError reading a query value -----------------------------------------------------
+
+
+class _OutOfMemory(dict[str, Any]):
+    """A mapping whose items() runs out of memory, as reading a huge one may."""
+
+    def items(self) -> Any:
+        raise MemoryError
+
+
+@pytest.mark.parametrize("where", ["top", "nested"])
+def test_regression_memoryerror_reading_a_query_was_an_encode_error(where: str) -> None:
+    query: Any = _OutOfMemory() if where == "top" else {"q": _OutOfMemory(a=1)}
+    with pytest.raises(MemoryError):
+        Scope("alice", query)

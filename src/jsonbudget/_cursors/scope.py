@@ -101,6 +101,8 @@ def _canon(value: object, path: _Where, depth: int) -> object:
     """
     try:
         return _canon_value(value, path, depth)
+    except MemoryError:
+        raise  # the interpreter's, not the query's: as itself, as the encoder does
     except Exception as exc:
         if reports_itself(exc):
             raise  # this walk's own refusal, already naming where
@@ -349,6 +351,8 @@ def _canon_top(value: Mapping[Any, Any]) -> dict[str, object]:
     `EncodeError` at the root, as it is for a value inside it."""
     try:
         return _canon_mapping(value, None, 0)
+    except MemoryError:
+        raise  # the interpreter's, not the query's (see `_canon`)
     except Exception as exc:
         if reports_itself(exc):
             raise
