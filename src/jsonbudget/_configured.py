@@ -80,11 +80,15 @@ class Configured(Generic[T]):
         with self.lock:
             cache = self.by_options
             if len(cache) >= CACHE_SIZE:
-                cache.clear()
+                cache.clear()  # before the watches: no entry is ever left without its own
                 self.watches.clear()
-            cache[key] = found
+            # The watches first, the entry last: an interrupt in between (hashing the key
+            # again runs `Limits.__hash__`) left an entry no watch removed, which outlived
+            # its store and was served to a new store given the dead one's id. Watches
+            # without an entry remove nothing that is there.
             if watches:
                 self.watches[key] = watches
+            cache[key] = found
 
     def _drop(self, key: Hashable, _gone: object) -> None:
         """An object of *key* went: its entry goes (called back, in any thread)."""

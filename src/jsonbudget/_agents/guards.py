@@ -931,55 +931,70 @@ class TurnBudget:
             fast = clean_dumps(result, self._gate._max_bytes, 0, _GATE_CAPS, None, True)
             if type(fast) is bytes:
                 size = len(fast)
-                # acquire/release, not `with`: the context protocol cost about 90 ns here,
-                # a tenth of this path over orjson's own time for a 1 KiB result.
-                self._lock.acquire()
+                counted = False  # as in `_admit_to`: what raises once counted gives it back
                 try:
-                    later = self._max_calls - turn.calls - 1
-                    if (
-                        size
-                        <= self._max_bytes - turn.used - (later if later > 0 else 0) * self._bare
-                    ):
-                        turn.calls += 1
-                        turn.used += size
-                        admitted = _new_admitted(tool, fast, "json", size, size, None,
-                                                 "fits", False, None, ())  # fmt: skip
-                        turn.results.append(admitted)
-                        return admitted
-                finally:
-                    self._lock.release()
+                    # `with`, though acquire/release cost 90 ns less: an interrupt as
+                    # acquire returned, before the `try` that releases it, left the lock
+                    # held and every later call of the budget waiting on it.
+                    with self._lock:
+                        later = self._max_calls - turn.calls - 1
+                        kept = (later if later > 0 else 0) * self._bare
+                        if size <= self._max_bytes - turn.used - kept:
+                            admitted = _new_admitted(tool, fast, "json", size, size, None,
+                                                     "fits", False, None, ())  # fmt: skip
+                            calls, used = turn.calls + 1, turn.used + size
+                            turn.calls, turn.used, counted = calls, used, True
+                            turn.results.append(admitted)
+                            return admitted
+                except BaseException:
+                    if counted:
+                        self._give_back(turn, size, admitted)
+                    raise
         return self._admit_to(turn, result, tool)
 
     def _admit_to(self, turn: _Turn, result: Any, tool: str) -> Admitted:
         """`admit` of a result of *turn*, counted there whether or not it is still the
         current turn."""
         measured = self._gate._measure(result)
-        with self._lock:
-            room = self._room(turn)
-            turn.calls += 1
-            data = measured.data
-            if data is not None and len(data) <= room:
-                size = len(data)
-                turn.used += size
-                admitted = Admitted(tool, data, measured.kind, size, size, None, "fits",
-                                    False, None, measured.truncations)  # fmt: skip
-                turn.results.append(admitted)
-                return admitted
-            reason: AdmitReason = "result_limit" if data is None else "turn_limit"
-            reserved = max(0, min(self._gate.preview_bytes, room))
-            turn.used += reserved
-        with contextlib.ExitStack() as on_error:
-            on_error.callback(self._release, reserved, turn)  # a failed spill gives it back
+        preview = self._gate.preview_bytes
+        # The call's count in *turn* and its give-back are one unit: whatever raises
+        # before the answer is handed back (a failed spill, a MemoryError building the
+        # answer, an interrupt as the lock is released) gives back what was counted, the
+        # call's slot with it. Each change of the counts is made by stores on one line,
+        # with what `_give_back` needs (*charged* bytes, -1 for no slot taken; *listed*,
+        # the answer in the results), so that no exception can come between them.
+        charged = -1
+        listed: Admitted | None = None
+        try:
+            with self._lock:
+                room = self._room(turn)
+                data = measured.data
+                if data is not None and len(data) <= room:
+                    size = len(data)
+                    admitted = Admitted(tool, data, measured.kind, size, size, None, "fits",
+                                        False, None, measured.truncations)  # fmt: skip
+                    calls, used = turn.calls + 1, turn.used + size
+                    turn.calls, turn.used, charged, listed = calls, used, size, admitted
+                    turn.results.append(admitted)
+                    return admitted
+                reason: AdmitReason = "result_limit" if data is None else "turn_limit"
+                reserved = max(0, min(preview, room))
+                calls, used = turn.calls + 1, turn.used + reserved
+                turn.calls, turn.used, charged = calls, used, reserved
             gated = self._gate._spill(measured, label=tool, budget=reserved)
-            on_error.pop_all()
-        used = len(gated.data)
-        admitted = Admitted(tool, gated.data, gated.kind, gated.size, used, gated.spill,
-                            reason, used > reserved, gated.shown_ref,
-                            gated.truncations)  # fmt: skip
-        with self._lock:
-            turn.used += used - reserved
-            turn.results.append(admitted)
-        return admitted
+            size = len(gated.data)
+            admitted = Admitted(tool, gated.data, gated.kind, gated.size, size, gated.spill,
+                                reason, size > reserved, gated.shown_ref,
+                                gated.truncations)  # fmt: skip
+            with self._lock:
+                used = turn.used + size - reserved
+                turn.used, charged, listed = used, size, admitted
+                turn.results.append(admitted)
+            return admitted
+        except BaseException:
+            if charged >= 0:
+                self._give_back(turn, charged, listed)
+            raise
 
     async def aadmit(self, result: Any, *, tool: str = "result") -> Admitted:
         """`admit` in a worker thread, so a spill does not block the event loop."""
@@ -992,9 +1007,17 @@ class TurnBudget:
             return await result.drive(functools.partial(self._admit_to, turn, result, tool))
         return await off_loop(functools.partial(self._admit_to, turn, result, tool))
 
-    def _release(self, reserved: int, turn: _Turn) -> None:
+    def _give_back(self, turn: _Turn, charged: int, listed: Admitted | None) -> None:
+        """Undo a call's count in *turn*, which raised before its answer was handed back:
+        its slot, the *charged* bytes, and *listed* (its answer) if in the results."""
         with self._lock:
-            turn.used -= reserved
+            if listed is not None:
+                results = turn.results
+                for index in range(len(results) - 1, -1, -1):  # last, unless others came
+                    if results[index] is listed:
+                        del results[index]
+                        break
+            turn.used -= charged
             turn.calls -= 1
 
     def report(self) -> TurnReport:
@@ -1043,13 +1066,18 @@ class TurnBudget:
     def running_call(self) -> Iterator[None]:
         """Counts a tool call on this turn as running while the block runs (see
         `calls_running`)."""
-        with self._counting:
-            self._running += 1
+        counted = False
         try:
+            # Inside the `try`: an interrupt as the lock is released left the call counted
+            # as running for good, and the turn never ended.
+            with self._counting:
+                running = self._running + 1
+                self._running, counted = running, True
             yield
         finally:
-            with self._counting:
-                self._running -= 1
+            if counted:
+                with self._counting:
+                    self._running -= 1
 
     @property
     def calls_running(self) -> int:

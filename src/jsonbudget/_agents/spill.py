@@ -945,11 +945,26 @@ def _remove_temp(
     except FileNotFoundError:
         pass  # never made: the put failed before its file was created
     except OSError as unlink_exc:
+        if not _is_there(name, directory):
+            # Never made either: a read-only file system refuses the unlink (EROFS)
+            # before it looks for the file, and no file is left behind to tell of.
+            return False
         message = f"removing the temporary spill file failed too: {unlink_exc.strerror}"
         if exc is None:
             raise SpillError(message) from unlink_exc
         exc.add_note(message)
     return False
+
+
+def _is_there(name: str, directory: int) -> bool:
+    """Whether the file *name* is in the open *directory*: True unless it is known not to be."""
+    try:
+        os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: it may be left behind, which the note then says
+    return True
 
 
 def _open_into(opened: list[int], path: Path, flags: int) -> None:
