@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 
 import jsonbudget
-from jsonbudget import Limits, MemoryCursorStore, Scope, SpillStore, TurnBudget, paginate
+from jsonbudget import (
+    Limits,
+    MemoryCursorStore,
+    ResultGate,
+    Scope,
+    SpillStore,
+    TurnBudget,
+    paginate,
+)
 from jsonbudget._agents import guards, spill
 from jsonbudget._pages import builder
 from jsonbudget.errors import SpillError
@@ -284,3 +292,32 @@ def test_spill_failed_removal_of_a_temporary_file_made_is_still_noted(
         f"removing the temporary spill file failed too: {os.strerror(errno.EROFS)}"
     ]
     assert [p.name.startswith(".tmp-") for p in tmp_path.iterdir()] == [True]
+
+
+# -- a MemoryError asking a result's class -------------------------------------------------
+
+
+class _OutOfMemoryMeta(type):
+    """A metaclass whose classes run out of memory when hashed or asked of an ABC."""
+
+    def __hash__(cls) -> int:
+        raise MemoryError
+
+    def __eq__(cls, other: object) -> bool:
+        return cls is other
+
+
+class _Result(metaclass=_OutOfMemoryMeta):
+    pass
+
+
+def test_memoryerror_asking_a_results_class_passes_through(
+    tmp_path: Path,
+) -> None:
+    gate = ResultGate(max_bytes=4096, store=SpillStore(tmp_path))
+    with pytest.raises(MemoryError):
+        gate.gate(_Result())
+    turn = TurnBudget(max_bytes=8192, store=SpillStore(tmp_path))
+    with pytest.raises(MemoryError):
+        turn.admit(_Result())
+    assert turn.report().used_bytes == 0
