@@ -3,6 +3,7 @@ evict on, and connections a store or a source opened left open when it is droppe
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import os
 import sqlite3
@@ -288,3 +289,18 @@ def test_regression_memoryerror_reading_a_query_was_an_encode_error(where: str) 
     query: Any = _OutOfMemory() if where == "top" else {"q": _OutOfMemory(a=1)}
     with pytest.raises(MemoryError):
         Scope("alice", query)
+
+
+class _OutOfMemoryTZ(dt.tzinfo):
+    def utcoffset(self, d: dt.datetime | None) -> dt.timedelta:
+        raise MemoryError
+
+    def dst(self, d: dt.datetime | None) -> None:
+        return None
+
+
+def test_regression_memoryerror_in_a_positions_tzinfo_was_an_encode_error() -> None:
+    store = MemoryCursorStore()
+    state = store.start(SCOPE, max_pages=None)
+    with pytest.raises(MemoryError):
+        store.mint(state, [dt.datetime(2024, 1, 1, tzinfo=_OutOfMemoryTZ()), 1])

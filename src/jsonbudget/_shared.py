@@ -33,9 +33,12 @@ def dumps(value: Any, option: int = 0) -> bytes:
             value, default=_datetime_text, option=option | orjson.OPT_PASSTHROUGH_DATETIME
         )
     except orjson.JSONEncodeError as exc:
-        if isinstance(exc.__cause__, EncodeError):
+        cause = exc.__cause__
+        if isinstance(cause, EncodeError):
             # raised by `_datetime_text`, chained to what the tzinfo raised
-            raise exc.__cause__ from exc.__cause__.__cause__
+            raise cause from cause.__cause__
+        if isinstance(cause, MemoryError):
+            raise cause from None  # as itself (orjson wraps what `default` raises)
         raise
 
 
@@ -48,6 +51,8 @@ def _datetime_text(obj: Any) -> orjson.Fragment:
         if type(obj.tzinfo) not in _PLAIN_TZ:
             try:
                 offset = obj.utcoffset()
+            except MemoryError:
+                raise  # the interpreter's, not the tzinfo's: as itself, as the encoder does
             except Exception as exc:
                 raise EncodeError(
                     f"datetime.utcoffset() raised {type(exc).__name__}", path=None
