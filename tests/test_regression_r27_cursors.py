@@ -298,9 +298,13 @@ class _OutOfMemoryTZ(dt.tzinfo):
     def dst(self, d: dt.datetime | None) -> None:
         return None
 
+    def tzname(self, d: dt.datetime | None) -> str:
+        return "OOM"
+
 
 def test_regression_memoryerror_in_a_positions_tzinfo_was_an_encode_error() -> None:
     store = MemoryCursorStore()
     state = store.start(SCOPE, max_pages=None)
+    position: Any = [dt.datetime(2024, 1, 1, tzinfo=_OutOfMemoryTZ()), 1]  # as a source gives
     with pytest.raises(MemoryError):
-        store.mint(state, [dt.datetime(2024, 1, 1, tzinfo=_OutOfMemoryTZ()), 1])
+        store.mint(state, position)
