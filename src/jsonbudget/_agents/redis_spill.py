@@ -14,12 +14,13 @@ import contextlib
 import hashlib
 import io
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from .._extras import not_a_client, require_extra
 from .._limits import check_int
+from .._redis import answers, guarded, new_nonce, out_of_step
 from ..errors import LimitError, SpillError
 from .spill import (
     DEFAULT_MAX_AGE,
@@ -160,11 +161,10 @@ class RedisSpillStore:
         check_int("offset", offset, minimum=0)
         check_int("limit", limit, minimum=1)
         key = self._key(ref)
-        with self._failures("reading a spilled result"):
-            pipe = self._client.pipeline(transaction=False)
-            pipe.exists(key)
-            pipe.getrange(key, offset, offset + limit - 1)
-            exists, data = pipe.execute()
+        exists, data = self._ask(
+            "reading a spilled result",
+            lambda pipe: (pipe.exists(key), pipe.getrange(key, offset, offset + limit - 1)),
+        )
         if not exists:
             raise SpillError(f"no spilled result {ref!r} (expired, evicted or never stored)")
         return bytes(data)
@@ -177,18 +177,34 @@ class RedisSpillStore:
 
     @contextlib.contextmanager
     def _failures(self, doing: str) -> Iterator[None]:
-        """The client's errors while *doing*, raised as `SpillError` (chained)."""
+        """The client's errors while *doing*, raised as `SpillError` (chained); whatever
+        escapes closes the connections that may hold a reply in flight (`_redis`)."""
         try:
-            yield
+            with guarded(self._client):
+                yield
         except self._errors as exc:
             raise SpillError(f"Redis failed {doing}: {exc}") from exc
 
-    def _size(self, key: str) -> int:
-        with self._failures("reading a spilled result's size"):
+    def _ask(self, doing: str, queue: Callable[[Any], object]) -> list[Any]:
+        """The replies to the commands *queue* puts in a pipeline, in one round trip.
+
+        An ``ECHO`` of a fresh nonce goes first: replies that do not start with it answer
+        another request (`_redis`), so another result's bytes are never taken for these.
+        """
+        nonce = new_nonce()
+        with self._failures(doing):
             pipe = self._client.pipeline(transaction=False)
-            pipe.exists(key)
-            pipe.strlen(key)
-            exists, size = pipe.execute()
+            pipe.echo(nonce)
+            queue(pipe)
+            replies: list[Any] = pipe.execute()
+            if not answers(replies[0], nonce):
+                raise out_of_step(doing)
+        return replies[1:]
+
+    def _size(self, key: str) -> int:
+        exists, size = self._ask(
+            "reading a spilled result's size", lambda pipe: (pipe.exists(key), pipe.strlen(key))
+        )
         if not exists:
             name = key[len(self._prefix) :]
             raise SpillError(f"no spilled result {name!r} (expired, evicted or never stored)")
@@ -230,9 +246,10 @@ class _RangeReader(io.RawIOBase):
         want = min(len(buffer), self._size - self._at)
         if want <= 0:
             return 0
-        store = self._store
-        with store._failures("reading a spilled result"):
-            data = store._client.getrange(self._key, self._at, self._at + want - 1)
+        key, at = self._key, self._at
+        (data,) = self._store._ask(
+            "reading a spilled result", lambda pipe: pipe.getrange(key, at, at + want - 1)
+        )
         if not data:
             raise SpillError("the spilled result changed or expired while it was read")
         buffer[: len(data)] = data

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from .._extras import not_a_client, require_extra
+from .._redis import answers, guarded, new_nonce, out_of_step
 from ..errors import BudgetExhausted, CursorScopeError, InvalidCursor, LimitError
 from .scope import Scope
 from .store import (
@@ -43,7 +44,7 @@ from .store import (
 )
 
 if TYPE_CHECKING:
-    from redis.commands.core import Script
+    from collections.abc import Sequence
 
 __all__ = ["RedisCursorStore"]
 
@@ -56,6 +57,9 @@ _TID_HEX: Final = re.compile(r"[0-9a-f]{16}")
 #: The longest key prefix a store takes.
 _MAX_PREFIX_CHARS: Final = 256
 
+# Every script's last argument is a nonce (`_redis.new_nonce`) that its reply starts with:
+# a reply without it answers another request (`_redis`), and is never used.
+
 # Redis TIME keeps every machine on one clock; ms since the epoch fit a Lua double exactly.
 _START: Final = """
 local t = redis.call('TIME')
@@ -64,7 +68,7 @@ local exp = now + tonumber(ARGV[4])
 redis.call('HSET', KEYS[1], 'pf', ARGV[1], 'qf', ARGV[2], 'n', 1,
            't0', string.format('%.0f', now), 'exp', string.format('%.0f', exp), 'max', ARGV[3])
 redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', exp))
-return {string.format('%.0f', now), string.format('%.0f', exp)}
+return {ARGV[5], string.format('%.0f', now), string.format('%.0f', exp)}
 """
 
 # Status codes: 0 gone, 1 unknown token, 2 expired, 3 principal, 4 query, 5 budget, 6 served,
@@ -75,8 +79,8 @@ return {string.format('%.0f', now), string.format('%.0f', exp)}
 # lift the page budget; the position is checked as JSON once the page is counted.
 _RESUME: Final = """
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'none' then return {0} end
-if kind ~= 'hash' then return {7} end
+if kind == 'none' then return {ARGV[4], 0} end
+if kind ~= 'hash' then return {ARGV[4], 7} end
 local v = redis.call('HMGET', KEYS[1], 'pf', 'qf', 'n', 't0', 'exp', 'max', ARGV[1])
 local function num(s, pattern)
   if s and #s <= 15 and string.find(s, pattern) then return tonumber(s) end
@@ -85,34 +89,39 @@ end
 local n, t0, exp = num(v[3], '^[1-9]%d*$'), num(v[4], '^%d+$'), num(v[5], '^%d+$')
 local max = false
 if v[6] ~= '' then max = num(v[6], '^[1-9]%d*$') end
-if not (v[1] and v[2] and n and t0 and exp and t0 <= exp) then return {7} end
-if v[6] ~= '' and not (max and n <= max) then return {7} end
-if not v[7] then return {1} end
+if not (v[1] and v[2] and n and t0 and exp and t0 <= exp) then return {ARGV[4], 7} end
+if v[6] ~= '' and not (max and n <= max) then return {ARGV[4], 7} end
+if not v[7] then return {ARGV[4], 1} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if now >= exp then return {2} end
-if v[1] ~= ARGV[2] then return {3} end
-if v[2] ~= ARGV[3] then return {4} end
-if max and n >= max then return {5, n, max} end
+if now >= exp then return {ARGV[4], 2} end
+if v[1] ~= ARGV[2] then return {ARGV[4], 3} end
+if v[2] ~= ARGV[3] then return {ARGV[4], 4} end
+if max and n >= max then return {ARGV[4], 5, n, max} end
 n = redis.call('HINCRBY', KEYS[1], 'n', 1)
-return {6, n, v[4], v[5], v[6], v[7]}
+return {ARGV[4], 6, n, v[4], v[5], v[6], v[7]}
 """
 #: `_RESUME`'s status codes that `resume` acts on by name.
 _RESUMED_OTHER_PRINCIPAL: Final = 3
 _RESUMED_OTHER_QUERY: Final = 4
+_RESUMED_BUDGET_SPENT: Final = 5
 _RESUMED_SERVED: Final = 6
 _RESUMED_NOT_OURS: Final = 7
+#: How many items `_RESUME`'s reply holds for each status, nonce included: any other
+#: status or length is not a reply of this script.
+_RESUME_REPLY_LENGTHS: Final = {0: 2, 1: 2, 2: 2, 3: 2, 4: 2, 5: 4, 6: 7, 7: 2}
 
 # Minting the same position twice returns the first token: retries do not grow the hash.
-# An empty reply is a key that is not a hash (changed by hand): no token id is empty.
+# An empty token id is a key that is not a hash (changed by hand): no token id is empty.
+# false is Redis's nil, a None in the reply's list.
 _MINT: Final = """
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'none' then return false end
-if kind ~= 'hash' then return '' end
+if kind == 'none' then return {ARGV[4], false} end
+if kind ~= 'hash' then return {ARGV[4], ''} end
 local tid = redis.call('HGET', KEYS[1], ARGV[1])
-if tid then return tid end
+if tid then return {ARGV[4], tid} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], 't:' .. ARGV[2], ARGV[3])
-return ARGV[2]
+return {ARGV[4], ARGV[2]}
 """
 
 
@@ -122,6 +131,42 @@ def _text(value: bytes | str) -> str:
 
 def _not_ours() -> InvalidCursor:
     return InvalidCursor("the store holds a key for this cursor that it could not have written")
+
+
+def _reply(reply: object, nonce: str, length: int | None, doing: str) -> list[Any]:
+    """*reply* as the list a script gave this request: its nonce first, *length* items
+    (any, for None). Anything else answers another request (`_redis`)."""
+    if not isinstance(reply, list) or not reply or not answers(reply[0], nonce):
+        raise out_of_step(doing)
+    if length is not None and len(reply) != length:
+        raise out_of_step(doing)
+    return reply
+
+
+class _Script:
+    """A Lua script run by ``EVALSHA`` and loaded on ``NOSCRIPT``, as redis-py's `Script`
+    does, except that its hash is never what ``SCRIPT LOAD`` answers: redis-py's takes
+    that reply as the hash for every later call, so one out of step (`_redis`) made it
+    run another script, or none, from then on."""
+
+    __slots__ = ("_client", "_no_script", "_sha", "_text")
+
+    def __init__(self, client: Any, text: str, no_script: type[Exception]) -> None:
+        self._client = client
+        self._text = text
+        self._no_script = no_script
+        self._sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
+
+    def __call__(self, keys: Sequence[str], args: Sequence[str | bytes]) -> Any:
+        client = self._client
+        try:
+            return client.evalsha(self._sha, len(keys), *keys, *args)
+        except self._no_script:
+            # a Redis restarted (or flushed its scripts) since this process last loaded it
+            loaded = client.script_load(self._text)
+            if not answers(loaded, self._sha):
+                raise out_of_step("loading a script") from None
+            return client.evalsha(self._sha, len(keys), *keys, *args)
 
 
 def _check_decoding(client: Any) -> None:
@@ -192,10 +237,11 @@ class RedisCursorStore(KeyedStore):
             raise not_a_client(url_or_client, "redis.Redis or redis.RedisCluster")
         client = self._client
         _check_decoding(client)
-        # register_script hashes once; each call is one EVALSHA (plus a reload after a restart)
-        self._start: Script = client.register_script(_START)
-        self._resume: Script = client.register_script(_RESUME)
-        self._mint: Script = client.register_script(_MINT)
+        # hashed once; each call is one EVALSHA (plus a reload after a restart)
+        no_script = redis.exceptions.NoScriptError
+        self._start = _Script(client, _START, no_script)
+        self._resume = _Script(client, _RESUME, no_script)
+        self._mint = _Script(client, _MINT, no_script)
         self._key_name = f"{prefix}mac-key"
         # Held across a round trip to Redis (`_adopt_shared_key`), so the likeliest of the
         # stores' locks to be held by another thread at a fork (`KeyedStore._after_fork`).
@@ -212,14 +258,20 @@ class RedisCursorStore(KeyedStore):
     def _sync_key(self, mine: CursorKey | None) -> CursorKey:
         """Write our key if Redis holds none (it was emptied), then adopt what it holds.
 
-        One round trip: ``SET NX`` and ``GET`` in one pipeline.
+        One round trip: ``SET NX`` and ``GET`` in one pipeline. Plain commands carry no
+        nonce, so their replies are checked for the shape only they give: ``SET NX``'s
+        True (written) or None (kept), then a key's hex; a reply out of step fits that
+        only if it is another store's key sync, on the same client.
         """
         secret = mine.secret if mine else secrets.token_bytes(MIN_SECRET_BYTES)
-        pipe = self._client.pipeline(transaction=False)
-        # hex, so clients built with decode_responses=True read it too
-        pipe.set(self._key_name, secret.hex(), nx=True)
-        pipe.get(self._key_name)
-        _, stored = pipe.execute()
+        with guarded(self._client):
+            pipe = self._client.pipeline(transaction=False)
+            # hex, so clients built with decode_responses=True read it too
+            pipe.set(self._key_name, secret.hex(), nx=True)
+            pipe.get(self._key_name)
+            written, stored = pipe.execute()
+            if written is not True and written is not None:
+                raise out_of_step("reading the shared key")
         try:
             return derived_key(bytes.fromhex(_text(stored)))
         except (TypeError, ValueError, UnicodeDecodeError):
@@ -253,15 +305,19 @@ class RedisCursorStore(KeyedStore):
             # a new operation signs with the key Redis holds now (it may have been emptied)
             self._adopt_shared_key()
         op_id = new_operation_id()
-        t0, exp = self._start(
-            keys=[self._op_key(op_id)],
-            args=[
-                scope.principal_fingerprint,
-                scope.query_fingerprint,
-                "" if max_pages is None else str(max_pages),
-                str(self.ttl * 1000),
-            ],
-        )
+        nonce = new_nonce()
+        with guarded(self._client):
+            reply = self._start(
+                keys=[self._op_key(op_id)],
+                args=[
+                    scope.principal_fingerprint,
+                    scope.query_fingerprint,
+                    "" if max_pages is None else str(max_pages),
+                    str(self.ttl * 1000),
+                    nonce,
+                ],
+            )
+            _, t0, exp = _reply(reply, nonce, 3, "starting an operation")
         return CursorState(
             op_id.hex(),
             scope.principal_fingerprint,
@@ -285,20 +341,35 @@ class RedisCursorStore(KeyedStore):
                 key = self._keyring.key(parsed.kid, time.time())
             verify_token(parsed, key)
         scope = check_scope_arg(scope)
-        args = [f"t:{parsed.tid.hex()}", scope.principal_fingerprint, scope.query_fingerprint]
+        nonce = new_nonce()
+        args = [
+            f"t:{parsed.tid.hex()}",
+            scope.principal_fingerprint,
+            scope.query_fingerprint,
+            nonce,
+        ]
         try:
-            reply = self._resume(keys=[self._op_key(parsed.op_id)], args=args)
+            with guarded(self._client):
+                reply = _reply(
+                    self._resume(keys=[self._op_key(parsed.op_id)], args=args),
+                    nonce,
+                    None,
+                    "resuming a cursor",
+                )
+                status = reply[1]
+                # an int from a Lua number: a bool or text is no status of this script
+                if type(status) is not int or _RESUME_REPLY_LENGTHS.get(status) != len(reply):
+                    raise out_of_step("resuming a cursor")
         except UnicodeDecodeError:
             # A client that decodes replies as UTF-8 fails on the position alone (the script
             # checked every other field): bytes that none of our writes makes.
             raise InvalidCursor(
                 "the store holds a position for this cursor that is not JSON"
             ) from None
-        status = int(reply[0])
         if status == _RESUMED_NOT_OURS:
             raise _not_ours()
         if status == _RESUMED_SERVED:
-            _, pages, t0, exp, max_pages, data = reply
+            _, _, pages, t0, exp, max_pages, data = reply
             return CursorState(
                 parsed.op_id.hex(),
                 scope.principal_fingerprint,
@@ -321,17 +392,21 @@ class RedisCursorStore(KeyedStore):
             raise CursorScopeError(
                 "the cursor was issued for other query parameters", mismatch="query"
             )
-        raise BudgetExhausted(limit=int(reply[2]), used=int(reply[1]))
+        # _RESUMED_BUDGET_SPENT: the one status left (checked above to be the script's)
+        raise BudgetExhausted(limit=int(reply[3]), used=int(reply[2]))
 
     def mint(self, state: CursorState, position: JSONValue) -> str:
         op_id = state_op_id(state)
         data = encode_position(position)
         tid = new_token_id()
+        nonce = new_nonce()
         try:
-            got = self._mint(
-                keys=[self._op_key(op_id)],
-                args=[f"p:{hashlib.sha256(data).hexdigest()[:32]}", tid.hex(), data],
-            )
+            with guarded(self._client):
+                reply = self._mint(
+                    keys=[self._op_key(op_id)],
+                    args=[f"p:{hashlib.sha256(data).hexdigest()[:32]}", tid.hex(), data, nonce],
+                )
+                got = _reply(reply, nonce, 2, "minting a cursor")[1]
         except UnicodeDecodeError:
             # a token id changed by hand into bytes a UTF-8 decoding client cannot read
             raise _not_ours() from None
