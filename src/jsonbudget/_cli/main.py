@@ -121,6 +121,8 @@ _NOTHING: Final = object()
 _NON_WS: Final = re.compile(rb"[^ \t\r\n]")
 _READ: Final = 64 * 1024
 _KIB: Final = 1024
+#: After Ctrl-C, how often (seconds) a running SQLite query is interrupted again.
+_INTERRUPT_EVERY: Final = 0.05
 #: The bytes a value can start with: after a first line, more values make JSON Lines.
 _VALUE_START: Final = b'{["-0123456789tfn'
 # ASCII digits only: `\d` would take any script's digits ("٦٤" read as 64).
@@ -1273,7 +1275,12 @@ def _interruptible(source: Source[Any]) -> Iterator[None]:
     handler only between bytecodes, so while SQLite ran a query the command went on
     until SQLite finished (forever, for an endless one). A thread reads the signal's
     byte from the wakeup fd, which is written the moment the signal arrives, and
-    interrupts the query; the main thread then raises KeyboardInterrupt (exit 130)."""
+    interrupts the query; the main thread then raises KeyboardInterrupt (exit 130).
+
+    Once the signal came, the query is interrupted again every `_INTERRUPT_EVERY`
+    seconds until the command ends: an interrupt is lost on a connection running no
+    statement, and a signal that came just before the query started (its handler not yet
+    run when SQLite took over) left that query running for good."""
     if (
         not isinstance(source, SQLiteSource)
         or threading.current_thread() is not threading.main_thread()
@@ -1283,11 +1290,17 @@ def _interruptible(source: Source[Any]) -> Iterator[None]:
     read, write = os.pipe()
     os.set_blocking(write, False)
     before = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    ended = threading.Event()
 
     def watch() -> None:
         while data := os.read(read, 64):  # b"" once the write end is closed below
             if signal.SIGINT in data:
-                source.interrupt()
+                break
+        else:
+            return
+        source.interrupt()
+        while not ended.wait(_INTERRUPT_EVERY):
+            source.interrupt()
 
     watcher = threading.Thread(target=watch, name="jsonbudget-sigint", daemon=True)
     watcher.start()
@@ -1295,6 +1308,7 @@ def _interruptible(source: Source[Any]) -> Iterator[None]:
         yield
     finally:
         signal.set_wakeup_fd(before)
+        ended.set()
         os.close(write)
         watcher.join()
         os.close(read)
