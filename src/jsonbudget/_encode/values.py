@@ -2674,7 +2674,10 @@ def _as_fragment(v: Any) -> Any:
     """A value orjson does not write itself, inside `whole`: a native value written by
     its library; a dataclass's members, a set's items, a model serializer's JSON as
     JSON values (which `_detached` reads)."""
-    data = _library_json(v)
+    # Only a value written alike wherever it stands: written by pydantic here, a model
+    # serializer's int past 64 bits was a number, marked everywhere else (docs/values.md),
+    # and a spill written a member at a time disagreed with one encoder call.
+    data = _library_json(v) if written_alike(v) else None
     if data is not None:
         return orjson.Fragment(data)
     if isinstance(v, set | frozenset):
