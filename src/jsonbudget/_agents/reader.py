@@ -427,6 +427,25 @@ class ResultReader:
         again with the member's places added (`_with_places`), by which it is read.
         """
         limits = self._limits.replace(max_bytes=self._limits.max_bytes - _extra(call.echo, kind))
+        page, taken, left, token, children = self._listed(call, limits, children, kind)
+        data = page.to_json()
+        if kind == "object" and page.oversized and "key_pointer" in taken[0]:
+            data, page, taken, left, token, children = self._placed(
+                call, limits, page, taken, left=left, children=children
+            )
+        tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
+        data = data[:-1] + tail
+        return ReadPage(data, kind, token is None, token), left, len(taken), children
+
+    def _listed(
+        self,
+        call: _Read,
+        limits: Limits,
+        children: Iterator[Any],
+        kind: ReadKind,
+    ) -> tuple[Page, list[Any], Any, str | None, Iterator[Any]]:
+        """`_fill`, an object's members whose keys do not show given their places, and the
+        children after the one that did not fit."""
         page, taken, left, token = self._fill(call, limits, children)
         # Each round adds places to a member of the page that has none: a few at most.
         while kind == "object" and (hidden := _keys_not_shown(page, taken)):
@@ -434,30 +453,59 @@ class ResultReader:
                     for i, m in enumerate(taken)]  # fmt: skip
             children = chain(redo, () if left is _NOTHING else (left,), children)
             page, taken, left, token = self._fill(call, limits, children)
-        data = page.to_json()
-        if (
-            kind == "object"
-            and len(page.items) == 1
-            and page.oversized
-            and "key_pointer" in taken[0]
-        ):
-            # Only a page of that one member is rebuilt: one that holds the members
-            # after it too (they fit beside its cut) keeps them, and its cursor past them.
-            data = _placed_page(page, taken[0], limits.max_bytes)
-        tail = b',"pointer":' + call.echo + b',"kind":"' + kind.encode() + b'"}'
-        data = data[:-1] + tail
-        return ReadPage(data, kind, token is None, token), left, len(taken), children
+        return page, taken, left, token, children
+
+    def _placed(
+        self,
+        call: _Read,
+        limits: Limits,
+        page: Page,
+        taken: list[Any],
+        *,
+        left: Any,
+        children: Iterator[Any],
+    ) -> tuple[bytes, Page, list[Any], Any, str | None, Iterator[Any]]:
+        """The page of an object whose first member, with places, is cut (`_fill`'s page
+        *page* of *taken*), made to show that member's pointers whole wherever a page can:
+        its bytes, and what `_fill` and `_listed` return for it."""
+        token = page.next_cursor
+        placed = _placed_page(page, taken[0], limits.max_bytes)
+        if placed is None and len(taken) > 1:
+            # The members after the cut one push its pointers out: they start the next
+            # page instead, its cursor just past the cut one, made again alone.
+            children = chain(taken, () if left is _NOTHING else (left,), children)
+            page, taken, left, token = self._fill(call, limits, children, most=1)
+            placed = _placed_page(page, taken[0], limits.max_bytes)
+        if placed is None and left is not _NOTHING:
+            # The cursor to the members after it pushes them out: where those members
+            # all fit beside the pointers and their reports, the page ends the object.
+            # The builder is given the member as the least it shows, whole (it keeps
+            # room for a cursor, which a page that ends the object leaves for reports).
+            member = taken[0]
+            least = {k: member[k] for k in ("key_pointer", "value_pointer")} | _LEFT_OUT
+            rest = chain((least, left), children)
+            ended, ends, after, token, children = self._listed(call, limits, rest, "object")
+            if token is None:
+                placed = _placed_page(ended, member, limits.max_bytes, least=True)
+            if placed is not None:
+                return placed, ended, [member, *ends[1:]], after, token, children
+            # Else the page of the member alone, and its cursor to the next member.
+            pending = [*ends[1:], *(() if after is _NOTHING else (after,))]
+            left, children = pending[0], chain(pending[1:], children)
+            token = page.next_cursor
+        return page.to_json() if placed is None else placed, page, taken, left, token, children
 
     def _fill(
-        self, call: _Read, limits: Limits, children: Iterator[Any]
+        self, call: _Read, limits: Limits, children: Iterator[Any], most: int | None = None
     ) -> tuple[Page, list[Any], Any, str | None]:
-        """A page of as many of *children* as fit, those children, the one that did not
-        (else `_NOTHING`), and the cursor to the next page (None: the read ends)."""
+        """A page of as many of *children* as fit (at most *most*), those children, the one
+        that did not (else `_NOTHING`), and the cursor to the next page (None: the read
+        ends)."""
         builder = PageBuilder(limits)
         taken: list[Any] = []
         left: Any = _NOTHING
         for child in children:
-            if not builder.add(child):
+            if len(taken) == most or not builder.add(child):
                 left = child
                 break
             taken.append(child)
@@ -628,35 +676,64 @@ def _with_places(member: dict[str, Any], pointer: str, at: int) -> dict[str, Any
     }
 
 
+def _shows_pointers(shown: Any, member: dict[str, Any]) -> bool:
+    """Whether *shown*, a page's item for *member* (a member with places), holds both
+    its pointers whole."""
+    return isinstance(shown, dict) and all(
+        shown.get(k) == member[k] for k in ("key_pointer", "value_pointer")
+    )
+
+
 #: Fits of a member's key and value beside its whole pointers (see `_placed_page`).
 _PLACED_FITS: Final = 8
 _MARKERS: Final = Markers("text")
+#: How a page of `PageBuilder` opens, and the parser that finds where its items end.
+_ITEMS_FRAME: Final = '{"items":'
+_ITEMS: Final = json.JSONDecoder()
+#: A placed member's key and value left out, marked, and the page's report of that.
+_LEFT_OUT: Final[dict[str, str]] = orjson.loads(b"{" + _MARKERS.keys(2, "…") + b"}")
+_LEFT_OUT_REPORT: Final = {"path": "/items/0/…", "kind": "keys", "omitted": 2, "unit": "keys"}
+_ITEM_CUT: Final = Truncation("/items/0", "item", None, "bytes").to_dict()
+_CUT: Final = {"index": 0, "encoded_bytes": None, "outcome": "truncated"}
 
 
-def _placed_page(page: Page, member: dict[str, Any], max_bytes: int) -> bytes:
-    """*page*, which holds *member* (a member with places) alone, cut, with both pointers
-    shown whole where *max_bytes* holds them: else its own bytes.
+def _placed_page(
+    page: Page, member: dict[str, Any], max_bytes: int, *, least: bool = False
+) -> bytes | None:
+    """*page*, whose first item is *member* (a member with places) cut (or, *least*, the
+    member's pointers and its key and value left out, whole), with both pointers shown
+    whole where *max_bytes* holds them beside the items after it; None where it does
+    not.
 
     The page builder cuts the member as any object, sharing the room among its four
     members (the pointers cut as soon as the key is long) and searching the room in a
     few rounds (what the reports add is not monotone in it): a page showed the key
     pointer and not the value pointer, or neither, where both fit. Here the pointers are
     kept whole, and the key and value are cut into what is left, the room taken off by
-    what each fit overflows by; at the least, both are left out, marked.
+    what each fit overflows by; at the least, both are left out, marked. The items after
+    it keep their bytes (a number as written, which a parse would change) and reports.
     """
-    shown = orjson.loads(page.data)["items"][0]
-    pointers = {"key_pointer": member["key_pointer"], "value_pointer": member["value_pointer"]}
-    if isinstance(shown, dict) and all(shown.get(k) == v for k, v in pointers.items()):
+    text = page.data.decode()
+    shown, end = _ITEMS.raw_decode(text, len(_ITEMS_FRAME) + 1)
+    if not least and _shows_pointers(shown, member):
         return page.data
-    head = orjson.dumps(pointers)[:-1] + b","
+    # "," and the items after the first, as the page wrote them.
+    after = text[end : _ITEMS.raw_decode(text, len(_ITEMS_FRAME))[1] - 1].encode()
+    pointers = {"key_pointer": member["key_pointer"], "value_pointer": member["value_pointer"]}
+    head = b"[" + orjson.dumps(pointers)[:-1] + b","
     rest = {"key": member["key"], "value": member["value"]}
-    item = Truncation("/items/0", "item", None, "bytes").to_dict()
+    item = _ITEM_CUT
+    others = [
+        t.to_dict()
+        for t in page.truncations
+        if t.path != "/items/0" and not t.path.startswith("/items/0/")
+    ]
     envelope: dict[str, Any] = {
-        "items": [orjson.Fragment(head + b"}")],
+        "items": orjson.Fragment(head + b"}" + after + b"]"),
         "complete": page.complete,
         "next_cursor": page.next_cursor,
-        "truncated": [item],
-        "oversized": [o.to_dict() for o in page.oversized],
+        "truncated": [item, *others],
+        "oversized": [_CUT],
     }
     if page.incomplete_reason is not None:
         envelope["incomplete_reason"] = page.incomplete_reason
@@ -665,20 +742,19 @@ def _placed_page(page: Page, member: dict[str, Any], max_bytes: int) -> bytes:
         if room < MIN_BYTES:
             break
         fitted = encode(rest, max_bytes=room)
-        envelope["items"] = [orjson.Fragment(head + fitted.data[1:])]
+        envelope["items"] = orjson.Fragment(head + fitted.data[1:] + after + b"]")
         reports = [{**t.to_dict(), "path": "/items/0" + t.path} for t in fitted.truncations]
-        envelope["truncated"] = [*reports, item]
+        envelope["truncated"] = [*reports, item, *others]
         data = orjson.dumps(envelope)
         if len(data) <= max_bytes:
             return data
         room -= len(data) - max_bytes
     # Neither the key nor the value: the pointers read both.
-    envelope["items"] = [orjson.Fragment(head + _MARKERS.keys(2, "…") + b"}")]
-    envelope["truncated"] = [{"path": "/items/0/…", "kind": "keys", "omitted": 2,
-                              "unit": "keys"}, item]  # fmt: skip
+    envelope["items"] = orjson.Fragment(head + _MARKERS.keys(2, "…") + b"}" + after + b"]")
+    envelope["truncated"] = [_LEFT_OUT_REPORT, item, *others]
     data = orjson.dumps(envelope)
-    # Else the pointers alone pass the page: they show as the builder cut them.
-    return data if len(data) <= max_bytes else page.data
+    # Else the pointers alone pass the page (beside the items after them).
+    return data if len(data) <= max_bytes else None
 
 
 def read_result(
