@@ -999,15 +999,33 @@ class TurnBudget:
             raise
 
     async def aadmit(self, result: Any, *, tool: str = "result") -> Admitted:
-        """`admit` in a worker thread, so a spill does not block the event loop."""
+        """`admit` in a worker thread, so a spill does not block the event loop.
+
+        Cancelled (a framework's timeout), it counts nothing: its thread cannot be
+        stopped and goes on, and what it admitted is given back when it ends."""
         if type(tool) is not str:
             _check_label("tool", tool)
         # The call belongs to the turn it is made in, not the one its thread starts in (a
         # busy pool may start it after the next reset).
         turn = self._turn
-        if type(result) is LoopItems:  # not isinstance: an ABC, which hashes the class
-            return await result.drive(functools.partial(self._admit_to, turn, result, tool))
-        return await off_loop(functools.partial(self._admit_to, turn, result, tool))
+        # An answer the caller never gets must not count: a timed-out call of an agent
+        # framework is answered again (its timeout message), and counted twice it took a
+        # call's room and slot from the turn, which then passed its limit.
+        handoff = _Handoff(functools.partial(self._give_back_answer, turn))
+        admit = functools.partial(
+            handoff.run, functools.partial(self._admit_to, turn, result, tool)
+        )
+        try:
+            if type(result) is LoopItems:  # not isinstance: an ABC, which hashes the class
+                return await result.drive(admit)
+            return await off_loop(admit)
+        except BaseException:
+            handoff.abandon()
+            raise
+
+    def _give_back_answer(self, turn: _Turn, admitted: Admitted) -> None:
+        """Undo the count in *turn* of an answer no one received (see `aadmit`)."""
+        self._give_back(turn, admitted.admitted_bytes, admitted)
 
     def _give_back(self, turn: _Turn, charged: int, listed: Admitted | None) -> None:
         """Undo a call's count in *turn*, which raised before its answer was handed back:
@@ -1089,6 +1107,40 @@ class TurnBudget:
             return self._running
 
     new_turn = reset
+
+
+class _Handoff:
+    """One admission's answer, from the thread that made it to the task awaiting it.
+
+    Whichever comes second of the answer and the task's end without it (cancelled, or a
+    timeout) hands the answer to *undo*: exactly once, whichever thread that is.
+    """
+
+    __slots__ = ("_abandoned", "_answer", "_lock", "_undo")
+
+    def __init__(self, undo: Callable[[Any], object]) -> None:
+        self._undo = undo
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._answer: Any = _NO_OBJECT
+
+    def run(self, call: Callable[[], _T]) -> _T:
+        """*call*'s answer, in the admission's thread; undone if no one awaits it now."""
+        answer = call()
+        with self._lock:
+            if not self._abandoned:
+                self._answer = answer
+                return answer
+        self._undo(answer)
+        return answer  # to no one: the awaiting task has gone
+
+    def abandon(self) -> None:
+        """The awaiting task ended without the answer: undo it, now if it was made."""
+        with self._lock:
+            self._abandoned = True
+            answer, self._answer = self._answer, _NO_OBJECT
+        if answer is not _NO_OBJECT:
+            self._undo(answer)
 
 
 # -- results an async iterator gives ------------------------------------------------------
@@ -1175,7 +1227,7 @@ class LoopItems(Iterator[Any]):
             with self._lock:
                 if self._stopped:
                     # The awaiting task was cancelled: as a cancelled asyncio.to_thread's,
-                    # the outcome goes to no one (what it admitted is counted in its turn).
+                    # the outcome goes to no one (`aadmit` gives back what it admitted).
                     return
                 ended.append(done)
             wake()

@@ -73,6 +73,11 @@ class TurnBudgetCallback(BaseCallbackHandler):
     *on_report*, if given, as its turn ends.
     """
 
+    # Run where LangChain calls it, on the event loop in an async run, not in an executor
+    # thread: a start run there after its task was cancelled had no end to follow, and
+    # its run was kept for good (see `_start`).
+    run_inline = True
+
     def __init__(
         self,
         turn: TurnBudget,
@@ -84,19 +89,45 @@ class TurnBudgetCallback(BaseCallbackHandler):
         self.max_reports = check_reports(max_reports, on_report)
         self.on_report = on_report
         self.reports: list[TurnReport] = []
-        # Every live run this handler has seen: run id -> (parent run id, is a tool run).
-        self._runs: dict[UUID, tuple[UUID | None, bool]] = {}
+        # Every live run this handler has seen: run id -> (parent run id, is a tool run,
+        # the asyncio task it started in).
+        self._runs: dict[UUID, tuple[UUID | None, bool, asyncio.Task[Any] | None]] = {}
+        # The runs started in each asyncio task that has not ended (see `_start`).
+        self._started: dict[asyncio.Task[Any], set[UUID]] = {}
         # The topmost run's id -> that run's turn, while it runs.
         self._turns: dict[UUID, TurnBudget] = {}
         # Sync tools run in LangChain's threads: two calls of one run make one turn.
         self._lock = threading.Lock()
 
     def _start(self, run_id: UUID, parent_run_id: UUID | None, *, tool: bool = False) -> None:
-        self._runs[run_id] = (parent_run_id, tool)
+        # A run cancelled between its start and the code that reports its end (another
+        # handler's start awaited, a timeout) ends with no end event: it is ended when the
+        # task it started in ends, which its run cannot outlive. Else cancelled runs' ids
+        # were kept for good, as many as the clients who cancelled.
+        task = _running_task()
+        self._runs[run_id] = (parent_run_id, tool, task)
+        if task is None:
+            return  # a sync run, in its thread: it reports its end
+        with self._lock:
+            started = self._started.get(task)
+            if started is None:
+                started = self._started[task] = set()
+                task.add_done_callback(self._task_done)
+            started.add(run_id)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        with self._lock:
+            unended = self._started.pop(task, set())
+        for run_id in unended:
+            self._end(run_id)
 
     def _end(self, run_id: UUID) -> None:
-        self._runs.pop(run_id, None)  # a run started before this handler was attached
+        run = self._runs.pop(run_id, None)  # None: started before this handler was attached
         with self._lock:
+            if run is not None and run[2] is not None:
+                started = self._started.get(run[2])
+                if started is not None:
+                    started.discard(run_id)
             turn = self._turns.pop(run_id, None)
         if turn is not None:  # a run with a turn of its own ended: so did its last turn
             self._end_turn(turn)
@@ -109,9 +140,10 @@ class TurnBudgetCallback(BaseCallbackHandler):
         handler saw that run start; else *turn*."""
         root = None
         run = parent_run_id
-        while run is not None and run in self._runs:
+        # `get`, not `in` then a lookup: a run may end in another thread between the two.
+        while run is not None and (entry := self._runs.get(run)) is not None:
             root = run
-            run = self._runs[run][0]
+            run = entry[0]
         if root is None:
             return self.turn
         with self._lock:
@@ -122,8 +154,8 @@ class TurnBudgetCallback(BaseCallbackHandler):
 
     def _inside_tool(self, parent_run_id: UUID | None) -> bool:
         run = parent_run_id
-        while run is not None and run in self._runs:
-            run, tool = self._runs[run]
+        while run is not None and (entry := self._runs.get(run)) is not None:
+            run, tool, _ = entry
             if tool:
                 return True
         return False
@@ -213,6 +245,14 @@ class TurnBudgetCallback(BaseCallbackHandler):
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
+
+
+def _running_task() -> asyncio.Task[Any] | None:
+    """The asyncio task this runs in; None outside one (a sync run in its thread)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop runs in this thread
+        return None
 
 
 # A Tool comes back a Tool (the runtime class subclasses it), any other tool a BaseTool.
