@@ -218,3 +218,38 @@ def test_regression_spill_read_refuses_a_reply_out_of_step(
     assert isinstance(caught.value.__cause__, redis.ConnectionError)
     monkeypatch.undo()
     assert read_b() == expected
+
+
+# -- 3. the hygiene on a BlockingConnectionPool --------------------------------------------
+
+
+def test_regression_blocking_pool_connections_in_use_are_not_closed(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a sweep of the fix: on a BlockingConnectionPool, closing the idle
+    connections closed ones other threads had just taken (redis-py 8 lists them without
+    its lock), and redis-py 5's takes no ``inuse_connections`` (a TypeError, as a note)."""
+    pool = redis.BlockingConnectionPool.from_url(redis_server.url, socket_timeout=10)
+    client = redis.Redis(connection_pool=pool)
+    store = RedisCursorStore(client, prefix=f"r28{uuid.uuid4().hex[:12]}:", keys=b"k" * 32)
+    state = store.start(ALICE, max_pages=None)
+    disconnects: list[object] = []
+    real = pool.disconnect
+
+    def disconnect(*args: Any, **kwargs: Any) -> None:
+        disconnects.append(kwargs)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "disconnect", disconnect)
+    # another thread's, mid-command (redis-py leaves these two unannotated)
+    taken = pool.get_connection()  # type: ignore[no-untyped-call]
+    taken.connect()
+    try:
+        _interrupted(monkeypatch, lambda: store.mint(state, 1))
+        assert disconnects == []
+        assert taken._sock is not None  # still connected, as its thread left it
+    finally:
+        pool.release(taken)  # type: ignore[no-untyped-call]
+    # the interrupted call's reply, arrived by now, is no answer to the next one
+    assert store.resume(store.mint(state, 2), ALICE).position == 2
+    client.close()

@@ -11,7 +11,8 @@ Two layers, both needed, used by `RedisCursorStore` and `RedisSpillStore`:
   echo it, a pipeline starts with ``ECHO``), so a reply out of step is noticed however
   the connection got so;
 - any exception through a store's call to Redis closes the connections that may have a
-  reply in flight (`guarded`), and a reply that is not the request's is a
+  reply in flight (`guarded`; not those of a ``BlockingConnectionPool``, which cannot
+  close only its idle ones safely), and a reply that is not the request's is a
   ``redis.ConnectionError`` raised in there, so it closes them too.
 
 ``redis`` is imported on use, as the stores do, so ``import jsonbudget`` works without it.
@@ -50,8 +51,7 @@ def out_of_step(doing: str) -> Exception:
 
     return redis.ConnectionError(
         f"Redis answered {doing} with the reply to another request (a connection out of "
-        "step with its replies, as an interrupted call leaves it); its data was not used "
-        "and the client's idle connections were closed"
+        "step with its replies, as an interrupted call leaves it); its data was not used"
     )
 
 
@@ -89,4 +89,11 @@ def _close_idle(client: Any) -> None:
         # (its pipelines still use the pool)
         if each.connection is not None:
             each.connection.disconnect()
-        each.connection_pool.disconnect(inuse_connections=False)
+        pool = each.connection_pool
+        if isinstance(pool, redis.BlockingConnectionPool):
+            # Left alone: its disconnect() takes no inuse_connections in redis-py 5, and
+            # in 8 it lists the idle connections without its lock, closing ones other
+            # threads had just taken. The nonces still refuse a stale reply, and the pool
+            # resets a connection whose reply has arrived when it next hands it out.
+            continue
+        pool.disconnect(inuse_connections=False)
