@@ -16,10 +16,11 @@ import enum
 import json
 import threading
 import uuid
+from collections.abc import Generator
 from typing import Any, overload
 from uuid import UUID
 
-from .._agents.guards import TurnBudget, TurnReport
+from .._agents.guards import Admitted, TurnBudget, TurnReport
 from .._encode.bound import BOUNDED_SCALARS, TOO_BIG, Caps, clean_dumps
 from .._encode.encoder import dumps_whole
 from .._extras import missing_extra
@@ -329,8 +330,7 @@ class _BudgetedTool(BaseTool):
         turn = self._run_turn(args, kwargs)
         with turn.running_call():
             output = await self.wrapped.arun(tool_input, *args, **kwargs)
-        # A spill writes a file: off the event loop, as `TurnBudget.aadmit` does.
-        return await asyncio.to_thread(_Admit(turn, self.name).output, output)
+        return await _Admit(turn, self.name).aoutput(output)
 
     def _run_turn(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TurnBudget:
         """The turn this call belongs to: its run's (see `TurnBudgetCallback`), found by
@@ -359,16 +359,48 @@ class _BudgetedSimpleTool(_BudgetedTool, Tool):
     (``args``, ``config``, ``kwargs``: calls that followed it failed)."""
 
 
+#: What `_Admit` makes of an output, step by step: it yields each value to admit and is
+#: sent that value's answer; it returns the output the model gets.
+_Steps = Generator[Any, Admitted, Any]
+
+
 class _Admit:
-    """One call's output admitted to the *turn* it belongs to, under the tool's *name*."""
+    """One call's output admitted to the *turn* it belongs to, under the tool's *name*.
+
+    What is admitted, and what the model then gets, is said once, by `_steps`; `output`
+    admits its values with `TurnBudget.admit`, `aoutput` with `TurnBudget.aadmit`."""
 
     def __init__(self, turn: TurnBudget, name: str) -> None:
         self.turn = turn
         self.name = name
 
     def output(self, output: Any) -> Any:
+        steps = self._steps(output)
+        more, value = _step(steps, None)
+        while more:
+            more, value = _step(steps, self.turn.admit(value, tool=self.name))
+        return value
+
+    async def aoutput(self, output: Any) -> Any:
+        """`output` on the event loop: each value admitted by `TurnBudget.aadmit`, so that
+        a call cancelled while its answer is admitted (a timeout) does not count it.
+
+        Of a list of ToolMessages (one admission each), those admitted before the
+        cancellation stay counted: the turn has no public way to give them back."""
+        steps = self._steps(output)
+        # The work between admissions (a generator's first item read, blocks encoded)
+        # stays off the loop, where it ran before; it counts nothing, so a cancellation
+        # that leaves it running in its thread leaves nothing counted either.
+        more, value = await asyncio.to_thread(_step, steps, None)
+        while more:
+            answer = await self.turn.aadmit(value, tool=self.name)
+            more, value = await asyncio.to_thread(_step, steps, answer)
+        return value
+
+    def _steps(self, output: Any) -> _Steps:
         if isinstance(output, ToolMessage):
-            return output.model_copy(update={"content": self._content(output.content)})
+            content = yield from self._content(output.content)
+            return output.model_copy(update={"content": content})
         if isinstance(output, ToolOutputMixin):
             return output  # a Command carries its own messages; LangChain passes it as is
         if (
@@ -378,25 +410,28 @@ class _Admit:
         ):
             # LangChain passes such a list on unchanged, as messages: a ToolMessage in it
             # reaches the model as one returned alone does (it passed uncounted once).
-            return [self.output(item) for item in output]
+            messages = []
+            for item in output:
+                messages.append((yield from self._steps(item)))
+            return messages
         # Called without a tool call: the tool's own return value (with a tool call,
         # LangChain has already made a generator its repr). Message content (a sequence
         # of strings and content blocks) is admitted as a tool call's content is: taken
         # as one value, its images were counted and spilled as base64 text.
         content = None if isinstance(output, str) else _normalize_message_content(output)
         if isinstance(content, list):
-            blocks = self._blocks(content)
+            blocks = yield from self._blocks(content)
             return output if blocks is content else blocks
-        return self.turn.admit(tool_result(output, self.turn), tool=self.name).text
+        return (yield tool_result(output, self.turn)).text
 
-    def _content(self, content: Any) -> Any:
+    def _content(self, content: Any) -> _Steps:
         # A ToolMessage's content is a string (LangChain turned any other value into its
         # JSON text) or a list of strings and content blocks, which LangChain checked.
         if isinstance(content, list):
-            return self._blocks(content)
-        return self.turn.admit(content, tool=self.name).text
+            return (yield from self._blocks(content))
+        return (yield content).text
 
-    def _blocks(self, content: list[Any]) -> list[Any]:
+    def _blocks(self, content: list[Any]) -> Generator[Any, Admitted, list[Any]]:
         """A list of blocks, admitted as the one result of one call: the text of its
         blocks joined by newlines. Where that fits, the blocks are kept as they are;
         else one text block with the preview takes their place, before the media."""
@@ -414,12 +449,22 @@ class _Admit:
             texts.append(text)
         if not texts:
             return content
-        admitted = self.turn.admit("\n".join(texts), tool=self.name)
+        admitted = yield "\n".join(texts)
         if admitted.reason == "fits" and exact:
             return content
         # A block counted as the encoder wrote it (its depth cut) is not what the block
         # would put in the context: the model gets the text that was counted instead.
         return [{"type": "text", "text": admitted.text}, *media]
+
+
+def _step(steps: _Steps, answer: Admitted | None) -> tuple[bool, Any]:
+    """*steps* resumed with *answer* (None: started): (True, the next value to admit), or
+    (False, the output) once it has none left. A tuple, not StopIteration, which cannot
+    come back from a worker thread through an asyncio future."""
+    try:
+        return True, (next(steps) if answer is None else steps.send(answer))
+    except StopIteration as done:
+        return False, done.value
 
 
 def _is_media(block: Any) -> bool:
