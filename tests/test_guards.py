@@ -31,6 +31,7 @@ from jsonbudget import (
     GateResult,
     Limits,
     ResultGate,
+    SpillRef,
     SpillStore,
     Truncation,
     TurnBudget,
@@ -2505,7 +2506,7 @@ class _CountingSpill(SpillStore):
 
     read_bytes = 0
 
-    def open(self, ref: str) -> typing.BinaryIO:
+    def open(self, ref: SpillRef | str) -> typing.BinaryIO:
         store = self
         raw = super().open(ref)
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jsonbudget import BoundedReader, BoundedText, SpillStore, read_bounded_text
+from jsonbudget import BoundedReader, BoundedText, SpillRef, SpillStore, read_bounded_text
 from jsonbudget._agents.reader import LEAST_READ_BYTES, LongIntsAsExponents, ResultReader
 from jsonbudget._reader import MAX_EMPTY_CHUNKS
 from jsonbudget._sources.jsonread import load_json
@@ -710,7 +710,7 @@ class _CountingRaw(io.RawIOBase):
 class _CountingStore(SpillStore):
     bytes_read = 0
 
-    def open(self, ref: str) -> BinaryIO:
+    def open(self, ref: SpillRef | str) -> BinaryIO:
         return io.BufferedReader(_CountingRaw(super().open(ref), self))
 
 

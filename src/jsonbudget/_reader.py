@@ -306,10 +306,14 @@ def _inflate(raw: _RawChunks, want: int) -> Iterator[bytes]:
                     if not data:
                         break
                 fresh_member = False
+            # A call that fails returns none of what it inflated (all of a small file,
+            # when its CRC is wrong): the state before it counts that again.
+            before = inflater.copy()
             try:
                 out = inflater.decompress(data, want - produced)
             except zlib.error as exc:
-                raise DecodeError(f"invalid gzip data: {exc}", offset=produced) from None
+                broke = produced + _inflated_before_error(before, data)
+                raise DecodeError(f"invalid gzip data: {exc}", offset=broke) from None
             produced += len(out)
             if out:
                 yield out
@@ -324,6 +328,29 @@ def _inflate(raw: _RawChunks, want: int) -> Iterator[bytes]:
             return
     if raw.ended and not fresh_member:
         raise DecodeError("the gzip stream ends inside a member (truncated)", offset=produced)
+
+
+def _inflated_before_error(inflater: zlib._Decompress, data: bytes) -> int:
+    """How many bytes *inflater* gives of *data* before the error it raises there.
+
+    *data* goes in slices, each a sixteenth of the last: a slice that fails is inflated
+    again, from a copy of the state before it, in smaller ones, down to single bytes.
+    """
+    count, step = 0, len(data)
+    while True:
+        step = max(1, step // 16)
+        before = inflater.copy()
+        for start in range(0, len(data), step):
+            try:
+                count += len(inflater.decompress(data[start : start + step]))
+            except zlib.error:
+                if step == 1:
+                    return count
+                inflater, data = before, data[start:]
+                break
+            before = inflater.copy()
+        else:  # pragma: no cover - inflating again fails where it failed
+            return count
 
 
 def _decode_bounded(

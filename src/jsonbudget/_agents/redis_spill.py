@@ -25,12 +25,12 @@ from ..errors import LimitError, SpillError
 from .spill import (
     DEFAULT_MAX_AGE,
     DEFAULT_READ_BYTES,
-    REF_RE,
     SpillRef,
     extension_of,
     put_chunks,
     ref_parts,
     sanitize_label,
+    spill_name,
 )
 
 __all__ = ["DEFAULT_REDIS_MAX_FILE_BYTES", "RedisSpillStore"]
@@ -151,13 +151,16 @@ class RedisSpillStore:
             name, size, hasher.hexdigest(), media_type, clean, Path(self._prefix + name)
         )
 
-    def get(self, ref: str) -> SpillRef:
-        """The reference of a stored result (size from Redis, hash from its name)."""
-        size = self._size(self._key(ref))
-        return SpillRef(ref, size, *ref_parts(ref), Path(self._key(ref)))
+    def get(self, ref: SpillRef | str) -> SpillRef:
+        """The reference of a stored result (size from Redis, hash from its name); *ref*
+        is what `put` returned or its ``ref``."""
+        name = spill_name(ref)
+        key = self._key(name)
+        return SpillRef(name, self._size(key), *ref_parts(name), Path(key))
 
-    def read(self, ref: str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
-        """At most *limit* bytes of *ref* from byte *offset*; ``b""`` at or past the end."""
+    def read(self, ref: SpillRef | str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
+        """At most *limit* bytes of *ref* (the `SpillRef` `put` returned, or its ``ref``)
+        from byte *offset*; ``b""`` at or past the end."""
         check_int("offset", offset, minimum=0)
         check_int("limit", limit, minimum=1)
         key = self._key(ref)
@@ -166,11 +169,13 @@ class RedisSpillStore:
             lambda pipe: (pipe.exists(key), pipe.getrange(key, offset, offset + limit - 1)),
         )
         if not exists:
-            raise SpillError(f"no spilled result {ref!r} (expired, evicted or never stored)")
+            name = key[len(self._prefix) :]
+            raise SpillError(f"no spilled result {name!r} (expired, evicted or never stored)")
         return bytes(data)
 
-    def open(self, ref: str) -> BinaryIO:
-        """A binary stream of *ref*, read from Redis a block at a time."""
+    def open(self, ref: SpillRef | str) -> BinaryIO:
+        """A binary stream of *ref* (a `SpillRef` or its ``ref``), read from Redis a block
+        at a time."""
         key = self._key(ref)
         raw = _RangeReader(self, key, self._size(key))
         return io.BufferedReader(raw, buffer_size=_BLOCK)
@@ -211,9 +216,7 @@ class RedisSpillStore:
         return int(size)
 
     def _key(self, ref: object) -> str:
-        if not isinstance(ref, str) or not REF_RE.fullmatch(ref):
-            raise SpillError(f"not a spill reference: {repr(ref)[:80]}")
-        return self._prefix + ref
+        return self._prefix + spill_name(ref)
 
 
 class _RangeReader(io.RawIOBase):

@@ -43,6 +43,7 @@ __all__ = [
     "put_chunks",
     "ref_parts",
     "sanitize_label",
+    "spill_name",
 ]
 
 #: Spilled results older than this many seconds are removed by `SpillStore.cleanup`.
@@ -170,6 +171,17 @@ def default_spill_dir() -> Path:
 def _temp_fallback_dir() -> Path:
     uid = os.geteuid() if hasattr(os, "geteuid") else os.getpid()
     return Path(tempfile.gettempdir()) / f"jsonbudget-spill-{uid}"
+
+
+def spill_name(ref: object) -> str:
+    """The name in its store of the result *ref* stands for: *ref* is what `put` returned
+    (a `SpillRef`) or its ``ref``. Anything else, or a name no store makes (a path,
+    ``..``, NUL), raises `SpillError`, showing at most 80 characters of it."""
+    name = ref.ref if isinstance(ref, SpillRef) else ref
+    if not isinstance(name, str) or not REF_RE.fullmatch(name):
+        shown = repr(ref)[:80]
+        raise SpillError(f"not a spill reference (a SpillRef or its .ref): {shown}")
+    return name
 
 
 def ref_parts(ref: str) -> tuple[str, str, str]:
@@ -442,21 +454,24 @@ class SpillStore:
             raise SpillError(f"cannot close the spill file: {exc.strerror}") from exc
         return hasher.hexdigest(), size
 
-    def get(self, ref: str) -> SpillRef:
-        """Return the reference of a stored result (hash from its name, size from disk)."""
-        path = self._path_of(ref)
+    def get(self, ref: SpillRef | str) -> SpillRef:
+        """Return the reference of a stored result (hash from its name, size from disk);
+        *ref* is what `put` returned or its ``ref``, as for `read`."""
+        name = spill_name(ref)
+        path = self._dir / name
         fd = self._open(path)
         try:
             size = os.fstat(fd).st_size
         finally:
             os.close(fd)
-        return SpillRef(ref, size, *ref_parts(ref), path)
+        return SpillRef(name, size, *ref_parts(name), path)
 
-    def read(self, ref: str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
+    def read(self, ref: SpillRef | str, offset: int = 0, limit: int = DEFAULT_READ_BYTES) -> bytes:
         """Return at most *limit* bytes of the result *ref*, starting at byte *offset*.
 
-        An empty result means *offset* is at or past the end. A ref that is not a name
-        this store makes (a path, ``..``, NUL) or that is gone raises `SpillError`.
+        *ref* is the `SpillRef` `put` returned, or its ``ref``. An empty result means
+        *offset* is at or past the end. A ref that is not a name this store makes (a
+        path, ``..``, NUL) or that is gone raises `SpillError`.
         """
         check_int("offset", offset, minimum=0)
         check_int("limit", limit, minimum=1)
@@ -479,11 +494,12 @@ class SpillStore:
         finally:
             os.close(fd)
 
-    def open(self, ref: str) -> BinaryIO:
-        """Open the result *ref* for reading (binary); the caller closes it."""
+    def open(self, ref: SpillRef | str) -> BinaryIO:
+        """Open the result *ref* (a `SpillRef` or its ``ref``) for reading (binary); the
+        caller closes it."""
         return open(self._open(self._path_of(ref)), "rb")
 
-    def cleanup(self, *, keep: str | None = None) -> SpillCleanup:
+    def cleanup(self, *, keep: SpillRef | str | None = None) -> SpillCleanup:
         """Remove results older than ``max_age``, then the oldest beyond ``max_total_bytes``.
 
         Temporary files last modified more than ``max_age`` ago go too, unless a put of
@@ -491,6 +507,8 @@ class SpillStore:
         from this object is removed. A directory that has gone raises `SpillError`.
         This scans the whole directory, and what it keeps becomes the ledger.
         """
+        if isinstance(keep, SpillRef):
+            keep = keep.ref
         ledger = self._ledger
         with ledger.lock:
             first_seq = ledger.seq + 1  # the ledger's entries from here on are newer
@@ -645,10 +663,7 @@ class SpillStore:
         return False, st if stat.S_ISREG(st.st_mode) else None
 
     def _path_of(self, ref: object) -> Path:
-        if not isinstance(ref, str) or not REF_RE.fullmatch(ref):
-            shown = repr(ref)[:80]
-            raise SpillError(f"not a spill reference: {shown}")
-        return self._dir / ref
+        return self._dir / spill_name(ref)
 
     def _open(self, path: Path) -> int:
         opened: list[int] = []

@@ -1573,7 +1573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except _data_errors() as exc:
-        return _fail(f"error: {_one_line(exc)}{_locked_by(exc, args)}", EXIT_ERROR)
+        hint = _locked_by(exc, args) + _read_as_lines(exc, args)
+        return _fail(f"error: {_one_line(exc)}{hint}", EXIT_ERROR)
     finally:
         if before is not None:
             signal.signal(signal.SIGTERM, before)
@@ -1602,6 +1603,72 @@ def _locked_by(exc: BaseException, args: argparse.Namespace) -> str:
     if not names:
         return ""
     return f" (another process holds a write lock on {' or '.join(map(_escaped, names))})"
+
+
+#: The most of a file read to tell whether one that failed as JSON Lines is one JSON
+#: object; past it, the hint says what to give should it be one.
+_DOCUMENT_READ: Final = 64 * 1024 * 1024
+
+
+def _read_as_lines(exc: BaseException, args: argparse.Namespace) -> str:
+    """What a page's error on the first line of a file `--kind auto` read as JSON Lines
+    is about, where the file is one JSON object (pretty-printed, it has a line "{"):
+    the error alone blamed valid JSON, and did not say the file was read a line a value.
+    Read only for an error in a file's first line; else nothing."""
+    if (
+        args.command not in ("page", "tune")
+        or not isinstance(exc, DecodeError)
+        or exc.offset is None
+        or args.kind != "auto"
+        or args.prefix != "item"
+        or args.table is not None
+        or args.query is not None
+        or args.source.lower().endswith(_JSONL_EXT)
+    ):
+        return ""
+    try:
+        with ExitStack() as stack, file_errors(lambda: 0):
+            stream = _open_input(args.source, stack)
+            if stream.first_byte() != b"{":
+                return ""
+            start = stream.read_bytes
+            parts = [stream.readline(_READ)]
+            # A first line that ends sooner than one read holds the error, or a later
+            # line does: the file is JSON Lines, its error the data's.
+            if parts[0].endswith(b"\n") and exc.offset >= start + len(parts[0]):
+                return ""
+            got = len(parts[0])
+            while got <= _DOCUMENT_READ and (chunk := stream.read(_READ)):
+                parts.append(chunk)
+                got += len(chunk)
+    except (OSError, DecodeError):
+        # The file cannot be read again (gone, a gzip stream that breaks): the page's
+        # own error is reported without the hint.
+        return ""
+    data = b"".join(parts)
+    said = (
+        " (the file was read as JSON Lines, as --kind auto reads one whose first value is"
+        " not an array"
+    )
+    if len(data) > _DOCUMENT_READ:
+        return f"{said}; if it is one JSON object, give --prefix KEY.item to page an array in it)"
+    try:
+        value = load_json(data)
+    except DecodeError:
+        return ""  # not one JSON document either: the error is the data's
+    # The keys a prefix can name (it splits at dots, and "item" ends it) and a message
+    # can show as they are.
+    arrays = [
+        k
+        for k, v in value.items()
+        if isinstance(v, list) and k.isprintable() and k and "." not in k and k != "item"
+    ]
+    how = (
+        f"give --prefix {shlex.quote(arrays[0] + '.item')} to page its array {arrays[0]!r}"
+        if arrays
+        else "it holds no array for --prefix KEY.item to page; jsonbudget dump bounds it whole"
+    )
+    return f"{said}, but it is one JSON object: {how})"
 
 
 def _silence_stdout() -> None:

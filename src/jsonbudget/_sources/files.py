@@ -446,6 +446,7 @@ class _Window:
     """
 
     __slots__ = (
+        "_bad",
         "_decoder",
         "_finding",
         "_max",
@@ -484,6 +485,10 @@ class _Window:
         # `_grow`'s search for the end of a value: where the value starts in the stream,
         # the `value_end` state and the characters of its text walked so far.
         self._finding: tuple[int, int, int] | None = None
+        # Bytes read that are not UTF-8: their error, raised once parsing needs text past
+        # the valid text before them (`refill`), and the bytes read from the bad one on,
+        # which `skip` walks when an item too long to hold goes on through them.
+        self._bad: tuple[DecodeError, bytes] | None = None
 
     def refill(self, *, ended: int | None = None) -> None:
         """Drop consumed text and append at least one more chunk (more if a value is big).
@@ -500,6 +505,9 @@ class _Window:
                 f"a value is larger than max_item_bytes={self._max} or is not valid JSON",
                 offset=self.bpos,
             )
+        if self._bad is not None:
+            # Parsing has reached the bytes that are not UTF-8.
+            raise self._bad[0] from None
         self.buf = ""  # only the rest is kept: the old window goes before the read
         data = self._fetch(max(self._read_size, min(len(rest), self._max + 1 - len(rest))))
         text = self._decode(data)
@@ -521,17 +529,29 @@ class _Window:
         return read_arrived(cast(io.BufferedReader, self._stream), size)
 
     def _decode(self, data: bytes) -> str:
-        """The text of the next *data* read from the stream (end of stream when empty)."""
+        """The text of the next *data* read from the stream (end of stream when empty).
+
+        Where the read holds bytes that are not UTF-8, the text stops before them and
+        their error waits in ``_bad`` for the parser to reach them: the items before
+        them are given first, wherever the read happened to start.
+        """
         self.eof = not data
         # The decoder keeps a character cut by the last read: the error's index counts it.
         pending = len(self._decoder.getstate()[0])
         try:
             text = self._decoder.decode(data, self.eof)
         except UnicodeDecodeError as exc:
-            raise DecodeError(
+            error = DecodeError(
                 f"the file is not valid UTF-8 ({exc.reason})",
                 offset=self._read - pending + exc.start,
-            ) from None
+            )
+            # exc.object is the held bytes of a cut character and *data*.
+            held = bytes(exc.object)
+            self._bad = error, held[exc.start :]
+            self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+            # Not the end yet, even at the end of the stream: the error comes first.
+            self.eof = False
+            text = held[: exc.start].decode("utf-8")
         self._read += len(data)
         return text
 
@@ -573,8 +593,12 @@ class _Window:
         last = (buf[-1].encode("utf-8") + pending)[-1]
         self.buf, self.pos = "", 0  # let the held text go before reading on
         del buf
+        # Bytes read that are not UTF-8 are inside the value: walked, not decoded.
+        data = b"" if self._bad is None else self._bad[1]
+        self._bad = None
         while True:
-            data = self._fetch(self._read_size)
+            if not data:
+                data = self._fetch(self._read_size)
             if not data:
                 raise DecodeError("invalid JSON: the input ends inside an item", offset=start)
             if self._pass_over is not None and size > self._pass_over:
@@ -584,6 +608,7 @@ class _Window:
                 break
             size += len(data)
             last = data[-1]
+            data = b""
         if at:
             last = data[at - 1]
         size += at
@@ -668,7 +693,9 @@ class _Window:
             # read as -0 and stops before the "."), so values ending there are re-read.
             # A closing bracket or quote ends a value for good: an item read whole
             # after `_grow` ends near the edge, and reading it again held two of it.
-            if end > len(self.buf) - _EDGE and not self.eof and self.buf[end - 1] not in '"]}':
+            # Text that stops before bytes that are not UTF-8 goes no further either.
+            near = end > len(self.buf) - _EDGE and not self.eof and self._bad is None
+            if near and self.buf[end - 1] not in '"]}':
                 del obj  # not held while it is read again
                 self.refill(ended=end - self.pos)
                 continue
