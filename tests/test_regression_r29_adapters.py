@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,38 +23,11 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 
-from jsonbudget import SpillRef, SpillStore, TurnBudget
+from jsonbudget import SpillStore, TurnBudget
 from jsonbudget.integrations._results import atool_result
 from jsonbudget.integrations.langchain import TurnBudgetCallback
 from jsonbudget.integrations.openai_agents import TurnBudgetHooks, budget_tools
-
-WAIT = 30.0
-
-
-class _HeldStore(SpillStore):
-    """A spill store whose writes wait until released, the whole result read first: a
-    spill still under way when its call is cancelled."""
-
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory)
-        self.writing = threading.Event()
-        self.release = threading.Event()
-
-    def put(self, data: Any, *, label: str, media_type: str = "application/json") -> SpillRef:
-        if not isinstance(data, bytes | bytearray | memoryview):
-            chunks: Iterable[Any] = data
-            data = b"".join(bytes(chunk) for chunk in chunks)
-        self.writing.set()
-        assert self.release.wait(WAIT)
-        return super().put(data, label=label, media_type=media_type)
-
-
-async def _settled(turn: TurnBudget, used: int) -> None:
-    """Until *turn* has *used* bytes (a cancelled call's thread has ended), or a while."""
-    for _ in range(500):
-        if turn.report().used_bytes == used:
-            return
-        await asyncio.sleep(0.01)
+from tests.held_store import WAIT, HeldStore, settled
 
 
 async def _rows() -> AsyncIterator[dict[str, str]]:
@@ -66,7 +39,7 @@ async def _rows() -> AsyncIterator[dict[str, str]]:
 async def test_regression_a_cancelled_aadmit_counts_nothing_once_its_thread_ends(
     tmp_path: Path, kind: str
 ) -> None:
-    store = _HeldStore(tmp_path / "spill")
+    store = HeldStore(tmp_path / "spill")
     turn = TurnBudget(max_bytes=2000, max_calls=2, store=store)
     fresh = turn.remaining
     result: Any = "x" * 5000 if kind == "value" else await atool_result(_rows(), turn)
@@ -77,7 +50,7 @@ async def test_regression_a_cancelled_aadmit_counts_nothing_once_its_thread_ends
     with pytest.raises(asyncio.CancelledError):
         await call
     store.release.set()
-    await _settled(turn, 0)
+    await settled(turn, 0)
     report = turn.report()
     assert (report.used_bytes, report.results, turn.remaining) == (0, (), fresh)
 
@@ -85,7 +58,7 @@ async def test_regression_a_cancelled_aadmit_counts_nothing_once_its_thread_ends
 async def test_regression_an_openai_agents_timeout_during_admission_counts_once(
     tmp_path: Path,
 ) -> None:
-    store = _HeldStore(tmp_path / "spill")
+    store = HeldStore(tmp_path / "spill")
     turn = TurnBudget(max_bytes=1200, max_calls=2, store=store)
     timed_out = asyncio.Event()
     answer = "the search timed out; " + "please retry later " * 6
@@ -105,7 +78,7 @@ async def test_regression_an_openai_agents_timeout_during_admission_counts_once(
         await asyncio.wait_for(timed_out.wait(), WAIT)
         store.release.set()
         # The timed-out admission's thread ends before this result is admitted.
-        await _settled(turn.run_turn(ctx.usage), len(answer))
+        await settled(turn.run_turn(ctx.usage), len(answer))
         return "y" * 300
 
     model = ScriptedModel(

@@ -10,8 +10,6 @@ cancelled call admitted.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,36 +17,9 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
-from jsonbudget import SpillRef, SpillStore, TurnBudget
+from jsonbudget import TurnBudget
 from jsonbudget.integrations.langchain import budget_tool
-
-WAIT = 30.0
-
-
-class _HeldStore(SpillStore):
-    """A spill store whose writes wait until released: a spill still under way when its
-    call is cancelled."""
-
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory)
-        self.writing = threading.Event()
-        self.release = threading.Event()
-
-    def put(self, data: Any, *, label: str, media_type: str = "application/json") -> SpillRef:
-        if not isinstance(data, bytes | bytearray | memoryview):
-            chunks: Iterable[Any] = data
-            data = b"".join(bytes(chunk) for chunk in chunks)
-        self.writing.set()
-        assert self.release.wait(WAIT)
-        return super().put(data, label=label, media_type=media_type)
-
-
-async def _settled(turn: TurnBudget, used: int) -> None:
-    """Until *turn* has *used* bytes (a cancelled call's thread has ended), or a while."""
-    for _ in range(500):
-        if turn.report().used_bytes == used:
-            return
-        await asyncio.sleep(0.01)
+from tests.held_store import WAIT, HeldStore, settled
 
 
 @tool
@@ -86,7 +57,7 @@ async def messages(q: str) -> list[ToolMessage]:
 async def test_regression_langchain_a_cancelled_async_call_counts_no_answer_it_lost(
     tmp_path: Path, wrapped: Any, kept: list[str]
 ) -> None:
-    store = _HeldStore(tmp_path / "spill")
+    store = HeldStore(tmp_path / "spill")
     turn = TurnBudget(max_bytes=2000, max_calls=2, store=store)
     fresh = turn.remaining
     bounded = budget_tool(wrapped, turn)
@@ -99,7 +70,7 @@ async def test_regression_langchain_a_cancelled_async_call_counts_no_answer_it_l
         await running
     store.release.set()
     used = sum(len(k) for k in kept)
-    await _settled(turn, used)
+    await settled(turn, used)
     report = turn.report()
     assert ([r.text for r in report.results], report.used_bytes) == (kept, used)
     if not kept:
