@@ -17,8 +17,8 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
-from jsonbudget import TurnBudget
-from jsonbudget.integrations.langchain import budget_tool
+from jsonbudget import Admitted, SpillStore, TurnBudget
+from jsonbudget.integrations.langchain import _Admit, budget_tool
 from tests.held_store import WAIT, HeldStore, settled
 
 
@@ -82,3 +82,28 @@ async def test_regression_langchain_a_cancelled_async_call_counts_no_answer_it_l
     (spilled,) = report.results[2 * len(kept) :]
     assert spilled.spill is not None
     assert report.used_bytes == 2 * used + spilled.admitted_bytes
+
+
+def test_regression_langchain_cancelled_after_its_admission_still_answers(tmp_path: Path) -> None:
+    """Found by a sweep: after `aadmit` answered, the output was built in a worker
+    thread, an await at which a timeout lost the answer the turn had counted."""
+
+    class CancelledAfterAdmission(TurnBudget):
+        async def aadmit(self, result: Any, *, tool: str = "result") -> Admitted:
+            answer = await super().aadmit(result, tool=tool)
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # a timeout firing just after the admission
+            return answer
+
+    turn = CancelledAfterAdmission(max_bytes=8000, store=SpillStore(tmp_path / "spill"))
+    got: list[Any] = []
+
+    async def call() -> None:
+        got.append(await _Admit(turn, "t").aoutput("hello"))
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(call())
+    # the answer counted is the answer given (the cancellation lands at the next await)
+    assert got == ["hello"]
+    assert turn.report().used_bytes == len("hello")

@@ -388,13 +388,16 @@ class _Admit:
         Of a list of ToolMessages (one admission each), those admitted before the
         cancellation stay counted: the turn has no public way to give them back."""
         steps = self._steps(output)
-        # The work between admissions (a generator's first item read, blocks encoded)
-        # stays off the loop, where it ran before; it counts nothing, so a cancellation
-        # that leaves it running in its thread leaves nothing counted either.
+        # The work before the first admission (a generator's first item read, blocks
+        # encoded) stays off the loop, where it ran before; it counts nothing, so a
+        # cancellation that leaves it running in its thread leaves nothing counted either.
         more, value = await asyncio.to_thread(_step, steps, None)
         while more:
             answer = await self.turn.aadmit(value, tool=self.name)
-            more, value = await asyncio.to_thread(_step, steps, answer)
+            # On the loop, with no await between: a cancellation there (a timeout) lost an
+            # answer already counted. What follows an admission is cheap: the output
+            # built from it, or the next message's content taken.
+            more, value = _step(steps, answer)
         return value
 
     def _steps(self, output: Any) -> _Steps:
