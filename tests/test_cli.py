@@ -1241,17 +1241,33 @@ def test_regression_ctrl_c_stops_a_long_sqlite_query(tmp_path: Path) -> None:
         " SELECT x AS id FROM c WHERE x < 0"
     )
     args = ["page", str(db), "--query", endless, "--unique", "--store", str(tmp_path / "s")]
+
+    def as_from_a_shell() -> None:
+        # SIGINT as a terminal's foreground command has it, whatever the test process
+        # left to its children (an ignored or blocked SIGINT is inherited through exec).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
     child = subprocess.Popen(
         [sys.executable, "-m", "jsonbudget", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=ENV,
+        env={**ENV, "PYTHONFAULTHANDLER": "1"},
+        preexec_fn=as_from_a_shell,  # noqa: PLW1509 - two signal calls, then exec
     )
     try:
         time.sleep(2)  # the query is running: it never ends by itself
         assert child.poll() is None
+        status = Path(f"/proc/{child.pid}/status").read_text()
         child.send_signal(signal.SIGINT)
-        _out, err = child.communicate(timeout=30)
+        try:
+            _out, err = child.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            # Still running: faulthandler writes where each of its threads is.
+            child.send_signal(signal.SIGABRT)
+            _out, err = child.communicate(timeout=10)
+            signals = [line for line in status.splitlines() if line.startswith("Sig")]
+            pytest.fail(f"no exit 30 s after SIGINT; {signals}\n{err.decode(errors='replace')}")
     finally:
         child.kill()
     assert child.returncode == EXIT_INTERRUPTED
