@@ -1109,6 +1109,9 @@ class TurnBudget:
     new_turn = reset
 
 
+_T = TypeVar("_T")
+
+
 class _Handoff:
     """One admission's answer, from the thread that made it to the task awaiting it.
 
@@ -1145,7 +1148,6 @@ class _Handoff:
 
 # -- results an async iterator gives ------------------------------------------------------
 
-_T = TypeVar("_T")
 _DRAINED: Final = object()
 
 

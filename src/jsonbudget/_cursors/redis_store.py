@@ -104,7 +104,6 @@ return {ARGV[4], 6, n, v[4], v[5], v[6], v[7]}
 #: `_RESUME`'s status codes that `resume` acts on by name.
 _RESUMED_OTHER_PRINCIPAL: Final = 3
 _RESUMED_OTHER_QUERY: Final = 4
-_RESUMED_BUDGET_SPENT: Final = 5
 _RESUMED_SERVED: Final = 6
 _RESUMED_NOT_OURS: Final = 7
 #: How many items `_RESUME`'s reply holds for each status, nonce included: any other
@@ -392,7 +391,7 @@ class RedisCursorStore(KeyedStore):
             raise CursorScopeError(
                 "the cursor was issued for other query parameters", mismatch="query"
             )
-        # _RESUMED_BUDGET_SPENT: the one status left (checked above to be the script's)
+        # 5, the page budget spent: the one status left (checked above to be the script's)
         raise BudgetExhausted(limit=int(reply[3]), used=int(reply[2]))
 
     def mint(self, state: CursorState, position: JSONValue) -> str:

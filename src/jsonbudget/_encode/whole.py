@@ -498,10 +498,10 @@ class JsonWriter:
             return stream.replay(path)
         if stream is None:
             return it
-        if stream.failed is not None:
-            return stream.replay(path)  # raises where the iterator raised before
-        if stream.pending is not _NO_ITEM:
-            return stream.replay(path)  # the item a read could not keep comes first
+        if stream.failed is not None or stream.pending is not _NO_ITEM:
+            # raises where the iterator raised before, or gives first the item a read
+            # could not keep
+            return stream.replay(path)
         return iter(stream.items) if stream.done else itertools.chain(stream.items, stream.it)
 
     def _array(
