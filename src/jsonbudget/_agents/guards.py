@@ -1777,6 +1777,8 @@ def _is_mcp_result(value: Any) -> bool:
 def _one_mcp_result(value: Any, types: tuple[type, ...]) -> bool:
     try:
         return type(value) not in _NOT_MCP and isinstance(value, types)
+    except MemoryError:
+        raise  # the interpreter's: taken for no MCP result, a result lost its content
     except Exception:  # noqa: BLE001 - pydantic's classes are ABCs: isinstance() hashes
         return False  # the class, which a metaclass may make unhashable: no MCP result
 
