@@ -41,6 +41,14 @@ _REDIS_STRING_MAX = 512 * 1024**2
 _BLOCK = 1024 * 1024
 #: The longest key prefix a store takes.
 _MAX_PREFIX_CHARS = 256
+_WRITING = "writing a spilled result"
+
+
+def _lost() -> SpillError:
+    return SpillError(
+        "the temporary key was lost while the result was written (the server restarted, or "
+        "the key expired or was evicted); nothing was kept"
+    )
 
 
 class RedisSpillStore:
@@ -106,50 +114,83 @@ class RedisSpillStore:
         """Write *data* whole (chunk by chunk, never joined) and return its reference.
 
         A result past ``max_file_bytes`` raises `SpillError` as it is written; whatever
-        goes wrong, the temporary key is deleted and nothing is kept.
+        goes wrong, the temporary key is deleted and nothing is kept under the result's
+        name (unless Redis cannot be reached to delete it: it expires after ``max_age``).
         """
+        # redis-py resends a command whose reply was lost (a connection reset after Redis
+        # ran it: its default retries), so every write here is safe to run twice: SETRANGE
+        # at the block's offset writes the same bytes again, where APPEND added them
+        # twice; EXPIRE then RENAME (which keeps the key's expiry) instead of a MULTI,
+        # whose loss or refusal (ACL, rename-command) left redis-py running RENAME and
+        # EXPIRE as plain commands; and a RENAME resent after Redis ran it finds no
+        # temporary key and the result in place. A command refused part-way leaves no key
+        # without an expiry: the temporary key gets one as SET makes it, and RENAME
+        # carries it over.
         clean = sanitize_label(label)
         ext = extension_of(media_type)
         tmp = f"{self._prefix}.tmp-{os.urandom(12).hex()}"
-        client = self._client
         hasher = hashlib.sha256()
         size = 0
+        # what a failure deletes
+        doomed = [tmp]
         try:
-            with self._failures("writing a spilled result"):
-                client.set(tmp, b"", ex=self._max_age)  # expires even if this process dies
-                for chunk in put_chunks(data, self._max_file_bytes):
-                    hasher.update(chunk)
-                    # A value past the server's proto-max-bulk-len in one APPEND makes it
-                    # drop the connection (a broken pipe); in blocks it answers clearly
-                    # that the string exceeds the maximum allowed size.
-                    view = memoryview(chunk).cast("B")
-                    for at in range(0, len(view), _BLOCK):
-                        block = view[at : at + _BLOCK]
-                        size += len(block)
-                        # APPEND makes a key that is gone (a restart, its expiry, an
-                        # eviction) anew: the length it answers is how a lost start is
-                        # noticed.
-                        if client.append(tmp, bytes(block)) != size:
-                            raise SpillError(
-                                "the temporary key was lost while the result was written "
-                                "(the server restarted, or the key expired or was evicted); "
-                                "nothing was kept"
-                            )
-                name = f"{clean}.{hasher.hexdigest()}.{ext}"
-                pipe = client.pipeline(transaction=True)
-                pipe.rename(tmp, self._prefix + name)
-                pipe.expire(self._prefix + name, self._max_age)
-                pipe.execute()
+            self._ask(_WRITING, lambda pipe: pipe.set(tmp, b"", ex=self._max_age))
+            for chunk in put_chunks(data, self._max_file_bytes):
+                hasher.update(chunk)
+                # A value past the server's proto-max-bulk-len in one command makes it
+                # drop the connection (a broken pipe); in blocks it answers clearly that
+                # the string exceeds the maximum allowed size.
+                view = memoryview(chunk).cast("B")
+                for at in range(0, len(view), _BLOCK):
+                    block = bytes(view[at : at + _BLOCK])
+                    self._write_block(tmp, size, block)
+                    size += len(block)
+            name = f"{clean}.{hasher.hexdigest()}.{ext}"
+            key = self._prefix + name
+            expiring, existed = self._ask(
+                _WRITING, lambda pipe: (pipe.expire(tmp, self._max_age), pipe.exists(key))
+            )
+            if not expiring:
+                raise _lost()
+            if not existed:
+                # Whether RENAME ran is unknown when it raises without a reply (an
+                # interrupt, the connection lost for good): then the result goes too,
+                # unless another put stored it before.
+                doomed.append(key)
+            (renamed,) = self._ask(
+                _WRITING, lambda pipe: pipe.rename(tmp, key), raise_on_error=False
+            )
+            if isinstance(renamed, Exception):
+                if "no such key" not in str(renamed):
+                    del doomed[1:]  # refused: nothing was moved
+                    raise SpillError(f"Redis failed {_WRITING}: {renamed}") from renamed
+                # a RENAME that Redis ran before, its reply lost, or the key lost since
+                stored, length = self._ask(
+                    _WRITING, lambda pipe: (pipe.exists(key), pipe.strlen(key))
+                )
+                if not stored or length != size:
+                    raise _lost()
         except BaseException as exc:
             try:
-                client.delete(tmp)
+                self._client.delete(*doomed)
             except Exception as cleanup:  # noqa: BLE001 - any client error: noted, not raised
-                # The key expires anyway; the error on its way out must not be replaced.
+                # The keys expire anyway; the error on its way out must not be replaced.
                 exc.add_note(f"deleting the temporary key failed too: {cleanup!r}")
             raise
-        return SpillRef(
-            name, size, hasher.hexdigest(), media_type, clean, Path(self._prefix + name)
+        return SpillRef(name, size, hasher.hexdigest(), media_type, clean, Path(key))
+
+    def _write_block(self, tmp: str, offset: int, block: bytes) -> None:
+        """Write *block* at *offset* of the temporary key *tmp*.
+
+        SETRANGE makes a key that is gone (a restart, its expiry, an eviction) anew,
+        zero-filled up to *offset* and with no expiry: its PTTL, in the same round trip,
+        tells it from ours, which always has one (-1 for none, -2 for no key).
+        """
+        _, ttl = self._ask(
+            _WRITING, lambda pipe: (pipe.setrange(tmp, offset, block), pipe.pttl(tmp))
         )
+        if ttl < 0:
+            raise _lost()
 
     def get(self, ref: SpillRef | str) -> SpillRef:
         """The reference of a stored result (size from Redis, hash from its name); *ref*
@@ -190,8 +231,11 @@ class RedisSpillStore:
         except self._errors as exc:
             raise SpillError(f"Redis failed {doing}: {exc}") from exc
 
-    def _ask(self, doing: str, queue: Callable[[Any], object]) -> list[Any]:
-        """The replies to the commands *queue* puts in a pipeline, in one round trip.
+    def _ask(
+        self, doing: str, queue: Callable[[Any], object], *, raise_on_error: bool = True
+    ) -> list[Any]:
+        """The replies to the commands *queue* puts in a pipeline, in one round trip
+        (Redis's error replies among them, not raised, unless *raise_on_error*).
 
         An ``ECHO`` of a fresh nonce goes first: replies that do not start with it answer
         another request (`_redis`), so another result's bytes are never taken for these.
@@ -201,7 +245,9 @@ class RedisSpillStore:
             pipe = self._client.pipeline(transaction=False)
             pipe.echo(nonce)
             queue(pipe)
-            replies: list[Any] = pipe.execute()
+            replies: list[Any] = pipe.execute(raise_on_error=raise_on_error)
+            if isinstance(replies[0], Exception):
+                raise replies[0]  # ECHO refused (an ACL): no reply out of step
             if not answers(replies[0], nonce):
                 raise out_of_step(doing)
         return replies[1:]

@@ -59,29 +59,43 @@ _MAX_PREFIX_CHARS: Final = 256
 
 # Every script's last argument is a nonce (`_redis.new_nonce`) that its reply starts with:
 # a reply without it answers another request (`_redis`), and is never used.
+# redis-py resends a command whose reply was lost (a connection reset after Redis ran it:
+# its default retries), with the same arguments, so every script is safe to run twice
+# for one request.
+# Redis keeps what a script wrote before a command in it failed (refused by an ACL,
+# renamed), so no script writes before the last command that could fail.
 
 # Redis TIME keeps every machine on one clock; ms since the epoch fit a Lua double exactly.
+# The first PEXPIREAT, on a key not written yet (where it does nothing), is there so that
+# a user who may not run it fails before HSET writes a hash that would never expire; the
+# same command on the same key cannot fail after it. A resend writes the operation again,
+# a moment later: no token names it yet, so nothing was counted in between.
 _START: Final = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local exp = now + tonumber(ARGV[4])
+local exp = string.format('%.0f', now + tonumber(ARGV[4]))
+redis.call('PEXPIREAT', KEYS[1], exp)
 redis.call('HSET', KEYS[1], 'pf', ARGV[1], 'qf', ARGV[2], 'n', 1,
-           't0', string.format('%.0f', now), 'exp', string.format('%.0f', exp), 'max', ARGV[3])
-redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', exp))
-return {ARGV[5], string.format('%.0f', now), string.format('%.0f', exp)}
+           't0', string.format('%.0f', now), 'exp', exp, 'max', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], exp)
+return {ARGV[5], string.format('%.0f', now), exp}
 """
 
 # Status codes: 0 gone, 1 unknown token, 2 expired, 3 principal, 4 query, 5 budget, 6 served,
 # 7 a key the store could not have written (changed by hand).
 # A hand-changed key is refused before anything is counted, with the fields read as _START
-# and HINCRBY write them: counts with no leading zero, times as digits, all of at most 15
-# digits (exact in a Lua double, and HINCRBY can never overflow). A count below 1 would
+# and this script write them: counts with no leading zero, times as digits, all of at most
+# 15 digits (exact in a Lua double, and so is the count plus one). A count below 1 would
 # lift the page budget; the position is checked as JSON once the page is counted.
+# Each count writes its request's nonce to 'last' in the same HSET: a resend of the request
+# last counted is answered as it was, the count unchanged (the page was served once, its
+# reply lost). Only the last count is remembered, so a resend that another continuation of
+# the operation overtook counts again, as a caller's retry does.
 _RESUME: Final = """
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'none' then return {ARGV[4], 0} end
 if kind ~= 'hash' then return {ARGV[4], 7} end
-local v = redis.call('HMGET', KEYS[1], 'pf', 'qf', 'n', 't0', 'exp', 'max', ARGV[1])
+local v = redis.call('HMGET', KEYS[1], 'pf', 'qf', 'n', 't0', 'exp', 'max', ARGV[1], 'last')
 local function num(s, pattern)
   if s and #s <= 15 and string.find(s, pattern) then return tonumber(s) end
   return false
@@ -92,13 +106,15 @@ if v[6] ~= '' then max = num(v[6], '^[1-9]%d*$') end
 if not (v[1] and v[2] and n and t0 and exp and t0 <= exp) then return {ARGV[4], 7} end
 if v[6] ~= '' and not (max and n <= max) then return {ARGV[4], 7} end
 if not v[7] then return {ARGV[4], 1} end
+if v[8] == ARGV[4] then return {ARGV[4], 6, n, v[4], v[5], v[6], v[7]} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now >= exp then return {ARGV[4], 2} end
 if v[1] ~= ARGV[2] then return {ARGV[4], 3} end
 if v[2] ~= ARGV[3] then return {ARGV[4], 4} end
 if max and n >= max then return {ARGV[4], 5, n, max} end
-n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+n = n + 1
+redis.call('HSET', KEYS[1], 'n', string.format('%.0f', n), 'last', ARGV[4])
 return {ARGV[4], 6, n, v[4], v[5], v[6], v[7]}
 """
 #: `_RESUME`'s status codes that `resume` acts on by name.
@@ -110,7 +126,8 @@ _RESUMED_NOT_OURS: Final = 7
 #: status or length is not a reply of this script.
 _RESUME_REPLY_LENGTHS: Final = {0: 2, 1: 2, 2: 2, 3: 2, 4: 2, 5: 4, 6: 7, 7: 2}
 
-# Minting the same position twice returns the first token: retries do not grow the hash.
+# Minting the same position twice returns the first token: retries (a caller's, or
+# redis-py's resend of a request whose reply was lost) do not grow the hash.
 # An empty token id is a key that is not a hash (changed by hand): no token id is empty.
 # false is Redis's nil, a None in the reply's list.
 _MINT: Final = """
@@ -146,17 +163,46 @@ class _Script:
     """A Lua script run by ``EVALSHA`` and loaded on ``NOSCRIPT``, as redis-py's `Script`
     does, except that its hash is never what ``SCRIPT LOAD`` answers: redis-py's takes
     that reply as the hash for every later call, so one out of step (`_redis`) made it
-    run another script, or none, from then on."""
+    run another script, or none, from then on.
 
-    __slots__ = ("_client", "_no_script", "_sha", "_text")
+    A command failing inside the script is Redis's error naming only the script's hash
+    and line (``@user_script``): it is raised again, as the same class, naming the
+    commands the script runs (*commands*), with Redis's error as its cause.
+    """
 
-    def __init__(self, client: Any, text: str, no_script: type[Exception]) -> None:
+    __slots__ = ("_client", "_commands", "_failed", "_name", "_no_script", "_sha", "_text")
+
+    def __init__(
+        self,
+        client: Any,
+        text: str,
+        *,
+        name: str,
+        commands: str,
+        errors: tuple[type[Exception], type[Exception]],
+    ) -> None:
         self._client = client
         self._text = text
-        self._no_script = no_script
+        self._name = name
+        self._commands = commands
+        self._no_script, self._failed = errors
         self._sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
     def __call__(self, keys: Sequence[str], args: Sequence[str | bytes]) -> Any:
+        try:
+            return self._run(keys, args)
+        except self._failed as exc:
+            if "@user_script" not in str(exc):
+                raise
+            # Redis's classes take the message alone; the class is what callers catch
+            # (OutOfMemoryError, ReadOnlyError...), so it is kept.
+            raise type(exc)(
+                f"Redis failed a command of RedisCursorStore's {self._name} script, which "
+                f"runs {self._commands} (the Redis user needs each of them, and none may "
+                f"be renamed): {exc}"
+            ) from exc
+
+    def _run(self, keys: Sequence[str], args: Sequence[str | bytes]) -> Any:
         client = self._client
         try:
             return client.evalsha(self._sha, len(keys), *keys, *args)
@@ -237,10 +283,16 @@ class RedisCursorStore(KeyedStore):
         client = self._client
         _check_decoding(client)
         # hashed once; each call is one EVALSHA (plus a reload after a restart)
-        no_script = redis.exceptions.NoScriptError
-        self._start = _Script(client, _START, no_script)
-        self._resume = _Script(client, _RESUME, no_script)
-        self._mint = _Script(client, _MINT, no_script)
+        errors = (redis.exceptions.NoScriptError, redis.exceptions.ResponseError)
+        self._start = _Script(
+            client, _START, name="start", commands="TIME, PEXPIREAT and HSET", errors=errors
+        )
+        self._resume = _Script(
+            client, _RESUME, name="resume", commands="TYPE, HMGET, TIME and HSET", errors=errors
+        )
+        self._mint = _Script(
+            client, _MINT, name="mint", commands="TYPE, HGET and HSET", errors=errors
+        )
         self._key_name = f"{prefix}mac-key"
         # Held across a round trip to Redis (`_adopt_shared_key`), so the likeliest of the
         # stores' locks to be held by another thread at a fork (`KeyedStore._after_fork`).
