@@ -147,11 +147,21 @@ _NAMES_OUTPUT = re.compile(
 )
 
 
-def _input_wording(text: str, provider: str | None) -> SizeVerdict:
-    """Wording that names only the input: the prompt, unless the text names the cap too."""
-    if _NAMES_OUTPUT.search(text):
-        return AmbiguousSizeError(provider=provider, wording="prompt")
-    return PromptTooLong(prompt_tokens=None, limit=None, provider=provider)
+def _input_wording(m: re.Match[str], call: _Call) -> SizeVerdict:
+    """Wording that names only the input: the prompt, unless its message names the cap too.
+
+    The message is the shortest string of the error that holds the wording: a body's
+    other strings (the caller's instructions, a model's id) are no words of the provider,
+    and an "output" there said nothing about the cap.
+    """
+    message = call.text
+    for part in call.parts:
+        text = _normalized(part)
+        if len(text) < len(message) and m.re.search(text):
+            message = text
+    if _NAMES_OUTPUT.search(message):
+        return AmbiguousSizeError(provider=call.provider, wording="prompt")
+    return PromptTooLong(prompt_tokens=None, limit=None, provider=call.provider)
 
 
 # -- rules -----------------------------------------------------------------------------
@@ -169,6 +179,8 @@ class _Call:
     text: str
     requested: int | None
     provider: str | None
+    #: The strings *text* was joined from, as read (a body's, an exception's text).
+    parts: tuple[str, ...] = ()
 
 
 _Build = Callable[[re.Match[str], _Call], SizeVerdict | None]
@@ -216,13 +228,31 @@ _PROMPT_ONLY = re.compile(
     r"|you requested) " + _N + r" ?(?:input )?tokens(?! ?\()",
     _I,
 )
+# SambaNova's count, and the advice that follows it (its next sentence).
+_WILL_TAKE = re.compile(
+    r"[.,]? ?(?:However,? )?answering your request will take " + _N + r" ?tokens\.? ?([^.]{0,120})",
+    _I,
+)
+
+
+def _window(m: re.Match[str]) -> int:
+    """The window of whichever alternative of *m*'s pattern matched."""
+    return next(_num(value) for value in m.groupdict().values() if value is not None)
 
 
 def _context_window(m: re.Match[str], call: _Call) -> SizeVerdict | None:
-    """OpenAI-style "maximum context length is W tokens. However, you requested ..."."""
-    window = _g(m, 1) if m.group(1) is not None else _g(m, 2)
-    # "endpoint's" is OpenRouter's wording of the same message.
-    family = call.provider or ("openrouter" if "endpoint" in m.group(0).lower() else "openai")
+    """OpenAI-style "maximum context length is W tokens. However, you requested ...";
+    SambaNova's "maximum context length of <model> is W. However, answering your request
+    will take T tokens", read the same."""
+    window = _window(m)
+    # The model's name between "of" and "is" is SambaNova's wording; "endpoint's",
+    # OpenRouter's wording of OpenAI's message.
+    if m.group("model_window") is not None:
+        family = call.provider or "sambanova"
+    elif "endpoint" in m.group(0).lower():
+        family = call.provider or "openrouter"
+    else:
+        family = call.provider or "openai"
     breakdown = _AFTER_WINDOW.match(call.text, m.end())
     if breakdown is not None:
         total = _g(breakdown, 1)
@@ -243,6 +273,12 @@ def _context_window(m: re.Match[str], call: _Call) -> SizeVerdict | None:
         if seen_input:
             return _prompt_by_arithmetic(inputs, window, family)
         return AmbiguousSizeError(provider=family, limit=window, tokens=total)
+    will_take = _WILL_TAKE.match(call.text, m.end())
+    if will_take is not None:
+        if _NAMES_OUTPUT.search(will_take.group(2)):
+            # "... or the specified max_completion_tokens value": the count holds the cap.
+            return _total_with_known_cap(_g(will_take, 1), window, call.requested, family)
+        return _prompt_by_arithmetic(_g(will_take, 1), window, family)
     prompt_only = _PROMPT_ONLY.match(call.text, m.end())
     if prompt_only is not None:
         return _prompt_by_arithmetic(_g(prompt_only, 1), window, family)
@@ -284,11 +320,22 @@ def _vllm_output_and_prompt(m: re.Match[str], call: _Call) -> SizeVerdict:
 
 
 def _lm_studio_keep(m: re.Match[str], call: _Call) -> SizeVerdict:
-    window = _opt(m, 2)
-    if window is None:
-        # The tokens LM Studio must keep are the prompt's; no window is given to compare.
-        return PromptTooLong(prompt_tokens=_g(m, 1), limit=None, provider=call.provider)
-    return _prompt_by_arithmetic(_g(m, 1), window, call.provider)
+    """LM Studio's tokens to keep, in its older wording or its newer one (``n_keep`` and
+    ``n_ctx``): the prompt's, which must fit the window."""
+    found = {k: _num(v) for k, v in m.groupdict().items() if v is not None}
+    tokens = found.get("keep", found.get("n_keep"))
+    window = found.get("keep_window", found.get("n_ctx"))
+    if tokens is None or window is None:
+        # The prompt, with what is said: a message may give neither number.
+        return PromptTooLong(prompt_tokens=tokens, limit=window, provider=call.provider)
+    return _prompt_by_arithmetic(tokens, window, call.provider)
+
+
+def _prompt_too_long(m: re.Match[str], call: _Call) -> SizeVerdict:
+    # "P tokens > W maximum" is Anthropic's; "P, model maximum context length: W" is
+    # Ollama's, Fireworks' and Kimi's hosts' alike, so it names no family.
+    family = call.provider or ("anthropic" if ">" in m.group(0) else None)
+    return _prompt_by_arithmetic(_g(m, 1), _g(m, 2), family)
 
 
 def _named(name: str) -> str:
@@ -324,6 +371,17 @@ def _cohere(m: re.Match[str], call: _Call) -> SizeVerdict:
 
 def _rule(name: str, pattern: str, provider: str | None, build: _Build) -> _Rule:
     return _Rule(name, re.compile(pattern, _I), provider, build)
+
+
+# A model's context window as OpenAI words it, and as SambaNova does, with the model's
+# name between: "The maximum context length of Meta-Llama-3.1-405B-Instruct is 8192."
+_WINDOW: Final = (
+    r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) "
+    + _named("window")
+    + r" tokens|maximum context length of \S{1,100} is "
+    + _named("model_window")
+    + r"(?: tokens)?"
+)
 
 
 # Bedrock validates a request body with everit-json-schema, whose messages start with the
@@ -434,12 +492,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "openai_context_window",
-        r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) "
-        + _N
-        + r" tokens"
+        _WINDOW
         # OpenAI's GPT-5 input limit: "... Your messages resulted in P tokens." follows.
         + r"|Input tokens exceed the configured limit of "
-        + _N
+        + _named("limit")
         + r" tokens",
         None,
         _context_window,
@@ -457,10 +513,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
         lambda m, c: _by_arithmetic(_g(m, 2), _g(m, 3), _g(m, 1), c.provider),
     ),
     _rule(
-        "anthropic_prompt",
-        r"prompt is too long: ?" + _N + r" tokens ?> ?" + _N,
-        "anthropic",
-        lambda m, c: _prompt_by_arithmetic(_g(m, 1), _g(m, 2), c.provider),
+        "prompt_too_long",
+        r"prompt is too long: ?"
+        + _N
+        + r"(?: tokens ?> ?|, ?(?:model )?maximum context length: ?)"
+        + _N,
+        None,
+        _prompt_too_long,
     ),
     _rule(
         "anthropic_output_max",
@@ -679,9 +738,16 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "lm_studio_keep",
         r"Trying to keep the first "
-        + _N
+        + _named("keep")
         + r" tokens when context (?:the )?overflows(?:\. ?However, the model is loaded with "
-        r"(?:a )?context length of only " + _N + r" tokens)?",
+        r"(?:a )?context length of only " + _named("keep_window") + r" tokens)?"
+        # Its newer wording, with llama.cpp's names for the two counts or without them.
+        r"|number of tokens to keep from the initial prompt is greater than the context "
+        r"length(?:\.? ?\(?n_keep: ?"
+        + _named("n_keep")
+        + r" ?>= ?n_ctx: ?"
+        + _named("n_ctx")
+        + r")?",
         "lm-studio",
         _lm_studio_keep,
     ),
@@ -800,9 +866,9 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "context_window_bare",
         # The window with nothing after it to compare.
-        r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) " + _N + r" tokens",
+        _WINDOW,
         None,
-        lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either", limit=_g(m, 1)),
+        lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either", limit=_window(m)),
     ),
 )
 
@@ -812,32 +878,34 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
         "bedrock_input_too_long",
         r"Input is too long for requested model",
         "bedrock",
-        lambda m, c: _input_wording(c.text, c.provider),
+        _input_wording,
     ),
     _rule(
         "openai_input_exceeds_window",
         r"input exceeds the context window",
         "openai",
-        lambda m, c: _input_wording(c.text, c.provider),
+        _input_wording,
     ),
     _rule(
         "zhipu_prompt_exceeds",
         r"Prompt exceeds max length",
         "zhipu",
-        lambda m, c: _input_wording(c.text, c.provider),
+        _input_wording,
     ),
     _rule(
         "ollama_input_exceeds",
         r"input length exceeds (?:the )?(?:maximum )?context length",
         "ollama",
-        lambda m, c: _input_wording(c.text, c.provider),
+        _input_wording,
     ),
     _rule(
-        "anthropic_prompt_too_long_bare",
-        # Anthropic's wording without its counts (a proxy or a log that dropped them).
-        r"prompt is too long",
-        "anthropic",
-        lambda m, c: _input_wording(c.text, c.provider),
+        "prompt_too_long_bare",
+        # `prompt_too_long` without its counts (a proxy or a log that dropped them), which
+        # Anthropic, Ollama and Fireworks word alike: no family. Ollama also says "prompt
+        # too long; exceeded max context length by N tokens" (N over an unsaid window).
+        r"prompt (?:is )?too long",
+        None,
+        _input_wording,
     ),
     _rule(
         "llama_cpp_context_size",
@@ -853,8 +921,9 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
     ),
     _rule(
         "context_length_exceeded",
-        # OpenAI's error code as text, or its words: some window was passed, not which.
-        r"context[_ ]length[_ ]exceeded",
+        # OpenAI's error code as text, or its words, or MiniMax's (code 2013): some window
+        # was passed, not which.
+        r"context[_ ]length[_ ]exceeded|context window exceeds limit",
         None,
         lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either"),
     ),
@@ -890,7 +959,7 @@ def _apply(
     rules: tuple[_Rule, ...], call: _Call, provider: str | None
 ) -> tuple[str, SizeVerdict] | None:
     for rule in rules:
-        rule_call = _Call(call.text, call.requested, provider or rule.provider)
+        rule_call = _Call(call.text, call.requested, provider or rule.provider, call.parts)
         for count, match in enumerate(rule.pattern.finditer(call.text)):
             if count >= _MAX_MATCHES_PER_RULE:
                 break
@@ -901,10 +970,11 @@ def _apply(
 
 
 def _classify_text(
-    text: str, *, requested: int | None, provider: str | None
+    text: str, *, requested: int | None, provider: str | None, parts: tuple[str, ...] = ()
 ) -> tuple[str, SizeVerdict] | None:
-    """The first rule that decides *text*, by name, with its verdict; None if none does."""
-    call = _Call(text, requested, provider)
+    """The first rule that decides *text* (joined from *parts*), by name, with its
+    verdict; None if none does."""
+    call = _Call(text, requested, provider, parts)
     found = _apply(_RULES, call, provider)
     if found is not None:
         return found
@@ -1036,15 +1106,7 @@ class _Scan:
 
     def text(self) -> str:
         if self.joined is None:
-            # Logs and SDK reprs escape quotes and fold lines; undo that before matching.
-            # A URL is left out: httpx's message names the request's, and
-            # ".../chat/completions" read as the provider's own word for the output.
-            joined = _URL.sub(" ", "\n".join(self.parts)[:MAX_SCAN_CHARS])
-            joined = joined.replace("\\'", "'").replace('\\"', '"').replace("\\n", " ")
-            # A range written without a space, "[1,8192]", is two numbers: a number is not
-            # read right after "digit," (that is how "8,192" is kept whole).
-            joined = _RANGE.sub(r"\1, ", joined)
-            self.joined = " ".join(joined.split())
+            self.joined = _normalized("\n".join(self.parts)[:MAX_SCAN_CHARS])
         return self.joined
 
     def extend(self, other: _Scan) -> None:
@@ -1058,6 +1120,19 @@ class _Scan:
 _NUMERIC_FIELDS: Final = frozenset({"n_prompt_tokens", "n_ctx"})
 _URL: Final = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+", _I)
 _RANGE: Final = re.compile(r"([\[(]\d{1,12}),(?=\d{1,12}[\])])")
+
+
+def _normalized(text: str) -> str:
+    """*text* as the rules read it."""
+    # Logs and SDK reprs escape quotes and fold lines; undo that before matching.
+    # A URL is left out: httpx's message names the request's, and
+    # ".../chat/completions" read as the provider's own word for the output.
+    text = _URL.sub(" ", text)
+    text = text.replace("\\'", "'").replace('\\"', '"').replace("\\n", " ")
+    # A range written without a space, "[1,8192]", is two numbers: a number is not
+    # read right after "digit," (that is how "8,192" is kept whole).
+    text = _RANGE.sub(r"\1, ", text)
+    return " ".join(text.split())
 
 
 def _read_response(response: object, scan: _Scan) -> None:
@@ -1354,7 +1429,7 @@ def _decide_chain(
 def _by_words(scan: _Scan, requested: int | None, provider: str | None) -> _Decision:
     """The numeric and wording rules on one scan's text, then llama.cpp's count fields."""
     text = scan.text()
-    found = _classify_text(text, requested=requested, provider=provider)
+    found = _classify_text(text, requested=requested, provider=provider, parts=tuple(scan.parts))
     rule, verdict = found if found is not None else (None, None)
     if isinstance(verdict, OutputCapTooLarge | PromptTooLong):
         return rule, verdict
