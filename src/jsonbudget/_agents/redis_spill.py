@@ -114,8 +114,9 @@ class RedisSpillStore:
         """Write *data* whole (chunk by chunk, never joined) and return its reference.
 
         A result past ``max_file_bytes`` raises `SpillError` as it is written; whatever
-        goes wrong, the temporary key is deleted and nothing is kept under the result's
-        name (unless Redis cannot be reached to delete it: it expires after ``max_age``).
+        goes wrong, the temporary key is deleted (unless Redis cannot be reached to delete
+        it: it expires after ``max_age``), and nothing is kept under the result's name
+        unless it may have been renamed there (see docs/guards.md).
         """
         # redis-py resends a command whose reply was lost (a connection reset after Redis
         # ran it: its default retries), so every write here is safe to run twice: SETRANGE
@@ -131,8 +132,6 @@ class RedisSpillStore:
         tmp = f"{self._prefix}.tmp-{os.urandom(12).hex()}"
         hasher = hashlib.sha256()
         size = 0
-        # what a failure deletes
-        doomed = [tmp]
         try:
             self._ask(_WRITING, lambda pipe: pipe.set(tmp, b"", ex=self._max_age))
             for chunk in put_chunks(data, self._max_file_bytes):
@@ -147,22 +146,18 @@ class RedisSpillStore:
                     size += len(block)
             name = f"{clean}.{hasher.hexdigest()}.{ext}"
             key = self._prefix + name
-            expiring, existed = self._ask(
-                _WRITING, lambda pipe: (pipe.expire(tmp, self._max_age), pipe.exists(key))
-            )
+            (expiring,) = self._ask(_WRITING, lambda pipe: pipe.expire(tmp, self._max_age))
             if not expiring:
                 raise _lost()
-            if not existed:
-                # Whether RENAME ran is unknown when it raises without a reply (an
-                # interrupt, the connection lost for good): then the result goes too,
-                # unless another put stored it before.
-                doomed.append(key)
+            # Whether RENAME ran is unknown when it raises without a reply (an interrupt,
+            # the connection lost for good): the result may then stay under its name, and
+            # is never deleted here. Its name is its content's hash, so it holds these
+            # very bytes, and another put of them may have returned it since.
             (renamed,) = self._ask(
                 _WRITING, lambda pipe: pipe.rename(tmp, key), raise_on_error=False
             )
             if isinstance(renamed, Exception):
                 if "no such key" not in str(renamed):
-                    del doomed[1:]  # refused: nothing was moved
                     raise SpillError(f"Redis failed {_WRITING}: {renamed}") from renamed
                 # a RENAME that Redis ran before, its reply lost, or the key lost since
                 stored, length = self._ask(
@@ -172,9 +167,9 @@ class RedisSpillStore:
                     raise _lost()
         except BaseException as exc:
             try:
-                self._client.delete(*doomed)
+                self._client.delete(tmp)
             except Exception as cleanup:  # noqa: BLE001 - any client error: noted, not raised
-                # The keys expire anyway; the error on its way out must not be replaced.
+                # The key expires anyway; the error on its way out must not be replaced.
                 exc.add_note(f"deleting the temporary key failed too: {cleanup!r}")
             raise
         return SpillRef(name, size, hasher.hexdigest(), media_type, clean, Path(key))

@@ -195,12 +195,15 @@ class _Script:
             if "@user_script" not in str(exc):
                 raise
             # Redis's classes take the message alone; the class is what callers catch
-            # (OutOfMemoryError, ReadOnlyError...), so it is kept.
-            raise type(exc)(
+            # (OutOfMemoryError, ReadOnlyError...), so it is kept, and so are the
+            # attributes redis-py set on it (its status code, read by its telemetry).
+            named = type(exc)(
                 f"Redis failed a command of RedisCursorStore's {self._name} script, which "
                 f"runs {self._commands} (the Redis user needs each of them, and none may "
                 f"be renamed): {exc}"
-            ) from exc
+            )
+            named.__dict__.update(vars(exc))
+            raise named from exc
 
     def _run(self, keys: Sequence[str], args: Sequence[str | bytes]) -> Any:
         client = self._client
