@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
@@ -86,6 +87,8 @@ class Closing(Generic[_C]):
     def __init__(self, conn: _C) -> None:
         self.conn, self.pid = conn, os.getpid()
 
-    def __del__(self) -> None:
-        if self.pid == os.getpid():  # a forked child never closes its parent's
+    # getpid is bound here: at interpreter exit this module's globals (`os` among them)
+    # may already be None when the last owner is dropped.
+    def __del__(self, _getpid: Callable[[], int] = os.getpid) -> None:
+        if self.pid == _getpid():  # a forked child never closes its parent's
             self.conn.close()

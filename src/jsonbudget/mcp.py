@@ -530,6 +530,14 @@ class McpPager:
         if reader is not None:
             if not isinstance(reader, ResultReader):
                 raise TypeError(f"reader must be a ResultReader, not {type(reader).__name__}")
+            if oversized != "spill" and oversized in typing.get_args(OversizedPolicy):
+                # (An unknown mode is the pager's to name.) A reader reads back spilled
+                # items, and no other mode spills one.
+                raise LimitError(
+                    "reader",
+                    reader,
+                    f"only oversized='spill' has items to read back, not oversized={oversized!r}",
+                )
             if spill_store is not None and spill_store is not reader.spill:
                 raise LimitError("spill_store", spill_store, "must be the reader's spill store")
             # The reader reads what this pager spills, by a reference bound to the caller.

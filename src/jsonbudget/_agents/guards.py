@@ -565,7 +565,13 @@ class ResultGate:
                 kind = self._sniff(bytes(head[0][:4096]))
                 return _Measured(kind, chunks=itertools.chain(head, chunks))
         data = b"".join(head)
-        return _Measured(self._sniff(data[:4096]), data=data)
+        kind = self._sniff(data[:4096])
+        # Checked joined, not chunk by chunk: a character may be split between chunks,
+        # and one cut short at the end is as invalid as any bad byte. Not UTF-8 (binary
+        # data), it is spilled whatever its size, as a bytes result is.
+        if not _is_utf8(data):
+            return _Measured(kind, chunks=(data,))
+        return _Measured(kind, data=data)
 
     def _sniff(self, head: bytes | memoryview) -> Literal["json", "text"]:
         if self._kind != "auto":
@@ -1940,7 +1946,7 @@ def _text_footer(ref: SpillRef, shown: int, hint: str) -> bytes:
     ).encode()
 
 
-def _is_utf8(view: memoryview) -> bool:
+def _is_utf8(view: bytes | memoryview) -> bool:
     """Whether *view* is valid UTF-8 (what a model is handed must be text)."""
     try:
         codecs.decode(view, "utf-8")

@@ -256,6 +256,14 @@ class PageBuilder:
         check_mode("oversized", oversized, ("truncate", "placeholder", "spill", "error"))
         if oversized == "spill" and spill_store is None:
             raise LimitError("spill_store", spill_store, "oversized='spill' needs a spill store")
+        if oversized != "spill" and spill_store is not None:
+            # Accepted, it was never written to: the caller's items were not where they
+            # thought.
+            raise LimitError(
+                "spill_store",
+                spill_store,
+                f"only oversized='spill' writes to a spill store, not oversized={oversized!r}",
+            )
         if spill_store is not None and not callable(getattr(spill_store, "put", None)):
             raise TypeError(f"spill_store must be a spill store, not {type(spill_store).__name__}")
         if encoder is not None and not isinstance(encoder, Encoder):
@@ -267,9 +275,17 @@ class PageBuilder:
         self.oversized: OversizedPolicy = oversized
         self._spill_store = spill_store
         self._spill_label = spill_label
-        self._encoder = encoder or Encoder(
-            limits, strategy=strategy, markers=markers, default=default, binary=binary
-        )
+        if encoder is None:
+            encoder = Encoder(
+                limits, strategy=strategy, markers=markers, default=default, binary=binary
+            )
+        else:
+            _check_encoder(
+                encoder,
+                limits,
+                {"strategy": strategy, "markers": markers, "default": default, "binary": binary},
+            )
+        self._encoder = encoder
         shape = _shape(_key_pairs(keys), oversized, self._encoder.markers)
         self._keys = shape.keys
         self._items_path = shape.items_path
@@ -740,6 +756,44 @@ class PageBuilder:
 #: stored in the new builder's slots without ``setattr`` per name.
 _options_of = operator.attrgetter(*_OPTION_SLOTS)
 _options_copy: Callable[..., PageBuilder] = fast_constructor(PageBuilder, _OPTION_SLOTS)
+
+
+#: The caps of `Limits` an encoder applies inside each item.
+_ENCODER_CAPS = ("max_bytes", "max_items", "max_keys", "max_field_bytes", "max_depth")
+
+
+def _check_encoder(encoder: Encoder, limits: Limits, options: Mapping[str, Any]) -> None:
+    """Refuse an *encoder* other than the one *limits* and the builder's *options* make.
+
+    The builder encodes every item with it, so each option it disagrees with (a cap
+    inside items, a mode, the hook) would be dropped without a word. Given, it only saves
+    making one per builder: the same encoder for each page (the tuner's use).
+    """
+    differ = [
+        f"{name}={getattr(limits, name)!r} (the encoder's: {getattr(encoder.limits, name)!r})"
+        for name in _ENCODER_CAPS
+        if getattr(limits, name) != getattr(encoder.limits, name)
+    ]
+    for name, value in options.items():
+        theirs = getattr(encoder, name)
+        # A bound method is made anew on each access: the same hook by its object and
+        # function.
+        same = theirs is value or (type(value) is types.MethodType and value == theirs)
+        if not same:
+            shown = "another hook" if name == "default" else repr(value)
+            differ.append(f"{name}={shown} (the encoder's: {theirs!r})")
+    if encoder.unencodable != "marker":
+        # A page marks what it cannot encode: a spilled item is written with markers.
+        differ.append(f"unencodable='marker' (the encoder's: {encoder.unencodable!r})")
+    if differ:
+        raise LimitError(
+            "encoder",
+            encoder,
+            "it disagrees with the builder's "
+            + "; ".join(differ)
+            + ": make it with the builder's limits, strategy, markers, default and binary, "
+            "or leave encoder out",
+        )
 
 
 def _dumps(obj: Any) -> bytes:
@@ -1325,6 +1379,12 @@ class Paginator:
             default=default,
             binary=binary,
         )
+        if spill_ref is not None and oversized != "spill":
+            raise LimitError(
+                "spill_ref",
+                spill_ref,
+                f"only oversized='spill' names spilled items, not oversized={oversized!r}",
+            )
 
     def _open(
         self, source: Source[Any] | AsyncSource[Any], scope: Scope, cursor: str | None

@@ -718,6 +718,14 @@ class _SQLSource(Source[Row]):
             self._params = tuple(params)
         else:
             raise TypeError(f"params must be a sequence or a mapping, not {type(params).__name__}")
+        if self._table is not None and self._params:
+            # The table's SQL holds no placeholder of the caller's: a sequence failed the
+            # first page with the driver's count of bindings, a mapping was never read.
+            raise LimitError(
+                "params",
+                params,
+                "only a query= source takes params: a table= source's SQL has no placeholder",
+            )
         self._batch = check_int("batch_size", batch_size, minimum=1, maximum=1_000_000)
         if max_cell_bytes is not None:
             check_int("max_cell_bytes", max_cell_bytes, minimum=MIN_CELL_BYTES)
