@@ -621,8 +621,9 @@ def test_regression_sambanovas_window_with_a_model_name_is_read_with_its_numbers
     # Any advice that names the cap says so, not only that one.
     either = SAMBANOVA.format(32929, " or completion")
     assert classify_size_error(either) == AmbiguousSizeError("sambanova", "either", 8192, 32929)
-    # The window alone, nothing after it to compare.
-    alone = "The maximum context length of Meta-Llama-3.1-405B-Instruct is 8192."
+    # The window alone, nothing after it to compare, in tokens (r32: "is 8192." alone, in
+    # no unit and without SambaNova's count after it, is no window: see below).
+    alone = "The maximum context length of Meta-Llama-3.1-405B-Instruct is 8192 tokens."
     assert classify_size_error(alone) == AmbiguousSizeError(None, "either", 8192)
     # The retry knows the cap it asked for: a 6000-token prompt leaves 2192 for the answer.
     caps: list[int] = []
@@ -695,3 +696,231 @@ def test_regression_minimax_context_window_wording_is_a_size_error() -> None:
 )
 def test_the_widened_rules_leave_look_alikes_alone(text: str) -> None:
     assert classify_size_error(text) is None
+
+
+# -- r32: the widened rules' false positives ------------------------------------------------
+# A sweep tester found that the rules above, widened to read the real wordings, also read
+# texts that are no size error: each below was a size verdict on the widened code (and
+# `None` before it), and a PromptTooLong makes the retry helpers compress the caller's
+# prompt. A false verdict is worse than a miss here.
+
+_SERVER_ERROR = {
+    "code": "server_error",
+    "message": "The model produced invalid content. Consider modifying your prompt if you are "
+    "seeing this error persistently.",
+}
+
+BARE_LOOK_ALIKES: list[Any] = [
+    # The caller's instructions in a response.failed event for a server error.
+    _responses_event("response.failed", status="failed", error=_SERVER_ERROR,
+                     instructions="If the user's prompt too long, ask them to split it."),
+    _responses_event("response.failed", status="failed", error=_SERVER_ERROR,
+                     instructions="Prompt is too long"),
+    # A content filter's body echoing the user's message, as a dict and as its JSON text.
+    {"error": {"message": "Content blocked by safety filter", "code": "content_filter",
+               "user_message": "is this prompt too long for you?"}},
+    {"error": {"message": "Content blocked", "code": "content_filter",
+               "user_message": "prompt is too long"}},
+    '{"error": {"message": "Content blocked", "code": "content_filter"}, '
+    '"user_message": "Prompt is too long"}',
+    # Texts about a prompt that are not a provider's verdict on it.
+    "Warning: system prompt too long to display in the UI; showing 200 characters",
+    "ValueError: system prompt too long to display",
+    "Error: system prompt too long to display",
+    "Warning: prompt is too long to display",
+    "error: the prompt is too long for the preview pane",
+    "Error: prompt too long to fit in the log line; truncated",
+    "Cache miss: prompt too long to cache (min 1024 tokens)",
+    "Error: prompt too long to cache",
+    "Request timed out. Hint: is your prompt too long, or the network slow?",
+    "Request failed: the user asked: 'why is my prompt too long?'",
+    # A tool's own check of a prompt in characters.
+    "1 validation error for ImageToolInput\nprompt\n  Value error, prompt too long (max 500 "
+    "characters for the image tool) [type=value_error]",
+    "image generation failed: your prompt too long, max 1000 characters",
+    "prompt too long (max 500 characters)",
+    "ValueError: prompt too long (max 1000 characters)",
+    "Error: prompt too long, max 1000 characters",
+    {"detail": [{"loc": ["body", "prompt"], "msg": "prompt too long, at most 4000 characters",
+                 "type": "value_error"}]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("error", BARE_LOOK_ALIKES)
+def test_regression_bare_prompt_wording_is_only_the_providers_message(error: Any) -> None:
+    """Found by a tester: "prompt (is) too long" was read anywhere, in any string of a
+    body: a caller's instructions, a user's message a filter echoed, a UI warning, a tool's
+    validation. Now only a message field's (or an exception's text) leading clause, ended
+    by punctuation, the end or the counts, and never a length in characters."""
+    assert classify_size_error(error) is None
+    if isinstance(error, dict):
+        # As the SDK's error, whose text renders the whole body.
+        assert classify_size_error(_arrivals("openai", 400, error)[0]) is None
+
+
+BARE_TRUE_FORMS = [
+    "Prompt is too long",
+    "Internal error: Prompt is too long",
+    "API Error: 400 prompt is too long",
+    {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}},
+    "Error code: 400 - {'type': 'error', 'error': {'type': 'invalid_request_error', 'message': "
+    "'prompt is too long'}}",
+    # OpenRouter relaying Anthropic's body as text.
+    {"error": {"message": "Provider returned error", "metadata": {"raw": json.dumps(
+        _an("invalid_request_error", "prompt is too long"))}}},
+    # Ollama's: its server's body, and as a client and a proxy logged it (find_string ids
+    # 52130954894, 55625242783); then (constructed) a traceback's last line for the Python
+    # client's ResponseError, and LiteLLM's prefix.
+    {"error": "prompt too long; exceeded max context length by 4021 tokens"},
+    'Ollama API error 400: {"StatusCode":400,"Status":"400 Bad Request","error":"prompt too '
+    'long; exceeded max context length by 4 tokens"}',
+    '400 "prompt too long; exceeded max context length by 65590 tokens (ref: ...)"',
+    "ollama._types.ResponseError: prompt too long; exceeded max context length by 4021 tokens "
+    "(status code: 400)",
+    "litellm.BadRequestError: OllamaException - prompt too long; exceeded context length",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("error", BARE_TRUE_FORMS)
+def test_bare_prompt_wording_still_reads_the_providers_forms(error: Any) -> None:
+    assert classify_size_error(error) == PromptTooLong(None, None, None)
+
+
+def test_regression_a_tool_error_under_a_rate_limit_is_not_compressed_for() -> None:
+    """Found by a tester: a 429 raised while handling a tool's "image tool: prompt too long
+    (max 1000 characters)" was PromptTooLong (the tool's link decided), so the retry helper
+    compressed the caller's prompt for a rate limit."""
+    rate_limit = _arrivals("openai", 429, _oa(
+        "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit "
+        "30000, Used 29000, Requested 2000.", "tokens", code="rate_limit_exceeded"))[0]  # fmt: skip
+    assert isinstance(rate_limit, openai.RateLimitError)
+    compressed: list[PromptTooLong] = []
+
+    def call(cap: int) -> str:
+        try:
+            raise ValueError("image tool: prompt too long (max 1000 characters)")
+        except ValueError:
+            raise rate_limit  # noqa: B904 - raised while handling it, as a retry loop does
+
+    with pytest.raises(openai.RateLimitError) as info:
+        call_with_output_cap(call, max_output_tokens=1000, compress_prompt=compressed.append)
+    assert isinstance(info.value.__context__, ValueError)
+    assert compressed == []
+    assert classify_size_error(info.value) is None
+    system = openai.APIError("system prompt too long to display; the model produced invalid "
+                             "content", httpx2.Request("POST", "https://x/v1/responses"),
+                             body=None)  # fmt: skip
+    assert classify_size_error(system) is None
+
+
+def test_regression_input_wording_is_read_in_the_providers_message_not_an_echo() -> None:
+    """The message was the shortest string holding the wording, whatever field it was in:
+    a request the body echoed (the user's own text) hid the provider's "lower max_tokens"."""
+    echoed = {"role": "user", "content": "Input is too long for requested model"}
+    body = {"error": {"message": "Input is too long for requested model; lower max_tokens."},
+            "request": {"messages": [echoed]}}  # fmt: skip
+    assert classify_size_error(body) == AmbiguousSizeError("bedrock", "prompt")
+
+
+WINDOW_LOOK_ALIKES = [
+    "Tool 'summarize' failed: maximum context length of summaries is 2000 characters",
+    "maximum context length of summaries is 2000 characters.",
+    "The maximum context length of gpt-4o is 128k",
+    "The maximum context length of gpt-4o is 128k tokens",
+    "The maximum context length of gpt-4o is 1M",
+    "The maximum context length of gpt-4o is 128K. However, answering your request will take "
+    "9000 tokens.",
+    "The maximum context length of 2 is 5 minutes",
+    "The maximum context length of gpt-4o is 8192.",
+    # The caller's instructions, not the provider's words (the window rule reads messages).
+    _responses_event("response.failed", status="failed", error=_SERVER_ERROR,
+                     instructions="Summaries: the maximum context length of gpt-5 is 400000 "
+                     "tokens."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("error", WINDOW_LOOK_ALIKES)
+def test_regression_a_window_with_a_models_name_is_in_tokens(error: Any) -> None:
+    """Found by a tester: "maximum context length of <name> is W", "tokens" optional, read
+    2000 characters, 5 minutes and 128k (as 128) as windows. SambaNova's real messages
+    have "tokens" after W, or its count: ". However, answering your request will take N
+    tokens"."""
+    assert classify_size_error(error) is None
+
+
+def test_sambanovas_window_is_still_read_in_its_two_forms() -> None:
+    counted = SAMBANOVA.format(9000, "")
+    assert classify_size_error(counted) == PromptTooLong(9000, 8192, "sambanova")
+    tokens = "The maximum context length of Meta-Llama-3.1-405B-Instruct is 8192 tokens."
+    assert classify_size_error(tokens) == AmbiguousSizeError(None, "either", 8192)
+    breakdown = ("The maximum context length of Meta-Llama-3.1-405B-Instruct is 8192 tokens. "
+                 "However, you requested 9000 tokens (8000 in the messages, 1000 in the "
+                 "completion).")  # fmt: skip
+    assert classify_size_error(breakdown) == OutputCapTooLarge(1000, 192, 8192, "sambanova", 8000)
+
+
+RATE_LIMITS_NAMING_SIZES = [
+    "Rate limit reached for gpt-4 in organization org-x on tokens per min (TPM): Limit 10000, "
+    "Used 9000. The maximum context length of gpt-4 is 8192 tokens.",
+    "Rate limit reached for gpt-4 on tokens per min (TPM): Limit 10000, Used 9000. This "
+    "model's maximum context length is 8192 tokens.",
+    "Rate limit reached for gpt-4: the maximum context length of gpt-4 is 8192 tokens; Limit "
+    "10000 tokens per minute, used 9000",
+    # Numbers that would decide, in a rate limit's text: the rate limit still wins.
+    "Rate limit reached (TPM). This model's maximum context length is 8192 tokens. However, "
+    "you requested 9000 tokens (8000 in the messages, 1000 in the completion).",
+    "Too many requests: 5 requests per minute. This model's maximum context length is 8192 "
+    "tokens.",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", RATE_LIMITS_NAMING_SIZES)
+def test_regression_a_rate_limit_that_names_the_window_is_no_size_error(text: str) -> None:
+    """Found by a tester: the rate-limit check ran after the numeric rules, so a TPM quota
+    that also named the model's window was AmbiguousSizeError; the docs say a rate limit
+    worded with sizes is None. The check now comes first."""
+    assert classify_size_error(text) is None
+    error = _arrivals("openai", 429, _oa(text, "tokens"))[0]
+    assert classify_size_error(error, requested=1000) is None
+
+
+MINIMAX_LOOK_ALIKES = [
+    "context window exceeds limit of the free plan: 5 requests per minute",
+    "context window exceeds limit of 3 sessions",
+    "your context window exceeds limit settings in the UI",
+    {"error": {"message": "Content blocked"}, "note": "invalid params, context window exceeds "
+     "limit"},
+    # The same words of OpenAI's code, as prose.
+    "Warning: context length exceeded for the summary cache",
+    _responses_event("response.failed", status="failed", error=_SERVER_ERROR,
+                     instructions="If the context length exceeded the limit, summarize."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("error", MINIMAX_LOOK_ALIKES)
+def test_regression_minimax_wording_is_only_its_message(error: Any) -> None:
+    """Found by a tester: "context window exceeds limit" was read anywhere, so a plan's
+    "... exceeds limit of the free plan: 5 requests per minute" was a size error. The
+    words "context length exceeded" were read anywhere alike."""
+    assert classify_size_error(error) is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "invalid params, context window exceeds limit",
+        "context window exceeds limit",
+        "Provider error: 400 invalid params, context window exceeds limit",
+        "HTTP 400: Error code: 400 - {'error': 'invalid params, context window exceeds limit "
+        "(ref: ...)'}",
+        # MiniMax's own body (base_resp, code 2013).
+        {"base_resp": {"status_code": 2013, "status_msg": "invalid params, context window "
+                       "exceeds limit"}},
+        # OpenAI's code as the message, and in a wrapper's text.
+        {"error": {"message": "context length exceeded"}},
+        "Error: context length exceeded.",
+        "(context_length_exceeded) upstream rejected the request",
+    ],
+)  # fmt: skip
+def test_context_wordings_are_still_read_as_the_message(error: Any) -> None:
+    assert classify_size_error(error) == AmbiguousSizeError(None, "either")

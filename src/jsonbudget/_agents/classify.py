@@ -150,15 +150,13 @@ _NAMES_OUTPUT = re.compile(
 def _input_wording(m: re.Match[str], call: _Call) -> SizeVerdict:
     """Wording that names only the input: the prompt, unless its message names the cap too.
 
-    The message is the shortest string of the error that holds the wording: a body's
-    other strings (the caller's instructions, a model's id) are no words of the provider,
-    and an "output" there said nothing about the cap.
+    A wording rule reads the error's messages, one a line (`_Scan.message_text`); the
+    message is the shortest line that holds the wording: an SDK's text renders the whole
+    body, and an "output" in its other fields said nothing about the cap.
     """
-    message = call.text
-    for part in call.parts:
-        text = _normalized(part)
-        if len(text) < len(message) and m.re.search(text):
-            message = text
+    message = min(
+        (line for line in call.text.split("\n") if m.re.search(line)), key=len, default=""
+    )
     if _NAMES_OUTPUT.search(message):
         return AmbiguousSizeError(provider=call.provider, wording="prompt")
     return PromptTooLong(prompt_tokens=None, limit=None, provider=call.provider)
@@ -179,8 +177,6 @@ class _Call:
     text: str
     requested: int | None
     provider: str | None
-    #: The strings *text* was joined from, as read (a body's, an exception's text).
-    parts: tuple[str, ...] = ()
 
 
 _Build = Callable[[re.Match[str], _Call], SizeVerdict | None]
@@ -374,13 +370,15 @@ def _rule(name: str, pattern: str, provider: str | None, build: _Build) -> _Rule
 
 
 # A model's context window as OpenAI words it, and as SambaNova does, with the model's
-# name between: "The maximum context length of Meta-Llama-3.1-405B-Instruct is 8192."
+# name between: "The maximum context length of Meta-Llama-3.1-405B-Instruct is 8192.
+# However, answering your request will take T tokens." A number in another unit, or
+# written "128k", is no window in tokens: only "tokens" or SambaNova's count may follow.
 _WINDOW: Final = (
     r"(?:(?:model's|endpoint's|model) )?maximum context length (?:is|of) "
     + _named("window")
     + r" tokens|maximum context length of \S{1,100} is "
     + _named("model_window")
-    + r"(?: tokens)?"
+    + r"(?: tokens\b|(?=\.? ?However,? answering your request will take ))"
 )
 
 
@@ -863,6 +861,25 @@ _RULES: Final[tuple[_Rule, ...]] = (
         None,
         _not_less_or_equal,
     ),
+)
+
+# Where a provider's message begins: the start of one, or after an error's name and its
+# status ("Internal error: ", "Ollama API error 400: ", "ResponseError: ", "OllamaException
+# - ") or a message field of a logged body ('"error":"', "'message': '"), a status code
+# ("400 ") and an opening quote allowed. Wording that starts elsewhere is about a prompt,
+# not the provider's verdict on it ("system prompt too long to display", "is your prompt
+# too long?"); "user_message" is another field.
+_LEAD: Final = (
+    r"(?:^|(?<![\w.])[\w.]{0,60}?(?:error|exception)(?: \d{3})?['\"\\]{0,3} ?[:=-] ?"
+    r"|(?<![\w.])(?:message|detail|msg)['\"\\]{0,3} ?[:=] ?)(?:\d{3} )?['\"`\\]{0,3}"
+)
+# Where such a message's clause ends: the end, punctuation, or its counts.
+_CLAUSE_END: Final = r"(?=$|[.;:,!'\"`)\]}\\]| \(?\d)"
+
+# Rules read when no numeric rule decided, on the provider's messages only (a body's
+# message fields and an exception's text, one a line: `_Scan.message_text`), never on
+# the caller's fields a body echoes (instructions, input, a user's message).
+_WORDING_RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "context_window_bare",
         # The window with nothing after it to compare.
@@ -870,10 +887,6 @@ _RULES: Final[tuple[_Rule, ...]] = (
         None,
         lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either", limit=_window(m)),
     ),
-)
-
-# Rules read when no numeric rule decided, after rate limits are ruled out.
-_WORDING_RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "bedrock_input_too_long",
         r"Input is too long for requested model",
@@ -903,7 +916,13 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
         # `prompt_too_long` without its counts (a proxy or a log that dropped them), which
         # Anthropic, Ollama and Fireworks word alike: no family. Ollama also says "prompt
         # too long; exceeded max context length by N tokens" (N over an unsaid window).
-        r"prompt (?:is )?too long",
+        # Only as the message or its first clause, and never a length in another unit
+        # than tokens ("prompt too long, max 500 characters" is a tool's own check).
+        "(?m)"
+        + _LEAD
+        + r"(?:the )?prompt (?:is )?too long"
+        + _CLAUSE_END
+        + r"(?![^.\n]{0,80}\b(?:characters?|chars|words)\b)",
         None,
         _input_wording,
     ),
@@ -922,15 +941,22 @@ _WORDING_RULES: Final[tuple[_Rule, ...]] = (
     _rule(
         "context_length_exceeded",
         # OpenAI's error code as text, or its words, or MiniMax's (code 2013): some window
-        # was passed, not which.
-        r"context[_ ]length[_ ]exceeded|context window exceeds limit",
+        # was passed, not which. The words only as the message ("invalid params, context
+        # window exceeds limit (ref: ...)"), not "... exceeds limit of the free plan".
+        r"(?m)context_length_exceeded|(?:"
+        + _LEAD
+        + r"|invalid params,? )context (?:length exceeded|window exceeds limit)(?:"
+        + _CLAUSE_END
+        + r"| ?\((?:ref\b|\d))",
         None,
         lambda m, c: AmbiguousSizeError(provider=c.provider, wording="either"),
     ),
 )
 
 _RATE_LIMIT = re.compile(
-    r"rate[_ ]limit|tokens per (?:min|day)|per-minute|per-day|\((?:TPM|TPD)\)", _I
+    r"rate[_ ]limit|(?:tokens|requests) per (?:min|day)|per-minute|per-day"
+    r"|\((?:TPM|TPD|RPM|RPD)\)",
+    _I,
 )
 _RATE_LIMIT_CODE: Final = "rate_limit_exceeded"
 # llama.cpp's server gives the counts as fields; in a logged body they are text.
@@ -959,7 +985,7 @@ def _apply(
     rules: tuple[_Rule, ...], call: _Call, provider: str | None
 ) -> tuple[str, SizeVerdict] | None:
     for rule in rules:
-        rule_call = _Call(call.text, call.requested, provider or rule.provider, call.parts)
+        rule_call = _Call(call.text, call.requested, provider or rule.provider)
         for count, match in enumerate(rule.pattern.finditer(call.text)):
             if count >= _MAX_MATCHES_PER_RULE:
                 break
@@ -970,18 +996,21 @@ def _apply(
 
 
 def _classify_text(
-    text: str, *, requested: int | None, provider: str | None, parts: tuple[str, ...] = ()
+    text: str, *, requested: int | None, provider: str | None, messages: str | None = None
 ) -> tuple[str, SizeVerdict] | None:
-    """The first rule that decides *text* (joined from *parts*), by name, with its
-    verdict; None if none does."""
-    call = _Call(text, requested, provider, parts)
-    found = _apply(_RULES, call, provider)
+    """The first rule that decides *text*, by name, with its verdict; None if none does.
+
+    *messages* are the provider's messages among *text*, one a line, which the wording
+    rules read (*text* itself when not given)."""
+    if _RATE_LIMIT.search(text):
+        # "tokens per minute" limits are about rate, not size: waiting is the fix. First,
+        # so a quota that names the window as well is still no size error.
+        return None
+    found = _apply(_RULES, _Call(text, requested, provider), provider)
     if found is not None:
         return found
-    if _RATE_LIMIT.search(text):
-        # "tokens per minute" limits are about rate, not size: waiting is the fix.
-        return None
-    return _apply(_WORDING_RULES, call, provider)
+    wording = _Call(text if messages is None else messages, requested, provider)
+    return _apply(_WORDING_RULES, wording, provider)
 
 
 # -- reading an error ------------------------------------------------------------------
@@ -1033,10 +1062,24 @@ class _Budget:
 class _Scan:
     """Collector of text fragments and structured numbers, bounded in size."""
 
-    __slots__ = ("budget", "codes", "joined", "nodes", "numbers", "parts", "seen", "strings")
+    __slots__ = (
+        "budget",
+        "codes",
+        "joined",
+        "messages",
+        "messages_joined",
+        "nodes",
+        "numbers",
+        "parts",
+        "seen",
+        "strings",
+    )
 
     def __init__(self, budget: _Budget | None = None) -> None:
         self.parts: list[str] = []
+        #: The parts that are the provider's messages (`_MESSAGE_FIELDS`).
+        self.messages: list[str] = []
+        self.messages_joined: str | None = None
         self.budget = _Budget() if budget is None else budget
         self.strings = 0
         self.nodes = 0
@@ -1045,7 +1088,8 @@ class _Scan:
         self.seen: set[int] = set()
         self.joined: str | None = None
 
-    def add(self, text: str) -> None:
+    def add(self, text: str, *, message: bool = True) -> None:
+        """Read *text*; *message* when it is the provider's message, not another field."""
         if self.budget.left <= 0 or not str.__len__(text):
             return
         piece = _plain(text, self.budget.left)
@@ -1053,13 +1097,20 @@ class _Scan:
         self.budget.left -= len(piece) + 1
         self.parts.append(piece)
         self.joined = None
+        if message:
+            self.messages.append(piece)
+            self.messages_joined = None
 
-    def add_bytes(self, data: bytes | bytearray) -> None:
+    def add_bytes(self, data: bytes | bytearray, *, message: bool = True) -> None:
         if self.budget.left > 0:
-            self.add(bytes(data[: self.budget.left * 4]).decode("utf-8", "replace"))
+            text = bytes(data[: self.budget.left * 4]).decode("utf-8", "replace")
+            self.add(text, message=message)
 
-    def walk(self, value: object, depth: int = 0) -> None:
-        """Collect strings and numeric size fields from a JSON-like body, boundedly."""
+    def walk(self, value: object, depth: int = 0, *, message: bool = True) -> None:
+        """Collect strings and numeric size fields from a JSON-like body, boundedly.
+
+        A string is a message (*message*) unless a field names it otherwise: in a mapping,
+        only the strings of `_MESSAGE_FIELDS` are."""
         if (
             depth > _MAX_BODY_DEPTH
             or self.strings >= _MAX_BODY_STRINGS
@@ -1069,20 +1120,20 @@ class _Scan:
             return
         self.nodes += 1
         try:
-            self._walk_node(value, depth)
+            self._walk_node(value, depth, message)
         except _PROPAGATE:
             raise
         except BaseException:  # noqa: BLE001 - a hostile container may raise anything; skip it
             return
 
-    def _walk_node(self, value: object, depth: int) -> None:
+    def _walk_node(self, value: object, depth: int, message: bool) -> None:
         if isinstance(value, str):
             self.strings += 1
-            self.add(value)
+            self.add(value, message=message)
             return
         if isinstance(value, bytes | bytearray):
             self.strings += 1
-            self.add_bytes(value)
+            self.add_bytes(value, message=message)
             return
         if id(value) in self.seen:
             return  # a cycle, or a shared node already read
@@ -1090,10 +1141,11 @@ class _Scan:
         if isinstance(value, Mapping):
             for key, item in itertools.islice(value.items(), _MAX_BODY_STRINGS):
                 self._note_field(key, item)
-                self.walk(item, depth + 1)
+                named = type(key) is str and key.lower() in _MESSAGE_FIELDS
+                self.walk(item, depth + 1, message=named)
         elif isinstance(value, list | tuple):
             for item in itertools.islice(value, _MAX_BODY_STRINGS):
-                self.walk(item, depth + 1)
+                self.walk(item, depth + 1, message=message)
 
     def _note_field(self, key: object, item: object) -> None:
         if type(key) is not str:
@@ -1109,15 +1161,42 @@ class _Scan:
             self.joined = _normalized("\n".join(self.parts)[:MAX_SCAN_CHARS])
         return self.joined
 
+    def message_text(self) -> str:
+        """The messages as the wording rules read them: each normalized, one a line."""
+        if self.messages_joined is None:
+            self.messages_joined = "\n".join(_normalized(part) for part in self.messages)
+        return self.messages_joined
+
     def extend(self, other: _Scan) -> None:
         """Add what *other* read, as if this scan had read it (nothing is read again)."""
         self.parts.extend(other.parts)
+        self.messages.extend(other.messages)
+        self.messages_joined = None
         self.numbers.update(other.numbers)
         self.codes |= other.codes
         self.joined = None
 
 
 _NUMERIC_FIELDS: Final = frozenset({"n_prompt_tokens", "n_ctx"})
+#: The fields of a body (compared lowered) that hold the provider's own message, as
+#: providers name them: OpenAI's and Anthropic's ``message``, Ollama's and TGI's
+#: ``error``, FastAPI's ``detail`` and ``msg``, AWS Lambda's ``errorMessage``, Baidu's
+#: ``error_msg``, MiniMax's ``status_msg``, and OpenRouter's ``raw`` (the upstream
+#: provider's body, as text). A body's other strings (the caller's ``instructions`` or
+#: ``input`` echoed back, a ``user_message``, a ``modelId``) are not the provider's words.
+_MESSAGE_FIELDS: Final = frozenset(
+    {
+        "message",
+        "error",
+        "detail",
+        "msg",
+        "errormessage",
+        "error_message",
+        "error_msg",
+        "status_msg",
+        "raw",
+    }
+)
 _URL: Final = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+", _I)
 _RANGE: Final = re.compile(r"([\[(]\d{1,12}),(?=\d{1,12}[\])])")
 
@@ -1191,7 +1270,7 @@ def _scan_object(error: object, scan: _Scan) -> None:
     for attribute in ("message", "code", "status"):
         value = _attr(error, attribute)
         if type(value) is str:
-            scan.add(value)
+            scan.add(value, message=attribute == "message")
             if attribute == "code":
                 scan.codes.add(value[:64].lower())
     if _is(error, BaseException):
@@ -1241,8 +1320,12 @@ def _scan_body(error: object, budget: _Budget) -> _Scan:
     scan = _Scan(budget)
     body = _plain_body(error)
     if body is not None:
-        scan.walk(body)
-        _json_body(body, scan)
+        parsed = _json_body(body)
+        # A JSON text whole is no message: it holds the caller's fields too. Its strings
+        # are read as a dict's are, each a message or not by its field.
+        scan.walk(body, message=parsed is None)
+        if parsed is not None:
+            scan.walk(parsed)
     else:
         # A Mapping or a list, or an object whose __class__ claims a body type: walked,
         # guarded.
@@ -1250,17 +1333,17 @@ def _scan_body(error: object, budget: _Budget) -> _Scan:
     return scan
 
 
-def _json_body(text: str | bytes | bytearray, scan: _Scan) -> None:
-    """A body given as text or bytes, read as the JSON it may be: its strings unescaped
-    (a Go server writes ">" as \\u003e) and its numeric fields, as for a dict body.
-    *text* is a plain str, bytes or bytearray (`_plain_body`)."""
+def _json_body(text: str | bytes | bytearray) -> object:
+    """A body given as text or bytes, as the JSON object or array it may be (None if it
+    is none), to be read as a dict body is: its strings unescaped (a Go server writes ">"
+    as \\u003e) and its numeric fields. *text* is a plain str, bytes or bytearray
+    (`_plain_body`)."""
     if len(text) > MAX_SCAN_CHARS or text.lstrip()[:1] not in ("{", "[", b"{", b"["):
-        return
+        return None
     try:
-        body = orjson.loads(text)
+        return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return  # not JSON: its text alone was read
-    scan.walk(body)
+        return None  # not JSON: its text alone is read
 
 
 # The SDK an exception comes from names the provider better than the message wording:
@@ -1429,7 +1512,9 @@ def _decide_chain(
 def _by_words(scan: _Scan, requested: int | None, provider: str | None) -> _Decision:
     """The numeric and wording rules on one scan's text, then llama.cpp's count fields."""
     text = scan.text()
-    found = _classify_text(text, requested=requested, provider=provider, parts=tuple(scan.parts))
+    found = _classify_text(
+        text, requested=requested, provider=provider, messages=scan.message_text()
+    )
     rule, verdict = found if found is not None else (None, None)
     if isinstance(verdict, OutputCapTooLarge | PromptTooLong):
         return rule, verdict
