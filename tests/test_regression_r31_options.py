@@ -258,3 +258,66 @@ def test_regression_closing_is_silent_at_interpreter_exit(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout == "paged\n"
     assert done.stderr == ""
+
+
+# -- r32: the sweep of the fixes above -------------------------------------------------------
+
+
+def test_regression_an_equal_mode_made_at_run_time_was_refused_as_another() -> None:
+    # Modes compared by identity: a string read from a config, or a StrEnum's member,
+    # was refused, the message naming the same value twice.
+    import enum
+    import json
+
+    class Strategy(enum.StrEnum):
+        PREFIX = "prefix"
+
+    options = json.loads('{"strategy": "prefix", "markers": "structured", "binary": "base64"}')
+    limits = Limits(2000)
+    encoder = Encoder(limits, strategy="prefix", markers="structured", binary="base64")
+    item = {"s": "x" * 3000, "b": b"\x00"}
+    shared = PageBuilder(limits, encoder=encoder, **options)
+    own = PageBuilder(limits, strategy="prefix", markers="structured", binary="base64")
+    assert shared.add(item)
+    assert own.add(item)
+    assert shared.finish(complete=True).data == own.finish(complete=True).data
+    mode: Any = Strategy.PREFIX  # typed as its string by the docs, not the Literal
+    PageBuilder(limits, encoder=Encoder(limits, strategy="prefix"), strategy=mode)
+
+
+def test_regression_one_call_paginate_named_a_weak_proxy_for_a_refused_spill_ref() -> None:
+    def ref(spilled: Any, scope: Scope) -> str:
+        return "r"
+
+    with pytest.raises(LimitError) as exc:
+        paginate([1], scope=Scope("u"), store=MemoryCursorStore(), limits=Limits(4096),
+                 spill_ref=ref)  # fmt: skip
+    assert exc.value.value is ref
+    assert "weakproxy" not in str(exc.value)
+
+
+def test_regression_checking_a_fitting_stream_as_utf8_held_it_as_text_too(
+    tmp_path: Path,
+) -> None:
+    # Decoded whole to be checked: a str of up to four times the result (one emoji in
+    # ASCII makes every character four bytes wide), beside the result itself.
+    import tracemalloc
+
+    size = 8 << 20
+    chunk = b"a" * ((1 << 16) - 4) + "😀".encode()
+
+    def stream() -> Iterator[bytes]:
+        for _ in range(size // len(chunk)):
+            yield chunk
+
+    gate = ResultGate(max_bytes=2 * size, store=SpillStore(tmp_path))
+    tracemalloc.start()
+    try:
+        passed = gate.gate(stream())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert passed.spill is None
+    assert len(passed.data) == size // len(chunk) * len(chunk)
+    # the joined result and a little more; it was about five times the result
+    assert peak < 1.5 * size, peak

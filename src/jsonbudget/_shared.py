@@ -80,7 +80,9 @@ class Closing(Generic[_C]):
     this goes (the owner's, and each reader's still using the connection): a
     `sqlite3.Connection` is in a reference cycle with its own statement cache, so
     dropping it leaves its files open until the cycle collector runs, and psycopg warns
-    of a connection deleted open."""
+    of a connection deleted open. (When the owner, this and the connection are garbage
+    together, in a reference cycle or at interpreter exit, their finalizers run in no set
+    order: psycopg's may run first and warn.)"""
 
     __slots__ = ("__weakref__", "conn", "pid")
 

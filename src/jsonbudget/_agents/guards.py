@@ -1947,12 +1947,25 @@ def _text_footer(ref: SpillRef, shown: int, hint: str) -> bytes:
 
 
 def _is_utf8(view: bytes | memoryview) -> bool:
-    """Whether *view* is valid UTF-8 (what a model is handed must be text)."""
+    """Whether *view* is valid UTF-8 (what a model is handed must be text).
+
+    Decoded a slice at a time, the text thrown away: decoded whole, a result as big as
+    the limit made a str up to four times its size just to be checked.
+    """
+    if isinstance(view, bytes) and view.isascii():
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
     try:
-        codecs.decode(view, "utf-8")
+        for at in range(0, len(view), _UTF8_STEP):
+            decoder.decode(view[at : at + _UTF8_STEP])
+        decoder.decode(b"", final=True)  # a character cut short at the end
     except UnicodeDecodeError:
         return False
     return True
+
+
+#: The bytes `_is_utf8` decodes at a time.
+_UTF8_STEP: Final = 1 << 16
 
 
 def _awaitable(value: object) -> bool:

@@ -776,9 +776,14 @@ def _check_encoder(encoder: Encoder, limits: Limits, options: Mapping[str, Any])
     ]
     for name, value in options.items():
         theirs = getattr(encoder, name)
-        # A bound method is made anew on each access: the same hook by its object and
-        # function.
-        same = theirs is value or (type(value) is types.MethodType and value == theirs)
+        if name != "default":
+            # Modes are strings: equal ones (read from a config, a StrEnum's member)
+            # are the same mode.
+            same = str(theirs) == str(value)
+        else:
+            # A bound method is made anew on each access: the same hook by its object
+            # and function.
+            same = theirs is value or (type(value) is types.MethodType and value == theirs)
         if not same:
             shown = "another hook" if name == "default" else repr(value)
             differ.append(f"{name}={shown} (the encoder's: {theirs!r})")
@@ -1913,6 +1918,7 @@ def _pager(  # noqa: PLR0917 - the one-call verbs' options, in their order
         or (default is not None and not callable(default))
         or (spill_ref is not None and not callable(spill_ref))
         or (spill_store is not None and not callable(getattr(spill_store, "put", None)))
+        or (oversized != "spill" and (spill_store is not None or spill_ref is not None))
     ):
         # Refused there, naming the caller's object (not a weak proxy to it), or a
         # subclass whose equality is its own.
