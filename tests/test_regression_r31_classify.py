@@ -924,3 +924,140 @@ def test_regression_minimax_wording_is_only_its_message(error: Any) -> None:
 )  # fmt: skip
 def test_context_wordings_are_still_read_as_the_message(error: Any) -> None:
     assert classify_size_error(error) == AmbiguousSizeError(None, "either")
+
+
+# -- r32 sweep3: what the anchored rules of 610526a missed ---------------------------------
+# A sweep tester found real size errors that the rules read before 610526a and it returned
+# `None` for: a size error raised while handling a rate limit, a rate limit's words in the
+# caller's fields, the wording after a wrapper's prefix, and a message in a field not named.
+
+
+def _rate_limited() -> Exception:
+    """A fresh OpenAI 429 for tokens per minute, as the SDK raises it."""
+    error = _arrivals("openai", 429, _oa(
+        "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit "
+        "30000, Used 29000, Requested 2000.", "tokens", code="rate_limit_exceeded"))[0]  # fmt: skip
+    assert isinstance(error, openai.RateLimitError)
+    return error
+
+
+_VLLM_AT_LEAST = {"object": "error", "type": "BadRequestError", "code": 400, "param": None,
+                  "message": "This model's maximum context length is 32768 tokens. However, "
+                  "you requested 8192 output tokens and your prompt contains at least 24577 "
+                  "input tokens, for a total of at least 32769 tokens. Please reduce the "
+                  "length of the input prompt or the number of requested output "
+                  "tokens."}  # fmt: skip
+
+SIZE_ERRORS_UNDER_A_RATE_LIMIT = [
+    (_VLLM_AT_LEAST, AmbiguousSizeError(None, "either", 32768, 24577)),
+    (_oa("Invalid request: Your request exceeded model token limit: 8192 (requested: 9000)"),
+     AmbiguousSizeError(None, "either", 8192, 9000)),
+    (_oa("Please reduce the length of the messages or completion. Current length is 9000 "
+         "while limit is 8192", code="context_length_exceeded"),
+     AmbiguousSizeError(None, "either", 8192, 9000)),
+    (_oa("This model's maximum context length is 8192 tokens.", code="context_length_exceeded"),
+     AmbiguousSizeError(None, "either", 8192)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "expected"), SIZE_ERRORS_UNDER_A_RATE_LIMIT)
+def test_regression_a_size_error_raised_while_handling_a_rate_limit_keeps_its_verdict(
+    body: Any, expected: SizeVerdict
+) -> None:
+    """Found by a tester: the rate-limit check read the chain's text joined, so a 429 in
+    the chain (a retry made inside its except block) cancelled the size error raised
+    after it: each exception's rate limit is its own."""
+    error = _arrivals("openai", 400, body)[0]
+    assert isinstance(error, Exception)
+    error.__context__ = _rate_limited()
+    assert _without_provider(classify_size_error(error)) == expected
+
+
+def test_regression_vllms_lower_bound_under_a_rate_limit_shrinks_the_cap() -> None:
+    """The same in the retry helper: it re-raised vLLM's "at least N input tokens" error
+    instead of halving the cap."""
+
+    def call(cap: int) -> str:
+        try:
+            raise _rate_limited()
+        except openai.RateLimitError:
+            if cap > 4096:
+                raise _arrivals("openai", 400, _VLLM_AT_LEAST)[0]  # type: ignore[misc]  # noqa: B904
+            return f"ok with cap {cap}"
+
+    assert call_with_output_cap(call, max_output_tokens=8192) == "ok with cap 4096"
+
+
+def test_regression_the_rate_limit_check_reads_the_providers_message_only() -> None:
+    """Found by a tester: the rate-limit check read every string of a body, so a caller's
+    instructions that mention rate limits turned a size error into None."""
+    body = {"type": "error", "error": {"type": "invalid_request_error",
+            "message": "prompt is too long: 219898 tokens > 200000 maximum"},
+            "response": {"instructions": "If you hit a rate limit, wait and retry."}}  # fmt: skip
+    assert classify_size_error(body) == PromptTooLong(219898, 200000, "anthropic")
+    event = _responses_event("response.failed", status="failed", error={
+        "code": "context_length_exceeded",
+        "message": "Your input exceeds the context window of this model. Please adjust your "
+        "input and try again."},
+        instructions="Respect the API rate limits; use at most 100 requests per "
+        "minute.")  # fmt: skip
+    assert classify_size_error(event) == PromptTooLong(None, None, "openai")
+
+
+_CLAUSE_PREFIXES = [
+    "Bad Request: ", "[400] ", "400: ", "HTTP 400: ", "HTTP 413 ", "Error [400]: ",
+    "Error(400): ", "APIError(400): ", "Error code: 400 - ", "status 400: ",
+    "Request failed: ", "Details: ", "400 Client Error: Bad Request: ", "[ERROR] ",
+    "The model returned the following errors: ",
+    "An error occurred (ValidationException) when calling the Converse operation: ",
+    "APICallError [AI_APICallError]: ",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("prefix", _CLAUSE_PREFIXES)
+def test_regression_size_wording_after_a_clause_separator_is_read(prefix: str) -> None:
+    """Found by a tester: the wording was read only at a message's start or after an
+    error's name, so an HTTP client's, a proxy's or an SDK's prefix hid it. Any clause's
+    start is read now (after ":", " - ", "]", ">"), a status and quotes allowed."""
+    prompt = PromptTooLong(None, None, None)
+    assert classify_size_error(prefix + "prompt is too long") == prompt
+    ollama = prefix + "prompt too long; exceeded max context length by 100918 tokens"
+    assert classify_size_error(ollama) == prompt
+    either = AmbiguousSizeError(None, "either")
+    assert classify_size_error(prefix + "context length exceeded") == either
+    # Inside a sentence, or followed by more of it, the words are no provider's verdict.
+    for look_alike in ("system prompt too long to display", "is your prompt too long?",
+                       "prompt too long to cache", "prompt too long, max 500 characters",
+                       "context length exceeded for the summary cache"):  # fmt: skip
+        assert classify_size_error(prefix + look_alike) is None
+
+
+def test_regression_size_wording_in_an_sdks_or_loggers_text_is_read() -> None:
+    """The same prefixes as real objects and logs render them."""
+    botocore = ClientError({"Error": {"Code": "ValidationException",
+                                      "Message": "prompt is too long"},
+                            "ResponseMetadata": {"HTTPStatusCode": 400}}, "Converse")  # fmt: skip
+    assert classify_size_error(str(botocore)) == PromptTooLong(None, None, None)
+    assert classify_size_error("RuntimeError('prompt is too long')") == PromptTooLong(
+        None, None, None
+    )
+    request = httpx.Request("POST", "https://x.invalid/v1/messages")
+    response = httpx.Response(400, text="Bad Request: prompt is too long", request=request)
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        response.raise_for_status()
+    assert classify_size_error(info.value) == PromptTooLong(None, None, None)
+
+
+@pytest.mark.parametrize(
+    "field", ["errors", "details", "reason", "description", "errorMsg", "err_msg", "title",
+              "statusMessage"],
+)  # fmt: skip
+def test_regression_a_message_in_more_fields_is_the_providers(field: str) -> None:
+    """Found by a tester: only a few field names were read as the provider's message, so a
+    gateway's ``errors`` list, a ``details`` or a problem's ``title`` said nothing."""
+    prompt = PromptTooLong(None, None, None)
+    assert classify_size_error({field: "prompt is too long"}) == prompt
+    assert classify_size_error({field: ["prompt is too long"]}) == prompt
+    assert classify_size_error({"error": {"code": 400, field: "prompt is too long"}}) == prompt
+    window = "This model's maximum context length is 8192 tokens."
+    assert classify_size_error({field: [window]}) == AmbiguousSizeError(None, "either", 8192)

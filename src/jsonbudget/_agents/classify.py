@@ -863,16 +863,16 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
 )
 
-# Where a provider's message begins: the start of one, or after an error's name and its
-# status ("Internal error: ", "Ollama API error 400: ", "ResponseError: ", "OllamaException
-# - ") or a message field of a logged body ('"error":"', "'message': '"), a status code
-# ("400 ") and an opening quote allowed. Wording that starts elsewhere is about a prompt,
-# not the provider's verdict on it ("system prompt too long to display", "is your prompt
-# too long?"); "user_message" is another field.
-_LEAD: Final = (
-    r"(?:^|(?<![\w.])[\w.]{0,60}?(?:error|exception)(?: \d{3})?['\"\\]{0,3} ?[:=-] ?"
-    r"|(?<![\w.])(?:message|detail|msg)['\"\\]{0,3} ?[:=] ?)(?:\d{3} )?['\"`\\]{0,3}"
-)
+# Where a provider's message, or one of its clauses, begins: the start of a message, or
+# after a clause separator (":", " - ", "]", ">", "=", an opening parenthesis before a
+# quote), then a status ("400 ", "HTTP 413 ") and an opening quote allowed. Any prefix
+# before the separator is allowed ("Bad Request: ", "[400] ", "APICallError
+# [AI_APICallError]: ", "The model returned the following errors: "): wrappers name
+# errors as they like. Wording inside a sentence is about a prompt, not the provider's
+# verdict on it ("system prompt too long to display", "is your prompt too long?");
+# wording that goes on after the phrase ("prompt too long to cache") is refused by
+# `_CLAUSE_END`.
+_LEAD: Final = r"(?:^|(?:[:=>\]]|\s-|\((?=['\"`]))\s?)(?:(?:HTTP ?)?\d{3}:? )?['\"`\\]{0,3}"
 # Where such a message's clause ends: the end, punctuation, or its counts.
 _CLAUSE_END: Final = r"(?=$|[.;:,!'\"`)\]}\\]| \(?\d)"
 
@@ -1002,10 +1002,6 @@ def _classify_text(
 
     *messages* are the provider's messages among *text*, one a line, which the wording
     rules read (*text* itself when not given)."""
-    if _RATE_LIMIT.search(text):
-        # "tokens per minute" limits are about rate, not size: waiting is the fix. First,
-        # so a quota that names the window as well is still no size error.
-        return None
     found = _apply(_RULES, _Call(text, requested, provider), provider)
     if found is not None:
         return found
@@ -1181,9 +1177,12 @@ _NUMERIC_FIELDS: Final = frozenset({"n_prompt_tokens", "n_ctx"})
 #: The fields of a body (compared lowered) that hold the provider's own message, as
 #: providers name them: OpenAI's and Anthropic's ``message``, Ollama's and TGI's
 #: ``error``, FastAPI's ``detail`` and ``msg``, AWS Lambda's ``errorMessage``, Baidu's
-#: ``error_msg``, MiniMax's ``status_msg``, and OpenRouter's ``raw`` (the upstream
-#: provider's body, as text). A body's other strings (the caller's ``instructions`` or
-#: ``input`` echoed back, a ``user_message``, a ``modelId``) are not the provider's words.
+#: ``error_msg``, MiniMax's ``status_msg``, OpenRouter's ``raw`` (the upstream
+#: provider's body, as text), and the ``errors``, ``details``, ``reason``,
+#: ``description``, ``errorMsg``, ``err_msg``, ``title`` and ``statusMessage`` of
+#: gateways and problem-details bodies (a list under any of them holds messages). A
+#: body's other strings (the caller's ``instructions`` or ``input`` echoed back, a
+#: ``user_message``, a ``modelId``) are not the provider's words.
 _MESSAGE_FIELDS: Final = frozenset(
     {
         "message",
@@ -1195,6 +1194,14 @@ _MESSAGE_FIELDS: Final = frozenset(
         "error_msg",
         "status_msg",
         "raw",
+        "errors",
+        "details",
+        "reason",
+        "description",
+        "errormsg",
+        "err_msg",
+        "title",
+        "statusmessage",
     }
 )
 _URL: Final = re.compile(r"\b(?:https?|wss?)://[^\s'\"<>]+", _I)
@@ -1505,15 +1512,31 @@ def _decide_chain(
         return _by_weak_evidence(scans[0], scans, links, requested, provider)
     whole = _Scan(budget)
     for scan in scans:
-        whole.extend(scan)
+        # A rate limit is a verdict on its own exception only: a size error raised while
+        # handling a 429 (a retry made in its except block) is still a size error, so
+        # the 429's words are not read with the other links'.
+        if not _is_rate_limit(scan):
+            whole.extend(scan)
     return _by_weak_evidence(whole, [whole, *scans], links, requested, provider)
+
+
+def _is_rate_limit(scan: _Scan) -> bool:
+    """Whether *scan*'s error is a rate limit: by its code, or its provider's messages
+    (not the caller's fields a body echoes)."""
+    return _RATE_LIMIT_CODE in scan.codes or _RATE_LIMIT.search(scan.message_text()) is not None
 
 
 def _by_words(scan: _Scan, requested: int | None, provider: str | None) -> _Decision:
     """The numeric and wording rules on one scan's text, then llama.cpp's count fields."""
     text = scan.text()
-    found = _classify_text(
-        text, requested=requested, provider=provider, messages=scan.message_text()
+    # "tokens per minute" limits are about rate, not size: waiting is the fix. First, so
+    # a quota that names the window as well is still no size error.
+    found = (
+        None
+        if _is_rate_limit(scan)
+        else _classify_text(
+            text, requested=requested, provider=provider, messages=scan.message_text()
+        )
     )
     rule, verdict = found if found is not None else (None, None)
     if isinstance(verdict, OutputCapTooLarge | PromptTooLong):
@@ -1563,7 +1586,7 @@ def _by_weak_evidence(
     )
     if status_link is None and _REQUEST_TOO_LARGE not in codes:
         return None, None
-    if _RATE_LIMIT_CODE in codes or any(_RATE_LIMIT.search(scan.text()) for scan in scans):
+    if any(_is_rate_limit(scan) for scan in scans):
         # Groq sends its tokens-per-minute quota as a 413 ("Request too large ... on tokens
         # per minute (TPM)"): a quota, not a body or window size, as without it. A wrapper
         # that keeps only the status (raised from it) does not make it one.
