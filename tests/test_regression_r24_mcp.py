@@ -168,6 +168,17 @@ async def _call_bytes(app: FastMCP) -> int:
 async def test_regression_bounded_results_plan_of_a_dropped_server_reused_by_id() -> None:
     budget = 6000
     middleware = BoundedResults(max_bytes=budget)
+    # Whether an id is reused is the allocator's: about one round in ten reuses none
+    # (measured), so up to five rounds are tried before nothing checked is a failure.
+    for _ in range(5):
+        if await _a_dropped_servers_id_reused(middleware, budget):
+            return
+    pytest.fail("no dropped server's id was reused in 5 rounds: nothing was checked")
+
+
+async def _a_dropped_servers_id_reused(middleware: BoundedResults, budget: int) -> bool:
+    """Whether an app made after others were dropped got one's server id (and, if so,
+    its result was fitted to its own stamp)."""
     # The collector walks only what is made below: dropping a server is then quick.
     gc.collect()
     gc.freeze()
@@ -185,11 +196,9 @@ async def test_regression_bounded_results_plan_of_a_dropped_server_reused_by_id(
             long = FastMCP("L" * 2000, version="1", middleware=[middleware], tools=[big])
             if id(long._mcp_server) in dropped:
                 assert await _call_bytes(long) <= budget
-                return
+                return True
             del long
             gc.collect()
     finally:
         gc.unfreeze()
-    # CPython reuses a freed object's memory within a few tries here (1 to 10 measured):
-    # a run that never does checked nothing, and says so rather than passing.
-    pytest.fail("no dropped server's id was reused in 400 tries: nothing was checked")
+    return False
