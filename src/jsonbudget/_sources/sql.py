@@ -2113,11 +2113,11 @@ class SQLiteSource(_SQLSource):
             if _not_utf8(exc) is None:
                 raise
             # The page decoded the text of the row it ended on: this is another.
-            raise _moved(rowid) from exc
+            raise _moved() from exc
         finally:
             cur.close()
         if row is None or self._row_print(self._dicts(plan, [row])[0]) != position[n]:
-            raise _moved(rowid)
+            raise _moved()
 
     def _row_print(self, item: Row) -> str:
         return _row_print(item.values(), self._utf8)
@@ -2833,10 +2833,11 @@ class SQLiteSource(_SQLSource):
         return out
 
 
-def _moved(rowid: int) -> InvalidCursor:
-    """The error for a position whose rowid no longer names its row (`_check_row`)."""
+def _moved() -> InvalidCursor:
+    """The error for a position whose rowid no longer names its row (`_check_row`). The
+    rowid is part of the position, which cursor errors never quote."""
     return InvalidCursor(
-        f"the row the position ended on is no longer at its rowid ({rowid}): it was "
+        "the row the position ended on is no longer at its rowid: it was "
         "deleted or changed, or the table's rowids were renumbered (VACUUM may renumber "
         "the rows of a table without an INTEGER PRIMARY KEY), and rows after it would be "
         "skipped or served twice; start the listing again, and declare an INTEGER "
