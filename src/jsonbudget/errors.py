@@ -1,8 +1,9 @@
-"""Every exception jsonbudget raises, in one tree.
+"""jsonbudget's own exceptions, in one tree: those about the data, the limits, cursors,
+spills and tokenizers.
 
 ::
 
-    JsonBudgetError                      base of everything raised on purpose
+    JsonBudgetError                      base of jsonbudget's own errors (not all it raises)
     ├── LimitError (ValueError)          a limit or option is invalid; raised before any work
     ├── EncodeError (TypeError)          a value cannot be encoded and unencodable="error"
     ├── DecodeError (ValueError)         input bytes are not valid text in the declared encoding
@@ -18,6 +19,12 @@
 Each leaf also inherits the stdlib class that users already catch, so
 ``except ValueError`` keeps working. Errors carry data (``path``, ``limit``,
 ``used``) and messages name the JSON path where one applies.
+
+Not everything raised on purpose is a `JsonBudgetError`: programming errors (an
+argument of a type the function does not take, a call that contradicts another, a
+custom source or store that breaks its protocol) raise the plain `TypeError`,
+`ValueError` or `RuntimeError`, as each function documents; the system's errors pass
+through; MCP refusals are the MCP SDK's `MCPError` (docs/errors.md lists them).
 """
 
 from __future__ import annotations

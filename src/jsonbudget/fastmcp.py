@@ -31,7 +31,7 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp.types import CallToolResult, TextContent
 except ImportError as exc:  # pragma: no cover - exercised only without fastmcp
-    raise missing_extra("fastmcp", "fastmcp", "jsonbudget's FastMCP middleware") from exc
+    raise missing_extra("fastmcp", "fastmcp", "jsonbudget's FastMCP middleware", cause=exc) from exc
 
 # After fastmcp's check: the 'fastmcp' extra installs mcp too, so without both the one
 # error names it, not the 'mcp' extra that jsonbudget.mcp's own check would.

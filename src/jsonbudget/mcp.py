@@ -75,7 +75,7 @@ try:
     # pydantic needs typing_extensions' TypedDict below Python 3.12 (the SDK depends on it).
     from typing_extensions import NotRequired, TypedDict  # noqa: UP035
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise missing_extra("mcp", "mcp", "jsonbudget.mcp") from exc
+    raise missing_extra("mcp", "mcp", "jsonbudget.mcp", cause=exc) from exc
 
 __all__ = [
     "CURSOR_PARAM",
@@ -560,12 +560,13 @@ class McpPager:
         safe = room // _WORST_GROWTH[content]
         least = _least_page_bytes(self.limits, self._options)
         if safe < least:
-            need = self._fixed + math.ceil(least * _WORST_GROWTH[content])
+            growth = _WORST_GROWTH[content]
+            need = self._fixed + math.ceil(least * growth)
             raise LimitError(
                 "max_bytes",
                 self.limits.max_bytes,
-                f"must be at least {need} for content={content!r}: the message's envelope "
-                f"takes {self._fixed} bytes and a page at least {least}",
+                f"must be at least {need} for content={content!r}: "
+                f"{_least_sum(self._fixed, growth, least, 'page', need)}",
             )
         first = min(room, max(safe, int(room / _FIRST_GROWTH[content])))
         # The first try, and the one that always fits: built now, so options fail here.
@@ -814,6 +815,17 @@ def least_result_bytes(fitter: McpResultFitter) -> int:
         fixed = fitter._fixed_of(mode, RESERVE_META, RESERVE_NOTES)
         least = max(least, fixed + math.ceil(MIN_BYTES * _worst(mode)))
     return least
+
+
+def _least_sum(fixed: int, growth: Fraction, page: int, what: str, total: int) -> str:
+    """The arithmetic of a least ``max_bytes``, for its message: the envelope, and the
+    smallest page grown by the worst escaping (the envelope and the page alone did not
+    add up to the minimum the message stated)."""
+    return (
+        f"the message's envelope takes {fixed} bytes and a {what} at least {page}, which "
+        f"the wire's escaping may grow up to {growth} times: {fixed} + {growth} * {page} "
+        f"= {total}"
+    )
 
 
 def _worst(mode: ContentMode) -> Fraction:
@@ -1516,8 +1528,8 @@ def read_result_tool(
             raise LimitError(
                 "max_bytes",
                 max_bytes,
-                f"must be at least {least}: the message's envelope takes {fixed} bytes and "
-                f"a read page at least {LEAST_READ_BYTES}",
+                f"must be at least {least}: "
+                f"{_least_sum(fixed, growth, LEAST_READ_BYTES, 'read page', least)}",
             )
         # The same stores: a cursor continues whichever reader issued it.
         return ResultReader(spill=reader.spill, cursors=reader.cursors, max_bytes=page_bytes)

@@ -267,13 +267,23 @@ class Summarizer:
 
     def extra(self, obj: object, *, key: str = SUMMARY_KEY) -> dict[str, dict[str, Any]]:
         """``extra=`` for a `logging` call: ``{key: summary}``."""
-        return {key: self.summarize(obj)}
+        return {_check_name("key", key): self.summarize(obj)}
 
     def attributes(self, obj: object, *, prefix: str = SUMMARY_KEY + ".") -> dict[str, Any]:
         """Flat, primitive-valued attributes for a trace span (OpenTelemetry style)."""
         flat: dict[str, Any] = {}
-        _flatten(self.summarize(obj), prefix, flat)
+        _flatten(self.summarize(obj), _check_name("prefix", prefix), flat)
         return flat
+
+
+def _check_name(option: str, value: object) -> str:
+    """*value*, which names what a summary is kept under: a `str` (else `LimitError`).
+
+    Formatted unchecked, a prefix of None or bytes made every attribute's name start with
+    ``None`` or ``b'...'``."""
+    if not isinstance(value, str):
+        raise LimitError(option, value, f"must be a str, not {type(value).__name__}")
+    return value
 
 
 def _flatten(summary: Mapping[str, Any], prefix: str, flat: dict[str, Any]) -> None:
@@ -303,7 +313,7 @@ class SummaryFilter(logging.Filter):
 
     def __init__(self, *, key: str = SUMMARY_KEY, sha256: bool = True) -> None:
         super().__init__()
-        self.key = key
+        self.key = _check_name("key", key)
         self.summarizer = Summarizer(sha256=sha256)
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -472,7 +472,7 @@ def write_chart(report: TuneReport, path: str | os.PathLike[str]) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - optional extra
         from matplotlib.figure import Figure  # noqa: PLC0415 - optional extra
     except ImportError as exc:
-        raise missing_extra("cli", "matplotlib", "the chart") from exc
+        raise missing_extra("cli", "matplotlib", "the chart", cause=exc) from exc
     fig = Figure(figsize=(9, 5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

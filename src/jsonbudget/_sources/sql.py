@@ -2871,7 +2871,7 @@ def _psycopg() -> None:
     try:
         import psycopg  # noqa: PLC0415  # optional dependency, needed only here
     except ImportError as exc:
-        raise missing_extra("postgres", "psycopg", "PostgresSource") from exc
+        raise missing_extra("postgres", "psycopg", "PostgresSource", cause=exc) from exc
 
 
 #: PostgreSQL types cut as text (category S), as bytes, or through their text (json...).

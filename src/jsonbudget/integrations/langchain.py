@@ -47,7 +47,9 @@ try:
     from langchain_core.tools.base import _normalize_message_content
     from langchain_core.utils.pydantic import TypeBaseModel
 except ImportError as exc:  # pragma: no cover - exercised only without langchain-core
-    raise missing_extra("langchain", "langchain_core", "jsonbudget's LangChain adapter") from exc
+    raise missing_extra(
+        "langchain", "langchain_core", "jsonbudget's LangChain adapter", cause=exc
+    ) from exc
 
 __all__ = ["MEDIA_BLOCK_TYPES", "MEDIA_DOCUMENT_SOURCES", "TurnBudgetCallback", "budget_tool"]
 

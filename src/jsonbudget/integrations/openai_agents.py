@@ -51,7 +51,9 @@ try:
     )
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - exercised only without the SDK
-    raise missing_extra("openai-agents", "agents", "jsonbudget's OpenAI Agents adapter") from exc
+    raise missing_extra(
+        "openai-agents", "agents", "jsonbudget's OpenAI Agents adapter", cause=exc
+    ) from exc
 
 __all__ = ["TurnBudgetHooks", "budget_tools"]
 

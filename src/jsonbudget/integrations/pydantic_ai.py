@@ -45,7 +45,9 @@ try:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_core import ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without pydantic-ai
-    raise missing_extra("pydantic-ai", "pydantic_ai", "jsonbudget's pydantic-ai adapter") from exc
+    raise missing_extra(
+        "pydantic-ai", "pydantic_ai", "jsonbudget's pydantic-ai adapter", cause=exc
+    ) from exc
 
 try:
     from pydantic_ai._utils import has_yaml_structured_suffix
@@ -90,7 +92,9 @@ class TurnBudgetCapability(AbstractCapability[Any]):
     """
 
     turn: TurnBudget
-    reports: list[TurnReport] = field(default_factory=list)
+    # The adapter's output, as TurnBudgetHooks' and TurnBudgetCallback's: no option (a
+    # positional one took a tuple, and the first run failed after its tools ran).
+    reports: list[TurnReport] = field(default_factory=list, init=False)
     max_reports: int = field(default=DEFAULT_MAX_REPORTS, kw_only=True)
     on_report: OnReport | None = field(default=None, kw_only=True)
 
@@ -102,7 +106,11 @@ class TurnBudgetCapability(AbstractCapability[Any]):
         # One TurnBudget shared by concurrent runs: a second run's model request reset the
         # turn while the first run's calls still ran, and its model got 18,222 bytes of a
         # 10,000-byte turn, split across two reports, neither over budget.
-        return dataclasses.replace(self, turn=self.turn.for_run())
+        run = dataclasses.replace(self, turn=self.turn.for_run())
+        # replace() gives an init=False field a new default: every run's reports go to
+        # the one list the agent's capability holds.
+        run.reports = self.reports
+        return run
 
     async def wrap_run(
         self,
