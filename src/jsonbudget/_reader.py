@@ -38,9 +38,12 @@ MAX_EMPTY_CHUNKS = 1024
 
 @runtime_checkable
 class BinarySource(Protocol):
-    """Anything with a binary ``read(n)``: files, sockets' makefile(), ``io.BytesIO``."""
+    """Anything with a binary ``read(n)``: files, sockets' makefile(), ``io.BytesIO``.
 
-    def read(self, n: int = -1, /) -> bytes | None: ...
+    The reader always passes *n*, so a ``read(self, n: int)`` without a default is one
+    (type checkers refused it while the protocol declared ``n: int = -1``)."""
+
+    def read(self, n: int, /) -> bytes | None: ...
 
 
 # The bytes-like objects the annotations name. Any object with the buffer protocol is read
