@@ -382,7 +382,9 @@ def test_gate_passes_a_stream_of_exactly_max_bytes_and_spills_one_more(
 # umask 0 lets mkdir's own mode through; 0o277 and 0o777 take the owner's bits away,
 # which only the explicit chmod gives back.
 @pytest.mark.parametrize("umask", [0, 0o077, 0o277, 0o777])
-def test_spill_directory_is_created_0700_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+def test_regression_spill_file_mode_took_the_umask(tmp_path: Path, umask: int) -> None:
+    # The directory's 0700 was set explicitly; the file's 0600 came from open() alone, so
+    # a umask of 0o277 left 0400 and 0o700 left no bits at all.
     old = os.umask(umask)
     try:
         store = SpillStore(tmp_path / "a" / "spill")
@@ -390,8 +392,8 @@ def test_spill_directory_is_created_0700_whatever_the_umask(tmp_path: Path, umas
     finally:
         os.umask(old)
     assert (store.directory.stat().st_mode & 0o777) == 0o700
-    if not umask & 0o600:  # the file's mode is not restored against the umask
-        assert (ref.path.stat().st_mode & 0o777) == 0o600
+    assert (ref.path.stat().st_mode & 0o777) == 0o600
+    assert store.read(ref) == b'{"a":1}'
 
 
 @pytest.mark.parametrize(

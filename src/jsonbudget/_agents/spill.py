@@ -411,12 +411,20 @@ class SpillStore:
         """The new temporary file *tmp* in the open *directory*, open for writing;
         *on_error* is to remove it."""
         try:
-            return io.FileIO(tmp, "xb", opener=functools.partial(_CREATE_PRIVATE, dir_fd=directory))
+            file = io.FileIO(tmp, "xb", opener=functools.partial(_CREATE_PRIVATE, dir_fd=directory))
         except FileExistsError as exc:
             on_error.pop_all()  # another's file (an unlikely name clash): not ours to remove
             raise SpillError("cannot create a spill file in the store: its name is taken") from exc
         except OSError as exc:
             raise SpillError(f"cannot create a spill file in the store: {exc.strerror}") from exc
+        try:
+            # The umask takes bits from open's mode: 0o277 left 0400, 0o700 nothing, and
+            # the store could not read its own result back.
+            os.fchmod(file.fileno(), 0o600)
+        except OSError as exc:
+            file.close()
+            raise SpillError(f"cannot set a spill file's mode: {exc.strerror}") from exc
+        return file
 
     def _write(
         self,
