@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import functools
 import gzip as gzip_module
 import io
 import json
@@ -25,6 +26,7 @@ import re
 import select
 import stat
 import sys
+import time
 import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from json.scanner import make_scanner
@@ -56,6 +58,7 @@ __all__ = [
     "DEFAULT_READ_SIZE",
     "GZIP_MAGIC",
     "MAX_READ_SIZE",
+    "WRITER_WAIT",
     "Arriving",
     "JsonArrayFileSource",
     "JsonLinesSource",
@@ -174,6 +177,11 @@ _NOT_REGULAR: Final = (
     "cannot be read; page a file instead"
 )
 
+#: How long a first page waits for a writer of a pipe (a FIFO) that none has open
+#: (`_written`): a writer started just before it is let in, and a pipe no writer opens
+#: is refused rather than waited on forever.
+WRITER_WAIT: Final = 1.0
+
 #: How many times a first page (or an iteration from the start) opens a file that
 #: changes while it is read, before it gives up (`_read_page`).
 _ATTEMPTS: Final = 3
@@ -198,16 +206,25 @@ class _Watched(io.FileIO):
     """
 
     identity: tuple[int, int, int] | None = None
+    #: What was read of a pipe to learn that it has a writer (`_written`): given first.
+    pending = b""
 
     # The buffered stream reads through these two (`read1`, `peek` and `readline`
     # included), as does a gzip stream over it.
     def readinto(self, buffer: WriteableBuffer, /) -> int | None:
+        if self.pending:
+            with memoryview(buffer) as view:
+                n = min(len(view), len(self.pending))
+                view.cast("B")[:n] = self.pending[:n]
+            self.pending = self.pending[n:]
+            return n
         n = super().readinto(buffer)
         self._check()
         return n
 
     def readall(self) -> bytes:
-        data = super().readall()
+        head, self.pending = self.pending, b""
+        data = head + super().readall()
         self._check()
         return data
 
@@ -237,17 +254,26 @@ class _File:
     def __init__(
         self, path: str, gzip: bool | None, *, resume: bool = False, buffer: int = 0
     ) -> None:
-        if resume:
-            # Opened without waiting: opening a pipe waits for a writer, and one whose
-            # writer is gone would hang the page before its cursor could be refused.
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
+        # Opened without waiting: open() of a pipe waits for a writer, forever where none
+        # comes (a path a client gave). A resumed page refuses all but a regular file; a
+        # first page waits a bounded time for a pipe's writer (`_written`). Reads then
+        # wait, as the rest of the code expects (`read_arrived`).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            info = os.fstat(fd)
+            if resume and not stat.S_ISREG(info.st_mode):
                 raise InvalidCursor(_NOT_REGULAR)
+            if stat.S_ISDIR(info.st_mode):  # open() refuses one; os.open() does not
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            # A shell's pipe (/dev/stdin after "|") never made open() wait: read as it was.
+            named = stat.S_ISFIFO(info.st_mode) and info.st_dev != _pipe_device()
+            head = _written(fd) if named else b""
             os.set_blocking(fd, True)
             watched = _Watched(fd, "rb")
-        else:
-            watched = _Watched(path, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        watched.pending = head
         try:
             st = os.fstat(watched.fileno())
             regular = stat.S_ISREG(st.st_mode)
@@ -348,6 +374,53 @@ class _File:
                 self.stream.close()
         finally:
             self.raw.close()
+
+
+def _written(fd: int) -> bytes:
+    """What has been written to the named pipe *fd* (opened without waiting) once it has
+    had a writer: b"" where a writer has it open and has written nothing yet, or came and
+    closed it without writing (the input is empty). `DecodeError` where no writer opens
+    it within `WRITER_WAIT` seconds.
+
+    A read of a pipe with no writer gives b"", as at its end: the page would be an empty
+    one that says it is complete, for a writer that has not come yet. With a writer and
+    nothing written, the read raises `BlockingIOError`; what it gives is kept for the
+    stream's first read (`_Watched.pending`).
+    """
+    deadline = time.monotonic() + WRITER_WAIT
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    hung_up = False
+    while True:
+        try:
+            data = os.read(fd, DEFAULT_READ_SIZE)
+        except BlockingIOError:
+            return b""
+        if data or hung_up:
+            return data
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DecodeError(
+                "the input is a pipe (a FIFO) with no writer and nothing written to it "
+                f"within {WRITER_WAIT:g} s: page a regular file, or start its writer first",
+                offset=0,
+            )
+        # A writer that opens it and writes wakes the poll; one that stays silent is
+        # seen by the read after it. One that came and went leaves the pipe hung up
+        # (Linux reports that only to a reader that was there when a writer came), and
+        # the read after it gives what it wrote, if anything: the whole input.
+        hung_up = any(event & select.POLLHUP for _, event in poller.poll(left * 1000))
+
+
+@functools.cache
+def _pipe_device() -> int:
+    """The device of anonymous pipes (Linux's pipefs), which a named pipe is not on."""
+    read, write = os.pipe()
+    try:
+        return os.fstat(read).st_dev
+    finally:
+        os.close(read)
+        os.close(write)
 
 
 def _file_position(position: Position | None) -> dict[str, JSONValue] | None:
