@@ -141,7 +141,7 @@ class GatedSpill:
         self.entered.set()
         if not self.release.wait(WAIT):
             raise AssertionError("the spill write ran on the event loop")
-        self.written.append(b"".join(data))
+        self.written.append(bytes(data))  # a store of its own: given the item's bytes
         self.done.set()
         return Spilled(f"{label}-{len(self.written)}")
 

@@ -147,7 +147,7 @@ def test_bad_options_are_refused() -> None:
     with pytest.raises(LimitError, match="sample"):
         Tuner(sample=0)
     with pytest.raises(LimitError, match="oversized='error' is invalid"):
-        Tuner(oversized="error")
+        Tuner(oversized="error")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from .errors import LimitError
 
@@ -54,6 +55,18 @@ def check_int(name: str, value: object, *, minimum: int, maximum: int = MAX_LIMI
     return value
 
 
+class LimitChanges(TypedDict, total=False):
+    """The keywords of `Limits.replace`: a type checker then refuses a misspelt limit and
+    None for the two that always have a value."""
+
+    max_bytes: int
+    max_items: int | None
+    max_keys: int | None
+    max_field_bytes: int | None
+    max_depth: int
+    max_pages: int | None
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """A budget for one document or one page.
@@ -98,9 +111,11 @@ class Limits:
         set_(self, "max_depth", check_int("max_depth", max_depth, minimum=1, maximum=MAX_DEPTH))
         set_(self, "max_pages", max_pages)
 
-    def replace(self, **changes: int | None) -> Limits:
+    def replace(self, **changes: Unpack[LimitChanges]) -> Limits:
         """Return a copy with *changes* applied (and validated)."""
-        fields = {
+        # Limits() checks every value, as when one is made: the keywords' types are for
+        # type checkers only.
+        fields: dict[str, object] = {
             "max_items": self.max_items,
             "max_keys": self.max_keys,
             "max_field_bytes": self.max_field_bytes,

@@ -20,6 +20,7 @@ from ._agents.reader import ReadKind
 from ._agents.spill import SpillBackend
 from ._agents.tokens import TokenCounter
 from ._agents.tool_types import ToolDecorator
+from ._cli.tune import TuneOversized
 from ._cursors.store import CursorStore
 from ._encode.encoder import (
     BinaryMode,
@@ -61,6 +62,7 @@ __all__ = [
     "ToolOutput",
     "TruncationKind",
     "TruncationUnit",
+    "TuneOversized",
 ]
 
 #: A ``default`` hook, as orjson takes it: called with a value jsonbudget cannot encode,

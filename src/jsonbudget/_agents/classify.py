@@ -84,7 +84,7 @@ class AmbiguousSizeError:
     """
 
     provider: str | None = None
-    wording: Literal["prompt", "output_cap", "either"] = "either"
+    wording: Literal["prompt", "either"] = "either"
     limit: int | None = None
     tokens: int | None = None
 

@@ -1565,7 +1565,7 @@ def _parsed_within(value: Any, encoder: Encoder) -> tuple[Any, tuple[Truncation,
         else:
             fewer = _fewer(cut, parsed)
             if fewer is None:
-                return _as_one_marker(value, encoder, streams, limits.max_bytes)
+                return _as_one_marker(value, encoder, streams, limits.max_bytes, parsed)
             cut = fewer
         encoder = Encoder(
             cut,
@@ -1651,12 +1651,18 @@ def _shape(value: Any) -> tuple[int, int]:
 
 
 def _as_one_marker(
-    value: Any, encoder: Encoder, streams: dict[int, Any], max_bytes: int
+    value: Any, encoder: Encoder, streams: dict[int, Any], max_bytes: int, shown: Any
 ) -> tuple[Any, tuple[Truncation, ...]]:
     """*value* as the encoder's one marker for all of it, at the depth limit, the last
     cut `_parsed_within` makes: the value a single member of a list one level deep, so
     its own marker stands where it stood. Only a container gets here (a scalar of at
-    most `MIN_BYTES` is written within it), and a marker's text is what it parses to."""
+    most `MIN_BYTES` is written within it), and a marker's text is what it parses to.
+
+    The marker is kept in the container *shown* (the last cut) is: an object stays an
+    object, ``{"…": marker}``, and a list ``[marker]``. A tool's return annotation says
+    that shape (`_json_shape`), and a framework that validates a result against it (an
+    MCP server's output schema) refused a bare marker and lost the whole result.
+    """
     one = Encoder(
         Limits(MIN_BYTES, max_depth=1),
         markers=encoder.markers,
@@ -1670,7 +1676,21 @@ def _as_one_marker(
     if not 0 <= size - 2 <= max_bytes or [t.path for t in cuts] != ["/0"]:  # pragma: no cover
         raise EncodeError("a value's marker did not fit the least budget", path="")
     mark = cuts[0]
-    return parsed[0], (_truncation("", mark.kind, mark.omitted, mark.unit),)
+    kept, path = _kept_as(shown, parsed[0])
+    if len(orjson.dumps(kept)) > max_bytes:  # pragma: no cover - see _kept_as
+        raise EncodeError("a value's marker did not fit the least budget", path="")
+    return kept, (_truncation(path, mark.kind, mark.omitted, mark.unit),)
+
+
+def _kept_as(shown: Any, marker: Any) -> tuple[Any, str]:
+    """*marker* in the container *shown* is, and the path it stands at there. A
+    structured marker is an object already. At most 52 bytes (text) or 60 (structured)
+    for a count below 10**9, within `MIN_BYTES`."""
+    if isinstance(shown, list):
+        return [marker], "/0"
+    if isinstance(shown, dict) and not isinstance(marker, dict):
+        return {"…": marker}, "/…"
+    return marker, ""
 
 
 def is_async_callable(fn: Any) -> bool:

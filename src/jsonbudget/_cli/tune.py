@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import islice
-from typing import Any
+from typing import Any, Literal, get_args
 
 import orjson
 
@@ -28,7 +28,7 @@ from .._limits import (
     check_int,
     check_mode,
 )
-from .._pages.builder import OversizedPolicy, PageBuilder
+from .._pages.builder import PageBuilder
 from .._shared import dumps
 from .._sources.base import Clipped
 from ..errors import EncodeError, LimitError
@@ -39,12 +39,17 @@ __all__ = [
     "DEFAULT_SAMPLE",
     "BudgetRow",
     "SizeStats",
+    "TuneOversized",
     "TuneReport",
     "Tuner",
     "percentile",
     "tune",
     "write_chart",
 ]
+
+#: The outcomes a tuning run measures for an item larger than a page: of the page
+#: builder's policies, the two that put the item on the page ("spill" and "error" do not).
+TuneOversized = Literal["truncate", "placeholder"]
 
 #: Candidate page budgets: 4 KiB to 1 MiB, doubling.
 DEFAULT_BUDGETS: tuple[int, ...] = tuple(4096 << i for i in range(9))
@@ -259,7 +264,7 @@ class Tuner:
         max_items: int | None = None,
         max_keys: int | None = None,
         max_field_bytes: int | None = None,
-        oversized: OversizedPolicy = "truncate",
+        oversized: TuneOversized = "truncate",
         strategy: Strategy = "balanced",
         markers: MarkerStyle = "text",
         default: Callable[[Any], Any] | None = None,
@@ -278,7 +283,7 @@ class Tuner:
             or not 0 <= goal_truncated <= 1
         ):
             raise LimitError("goal_truncated", goal_truncated, "must be a number in [0, 1]")
-        check_mode("oversized", oversized, ("truncate", "placeholder"))
+        check_mode("oversized", oversized, get_args(TuneOversized))
         self.budgets: tuple[int, ...] = tuple(checked)
         # Adding 0.0 makes -0.0 plain 0.0: the report showed "at most -0.0% cut".
         self.goal_truncated = float(goal_truncated) + 0.0
@@ -292,7 +297,7 @@ class Tuner:
         if max_field_bytes is not None:
             check_int("max_field_bytes", max_field_bytes, minimum=MIN_FIELD_BYTES)
         self.max_field_bytes = max_field_bytes
-        self.oversized: OversizedPolicy = oversized
+        self.oversized: TuneOversized = oversized
         self.strategy: Strategy = strategy
         self.markers: MarkerStyle = markers
         # As `paginate` is given them: the pages measured are the pages served.
@@ -439,7 +444,7 @@ def tune(
     max_items: int | None = None,
     max_keys: int | None = None,
     max_field_bytes: int | None = None,
-    oversized: OversizedPolicy = "truncate",
+    oversized: TuneOversized = "truncate",
     strategy: Strategy = "balanced",
     markers: MarkerStyle = "text",
     default: Callable[[Any], Any] | None = None,

@@ -22,7 +22,7 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
+from typing import Any, Literal, NamedTuple, Protocol, TypeGuard, cast, get_args
 
 import orjson
 
@@ -124,9 +124,26 @@ class _Spilled(Protocol):
 
 class SpillTarget(Protocol):
     """What a page builder needs of a spill store: `SpillStore` and `RedisSpillStore` are
-    ones (the agent wing's `SpillBackend` protocol is the whole interface)."""
+    ones (the agent wing's `SpillBackend` protocol is the whole interface). A store of
+    your own is given the item's JSON as one `bytes`, whatever else it has."""
 
     def put(self, data: bytes, *, label: str) -> _Spilled: ...
+
+
+#: The modules of jsonbudget's own spill stores, whose `put` takes the chunks as they are
+#: made. Known by where their `put` is defined, not by an attribute a store of your own
+#: may have too (a `max_file_bytes` of its own handed it a generator it could not size),
+#: and not by import: the core does not import the agent wing.
+_CHUNKED_PUTS = frozenset({"jsonbudget._agents.spill", "jsonbudget._agents.redis_spill"})
+
+
+class _ChunkedTarget(Protocol):
+    def put(self, data: Iterable[bytes], *, label: str) -> _Spilled: ...
+
+
+def _takes_chunks(store: SpillTarget) -> TypeGuard[_ChunkedTarget]:
+    """Whether *store*'s `put` is one of jsonbudget's own (a subclass that keeps it too)."""
+    return getattr(getattr(type(store), "put", None), "__module__", None) in _CHUNKED_PUTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -631,10 +648,11 @@ class PageBuilder:
                 keep=True,
             )
             chunks = writer.chunks(item, path)
-            if most is None:  # a `SpillTarget` that says no file limit takes bytes
-                ref = store.put(b"".join(chunks), label=self._spill_label)
-            else:  # one that does (a `SpillBackend`) takes the chunks as they are made
-                ref = store.put(chunks, label=self._spill_label)  # type: ignore[arg-type]
+            ref = (
+                store.put(chunks, label=self._spill_label)
+                if _takes_chunks(store)
+                else store.put(b"".join(chunks), label=self._spill_label)
+            )
             size = writer.written
             too_long = None
             if self._spill_ref is not None:

@@ -190,8 +190,9 @@ class Source(Protocol[T_co]):
         """
         ...
 
-    def describe(self) -> dict[str, JSONValue]:
-        """The parameters that define what this source yields (never the page size)."""
+    def describe(self) -> Mapping[str, JSONValue]:
+        """The parameters that define what this source yields (never the page size); only
+        read, so any mapping of JSON values will do (a ``dict[str, str]`` too)."""
         ...
 
 
@@ -206,8 +207,9 @@ class AsyncSource(Protocol[T_co]):
         can (the sources jsonbudget provides return async generators)."""
         ...
 
-    def describe(self) -> dict[str, JSONValue]:
-        """The parameters that define what this source yields (never the page size)."""
+    def describe(self) -> Mapping[str, JSONValue]:
+        """The parameters that define what this source yields (never the page size); only
+        read, so any mapping of JSON values will do (a ``dict[str, str]`` too)."""
         ...
 
 
