@@ -40,6 +40,16 @@ def test_memory_mint_resume(benchmark: Any) -> None:
     benchmark(_continuation(MemoryCursorStore()))
 
 
+def test_memory_start_into_a_full_store(benchmark: Any) -> None:
+    # Each start evicts the oldest of 100,000: the store's queue must not slow with size.
+    store = MemoryCursorStore(max_total=100_000, max_per_principal=100_000)
+    for i in range(100_000):
+        store.start(Scope(f"p{i % 1000}", {"q": i}), max_pages=None)
+    assert len(store) == 100_000
+    benchmark(store.start, SCOPE, max_pages=None)
+    assert len(store) == 100_000
+
+
 def test_sqlite_mint_resume(benchmark: Any, tmp_path: Path) -> None:
     with SQLiteCursorStore(tmp_path / "bench.db") as store:
         benchmark(_continuation(store))

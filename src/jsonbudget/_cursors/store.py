@@ -645,9 +645,12 @@ class MemoryCursorStore(KeyedStore):
         self._lock = threading.Lock()
         # Keyed by the hex operation id a state carries, so that mint finds a state's
         # operation with one lookup. Insertion order is start order is expiry order
-        # (one ttl per store, deadlines on one clock, `_uptime`).
-        self._ops: dict[str, _Op] = {}
-        self._by_principal: dict[str, dict[str, None]] = {}
+        # (one ttl per store, deadlines on one clock, `_uptime`). OrderedDicts, as queues:
+        # a dict's first entry, after those before it were deleted, is found by walking
+        # past their slots until it is resized, and a full store's start took 100 us at
+        # 100,000 operations against 10 us at a few hundred.
+        self._ops: OrderedDict[str, _Op] = OrderedDict()
+        self._by_principal: dict[str, OrderedDict[str, None]] = {}
         self._track()
 
     def _after_fork(self) -> None:
@@ -692,13 +695,15 @@ class MemoryCursorStore(KeyedStore):
                 if ops[oldest].deadline > tick:
                     break
                 self._drop(oldest)
-            mine = self._by_principal.setdefault(op.pfp, {})
-            while len(mine) >= self._max_per_principal:
+            mine = self._by_principal.get(op.pfp)
+            while mine is not None and len(mine) >= self._max_per_principal:
                 self._drop(next(iter(mine)))
-                mine = self._by_principal.setdefault(op.pfp, {})
+                mine = self._by_principal.get(op.pfp)  # its last one dropped drops it
             while len(ops) >= self._max_total:
                 self._drop(next(iter(ops)))
-                mine = self._by_principal.setdefault(op.pfp, {})
+            mine = self._by_principal.get(op.pfp)
+            if mine is None:
+                mine = self._by_principal[op.pfp] = OrderedDict()
             ops[hex_id] = op
             mine[hex_id] = None
         return CursorState(hex_id, op.pfp, op.qfp, None, 1, now, op.expires, max_pages)
