@@ -33,7 +33,8 @@ from jsonbudget import (
 )
 from tests.typecheck import strict_errors
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 
 PROGRAMS: dict[str, str] = {
     # Typed with all four oversized policies, tune refused two of them at run time.
@@ -103,22 +104,26 @@ PROGRAMS: dict[str, str] = {
 }
 
 
-def _doc_blocks(page: str) -> str:
+def _doc_blocks(page: Path) -> str:
     """The ```python blocks of *page*, joined in order, as one program."""
-    text = (DOCS / page).read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
     return "\n".join(re.findall(r"^```python\n(.*?)^```", text, re.S | re.M))
 
 
-# The pages whose examples a user would copy into strictly checked code. (Their examples
-# on purpose showing a refused value carry a `# type: ignore` of their own.)
-DOC_PAGES = ("encoder.md", "size-errors.md", "pages.md", "typing.md")
+def _program(page: Path) -> str:
+    return "docs_" + page.stem.lower().replace("-", "_")
+
+
+# Every page with examples: a user copies any of them into strictly checked code. (An
+# example showing a refused value on purpose carries a `# type: ignore` of its own.)
+DOC_PAGES = [p for p in (ROOT / "README.md", *sorted(DOCS.glob("*.md"))) if _doc_blocks(p)]
 
 
 @pytest.fixture(scope="module")
 def errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     programs = dict(PROGRAMS)
     for page in DOC_PAGES:
-        programs["docs_" + page[:-3].replace("-", "_")] = _doc_blocks(page)
+        programs[_program(page)] = _doc_blocks(page)
     return strict_errors(tmp_path_factory.mktemp("r33_typing"), programs)
 
 
@@ -287,10 +292,11 @@ def test_regression_ambiguous_wording_is_what_the_classifier_produces() -> None:
 # --- G. the docs' examples, checked strictly ------------------------------------------------
 
 
-@pytest.mark.parametrize("page", DOC_PAGES)
+@pytest.mark.parametrize("page", DOC_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_regression_doc_examples_type_check_strictly(
-    errors: dict[str, list[str]], page: str
+    errors: dict[str, list[str]], page: Path
 ) -> None:
     # encoder.md used `Encoder.whole(...)` (typed `Encoded | None`) without a None check;
-    # size-errors.md's helpers were unannotated.
-    assert errors["docs_" + page[:-3].replace("-", "_")] == []
+    # size-errors.md's helpers were unannotated; guards.md and mcp.md had bare
+    # `list[dict]`, an unannotated model function and `.error` read off a plain Exception.
+    assert errors[_program(page)] == []
