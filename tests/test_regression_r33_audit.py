@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-import tempfile
 import typing
 from pathlib import Path
 from typing import Any
@@ -119,6 +118,13 @@ def test_regression_summary_prefix_must_be_a_str(prefix: object) -> None:
         assert caught.value.value is prefix
 
 
+def test_regression_summary_prefix_was_checked_after_summarizing() -> None:
+    # The docs check the prefix before the object is summarized: an object no summary
+    # takes raised EncodeError, and the prefix's error was never seen.
+    with pytest.raises(LimitError, match="prefix"):
+        summary_attributes(object(), prefix=None)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("key", [None, b"jsonbudget", 1])
 def test_regression_summary_key_must_be_a_str(key: object) -> None:
     # The same unchecked name: `extra` returned {None: summary}, and a filter with a
@@ -212,8 +218,8 @@ def test_regression_mcp_pager_minimum_message_adds_up(
     McpPager(max_bytes=minimum, content=content)  # type: ignore[arg-type]
 
 
-def test_regression_read_result_tool_minimum_message_adds_up() -> None:
-    reader = ResultReader(spill=SpillStore(tempfile.mkdtemp()))
+def test_regression_read_result_tool_minimum_message_adds_up(tmp_path: Path) -> None:
+    reader = ResultReader(spill=SpillStore(tmp_path / "spill"))
     with pytest.raises(LimitError) as caught:
         read_result_tool(reader=reader, max_bytes=1000)
     assert _check_sum(str(caught.value), 6) == 3547

@@ -44,3 +44,16 @@ def test_a_package_that_is_not_installed_gets_the_plain_hint(tmp_path: Path) -> 
     # Kept out of the import as the program may: the plain message, no release named.
     said = _import(tmp_path, "sys; sys.modules['mcp'] = None; import jsonbudget.mcp")
     assert said.startswith("jsonbudget.mcp needs mcp: install the 'mcp' extra")
+
+
+def test_regression_a_half_removed_install_crashed_the_message(tmp_path: Path) -> None:
+    # pip interrupted: a dist-info without its METADATA beside a package that holds
+    # nothing. The message builder raised TypeError where the import's ImportError was due.
+    (tmp_path / "mcp").mkdir()
+    (tmp_path / "mcp" / "__init__.py").write_text("")
+    info = tmp_path / "mcp-1.9.0.dist-info"
+    info.mkdir()
+    (info / "top_level.txt").write_text("mcp\n")
+    said = _import(tmp_path, "jsonbudget.mcp")
+    assert said.startswith("jsonbudget.mcp needs mcp")
+    assert "None" not in said

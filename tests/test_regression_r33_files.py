@@ -303,3 +303,31 @@ def test_a_directory_is_refused_as_open_refuses_it(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError) as caught:
         first_page(JsonLinesSource(tmp_path))
     assert caught.value.filename == str(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["array", "lines"])
+def test_regression_gzip_over_a_pipe_whose_first_read_gave_one_byte(
+    tmp_path: Path, kind: str
+) -> None:
+    # The check of gzip's two magic bytes peeked once: a slow writer's first byte alone
+    # made the gzip stream read as text (a DecodeError, or garbage for JSON Lines).
+    fifo = tmp_path / "slow.gz"
+    os.mkfifo(fifo)
+    data = gzip.compress(BODY[kind])
+
+    def slow_writer() -> None:
+        write = Writer(fifo)  # waits for the source's open
+        try:
+            write.write(data[:1])
+            time.sleep(0.3)  # the source's first read has taken the one byte
+            write.write(data[1:])
+        finally:
+            write.close()
+
+    writer = threading.Thread(target=slow_writer)
+    writer.start()
+    try:
+        got = within(fifo, lambda: [item for item, _ in source_of(kind, fifo).open(None)])
+    finally:
+        writer.join(30)
+    assert got == [1, 2, 3]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,29 @@ def test_regression_a_moved_row_error_quoted_the_positions_rowid(tmp_path: Path)
             paginate(source, scope=scope, store=store, limits=limits, cursor=page.next_cursor)
     assert "1000003" not in str(caught.value)
     assert not any(ch.isdigit() for ch in str(caught.value))
+
+
+def test_regression_sqlite_source_on_a_fifo_waited_forever(tmp_path: Path) -> None:
+    # A database path a client gave a tool: SQLite's open() of a FIFO waits for a writer,
+    # and every such call held a worker thread for good.
+    fifo = tmp_path / "db.sqlite"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def page() -> None:
+        try:
+            with SQLiteSource(fifo, table="t") as source:
+                paginate(
+                    source, scope=Scope("a", {}), store=MemoryCursorStore(), limits=Limits(1000)
+                )
+        except sqlite3.OperationalError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=page, daemon=True)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # lets the open go
+        pytest.fail("the page of a FIFO waited for a writer")
+    assert len(outcome) == 1
+    assert "is not a regular file" in str(outcome[0])

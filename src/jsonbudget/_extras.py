@@ -44,16 +44,23 @@ def _installed(extra: str, module: str, cause: ImportError) -> str | None:
     top = (cause.name or module).partition(".")[0]
     if top in sys.modules and sys.modules[top] is None:
         return None
-    dists = importlib.metadata.packages_distributions().get(top)
-    if not dists:
-        return None
-    dist = dists[0]
-    wanted = _wanted(extra, _normal(dist))
-    return (
-        f"{dist if wanted is None else dist + wanted}; {dist}"
-        f" {importlib.metadata.version(dist)} is installed, and importing from it failed"
-        f" ({cause})"
-    )
+    for dist in importlib.metadata.packages_distributions().get(top, ()):
+        # A half-removed install may name no distribution (a dist-info without its
+        # METADATA), one that cannot be found by that name, or one without a version.
+        if not isinstance(dist, str):
+            continue
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if not isinstance(version, str) or not version:
+            continue
+        wanted = _wanted(extra, _normal(dist))
+        return (
+            f"{dist if wanted is None else dist + wanted}; {dist} {version} is installed,"
+            f" and importing from it failed ({cause})"
+        )
+    return None
 
 
 def _wanted(extra: str, dist: str) -> str | None:

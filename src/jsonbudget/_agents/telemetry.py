@@ -267,12 +267,14 @@ class Summarizer:
 
     def extra(self, obj: object, *, key: str = SUMMARY_KEY) -> dict[str, dict[str, Any]]:
         """``extra=`` for a `logging` call: ``{key: summary}``."""
-        return {_check_name("key", key): self.summarize(obj)}
+        key = _check_name("key", key)  # before the summary, as the docs order the raises
+        return {key: self.summarize(obj)}
 
     def attributes(self, obj: object, *, prefix: str = SUMMARY_KEY + ".") -> dict[str, Any]:
         """Flat, primitive-valued attributes for a trace span (OpenTelemetry style)."""
+        prefix = _check_name("prefix", prefix)  # before the summary, as for `extra`
         flat: dict[str, Any] = {}
-        _flatten(self.summarize(obj), _check_name("prefix", prefix), flat)
+        _flatten(self.summarize(obj), prefix, flat)
         return flat
 
 

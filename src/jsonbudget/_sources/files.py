@@ -294,7 +294,16 @@ class _File:
                 # A regular file's first bytes are read where they lie: a peek filled the
                 # buffer from byte 0, which a resumed page's seek then dropped. (Not
                 # checked: a change after the fstat above fails the first read.)
-                head = os.pread(watched.fileno(), 2, 0) if regular else raw.peek(2)[:2]
+                if regular:
+                    head = os.pread(watched.fileno(), 2, 0)
+                else:
+                    # A pipe's read may give one byte of the two (a peek did one read, and
+                    # a gzip stream was taken for text): read on to two or to its end.
+                    while len(watched.pending) < len(GZIP_MAGIC) and (
+                        more := os.read(watched.fileno(), len(GZIP_MAGIC) - len(watched.pending))
+                    ):
+                        watched.pending += more
+                    head = watched.pending[: len(GZIP_MAGIC)]
                 if gzip is None:
                     gzip = head == GZIP_MAGIC
                 elif not GZIP_MAGIC.startswith(head):

@@ -26,6 +26,7 @@ import os
 import re
 import secrets
 import sqlite3
+import stat
 import threading
 import weakref
 from collections import OrderedDict
@@ -1914,6 +1915,21 @@ def _file_id(path: str | bytes) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _check_regular(path: str) -> None:
+    """Refuse a *path* that names a pipe, a device or a directory: SQLite's open() of a
+    FIFO waits for a writer, forever where none comes (a path a client gave a tool). A
+    missing path is SQLite's to refuse."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise sqlite3.OperationalError(
+            f"unable to open database file: {path!r} is not a regular file (a pipe, a "
+            "device or a directory)"
+        )
+
+
 class SQLiteSource(_SQLSource):
     """Rows of an SQLite table or query.
 
@@ -2178,6 +2194,7 @@ class SQLiteSource(_SQLSource):
         # not closed here: an open() iterator may still be reading it (it closes with
         # the last reference, `Closing`).
         before = _file_id(path)
+        _check_regular(path)
         uri = "file:" + _uri_path(path) + "?mode=ro"
         own = sqlite3.connect(uri, uri=True, check_same_thread=False)
         # A file replaced while this ran leaves the id unknown: the next page opens anew.
