@@ -1251,6 +1251,12 @@ def _store(spec: str | None, ttl: int, stack: ExitStack) -> CursorStore:
     try:
         store = SQLiteCursorStore(path, ttl=ttl)
     except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorname.startswith("SQLITE_READONLY"):
+            # "attempt to write a readonly database" is also what a WAL data file in a
+            # read-only directory gives: say that the store is the file meant.
+            raise sqlite3.OperationalError(
+                f"cannot write the cursor store {_escaped(path)}: {exc}"
+            ) from exc
         if exc.sqlite_errorname != "SQLITE_CANTOPEN":
             raise
         # SQLite's "unable to open database file" names neither the file nor the cause.

@@ -1829,6 +1829,37 @@ class _Serial:
         self._cur.close()
 
 
+def _locate(cur: sqlite3.Cursor, table: tuple[str, ...]) -> tuple[str, str, bool] | None:
+    """Where SQLite finds *table* (a name or (schema, name)), as a query names it: its
+    schema, its type (table_list's: "table", "view", "virtual", "shadow"…) and whether
+    it is WITHOUT ROWID; None where it is not there.
+
+    A name without a schema is looked for as SQLite looks for it: in temp, then main,
+    then each attached database in the order attached. The catalog the source reads
+    must be the table's the query reads: a TEMP table read as a main one is found
+    nowhere (and refused as keyless), a TEMP view over a main table of its name read as
+    that table (a rowid appended that the view has not)."""
+    *schema, name = table
+    if schema:
+        rows = cur.execute(f"PRAGMA {quote_ident(schema[0])}.table_list({quote_ident(name)})")
+    else:
+        rows = cur.execute(
+            "SELECT t.schema, t.name, t.type, t.ncol, t.wr FROM pragma_table_list(?) AS t"
+            " JOIN pragma_database_list AS d ON d.name = t.schema"
+            " ORDER BY d.name = 'temp' DESC, d.seq LIMIT 1",
+            (name,),
+        )
+    # (schema, name, type, ncol, wr, strict)
+    found = rows.fetchone()
+    return None if found is None else (found[0], found[2], bool(found[4]))
+
+
+def _named(table: tuple[str, ...]) -> str:
+    """The schema prefix of a PRAGMA on *table* as the source was given it: "" for a name
+    alone, which SQLite's PRAGMAs look up as its query does (`_locate`)."""
+    return quote_ident(table[0]) + "." if len(table) == 2 else ""  # noqa: PLR2004
+
+
 def _sqlite_collations(cur: sqlite3.Cursor, table: str, columns: list[str]) -> dict[str, str]:
     """The collation each column sorts by, upper case, as SQLite's plan of an ORDER BY
     names it; empty where it cannot be read (then no index is trusted on the column)."""
@@ -1942,6 +1973,7 @@ class SQLiteSource(_SQLSource):
         "_closing",
         "_conn",
         "_file",
+        "_layout",
         "_length",
         "_lock",
         "_lock_pid",
@@ -1986,6 +2018,9 @@ class SQLiteSource(_SQLSource):
         self._length = 0  # the own connection's length limit as opened
         # The device and inode of the file the own connection opened (`_connection`).
         self._file: tuple[int, int] | None = None
+        # The schema of each database (`_changes`) when the plans were last found to
+        # hold: None, not yet checked (`_opened`).
+        self._layout: Hashable = None
         # Held by a page (its plan and connection included), and by each step of an
         # open(): no statement runs on the connection while a page of another thread
         # holds its length limit low or its read transaction open (`_held`).
@@ -2052,21 +2087,43 @@ class SQLiteSource(_SQLSource):
     def _plan_for(self, cut: int | None) -> _Plan:
         return self._opened(cut)[1]
 
-    def _opened(self, cut: int | None) -> tuple[sqlite3.Connection, _Plan]:
+    def _opened(
+        self, cut: int | None, *, check: bool = False
+    ) -> tuple[sqlite3.Connection, _Plan, Hashable]:
         """The connection, checked against the path's file (`_connection`), and the plan
-        made of what it reads, taken together under the source's lock.
+        made of what it reads, taken together under the source's lock; with *check*,
+        the plans checked against the schema too, and the page's token (`_changes`).
 
         A replaced file is opened anew and forgets the plans made of the old one, and
         that happens only under the lock: a plan taken before it was held could be the
         old file's, reopened by another thread's page while this one waited, and its
         select list run on the new file (a column added missing from the rows, one
-        dropped an error). So a page takes its plan here, once it holds the lock."""
+        dropped an error). So a page takes its plan here, once it holds the lock.
+
+        So does a schema changed in place (a table rebuilt by SQLite's ALTER TABLE
+        recipe, a unique index dropped, a column added): the plan's keys could be the
+        old table's, no longer unique, and rows tied with a page's last row skipped.
+        Each page's entry (`open`, `_resume`, `_fill`) reads every database's
+        ``schema_version`` (which `_changes` reads for its token anyway) and makes the
+        plans again where it moved. A position minted under another key plan is then
+        refused (`_keys_of`), as a fresh source refuses it."""
         with self._held():
             self._connection()
+            token: Hashable = None
+            if check:
+                cur = self._live().cursor()
+                try:
+                    cur.row_factory = None
+                    token, layout = self._changes_and_layout(self._live(), cur)
+                finally:
+                    cur.close()
+                if layout != self._layout:
+                    self._plans.clear()
+                    self._layout = layout
             plan = super()._plan_for(cut)
             # The connection the plan was made on: not checked against the path again,
             # which could open a file replaced since and pair it with this plan.
-            return self._live(), plan
+            return self._live(), plan, token
 
     def _live(self) -> sqlite3.Connection:
         """The connection the last `_connection()` settled on, under the lock held since
@@ -2078,13 +2135,18 @@ class SQLiteSource(_SQLSource):
     def open(
         self, position: Position | None, *, limit_hint: int | None = None
     ) -> Generator[tuple[Row, Position], None, None]:
-        if self._mode == "keyset" and type(position) is list:
-            with self._held():
-                # The plan `_SQLSource.open` reads with (made here, or taken from the
-                # source's plans): the check adds its lookup, not a plan.
-                conn, plan = self._opened(self._max_cell)
+        with self._held():
+            # The plan `_SQLSource.open` reads with (made here, or taken from the
+            # source's plans): the check adds its lookup, not a plan.
+            conn, plan, _ = self._opened(self._max_cell, check=True)
+            if self._mode == "keyset" and type(position) is list:
                 self._check_row(conn, plan, position)
         return super().open(position, limit_hint=limit_hint)
+
+    def _resume(self, position: Position | None) -> Position | None:
+        if self._mode == "keyset" and isinstance(position, dict):
+            self._opened(MIN_CELL_BYTES, check=True)  # the rows around it read by a plan that holds
+        return super()._resume(position)
 
     def _check_row(self, conn: sqlite3.Connection, plan: _Plan, position: Position) -> None:
         """Refuse the cursor's *position* where its last key is a rowid that decides
@@ -2203,6 +2265,7 @@ class SQLiteSource(_SQLSource):
         if self._file != before:
             # What was learned of another file (columns, keys, blob I/O) is not this one's.
             self._plans.clear()
+            self._layout = None
         self._own, self._pid = own, os.getpid()
         self._closing = Closing(own)
         self._readers = (*(r for r in self._readers if r() is not None), weakref.ref(self._closing))
@@ -2224,7 +2287,7 @@ class SQLiteSource(_SQLSource):
             # thread's page may have opened it anew): the query is written again from
             # the plan of the file this connection reads (`_opened`), cut as *plan* is
             # (`_resume` reads with every cell cut short).
-            conn, now = self._opened(plan.longest or None)
+            conn, now, _ = self._opened(plan.longest or None)
             if now is not plan:
                 plan = now
                 sql, params = self._sql(plan, position, limit_hint)
@@ -2258,7 +2321,9 @@ class SQLiteSource(_SQLSource):
         start: int,
     ) -> tuple[bool, Position | None]:
         with self._held():  # see `_lock`
-            conn, plan = self._opened(cut)
+            # Read before the fetch: equal counters at the next page prove that nothing
+            # was written in between, so the row left over is still the next one.
+            conn, plan, token = self._opened(cut, check=True)
             if self._mode == "keyset":
                 self._check_row(conn, plan, position)
             # Held by the page: a close() of this thread's (from code the page calls)
@@ -2279,9 +2344,6 @@ class SQLiteSource(_SQLSource):
             )
             try:
                 cur.row_factory = None
-                # Read before the fetch: equal counters at the next page prove that nothing
-                # was written in between, so the row left over is still the next one.
-                token = self._changes(conn, cur)
                 carried, size = self._kept(key, token)
                 chunks = _Chunks(
                     self,
@@ -2588,8 +2650,18 @@ class SQLiteSource(_SQLSource):
 
     @staticmethod
     def _changes(conn: sqlite3.Connection, cur: sqlite3.Cursor) -> Hashable:
-        """What changes whenever the database does: its commits by any other connection
-        (``PRAGMA data_version`` of each attached database), this connection's own
+        """The token of `_changes_and_layout`."""
+        return SQLiteSource._changes_and_layout(conn, cur)[0]
+
+    @staticmethod
+    def _changes_and_layout(
+        conn: sqlite3.Connection, cur: sqlite3.Cursor
+    ) -> tuple[Hashable, Hashable]:
+        """The token of the rows kept ahead, and the layout: each database's name, file
+        and ``schema_version``, which the plans are made of (`_opened`).
+
+        The token is what changes whenever the database does: its commits by any other
+        connection (``PRAGMA data_version`` of each attached database), this connection's own
         writes (``total_changes``) and its schema changes (``schema_version``, which
         ``total_changes`` does not count: a table dropped and another renamed to its
         name).
@@ -2604,8 +2676,6 @@ class SQLiteSource(_SQLSource):
         database detached and another file attached under its name (a dataset
         refreshed with ``os.replace``) starts counters of its own, which may be equal;
         None where a file's name cannot be read exactly (`_file_name`)."""
-        if conn.in_transaction:
-            return None
         # A file's name as its bytes: a POSIX name that is not UTF-8 read as text fails
         # to decode (whatever the connection's text_factory is, the bytes are the OS's).
         attached = cur.execute(
@@ -2613,22 +2683,24 @@ class SQLiteSource(_SQLSource):
             " FROM pragma_database_list"
         ).fetchall()
         schemas = [row[1] for row in attached]
+        layout = tuple(
+            (name, stored, cur.execute(f"PRAGMA {quote_ident(name)}.schema_version").fetchone()[0])
+            for _, name, stored, _ in attached
+        )
+        if conn.in_transaction:
+            return None, layout
         files = []
         for _, name, stored, encoding in attached:
             path = _file_name(stored, encoding)
             if path is None:
-                return None  # a file not known by its name could be replaced unseen
+                return None, layout  # a file not known by its name could be replaced unseen
             files.append((name, path, _file_id(path)))
         versions = tuple(
             cur.execute(f"PRAGMA {quote_ident(name)}.data_version").fetchone()[0]
             for name in schemas
             if name != "temp"  # private to this connection: its writes are total_changes
         )
-        layouts = tuple(
-            cur.execute(f"PRAGMA {quote_ident(name)}.schema_version").fetchone()[0]
-            for name in schemas
-        )
-        return conn.total_changes, versions, layouts, tuple(files)
+        return (conn.total_changes, versions, layout, tuple(files)), layout
 
     def _make_plan(self, cut: int | None) -> _Plan:
         # Its statements too must not run under another page's limit (`_lock`); made
@@ -2641,8 +2713,10 @@ class SQLiteSource(_SQLSource):
                 probe = f"SELECT * FROM (\n{self._inner}\n) AS _jb_q LIMIT 0"
                 cur.execute(probe, self._params)
                 columns = [d[0] for d in cur.description]
+                converted: frozenset[str] = frozenset()
                 if conn is not self._own:
                     self._check_names(cur, columns)
+                    converted = self._converted(cur, columns)
                 utf8 = cur.execute("PRAGMA encoding").fetchone()[0] == "UTF-8"
                 self._utf8 = utf8
             finally:
@@ -2654,6 +2728,8 @@ class SQLiteSource(_SQLSource):
             n = cut
             cuts: list[_Cut] = []
             for name in columns if n is not None else ():
+                if name in converted:
+                    continue  # read whole, as the connection converts it (`_converted`)
                 col = self._col(name)
                 if utf8:
                     # A value's size in bytes (a text cast to a blob is the same bytes) is
@@ -2688,6 +2764,43 @@ class SQLiteSource(_SQLSource):
             if not self._stored(conn, n or 0):
                 plan.bare = ""
             return plan
+
+    def _converted(self, cur: sqlite3.Cursor, columns: list[str]) -> frozenset[str]:
+        """The result columns a converter of the connection's (``detect_types``) reads.
+
+        sqlite3 picks a column's converter by its declared type, which a column of the
+        wrapped query keeps and an expression (the cut's ``CASE``) has not: cut, a column
+        came back as stored text on the pages and converted from ``open()``. Such a
+        column is therefore never cut, so that every path reads it as the connection
+        converts it. Found by a row the converter is handed: a compound select takes
+        its declared types from its first select (here without rows), so a marker
+        value the second one gives comes back converted (or the converter raises) in
+        a column that converts. One query a plan, on a caller's connection only; one
+        per column where some converter reads the marker."""
+        # Text: a converter is handed bytes, so even one that returns them is seen.
+        marker = "\x00jsonbudget"
+
+        def probe(names: list[str]) -> bool:
+            bound: list[str] = []
+            values: list[object] = []
+            bind = self._binder(bound, values)
+            sql = (
+                f"SELECT {', '.join('_jb_p.' + self._ident(c) for c in names)}"
+                f" FROM (\n{self._inner}\n) AS _jb_p"
+                f" WHERE 0 UNION ALL SELECT {', '.join(bind(marker) for _ in names)}"
+            )
+            params = self._merged(bound, values)
+            try:
+                row = cur.execute(sql, params).fetchone()
+            except sqlite3.Error:
+                raise  # the query's own error, as the first page gives it
+            except Exception:  # noqa: BLE001 - a converter's, whatever it raises
+                return True
+            return any(type(value) is not str or value != marker for value in row)
+
+        if not columns or not probe(columns):
+            return frozenset()
+        return frozenset(c for c in columns if probe([c]))
 
     def _check_names(self, cur: sqlite3.Cursor, columns: list[str]) -> None:
         """Refuse a connection that cut a result column's name: with
@@ -2728,30 +2841,31 @@ class SQLiteSource(_SQLSource):
         self._blobs = None
         if self._table is None:
             return False
-        *schema, name = self._table
-        prefix = quote_ident(schema[0]) + "." if schema else ""
+        name = self._table[-1]
         cur = conn.cursor()
         try:
             cur.row_factory = None
-            # (schema, name, type, ncol, wr, strict) of each table of that name, any schema
-            kinds = cur.execute(f"PRAGMA {prefix}table_list({quote_ident(name)})").fetchall()
+            found = _locate(cur, self._table)
+            if found is None:
+                return False
+            schema, kind, without_rowid = found
             # (cid, name, type, notnull, default, pk, hidden): 2 is a virtual generated column
-            columns = cur.execute(f"PRAGMA {prefix}table_xinfo({quote_ident(name)})").fetchall()
+            xinfo = f"PRAGMA {_named(self._table)}table_xinfo({quote_ident(name)})"
+            columns = cur.execute(xinfo).fetchall()
         finally:
             cur.close()
         stored = (
-            bool(kinds)
-            and all(row[2] == "table" for row in kinds)
+            kind == "table"
             and all(row[6] in (0, 3) for row in columns)
             and all(row[4] is None or len(row[4]) <= longest for row in columns)
         )
         taken = {row[1].lower() for row in columns}
         free = [alias for alias in ("rowid", "_rowid_", "oid") if alias not in taken]
-        if stored and len(kinds) == 1 and not kinds[0][4] and free:  # (… wr …): WITHOUT ROWID
+        if stored and not without_rowid and free:
             alias = _BLOB_ROWID
             while alias.lower() in taken:
                 alias += "_"
-            self._blobs = (kinds[0][0], name, free[0], alias)
+            self._blobs = (schema, name, free[0], alias)
         return stored
 
     def _table_keys(self, conn: sqlite3.Connection) -> _TableKeys:
@@ -2763,26 +2877,18 @@ class SQLiteSource(_SQLSource):
         by (unique under BINARY is not unique under NOCASE).
         """
         assert self._table is not None
-        *schema, name = self._table
-        prefix = quote_ident(schema[0]) + "." if schema else ""
-        table = prefix + quote_ident(name)
+        name = self._table[-1]
         cur = conn.cursor()
         try:
             cur.row_factory = None
-            info = cur.execute(f"PRAGMA {prefix}table_info({quote_ident(name)})").fetchall()
-            master = (prefix or "main.") + "sqlite_master"
-            kind = cur.execute(
-                f"SELECT type, sql FROM {master} WHERE name = ? COLLATE NOCASE", (name,)
-            ).fetchone()
-            is_table = kind is not None and kind[0] == "table"
             # Asked, not read from the CREATE text: "WITHOUT ROWID" may stand in a default
             # value or a comment of an ordinary table.
-            without_rowid = is_table and any(
-                row[4]  # (schema, name, type, ncol, wr, strict)
-                for row in cur.execute(
-                    f"PRAGMA {prefix or 'main.'}table_list({quote_ident(name)})"
-                ).fetchall()
-            )
+            schema, kind, without_rowid = _locate(cur, self._table) or ("main", "", False)
+            # A virtual table (FTS5) has a rowid too; a view has none.
+            is_table = kind not in ("", "view")
+            prefix = _named(self._table)
+            table = prefix + quote_ident(name)
+            info = cur.execute(f"PRAGMA {prefix}table_info({quote_ident(name)})").fetchall()
             notnull = {row[1] for row in info if row[3]}
             pk = [row[1] for row in sorted((r for r in info if r[5]), key=lambda r: r[5])]
             indexes = cur.execute(f"PRAGMA {prefix}index_list({quote_ident(name)})").fetchall()
@@ -2806,7 +2912,9 @@ class SQLiteSource(_SQLSource):
                 keys = [
                     (r[2], r[4])
                     for r in cur.execute(
-                        f"PRAGMA {prefix}index_xinfo({quote_ident(idx[1])})"
+                        # The table's schema: a name alone finds the first index of that
+                        # name, which may be another schema's, of another table.
+                        f"PRAGMA {quote_ident(schema)}.index_xinfo({quote_ident(idx[1])})"
                     ).fetchall()
                     if r[5]  # a key column, not the rowid or a covered one
                 ]
