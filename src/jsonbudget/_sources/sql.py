@@ -3027,6 +3027,24 @@ def _pg_text_unit(conn: psycopg.Connection[Any]) -> Literal["chars", "bytes"]:
     return "chars"
 
 
+#: The end of a UTF-8 text's bytes that holds a character's start without all of it: a
+#: lead byte followed by fewer continuation bytes than it announces (at most 3 bytes).
+_PG_UTF8_PARTIAL: Final = (
+    r"E'(?:[\\xC0-\\xDF]|[\\xE0-\\xEF][\\x80-\\xBF]?|[\\xF0-\\xF7][\\x80-\\xBF]{0,2})$'"
+)
+
+
+def _utf8_left(text: str, n: int) -> str:
+    """SQL for the characters whole in the first *n* bytes of *text*, in an SQL_ASCII
+    database read as UTF-8: there ``left()`` counts bytes, and its head ended inside a
+    multibyte character, which the server refused to send as UTF-8 (every page from that
+    row on raised `DecodeError` for valid text). Its partial last character, found in
+    the last 3 bytes (a slice, not the whole value), is dropped."""
+    tail = f"substring({text} FROM {n - 2} FOR 3)"
+    partial = f"coalesce(octet_length(substring({tail} FROM {_PG_UTF8_PARTIAL})), 0)"
+    return f"left({text}, {n} - {partial})"
+
+
 def _float_digits(conn: psycopg.Connection[Any]) -> int:
     """The session's ``extra_float_digits``: below 1, floats are written rounded."""
     _psycopg()
@@ -3320,7 +3338,16 @@ class PostgresSource(_SQLSource):
     psycopg is imported only when this class is used.
     """
 
-    __slots__ = ("_closing", "_conn", "_conninfo", "_key_oids", "_own", "_pid", "_pool")
+    __slots__ = (
+        "_closing",
+        "_conn",
+        "_conninfo",
+        "_float_key",
+        "_key_oids",
+        "_own",
+        "_pid",
+        "_pool",
+    )
     _kind = "postgres"
 
     def __init__(
@@ -3353,6 +3380,8 @@ class PostgresSource(_SQLSource):
         self._pool: Any = None
         # The types of the order columns, read with psycopg's own loaders (`_row_cursor`).
         self._key_oids: frozenset[int] = frozenset()
+        # A keyset order's float column: checked on every page (`_check_float_digits`).
+        self._float_key: str | None = None
         self._own: psycopg.Connection[Any] | None = None
         # Closes `_own` when the source is dropped unclosed: psycopg warns of a connection
         # deleted open, and this source opened it, so no caller could have closed it.
@@ -3459,6 +3488,7 @@ class PostgresSource(_SQLSource):
         _psycopg()
         # Checked on each page too: a pool's connections, or a SET since the plan.
         _check_client_encoding(conn)
+        self._check_float_digits(conn)
         # A server-side cursor lives in a transaction: ours where none is open, else the
         # caller's, each statement there in a savepoint (`_InSavepoints`).
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
@@ -3533,6 +3563,8 @@ class PostgresSource(_SQLSource):
             if idle:
                 first = self._first_batch(limit_hint, plan, chunks)
                 token = self._snapshot(conn, cur, chunks, first)
+            else:
+                self._check_float_digits(conn)
             # Inside the caller's transaction its own writes leave the snapshot as it
             # is: keep nothing there. (Without carried rows the query sent stands.)
             if carried and not _unchanged(kept, token):
@@ -3635,9 +3667,34 @@ class PostgresSource(_SQLSource):
             return None
         return super()._more(chunks, cur, n)
 
-    @staticmethod
-    def _snapshot(conn: psycopg.Connection[Any], cur: Any, chunks: _Chunks, batch: int) -> Hashable:
-        """The cluster's transaction snapshot: which transactions are done.
+    def _check_float_digits(self, conn: psycopg.Connection[Any]) -> None:
+        """Refuse a page of a float order on a session that now writes floats rounded (a
+        SET since the plan, a pool's connection): its positions would skip rows. A
+        query of its own, so only where the page reads no snapshot (`_snapshot` reads
+        the setting with it) and the connection is not the source's own (set exact)."""
+        if self._float_key is not None and conn is not self._own:
+            self._refuse_rounded_floats(_float_digits(conn))
+
+    def _refuse_rounded_floats(self, digits: int) -> None:
+        if self._float_key is not None and digits < 1:
+            raise LimitError(
+                "order_by",
+                self._float_key,
+                f"is a float column, which this session writes rounded "
+                f"(extra_float_digits = {digits}): a position would skip rows "
+                "tied with it or never pass it. SET extra_float_digits = 1 on "
+                "the connection (the default since PostgreSQL 12), or give the "
+                "source a conninfo (its own connection writes floats exactly)",
+            )
+
+    def _snapshot(
+        self, conn: psycopg.Connection[Any], cur: Any, chunks: _Chunks, batch: int
+    ) -> Hashable:
+        """The cluster's transaction snapshot: which transactions are done, with the
+        session's role and ``search_path``, which change what a query returns without a
+        write (row-level security, a schema per tenant): rows kept under other ones are
+        not served. ``extra_float_digits`` comes with them, checked for a float order
+        (`_check_float_digits`) at no round trip of its own.
 
         A transaction that writes gets an id, and when it ends (commit or rollback) the
         snapshot changes: the id leaves the list of running ones, or moves the first id
@@ -3652,23 +3709,30 @@ class PostgresSource(_SQLSource):
         _psycopg()
 
         query = chunks.first_query(batch)
+        state = (
+            "SELECT pg_current_snapshot()::text, current_user::text,"
+            " current_setting('search_path'), current_setting('extra_float_digits')::int"
+        )
         with conn.cursor(row_factory=psycopg.rows.tuple_row) as snap:
             if query is not None and psycopg.Pipeline.is_supported():
                 try:
                     with conn.pipeline():
-                        snap.execute("SELECT pg_current_snapshot()::text")
+                        snap.execute(state)
                         cur.execute(*query)
                 except psycopg.DataError as exc:
                     if _unreadable(exc) is None or not _unaborted(conn):
                         raise
                     # The first fetch runs the query again and reads up to that row.
-                    snap.execute("SELECT pg_current_snapshot()::text")
+                    snap.execute(state)
                 else:
                     chunks.issued(batch)
             else:
-                snap.execute("SELECT pg_current_snapshot()::text")
+                snap.execute(state)
             row = snap.fetchone()
-        return None if row is None else row[0]
+        if row is None:
+            return None
+        self._refuse_rounded_floats(int(row[3]))
+        return tuple(row[:3])
 
     def _make_plan(self, cut: int | None) -> _Plan:
         if self._pool is not None:
@@ -3699,8 +3763,13 @@ class PostgresSource(_SQLSource):
         n = cut
         text_unit = _pg_text_unit(conn)
         text_length = "octet_length" if text_unit == "bytes" else "length"
+        # An SQL_ASCII database counts bytes, read as UTF-8 (`_utf8_left`).
+        utf8_bytes = (
+            conn.info.parameter_status("server_encoding") == "SQL_ASCII" and text_unit == "bytes"
+        )
         cuts: list[_Cut] = []
         for name, oid in zip(columns, oids, strict=True) if n is not None else ():
+            assert n is not None  # for mypy
             col = self._col(name)
             if oid == _PG_BYTEA:
                 # octet_length reads the stored size; substring detoasts only the slice.
@@ -3712,7 +3781,8 @@ class PostgresSource(_SQLSource):
                 # left() detoasts only the prefix; a text of more bytes than the bound may
                 # still have no more characters than it (then it arrives whole).
                 when = f"octet_length({col}) > {n}"
-                value = f"CASE WHEN {when} THEN left({col}, {n}) ELSE {col} END"
+                head = _utf8_left(col, n) if utf8_bytes else f"left({col}, {n})"
+                value = f"CASE WHEN {when} THEN {head} ELSE {col} END"
                 length = f"CASE WHEN {when} THEN {text_length}({col}) END"
                 cuts.append((name, value, length, None, text_unit))
             elif oid not in _PG_BOUNDED and category.get(oid) not in _PG_BOUNDED_CATEGORIES:
@@ -3721,13 +3791,15 @@ class PostgresSource(_SQLSource):
                 # not fetched.
                 text = f"{col}::text"
                 when = f"octet_length({text}) > {n} AND length({text}) > {n}"
+                head = _utf8_left(text, n) if utf8_bytes else f"left({text}, {n})"
                 cuts.append(
                     (
                         name,
                         f"CASE WHEN {when} THEN NULL ELSE {col} END",
                         f"CASE WHEN {when} THEN length({text}) END",
-                        f"CASE WHEN {when} THEN left({text}, {n}) END",
-                        "chars",
+                        f"CASE WHEN {when} THEN {head} END",
+                        # There length() counts bytes: UTF-8 bytes, as the client reads.
+                        "bytes" if utf8_bytes else "chars",
                     )
                 )
         # A real arrives as the float its text reads as, not the float it is: compared
@@ -3784,17 +3856,8 @@ class PostgresSource(_SQLSource):
                         "such as extract(epoch FROM iv) AS iv_key",
                     )
                 if oid in (_PG_FLOAT4, _PG_FLOAT8):
-                    digits = _float_digits(conn)
-                    if digits < 1:
-                        raise LimitError(
-                            "order_by",
-                            name,
-                            f"is a float column, which this session writes rounded "
-                            f"(extra_float_digits = {digits}): a position would skip rows "
-                            "tied with it or never pass it. SET extra_float_digits = 1 on "
-                            "the connection (the default since PostgreSQL 12), or give the "
-                            "source a conninfo (its own connection writes floats exactly)",
-                        )
+                    self._float_key = self._float_key or name
+                    self._refuse_rounded_floats(_float_digits(conn))
         return plan
 
     def _table_keys(self, cur: Any) -> _TableKeys:
