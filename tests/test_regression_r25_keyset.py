@@ -96,7 +96,7 @@ def test_regression_sqlite_rowid_position_without_its_row_is_refused(tmp_path: P
             list(source.open([6]))
         with pytest.raises(InvalidCursor, match="which row"):
             source.fill(_Builder(), [6])
-        with pytest.raises(InvalidCursor, match="not a valid"):
+        with pytest.raises(InvalidCursor, match="does not fit the source's keys"):
             list(source.open([6, 7]))
 
 

@@ -262,7 +262,13 @@ def _keys_of(plan: _Plan, position: Position) -> list[JSONValue]:
     if plan.hidden and len(position) == n + 1 and type(position[n]) is str:
         return position[:n]
     if len(position) != n:
-        raise InvalidCursor("the position is not a valid keyset position")
+        # A position minted under other keys: the table, or the keys it is ordered by,
+        # changed since (a rebuilt table, a dropped index, a table shadowing it).
+        raise InvalidCursor(
+            f"the position does not fit the source's keys ({len(position)} where it "
+            f"orders by {n}): the table or its keys changed since the cursor was minted, "
+            "or the position is not this source's; start the listing again"
+        )
     return position
 
 
