@@ -196,6 +196,27 @@ def running_postgres() -> Iterator[PostgresServer]:
         shutil.rmtree(root)
 
 
+@contextlib.contextmanager
+def sql_ascii_database(server: PostgresServer, name: str) -> Iterator[str]:
+    """A database *name* on *server* whose encoding is SQL_ASCII (it stores any bytes and
+    counts text in bytes), made for the block and dropped after: its dsn, read through a
+    UTF-8 client."""
+    import psycopg  # here: the benches import this module where psycopg may be missing
+
+    with psycopg.connect(server.dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(
+            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'"
+            " TEMPLATE template0"
+        )
+        try:
+            yield server.dsn.replace(f"dbname={server.dbname}", f"dbname={name}") + (
+                " client_encoding=UTF8"
+            )
+        finally:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL for the whole session. Fails (never skips) if it cannot start."""

@@ -17,7 +17,7 @@ import pytest
 
 from jsonbudget import Limits, MemoryCursorStore, PostgresSource, Scope, paginate
 from jsonbudget.errors import DecodeError, LimitError
-from tests.fixtures_postgres import PostgresServer
+from tests.fixtures_postgres import PostgresServer, sql_ascii_database
 from tests.test_sources import pages_by_fill, pages_by_paginate
 
 pytestmark = pytest.mark.postgres
@@ -29,27 +29,15 @@ INTRANS = psycopg.pq.TransactionStatus.INTRANS
 def ascii_dsn(postgres_server: PostgresServer) -> Iterator[str]:
     """An SQL_ASCII database read through a UTF-8 client, whose table ``b`` holds rows 1
     to 40 and, at row 30, text that is not UTF-8 (the server cannot send it)."""
-    name = "r20_txn_ascii"
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(
-            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'"
-            " TEMPLATE template0"
-        )
-        try:
-            dsn = postgres_server.dsn.replace("dbname=postgres", f"dbname={name}")
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("CREATE TABLE b (id int PRIMARY KEY, t text)")
-                conn.execute(
-                    "INSERT INTO b SELECT g, repeat('x', 100) FROM generate_series(1, 40) g"
-                )
-                conn.execute(
-                    "UPDATE b SET t = convert_from('\\x61ff62'::bytea, 'SQL_ASCII') WHERE id = 30"
-                )
-                conn.execute("CREATE TABLE mine (v int)")
-            yield dsn + " client_encoding=UTF8"
-        finally:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with sql_ascii_database(postgres_server, "r20_txn_ascii") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE b (id int PRIMARY KEY, t text)")
+            conn.execute("INSERT INTO b SELECT g, repeat('x', 100) FROM generate_series(1, 40) g")
+            conn.execute(
+                "UPDATE b SET t = convert_from('\\x61ff62'::bytea, 'SQL_ASCII') WHERE id = 30"
+            )
+            conn.execute("CREATE TABLE mine (v int)")
+        yield dsn
 
 
 def _callers(dsn: str) -> psycopg.Connection[Any]:

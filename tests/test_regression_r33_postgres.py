@@ -17,7 +17,7 @@ import pytest
 
 from jsonbudget import Clipped, Limits, MemoryCursorStore, PostgresSource, Scope, paginate
 from jsonbudget.errors import LimitError
-from tests.fixtures_postgres import PostgresServer
+from tests.fixtures_postgres import PostgresServer, sql_ascii_database
 from tests.test_sources import pages_by_paginate
 
 pytestmark = pytest.mark.postgres
@@ -29,25 +29,14 @@ LONG = "a" + "é" * 2000
 def ascii_dsn(postgres_server: PostgresServer) -> Iterator[str]:
     """An SQL_ASCII database read through a UTF-8 client; table ``t`` holds a valid UTF-8
     text whose cut at any even byte count ends inside a character."""
-    name = "r33_pg_ascii"
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(
-            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'"
-            " TEMPLATE template0"
-        )
-        try:
-            dsn = postgres_server.dsn.replace("dbname=postgres", f"dbname={name}")
-            dsn += " client_encoding=UTF8"
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("CREATE TABLE t (id int PRIMARY KEY, body text, tags text[])")
-                conn.execute(
-                    "INSERT INTO t VALUES (1, 'ok', '{}'), (2, %s, %s), (3, 'after', '{}')",
-                    (LONG, [LONG]),
-                )
-            yield dsn
-        finally:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with sql_ascii_database(postgres_server, "r33_pg_ascii") as dsn:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (id int PRIMARY KEY, body text, tags text[])")
+            conn.execute(
+                "INSERT INTO t VALUES (1, 'ok', '{}'), (2, %s, %s), (3, 'after', '{}')",
+                (LONG, [LONG]),
+            )
+        yield dsn
 
 
 def test_regression_sqlascii_utf8_cut_never_splits_a_character(ascii_dsn: str) -> None:
