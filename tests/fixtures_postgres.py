@@ -199,8 +199,9 @@ def running_postgres() -> Iterator[PostgresServer]:
 @contextlib.contextmanager
 def sql_ascii_database(server: PostgresServer, name: str) -> Iterator[str]:
     """A database *name* on *server* whose encoding is SQL_ASCII (it stores any bytes and
-    counts text in bytes), made for the block and dropped after: its dsn, read through a
-    UTF-8 client."""
+    counts text in bytes), made for the block and dropped after: its dsn, the client
+    encoding left as the database makes it (add ``client_encoding=UTF8`` to read its
+    text as UTF-8)."""
     import psycopg  # here: the benches import this module where psycopg may be missing
 
     with psycopg.connect(server.dsn, autocommit=True) as admin:
@@ -210,9 +211,7 @@ def sql_ascii_database(server: PostgresServer, name: str) -> Iterator[str]:
             " TEMPLATE template0"
         )
         try:
-            yield server.dsn.replace(f"dbname={server.dbname}", f"dbname={name}") + (
-                " client_encoding=UTF8"
-            )
+            yield server.dsn.replace(f"dbname={server.dbname}", f"dbname={name}")
         finally:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 

@@ -19,7 +19,7 @@ import pytest
 
 from jsonbudget import Limits, MemoryCursorStore, PostgresSource, Scope, SQLiteSource, paginate
 from jsonbudget.errors import DecodeError, LimitError
-from tests.fixtures_postgres import PostgresServer
+from tests.fixtures_postgres import PostgresServer, sql_ascii_database
 from tests.test_sources import pages_by_fill, pages_by_paginate
 
 
@@ -54,7 +54,7 @@ def test_regression_utf16_sqlite_database_pages(tmp_path: Path, encoding: str) -
         # The token names each file by its inode: a database attached again from
         # another file under the same name is told apart.
         cur = conn.cursor()
-        token = SQLiteSource._changes(conn, cur)
+        token = SQLiteSource._changes_and_layout(conn, cur)[0]
         assert token is not None
         files = token[-1]  # type: ignore[index]
         assert [(name, path_) for name, path_, _ in files] == [
@@ -165,22 +165,6 @@ def test_regression_pg_interval_past_timedelta_arrives_as_text(
         pg.execute("DROP TABLE r19_iv")
 
 
-@contextlib.contextmanager
-def _sql_ascii(server: PostgresServer, name: str) -> Iterator[str]:
-    """A database of its own in SQL_ASCII; its conninfo, the client encoding left as the
-    database makes it."""
-    with psycopg.connect(server.dsn, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(
-            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'"
-            " TEMPLATE template0"
-        )
-        try:
-            yield server.dsn.replace("dbname=postgres", f"dbname={name}")
-        finally:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-
-
 @pytest.mark.postgres
 def test_regression_pg_sql_ascii_client_encoding_is_refused(
     postgres_server: PostgresServer,
@@ -189,7 +173,7 @@ def test_regression_pg_sql_ascii_client_encoding_is_refused(
     default) psycopg reads text and column names as bytes: a table= source failed with
     the internal "ValueError: b'id' is not in list", a query= source made every text,
     plain ASCII too, an "unencodable: bytes" marker."""
-    with _sql_ascii(postgres_server, "r19_ascii") as dsn:
+    with sql_ascii_database(postgres_server, "r19_ascii") as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE TABLE s (id int PRIMARY KEY, t text)")
             conn.execute("INSERT INTO s VALUES (1, 'plain ascii'), (2, 'more')")
@@ -228,7 +212,7 @@ def test_regression_pg_row_the_client_encoding_cannot_hold_fails_only_its_page(
     text not UTF-8: the server failed the whole query (psycopg's CharacterNotInRepertoire,
     no JsonBudgetError), so every page whose fetch covered the row failed and the rows
     before it were never served."""
-    with _sql_ascii(postgres_server, "r19_ascii_bad") as ascii_dsn:
+    with sql_ascii_database(postgres_server, "r19_ascii_bad") as ascii_dsn:
         with psycopg.connect(ascii_dsn, autocommit=True) as conn:
             conn.execute("CREATE TABLE b (id int PRIMARY KEY, t text)")
             conn.execute("INSERT INTO b SELECT g, repeat('x', 100) FROM generate_series(1, 40) g")

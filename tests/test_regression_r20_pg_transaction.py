@@ -37,7 +37,7 @@ def ascii_dsn(postgres_server: PostgresServer) -> Iterator[str]:
                 "UPDATE b SET t = convert_from('\\x61ff62'::bytea, 'SQL_ASCII') WHERE id = 30"
             )
             conn.execute("CREATE TABLE mine (v int)")
-        yield dsn
+        yield dsn + " client_encoding=UTF8"
 
 
 def _callers(dsn: str) -> psycopg.Connection[Any]:

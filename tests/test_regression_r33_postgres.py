@@ -36,7 +36,7 @@ def ascii_dsn(postgres_server: PostgresServer) -> Iterator[str]:
                 "INSERT INTO t VALUES (1, 'ok', '{}'), (2, %s, %s), (3, 'after', '{}')",
                 (LONG, [LONG]),
             )
-        yield dsn
+        yield dsn + " client_encoding=UTF8"
 
 
 def test_regression_sqlascii_utf8_cut_never_splits_a_character(ascii_dsn: str) -> None:

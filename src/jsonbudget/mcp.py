@@ -557,10 +557,10 @@ class McpPager:
         )
         self._fixed = _line_bytes(empty, self._stamp) - (0 if content == "text" else 2)
         room = self.limits.max_bytes - self._fixed
-        safe = room // _WORST_GROWTH[content]
+        growth = _WORST_GROWTH[content]
+        safe = room // growth
         least = _least_page_bytes(self.limits, self._options)
         if safe < least:
-            growth = _WORST_GROWTH[content]
             need = self._fixed + math.ceil(least * growth)
             raise LimitError(
                 "max_bytes",

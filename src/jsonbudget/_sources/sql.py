@@ -2024,7 +2024,7 @@ class SQLiteSource(_SQLSource):
         self._length = 0  # the own connection's length limit as opened
         # The device and inode of the file the own connection opened (`_connection`).
         self._file: tuple[int, int] | None = None
-        # The schema of each database (`_changes`) when the plans were last found to
+        # The schema of each database (`_changes_and_layout`) when the plans were last found to
         # hold: None, not yet checked (`_opened`).
         self._layout: Hashable = None
         # Held by a page (its plan and connection included), and by each step of an
@@ -2098,7 +2098,8 @@ class SQLiteSource(_SQLSource):
     ) -> tuple[sqlite3.Connection, _Plan, Hashable]:
         """The connection, checked against the path's file (`_connection`), and the plan
         made of what it reads, taken together under the source's lock; with *check*,
-        the plans checked against the schema too, and the page's token (`_changes`).
+        the plans checked against the schema too, and the page's token
+        (`_changes_and_layout`).
 
         A replaced file is opened anew and forgets the plans made of the old one, and
         that happens only under the lock: a plan taken before it was held could be the
@@ -2110,7 +2111,7 @@ class SQLiteSource(_SQLSource):
         recipe, a unique index dropped, a column added): the plan's keys could be the
         old table's, no longer unique, and rows tied with a page's last row skipped.
         Each page's entry (`open`, `_resume`, `_fill`) reads every database's
-        ``schema_version`` (which `_changes` reads for its token anyway) and makes the
+        ``schema_version`` (which `_changes_and_layout` reads for its token anyway) and makes the
         plans again where it moved. A position minted under another key plan is then
         refused (`_keys_of`), as a fresh source refuses it."""
         with self._held():
@@ -2653,11 +2654,6 @@ class SQLiteSource(_SQLSource):
                 text = kind[0] == "text"
                 cells.append(Clipped(_text_head(head) if text else head, size, "bytes"))
         return tuple(cells)
-
-    @staticmethod
-    def _changes(conn: sqlite3.Connection, cur: sqlite3.Cursor) -> Hashable:
-        """The token of `_changes_and_layout`."""
-        return SQLiteSource._changes_and_layout(conn, cur)[0]
 
     @staticmethod
     def _changes_and_layout(
